@@ -1,0 +1,306 @@
+//! The dtrace-compatible command line: options, compiling each program, `-l` listing, `-e`.
+
+pub mod args;
+mod listing;
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::Path;
+
+use crate::lang::cpp::CppOptions;
+use crate::lang::options::{cmdline_error_message, DOptions};
+use crate::lang::types::DataModel;
+use crate::lang::{self, CompileInput, MacroEnv, SourceKind};
+use crate::probes::{Catalog, ProbeCatalog};
+use args::{Args, ProbeSpecKind, ProgramSource, EXIT_ERROR, EXIT_OK, EXIT_USAGE};
+
+/// One program of the command line, ready to compile.
+struct Program {
+    /// `script x.d` or `probe specifier X` for messages.
+    what: String,
+    text: String,
+    kind: SourceKind,
+    file_name: String,
+}
+
+/// Writes `dtx: <msg>` to stderr.
+fn fatal(prog: &str, msg: &str) {
+    let _ = writeln!(std::io::stderr(), "{prog}: {msg}");
+}
+
+pub fn main(argv: Vec<OsString>) -> i32 {
+    let prog = "dtx";
+    let args = match args::parse(&argv) {
+        Ok(a) => a,
+        Err(e) => {
+            let mut err = std::io::stderr();
+            if let Some(m) = &e.message {
+                let _ = writeln!(err, "{m}");
+            }
+            if e.show_usage {
+                let _ = write!(err, "{}", args::usage_text(prog));
+            }
+            return e.exit_code();
+        }
+    };
+    if args.help {
+        print!("{}", args::usage_text(prog));
+        return EXIT_OK;
+    }
+    if args.version {
+        println!("{}", args::version_text(prog));
+        return EXIT_OK;
+    }
+    if let Some(e) = args.unsupported_error(prog) {
+        if let Some(m) = &e.message {
+            fatal(prog, m.trim_start_matches("dtx: "));
+        }
+        return EXIT_USAGE;
+    }
+    match run(prog, &args) {
+        Ok(code) => code,
+        Err(msg) => {
+            fatal(prog, &msg);
+            EXIT_ERROR
+        }
+    }
+}
+
+/// Applies the option-setting flags in command-line order.
+fn options_from(prog: &str, args: &Args) -> Result<DOptions, String> {
+    let mut opts = DOptions::new();
+    for s in &args.setopts {
+        if let Err(e) = opts.set(&s.name, s.value.as_deref()) {
+            let m = cmdline_error_message(prog, &s.origin, &e);
+            return Err(m.trim_start_matches(&format!("{prog}: ")).to_string());
+        }
+    }
+    if args.zero_ok {
+        let _ = opts.set("zdefs", None);
+    }
+    Ok(opts)
+}
+
+/// The text compiled for `-P/-m/-f/-n/-i`: the description completed to four fields.
+fn probe_program_text(kind: ProbeSpecKind, text: &str) -> String {
+    let split = text.find(['{', '/']).unwrap_or(text.len());
+    let (desc, rest) = text.split_at(split);
+    let desc = desc.trim_end();
+    let fields = desc.matches(':').count() + 1;
+    let desc = match kind {
+        ProbeSpecKind::Provider if fields == 1 => format!("{desc}:::"),
+        ProbeSpecKind::Module if fields == 1 => format!(":{desc}::"),
+        ProbeSpecKind::Module if fields == 2 => format!("{desc}::"),
+        ProbeSpecKind::Function if fields == 1 => format!("::{desc}:"),
+        ProbeSpecKind::Function if fields == 2 => format!(":{desc}:"),
+        ProbeSpecKind::Function if fields == 3 => format!("{desc}:"),
+        _ => desc.to_string(),
+    };
+    format!("{desc}{rest}")
+}
+
+fn load_programs(args: &Args) -> Result<Vec<Program>, String> {
+    let mut v = Vec::new();
+    for p in &args.programs {
+        match p {
+            ProgramSource::Script(path) => {
+                let shown = path.display().to_string();
+                let bytes = if shown == "-" {
+                    let mut b = Vec::new();
+                    std::io::Read::read_to_end(&mut std::io::stdin(), &mut b)
+                        .map_err(|e| format!("failed to read standard input: {e}"))?;
+                    b
+                } else {
+                    std::fs::read(path)
+                        .map_err(|e| format!("failed to open {shown}: {}", io_reason(&e)))?
+                };
+                let text = String::from_utf8(bytes)
+                    .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+                v.push(Program {
+                    what: format!("script {shown}"),
+                    text,
+                    kind: SourceKind::File,
+                    file_name: shown,
+                });
+            }
+            ProgramSource::Probe(kind, text) => v.push(Program {
+                what: format!("probe specifier {text}"),
+                text: probe_program_text(*kind, text),
+                kind: SourceKind::String,
+                file_name: "<command-line>".into(),
+            }),
+        }
+    }
+    Ok(v)
+}
+
+fn io_reason(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "No such file or directory".into(),
+        std::io::ErrorKind::PermissionDenied => "Permission denied".into(),
+        _ => e.to_string(),
+    }
+}
+
+fn cpp_options(args: &Args, model: DataModel) -> CppOptions {
+    let mut predefined = vec![
+        ("__SUNW_D".to_string(), "1".to_string()),
+        ("__SUNW_D_VERSION".to_string(), "0x010d".to_string()),
+        ("__dtx".to_string(), "1".to_string()),
+    ];
+    match model {
+        DataModel::Lp64 => {
+            predefined.push(("_LP64".into(), "1".into()));
+            predefined.push(("__LP64__".into(), "1".into()));
+            predefined.push(("__SUNW_D_64".into(), "1".into()));
+        }
+        DataModel::Ilp32 => {
+            predefined.push(("_ILP32".into(), "1".into()));
+            predefined.push(("__ILP32__".into(), "1".into()));
+        }
+    }
+    CppOptions {
+        include_dirs: args.include_dirs.clone(),
+        defines: args.defines.clone(),
+        undefs: args.undefs.clone(),
+        predefined,
+    }
+}
+
+fn macro_env(args: &Args, script: Option<&str>) -> MacroEnv {
+    let mut margs = vec![script.unwrap_or(&args.argv0).to_string()];
+    margs.extend(args.operands.iter().cloned());
+    let me = std::process::id() as u64;
+    let target = args
+        .pids
+        .first()
+        .and_then(|p| p.parse::<u64>().ok())
+        .unwrap_or(0);
+    MacroEnv {
+        args: margs,
+        defaultargs: false,
+        vars: vec![
+            ("pid".into(), me),
+            ("ppid".into(), parent_pid()),
+            ("target".into(), target),
+            ("uid".into(), 0),
+            ("gid".into(), 0),
+            ("euid".into(), 0),
+            ("egid".into(), 0),
+            ("sid".into(), 0),
+            ("pgid".into(), 0),
+            ("projid".into(), 0),
+            ("taskid".into(), 0),
+        ],
+    }
+}
+
+fn parent_pid() -> u64 {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            let rest = &s[s.rfind(')')? + 2..];
+            rest.split_whitespace().nth(1)?.parse().ok()
+        })
+        .unwrap_or(0)
+}
+
+fn run(prog: &str, args: &Args) -> Result<i32, String> {
+    let mut opts = options_from(prog, args)?;
+    let catalog = Catalog::standard();
+    let model = match args.data_model {
+        Some(args::DataModel::Ilp32) => DataModel::Ilp32,
+        _ => DataModel::Lp64,
+    };
+    let programs = load_programs(args)?;
+    let mut out: Box<dyn Write> = match &args.output {
+        Some(p) => Box::new(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .map_err(|e| format!("failed to open output file '{}': {}", p.display(), io_reason(&e)))?,
+        ),
+        None => Box::new(std::io::stdout()),
+    };
+    if args.list {
+        let _ = listing::header(&mut out);
+    }
+    let mut compiled = Vec::new();
+    for p in &programs {
+        let script = match p.kind {
+            SourceKind::File => Some(p.file_name.as_str()),
+            SourceKind::String => None,
+        };
+        let mut macros = macro_env(args, script);
+        macros.defaultargs = opts.defaultargs();
+        let cpp = (args.cpp || opts.cpp()).then(|| cpp_options(args, model));
+        let input = CompileInput {
+            text: &p.text,
+            kind: p.kind,
+            macros,
+            cpp,
+            file_name: &p.file_name,
+            model,
+        };
+        match lang::compile(input, &mut opts, &catalog) {
+            Ok(c) => {
+                if args.list {
+                    let _ = listing::program_probes(&mut out, &c, &catalog, args.verbose);
+                }
+                compiled.push(c);
+            }
+            Err(d) => {
+                let errtags = opts.errtags();
+                let what = if p.kind == SourceKind::File {
+                    format!("failed to compile {}", p.what)
+                } else {
+                    format!("invalid {}", p.what)
+                };
+                return Err(format!("{what}: {}", d.render(errtags)));
+            }
+        }
+    }
+    if args.list {
+        if programs.is_empty() {
+            let _ = listing::all_probes(&mut out, &catalog, args.verbose);
+        }
+        let _ = out.flush();
+        return Ok(EXIT_OK);
+    }
+    if programs.is_empty() {
+        let mut err = std::io::stderr();
+        let _ = writeln!(err, "{prog}: no probes specified");
+        return Ok(EXIT_USAGE);
+    }
+    if args.compile_only {
+        return Ok(EXIT_OK);
+    }
+    if let Some(etl) = &args.etl {
+        if !Path::new(etl).exists() {
+            return Err(format!(
+                "{}: live ETW tracing needs Windows; on this system -E reads an existing .etl file",
+                etl.display()
+            ));
+        }
+    }
+    Err("tracing is not available in this build yet: the D runtime lands with issue 3 (use -e to compile only)".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probe_specifiers_are_completed_by_kind() {
+        assert_eq!(probe_program_text(ProbeSpecKind::Provider, "syscall"), "syscall:::");
+        assert_eq!(
+            probe_program_text(ProbeSpecKind::Function, "read{x}"),
+            "::read:{x}"
+        );
+        assert_eq!(
+            probe_program_text(ProbeSpecKind::Name, "BEGIN{exit(0);}"),
+            "BEGIN{exit(0);}"
+        );
+    }
+}

@@ -1,0 +1,151 @@
+//! Calls: resolving the called name among D's subroutines, actions and aggregating functions, and
+//! checking arguments against the built-in prototypes (`D_PROTO_LEN`, `D_PROTO_ARG`).
+
+use super::expr::Typed;
+use super::Checker;
+use crate::lang::ast::*;
+use crate::lang::builtins::{self, Builtin, BuiltinKind};
+use crate::lang::diag::{derr, DResult};
+use crate::lang::types::TypeId;
+
+impl Checker<'_> {
+    /// Resolves the function named by a call expression.
+    pub(crate) fn callee(&self, func: &Expr, line: u32) -> DResult<&'static Builtin> {
+        let name = match &func.kind {
+            ExprKind::Ident(n) => n.as_str(),
+            _ => {
+                return Err(derr(
+                    "D_FUNC_IDENT",
+                    line,
+                    "function designator is not of function type",
+                ))
+            }
+        };
+        match builtins::lookup(name) {
+            Some(b) if b.is_callable() => Ok(b),
+            Some(_) => Err(derr(
+                "D_FUNC_IDENT",
+                line,
+                format!("{name} is not a function"),
+            )),
+            None => {
+                if self.globals.contains_key(name) || self.inlines.contains_key(name) {
+                    return Err(derr(
+                        "D_FUNC_IDENT",
+                        line,
+                        format!("{name} is not a function"),
+                    ));
+                }
+                Err(derr(
+                    "D_FUNC_UNDEF",
+                    line,
+                    format!("undefined function name: {name}"),
+                ))
+            }
+        }
+    }
+
+    /// Whether an argument fits a prototype parameter type (`dt_node_is_argcompat`).
+    pub(crate) fn arg_compatible(&self, param: TypeId, arg: &Typed) -> bool {
+        let t = &self.types;
+        if t.is_integer(param) && t.is_integer(arg.ty) {
+            return true;
+        }
+        if t.is_pointer(param) {
+            if t.is_pointer(arg.ty) || t.is_array(arg.ty) {
+                let (pr, ar) = (t.referent(param).unwrap_or(0), t.referent(arg.ty).unwrap_or(0));
+                return t.is_void(pr) || t.is_void(ar) || t.compatible(pr, ar);
+            }
+            if t.is_string(arg.ty) {
+                return t.is_char_ptr_or_array(param);
+            }
+            return false;
+        }
+        if t.is_string(param) {
+            return t.is_string(arg.ty) || t.is_char_ptr_or_array(arg.ty);
+        }
+        t.compatible(param, arg.ty)
+    }
+
+    /// Checks a call's argument count and types against the built-in's prototype.
+    pub(crate) fn check_proto(&mut self, b: &Builtin, args: &[Typed], line: u32) -> DResult<TypeId> {
+        let proto = match b.parsed_proto() {
+            Ok(p) => p,
+            Err(_) => return Ok(self.types.int64),
+        };
+        let prefix = if b.kind == BuiltinKind::AggFunc { "" } else { "" };
+        if let Err(msg) = builtins::check_call_arity(b.name, &proto, args.len()) {
+            let _ = prefix;
+            return Err(derr("D_PROTO_LEN", line, msg));
+        }
+        for (i, (p, a)) in proto.params.iter().zip(args).enumerate() {
+            if p.ty == "@" {
+                continue;
+            }
+            let pt = self.type_from_text(&p.ty);
+            if !self.arg_compatible(pt, a) {
+                return Err(derr(
+                    "D_PROTO_ARG",
+                    line,
+                    builtins::proto_arg_message(
+                        "",
+                        b.name,
+                        "( )",
+                        false,
+                        i + 1,
+                        &self.types.name(pt),
+                        &self.types.name(a.ty),
+                    ),
+                ));
+            }
+        }
+        Ok(self.type_from_text(&proto.ret))
+    }
+
+    /// A call in an expression. Actions and aggregating functions type as `void` actions here;
+    /// their statement-level rules are in `actions.rs`.
+    pub(crate) fn call(&mut self, func: &Expr, args: &[Expr], line: u32) -> DResult<Typed> {
+        let b = self.callee(func, line)?;
+        if b.kind == BuiltinKind::AggFunc {
+            return Err(derr(
+                "D_AGG_FUNC",
+                line,
+                format!(
+                    "{}( ) may only be called as the right-hand side of an aggregation assignment",
+                    b.name
+                ),
+            ));
+        }
+        let mut typed = Vec::with_capacity(args.len());
+        for a in args {
+            let t = self.expr(a)?;
+            if t.action {
+                return Err(derr(
+                    "D_OP_ACT",
+                    a.line,
+                    "action cannot be used as a function argument",
+                ));
+            }
+            typed.push(t);
+        }
+        if b.kind == BuiltinKind::Action {
+            return Ok(Typed {
+                action: true,
+                ..Typed::rvalue(self.types.void)
+            });
+        }
+        let ret = self.check_proto(b, &typed, line)?;
+        self.subroutine_rules(b, args, &typed, line)?;
+        Ok(Typed::rvalue(ret))
+    }
+
+    /// Subroutine-specific compile-time rules beyond the prototype.
+    fn subroutine_rules(&mut self, b: &Builtin, _args: &[Expr], typed: &[Typed], line: u32) -> DResult<()> {
+        match b.name {
+            "progenyof" | "copyout" | "copyoutstr" | "chill" | "raise" | "stop" | "system"
+            | "breakpoint" | "panic" => {}
+            _ => {}
+        }
+        Ok(())
+    }
+}

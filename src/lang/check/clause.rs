@@ -1,0 +1,178 @@
+//! Probe clauses: matching their probe descriptions against the probe catalog, the predicate,
+//! and the statements of the body (expressions, actions, aggregations, `if`).
+
+use super::actions::{ActKind, ClauseCx};
+use super::Checker;
+use crate::lang::ast::*;
+use crate::lang::builtins::{self, BuiltinKind};
+use crate::lang::diag::{derr, DResult};
+use crate::probes::ProbeDesc;
+
+impl Checker<'_> {
+    pub(crate) fn clause(&mut self, c: &Clause) -> DResult<()> {
+        let mut arg_types: Option<Vec<String>> = None;
+        let mut first = true;
+        for p in &c.probes {
+            let (desc, line) = match p {
+                ProbeSpec::Name { text, line } => match ProbeDesc::parse(text) {
+                    Ok(d) => (d, *line),
+                    Err(msg) => return Err(derr("D_PDESC_INVAL", *line, msg)),
+                },
+                ProbeSpec::Id { id, line } => match self.catalog.by_id(*id) {
+                    Some(d) => (d, *line),
+                    None => {
+                        return Err(derr(
+                            "D_PDESC_ZERO",
+                            *line,
+                            format!("probe description {id} does not match any probes"),
+                        ))
+                    }
+                },
+            };
+            let matched = self.catalog.matching(&desc);
+            if matched.is_empty() && !self.opts.zdefs() {
+                return Err(derr(
+                    "D_PDESC_ZERO",
+                    line,
+                    format!("probe description {desc} does not match any probes"),
+                ));
+            }
+            for m in matched {
+                if first {
+                    arg_types = Some(m.arg_types.clone());
+                    first = false;
+                } else if arg_types.as_ref() != Some(&m.arg_types) {
+                    arg_types = Some(Vec::new());
+                }
+            }
+        }
+        self.probe_args = arg_types.map(|v| v.iter().map(|t| self.type_from_text(t)).collect());
+        if let Some(pred) = &c.predicate {
+            let t = self.expr(pred)?;
+            if t.action {
+                return Err(derr(
+                    "D_OP_ACT",
+                    pred.line,
+                    "action cannot be used in a conditional context",
+                ));
+            }
+            if !self.types.is_scalar(t.ty) && !self.types.is_string(t.ty) {
+                return Err(derr(
+                    "D_PRED_SCALAR",
+                    pred.line,
+                    "predicate result must be of scalar type",
+                ));
+            }
+        }
+        let mut cx = ClauseCx::default();
+        if let Some(body) = &c.body {
+            self.statements(body, &mut cx)?;
+        }
+        self.probe_args = None;
+        Ok(())
+    }
+
+    fn statements(&mut self, body: &[Stmt], cx: &mut ClauseCx) -> DResult<()> {
+        for s in body {
+            match s {
+                Stmt::Empty => {}
+                Stmt::If {
+                    cond,
+                    then,
+                    otherwise,
+                    line,
+                } => {
+                    let t = self.expr(cond)?;
+                    if t.action {
+                        return Err(derr(
+                            "D_OP_ACT",
+                            *line,
+                            "action cannot be used in a conditional context",
+                        ));
+                    }
+                    if !self.types.is_scalar(t.ty) && !self.types.is_string(t.ty) {
+                        return Err(derr(
+                            "D_COND_SCALAR",
+                            *line,
+                            "if condition must be of scalar type",
+                        ));
+                    }
+                    self.statements(then, cx)?;
+                    if let Some(o) = otherwise {
+                        self.statements(o, cx)?;
+                    }
+                }
+                Stmt::Expr(e) => {
+                    let kind = self.statement(e)?;
+                    cx.append(kind, e.line)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One expression statement: an action, an aggregation, or an expression.
+    fn statement(&mut self, e: &Expr) -> DResult<ActKind> {
+        match &e.kind {
+            ExprKind::Call { func, args } => {
+                if let ExprKind::Ident(n) = &func.kind {
+                    if let Some(b) = builtins::lookup(n) {
+                        if b.kind == BuiltinKind::Action {
+                            return self.action_stmt(b, args, e.line);
+                        }
+                    }
+                }
+            }
+            ExprKind::Assign(None, lhs, rhs) => {
+                let target = match &lhs.kind {
+                    ExprKind::Agg(a) => Some((a.clone(), None)),
+                    ExprKind::Index { base, keys } => match &base.kind {
+                        ExprKind::Agg(a) => Some((a.clone(), Some(keys.as_slice()))),
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                if let Some((agg, keys)) = target {
+                    self.aggregation(&agg, keys, rhs, e.line)?;
+                    return Ok(ActKind::Aggregation);
+                }
+            }
+            ExprKind::Agg(a) => {
+                if self.aggs.contains_key(a) {
+                    return Err(derr(
+                        "D_AGG_NULL",
+                        e.line,
+                        format!("expression has null effect: {a}"),
+                    ));
+                }
+                return Err(self.undefined(a, e.line));
+            }
+            ExprKind::Index { base, .. } if matches!(base.kind, ExprKind::Agg(_)) => {
+                let ExprKind::Agg(a) = &base.kind else {
+                    unreachable!()
+                };
+                if self.aggs.contains_key(a) {
+                    return Err(derr(
+                        "D_AGG_NULL",
+                        e.line,
+                        format!("expression has null effect: {a}"),
+                    ));
+                }
+                return Err(self.undefined(a, e.line));
+            }
+            _ => {}
+        }
+        let t = self.expr(e)?;
+        if t.action {
+            return Ok(ActKind::DataRecording);
+        }
+        // A statement whose value is recorded (DTrace's DIFEXPR action) counts as data
+        // unless it is void or an assignment.
+        if matches!(e.kind, ExprKind::Assign(..) | ExprKind::Unary(UnOp::PreInc | UnOp::PreDec | UnOp::PostInc | UnOp::PostDec, _))
+            || self.types.is_void(t.ty)
+        {
+            return Ok(ActKind::Silent);
+        }
+        Ok(ActKind::DataRecording)
+    }
+}

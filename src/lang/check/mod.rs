@@ -1,0 +1,155 @@
+//! Semantic checking: resolves declarations into types, types every expression and rejects what
+//! DTrace rejects, with the same `D_*` tags and messages.
+//!
+//! One pass per concern: `decl` (types and declarations), `expr` (expressions), `call`
+//! (subroutines and their prototypes), `actions` (actions and aggregating functions), `clause`
+//! (probe clauses, statements and the speculation/commit rules).
+
+mod actions;
+mod call;
+mod clause;
+mod decl;
+mod expr;
+
+use std::collections::HashMap;
+
+use super::ast::{self, Item};
+use super::diag::{derr, DResult};
+use super::options::DOptions;
+use super::types::{TypeId, TypeTable};
+use crate::probes::ProbeCatalog;
+
+pub use expr::Typed;
+pub use actions::ClauseCx;
+
+/// Where a D variable lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VarScope {
+    Global,
+    Thread,
+    Clause,
+}
+
+#[derive(Clone, Debug)]
+pub struct VarInfo {
+    pub ty: TypeId,
+    /// Key types of an associative array.
+    pub keys: Option<Vec<TypeId>>,
+    pub scope: VarScope,
+    /// Declared with a type (as opposed to created by its first assignment).
+    pub declared: bool,
+    pub id: u32,
+}
+
+#[derive(Clone, Debug)]
+pub struct AggInfo {
+    pub func: String,
+    pub keys: Option<Vec<TypeId>>,
+    pub id: u32,
+    /// Parameters that must match across uses (lquantize/llquantize bounds).
+    pub params: Vec<i64>,
+    pub line: u32,
+}
+
+#[derive(Clone, Debug)]
+pub struct InlineInfo {
+    pub ty: TypeId,
+    pub value: ast::Expr,
+    pub params: Option<Vec<(String, TypeId)>>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Translator {
+    pub output: TypeId,
+    pub input: TypeId,
+    pub input_name: String,
+    pub members: Vec<(String, ast::Expr)>,
+}
+
+/// State of the checker across the whole program.
+pub struct Checker<'a> {
+    pub types: TypeTable,
+    pub opts: &'a DOptions,
+    pub catalog: &'a dyn ProbeCatalog,
+    pub globals: HashMap<String, VarInfo>,
+    pub thread_vars: HashMap<String, VarInfo>,
+    pub clause_vars: HashMap<String, VarInfo>,
+    pub aggs: HashMap<String, AggInfo>,
+    pub inlines: HashMap<String, InlineInfo>,
+    pub translators: Vec<Translator>,
+    pub enum_consts: HashMap<String, (i64, TypeId)>,
+    /// Names the parser must treat as type names (typedefs of the library and program).
+    next_var_id: u32,
+    /// `this->` variables assigned so far in the current clause.
+    pub(crate) clause_assigned: Vec<String>,
+    /// Set while cooking the clause's probe arguments (`args[]` types), if known.
+    pub(crate) probe_args: Option<Vec<TypeId>>,
+    /// Inline expansion depth, for recursive inlines.
+    pub(crate) inline_depth: u32,
+    /// Inside an aggregation's key or argument? (for nested aggregation errors)
+    pub(crate) destructive_ok: bool,
+}
+
+impl<'a> Checker<'a> {
+    pub fn new(types: TypeTable, opts: &'a DOptions, catalog: &'a dyn ProbeCatalog) -> Self {
+        let destructive_ok = opts.destructive();
+        Checker {
+            types,
+            opts,
+            catalog,
+            globals: HashMap::new(),
+            thread_vars: HashMap::new(),
+            clause_vars: HashMap::new(),
+            aggs: HashMap::new(),
+            inlines: HashMap::new(),
+            translators: Vec::new(),
+            enum_consts: HashMap::new(),
+            next_var_id: 1,
+            clause_assigned: Vec::new(),
+            probe_args: None,
+            inline_depth: 0,
+            destructive_ok,
+        }
+    }
+
+    pub(crate) fn new_var_id(&mut self) -> u32 {
+        self.next_var_id += 1;
+        self.next_var_id
+    }
+
+    /// Checks one top-level item. Declarations take effect for the items after them.
+    pub fn item(&mut self, item: &Item) -> DResult<()> {
+        match item {
+            Item::Decl(d) => self.declaration(d),
+            Item::Inline(i) => self.inline_def(i),
+            Item::Translator(t) => self.translator_def(t),
+            Item::Provider(p) => self.provider_def(p),
+            Item::Clause(c) => self.clause(c),
+            Item::Pragma(_) => Ok(()),
+        }
+    }
+
+    /// Checks declarations first (they are processed as they are parsed in DTrace), then the
+    /// clauses in order.
+    pub fn program(&mut self, p: &ast::Program) -> DResult<()> {
+        for item in &p.items {
+            if !matches!(item, Item::Clause(_)) {
+                self.item(item)?;
+            }
+        }
+        for item in &p.items {
+            if matches!(item, Item::Clause(_)) {
+                self.item(item)?;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn undefined(&self, name: &str, line: u32) -> super::diag::Diagnostic {
+        derr(
+            "D_IDENT_UNDEF",
+            line,
+            format!("failed to resolve {name}: Unknown variable name"),
+        )
+    }
+}

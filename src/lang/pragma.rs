@@ -1,0 +1,129 @@
+//! Control lines: `#pragma D option`, `#pragma D attributes|binding|depends_on`, `#pragma ident`,
+//! `#error`, and the rejection of anything else, applied as the lexer reads them.
+
+use super::diag::{derr, DResult};
+use super::options::{pragma_error_message, DOptions};
+use crate::probes::{ProbeCatalog, ProbeDesc};
+
+/// Applies one control line (`words` excludes the `#`). Line markers are handled by the parser.
+pub fn apply(words: &[String], line: u32, opts: &mut DOptions, catalog: &dyn ProbeCatalog) -> DResult<()> {
+    let mut i = 0;
+    let mut level = 0; // 0 after '#', 1 after '#pragma', 2 after '#pragma D'
+    while i < words.len() {
+        let w = words[i].as_str();
+        if w.starts_with('"') {
+            return Err(derr("D_PRAGCTL_INVAL", line, "invalid control directive"));
+        }
+        if level == 0 && w == "pragma" {
+            level = 1;
+            i += 1;
+            continue;
+        }
+        if level == 1 && w == "D" {
+            level = 2;
+            i += 1;
+            continue;
+        }
+        let rest = &words[i + 1..];
+        match (w, level) {
+            ("option", 2) => return option(rest, line, opts),
+            ("attributes", 2) | ("binding", 2) => {
+                if rest.len() < 2 {
+                    return Err(derr(
+                        "D_PRAGMA_MALFORM",
+                        line,
+                        format!("malformed #pragma {w} <attributes> <ident>"),
+                    ));
+                }
+                return Ok(());
+            }
+            ("depends_on", 2) => return depends_on(rest, line, catalog),
+            ("error", _) => {
+                let text = rest.join(" ");
+                return Err(derr("D_PRAGERR", line, format!("#error: {text}")));
+            }
+            ("ident", _) => return Ok(()),
+            ("line", _) => return Ok(()),
+            (_, 0) => {
+                return Err(derr(
+                    "D_PRAGCTL_INVAL",
+                    line,
+                    format!("invalid control directive: #{w}"),
+                ))
+            }
+            (_, 1) => return Ok(()), // unknown pragmas are ignored, as C says
+            _ => {
+                return Err(derr(
+                    "D_PRAGMA_INVAL",
+                    line,
+                    format!("invalid D pragma: {w}"),
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+fn option(rest: &[String], line: u32, opts: &mut DOptions) -> DResult<()> {
+    if rest.is_empty() {
+        return Err(derr(
+            "D_PRAGMA_MALFORM",
+            line,
+            "malformed #pragma option <option>=<val>",
+        ));
+    }
+    for w in rest {
+        let (name, value) = match w.split_once('=') {
+            Some((n, v)) => (n, Some(v)),
+            None => (w.as_str(), None),
+        };
+        if name.is_empty() {
+            return Err(derr(
+                "D_PRAGMA_MALFORM",
+                line,
+                "malformed #pragma option <option>=<val>",
+            ));
+        }
+        if let Err(e) = opts.set_pragma(name, value) {
+            return Err(derr(
+                "D_PRAGMA_OPTSET",
+                line,
+                pragma_error_message(name, value, &e),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn depends_on(rest: &[String], line: u32, catalog: &dyn ProbeCatalog) -> DResult<()> {
+    if rest.len() != 2 {
+        return Err(derr(
+            "D_PRAGMA_MALFORM",
+            line,
+            "malformed #pragma depends_on <class> <name>",
+        ));
+    }
+    let (class, name) = (rest[0].as_str(), rest[1].as_str());
+    match class {
+        "provider" => {
+            let d = ProbeDesc {
+                provider: name.to_string(),
+                ..ProbeDesc::default()
+            };
+            if catalog.matching(&d).is_empty() {
+                return Err(derr(
+                    "D_PRAGMA_DEPEND",
+                    line,
+                    format!("program requires provider {name}"),
+                ));
+            }
+            Ok(())
+        }
+        "module" | "library" => Ok(()),
+        _ => Err(derr(
+            "D_PRAGMA_INVAL",
+            line,
+            format!("invalid class {class} specified by #pragma depends_on"),
+        )),
+    }
+}

@@ -1,0 +1,12 @@
+//! dtx: DTrace for Windows as a terminal console.
+//!
+//! The crate follows the data flow of `ARCHITECTURE.md`: `lang` turns D source into a checked
+//! [`ir::Program`], `probes`/`providers` describe what can fire, and `cli` is the dtrace-compatible
+//! front end.
+
+pub mod cli;
+pub mod ir;
+pub mod lang;
+pub mod probes;
+pub mod providers;
+pub mod output;

@@ -1,0 +1,3 @@
+//! Output formatting exactly as dtrace does it.
+
+pub mod printf;

@@ -1,0 +1,80 @@
+//! Probes: descriptions (`provider:module:function:name`), glob matching, and the catalog that
+//! answers "which probes does this description enable" for the compiler and `dtx -l`.
+
+mod desc;
+mod glob;
+
+pub use desc::ProbeDesc;
+pub use glob::glob_match;
+
+/// One concrete probe.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProbeInfo {
+    pub id: u64,
+    pub provider: String,
+    pub module: String,
+    pub function: String,
+    pub name: String,
+    /// D types of `args[0..]`, as type text (e.g. `"psinfo_t *"`).
+    pub arg_types: Vec<String>,
+}
+
+impl ProbeInfo {
+    pub fn desc(&self) -> ProbeDesc {
+        ProbeDesc {
+            provider: self.provider.clone(),
+            module: self.module.clone(),
+            function: self.function.clone(),
+            name: self.name.clone(),
+        }
+    }
+}
+
+/// What the compiler and the listing need from the set of providers.
+pub trait ProbeCatalog {
+    /// Every probe matching the description (creating on-demand probes such as `tick-1s`).
+    fn matching(&self, desc: &ProbeDesc) -> Vec<ProbeInfo>;
+    /// The description of the probe with this id.
+    fn by_id(&self, id: u64) -> Option<ProbeDesc>;
+    /// Every probe the catalog can list.
+    fn list(&self) -> Vec<ProbeInfo>;
+}
+
+/// The catalog of a set of providers.
+pub struct Catalog {
+    providers: Vec<Box<dyn crate::providers::Provider>>,
+}
+
+impl Catalog {
+    pub fn new(providers: Vec<Box<dyn crate::providers::Provider>>) -> Self {
+        Catalog { providers }
+    }
+
+    /// The providers every dtx run has: `dtrace` and `profile`.
+    pub fn standard() -> Self {
+        Catalog::new(crate::providers::standard())
+    }
+}
+
+impl ProbeCatalog for Catalog {
+    fn matching(&self, desc: &ProbeDesc) -> Vec<ProbeInfo> {
+        let mut v = Vec::new();
+        for p in &self.providers {
+            if !desc.provider.is_empty() && !glob_match(&desc.provider, p.name()) {
+                continue;
+            }
+            v.extend(p.matching(desc));
+        }
+        v
+    }
+
+    fn by_id(&self, id: u64) -> Option<ProbeDesc> {
+        self.list().into_iter().find(|p| p.id == id).map(|p| p.desc())
+    }
+
+    fn list(&self) -> Vec<ProbeInfo> {
+        let mut v: Vec<ProbeInfo> = self.providers.iter().flat_map(|p| p.list()).collect();
+        v.sort_by_key(|p| p.id);
+        v
+    }
+}
