@@ -276,6 +276,9 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
     if args.compile_only {
         return Ok(EXIT_OK);
     }
+    if compiled.iter().any(|c| c.destructive) && !opts.destructive() {
+        return Err("could not enable tracing: Destructive actions not allowed".into());
+    }
     if let Some(etl) = &args.etl {
         if !Path::new(etl).exists() {
             return Err(format!(

@@ -284,9 +284,14 @@ impl<'a> Lexer<'a> {
                 ));
             }
         }
-        let mut lx = RawTok::lexer(&self.src[self.pos..]);
-        let raw = lx.next();
-        let len = lx.span().end;
+        let (raw, len) = match scan_ident(&b[self.pos..]) {
+            Some(n) => (Some(Ok(RawTok::Ident)), n),
+            None => {
+                let mut lx = RawTok::lexer(&self.src[self.pos..]);
+                let raw = lx.next();
+                (raw, lx.span().end)
+            }
+        };
         let text = &self.src[self.pos..self.pos + len.max(1).min(self.src.len() - self.pos)];
         let raw = match raw {
             Some(Ok(r)) => r,
@@ -448,6 +453,46 @@ impl<'a> Lexer<'a> {
         }
         (b.get(i).copied(), b.get(i + 1).copied())
     }
+}
+
+fn is_ident_start(c: u8) -> bool {
+    c.is_ascii_alphabetic() || c == b'_' || c == b'`'
+}
+
+fn is_ident_char(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_' || c == b'`'
+}
+
+/// Scans an identifier: `[a-zA-Z_`][0-9a-zA-Z_`]*`, or the module-scoped form whose module part
+/// may contain dots (``libc.so.1`strlen``). Returns its length.
+fn scan_ident(b: &[u8]) -> Option<usize> {
+    if !b.first().is_some_and(|&c| is_ident_start(c)) {
+        return None;
+    }
+    let simple = 1 + b[1..].iter().take_while(|&&c| is_ident_char(c)).count();
+    if b.get(simple) != Some(&b'.') {
+        return Some(simple);
+    }
+    // module part with dots, then a backquote and an identifier
+    let ext = 1 + b[1..]
+        .iter()
+        .take_while(|&&c| is_ident_char(c) || c == b'.')
+        .count();
+    let Some(last_tick) = b[..ext].iter().rposition(|&c| c == b'`') else {
+        return Some(simple);
+    };
+    if last_tick < simple {
+        return Some(simple);
+    }
+    // the text after the last backquote must be a plain identifier
+    let tail = &b[last_tick + 1..ext];
+    match tail.iter().position(|&c| c == b'.') {
+        Some(dot) if dot > 0 => Some(last_tick + 1 + dot),
+        Some(_) => Some(simple),
+        None if tail.is_empty() => Some(simple),
+        None => Some(ext),
+    }
+    .or(Some(simple))
 }
 
 fn char_at(src: &str, pos: usize) -> String {
@@ -796,6 +841,21 @@ mod tests {
         assert_eq!(next().unwrap(), Tok::Str("42".into()));
         assert!(matches!(next().unwrap(), Tok::Int { value: 77, .. }));
         assert_eq!(next().unwrap_err().tag, "D_MACRO_UNDEF");
+    }
+
+    #[test]
+    fn scoped_identifiers_and_member_access() {
+        assert_eq!(
+            toks("rec.position nt`_EPROCESS libc.so.1`strlen `kvar", Mode::Expr),
+            vec![
+                Tok::Ident("rec".into()),
+                Tok::Punct(Punct::Dot),
+                Tok::Ident("position".into()),
+                Tok::Ident("nt`_EPROCESS".into()),
+                Tok::Ident("libc.so.1`strlen".into()),
+                Tok::Ident("`kvar".into()),
+            ]
+        );
     }
 
     #[test]

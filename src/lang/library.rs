@@ -24,7 +24,7 @@ pub struct Library {
 }
 
 pub fn load(model: DataModel, opts: &DOptions, catalog: &dyn ProbeCatalog) -> DResult<Library> {
-    let mut checker = Checker::new(TypeTable::new(model), opts, catalog);
+    let mut checker = Checker::new(TypeTable::new(model), opts.clone(), catalog);
     for (name, text) in FILES {
         let names: HashSet<String> = checker.types.type_names().cloned().collect();
         let (prog, _, _) = parse_program(text, SourceKind::File, MacroEnv::default(), names, None)

@@ -30,6 +30,8 @@ use types::{DataModel, TypeTable};
 pub struct CompiledProgram {
     pub ast: ast::Program,
     pub pragmas: Vec<ast::Pragma>,
+    /// Calls destructive actions (`system`, `raise`, `copyout`, ...): needs `-w` to run.
+    pub destructive: bool,
 }
 
 /// What to compile and how.
@@ -60,30 +62,63 @@ pub fn compile(
         None => input.text,
     };
     let lib = library::load(input.model, opts, catalog)?;
-    let type_names: HashSet<String> = lib.types.type_names().cloned().collect();
-    let (program, pragmas, used) = {
+    let _ = &lib;
+    let mut type_names: HashSet<String> = lib.types.type_names().cloned().collect();
+    type_names.extend(lib.types.defined_tags());
+    let mut checker = check::Checker::new(TypeTable::new(input.model), opts.clone(), catalog);
+    lib.install(&mut checker);
+    // Declarations are checked as they are parsed (a later syntax error does not hide an
+    // earlier declaration error, as in DTrace); clauses are checked after the whole parse.
+    let (program, pragmas, used, end_line) = {
         let opts_cell = std::cell::RefCell::new(&mut *opts);
         let hook = Box::new(|words: &[String], line: u32| {
             let mut o = opts_cell.borrow_mut();
             pragma::apply(words, line, &mut o, catalog)
         });
-        parser::parse_program(text, input.kind, input.macros.clone(), type_names, Some(hook))?
+        let mut parser = parser::Parser::new(text, input.kind, input.macros.clone()).with_pragma_hook(hook);
+        parser.type_names = type_names;
+        let mut items = Vec::new();
+        while let Some(item) = parser.next_item()? {
+            if !matches!(item, ast::Item::Clause(_)) {
+                checker.opts = (**opts_cell.borrow()).clone();
+                checker.item(&item)?;
+            }
+            items.push(item);
+        }
+        let end_line = parser.end_line();
+        let used = parser.args_used();
+        let pragmas = parser.take_pragmas();
+        (ast::Program { items }, pragmas, used, end_line)
     };
+    checker.opts = opts.clone();
     // the last $n operand given must be referenced (DTrace checks only the last one)
     let argc = input.macros.args.len();
     if argc > 1 && !opts.argref() && !used.get(argc - 1).copied().unwrap_or(false) {
         let arg = input.macros.args[argc - 1].clone();
         return Err(derr(
             "D_MACRO_UNUSED",
-            0,
+            end_line,
             format!("extraneous argument '{arg}' (${} is not referenced)", argc - 1),
         ));
     }
-    let mut checker = check::Checker::new(TypeTable::new(input.model), opts, catalog);
-    lib.install(&mut checker);
-    checker.program(&program)?;
+    if program.items.is_empty() && !opts.empty() {
+        return Err(derr("D_EMPTY", end_line, "empty D program translation unit"));
+    }
+    checker.clauses(&program)?;
+    for p in &pragmas {
+        if let Some(name) = pragma::ident_target(&p.words) {
+            if !checker.is_defined(name) {
+                return Err(derr(
+                    "D_PRAGMA_UNUSED",
+                    p.line,
+                    format!("unused #pragma {}", p.words[2..].join(" ")),
+                ));
+            }
+        }
+    }
     Ok(CompiledProgram {
         ast: program,
         pragmas,
+        destructive: checker.uses_destructive,
     })
 }

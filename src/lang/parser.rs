@@ -271,49 +271,65 @@ impl<'a, 'h> Parser<'a, 'h> {
 
     // ---------------------------------------------------------------- program
 
+    /// The next top-level item, or `None` at the end of the input.
+    pub fn next_item(&mut self) -> DResult<Option<Item>> {
+        let t = self.peek(Mode::Clause)?.clone();
+        match &t.tok {
+            Tok::Eof => Ok(None),
+            Tok::Kw(_) => {
+                self.ahead.clear();
+                self.lx_reset(&t);
+                self.external_declaration().map(Some)
+            }
+            Tok::Pspec(text) => {
+                if !text.contains(':') {
+                    let prefix = match text.find('*') {
+                        Some(i) if i > 0 => &text[..i],
+                        _ => text.as_str(),
+                    };
+                    if self.is_type_name(prefix) {
+                        self.ahead.clear();
+                        self.lx_reset(&t);
+                        return self.external_declaration().map(Some);
+                    }
+                }
+                self.probe_definition().map(|c| Some(Item::Clause(c)))
+            }
+            Tok::Punct(Punct::LBrace) | Tok::Punct(Punct::Slash) => {
+                // a clause with no probe description
+                self.ahead.clear();
+                Err(self.err(
+                    "D_SYNTAX",
+                    t.line,
+                    format!("syntax error near \"{}\"", self.lx.text(&t)),
+                ))
+            }
+            _ => self.probe_definition().map(|c| Some(Item::Clause(c))),
+        }
+    }
+
+    /// Line of the end of input (where whole-program errors are reported).
+    pub fn end_line(&self) -> u32 {
+        self.line_for(self.lx.line)
+    }
+
+    /// Which `$n` operands the program referenced.
+    pub fn args_used(&self) -> Vec<bool> {
+        self.lx.args_used.clone()
+    }
+
+    /// The control lines read so far.
+    pub fn take_pragmas(&mut self) -> Vec<Pragma> {
+        std::mem::take(&mut self.pragmas)
+    }
+
     pub fn parse_program(mut self) -> DResult<(Program, Vec<Pragma>, Vec<bool>)> {
         let mut items = Vec::new();
-        loop {
-            let t = self.peek(Mode::Clause)?.clone();
-            match &t.tok {
-                Tok::Eof => break,
-                Tok::Kw(_) => {
-                    self.ahead.clear();
-                    self.lx_reset(&t);
-                    items.push(self.external_declaration()?);
-                }
-                Tok::Pspec(text) => {
-                    if !text.contains(':') {
-                        let prefix = match text.find('*') {
-                            Some(i) if i > 0 => &text[..i],
-                            _ => text.as_str(),
-                        };
-                        if self.is_type_name(prefix) {
-                            self.ahead.clear();
-                            self.lx_reset(&t);
-                            items.push(self.external_declaration()?);
-                            continue;
-                        }
-                    }
-                    items.push(Item::Clause(self.probe_definition()?));
-                }
-                Tok::Punct(Punct::LBrace) | Tok::Punct(Punct::Slash) => {
-                    // a clause with no probe description
-                    self.bump(Mode::Clause)?;
-                    self.ahead.clear();
-                    return Err(self.err(
-                        "D_SYNTAX",
-                        t.line,
-                        format!("syntax error near \"{}\"", self.lx.text(&t)),
-                    ));
-                }
-                _ => {
-                    items.push(Item::Clause(self.probe_definition()?));
-                }
-            }
+        while let Some(item) = self.next_item()? {
+            items.push(item);
         }
-        let used = self.lx.args_used.clone();
-        let pragmas = std::mem::take(&mut self.pragmas);
+        let used = self.args_used();
+        let pragmas = self.take_pragmas();
         Ok((Program { items }, pragmas, used))
     }
 
@@ -705,6 +721,13 @@ impl<'a, 'h> Parser<'a, 'h> {
                     );
                 }
                 Tok::Punct(Punct::LParen) => {
+                    if !matches!(e.kind, ExprKind::Ident(_)) {
+                        return Err(self.err(
+                            "D_FUNC_IDENT",
+                            t.line,
+                            "function designator is not of function type",
+                        ));
+                    }
                     self.bump(Mode::Expr)?;
                     let args = self.argument_list(Punct::RParen)?;
                     self.expect_punct(Punct::RParen)?;
@@ -914,26 +937,12 @@ impl<'a, 'h> Parser<'a, 'h> {
                         Float => self.set_base(&mut specs, BaseSpec::Float, line)?,
                         Double => self.set_base(&mut specs, BaseSpec::Double, line)?,
                         String => self.set_base(&mut specs, BaseSpec::String, line)?,
-                        Short => {
-                            if specs.shorts > 0 || specs.longs > 0 {
-                                return Err(self.err(
-                                    "D_DECL_COMBO",
-                                    line,
-                                    "invalid type combination",
-                                ));
-                            }
-                            specs.shorts += 1
+                        // conflicting widths name no type: reported when the type is looked up
+                        Short | Long if (*k == Short && specs.shorts > 0) || specs.longs >= 2 && *k == Long => {
+                            return Err(self.err("D_DECL_COMBO", line, "invalid type combination"));
                         }
-                        Long => {
-                            if specs.longs >= 2 || specs.shorts > 0 {
-                                return Err(self.err(
-                                    "D_DECL_COMBO",
-                                    line,
-                                    "invalid type combination",
-                                ));
-                            }
-                            specs.longs += 1
-                        }
+                        Short => specs.shorts += 1,
+                        Long => specs.longs += 1,
                         Signed => {
                             if specs.signed || specs.unsigned {
                                 return Err(self.err(
@@ -1032,7 +1041,24 @@ impl<'a, 'h> Parser<'a, 'h> {
                 members: None,
             });
         }
-        self.bump(Mode::Expr)?;
+        if name.as_deref().is_some_and(|n| n.contains('`')) {
+            return Err(self.syntax_error());
+        }
+        let brace = self.bump(Mode::Expr)?;
+        if let Some(n) = &name {
+            let kw = match kind {
+                SouKind::Struct => "struct",
+                SouKind::Union => "union",
+            };
+            let tag = format!("{kw} {n}");
+            if self.type_names.contains(&tag) {
+                return Err(self.err(
+                    "D_DECL_TYPERED",
+                    brace.line,
+                    format!("type redeclared: {tag}"),
+                ));
+            }
+        }
         let mut members = Vec::new();
         while !self.at_punct(Punct::RBrace)? {
             let line = self.peek(Mode::Expr)?.line;
@@ -1069,6 +1095,13 @@ impl<'a, 'h> Parser<'a, 'h> {
             });
         }
         self.bump(Mode::Expr)?;
+        if let Some(n) = &name {
+            let kw = match kind {
+                SouKind::Struct => "struct",
+                SouKind::Union => "union",
+            };
+            self.type_names.insert(format!("{kw} {n}"));
+        }
         Ok(BaseSpec::Sou {
             kind,
             name,
@@ -1186,6 +1219,14 @@ impl<'a, 'h> Parser<'a, 'h> {
         loop {
             if self.at_punct(Punct::LBracket)? {
                 self.bump(Mode::Expr)?;
+                if self.at_punct(Punct::Ellipsis)? {
+                    let l = self.peek(Mode::Expr)?.line;
+                    return Err(self.err(
+                        "D_DECL_PROTO_VARARGS",
+                        l,
+                        "associative array prototype may not use a variable-length argument list",
+                    ));
+                }
                 let size = if self.at_punct(Punct::RBracket)? {
                     ArraySize::None
                 } else if self.at_type_start()? {
@@ -1276,7 +1317,24 @@ impl<'a, 'h> Parser<'a, 'h> {
         let t = self.bump(Mode::Expr)?; // translator
         let output = self.type_name()?;
         self.expect_punct(Punct::Lt)?;
-        let input = self.type_name()?;
+        let in_line = self.peek(Mode::Expr)?.line;
+        let specs = self.decl_specifiers(false)?;
+        let mut declarator = Declarator::Name {
+            name: None,
+            line: self.line_for(in_line),
+        };
+        while self.eat_punct(Punct::Star)? {
+            declarator = Declarator::Pointer {
+                inner: Box::new(declarator),
+                is_const: false,
+                is_volatile: false,
+            };
+        }
+        let input = TypeName {
+            specs,
+            declarator,
+            line: self.line_for(in_line),
+        };
         let (input_name, _) = self.expect_ident()?;
         self.expect_punct(Punct::Gt)?;
         self.expect_punct(Punct::LBrace)?;

@@ -27,12 +27,29 @@ pub fn apply(words: &[String], line: u32, opts: &mut DOptions, catalog: &dyn Pro
         let rest = &words[i + 1..];
         match (w, level) {
             ("option", 2) => return option(rest, line, opts),
-            ("attributes", 2) | ("binding", 2) => {
+            ("attributes", 2) => {
                 if rest.len() < 2 {
                     return Err(derr(
                         "D_PRAGMA_MALFORM",
                         line,
-                        format!("malformed #pragma {w} <attributes> <ident>"),
+                        "malformed #pragma attributes <attributes> <ident>",
+                    ));
+                }
+                if !valid_attributes(&rest[0]) {
+                    return Err(derr(
+                        "D_PRAGMA_INVAL",
+                        line,
+                        format!("invalid attributes specified by #pragma attributes: {}", rest[0]),
+                    ));
+                }
+                return Ok(());
+            }
+            ("binding", 2) => {
+                if rest.len() != 2 {
+                    return Err(derr(
+                        "D_PRAGMA_MALFORM",
+                        line,
+                        "malformed #pragma binding <version> <ident>",
                     ));
                 }
                 return Ok(());
@@ -64,7 +81,44 @@ pub fn apply(words: &[String], line: u32, opts: &mut DOptions, catalog: &dyn Pro
     Ok(())
 }
 
+/// The identifier a `#pragma D attributes|binding X name` names, if it names one (not the
+/// `provider` form): it must be defined by the end of the program.
+pub fn ident_target(words: &[String]) -> Option<&str> {
+    match words {
+        [p, d, kind, _, name] if p == "pragma" && d == "D" && (kind == "attributes" || kind == "binding") => {
+            Some(name.as_str())
+        }
+        _ => None,
+    }
+}
+
+/// `Stable/Stable/Common`-style attributes: up to three of stability / stability / class.
+fn valid_attributes(text: &str) -> bool {
+    const STABILITY: [&str; 8] = [
+        "Internal", "Private", "Obsolete", "External", "Unstable", "Evolving", "Stable", "Standard",
+    ];
+    const CLASS: [&str; 6] = ["Unknown", "CPU", "Platform", "Group", "ISA", "Common"];
+    let parts: Vec<&str> = text.split('/').collect();
+    if parts.is_empty() || parts.len() > 3 {
+        return false;
+    }
+    parts.iter().enumerate().all(|(i, p)| {
+        if i < 2 {
+            STABILITY.iter().any(|s| s.eq_ignore_ascii_case(p))
+        } else {
+            CLASS.iter().any(|s| s.eq_ignore_ascii_case(p))
+        }
+    })
+}
+
 fn option(rest: &[String], line: u32, opts: &mut DOptions) -> DResult<()> {
+    if rest.len() > 1 {
+        return Err(derr(
+            "D_PRAGMA_MALFORM",
+            line,
+            "malformed #pragma option <option>=<val>",
+        ));
+    }
     if rest.is_empty() {
         return Err(derr(
             "D_PRAGMA_MALFORM",
@@ -119,7 +173,12 @@ fn depends_on(rest: &[String], line: u32, catalog: &dyn ProbeCatalog) -> DResult
             }
             Ok(())
         }
-        "module" | "library" => Ok(()),
+        "library" => Err(derr(
+            "D_PRAGMA_DEPEND",
+            line,
+            "main program may not explicitly depend on a library",
+        )),
+        "module" => Ok(()),
         _ => Err(derr(
             "D_PRAGMA_INVAL",
             line,

@@ -285,8 +285,8 @@ impl Punct {
 /// lines are consumed by the wrapping lexer before logos sees the input.
 #[derive(Logos, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RawTok {
-    #[regex(r"[a-zA-Z_`][0-9a-zA-Z_`]*")]
-    #[regex(r"[a-zA-Z_`][0-9a-z.A-Z_`]*`[a-zA-Z_`][0-9a-zA-Z_`]*")]
+    /// Identifiers are scanned by hand in `lexer.rs` (the module-scoped form ``mod.so`name``
+    /// needs back-tracking); this variant is what that scan produces.
     Ident,
     #[regex(r"@[a-zA-Z_][0-9a-zA-Z_]*")]
     Agg,

@@ -288,6 +288,22 @@ impl TypeTable {
         self.names.keys()
     }
 
+    /// `struct x` / `union x` / `enum x` for every complete tagged type.
+    pub fn defined_tags(&self) -> Vec<String> {
+        self.tags
+            .iter()
+            .filter(|(_, id)| self.is_complete(**id))
+            .map(|((tag, name), _)| {
+                let kw = match tag {
+                    SouTag::Struct => "struct",
+                    SouTag::Union => "union",
+                    SouTag::Enum => "enum",
+                };
+                format!("{kw} {name}")
+            })
+            .collect()
+    }
+
     pub fn tag(&self, tag: SouTag, name: &str) -> Option<TypeId> {
         self.tags.get(&(tag, name.to_string())).copied()
     }

@@ -241,17 +241,20 @@ impl Checker<'_> {
             let t = match &a.kind {
                 ExprKind::Agg(n) => Typed {
                     agg: Some(n.clone()),
+                    dvar: true,
                     ..Typed::rvalue(self.types.int64)
                 },
+                ExprKind::Call { func, .. }
+                    if matches!(&func.kind, ExprKind::Ident(n)
+                        if builtins::lookup(n).is_some_and(|b| b.kind == BuiltinKind::AggFunc)) =>
+                {
+                    Typed {
+                        action: true,
+                        ..Typed::rvalue(self.types.void)
+                    }
+                }
                 _ => self.expr(a)?,
             };
-            if t.action {
-                return Err(derr(
-                    "D_OP_ACT",
-                    a.line,
-                    "action cannot be used as a function argument",
-                ));
-            }
             v.push(t);
         }
         Ok(v)
@@ -273,12 +276,8 @@ impl Checker<'_> {
     pub(crate) fn action_stmt(&mut self, b: &'static Builtin, args: &[Expr], line: u32) -> DResult<ActKind> {
         let name = b.name;
         let typed = self.action_args(args)?;
-        if b.destructive && !self.destructive_ok {
-            return Err(derr(
-                "D_ACT_DESTRUCT",
-                line,
-                format!("{name}( ) is a destructive action: use -w to allow it"),
-            ));
+        if b.destructive {
+            self.uses_destructive = true;
         }
         let n = typed.len();
         let kind = match name {
@@ -324,20 +323,34 @@ impl Checker<'_> {
                         Some(p) => {
                             let pl = p.as_ref().map(|v| v.len()).unwrap_or(0);
                             let kl = keys.as_ref().map(|v| v.len()).unwrap_or(0);
+                            let first_agg = typed[first].agg.clone().unwrap_or_default();
                             if pl != kl {
                                 return Err(derr(
-                                    "D_PRINTA_AGGPROTO",
+                                    "D_PRINTA_AGGKEY",
                                     line,
-                                    format!("printa( ) {a} and {} must have the same number of keys", typed[first].agg.clone().unwrap_or_default()),
+                                    format!(
+                                        "printa( ): {first_agg} and {a} do not have matching key signatures: {first_agg} has {pl} key{}, {a} has {kl} key{}",
+                                        if pl == 1 { "" } else { "s" },
+                                        if kl == 1 { "" } else { "s" }
+                                    ),
                                 ));
                             }
                             if let (Some(p), Some(k)) = (p, &keys) {
                                 for (i, (x, y)) in p.iter().zip(k).enumerate() {
                                     if !self.types.compatible(*x, *y) {
                                         return Err(derr(
-                                            "D_PRINTA_AGGKEY",
+                                            "D_PRINTA_AGGPROTO",
                                             line,
-                                            format!("printa( ) {a} key #{} is incompatible with prototype", i + 1),
+                                            format!(
+                                                "printa( ): {first_agg}[ ] key #{} is incompatible with {a}:\n{:>9} key #{}: {}\n{:>9} key #{}: {}",
+                                                i + 1,
+                                                first_agg,
+                                                i + 1,
+                                                self.types.name(*x),
+                                                a,
+                                                i + 1,
+                                                self.types.name(*y)
+                                            ),
                                         ));
                                     }
                                 }
@@ -390,6 +403,22 @@ impl Checker<'_> {
                 ActKind::DataRecording
             }
             "tracemem" => {
+                if (2..=3).contains(&n) {
+                    let p = b.parsed_proto().map_err(|m| derr("D_UNKNOWN", line, m))?;
+                    for (i, (pp, a)) in p.params.iter().zip(&typed).enumerate() {
+                        if pp.ty == "@" {
+                            continue;
+                        }
+                        let pt = self.type_from_text(&pp.ty);
+                        if !self.arg_compatible(pt, a) {
+                            return Err(derr(
+                                "D_PROTO_ARG",
+                                line,
+                                builtins::proto_arg_message("", "tracemem", "( )", false, i + 1, &self.types.name(pt), &self.types.name(a.ty)),
+                            ));
+                        }
+                    }
+                }
                 if n < 2 {
                     return Err(derr(
                         "D_PROTO_LEN",
@@ -466,7 +495,7 @@ impl Checker<'_> {
                     ));
                 }
                 let a = self.agg_arg(name, &typed[0], 1, "D_NORMALIZE_AGGARG", line)?;
-                if !self.types.is_scalar(typed[1].ty) {
+                if !self.types.is_scalar(typed[1].ty) || typed[1].agg.is_some() {
                     return Err(derr(
                         "D_NORMALIZE_SCALAR",
                         line,
@@ -488,7 +517,7 @@ impl Checker<'_> {
                     ));
                 }
                 let a = self.agg_arg(name, &typed[0], 1, "D_TRUNC_AGGARG", line)?;
-                if n == 2 && !self.types.is_scalar(typed[1].ty) {
+                if n == 2 && (!self.types.is_scalar(typed[1].ty) || typed[1].agg.is_some()) {
                     return Err(derr(
                         "D_TRUNC_SCALAR",
                         line,
@@ -610,11 +639,12 @@ impl Checker<'_> {
             }
         }
         let t = self.expr(k)?;
-        if t.action || self.types.is_void(t.ty) {
+        if t.action || self.types.is_void(t.ty) || t.agg.is_some() {
+            let what = if t.agg.is_some() { "aggregation".to_string() } else { self.types.name(t.ty) };
             return Err(derr(
                 "D_KEY_TYPE",
                 k.line,
-                "key expression may not be of type void",
+                format!("{what} expression may not be used as aggregation index"),
             ));
         }
         Ok(t.ty)
@@ -671,6 +701,19 @@ impl Checker<'_> {
         let proto = b.parsed_proto().map_err(|m| derr("D_UNKNOWN", line, m))?;
         if let Err(msg) = builtins::check_call_arity(b.name, &proto, typed.len()) {
             return Err(derr("D_PROTO_LEN", line, msg));
+        }
+        for (i, (p, a)) in proto.params.iter().zip(&typed).enumerate() {
+            if p.ty == "@" {
+                continue;
+            }
+            let pt = self.type_from_text(&p.ty);
+            if !self.arg_compatible(pt, a) {
+                return Err(derr(
+                    "D_PROTO_ARG",
+                    line,
+                    builtins::proto_arg_message("", b.name, "( )", false, i + 1, &self.types.name(pt), &self.types.name(a.ty)),
+                ));
+            }
         }
         if let Some(first) = typed.first() {
             if !self.types.is_scalar(first.ty) {

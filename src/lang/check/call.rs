@@ -118,17 +118,10 @@ impl Checker<'_> {
         }
         let mut typed = Vec::with_capacity(args.len());
         for a in args {
-            let t = self.expr(a)?;
-            if t.action {
-                return Err(derr(
-                    "D_OP_ACT",
-                    a.line,
-                    "action cannot be used as a function argument",
-                ));
-            }
-            typed.push(t);
+            typed.push(self.expr(a)?);
         }
         if b.kind == BuiltinKind::Action {
+            self.check_proto(b, &typed, line)?;
             return Ok(Typed {
                 action: true,
                 ..Typed::rvalue(self.types.void)

@@ -56,7 +56,7 @@ impl Checker<'_> {
                     "action cannot be used in a conditional context",
                 ));
             }
-            if !self.types.is_scalar(t.ty) && !self.types.is_string(t.ty) {
+            if !self.types.is_scalar(t.ty) {
                 return Err(derr(
                     "D_PRED_SCALAR",
                     pred.line,
@@ -104,6 +104,7 @@ impl Checker<'_> {
                 }
                 Stmt::Expr(e) => {
                     let kind = self.statement(e)?;
+                    super::regs::check(e)?;
                     cx.append(kind, e.line)?;
                 }
             }
@@ -124,6 +125,17 @@ impl Checker<'_> {
                 }
             }
             ExprKind::Assign(None, lhs, rhs) => {
+                if let ExprKind::Index { base, .. } = &lhs.kind {
+                    if let ExprKind::Index { base: inner, .. } = &base.kind {
+                        if let ExprKind::Agg(a) = &inner.kind {
+                            return Err(derr(
+                                "D_AGG_MDIM",
+                                e.line,
+                                format!("improper attempt to reference {a} as a multi-dimensional array"),
+                            ));
+                        }
+                    }
+                }
                 let target = match &lhs.kind {
                     ExprKind::Agg(a) => Some((a.clone(), None)),
                     ExprKind::Index { base, keys } => match &base.kind {
@@ -151,20 +163,25 @@ impl Checker<'_> {
                 let ExprKind::Agg(a) = &base.kind else {
                     unreachable!()
                 };
-                if self.aggs.contains_key(a) {
-                    return Err(derr(
-                        "D_AGG_NULL",
-                        e.line,
-                        format!("expression has null effect: {a}"),
-                    ));
-                }
-                return Err(self.undefined(a, e.line));
+                return Err(derr(
+                    "D_AGG_NULL",
+                    e.line,
+                    format!("expression has null effect: {a}"),
+                ));
             }
             _ => {}
         }
         let t = self.expr(e)?;
         if t.action {
             return Ok(ActKind::DataRecording);
+        }
+        if let ExprKind::Call { func, .. } = &e.kind {
+            if let ExprKind::Ident(n) = &func.kind {
+                if builtins::lookup(n).is_some_and(|b| b.destructive) {
+                    self.uses_destructive = true;
+                    return Ok(ActKind::Destructive);
+                }
+            }
         }
         // A statement whose value is recorded (DTrace's DIFEXPR action) counts as data
         // unless it is void or an assignment.

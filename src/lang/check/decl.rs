@@ -213,8 +213,16 @@ impl Checker<'_> {
                     }
                     ArraySize::Keys(tns) => {
                         let mut ks = Vec::new();
-                        for tn in tns {
-                            ks.push(self.type_name(tn)?);
+                        for (i, tn) in tns.iter().enumerate() {
+                            let k = self.type_name(tn)?;
+                            if self.types.is_void(k) {
+                                return Err(derr(
+                                    "D_DECL_PROTO_TYPE",
+                                    line,
+                                    format!("invalid key #{} type: void", i + 1),
+                                ));
+                            }
+                            ks.push(k);
                         }
                         if keys.is_some() {
                             return Err(derr(
@@ -263,7 +271,23 @@ impl Checker<'_> {
                         }
                     }
                     let b = self.base_type(&p.specs)?;
-                    let (_, t, _) = self.apply_declarator(b, &p.declarator)?;
+                    let (pname, t, pkeys) = self.apply_declarator(b, &p.declarator)?;
+                    if self.types.is_void(t) {
+                        if let Some(n) = pname {
+                            return Err(derr(
+                                "D_DECL_PROTO_NAME",
+                                p.line,
+                                format!("void parameter may not have a name: {n}"),
+                            ));
+                        }
+                    }
+                    if pkeys.is_some() {
+                        return Err(derr(
+                            "D_DECL_PROTO_TYPE",
+                            p.line,
+                            "invalid parameter type: associative array",
+                        ));
+                    }
                     if self.types.is_void(t) {
                         return Err(derr(
                             "D_DECL_PROTO_TYPE",
@@ -345,7 +369,22 @@ impl Checker<'_> {
         let id = match existing {
             Some(t) => t,
             None => {
-                let t = self.types.add(TypeKind::Void);
+                let t = self.types.add(match kind {
+                    SouKind::Struct => TypeKind::Struct {
+                        name: name.map(String::from),
+                        members: vec![],
+                        size: 0,
+                        align: 1,
+                        complete: false,
+                    },
+                    SouKind::Union => TypeKind::Union {
+                        name: name.map(String::from),
+                        members: vec![],
+                        size: 0,
+                        align: 1,
+                        complete: false,
+                    },
+                });
                 if let Some(n) = name {
                     self.types.set_tag(tag, n, t);
                 }
@@ -359,8 +398,9 @@ impl Checker<'_> {
                 let (mname, mut ty, _) = self.apply_declarator(base, d)?;
                 let mut bits = None;
                 if let Declarator::Bitfield { width, .. } = d {
+                    let min = if mname.is_some() { 1 } else { 0 };
                     let w = match self.const_int(width)? {
-                        Some(w) if w >= 0 => w,
+                        Some(w) if w >= min => w,
                         _ => {
                             return Err(derr(
                                 "D_DECL_BFCONST",
@@ -525,10 +565,14 @@ impl Checker<'_> {
                     format!("enumerator '{}' value overflows INT_MAX (2147483647)", e.name),
                 ));
             }
-            if values.iter().any(|(n, _)| *n == e.name)
-                || self.enum_consts.contains_key(&e.name)
-                || self.globals.contains_key(&e.name)
-            {
+            if self.enum_consts.contains_key(&e.name) && !values.iter().any(|(n, _)| *n == e.name) {
+                return Err(derr(
+                    "D_DECL_IDRED",
+                    e.line,
+                    format!("identifier redeclared: {}", e.name),
+                ));
+            }
+            if values.iter().any(|(n, _)| *n == e.name) || self.globals.contains_key(&e.name) {
                 return Err(derr(
                     "D_UNKNOWN",
                     e.line,
@@ -607,15 +651,15 @@ impl Checker<'_> {
                         ));
                     }
                     if self.types.is_function(ty) {
-                        // a function prototype declares nothing we can call
-                        if crate::lang::builtins::lookup(&name).is_some() {
-                            return Err(derr(
-                                "D_DECL_IDRED",
-                                line,
-                                format!("identifier redeclared: {name}"),
-                            ));
-                        }
+                        // a function prototype declares nothing that can be called
                         continue;
+                    }
+                    if keys.is_none() && matches!(self.types.rkind(ty), TypeKind::Array { len: 0, .. }) {
+                        return Err(derr(
+                            "D_DECL_ARRNULL",
+                            line,
+                            format!("array declaration requires array dimension or tuple signature: {name}"),
+                        ));
                     }
                     if self.types.is_void(ty) {
                         return Err(derr(
@@ -638,14 +682,12 @@ impl Checker<'_> {
                             format!("associative arrays may not be declared as local variables: {name}"),
                         ));
                     }
-                    if scope == VarScope::Global {
-                        if crate::lang::builtins::lookup(&name).is_some() {
-                            return Err(derr(
-                                "D_DECL_IDRED",
-                                line,
-                                format!("identifier redeclared: {name}"),
-                            ));
-                        }
+                    if scope == VarScope::Global && crate::lang::builtins::lookup(&name).is_some() {
+                        return Err(derr(
+                            "D_DECL_IDRED",
+                            line,
+                            format!("built-in identifier redeclared: {name}"),
+                        ));
                     }
                     let table = match scope {
                         VarScope::Global => &self.globals,
@@ -724,6 +766,13 @@ impl Checker<'_> {
     pub(crate) fn translator_def(&mut self, d: &TranslatorDef) -> DResult<()> {
         let output = self.type_name(&d.output)?;
         let input = self.type_name(&d.input)?;
+        if self.types.is_sou(output) && !self.types.is_complete(output) {
+            return Err(derr(
+                "D_XLATE_SOU",
+                d.line,
+                format!("incomplete struct/union/enum {}", self.types.name(output)),
+            ));
+        }
         if !self.types.is_sou(output) {
             return Err(derr(
                 "D_XLATE_SOU",

@@ -110,11 +110,8 @@ impl Checker<'_> {
         if t.is_char_ptr_or_array(to) && t.is_string(v.ty) {
             return true;
         }
-        // pointers from integer constant 0 or integers, as D allows
-        if t.is_pointer(to) && t.is_integer(v.ty) {
-            return true;
-        }
-        if t.is_integer(to) && t.is_pointer(v.ty) {
+        // a null pointer constant
+        if t.is_pointer(to) && t.is_integer(v.ty) && v.konst == Some(0) {
             return true;
         }
         if t.is_array(to) && t.is_array(v.ty) {
@@ -154,6 +151,7 @@ impl Checker<'_> {
             ExprKind::Agg(name) => match self.aggs.get(name) {
                 Some(_) => Ok(Typed {
                     agg: Some(name.clone()),
+                    dvar: true,
                     ..Typed::rvalue(self.types.int64)
                 }),
                 None => Err(self.undefined(name, line)),
@@ -178,7 +176,7 @@ impl Checker<'_> {
                         "action cannot be used in a conditional context",
                     ));
                 }
-                if !self.types.is_scalar(tc.ty) && !self.types.is_string(tc.ty) {
+                if !self.types.is_scalar(tc.ty) {
                     return Err(derr(
                         "D_OP_SCALAR",
                         line,
@@ -308,7 +306,7 @@ impl Checker<'_> {
             }
             ExprKind::Offsetof(tn, member) => {
                 let t = self.type_name(tn)?;
-                if !self.types.is_sou(t) {
+                if !self.types.is_sou(t) || !self.types.is_complete(t) {
                     return Err(derr(
                         "D_OFFSETOF_TYPE",
                         line,
@@ -387,9 +385,9 @@ impl Checker<'_> {
         if let Some(v) = self.globals.get(name) {
             if v.keys.is_some() {
                 return Err(derr(
-                    "D_ARR_BADREF",
+                    "D_IDENT_BADREF",
                     line,
-                    format!("{name}[ ] must be referenced with a subscript"),
+                    format!("array '{name}' may not be referenced as scalar"),
                 ));
             }
             return Ok(Typed::var(v.ty));
@@ -416,7 +414,7 @@ impl Checker<'_> {
                     let ty = self.type_from_text(b.proto);
                     let writable = b.writable;
                     return Ok(Typed {
-                        lvalue: writable,
+                        lvalue: true,
                         writable,
                         ..Typed::rvalue(ty)
                     });
@@ -628,6 +626,7 @@ impl Checker<'_> {
                     && (self.inlines.contains_key(&name) || self.enum_consts.contains_key(&name)) => {}
                 None => {
                     if creating {
+                        self.key_types(keys)?;
                         return Ok(Typed::var(self.types.int64));
                     }
                     return Err(derr(
@@ -762,13 +761,6 @@ impl Checker<'_> {
             return Ok(Typed::rvalue(v.ty));
         }
         let v = self.expr(x)?;
-        if v.action {
-            return Err(derr(
-                "D_OP_ACT",
-                line,
-                format!("operator {opname} operands cannot be actions"),
-            ));
-        }
         let t = &self.types;
         match op {
             UnOp::Neg | UnOp::Plus => {
@@ -797,7 +789,7 @@ impl Checker<'_> {
                 Ok(Typed { konst, ..Typed::rvalue(ty) })
             }
             UnOp::Not => {
-                if !t.is_scalar(v.ty) && !t.is_string(v.ty) {
+                if !t.is_scalar(v.ty) {
                     return Err(derr(
                         "D_OP_SCALAR",
                         line,
@@ -929,13 +921,6 @@ impl Checker<'_> {
             return Ok(Typed::rvalue(tb.ty));
         }
         let tb = self.expr(b)?;
-        if ta.action || tb.action {
-            return Err(derr(
-                "D_OP_ACT",
-                line,
-                format!("operator {} operands cannot be actions", op.text()),
-            ));
-        }
         self.binary_types(op, &ta, &tb, line)
     }
 
@@ -993,7 +978,10 @@ impl Checker<'_> {
                         return Err(incompat(line, &t.name(ta.ty), ops, &t.name(tb.ty)));
                     }
                     let r = t.referent(p.ty).unwrap_or(t.void);
-                    if t.size_of(r) == 0 && !t.is_void(r) {
+                    if t.is_void(r) {
+                        return Err(incompat(line, &t.name(ta.ty), ops, &t.name(tb.ty)));
+                    }
+                    if t.size_of(r) == 0 {
                         return Err(derr(
                             "D_OP_VFPTR",
                             line,
@@ -1038,8 +1026,8 @@ impl Checker<'_> {
                 Ok(Typed { konst, ..Typed::rvalue(ty) })
             }
             And | Or | Xor => {
-                let sa = t.is_scalar(ta.ty) || t.is_string(ta.ty);
-                let sb = t.is_scalar(tb.ty) || t.is_string(tb.ty);
+                let sa = t.is_scalar(ta.ty);
+                let sb = t.is_scalar(tb.ty);
                 if !sa || !sb {
                     return Err(derr(
                         "D_OP_SCALAR",
@@ -1096,6 +1084,53 @@ impl Checker<'_> {
                 format!("operator {opname} requires modifiable lvalue as an operand"),
             ));
         }
+        if op.is_some() {
+            let undefined = match &a.kind {
+                ExprKind::Ident(n) => (!self.globals.contains_key(n)
+                    && builtins::lookup(n).is_none()
+                    && !self.inlines.contains_key(n)
+                    && !self.enum_consts.contains_key(n))
+                .then(|| n.clone()),
+                ExprKind::Member { base, name, arrow: true } => match base.kind {
+                    ExprKind::SelfRef if !self.thread_vars.contains_key(name) => Some(format!("self->{name}")),
+                    ExprKind::ThisRef if !self.clause_vars.contains_key(name) => Some(format!("this->{name}")),
+                    _ => None,
+                },
+                _ => None,
+            };
+            if let Some(n) = undefined {
+                return Err(derr(
+                    "D_VAR_UNDEF",
+                    line,
+                    format!("{n} has not yet been declared or assigned"),
+                ));
+            }
+            let lhs = self.lvalue_target(a, line, &opname)?;
+            let rhs = self.expr(b)?;
+            if self.types.is_string(lhs.ty) || self.types.is_string(rhs.ty) {
+                return Err(incompat(line, &self.types.name(lhs.ty), &opname, &self.types.name(rhs.ty)));
+            }
+            let bop = op.unwrap_or(BinOp::Add);
+            if matches!(bop, BinOp::Add | BinOp::Sub) {
+                let t = &self.types;
+                if !(t.is_integer(lhs.ty) && t.is_integer(rhs.ty)) {
+                    let vf = t.referent(lhs.ty).is_none_or(|r| t.size_of(r) == 0);
+                    if !t.is_pointer(lhs.ty) || vf {
+                        return Err(derr(
+                            "D_OP_VFPTR",
+                            line,
+                            format!("operator {opname} requires left-hand scalar operand of known size"),
+                        ));
+                    }
+                    if !t.is_integer(rhs.ty) && !t.compatible(lhs.ty, rhs.ty) {
+                        return Err(incompat(line, &t.name(lhs.ty), &opname, &t.name(rhs.ty)));
+                    }
+                }
+                return Ok(Typed::rvalue(lhs.ty));
+            }
+            self.binary_types(bop, &lhs, &rhs, line)?;
+            return Ok(Typed::rvalue(lhs.ty));
+        }
         let rhs = self.expr(b)?;
         if rhs.action {
             return Err(derr(
@@ -1118,7 +1153,7 @@ impl Checker<'_> {
             }
         }
         let lhs = self.lvalue_target(a, line, &opname)?;
-        if self.types.is_array(lhs.ty) && !self.types.is_string(lhs.ty) && !(lhs.dvar && self.types.is_array(rhs.ty)) {
+        if (self.types.is_array(lhs.ty) || self.types.is_function(lhs.ty)) && !self.types.is_string(lhs.ty) {
             return Err(derr(
                 "D_OP_ARRFUN",
                 line,

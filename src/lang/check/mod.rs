@@ -10,6 +10,7 @@ mod call;
 mod clause;
 mod decl;
 mod expr;
+mod regs;
 
 use std::collections::HashMap;
 
@@ -69,7 +70,8 @@ pub struct Translator {
 /// State of the checker across the whole program.
 pub struct Checker<'a> {
     pub types: TypeTable,
-    pub opts: &'a DOptions,
+    /// The options in force (refreshed as `#pragma D option` lines are read).
+    pub opts: DOptions,
     pub catalog: &'a dyn ProbeCatalog,
     pub globals: HashMap<String, VarInfo>,
     pub thread_vars: HashMap<String, VarInfo>,
@@ -86,13 +88,12 @@ pub struct Checker<'a> {
     pub(crate) probe_args: Option<Vec<TypeId>>,
     /// Inline expansion depth, for recursive inlines.
     pub(crate) inline_depth: u32,
-    /// Inside an aggregation's key or argument? (for nested aggregation errors)
-    pub(crate) destructive_ok: bool,
+    /// The program calls a destructive action (refused at enabling time without `-w`).
+    pub uses_destructive: bool,
 }
 
 impl<'a> Checker<'a> {
-    pub fn new(types: TypeTable, opts: &'a DOptions, catalog: &'a dyn ProbeCatalog) -> Self {
-        let destructive_ok = opts.destructive();
+    pub fn new(types: TypeTable, opts: DOptions, catalog: &'a dyn ProbeCatalog) -> Self {
         Checker {
             types,
             opts,
@@ -108,7 +109,7 @@ impl<'a> Checker<'a> {
             clause_assigned: Vec::new(),
             probe_args: None,
             inline_depth: 0,
-            destructive_ok,
+            uses_destructive: false,
         }
     }
 
@@ -129,6 +130,16 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// Checks the clauses of a program whose declarations were already checked.
+    pub fn clauses(&mut self, p: &ast::Program) -> DResult<()> {
+        for item in &p.items {
+            if matches!(item, Item::Clause(_)) {
+                self.item(item)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Checks declarations first (they are processed as they are parsed in DTrace), then the
     /// clauses in order.
     pub fn program(&mut self, p: &ast::Program) -> DResult<()> {
@@ -143,6 +154,18 @@ impl<'a> Checker<'a> {
             }
         }
         Ok(())
+    }
+
+    /// Whether a name is defined as a variable, inline, aggregation, type or built-in.
+    pub fn is_defined(&self, name: &str) -> bool {
+        self.globals.contains_key(name)
+            || self.thread_vars.contains_key(name)
+            || self.clause_vars.contains_key(name)
+            || self.inlines.contains_key(name)
+            || self.aggs.contains_key(name)
+            || self.enum_consts.contains_key(name)
+            || self.types.lookup(name).is_some()
+            || crate::lang::builtins::lookup(name).is_some()
     }
 
     pub fn undefined(&self, name: &str, line: u32) -> super::diag::Diagnostic {
