@@ -48,12 +48,18 @@ typedef unsigned int mode_t;
 typedef unsigned int nlink_t;
 typedef int key_t;
 typedef unsigned int ipaddr_t;
+typedef unsigned int in_addr_t;
+typedef unsigned short in_port_t;
 typedef int errno_t;
 typedef unsigned char uint8;
 typedef unsigned short wchar;
 
 typedef struct in6_addr {
-	uint8_t _S6_u8[16];
+	union {
+		uint8_t __u6_addr8[16];
+		uint16_t __u6_addr16[8];
+		uint32_t __u6_addr32[4];
+	} __u6_addr;
 } in6_addr_t;
 
 typedef struct kmutex { void *_opaque[1]; } kmutex_t;

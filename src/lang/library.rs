@@ -13,7 +13,11 @@ use crate::probes::ProbeCatalog;
 use std::collections::{HashMap, HashSet};
 
 /// The library files, in load order.
-pub const FILES: &[(&str, &str)] = &[("base.d", include_str!("../../dscripts/lib/base.d"))];
+pub const FILES: &[(&str, &str)] = &[
+    ("base.d", include_str!("../../dscripts/lib/base.d")),
+    ("unistd.d", include_str!("../../dscripts/lib/unistd.d")),
+    ("regs.d", include_str!("../../dscripts/lib/regs.d")),
+];
 
 /// The checked library: its types and definitions, to install into a program's checker.
 pub struct Library {

@@ -239,7 +239,17 @@ impl<'a, 'h> Parser<'a, 'h> {
 
     /// Whether `name` names a type here (DTrace's `id_or_type`, with its look-ahead rules).
     fn is_type_name(&self, name: &str) -> bool {
-        self.type_names.contains(name)
+        if self.type_names.contains(name) {
+            return true;
+        }
+        // a scoped name (``D`int``, ``genunix`kthread_t``) names the type after the scope
+        match name.rfind('`') {
+            Some(i) if i + 1 < name.len() => {
+                let base = &name[i + 1..];
+                self.type_names.contains(base) || Keyword::from_str(base).is_some_and(is_type_start_kw)
+            }
+            _ => false,
+        }
     }
 
     fn ident_is_tname(&mut self, name: &str) -> bool {
@@ -1230,9 +1240,20 @@ impl<'a, 'h> Parser<'a, 'h> {
                 let size = if self.at_punct(Punct::RBracket)? {
                     ArraySize::None
                 } else if self.at_type_start()? {
-                    let mut keys = vec![self.type_name()?];
-                    while self.eat_punct(Punct::Comma)? {
-                        keys.push(self.type_name()?);
+                    // key types, optionally named (inline array parameters)
+                    let mut keys = Vec::new();
+                    loop {
+                        let kline = self.peek(Mode::Expr)?.line;
+                        let specs = self.decl_specifiers(false)?;
+                        let declarator = self.declarator(true)?;
+                        keys.push(TypeName {
+                            specs,
+                            declarator,
+                            line: self.line_for(kline),
+                        });
+                        if !self.eat_punct(Punct::Comma)? {
+                            break;
+                        }
                     }
                     ArraySize::Keys(keys)
                 } else {

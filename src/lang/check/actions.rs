@@ -246,7 +246,7 @@ impl Checker<'_> {
                 },
                 ExprKind::Call { func, .. }
                     if matches!(&func.kind, ExprKind::Ident(n)
-                        if builtins::lookup(n).is_some_and(|b| b.kind == BuiltinKind::AggFunc)) =>
+                        if self.builtin(n).is_some_and(|b| b.kind == BuiltinKind::AggFunc)) =>
                 {
                     Typed {
                         action: true,
@@ -608,7 +608,7 @@ impl Checker<'_> {
     fn agg_key(&mut self, k: &Expr) -> DResult<u32> {
         if let ExprKind::Call { func, args } = &k.kind {
             if let ExprKind::Ident(n) = &func.kind {
-                if let Some(b) = builtins::lookup(n) {
+                if let Some(b) = self.builtin(n) {
                     if b.kind == BuiltinKind::Action {
                         let typed = self.action_args(args)?;
                         return match b.name {
@@ -663,7 +663,7 @@ impl Checker<'_> {
             ExprKind::Ident(n) => n.clone(),
             _ => String::new(),
         };
-        let b = match builtins::lookup(&fname) {
+        let b = match self.builtin(&fname) {
             Some(b) if b.kind == BuiltinKind::AggFunc => b,
             Some(_) => {
                 return Err(derr(

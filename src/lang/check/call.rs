@@ -21,7 +21,7 @@ impl Checker<'_> {
                 ))
             }
         };
-        match builtins::lookup(name) {
+        match self.builtin(name) {
             Some(b) if b.is_callable() => Ok(b),
             Some(_) => Err(derr(
                 "D_FUNC_IDENT",
@@ -47,24 +47,7 @@ impl Checker<'_> {
 
     /// Whether an argument fits a prototype parameter type (`dt_node_is_argcompat`).
     pub(crate) fn arg_compatible(&self, param: TypeId, arg: &Typed) -> bool {
-        let t = &self.types;
-        if t.is_integer(param) && t.is_integer(arg.ty) {
-            return true;
-        }
-        if t.is_pointer(param) {
-            if t.is_pointer(arg.ty) || t.is_array(arg.ty) {
-                let (pr, ar) = (t.referent(param).unwrap_or(0), t.referent(arg.ty).unwrap_or(0));
-                return t.is_void(pr) || t.is_void(ar) || t.compatible(pr, ar);
-            }
-            if t.is_string(arg.ty) {
-                return t.is_char_ptr_or_array(param);
-            }
-            return false;
-        }
-        if t.is_string(param) {
-            return t.is_string(arg.ty) || t.is_char_ptr_or_array(arg.ty);
-        }
-        t.compatible(param, arg.ty)
+        self.arg_compat(param, arg)
     }
 
     /// Checks a call's argument count and types against the built-in's prototype.

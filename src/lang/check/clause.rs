@@ -47,6 +47,21 @@ impl Checker<'_> {
             }
         }
         self.probe_args = arg_types.map(|v| v.iter().map(|t| self.type_from_text(t)).collect());
+        // DTrace cooks the actions first; if they refer to a variable the predicate creates,
+        // it cooks the predicate first and then the actions.
+        let mut cx = ClauseCx::default();
+        let mut body_done = false;
+        if let Some(body) = &c.body {
+            match self.statements(body, &mut cx) {
+                Ok(()) => body_done = true,
+                Err(e) if c.predicate.is_some() && matches!(e.tag, "D_IDENT_UNDEF" | "D_VAR_UNDEF") => {
+                    cx = ClauseCx::default();
+                }
+                Err(e) => return Err(e),
+            }
+        } else {
+            body_done = true;
+        }
         if let Some(pred) = &c.predicate {
             let t = self.expr(pred)?;
             if t.action {
@@ -64,9 +79,10 @@ impl Checker<'_> {
                 ));
             }
         }
-        let mut cx = ClauseCx::default();
-        if let Some(body) = &c.body {
-            self.statements(body, &mut cx)?;
+        if !body_done {
+            if let Some(body) = &c.body {
+                self.statements(body, &mut cx)?;
+            }
         }
         self.probe_args = None;
         Ok(())
@@ -117,7 +133,7 @@ impl Checker<'_> {
         match &e.kind {
             ExprKind::Call { func, args } => {
                 if let ExprKind::Ident(n) = &func.kind {
-                    if let Some(b) = builtins::lookup(n) {
+                    if let Some(b) = self.builtin(n) {
                         if b.kind == BuiltinKind::Action {
                             return self.action_stmt(b, args, e.line);
                         }
@@ -177,7 +193,7 @@ impl Checker<'_> {
         }
         if let ExprKind::Call { func, .. } = &e.kind {
             if let ExprKind::Ident(n) = &func.kind {
-                if builtins::lookup(n).is_some_and(|b| b.destructive) {
+                if self.builtin(n).is_some_and(|b| b.destructive) {
                     self.uses_destructive = true;
                     return Ok(ActKind::Destructive);
                 }

@@ -329,6 +329,10 @@ impl Checker<'_> {
             SouKind::Struct => "struct",
             SouKind::Union => "union",
         };
+        let name = name.map(|n| match n.rfind('`') {
+            Some(i) => &n[i + 1..],
+            None => n,
+        });
         let existing = name.and_then(|n| self.types.tag(tag, n));
         let Some(members) = members else {
             // a reference (or forward declaration)
@@ -507,6 +511,10 @@ impl Checker<'_> {
         list: Option<&[Enumerator]>,
         line: u32,
     ) -> DResult<TypeId> {
+        let name = name.map(|n| match n.rfind('`') {
+            Some(i) => &n[i + 1..],
+            None => n,
+        });
         let existing = name.and_then(|n| self.types.tag(SouTag::Enum, n));
         let Some(list) = list else {
             if let Some(t) = existing {
@@ -531,7 +539,13 @@ impl Checker<'_> {
                 ));
             }
         }
-        let id = existing.unwrap_or_else(|| self.types.add(TypeKind::Void));
+        let id = existing.unwrap_or_else(|| {
+            self.types.add(TypeKind::Enum {
+                name: name.map(String::from),
+                values: vec![],
+                complete: false,
+            })
+        });
         if let Some(n) = name {
             self.types.set_tag(SouTag::Enum, n, id);
         }
@@ -682,7 +696,7 @@ impl Checker<'_> {
                             format!("associative arrays may not be declared as local variables: {name}"),
                         ));
                     }
-                    if scope == VarScope::Global && crate::lang::builtins::lookup(&name).is_some() {
+                    if scope == VarScope::Global && self.builtin(&name).is_some() {
                         return Err(derr(
                             "D_DECL_IDRED",
                             line,
@@ -727,11 +741,18 @@ impl Checker<'_> {
 
     pub(crate) fn inline_def(&mut self, d: &InlineDef) -> DResult<()> {
         let base = self.base_type(&d.specs)?;
-        let (name, ty, _) = self.apply_declarator(base, &d.declarator)?;
+        let (name, ty, keys) = self.apply_declarator(base, &d.declarator)?;
         let name = name.unwrap_or_default();
+        let params: Option<Vec<(String, TypeId)>> = keys.map(|ks| {
+            let names = key_names(&d.declarator);
+            ks.into_iter()
+                .enumerate()
+                .map(|(i, t)| (names.get(i).cloned().flatten().unwrap_or_default(), t))
+                .collect()
+        });
         if self.inlines.contains_key(&name)
             || self.globals.contains_key(&name)
-            || crate::lang::builtins::lookup(&name).is_some()
+            || self.builtin(&name).is_some()
         {
             return Err(derr(
                 "D_DECL_IDRED",
@@ -739,8 +760,29 @@ impl Checker<'_> {
                 format!("identifier redeclared: {name}"),
             ));
         }
-        // the value is typed now, with the inline itself not yet visible (no recursion)
-        let v = self.expr(&d.value)?;
+        // the value is typed now, with the inline itself not yet visible (no recursion) and its
+        // parameters bound
+        let mut saved = Vec::new();
+        for (pname, pty) in params.iter().flatten() {
+            saved.push((pname.clone(), self.inlines.remove(pname)));
+            self.inlines.insert(
+                pname.clone(),
+                InlineInfo {
+                    ty: *pty,
+                    value: d.value.clone(),
+                    params: None,
+                    opaque: true,
+                },
+            );
+        }
+        let v = self.expr(&d.value);
+        for (pname, old) in saved {
+            self.inlines.remove(&pname);
+            if let Some(o) = old {
+                self.inlines.insert(pname, o);
+            }
+        }
+        let v = v?;
         if !self.types.is_void(ty) && !self.assignable(ty, &v) {
             return Err(derr(
                 "D_OP_INCOMPAT",
@@ -757,7 +799,8 @@ impl Checker<'_> {
             InlineInfo {
                 ty,
                 value: d.value.clone(),
-                params: None,
+                params,
+                opaque: false,
             },
         );
         Ok(())
@@ -804,12 +847,9 @@ impl Checker<'_> {
             d.input_name.clone(),
             InlineInfo {
                 ty: input,
-                value: Expr::new(ExprKind::Int {
-                    value: 0,
-                    suffix: Default::default(),
-                    decimal: true,
-                }, d.line),
+                value: Expr::new(ExprKind::Ident(d.input_name.clone()), d.line),
                 params: None,
+                opaque: true,
             },
         );
         let mut result = Ok(());
@@ -880,4 +920,17 @@ impl Checker<'_> {
     }
 }
 
-pub(crate) fn _unused(_: &InlineInfo, _: &Translator, _: &VarInfo) {}
+/// The parameter names of an inline associative array's key list.
+fn key_names(d: &Declarator) -> Vec<Option<String>> {
+    match d {
+        Declarator::Array {
+            size: ArraySize::Keys(tns),
+            ..
+        } => tns.iter().map(|t| t.declarator.name().map(String::from)).collect(),
+        Declarator::Name { .. } => Vec::new(),
+        Declarator::Pointer { inner, .. }
+        | Declarator::Array { inner, .. }
+        | Declarator::Function { inner, .. }
+        | Declarator::Bitfield { inner, .. } => key_names(inner),
+    }
+}

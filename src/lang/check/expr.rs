@@ -94,30 +94,63 @@ impl Checker<'_> {
         }
     }
 
+    /// `string`, `char *` and `char [n]` are interchangeable as strings.
+    pub(crate) fn is_strcompat(&self, t: TypeId) -> bool {
+        self.types.is_string(t) || self.types.is_char_ptr_or_array(t)
+    }
+
+    /// Pointer compatibility (`dt_node_is_ptrcompat`): two pointers or arrays whose referents
+    /// are compatible (or either is `void`), or one of them the integer constant 0.
+    pub(crate) fn ptr_compatible(&self, a: TypeId, ak: Option<i64>, b: TypeId, bk: Option<i64>) -> bool {
+        let t = &self.types;
+        let (ai, bi) = (t.is_integer(a), t.is_integer(b));
+        if ai && bi {
+            return false;
+        }
+        if (ai && ak != Some(0)) || (bi && bk != Some(0)) {
+            return false;
+        }
+        let ptrish = |x: TypeId| t.is_pointer(x) || t.is_array(x) || t.is_string(x);
+        if ai || bi {
+            return ptrish(if ai { b } else { a });
+        }
+        if !ptrish(a) || !ptrish(b) {
+            return false;
+        }
+        let r = |x: TypeId| if t.is_string(x) { t.char } else { t.referent(x).unwrap_or(t.void) };
+        let (ra, rb) = (r(a), r(b));
+        t.is_void(ra) || t.is_void(rb) || t.compatible(ra, rb)
+            || (t.is_integer(ra) && t.is_integer(rb) && t.size_of(ra) == t.size_of(rb))
+    }
+
+    /// Argument/assignment compatibility (`dt_node_is_argcompat`).
+    pub(crate) fn arg_compat(&self, to: TypeId, v: &Typed) -> bool {
+        let t = &self.types;
+        if t.is_integer(to) && t.is_integer(v.ty) {
+            return true;
+        }
+        if self.is_strcompat(to) && self.is_strcompat(v.ty) {
+            return true;
+        }
+        for o in [t.stack, t.symaddr, t.usymaddr] {
+            let ro = t.resolve(o);
+            if t.resolve(to) == ro && t.resolve(v.ty) == ro {
+                return true;
+            }
+        }
+        if t.is_sou(to) || t.is_function(to) {
+            return t.compatible(to, v.ty);
+        }
+        self.ptr_compatible(to, None, v.ty, v.konst)
+    }
+
     /// Whether a value can be assigned to a variable/member of type `to`.
     pub(crate) fn assignable(&self, to: TypeId, v: &Typed) -> bool {
         let t = &self.types;
-        if t.compatible(to, v.ty) {
+        if t.compatible(to, v.ty) || (t.is_arith(to) && t.is_arith(v.ty)) {
             return true;
         }
-        if t.is_arith(to) && t.is_arith(v.ty) {
-            return true;
-        }
-        // string <-> char pointers/arrays
-        if t.is_string(to) && (t.is_char_ptr_or_array(v.ty) || t.is_string(v.ty)) {
-            return true;
-        }
-        if t.is_char_ptr_or_array(to) && t.is_string(v.ty) {
-            return true;
-        }
-        // a null pointer constant
-        if t.is_pointer(to) && t.is_integer(v.ty) && v.konst == Some(0) {
-            return true;
-        }
-        if t.is_array(to) && t.is_array(v.ty) {
-            return t.size_of(to) == t.size_of(v.ty);
-        }
-        false
+        self.arg_compat(to, v)
     }
 
     pub fn expr(&mut self, e: &Expr) -> DResult<Typed> {
@@ -194,10 +227,8 @@ impl Checker<'_> {
                 }
                 let ok = self.types.compatible(ta.ty, tb.ty)
                     || (self.types.is_arith(ta.ty) && self.types.is_arith(tb.ty))
-                    || (self.types.is_string(ta.ty) && self.types.is_char_ptr_or_array(tb.ty))
-                    || (self.types.is_string(tb.ty) && self.types.is_char_ptr_or_array(ta.ty))
-                    || (self.types.is_pointer(ta.ty) && tb.konst == Some(0))
-                    || (self.types.is_pointer(tb.ty) && ta.konst == Some(0));
+                    || (self.is_strcompat(ta.ty) && self.is_strcompat(tb.ty))
+                    || self.ptr_compatible(ta.ty, ta.konst, tb.ty, tb.konst);
                 if !ok {
                     return Err(derr(
                         "D_OP_INCOMPAT",
@@ -393,6 +424,16 @@ impl Checker<'_> {
             return Ok(Typed::var(v.ty));
         }
         if let Some(inl) = self.inlines.get(name).cloned() {
+            if inl.opaque {
+                return Ok(Typed::rvalue(inl.ty));
+            }
+            if inl.params.is_some() {
+                return Err(derr(
+                    "D_IDENT_BADREF",
+                    line,
+                    format!("inline '{name}' may not be referenced as scalar"),
+                ));
+            }
             if self.inline_depth > 32 {
                 return Err(self.undefined(name, line));
             }
@@ -408,7 +449,7 @@ impl Checker<'_> {
         if let Some(&(v, ty)) = self.enum_consts.get(name) {
             return Ok(Typed::konst(ty, v));
         }
-        if let Some(b) = builtins::lookup(name) {
+        if let Some(b) = self.builtin(name) {
             match b.kind {
                 BuiltinKind::Scalar => {
                     let ty = self.type_from_text(b.proto);
@@ -607,7 +648,7 @@ impl Checker<'_> {
         };
         if let Some((scope, name, shown)) = var {
             if scope == VarScope::Global {
-                if let Some(b) = builtins::lookup(&name) {
+                if let Some(b) = self.builtin(&name) {
                     if b.kind == BuiltinKind::Array && !self.globals.contains_key(&name) {
                         return self.builtin_array(&name, keys, line);
                     }
@@ -622,6 +663,15 @@ impl Checker<'_> {
                     return Ok(Typed::var(v.ty));
                 }
                 Some(_) => {} // a scalar variable: pointer/array indexing below
+                None if scope == VarScope::Global
+                    && self.inlines.get(&name).is_some_and(|i| i.params.is_some()) =>
+                {
+                    let inl = self.inlines[&name].clone();
+                    let kt = self.key_types(keys)?;
+                    let proto: Vec<TypeId> = inl.params.unwrap_or_default().iter().map(|p| p.1).collect();
+                    self.check_keys(&shown, &proto, &kt, line)?;
+                    return Ok(Typed::rvalue(inl.ty));
+                }
                 None if scope == VarScope::Global
                     && (self.inlines.contains_key(&name) || self.enum_consts.contains_key(&name)) => {}
                 None => {
@@ -646,6 +696,20 @@ impl Checker<'_> {
             ));
         }
         let k = self.expr(&keys[0])?;
+        if self.types.is_string(b.ty) {
+            if !self.types.is_integer(k.ty) {
+                return Err(derr(
+                    "D_OP_INT",
+                    line,
+                    "operator [ ] requires operands of integral type",
+                ));
+            }
+            return Ok(Typed {
+                lvalue: true,
+                writable: b.writable,
+                ..Typed::rvalue(self.types.char)
+            });
+        }
         let Some(elem) = self.types.referent(b.ty) else {
             return Err(derr(
                 "D_OP_ARRFUN",
@@ -741,6 +805,9 @@ impl Checker<'_> {
             UnOp::PreDec | UnOp::PostDec => "--",
         };
         if matches!(op, UnOp::PreInc | UnOp::PreDec | UnOp::PostInc | UnOp::PostDec) {
+            // an increment creates a variable that does not exist yet, as an int
+            let int = Typed::konst(self.types.int, 0);
+            self.create_var(x, &int, line)?;
             let v = self.lvalue_target(x, line, opname)?;
             if !self.types.is_scalar(v.ty) {
                 return Err(derr(
@@ -865,7 +932,7 @@ impl Checker<'_> {
         let v = match &x.kind {
             ExprKind::Ident(n)
                 if !self.globals.contains_key(n)
-                    && builtins::lookup(n).is_none()
+                    && self.builtin(n).is_none()
                     && !self.inlines.contains_key(n)
                     && !self.enum_consts.contains_key(n) =>
             {
@@ -1047,15 +1114,9 @@ impl Checker<'_> {
             }
             Lt | Gt | Le | Ge | Eq | Ne => {
                 let ok = (t.is_arith(ta.ty) && t.is_arith(tb.ty))
-                    || ((t.is_string(ta.ty) || t.is_char_ptr_or_array(ta.ty))
-                        && (t.is_string(tb.ty) || t.is_char_ptr_or_array(tb.ty))
-                        && (t.is_string(ta.ty) || t.is_string(tb.ty)))
-                    || (t.is_pointer(ta.ty) && t.is_pointer(tb.ty) && t.compatible(ta.ty, tb.ty))
-                    || (t.is_pointer(ta.ty) && t.is_integer(tb.ty))
-                    || (t.is_integer(ta.ty) && t.is_pointer(tb.ty))
-                    || (t.is_array(ta.ty) && t.is_array(tb.ty) && t.compatible(ta.ty, tb.ty))
-                    || (t.is_pointer(ta.ty) && t.is_array(tb.ty) && t.compatible(t.referent(ta.ty).unwrap_or(0), t.referent(tb.ty).unwrap_or(0)))
-                    || (t.is_array(ta.ty) && t.is_pointer(tb.ty) && t.compatible(t.referent(ta.ty).unwrap_or(0), t.referent(tb.ty).unwrap_or(0)));
+                    || (self.is_strcompat(ta.ty) && self.is_strcompat(tb.ty))
+                    || self.ptr_compatible(ta.ty, ta.konst, tb.ty, tb.konst);
+                let t = &self.types;
                 if !ok {
                     return Err(incompat(line, &t.name(ta.ty), ops, &t.name(tb.ty)));
                 }
@@ -1087,7 +1148,7 @@ impl Checker<'_> {
         if op.is_some() {
             let undefined = match &a.kind {
                 ExprKind::Ident(n) => (!self.globals.contains_key(n)
-                    && builtins::lookup(n).is_none()
+                    && self.builtin(n).is_none()
                     && !self.inlines.contains_key(n)
                     && !self.enum_consts.contains_key(n))
                 .then(|| n.clone()),
@@ -1202,7 +1263,7 @@ impl Checker<'_> {
         match &a.kind {
             ExprKind::Ident(n) => {
                 if self.globals.contains_key(n)
-                    || builtins::lookup(n).is_some()
+                    || self.builtin(n).is_some()
                     || self.inlines.contains_key(n)
                     || self.enum_consts.contains_key(n)
                 {
@@ -1281,7 +1342,7 @@ impl Checker<'_> {
                 };
                 if self.var_table(scope).contains_key(&name)
                     || (scope == VarScope::Global
-                        && (builtins::lookup(&name).is_some()
+                        && (self.builtin(&name).is_some()
                             || self.inlines.contains_key(&name)
                             || self.enum_consts.contains_key(&name)))
                 {

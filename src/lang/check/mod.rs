@@ -56,7 +56,11 @@ pub struct AggInfo {
 pub struct InlineInfo {
     pub ty: TypeId,
     pub value: ast::Expr,
+    /// Parameters of an inline associative array (`inline int f[int x] = x + 1;`).
     pub params: Option<Vec<(String, TypeId)>>,
+    /// A name bound to a value of its type that is not known at compile time (translator input,
+    /// inline parameter): never constant.
+    pub opaque: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -156,6 +160,14 @@ impl<'a> Checker<'a> {
         Ok(())
     }
 
+    /// A built-in identifier, if it exists in the D version in force (`-xversion`).
+    pub fn builtin(&self, name: &str) -> Option<&'static crate::lang::builtins::Builtin> {
+        let b = crate::lang::builtins::lookup(name)?;
+        let mut parts = b.version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+        let v = (parts.next().unwrap_or(1), parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+        (v <= self.opts.version()).then_some(b)
+    }
+
     /// Whether a name is defined as a variable, inline, aggregation, type or built-in.
     pub fn is_defined(&self, name: &str) -> bool {
         self.globals.contains_key(name)
@@ -165,7 +177,7 @@ impl<'a> Checker<'a> {
             || self.aggs.contains_key(name)
             || self.enum_consts.contains_key(name)
             || self.types.lookup(name).is_some()
-            || crate::lang::builtins::lookup(name).is_some()
+            || self.builtin(name).is_some()
     }
 
     pub fn undefined(&self, name: &str, line: u32) -> super::diag::Diagnostic {

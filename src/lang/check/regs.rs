@@ -19,19 +19,9 @@ pub fn need(e: &Expr) -> u32 {
         | ExprKind::Stringof(x)
         | ExprKind::Xlate(_, x)
         | ExprKind::Member { base: x, .. } => need(x),
-        ExprKind::Index { base, keys } => keys
-            .iter()
-            .enumerate()
-            .map(|(i, k)| need(k) + i as u32)
-            .max()
-            .unwrap_or(1)
-            .max(need(base)),
-        ExprKind::Call { args, .. } => args
-            .iter()
-            .enumerate()
-            .map(|(i, a)| need(a) + i as u32)
-            .max()
-            .unwrap_or(1),
+        // keys and arguments are pushed on the tuple stack one at a time
+        ExprKind::Index { base, keys } => keys.iter().map(need).max().unwrap_or(1).max(need(base)),
+        ExprKind::Call { args, .. } => args.iter().map(need).max().unwrap_or(1),
         _ => 1,
     }
 }
