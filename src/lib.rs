@@ -7,6 +7,6 @@
 pub mod cli;
 pub mod ir;
 pub mod lang;
+pub mod output;
 pub mod probes;
 pub mod providers;
-pub mod output;

@@ -7,7 +7,11 @@ use crate::lang::CompiledProgram;
 use crate::probes::{ProbeCatalog, ProbeDesc, ProbeInfo};
 
 pub fn header(out: &mut dyn Write) -> io::Result<()> {
-    writeln!(out, "{:>5} {:>10} {:>17} {:>33} {}", "ID", "PROVIDER", "MODULE", "FUNCTION", "NAME")
+    writeln!(
+        out,
+        "{:>5} {:>10} {:>17} {:>33} NAME",
+        "ID", "PROVIDER", "MODULE", "FUNCTION"
+    )
 }
 
 pub fn probe_line(out: &mut dyn Write, p: &ProbeInfo, verbose: bool) -> io::Result<()> {
@@ -29,7 +33,11 @@ pub fn probe_line(out: &mut dyn Write, p: &ProbeInfo, verbose: bool) -> io::Resu
     Ok(())
 }
 
-pub fn all_probes(out: &mut dyn Write, catalog: &dyn ProbeCatalog, verbose: bool) -> io::Result<()> {
+pub fn all_probes(
+    out: &mut dyn Write,
+    catalog: &dyn ProbeCatalog,
+    verbose: bool,
+) -> io::Result<()> {
     for p in catalog.list() {
         probe_line(out, &p, verbose)?;
     }

@@ -11,7 +11,7 @@ use crate::lang::cpp::CppOptions;
 use crate::lang::options::{cmdline_error_message, DOptions};
 use crate::lang::types::DataModel;
 use crate::lang::{self, CompileInput, MacroEnv, SourceKind};
-use crate::probes::{Catalog, ProbeCatalog};
+use crate::probes::Catalog;
 use args::{Args, ProbeSpecKind, ProgramSource, EXIT_ERROR, EXIT_OK, EXIT_USAGE};
 
 /// One program of the command line, ready to compile.
@@ -219,7 +219,13 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
                 .create(true)
                 .append(true)
                 .open(p)
-                .map_err(|e| format!("failed to open output file '{}': {}", p.display(), io_reason(&e)))?,
+                .map_err(|e| {
+                    format!(
+                        "failed to open output file '{}': {}",
+                        p.display(),
+                        io_reason(&e)
+                    )
+                })?,
         ),
         None => Box::new(std::io::stdout()),
     };
@@ -245,6 +251,9 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
         };
         match lang::compile(input, &mut opts, &catalog) {
             Ok(c) => {
+                if args.disasm || opts.verbose() {
+                    let _ = write!(std::io::stderr(), "{}", crate::ir::disasm::program(&c.ir));
+                }
                 if args.list {
                     let _ = listing::program_probes(&mut out, &c, &catalog, args.verbose);
                 }
@@ -296,7 +305,10 @@ mod tests {
 
     #[test]
     fn probe_specifiers_are_completed_by_kind() {
-        assert_eq!(probe_program_text(ProbeSpecKind::Provider, "syscall"), "syscall:::");
+        assert_eq!(
+            probe_program_text(ProbeSpecKind::Provider, "syscall"),
+            "syscall:::"
+        );
         assert_eq!(
             probe_program_text(ProbeSpecKind::Function, "read{x}"),
             "::read:{x}"

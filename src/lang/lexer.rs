@@ -261,7 +261,7 @@ impl<'a> Lexer<'a> {
                 }
                 let text = &self.src[self.pos..end];
                 self.pos = end;
-                if let Some(k) = Keyword::from_str(text) {
+                if let Some(k) = Keyword::lookup(text) {
                     if k.starts_declaration() {
                         return Ok(self.make(Tok::Kw(k), line, start));
                     }
@@ -305,7 +305,7 @@ impl<'a> Lexer<'a> {
         };
         self.pos += len;
         let tok = match raw {
-            RawTok::Ident => match Keyword::from_str(text) {
+            RawTok::Ident => match Keyword::lookup(text) {
                 Some(k) => Tok::Kw(k),
                 None => Tok::Ident(text.to_string()),
             },
@@ -496,7 +496,11 @@ fn scan_ident(b: &[u8]) -> Option<usize> {
 }
 
 fn char_at(src: &str, pos: usize) -> String {
-    src[pos..].chars().next().map(String::from).unwrap_or_default()
+    src[pos..]
+        .chars()
+        .next()
+        .map(String::from)
+        .unwrap_or_default()
 }
 
 /// A `$n` operand becomes a string, an integer or an identifier by its text, as in DTrace.
@@ -537,7 +541,7 @@ fn macro_arg_token(v: &str, text: &str, line: u32) -> DResult<Tok> {
             c == b'_' || c == b'`' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit())
         });
     if is_ident {
-        return Ok(match Keyword::from_str(v) {
+        return Ok(match Keyword::lookup(v) {
             Some(k) => Tok::Kw(k),
             None => Tok::Ident(v.to_string()),
         });
@@ -816,7 +820,12 @@ mod tests {
         let t = lx.next(Mode::Expr).unwrap();
         assert_eq!(
             t.tok,
-            Tok::Control(vec!["pragma".into(), "D".into(), "option".into(), "quiet".into()])
+            Tok::Control(vec![
+                "pragma".into(),
+                "D".into(),
+                "option".into(),
+                "quiet".into()
+            ])
         );
         let t = lx.next(Mode::Expr).unwrap();
         assert_eq!((t.tok, t.line), (Tok::Ident("y".into()), 5));
@@ -846,7 +855,10 @@ mod tests {
     #[test]
     fn scoped_identifiers_and_member_access() {
         assert_eq!(
-            toks("rec.position nt`_EPROCESS libc.so.1`strlen `kvar", Mode::Expr),
+            toks(
+                "rec.position nt`_EPROCESS libc.so.1`strlen `kvar",
+                Mode::Expr
+            ),
             vec![
                 Tok::Ident("rec".into()),
                 Tok::Punct(Punct::Dot),

@@ -30,6 +30,8 @@ use types::{DataModel, TypeTable};
 pub struct CompiledProgram {
     pub ast: ast::Program,
     pub pragmas: Vec<ast::Pragma>,
+    /// The lowered program the runtime executes.
+    pub ir: crate::ir::Program,
     /// Calls destructive actions (`system`, `raise`, `copyout`, ...): needs `-w` to run.
     pub destructive: bool,
 }
@@ -75,7 +77,8 @@ pub fn compile(
             let mut o = opts_cell.borrow_mut();
             pragma::apply(words, line, &mut o, catalog)
         });
-        let mut parser = parser::Parser::new(text, input.kind, input.macros.clone()).with_pragma_hook(hook);
+        let mut parser =
+            parser::Parser::new(text, input.kind, input.macros.clone()).with_pragma_hook(hook);
         parser.type_names = type_names;
         let mut items = Vec::new();
         while let Some(item) = parser.next_item()? {
@@ -98,11 +101,18 @@ pub fn compile(
         return Err(derr(
             "D_MACRO_UNUSED",
             end_line,
-            format!("extraneous argument '{arg}' (${} is not referenced)", argc - 1),
+            format!(
+                "extraneous argument '{arg}' (${} is not referenced)",
+                argc - 1
+            ),
         ));
     }
     if program.items.is_empty() && !opts.empty() {
-        return Err(derr("D_EMPTY", end_line, "empty D program translation unit"));
+        return Err(derr(
+            "D_EMPTY",
+            end_line,
+            "empty D program translation unit",
+        ));
     }
     checker.clauses(&program)?;
     for p in &pragmas {
@@ -116,7 +126,9 @@ pub fn compile(
             }
         }
     }
+    let ir = checker.lower_program(&program)?;
     Ok(CompiledProgram {
+        ir,
         ast: program,
         pragmas,
         destructive: checker.uses_destructive,

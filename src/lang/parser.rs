@@ -128,15 +128,10 @@ impl<'a, 'h> Parser<'a, 'h> {
                     return Ok(());
                 }
                 _ => {
-                    let name = if words.first().map(String::as_str) == Some("line") {
-                        "line"
-                    } else {
-                        "line"
-                    };
                     return Err(self.err(
                         "D_PRAGMA_MALFORM",
                         line,
-                        format!("malformed #{name} <line> [ [\"file\"] state ]"),
+                        "malformed #line <line> [ [\"file\"] state ]",
                     ));
                 }
             }
@@ -246,7 +241,8 @@ impl<'a, 'h> Parser<'a, 'h> {
         match name.rfind('`') {
             Some(i) if i + 1 < name.len() => {
                 let base = &name[i + 1..];
-                self.type_names.contains(base) || Keyword::from_str(base).is_some_and(is_type_start_kw)
+                self.type_names.contains(base)
+                    || Keyword::lookup(base).is_some_and(is_type_start_kw)
             }
             _ => false,
         }
@@ -258,8 +254,10 @@ impl<'a, 'h> Parser<'a, 'h> {
         }
         // DTrace: a type name followed by `++`, `--`, `=` (not `==`) or `[` is an identifier.
         let (c0, c1) = self.lx.peek_bytes2();
-        !matches!((c0, c1), (Some(b'+'), Some(b'+')) | (Some(b'-'), Some(b'-')) | (Some(b'['), _))
-            && !(c0 == Some(b'=') && c1 != Some(b'='))
+        !matches!(
+            (c0, c1),
+            (Some(b'+'), Some(b'+')) | (Some(b'-'), Some(b'-')) | (Some(b'['), _)
+        ) && (c0 != Some(b'=') || c1 == Some(b'='))
     }
 
     /// True when the next token (in expression mode) begins a type name.
@@ -349,7 +347,6 @@ impl<'a, 'h> Parser<'a, 'h> {
 
     fn probe_definition(&mut self) -> DResult<Clause> {
         let mut probes = Vec::new();
-        let first_line;
         loop {
             let t = self.bump(Mode::Clause)?;
             match t.tok {
@@ -373,7 +370,7 @@ impl<'a, 'h> Parser<'a, 'h> {
             }
             break;
         }
-        first_line = match probes.first() {
+        let first_line = match probes.first() {
             Some(ProbeSpec::Name { line, .. }) | Some(ProbeSpec::Id { line, .. }) => *line,
             None => 0,
         };
@@ -834,10 +831,7 @@ impl<'a, 'h> Parser<'a, 'h> {
                 self.expect_punct(Punct::LParen)?;
                 let e = self.expression()?;
                 self.expect_punct(Punct::RParen)?;
-                return Ok(Expr::new(
-                    ExprKind::Xlate(Box::new(tn), Box::new(e)),
-                    line,
-                ));
+                return Ok(Expr::new(ExprKind::Xlate(Box::new(tn), Box::new(e)), line));
             }
             _ => return Err(self.syntax_error()),
         };
@@ -931,7 +925,9 @@ impl<'a, 'h> Parser<'a, 'h> {
                         SelfKw if d_classes => {
                             self.set_class(&mut specs, StorageClass::SelfClass, line)?
                         }
-                        This if d_classes => self.set_class(&mut specs, StorageClass::This, line)?,
+                        This if d_classes => {
+                            self.set_class(&mut specs, StorageClass::This, line)?
+                        }
                         Void => self.set_base(&mut specs, BaseSpec::Void, line)?,
                         Char => self.set_base(&mut specs, BaseSpec::Char, line)?,
                         Int => {
@@ -948,7 +944,10 @@ impl<'a, 'h> Parser<'a, 'h> {
                         Double => self.set_base(&mut specs, BaseSpec::Double, line)?,
                         String => self.set_base(&mut specs, BaseSpec::String, line)?,
                         // conflicting widths name no type: reported when the type is looked up
-                        Short | Long if (*k == Short && specs.shorts > 0) || specs.longs >= 2 && *k == Long => {
+                        Short | Long
+                            if (*k == Short && specs.shorts > 0)
+                                || specs.longs >= 2 && *k == Long =>
+                        {
                             return Err(self.err("D_DECL_COMBO", line, "invalid type combination"));
                         }
                         Short => specs.shorts += 1,
@@ -1011,10 +1010,7 @@ impl<'a, 'h> Parser<'a, 'h> {
                     {
                         break;
                     }
-                    if !self.ident_is_tname(name) && !(self.is_type_name(name) && !any) {
-                        break;
-                    }
-                    if !self.is_type_name(name) {
+                    if !self.is_type_name(name) || (any && !self.ident_is_tname(name)) {
                         break;
                     }
                     let name = name.clone();
@@ -1422,10 +1418,7 @@ impl<'a, 'h> Parser<'a, 'h> {
 fn is_unary_form(e: &Expr) -> bool {
     !matches!(
         e.kind,
-        ExprKind::Binary(..)
-            | ExprKind::Assign(..)
-            | ExprKind::Ternary(..)
-            | ExprKind::Cast(..)
+        ExprKind::Binary(..) | ExprKind::Assign(..) | ExprKind::Ternary(..) | ExprKind::Cast(..)
     )
 }
 
@@ -1483,8 +1476,9 @@ mod tests {
 
     #[test]
     fn clauses_with_predicates_and_bodies() {
-        let p = parse("syscall::read:entry, BEGIN /pid == 3 && x/ { @[execname] = count(); }\nEND{}")
-            .unwrap();
+        let p =
+            parse("syscall::read:entry, BEGIN /pid == 3 && x/ { @[execname] = count(); }\nEND{}")
+                .unwrap();
         assert_eq!(p.items.len(), 2);
         let Item::Clause(c) = &p.items[0] else {
             panic!()

@@ -6,7 +6,12 @@ use super::options::{pragma_error_message, DOptions};
 use crate::probes::{ProbeCatalog, ProbeDesc};
 
 /// Applies one control line (`words` excludes the `#`). Line markers are handled by the parser.
-pub fn apply(words: &[String], line: u32, opts: &mut DOptions, catalog: &dyn ProbeCatalog) -> DResult<()> {
+pub fn apply(
+    words: &[String],
+    line: u32,
+    opts: &mut DOptions,
+    catalog: &dyn ProbeCatalog,
+) -> DResult<()> {
     let mut i = 0;
     let mut level = 0; // 0 after '#', 1 after '#pragma', 2 after '#pragma D'
     while i < words.len() {
@@ -39,7 +44,10 @@ pub fn apply(words: &[String], line: u32, opts: &mut DOptions, catalog: &dyn Pro
                     return Err(derr(
                         "D_PRAGMA_INVAL",
                         line,
-                        format!("invalid attributes specified by #pragma attributes: {}", rest[0]),
+                        format!(
+                            "invalid attributes specified by #pragma attributes: {}",
+                            rest[0]
+                        ),
                     ));
                 }
                 return Ok(());
@@ -85,7 +93,9 @@ pub fn apply(words: &[String], line: u32, opts: &mut DOptions, catalog: &dyn Pro
 /// `provider` form): it must be defined by the end of the program.
 pub fn ident_target(words: &[String]) -> Option<&str> {
     match words {
-        [p, d, kind, _, name] if p == "pragma" && d == "D" && (kind == "attributes" || kind == "binding") => {
+        [p, d, kind, _, name]
+            if p == "pragma" && d == "D" && (kind == "attributes" || kind == "binding") =>
+        {
             Some(name.as_str())
         }
         _ => None,

@@ -58,7 +58,7 @@ pub enum Keyword {
 }
 
 impl Keyword {
-    pub fn from_str(s: &str) -> Option<Keyword> {
+    pub fn lookup(s: &str) -> Option<Keyword> {
         use Keyword::*;
         Some(match s {
             "auto" => Auto,
@@ -158,7 +158,11 @@ pub struct IntSuffix {
 /// A token as the parser sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Tok {
-    Int { value: u64, suffix: IntSuffix, decimal: bool },
+    Int {
+        value: u64,
+        suffix: IntSuffix,
+        decimal: bool,
+    },
     Str(String),
     Ident(String),
     /// `@name`, or `@_` for a bare `@`.

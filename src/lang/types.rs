@@ -512,8 +512,6 @@ impl TypeTable {
         let (base, decl) = self.name_parts(id, String::new());
         if decl.is_empty() {
             base
-        } else if decl.starts_with('[') || decl.starts_with('(') {
-            format!("{base} {decl}")
         } else {
             format!("{base} {decl}")
         }
@@ -614,9 +612,7 @@ impl TypeTable {
     /// Integer promotion: types narrower than int become int.
     pub fn promote(&self, id: TypeId) -> TypeId {
         let (size, _) = self.rank(id);
-        if size < 4 {
-            self.int
-        } else if matches!(self.rkind(id), TypeKind::Enum { .. }) {
+        if size < 4 || matches!(self.rkind(id), TypeKind::Enum { .. }) {
             self.int
         } else {
             id
@@ -672,7 +668,13 @@ impl TypeTable {
     }
 
     /// Finds the first integer type among `candidates` (by name) that can hold `value`.
-    pub fn int_type_for(&self, value: u64, unsigned_ok: bool, min_longs: u8, unsigned: bool) -> TypeId {
+    pub fn int_type_for(
+        &self,
+        value: u64,
+        unsigned_ok: bool,
+        min_longs: u8,
+        unsigned: bool,
+    ) -> TypeId {
         let lsize = self.model.pointer_size();
         let order: [(TypeId, u64, bool, u8); 6] = [
             (self.int, 4, true, 0),

@@ -16,7 +16,9 @@ impl ProbeDesc {
     pub fn parse(text: &str) -> Result<ProbeDesc, String> {
         let parts = split_fields(text);
         if parts.len() > 4 {
-            return Err(format!("invalid probe description \"{text}\": Overspecified probe description"));
+            return Err(format!(
+                "invalid probe description \"{text}\": Overspecified probe description"
+            ));
         }
         let mut f = vec![String::new(); 4 - parts.len()];
         f.extend(parts);
@@ -68,7 +70,11 @@ fn split_fields(text: &str) -> Vec<String> {
 
 impl fmt::Display for ProbeDesc {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}:{}", self.provider, self.module, self.function, self.name)
+        write!(
+            f,
+            "{}:{}:{}:{}",
+            self.provider, self.module, self.function, self.name
+        )
     }
 }
 

@@ -69,7 +69,10 @@ impl ProbeCatalog for Catalog {
     }
 
     fn by_id(&self, id: u64) -> Option<ProbeDesc> {
-        self.list().into_iter().find(|p| p.id == id).map(|p| p.desc())
+        self.list()
+            .into_iter()
+            .find(|p| p.id == id)
+            .map(|p| p.desc())
     }
 
     fn list(&self) -> Vec<ProbeInfo> {

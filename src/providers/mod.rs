@@ -25,5 +25,7 @@ pub fn standard() -> Vec<Box<dyn Provider>> {
 /// Matches the module/function/name fields of a description against one probe.
 pub(crate) fn fields_match(desc: &ProbeDesc, module: &str, function: &str, name: &str) -> bool {
     use crate::probes::glob_match;
-    glob_match(&desc.module, module) && glob_match(&desc.function, function) && glob_match(&desc.name, name)
+    glob_match(&desc.module, module)
+        && glob_match(&desc.function, function)
+        && glob_match(&desc.name, name)
 }

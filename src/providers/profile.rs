@@ -76,7 +76,9 @@ const LISTED: [&str; 15] = [
 
 fn probe(id: u64, name: &str) -> ProbeInfo {
     let args = match parse_rate(name) {
-        Some((TickKind::Profile, _)) => vec!["uintptr_t".into(), "uintptr_t".into(), "hrtime_t".into()],
+        Some((TickKind::Profile, _)) => {
+            vec!["uintptr_t".into(), "uintptr_t".into(), "hrtime_t".into()]
+        }
         _ => vec!["uintptr_t".into(), "uintptr_t".into()],
     };
     ProbeInfo {
@@ -138,10 +140,19 @@ mod tests {
 
     #[test]
     fn rates_and_units() {
-        assert_eq!(parse_rate("tick-1sec"), Some((TickKind::Tick, 1_000_000_000)));
+        assert_eq!(
+            parse_rate("tick-1sec"),
+            Some((TickKind::Tick, 1_000_000_000))
+        );
         assert_eq!(parse_rate("tick-1s"), Some((TickKind::Tick, 1_000_000_000)));
-        assert_eq!(parse_rate("profile-97"), Some((TickKind::Profile, 1_000_000_000 / 97)));
-        assert_eq!(parse_rate("profile-1ms"), Some((TickKind::Profile, 1_000_000)));
+        assert_eq!(
+            parse_rate("profile-97"),
+            Some((TickKind::Profile, 1_000_000_000 / 97))
+        );
+        assert_eq!(
+            parse_rate("profile-1ms"),
+            Some((TickKind::Profile, 1_000_000))
+        );
         assert_eq!(parse_rate("tick-1ns"), None);
         assert_eq!(parse_rate("tick-100us"), None);
         assert_eq!(parse_rate("tick-200us"), Some((TickKind::Tick, 200_000)));

@@ -41,7 +41,11 @@ impl ClauseCx {
             match k {
                 ActKind::Commit => {
                     if commit {
-                        return Err(derr("D_COMM_COMM", line, "commit( ) may not follow commit( )"));
+                        return Err(derr(
+                            "D_COMM_COMM",
+                            line,
+                            "commit( ) may not follow commit( )",
+                        ));
                     }
                     if datarec {
                         return Err(derr(
@@ -187,7 +191,13 @@ impl Checker<'_> {
         pf::ArgDesc::named(at, &name, &base)
     }
 
-    fn printf_check(&mut self, b: &Builtin, args: &[Expr], typed: &[Typed], line: u32) -> DResult<()> {
+    fn printf_check(
+        &mut self,
+        b: &Builtin,
+        args: &[Expr],
+        typed: &[Typed],
+        line: u32,
+    ) -> DResult<()> {
         let Some(fmt) = typed.first().and_then(|t| t.str_const.clone()) else {
             let arg = typed
                 .first()
@@ -220,7 +230,14 @@ impl Checker<'_> {
         Ok(())
     }
 
-    fn agg_arg(&self, name: &str, t: &Typed, argno: usize, tag: &'static str, line: u32) -> DResult<String> {
+    fn agg_arg(
+        &self,
+        name: &str,
+        t: &Typed,
+        argno: usize,
+        tag: &'static str,
+        line: u32,
+    ) -> DResult<String> {
         match &t.agg {
             Some(a) => Ok(a.clone()),
             None => Err(derr(
@@ -264,16 +281,17 @@ impl Checker<'_> {
         if self.aggs.contains_key(name) {
             Ok(())
         } else {
-            Err(derr(
-                tag,
-                line,
-                format!("undefined aggregation: {name}"),
-            ))
+            Err(derr(tag, line, format!("undefined aggregation: {name}")))
         }
     }
 
     /// An action called as a statement. Returns the kind of record it makes.
-    pub(crate) fn action_stmt(&mut self, b: &'static Builtin, args: &[Expr], line: u32) -> DResult<ActKind> {
+    pub(crate) fn action_stmt(
+        &mut self,
+        b: &'static Builtin,
+        args: &[Expr],
+        line: u32,
+    ) -> DResult<ActKind> {
         let name = b.name;
         let typed = self.action_args(args)?;
         if b.destructive {
@@ -286,9 +304,13 @@ impl Checker<'_> {
                     return Err(derr(
                         "D_PROTO_LEN",
                         line,
-                        builtins::check_call_arity(name, &b.parsed_proto().map_err(|m| derr("D_UNKNOWN", line, m))?, 0)
-                            .err()
-                            .unwrap_or_default(),
+                        builtins::check_call_arity(
+                            name,
+                            &b.parsed_proto().map_err(|m| derr("D_UNKNOWN", line, m))?,
+                            0,
+                        )
+                        .err()
+                        .unwrap_or_default(),
                     ));
                 }
                 self.printf_check(b, args, &typed, line)?;
@@ -300,7 +322,11 @@ impl Checker<'_> {
             }
             "printa" => {
                 if n == 0 || (n == 1 && typed[0].str_const.is_some()) {
-                    let argr = if n >= 1 && typed[0].str_const.is_some() { 2 } else { 1 };
+                    let argr = if n >= 1 && typed[0].str_const.is_some() {
+                        2
+                    } else {
+                        1
+                    };
                     return Err(derr(
                         "D_PRINTA_PROTO",
                         line,
@@ -311,9 +337,13 @@ impl Checker<'_> {
                     Some(f) => (Some(f.clone()), 1),
                     None => (None, 0),
                 };
-                let mut argr = first + 1;
                 let mut proto_keys: Option<Option<Vec<u32>>> = None;
-                for t in &typed[first..] {
+                for (argr, t) in typed
+                    .iter()
+                    .enumerate()
+                    .skip(first)
+                    .map(|(i, t)| (i + 1, t))
+                {
                     let a = self.agg_arg("printa", t, argr, "D_PRINTA_AGGARG", line)?;
                     self.agg_defined(&a, "D_PRINTA_AGGBAD", line)?;
                     let info = self.aggs[&a].clone();
@@ -375,7 +405,6 @@ impl Checker<'_> {
                                 .map_err(|e| derr(e.tag, line, e.message))?;
                         }
                     }
-                    argr += 1;
                 }
                 ActKind::DataRecording
             }
@@ -414,7 +443,15 @@ impl Checker<'_> {
                             return Err(derr(
                                 "D_PROTO_ARG",
                                 line,
-                                builtins::proto_arg_message("", "tracemem", "( )", false, i + 1, &self.types.name(pt), &self.types.name(a.ty)),
+                                builtins::proto_arg_message(
+                                    "",
+                                    "tracemem",
+                                    "( )",
+                                    false,
+                                    i + 1,
+                                    &self.types.name(pt),
+                                    &self.types.name(a.ty),
+                                ),
                             ));
                         }
                     }
@@ -423,11 +460,17 @@ impl Checker<'_> {
                     return Err(derr(
                         "D_PROTO_LEN",
                         line,
-                        format!("tracemem( ) prototype mismatch: {n} arg{}passed, 2 expected", if n == 1 { " " } else { "s " }),
+                        format!(
+                            "tracemem( ) prototype mismatch: {n} arg{}passed, 2 expected",
+                            if n == 1 { " " } else { "s " }
+                        ),
                     ));
                 }
                 let a = &typed[0];
-                if !self.types.is_integer(a.ty) && !self.types.is_pointer(a.ty) && !self.types.is_array(a.ty) {
+                if !self.types.is_integer(a.ty)
+                    && !self.types.is_pointer(a.ty)
+                    && !self.types.is_array(a.ty)
+                {
                     return Err(derr(
                         "D_TRACEMEM_ADDR",
                         line,
@@ -469,7 +512,11 @@ impl Checker<'_> {
                 ActKind::DataRecording
             }
             "clear" | "denormalize" => {
-                let tag_proto = if name == "clear" { "D_CLEAR_PROTO" } else { "D_NORMALIZE_PROTO" };
+                let tag_proto = if name == "clear" {
+                    "D_CLEAR_PROTO"
+                } else {
+                    "D_NORMALIZE_PROTO"
+                };
                 if n != 1 {
                     return Err(derr(
                         tag_proto,
@@ -512,7 +559,11 @@ impl Checker<'_> {
                         line,
                         format!(
                             "trunc( ) prototype mismatch: {n} args passed, {} expected",
-                            if n < 1 { "at least 1" } else { "no more than 2" }
+                            if n < 1 {
+                                "at least 1"
+                            } else {
+                                "no more than 2"
+                            }
                         ),
                     ));
                 }
@@ -565,7 +616,11 @@ impl Checker<'_> {
 
     fn stack_args(&mut self, typed: &[Typed], line: u32) -> DResult<()> {
         if typed.len() > 1 {
-            return Err(derr("D_STACK_PROTO", line, "stack( ) prototype mismatch: too many arguments"));
+            return Err(derr(
+                "D_STACK_PROTO",
+                line,
+                "stack( ) prototype mismatch: too many arguments",
+            ));
         }
         if let Some(a) = typed.first() {
             if !is_posconst(a) {
@@ -598,7 +653,11 @@ impl Checker<'_> {
                 ));
             }
             if typed.len() > 2 {
-                return Err(derr("D_USTACK_PROTO", line, "ustack( ) prototype mismatch: too many arguments"));
+                return Err(derr(
+                    "D_USTACK_PROTO",
+                    line,
+                    "ustack( ) prototype mismatch: too many arguments",
+                ));
             }
         }
         Ok(())
@@ -640,7 +699,11 @@ impl Checker<'_> {
         }
         let t = self.expr(k)?;
         if t.action || self.types.is_void(t.ty) || t.agg.is_some() {
-            let what = if t.agg.is_some() { "aggregation".to_string() } else { self.types.name(t.ty) };
+            let what = if t.agg.is_some() {
+                "aggregation".to_string()
+            } else {
+                self.types.name(t.ty)
+            };
             return Err(derr(
                 "D_KEY_TYPE",
                 k.line,
@@ -651,7 +714,13 @@ impl Checker<'_> {
     }
 
     /// `@name[keys] = func(args);`
-    pub(crate) fn aggregation(&mut self, agg: &str, keys: Option<&[Expr]>, rhs: &Expr, line: u32) -> DResult<()> {
+    pub(crate) fn aggregation(
+        &mut self,
+        agg: &str,
+        keys: Option<&[Expr]>,
+        rhs: &Expr,
+        line: u32,
+    ) -> DResult<()> {
         let ExprKind::Call { func, args } = &rhs.kind else {
             return Err(derr(
                 "D_AGG_FUNC",
@@ -711,7 +780,15 @@ impl Checker<'_> {
                 return Err(derr(
                     "D_PROTO_ARG",
                     line,
-                    builtins::proto_arg_message("", b.name, "( )", false, i + 1, &self.types.name(pt), &self.types.name(a.ty)),
+                    builtins::proto_arg_message(
+                        "",
+                        b.name,
+                        "( )",
+                        false,
+                        i + 1,
+                        &self.types.name(pt),
+                        &self.types.name(a.ty),
+                    ),
                 ));
             }
         }
@@ -729,16 +806,32 @@ impl Checker<'_> {
         match b.name {
             "lquantize" => {
                 let base = typed[1].konst.ok_or_else(|| {
-                    derr("D_LQUANT_BASETYPE", line, "lquantize( ) argument #1 must be an integer constant")
+                    derr(
+                        "D_LQUANT_BASETYPE",
+                        line,
+                        "lquantize( ) argument #1 must be an integer constant",
+                    )
                 })?;
                 if base < i32::MIN as i64 || base > i32::MAX as i64 {
-                    return Err(derr("D_LQUANT_BASEVAL", line, "lquantize( ) argument #1 must be a 32-bit quantity"));
+                    return Err(derr(
+                        "D_LQUANT_BASEVAL",
+                        line,
+                        "lquantize( ) argument #1 must be a 32-bit quantity",
+                    ));
                 }
                 let limit = typed[2].konst.ok_or_else(|| {
-                    derr("D_LQUANT_LIMTYPE", line, "lquantize( ) argument #2 must be an integer constant")
+                    derr(
+                        "D_LQUANT_LIMTYPE",
+                        line,
+                        "lquantize( ) argument #2 must be an integer constant",
+                    )
                 })?;
                 if limit < i32::MIN as i64 || limit > i32::MAX as i64 {
-                    return Err(derr("D_LQUANT_LIMVAL", line, "lquantize( ) argument #2 must be a 32-bit quantity"));
+                    return Err(derr(
+                        "D_LQUANT_LIMVAL",
+                        line,
+                        "lquantize( ) argument #2 must be a 32-bit quantity",
+                    ));
                 }
                 if limit < base {
                     return Err(derr(
@@ -758,7 +851,11 @@ impl Checker<'_> {
                     }
                     step = s.konst.unwrap_or(1);
                     if step > u16::MAX as i64 {
-                        return Err(derr("D_LQUANT_STEPVAL", line, "lquantize( ) argument #3 must be a 16-bit quantity"));
+                        return Err(derr(
+                            "D_LQUANT_STEPVAL",
+                            line,
+                            "lquantize( ) argument #3 must be a 16-bit quantity",
+                        ));
                     }
                 }
                 let nlevels = (limit - base) / step;
@@ -808,17 +905,46 @@ impl Checker<'_> {
                 incr_idx = Some((4, 5));
             }
             "llquantize" => {
-                let names = ["factor", "low magnitude", "high magnitude", "linear steps per magnitude"];
+                let names = [
+                    "factor",
+                    "low magnitude",
+                    "high magnitude",
+                    "linear steps per magnitude",
+                ];
                 let tags = [
-                    ("D_LLQUANT_FACTORTYPE", "D_LLQUANT_FACTORVAL", "D_LLQUANT_FACTORMATCH"),
-                    ("D_LLQUANT_LOWTYPE", "D_LLQUANT_LOWVAL", "D_LLQUANT_LOWMATCH"),
-                    ("D_LLQUANT_HIGHTYPE", "D_LLQUANT_HIGHVAL", "D_LLQUANT_HIGHMATCH"),
-                    ("D_LLQUANT_NSTEPTYPE", "D_LLQUANT_NSTEPVAL", "D_LLQUANT_NSTEPMATCH"),
+                    (
+                        "D_LLQUANT_FACTORTYPE",
+                        "D_LLQUANT_FACTORVAL",
+                        "D_LLQUANT_FACTORMATCH",
+                    ),
+                    (
+                        "D_LLQUANT_LOWTYPE",
+                        "D_LLQUANT_LOWVAL",
+                        "D_LLQUANT_LOWMATCH",
+                    ),
+                    (
+                        "D_LLQUANT_HIGHTYPE",
+                        "D_LLQUANT_HIGHVAL",
+                        "D_LLQUANT_HIGHMATCH",
+                    ),
+                    (
+                        "D_LLQUANT_NSTEPTYPE",
+                        "D_LLQUANT_NSTEPVAL",
+                        "D_LLQUANT_NSTEPMATCH",
+                    ),
                 ];
                 let mut vals = [0i64; 4];
                 for i in 0..4 {
                     let v = typed[i + 1].konst.ok_or_else(|| {
-                        derr(tags[i].0, line, format!("llquantize( ) argument #{} ({}) must be an integer constant", i + 1, names[i]))
+                        derr(
+                            tags[i].0,
+                            line,
+                            format!(
+                                "llquantize( ) argument #{} ({}) must be an integer constant",
+                                i + 1,
+                                names[i]
+                            ),
+                        )
                     })?;
                     if (v as u64) > u16::MAX as u64 {
                         return Err(derr(
@@ -831,7 +957,11 @@ impl Checker<'_> {
                 }
                 let [factor, low, high, nsteps] = vals;
                 if factor < 2 {
-                    return Err(derr("D_LLQUANT_FACTORSMALL", line, "llquantize( ) factor (argument #1) must be two or more"));
+                    return Err(derr(
+                        "D_LLQUANT_FACTORSMALL",
+                        line,
+                        "llquantize( ) factor (argument #1) must be two or more",
+                    ));
                 }
                 if low >= high {
                     return Err(derr(
@@ -900,14 +1030,21 @@ impl Checker<'_> {
                     return Err(derr(
                         "D_PROTO_ARG",
                         line,
-                        format!("{}( ) increment value (argument #{argmax}) must be of scalar type", b.name),
+                        format!(
+                            "{}( ) increment value (argument #{argmax}) must be of scalar type",
+                            b.name
+                        ),
                     ));
                 }
                 if typed.len() > idx + 1 {
                     return Err(derr(
                         "D_PROTO_LEN",
                         line,
-                        format!("{}( ) prototype mismatch: {} args passed, at most {argmax} expected", b.name, typed.len()),
+                        format!(
+                            "{}( ) prototype mismatch: {} args passed, at most {argmax} expected",
+                            b.name,
+                            typed.len()
+                        ),
                     ));
                 }
             }
@@ -931,7 +1068,10 @@ impl Checker<'_> {
                     return Err(derr(
                         "D_AGG_MDIM",
                         line,
-                        format!("{agg}[ ] prototype mismatch: {nl} key{}passed, {ol} expected", if nl == 1 { " " } else { "s " }),
+                        format!(
+                            "{agg}[ ] prototype mismatch: {nl} key{}passed, {ol} expected",
+                            if nl == 1 { " " } else { "s " }
+                        ),
                     ));
                 }
                 if let Some(ok) = &old.keys {

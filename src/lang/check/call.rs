@@ -51,14 +51,17 @@ impl Checker<'_> {
     }
 
     /// Checks a call's argument count and types against the built-in's prototype.
-    pub(crate) fn check_proto(&mut self, b: &Builtin, args: &[Typed], line: u32) -> DResult<TypeId> {
+    pub(crate) fn check_proto(
+        &mut self,
+        b: &Builtin,
+        args: &[Typed],
+        line: u32,
+    ) -> DResult<TypeId> {
         let proto = match b.parsed_proto() {
             Ok(p) => p,
             Err(_) => return Ok(self.types.int64),
         };
-        let prefix = if b.kind == BuiltinKind::AggFunc { "" } else { "" };
         if let Err(msg) = builtins::check_call_arity(b.name, &proto, args.len()) {
-            let _ = prefix;
             return Err(derr("D_PROTO_LEN", line, msg));
         }
         for (i, (p, a)) in proto.params.iter().zip(args).enumerate() {
@@ -111,17 +114,6 @@ impl Checker<'_> {
             });
         }
         let ret = self.check_proto(b, &typed, line)?;
-        self.subroutine_rules(b, args, &typed, line)?;
         Ok(Typed::rvalue(ret))
-    }
-
-    /// Subroutine-specific compile-time rules beyond the prototype.
-    fn subroutine_rules(&mut self, b: &Builtin, _args: &[Expr], typed: &[Typed], line: u32) -> DResult<()> {
-        match b.name {
-            "progenyof" | "copyout" | "copyoutstr" | "chill" | "raise" | "stop" | "system"
-            | "breakpoint" | "panic" => {}
-            _ => {}
-        }
-        Ok(())
     }
 }

@@ -4,7 +4,7 @@
 use super::actions::{ActKind, ClauseCx};
 use super::Checker;
 use crate::lang::ast::*;
-use crate::lang::builtins::{self, BuiltinKind};
+use crate::lang::builtins::BuiltinKind;
 use crate::lang::diag::{derr, DResult};
 use crate::probes::ProbeDesc;
 
@@ -54,7 +54,10 @@ impl Checker<'_> {
         if let Some(body) = &c.body {
             match self.statements(body, &mut cx) {
                 Ok(()) => body_done = true,
-                Err(e) if c.predicate.is_some() && matches!(e.tag, "D_IDENT_UNDEF" | "D_VAR_UNDEF") => {
+                Err(e)
+                    if c.predicate.is_some()
+                        && matches!(e.tag, "D_IDENT_UNDEF" | "D_VAR_UNDEF") =>
+                {
                     cx = ClauseCx::default();
                 }
                 Err(e) => return Err(e),
@@ -201,8 +204,14 @@ impl Checker<'_> {
         }
         // A statement whose value is recorded (DTrace's DIFEXPR action) counts as data
         // unless it is void or an assignment.
-        if matches!(e.kind, ExprKind::Assign(..) | ExprKind::Unary(UnOp::PreInc | UnOp::PreDec | UnOp::PostInc | UnOp::PostDec, _))
-            || self.types.is_void(t.ty)
+        if matches!(
+            e.kind,
+            ExprKind::Assign(..)
+                | ExprKind::Unary(
+                    UnOp::PreInc | UnOp::PreDec | UnOp::PostInc | UnOp::PostDec,
+                    _
+                )
+        ) || self.types.is_void(t.ty)
         {
             return Ok(ActKind::Silent);
         }

@@ -403,22 +403,17 @@ impl Checker<'_> {
                 let mut bits = None;
                 if let Declarator::Bitfield { width, .. } = d {
                     let min = if mname.is_some() { 1 } else { 0 };
-                    let w = match self.const_int(width)? {
-                        Some(w) if w >= min => w,
-                        _ => {
-                            return Err(derr(
+                    let w =
+                        match self.const_int(width)? {
+                            Some(w) if w >= min => w,
+                            _ => return Err(derr(
                                 "D_DECL_BFCONST",
                                 md.line,
                                 "positive integral constant expression expected as bit-field size",
-                            ))
-                        }
-                    };
+                            )),
+                        };
                     if !self.types.is_integer(ty) {
-                        return Err(derr(
-                            "D_DECL_BFTYPE",
-                            md.line,
-                            "invalid type for bit-field",
-                        ));
+                        return Err(derr("D_DECL_BFTYPE", md.line, "invalid type for bit-field"));
                     }
                     let tbits = self.types.size_of(ty) * 8;
                     if w as u64 > tbits {
@@ -451,7 +446,8 @@ impl Checker<'_> {
                         "D scoping operator may not be used in a member name",
                     ));
                 }
-                if !self.types.is_complete(ty) || (self.types.is_sou(ty) && self.types.size_of(ty) == 0)
+                if !self.types.is_complete(ty)
+                    || (self.types.is_sou(ty) && self.types.size_of(ty) == 0)
                 {
                     return Err(derr(
                         "D_DECL_INCOMPLETE",
@@ -473,7 +469,9 @@ impl Checker<'_> {
                     return Err(derr(
                         "D_UNKNOWN",
                         md.line,
-                        format!("failed to define member '{mname}': Duplicate member or variable name"),
+                        format!(
+                            "failed to define member '{mname}': Duplicate member or variable name"
+                        ),
                     ));
                 }
                 ms.push(Member {
@@ -562,13 +560,14 @@ impl Checker<'_> {
             let v = match &e.value {
                 Some(x) => match self.const_int(x)? {
                     Some(v) => v,
-                    None => {
-                        return Err(derr(
-                            "D_DECL_ENCONST",
-                            e.line,
-                            format!("enumerator '{}' must be assigned to an integral constant expression", e.name),
-                        ))
-                    }
+                    None => return Err(derr(
+                        "D_DECL_ENCONST",
+                        e.line,
+                        format!(
+                            "enumerator '{}' must be assigned to an integral constant expression",
+                            e.name
+                        ),
+                    )),
                 },
                 None => next,
             };
@@ -576,7 +575,10 @@ impl Checker<'_> {
                 return Err(derr(
                     "D_DECL_ENOFLOW",
                     e.line,
-                    format!("enumerator '{}' value overflows INT_MAX (2147483647)", e.name),
+                    format!(
+                        "enumerator '{}' value overflows INT_MAX (2147483647)",
+                        e.name
+                    ),
                 ));
             }
             if self.enum_consts.contains_key(&e.name) && !values.iter().any(|(n, _)| *n == e.name) {
@@ -590,7 +592,10 @@ impl Checker<'_> {
                 return Err(derr(
                     "D_UNKNOWN",
                     e.line,
-                    format!("failed to define enumerator '{}': Duplicate member or variable name", e.name),
+                    format!(
+                        "failed to define enumerator '{}': Duplicate member or variable name",
+                        e.name
+                    ),
                 ));
             }
             values.push((e.name.clone(), v));
@@ -614,11 +619,7 @@ impl Checker<'_> {
                 Some(BaseSpec::Sou { .. }) | Some(BaseSpec::Enum { .. })
             );
             if !ok && d.specs.class != Some(StorageClass::Typedef) {
-                return Err(derr(
-                    "D_DECL_USELESS",
-                    d.line,
-                    "useless declaration",
-                ));
+                return Err(derr("D_DECL_USELESS", d.line, "useless declaration"));
             }
             return Ok(());
         }
@@ -629,7 +630,9 @@ impl Checker<'_> {
             match d.specs.class {
                 Some(StorageClass::Typedef) => {
                     if let Some(old) = self.types.lookup(&name) {
-                        if !self.types.compatible(old, ty) || self.types.resolve(old) != self.types.resolve(ty) {
+                        if !self.types.compatible(old, ty)
+                            || self.types.resolve(old) != self.types.resolve(ty)
+                        {
                             return Err(derr(
                                 "D_DECL_IDRED",
                                 line,
@@ -657,7 +660,10 @@ impl Checker<'_> {
                         // kernel symbols: accept the declaration
                         continue;
                     }
-                    if matches!(class, Some(StorageClass::Auto | StorageClass::Register | StorageClass::Static)) {
+                    if matches!(
+                        class,
+                        Some(StorageClass::Auto | StorageClass::Register | StorageClass::Static)
+                    ) {
                         return Err(derr(
                             "D_DECL_BADCLASS",
                             line,
@@ -668,7 +674,9 @@ impl Checker<'_> {
                         // a function prototype declares nothing that can be called
                         continue;
                     }
-                    if keys.is_none() && matches!(self.types.rkind(ty), TypeKind::Array { len: 0, .. }) {
+                    if keys.is_none()
+                        && matches!(self.types.rkind(ty), TypeKind::Array { len: 0, .. })
+                    {
                         return Err(derr(
                             "D_DECL_ARRNULL",
                             line,
@@ -686,14 +694,19 @@ impl Checker<'_> {
                         return Err(derr(
                             "D_DECL_INCOMPLETE",
                             line,
-                            format!("incomplete struct/union/enum {}: {name}", self.types.name(ty)),
+                            format!(
+                                "incomplete struct/union/enum {}: {name}",
+                                self.types.name(ty)
+                            ),
                         ));
                     }
                     if scope == VarScope::Clause && keys.is_some() {
                         return Err(derr(
                             "D_DECL_LOCASSC",
                             line,
-                            format!("associative arrays may not be declared as local variables: {name}"),
+                            format!(
+                                "associative arrays may not be declared as local variables: {name}"
+                            ),
                         ));
                     }
                     if scope == VarScope::Global && self.builtin(&name).is_some() {
@@ -710,7 +723,8 @@ impl Checker<'_> {
                     };
                     if let Some(old) = table.get(&name) {
                         let same = self.types.resolve(old.ty) == self.types.resolve(ty)
-                            || self.types.compatible(old.ty, ty) && self.types.name(old.ty) == self.types.name(ty);
+                            || self.types.compatible(old.ty, ty)
+                                && self.types.name(old.ty) == self.types.name(ty);
                         if !same || old.keys.is_some() != keys.is_some() {
                             return Err(derr(
                                 "D_DECL_IDRED",
@@ -826,11 +840,10 @@ impl Checker<'_> {
                 ),
             ));
         }
-        if self
-            .translators
-            .iter()
-            .any(|t| self.types.resolve(t.output) == self.types.resolve(output) && self.types.resolve(t.input) == self.types.resolve(input))
-        {
+        if self.translators.iter().any(|t| {
+            self.types.resolve(t.output) == self.types.resolve(output)
+                && self.types.resolve(t.input) == self.types.resolve(input)
+        }) {
             return Err(derr(
                 "D_XLATE_REDECL",
                 d.line,
@@ -926,7 +939,10 @@ fn key_names(d: &Declarator) -> Vec<Option<String>> {
         Declarator::Array {
             size: ArraySize::Keys(tns),
             ..
-        } => tns.iter().map(|t| t.declarator.name().map(String::from)).collect(),
+        } => tns
+            .iter()
+            .map(|t| t.declarator.name().map(String::from))
+            .collect(),
         Declarator::Name { .. } => Vec::new(),
         Declarator::Pointer { inner, .. }
         | Declarator::Array { inner, .. }

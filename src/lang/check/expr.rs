@@ -4,7 +4,7 @@
 
 use super::{Checker, VarInfo, VarScope};
 use crate::lang::ast::*;
-use crate::lang::builtins::{self, BuiltinKind};
+use crate::lang::builtins::BuiltinKind;
 use crate::lang::diag::{derr, DResult, Diagnostic};
 use crate::lang::types::{TypeId, TypeKind};
 
@@ -101,7 +101,13 @@ impl Checker<'_> {
 
     /// Pointer compatibility (`dt_node_is_ptrcompat`): two pointers or arrays whose referents
     /// are compatible (or either is `void`), or one of them the integer constant 0.
-    pub(crate) fn ptr_compatible(&self, a: TypeId, ak: Option<i64>, b: TypeId, bk: Option<i64>) -> bool {
+    pub(crate) fn ptr_compatible(
+        &self,
+        a: TypeId,
+        ak: Option<i64>,
+        b: TypeId,
+        bk: Option<i64>,
+    ) -> bool {
         let t = &self.types;
         let (ai, bi) = (t.is_integer(a), t.is_integer(b));
         if ai && bi {
@@ -117,9 +123,17 @@ impl Checker<'_> {
         if !ptrish(a) || !ptrish(b) {
             return false;
         }
-        let r = |x: TypeId| if t.is_string(x) { t.char } else { t.referent(x).unwrap_or(t.void) };
+        let r = |x: TypeId| {
+            if t.is_string(x) {
+                t.char
+            } else {
+                t.referent(x).unwrap_or(t.void)
+            }
+        };
         let (ra, rb) = (r(a), r(b));
-        t.is_void(ra) || t.is_void(rb) || t.compatible(ra, rb)
+        t.is_void(ra)
+            || t.is_void(rb)
+            || t.compatible(ra, rb)
             || (t.is_integer(ra) && t.is_integer(rb) && t.size_of(ra) == t.size_of(rb))
     }
 
@@ -256,7 +270,8 @@ impl Checker<'_> {
                 let to = self.type_name(tn)?;
                 let v = self.expr(x)?;
                 let t = &self.types;
-                let ok = (t.is_scalar(to) && (t.is_scalar(v.ty) || t.is_array(v.ty) || t.is_function(v.ty)))
+                let ok = (t.is_scalar(to)
+                    && (t.is_scalar(v.ty) || t.is_array(v.ty) || t.is_function(v.ty)))
                     || t.is_void(to)
                     || (t.is_string(to) && t.is_string(v.ty))
                     || t.compatible(to, v.ty);
@@ -272,7 +287,9 @@ impl Checker<'_> {
                     ));
                 }
                 let konst = match v.konst {
-                    Some(k) if t.is_integer(to) => Some(truncate(k, t.size_of(to), t.is_signed(to))),
+                    Some(k) if t.is_integer(to) => {
+                        Some(truncate(k, t.size_of(to), t.is_signed(to)))
+                    }
                     Some(k) if t.is_pointer(to) => Some(k),
                     _ => None,
                 };
@@ -292,7 +309,7 @@ impl Checker<'_> {
                     ));
                 }
                 let size = if self.types.is_string(t) {
-                    self.opts.strsize() as u64
+                    self.opts.strsize()
                 } else {
                     size
                 };
@@ -308,7 +325,7 @@ impl Checker<'_> {
                     ));
                 }
                 let size = if self.types.is_string(v.ty) {
-                    self.opts.strsize() as u64
+                    self.opts.strsize()
                 } else {
                     self.types.size_of(v.ty)
                 };
@@ -323,7 +340,10 @@ impl Checker<'_> {
             }
             ExprKind::Stringof(x) => {
                 let v = self.expr(x)?;
-                if !self.types.is_scalar(v.ty) && !self.types.is_string(v.ty) && !self.types.is_array(v.ty) {
+                if !self.types.is_scalar(v.ty)
+                    && !self.types.is_string(v.ty)
+                    && !self.types.is_array(v.ty)
+                {
                     return Err(derr(
                         "D_STRINGOF_TYPE",
                         line,
@@ -354,9 +374,7 @@ impl Checker<'_> {
                     None => Err(derr(
                         "D_UNKNOWN",
                         line,
-                        format!(
-                            "failed to determine offset of {member}: Member name not found"
-                        ),
+                        format!("failed to determine offset of {member}: Member name not found"),
                     )),
                 }
             }
@@ -509,7 +527,11 @@ impl Checker<'_> {
             _ => None,
         };
         if let Some(scope) = scope {
-            let prefix = if scope == VarScope::Thread { "self" } else { "this" };
+            let prefix = if scope == VarScope::Thread {
+                "self"
+            } else {
+                "this"
+            };
             return match self.var_table(scope).get(name) {
                 Some(v) if v.keys.is_some() => Err(derr(
                     "D_ARR_BADREF",
@@ -527,7 +549,11 @@ impl Checker<'_> {
         let b = self.expr(base)?;
         let op = if arrow { "->" } else { "." };
         let sou = if arrow {
-            let Some(r) = self.types.referent(b.ty).filter(|_| self.types.is_pointer(b.ty)) else {
+            let Some(r) = self
+                .types
+                .referent(b.ty)
+                .filter(|_| self.types.is_pointer(b.ty))
+            else {
                 return Err(derr(
                     "D_OP_PTR",
                     line,
@@ -584,7 +610,13 @@ impl Checker<'_> {
     }
 
     /// Types associative-array keys against a prototype (or records one).
-    fn check_keys(&mut self, name: &str, proto: &[TypeId], keys: &[Typed], line: u32) -> DResult<()> {
+    fn check_keys(
+        &mut self,
+        name: &str,
+        proto: &[TypeId],
+        keys: &[Typed],
+        line: u32,
+    ) -> DResult<()> {
         if proto.len() != keys.len() {
             return Err(derr(
                 "D_PROTO_LEN",
@@ -631,7 +663,13 @@ impl Checker<'_> {
     }
 
     /// `base[keys]`: associative arrays, `args[]`/`uregs[]`, pointers and arrays.
-    pub(crate) fn index(&mut self, base: &Expr, keys: &[Expr], line: u32, creating: bool) -> DResult<Typed> {
+    pub(crate) fn index(
+        &mut self,
+        base: &Expr,
+        keys: &[Expr],
+        line: u32,
+        creating: bool,
+    ) -> DResult<Typed> {
         // variable-like bases
         let var = match &base.kind {
             ExprKind::Ident(n) => Some((VarScope::Global, n.clone(), n.clone())),
@@ -640,8 +678,12 @@ impl Checker<'_> {
                 name,
                 arrow: true,
             } => match b.kind {
-                ExprKind::SelfRef => Some((VarScope::Thread, name.clone(), format!("self->{name}"))),
-                ExprKind::ThisRef => Some((VarScope::Clause, name.clone(), format!("this->{name}"))),
+                ExprKind::SelfRef => {
+                    Some((VarScope::Thread, name.clone(), format!("self->{name}")))
+                }
+                ExprKind::ThisRef => {
+                    Some((VarScope::Clause, name.clone(), format!("this->{name}")))
+                }
                 _ => None,
             },
             _ => None,
@@ -668,12 +710,14 @@ impl Checker<'_> {
                 {
                     let inl = self.inlines[&name].clone();
                     let kt = self.key_types(keys)?;
-                    let proto: Vec<TypeId> = inl.params.unwrap_or_default().iter().map(|p| p.1).collect();
+                    let proto: Vec<TypeId> =
+                        inl.params.unwrap_or_default().iter().map(|p| p.1).collect();
                     self.check_keys(&shown, &proto, &kt, line)?;
                     return Ok(Typed::rvalue(inl.ty));
                 }
                 None if scope == VarScope::Global
-                    && (self.inlines.contains_key(&name) || self.enum_consts.contains_key(&name)) => {}
+                    && (self.inlines.contains_key(&name)
+                        || self.enum_consts.contains_key(&name)) => {}
                 None => {
                     if creating {
                         self.key_types(keys)?;
@@ -804,7 +848,10 @@ impl Checker<'_> {
             UnOp::PreInc | UnOp::PostInc => "++",
             UnOp::PreDec | UnOp::PostDec => "--",
         };
-        if matches!(op, UnOp::PreInc | UnOp::PreDec | UnOp::PostInc | UnOp::PostDec) {
+        if matches!(
+            op,
+            UnOp::PreInc | UnOp::PreDec | UnOp::PostInc | UnOp::PostDec
+        ) {
             // an increment creates a variable that does not exist yet, as an int
             let int = Typed::konst(self.types.int, 0);
             self.create_var(x, &int, line)?;
@@ -839,9 +886,14 @@ impl Checker<'_> {
                     ));
                 }
                 let ty = t.promote(v.ty);
-                let konst = v.konst.map(|k| if op == UnOp::Neg { k.wrapping_neg() } else { k });
+                let konst = v
+                    .konst
+                    .map(|k| if op == UnOp::Neg { k.wrapping_neg() } else { k });
                 let konst = konst.map(|k| truncate(k, t.size_of(ty), t.is_signed(ty)));
-                Ok(Typed { konst, ..Typed::rvalue(ty) })
+                Ok(Typed {
+                    konst,
+                    ..Typed::rvalue(ty)
+                })
             }
             UnOp::BitNot => {
                 if !t.is_integer(v.ty) {
@@ -852,8 +904,13 @@ impl Checker<'_> {
                     ));
                 }
                 let ty = t.promote(v.ty);
-                let konst = v.konst.map(|k| truncate(!k, t.size_of(ty), t.is_signed(ty)));
-                Ok(Typed { konst, ..Typed::rvalue(ty) })
+                let konst = v
+                    .konst
+                    .map(|k| truncate(!k, t.size_of(ty), t.is_signed(ty)));
+                Ok(Typed {
+                    konst,
+                    ..Typed::rvalue(ty)
+                })
             }
             UnOp::Not => {
                 if !t.is_scalar(v.ty) {
@@ -991,7 +1048,13 @@ impl Checker<'_> {
         self.binary_types(op, &ta, &tb, line)
     }
 
-    pub(crate) fn binary_types(&mut self, op: BinOp, ta: &Typed, tb: &Typed, line: u32) -> DResult<Typed> {
+    pub(crate) fn binary_types(
+        &mut self,
+        op: BinOp,
+        ta: &Typed,
+        tb: &Typed,
+        line: u32,
+    ) -> DResult<Typed> {
         let t = &self.types;
         let ops = op.text();
         use BinOp::*;
@@ -1028,7 +1091,10 @@ impl Checker<'_> {
                 let ty = t.arith_result(ta.ty, tb.ty);
                 let konst = fold(op, ta.konst, tb.konst, t.is_signed(ty))
                     .map(|k| truncate(k, t.size_of(ty), t.is_signed(ty)));
-                Ok(Typed { konst, ..Typed::rvalue(ty) })
+                Ok(Typed {
+                    konst,
+                    ..Typed::rvalue(ty)
+                })
             }
             Add | Sub => {
                 let pa = t.is_pointer(ta.ty) || t.is_array(ta.ty);
@@ -1052,11 +1118,12 @@ impl Checker<'_> {
                         return Err(derr(
                             "D_OP_VFPTR",
                             line,
-                            format!("operator {ops} requires left-hand scalar operand of known size"),
+                            format!(
+                                "operator {ops} requires left-hand scalar operand of known size"
+                            ),
                         ));
                     }
                     let pty = if t.is_array(p.ty) {
-                        let r = r;
                         self.types.pointer_to(r)
                     } else {
                         p.ty
@@ -1073,7 +1140,10 @@ impl Checker<'_> {
                 let ty = t.arith_result(ta.ty, tb.ty);
                 let konst = fold(op, ta.konst, tb.konst, t.is_signed(ty))
                     .map(|k| truncate(k, t.size_of(ty), t.is_signed(ty)));
-                Ok(Typed { konst, ..Typed::rvalue(ty) })
+                Ok(Typed {
+                    konst,
+                    ..Typed::rvalue(ty)
+                })
             }
             Shl | Shr | BitAnd | BitOr | BitXor => {
                 if !t.is_integer(ta.ty) || !t.is_integer(tb.ty) {
@@ -1090,7 +1160,10 @@ impl Checker<'_> {
                 };
                 let konst = fold(op, ta.konst, tb.konst, t.is_signed(ty))
                     .map(|k| truncate(k, t.size_of(ty), t.is_signed(ty)));
-                Ok(Typed { konst, ..Typed::rvalue(ty) })
+                Ok(Typed {
+                    konst,
+                    ..Typed::rvalue(ty)
+                })
             }
             And | Or | Xor => {
                 let sa = t.is_scalar(ta.ty);
@@ -1110,7 +1183,10 @@ impl Checker<'_> {
                     }),
                     _ => None,
                 };
-                Ok(Typed { konst, ..Typed::rvalue(t.int) })
+                Ok(Typed {
+                    konst,
+                    ..Typed::rvalue(t.int)
+                })
             }
             Lt | Gt | Le | Ge | Eq | Ne => {
                 let ok = (t.is_arith(ta.ty) && t.is_arith(tb.ty))
@@ -1127,7 +1203,10 @@ impl Checker<'_> {
                     (Some(x), Some(y)) => Some(compare(op, x, y, signed) as i64),
                     _ => None,
                 };
-                Ok(Typed { konst, ..Typed::rvalue(t.int) })
+                Ok(Typed {
+                    konst,
+                    ..Typed::rvalue(t.int)
+                })
             }
             Comma => Ok(Typed::rvalue(tb.ty)),
         }
@@ -1152,9 +1231,17 @@ impl Checker<'_> {
                     && !self.inlines.contains_key(n)
                     && !self.enum_consts.contains_key(n))
                 .then(|| n.clone()),
-                ExprKind::Member { base, name, arrow: true } => match base.kind {
-                    ExprKind::SelfRef if !self.thread_vars.contains_key(name) => Some(format!("self->{name}")),
-                    ExprKind::ThisRef if !self.clause_vars.contains_key(name) => Some(format!("this->{name}")),
+                ExprKind::Member {
+                    base,
+                    name,
+                    arrow: true,
+                } => match base.kind {
+                    ExprKind::SelfRef if !self.thread_vars.contains_key(name) => {
+                        Some(format!("self->{name}"))
+                    }
+                    ExprKind::ThisRef if !self.clause_vars.contains_key(name) => {
+                        Some(format!("this->{name}"))
+                    }
                     _ => None,
                 },
                 _ => None,
@@ -1169,7 +1256,12 @@ impl Checker<'_> {
             let lhs = self.lvalue_target(a, line, &opname)?;
             let rhs = self.expr(b)?;
             if self.types.is_string(lhs.ty) || self.types.is_string(rhs.ty) {
-                return Err(incompat(line, &self.types.name(lhs.ty), &opname, &self.types.name(rhs.ty)));
+                return Err(incompat(
+                    line,
+                    &self.types.name(lhs.ty),
+                    &opname,
+                    &self.types.name(rhs.ty),
+                ));
             }
             let bop = op.unwrap_or(BinOp::Add);
             if matches!(bop, BinOp::Add | BinOp::Sub) {
@@ -1180,7 +1272,9 @@ impl Checker<'_> {
                         return Err(derr(
                             "D_OP_VFPTR",
                             line,
-                            format!("operator {opname} requires left-hand scalar operand of known size"),
+                            format!(
+                                "operator {opname} requires left-hand scalar operand of known size"
+                            ),
                         ));
                     }
                     if !t.is_integer(rhs.ty) && !t.compatible(lhs.ty, rhs.ty) {
@@ -1214,7 +1308,9 @@ impl Checker<'_> {
             }
         }
         let lhs = self.lvalue_target(a, line, &opname)?;
-        if (self.types.is_array(lhs.ty) || self.types.is_function(lhs.ty)) && !self.types.is_string(lhs.ty) {
+        if (self.types.is_array(lhs.ty) || self.types.is_function(lhs.ty))
+            && !self.types.is_string(lhs.ty)
+        {
             return Err(derr(
                 "D_OP_ARRFUN",
                 line,

@@ -10,6 +10,7 @@ mod call;
 mod clause;
 mod decl;
 mod expr;
+mod lower;
 mod regs;
 
 use std::collections::HashMap;
@@ -20,8 +21,8 @@ use super::options::DOptions;
 use super::types::{TypeId, TypeTable};
 use crate::probes::ProbeCatalog;
 
-pub use expr::Typed;
 pub use actions::ClauseCx;
+pub use expr::Typed;
 
 /// Where a D variable lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,8 +87,6 @@ pub struct Checker<'a> {
     pub enum_consts: HashMap<String, (i64, TypeId)>,
     /// Names the parser must treat as type names (typedefs of the library and program).
     next_var_id: u32,
-    /// `this->` variables assigned so far in the current clause.
-    pub(crate) clause_assigned: Vec<String>,
     /// Set while cooking the clause's probe arguments (`args[]` types), if known.
     pub(crate) probe_args: Option<Vec<TypeId>>,
     /// Inline expansion depth, for recursive inlines.
@@ -110,7 +109,6 @@ impl<'a> Checker<'a> {
             translators: Vec::new(),
             enum_consts: HashMap::new(),
             next_var_id: 1,
-            clause_assigned: Vec::new(),
             probe_args: None,
             inline_depth: 0,
             uses_destructive: false,
@@ -164,7 +162,11 @@ impl<'a> Checker<'a> {
     pub fn builtin(&self, name: &str) -> Option<&'static crate::lang::builtins::Builtin> {
         let b = crate::lang::builtins::lookup(name)?;
         let mut parts = b.version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
-        let v = (parts.next().unwrap_or(1), parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+        let v = (
+            parts.next().unwrap_or(1),
+            parts.next().unwrap_or(0),
+            parts.next().unwrap_or(0),
+        );
         (v <= self.opts.version()).then_some(b)
     }
 
