@@ -4,9 +4,12 @@
 //! [`ir::Program`], `probes`/`providers` describe what can fire, and `cli` is the dtrace-compatible
 //! front end.
 
+pub mod agg;
 pub mod cli;
+pub mod engine;
 pub mod ir;
 pub mod lang;
 pub mod output;
 pub mod probes;
 pub mod providers;
+pub mod vm;

@@ -213,7 +213,7 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
         _ => DataModel::Lp64,
     };
     let programs = load_programs(args)?;
-    let mut out: Box<dyn Write> = match &args.output {
+    let mut out: Box<dyn Write + Send> = match &args.output {
         Some(p) => Box::new(
             std::fs::OpenOptions::new()
                 .create(true)
@@ -296,26 +296,77 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
             ));
         }
     }
-    Err("tracing is not available in this build yet: the D runtime lands with issue 3 (use -e to compile only)".into())
+    if args.etl.is_some() {
+        return Err("reading .etl files is not available in this build yet".into());
+    }
+    run_programs(prog, args, &opts, &catalog, &programs, compiled, out)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn probe_specifiers_are_completed_by_kind() {
-        assert_eq!(
-            probe_program_text(ProbeSpecKind::Provider, "syscall"),
-            "syscall:::"
-        );
-        assert_eq!(
-            probe_program_text(ProbeSpecKind::Function, "read{x}"),
-            "::read:{x}"
-        );
-        assert_eq!(
-            probe_program_text(ProbeSpecKind::Name, "BEGIN{exit(0);}"),
-            "BEGIN{exit(0);}"
-        );
+/// Runs the compiled programs with the live clock until `exit()`, Ctrl-C, or forever.
+fn run_programs(
+    prog: &str,
+    args: &Args,
+    opts: &DOptions,
+    catalog: &Catalog,
+    programs: &[Program],
+    compiled: Vec<lang::CompiledProgram>,
+    out: Box<dyn Write + Send>,
+) -> Result<i32, String> {
+    use crate::engine::consumer::{Consumer, ConsumerOptions};
+    use crate::output::messages;
+    let quiet = opts.quiet() || args.quiet;
+    let sort = crate::agg::SortOptions {
+        aggsortkey: opts.aggsortkey(),
+        aggsortrev: opts.aggsortrev(),
+        aggsortpos: opts.aggsortpos().map(|v| v as usize),
+        aggsortkeypos: opts.aggsortkeypos().map(|v| v as usize),
+        aggpack: opts.aggpack(),
+        agghist: opts.agghist(),
+        aggzoom: opts.aggzoom(),
+        strsize: opts.strsize() as usize,
+        rawbytes: opts.rawbytes(),
+        ..crate::agg::SortOptions::default()
+    };
+    let consumer = Consumer::new(
+        out,
+        ConsumerOptions {
+            quiet,
+            flowindent: opts.flowindent() || args.flow,
+            rawbytes: opts.rawbytes(),
+            sort,
+            prog: prog.to_string(),
+            droptags: opts.droptags(),
+        },
+    );
+    let mut runs = Vec::new();
+    for (p, c) in programs.iter().zip(compiled) {
+        let label = match p.kind {
+            SourceKind::File => p.file_name.clone(),
+            SourceKind::String => {
+                // dtrace reports a description up to its predicate or actions
+                let t = p.what.trim_start_matches("probe specifier ");
+                t[..t.find(['{', '/', ';']).unwrap_or(t.len())].to_string()
+            }
+        };
+        runs.push((label, std::sync::Arc::new(c.ir)));
     }
+    let mut engine = crate::engine::Engine::new(
+        runs,
+        crate::vm::VmOptions::from_options(opts),
+        catalog,
+        Box::new(crate::engine::clock::LiveClock::new()),
+        consumer,
+    );
+    for (p, r) in programs.iter().zip(&engine.runs) {
+        let src = match p.kind {
+            SourceKind::File => messages::ProgramSource::Script,
+            SourceKind::String => messages::ProgramSource::Description,
+        };
+        if !quiet {
+            eprint!("{}", messages::matched(src, &r.label, r.matched as u64).replacen("dtx", prog, 1));
+        }
+    }
+    let flag = engine.interrupt_flag();
+    let _ = ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::SeqCst));
+    Ok(engine.run())
 }

@@ -292,6 +292,8 @@ pub enum ActionKind {
 
 #[derive(Clone, Debug)]
 pub struct Action {
+    /// Index of the action in [`Program::actions`] order (unique in the program).
+    pub id: u32,
     pub kind: ActionKind,
     /// Aggregation keys (for `Aggregate`).
     pub keys: Vec<Node>,
@@ -332,5 +334,27 @@ pub struct Program {
 impl Program {
     pub fn variable(&self, id: u32) -> Option<&Variable> {
         self.variables.get(id as usize)
+    }
+
+    /// Every action of the program, indexed by [`Action::id`].
+    pub fn actions(&self) -> Vec<&Action> {
+        fn collect<'a>(body: &'a [Stmt], out: &mut Vec<&'a Action>) {
+            for s in body {
+                match s {
+                    Stmt::Action(a) => out.push(a),
+                    Stmt::If { then, otherwise, .. } => {
+                        collect(then, out);
+                        collect(otherwise, out);
+                    }
+                    Stmt::Eval(_) => {}
+                }
+            }
+        }
+        let mut v = Vec::new();
+        for c in &self.clauses {
+            collect(&c.body, &mut v);
+        }
+        v.sort_by_key(|a| a.id);
+        v
     }
 }

@@ -1,3 +1,10 @@
-//! Output formatting exactly as dtrace does it.
+//! Output formatting exactly as dtrace does it: printf, trace() records, print() of typed data,
+//! tracemem, stacks, -F flow indent, and dtrace's messages.
 
+pub mod flow;
+pub mod memory;
+pub mod messages;
+pub mod print;
 pub mod printf;
+pub mod record;
+pub mod stack;

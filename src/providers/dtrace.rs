@@ -10,6 +10,15 @@ pub const BEGIN_ID: u64 = 1;
 pub const END_ID: u64 = 2;
 pub const ERROR_ID: u64 = 3;
 
+/// The ERROR probe, for firing it from the VM.
+pub static ERROR_PROBE: std::sync::LazyLock<ProbeInfo> = std::sync::LazyLock::new(|| {
+    DtraceProvider
+        .list()
+        .into_iter()
+        .find(|p| p.id == ERROR_ID)
+        .unwrap_or_else(|| unreachable!("the dtrace provider lists ERROR"))
+});
+
 impl Provider for DtraceProvider {
     fn name(&self) -> &str {
         "dtrace"

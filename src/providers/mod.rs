@@ -4,7 +4,7 @@
 mod dtrace;
 mod profile;
 
-pub use dtrace::DtraceProvider;
+pub use dtrace::{DtraceProvider, BEGIN_ID, END_ID, ERROR_ID, ERROR_PROBE};
 pub use profile::{parse_rate, ProfileProvider, TickKind};
 
 use crate::probes::{ProbeDesc, ProbeInfo};

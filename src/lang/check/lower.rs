@@ -21,6 +21,15 @@ use crate::probes::ProbeDesc;
 pub struct Lowering {
     /// Names bound to lowered values (translator inputs, inline parameters).
     bindings: HashMap<String, Node>,
+    /// The next action id.
+    next_action: u32,
+}
+
+impl Lowering {
+    fn action_id(&mut self) -> u32 {
+        self.next_action += 1;
+        self.next_action - 1
+    }
 }
 
 impl Checker<'_> {
@@ -239,6 +248,7 @@ impl Checker<'_> {
                     anodes.push(self.lower(lw, a)?);
                 }
                 return Ok(IStmt::Action(Action {
+                    id: lw.action_id(),
                     kind: ActionKind::Aggregate { agg: id },
                     keys: knodes,
                     args: anodes,
@@ -390,6 +400,7 @@ impl Checker<'_> {
             nodes.push(self.lower(lw, a)?);
         }
         Ok(Action {
+            id: lw.action_id(),
             kind,
             keys: Vec::new(),
             args: nodes,

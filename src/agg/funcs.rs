@@ -1,0 +1,355 @@
+//! Aggregating functions: the data words each keeps (the layout dtrace uses), how a value is
+//! folded in, dtrace's 128-bit standard deviation and the value comparisons used for sorting.
+
+use std::cmp::Ordering;
+
+use super::quantize::{self, NBUCKETS, ZERO_BUCKET};
+use crate::ir::AggFunc;
+
+/// A function with parameters made safe to compute with (never a zero step, factor, ...).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Func {
+    Count,
+    Sum,
+    Avg,
+    Min,
+    Max,
+    Stddev,
+    Quantize,
+    Lquantize {
+        base: i32,
+        step: u16,
+        levels: u16,
+    },
+    Llquantize {
+        factor: u16,
+        low: u16,
+        high: u16,
+        nsteps: u16,
+        nbuckets: usize,
+    },
+}
+
+impl Func {
+    pub(crate) fn new(f: AggFunc) -> Func {
+        match f {
+            AggFunc::Count => Func::Count,
+            AggFunc::Sum => Func::Sum,
+            AggFunc::Avg => Func::Avg,
+            AggFunc::Min => Func::Min,
+            AggFunc::Max => Func::Max,
+            AggFunc::Stddev => Func::Stddev,
+            AggFunc::Quantize => Func::Quantize,
+            AggFunc::Lquantize { base, step, levels } => Func::Lquantize {
+                base,
+                step: step.max(1),
+                levels: levels.max(1),
+            },
+            AggFunc::Llquantize {
+                factor,
+                low,
+                high,
+                nsteps,
+            } => {
+                let factor = factor.max(2);
+                let nsteps = nsteps.max(factor);
+                // Keep factor^(high + 1) within 64 bits (the compiler refuses more).
+                let mut max_high = 0u16;
+                let mut v: i64 = 1;
+                while let Some(n) = v.checked_mul(i64::from(factor)) {
+                    v = n;
+                    max_high += 1;
+                }
+                let high = high.min(max_high).max(1);
+                let low = low.min(high - 1);
+                let nbuckets = quantize::llquantize_labels(factor, low, high, nsteps).len();
+                Func::Llquantize {
+                    factor,
+                    low,
+                    high,
+                    nsteps,
+                    nbuckets,
+                }
+            }
+        }
+    }
+
+    /// Number of 64-bit data words per entry.
+    pub(crate) fn stride(&self) -> usize {
+        match self {
+            Func::Count | Func::Sum | Func::Min | Func::Max => 1,
+            Func::Avg => 2,
+            Func::Stddev => 4,
+            Func::Quantize => NBUCKETS,
+            Func::Lquantize { levels, .. } => *levels as usize + 2,
+            Func::Llquantize { nbuckets, .. } => *nbuckets,
+        }
+    }
+
+    /// Initialise a fresh entry's words.
+    pub(crate) fn init(&self, d: &mut [i64]) {
+        d.fill(0);
+        match self {
+            Func::Min => d[0] = i64::MAX,
+            Func::Max => d[0] = i64::MIN,
+            _ => {}
+        }
+    }
+
+    /// Which D argument is the increment (quantize(v, incr), lquantize(v, b, l, s, incr),
+    /// llquantize(v, f, l, h, n, incr)).
+    fn incr_index(&self) -> Option<usize> {
+        match self {
+            Func::Quantize => Some(1),
+            Func::Lquantize { .. } => Some(4),
+            Func::Llquantize { .. } => Some(5),
+            _ => None,
+        }
+    }
+
+    /// Fold the evaluated arguments into an entry's words.
+    pub(crate) fn apply(&self, d: &mut [i64], args: &[i64]) {
+        let v = args.first().copied().unwrap_or(0);
+        let incr = self
+            .incr_index()
+            .and_then(|i| args.get(i).copied())
+            .unwrap_or(1);
+        match *self {
+            Func::Count => d[0] = d[0].wrapping_add(1),
+            Func::Sum => d[0] = d[0].wrapping_add(v),
+            Func::Min => d[0] = d[0].min(v),
+            Func::Max => d[0] = d[0].max(v),
+            Func::Avg => {
+                d[0] = d[0].wrapping_add(1);
+                d[1] = d[1].wrapping_add(v);
+            }
+            Func::Stddev => {
+                d[0] = d[0].wrapping_add(1);
+                d[1] = d[1].wrapping_add(v);
+                let a = v.unsigned_abs() as u128;
+                let sq = get_u128(d[2], d[3]).wrapping_add(a * a);
+                d[2] = sq as u64 as i64;
+                d[3] = (sq >> 64) as u64 as i64;
+            }
+            Func::Quantize => {
+                let b = quantize::quantize_bucket(v);
+                d[b] = d[b].wrapping_add(incr);
+            }
+            Func::Lquantize { base, step, levels } => {
+                let b = quantize::lquantize_bucket(base, step, levels, v);
+                d[b] = d[b].wrapping_add(incr);
+            }
+            Func::Llquantize {
+                factor,
+                low,
+                high,
+                nsteps,
+                nbuckets,
+            } => {
+                let b = quantize::llquantize_bucket(factor, low, high, nsteps, v).min(nbuckets - 1);
+                d[b] = d[b].wrapping_add(incr);
+            }
+        }
+    }
+}
+
+fn get_u128(lo: i64, hi: i64) -> u128 {
+    (lo as u64 as u128) | ((hi as u64 as u128) << 64)
+}
+
+/// dtrace's `dt_stddev`: sqrt(sum_sq/n/n'^2 - (sum/n'/n)^2) in 128-bit integers (n' is the
+/// normalisation), with the same truncations and wrap-around.
+pub(crate) fn stddev(d: &[i64], normal: u64) -> u64 {
+    let count = d[0] as u64;
+    let normal = normal.max(1);
+    if count == 0 {
+        return 0;
+    }
+    let sq = get_u128(d[2], d[3]);
+    let avg_sq = sq / normal as u128 / normal as u128 / count as u128;
+    let navg = d[1]
+        .wrapping_div(normal as i64)
+        .checked_div(count as i64)
+        .unwrap_or(0)
+        .unsigned_abs() as u128;
+    let diff = avg_sq.wrapping_sub(navg * navg);
+    diff.isqrt() as u64
+}
+
+/// The average as `dt_print_average` prints it (signed division).
+pub(crate) fn average(d: &[i64], normal: u64) -> i64 {
+    if d[0] == 0 {
+        return 0;
+    }
+    let n = if normal == 0 { 1 } else { normal as i64 };
+    d[1].wrapping_div(n).checked_div(d[0]).unwrap_or(0)
+}
+
+/// The average as printa's `%@` conversions get it (unsigned division, `pfprint_average`).
+pub(crate) fn average_unsigned(d: &[i64], normal: u64) -> u64 {
+    if d[0] == 0 {
+        return 0;
+    }
+    (d[1] as u64) / normal.max(1) / (d[0] as u64)
+}
+
+/// dtrace's value comparison (`dt_aggregate_valcmp`), ascending.
+pub(crate) fn cmp_values(f: &Func, a: &[i64], b: &[i64]) -> Ordering {
+    match *f {
+        Func::Count | Func::Sum | Func::Min | Func::Max => a[0].cmp(&b[0]),
+        Func::Avg => average(a, 1).cmp(&average(b, 1)),
+        Func::Stddev => stddev(a, 1).cmp(&stddev(b, 1)),
+        Func::Quantize => {
+            let total = |d: &[i64]| {
+                (0..NBUCKETS).fold(0i128, |t, i| {
+                    t.saturating_add(
+                        i128::from(quantize::bucket_value(i)).saturating_mul(i128::from(d[i])),
+                    )
+                })
+            };
+            total(a)
+                .cmp(&total(b))
+                .then(a[ZERO_BUCKET].cmp(&b[ZERO_BUCKET]))
+        }
+        Func::Lquantize { base, step, levels } => {
+            let sum = |d: &[i64]| {
+                let mut base = i64::from(base);
+                let mut t = i128::from(d[0]).saturating_mul(i128::from(base - 1));
+                for i in 0..levels as usize {
+                    t = t.saturating_add(i128::from(d[i + 1]).saturating_mul(i128::from(base)));
+                    base += i64::from(step);
+                }
+                t.saturating_add(
+                    i128::from(d[levels as usize + 1]).saturating_mul(i128::from(base + 1)),
+                )
+            };
+            let zero = |d: &[i64]| {
+                let mut base = i64::from(base);
+                if base - 1 == 0 {
+                    return d[0];
+                }
+                for i in 0..levels as usize {
+                    if base == 0 {
+                        return d[i + 1];
+                    }
+                    base += i64::from(step);
+                }
+                if base + 1 == 0 {
+                    return d[levels as usize + 1];
+                }
+                0
+            };
+            sum(a).cmp(&sum(b)).then(zero(a).cmp(&zero(b)))
+        }
+        Func::Llquantize {
+            factor,
+            low,
+            high,
+            nsteps,
+            nbuckets,
+        } => {
+            let labels = quantize::llquantize_labels(factor, low, high, nsteps);
+            let sum = |d: &[i64]| {
+                let mut t = 0i128;
+                for (bin, &label) in labels.iter().enumerate().take(nbuckets) {
+                    let w = if bin == 0 { label - 1 } else { label };
+                    t = t.saturating_add(i128::from(d[bin]).saturating_mul(i128::from(w)));
+                }
+                t
+            };
+            sum(a).cmp(&sum(b)).then(a[0].cmp(&b[0]))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(f: AggFunc, vals: &[&[i64]]) -> (Func, Vec<i64>) {
+        let f = Func::new(f);
+        let mut d = vec![0; f.stride()];
+        f.init(&mut d);
+        for a in vals {
+            f.apply(&mut d, a);
+        }
+        (f, d)
+    }
+
+    #[test]
+    fn stddev_like_dtrace() {
+        // tst.stddev.d: ten values 5000000000 + 100 * i.
+        let v: Vec<[i64; 1]> = (0..10).map(|i| [5_000_000_000 + 100 * i]).collect();
+        let r: Vec<&[i64]> = v.iter().map(|a| &a[..]).collect();
+        let (_, d) = run(AggFunc::Stddev, &r);
+        assert_eq!(stddev(&d, 1), 287);
+        let v: Vec<[i64; 1]> = (0..10).map(|i| [-5_000_000_000 - 100 * i]).collect();
+        let r: Vec<&[i64]> = v.iter().map(|a| &a[..]).collect();
+        let (_, d) = run(AggFunc::Stddev, &r);
+        assert_eq!(stddev(&d, 1), 287);
+        // Extremes do not panic.
+        let (_, d) = run(AggFunc::Stddev, &[&[i64::MIN], &[i64::MAX], &[i64::MIN]]);
+        let _ = stddev(&d, 1);
+        let _ = stddev(&d, u64::MAX);
+        let _ = stddev(&d, 0);
+    }
+
+    #[test]
+    fn avg_division() {
+        let (_, d) = run(AggFunc::Avg, &[&[0], &[-900]]);
+        assert_eq!(average(&d, 1), -450);
+        let (_, d) = run(AggFunc::Avg, &[&[i64::MIN]]);
+        assert_eq!(average(&d, u64::MAX), i64::MIN);
+        assert_eq!(average_unsigned(&d, 0), 1 << 63);
+    }
+
+    #[test]
+    fn min_max_initial() {
+        let (_, d) = run(AggFunc::Min, &[&[5], &[3], &[9]]);
+        assert_eq!(d[0], 3);
+        let (_, d) = run(AggFunc::Max, &[&[-5], &[-3], &[-9]]);
+        assert_eq!(d[0], -3);
+    }
+
+    #[test]
+    fn weird_params_do_not_panic() {
+        for f in [
+            AggFunc::Lquantize {
+                base: i32::MIN,
+                step: 0,
+                levels: 0,
+            },
+            AggFunc::Lquantize {
+                base: i32::MAX,
+                step: u16::MAX,
+                levels: u16::MAX,
+            },
+            AggFunc::Llquantize {
+                factor: 0,
+                low: 0,
+                high: 0,
+                nsteps: 0,
+            },
+            AggFunc::Llquantize {
+                factor: 65535,
+                low: 65535,
+                high: 65535,
+                nsteps: 1,
+            },
+            AggFunc::Llquantize {
+                factor: 2,
+                low: 0,
+                high: 63,
+                nsteps: 4,
+            },
+        ] {
+            let f = Func::new(f);
+            let mut d = vec![0; f.stride()];
+            f.init(&mut d);
+            for v in [i64::MIN, -1, 0, 1, i64::MAX] {
+                f.apply(&mut d, &[v, 0, 0, 0, 0, v]);
+            }
+            let _ = cmp_values(&f, &d, &d);
+        }
+    }
+}

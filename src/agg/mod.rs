@@ -1,0 +1,593 @@
+//! The aggregation engine: `@name[keys] = func(args)` storage, clear/trunc/normalize, and
+//! printing in dtrace's default layout or through a printa() format.
+//!
+//! Each aggregation keeps its keys encoded back to back in one byte arena and its data as
+//! fixed-size runs of 64-bit words (the layout dtrace uses: `[count, sum]` for avg(), 127
+//! buckets for quantize(), ...), indexed by a hash of the key bytes. A million distinct integer
+//! keys of a count() take about 60 MB (see the `memory_million_keys` test).
+
+mod format;
+mod funcs;
+mod key;
+mod print;
+mod quantize;
+mod sort;
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+pub use key::KeyValue;
+pub use sort::{Encoding, SortOptions};
+
+use funcs::Func;
+
+/// Resolves addresses for printing stacks and symbol keys. The default methods print `0x` hex.
+pub trait SymbolResolver {
+    /// A kernel address as a stack frame: `module`function+0xoffset`.
+    fn kernel(&self, addr: u64) -> String {
+        format!("0x{addr:x}")
+    }
+    /// A user address of process `pid` as a stack frame.
+    fn user(&self, pid: u32, addr: u64) -> String {
+        let _ = pid;
+        format!("0x{addr:x}")
+    }
+    /// The module containing a kernel address (`mod()`).
+    fn kmod(&self, addr: u64) -> String {
+        format!("0x{addr:x}")
+    }
+    /// The object containing a user address (`umod()`).
+    fn umod(&self, pid: u32, addr: u64) -> String {
+        let _ = pid;
+        format!("0x{addr:x}")
+    }
+    /// The function containing a kernel address, without offset (`sym()` keys).
+    fn kernel_func(&self, addr: u64) -> String {
+        strip_offset(self.kernel(addr))
+    }
+    /// The function containing a user address, without offset (`usym()` keys).
+    fn user_func(&self, pid: u32, addr: u64) -> String {
+        strip_offset(self.user(pid, addr))
+    }
+}
+
+fn strip_offset(s: String) -> String {
+    match (s.find('`'), s.rfind('+')) {
+        (Some(b), Some(p)) if p > b => s[..p].to_string(),
+        _ => s,
+    }
+}
+
+/// The resolver that knows no symbols.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoSymbols;
+
+impl SymbolResolver for NoSymbols {}
+
+/// Why an update was not recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AggError {
+    /// Over the aggregation size limit (`aggsize`): the data is dropped, as dtrace drops it.
+    Drop,
+    /// No aggregation with that id.
+    NoSuchAgg(u32),
+}
+
+impl std::fmt::Display for AggError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AggError::Drop => f.write_str("aggregation drop"),
+            AggError::NoSuchAgg(n) => write!(f, "no aggregation {n}"),
+        }
+    }
+}
+
+impl std::error::Error for AggError {}
+
+/// The value of one aggregation entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AggValue {
+    Count(u64),
+    Sum(i64),
+    Avg {
+        sum: i64,
+        count: u64,
+    },
+    Min(i64),
+    Max(i64),
+    Stddev {
+        count: u64,
+        sum: i64,
+        sum_sq: u128,
+    },
+    /// 127 buckets: index 63 counts zeros, 64 + k counts [2^k, 2^(k+1)), 62 - k counts
+    /// (-2^(k+1), -2^k].
+    Quantize(Vec<i64>),
+    /// `levels + 2` buckets: below `base`, then one per step, then `>= base + levels * step`.
+    Lquantize {
+        base: i32,
+        step: u16,
+        levels: u16,
+        buckets: Vec<i64>,
+    },
+    Llquantize {
+        factor: u16,
+        low: u16,
+        high: u16,
+        nsteps: u16,
+        buckets: Vec<i64>,
+    },
+}
+
+impl AggValue {
+    /// The single number dtrace would print for this value (the average for avg(), the
+    /// standard deviation for stddev(), the sum of the buckets for quantizations).
+    pub fn scalar(&self) -> i64 {
+        match self {
+            AggValue::Count(c) => *c as i64,
+            AggValue::Sum(v) | AggValue::Min(v) | AggValue::Max(v) => *v,
+            AggValue::Avg { sum, count } => funcs::average(&[*count as i64, *sum], 1),
+            AggValue::Stddev { count, sum, sum_sq } => funcs::stddev(
+                &[
+                    *count as i64,
+                    *sum,
+                    *sum_sq as u64 as i64,
+                    (*sum_sq >> 64) as u64 as i64,
+                ],
+                1,
+            ) as i64,
+            AggValue::Quantize(b)
+            | AggValue::Lquantize { buckets: b, .. }
+            | AggValue::Llquantize { buckets: b, .. } => {
+                b.iter().fold(0i64, |t, v| t.wrapping_add(*v))
+            }
+        }
+    }
+}
+
+/// Hashes are already SipHash outputs: use them as they are.
+#[derive(Default)]
+struct IdentityHasher(u64);
+
+impl Hasher for IdentityHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) | u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+const NONE: u32 = u32::MAX;
+
+fn hash_key(k: &[u8]) -> u64 {
+    #[allow(deprecated)]
+    let mut h = std::hash::SipHasher::new();
+    h.write(k);
+    h.finish()
+}
+
+/// One aggregation's entries.
+pub(crate) struct Agg {
+    pub(crate) name: String,
+    pub(crate) func: Func,
+    stride: usize,
+    arena: Vec<u8>,
+    /// Start of each entry's key in `arena` (the end is the next start).
+    starts: Vec<u32>,
+    /// Next entry with the same hash.
+    chain: Vec<u32>,
+    index: HashMap<u64, u32, BuildHasherDefault<IdentityHasher>>,
+    data: Vec<i64>,
+    /// normalize(): the factor and how many entries (the oldest) it applies to; entries added
+    /// later print unnormalised, as in dtrace.
+    normal: u64,
+    normal_upto: usize,
+    printed: Cell<bool>,
+}
+
+impl Agg {
+    fn new(name: &str, func: Func) -> Agg {
+        Agg {
+            name: name.to_string(),
+            func,
+            stride: func.stride(),
+            arena: Vec::new(),
+            starts: Vec::new(),
+            chain: Vec::new(),
+            index: HashMap::default(),
+            data: Vec::new(),
+            normal: 1,
+            normal_upto: 0,
+            printed: Cell::new(false),
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.starts.len()
+    }
+
+    pub(crate) fn key(&self, i: usize) -> &[u8] {
+        let s = self.starts[i] as usize;
+        let e = self
+            .starts
+            .get(i + 1)
+            .map_or(self.arena.len(), |&e| e as usize);
+        &self.arena[s..e]
+    }
+
+    pub(crate) fn data(&self, i: usize) -> &[i64] {
+        &self.data[i * self.stride..(i + 1) * self.stride]
+    }
+
+    pub(crate) fn normal(&self, i: usize) -> u64 {
+        if i < self.normal_upto {
+            self.normal
+        } else {
+            1
+        }
+    }
+
+    /// The normalisation a missing (zero-filled) value of this aggregation prints with.
+    pub(crate) fn zero_normal(&self) -> u64 {
+        if self.normal_upto > 0 {
+            self.normal
+        } else {
+            1
+        }
+    }
+
+    /// All-zero data words (what a missing key prints as in a joined printa()).
+    pub(crate) fn zero_data(&self) -> Vec<i64> {
+        vec![0; self.stride]
+    }
+
+    fn find(&self, k: &[u8], h: u64) -> Option<usize> {
+        let mut e = *self.index.get(&h)?;
+        while e != NONE {
+            if self.key(e as usize) == k {
+                return Some(e as usize);
+            }
+            e = self.chain[e as usize];
+        }
+        None
+    }
+
+    fn insert(&mut self, k: &[u8], h: u64) -> Option<usize> {
+        let start = u32::try_from(self.arena.len()).ok()?;
+        if self.len() >= NONE as usize - 1 {
+            return None;
+        }
+        let i = self.len();
+        self.arena.extend_from_slice(k);
+        self.starts.push(start);
+        let head = self.index.insert(h, i as u32).unwrap_or(NONE);
+        self.chain.push(head);
+        let old = self.data.len();
+        self.data.resize(old + self.stride, 0);
+        self.func.init(&mut self.data[old..]);
+        Some(i)
+    }
+
+    fn bytes(&self) -> usize {
+        self.arena.capacity()
+            + self.starts.capacity() * 4
+            + self.chain.capacity() * 4
+            + self.data.capacity() * 8
+            + self.index.capacity() * 17
+    }
+
+    /// Keep only the entries listed (in their original order).
+    fn retain(&mut self, keep: &[bool]) {
+        let mut next = Agg::new(&self.name, self.func);
+        let mut upto = 0;
+        for (i, _) in keep.iter().enumerate().filter(|(_, k)| **k) {
+            let k = self.key(i).to_vec();
+            if let Some(j) = next.insert(&k, hash_key(&k)) {
+                next.data[j * self.stride..(j + 1) * self.stride].copy_from_slice(self.data(i));
+                if i < self.normal_upto {
+                    upto = j + 1;
+                }
+            }
+        }
+        next.normal = self.normal;
+        next.normal_upto = upto;
+        next.printed = self.printed.clone();
+        *self = next;
+    }
+
+    fn value(&self, i: usize) -> AggValue {
+        let d = self.data(i);
+        match self.func {
+            Func::Count => AggValue::Count(d[0] as u64),
+            Func::Sum => AggValue::Sum(d[0]),
+            Func::Min => AggValue::Min(d[0]),
+            Func::Max => AggValue::Max(d[0]),
+            Func::Avg => AggValue::Avg {
+                count: d[0] as u64,
+                sum: d[1],
+            },
+            Func::Stddev => AggValue::Stddev {
+                count: d[0] as u64,
+                sum: d[1],
+                sum_sq: (d[2] as u64 as u128) | ((d[3] as u64 as u128) << 64),
+            },
+            Func::Quantize => AggValue::Quantize(d.to_vec()),
+            Func::Lquantize { base, step, levels } => AggValue::Lquantize {
+                base,
+                step,
+                levels,
+                buckets: d.to_vec(),
+            },
+            Func::Llquantize {
+                factor,
+                low,
+                high,
+                nsteps,
+                ..
+            } => AggValue::Llquantize {
+                factor,
+                low,
+                high,
+                nsteps,
+                buckets: d.to_vec(),
+            },
+        }
+    }
+}
+
+/// All aggregations of a program.
+pub struct AggregationTable {
+    aggs: Vec<Agg>,
+    /// Bytes allowed across all aggregations (`aggsize`), if limited.
+    limit: Option<usize>,
+    scratch: Vec<u8>,
+}
+
+impl AggregationTable {
+    pub fn new(defs: &[crate::ir::Aggregation]) -> Self {
+        AggregationTable {
+            aggs: defs
+                .iter()
+                .map(|d| Agg::new(&d.name, Func::new(d.func)))
+                .collect(),
+            limit: None,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Limit the memory the aggregations may use (dtrace's `aggsize`); updates that would
+    /// add a key beyond it fail with [`AggError::Drop`].
+    pub fn set_aggsize(&mut self, bytes: Option<usize>) {
+        self.limit = bytes;
+    }
+
+    /// Approximate bytes held by all aggregations.
+    pub fn memory_usage(&self) -> usize {
+        self.aggs.iter().map(Agg::bytes).sum()
+    }
+
+    /// Number of aggregations.
+    pub fn count(&self) -> usize {
+        self.aggs.len()
+    }
+
+    /// The aggregation's name (without `@`).
+    pub fn name(&self, agg: u32) -> Option<&str> {
+        self.aggs.get(agg as usize).map(|a| a.name.as_str())
+    }
+
+    /// Number of keys of an aggregation.
+    pub fn entries(&self, agg: u32) -> usize {
+        self.aggs.get(agg as usize).map_or(0, Agg::len)
+    }
+
+    /// `@agg[key] = func(value, params...)`: `args` are the evaluated D arguments (value first,
+    /// then e.g. quantize's increment; for lquantize/llquantize all their arguments, the
+    /// increment being the last).
+    pub fn update(&mut self, agg: u32, key: &[KeyValue], args: &[i64]) -> Result<(), AggError> {
+        let mut k = std::mem::take(&mut self.scratch);
+        k.clear();
+        key::encode(key, &mut k);
+        let r = self.update_encoded(agg, &k, args);
+        self.scratch = k;
+        r
+    }
+
+    fn update_encoded(&mut self, agg: u32, k: &[u8], args: &[i64]) -> Result<(), AggError> {
+        let used = match self.limit {
+            Some(_) => self.memory_usage(),
+            None => 0,
+        };
+        let a = self
+            .aggs
+            .get_mut(agg as usize)
+            .ok_or(AggError::NoSuchAgg(agg))?;
+        let h = hash_key(k);
+        let i = match a.find(k, h) {
+            Some(i) => i,
+            None => {
+                if let Some(limit) = self.limit {
+                    if used + k.len() + a.stride * 8 + 32 > limit {
+                        return Err(AggError::Drop);
+                    }
+                }
+                a.insert(k, h).ok_or(AggError::Drop)?
+            }
+        };
+        let s = a.stride;
+        let func = a.func;
+        func.apply(&mut a.data[i * s..(i + 1) * s], args);
+        Ok(())
+    }
+
+    /// clear(): values to zero, keys kept.
+    pub fn clear(&mut self, agg: u32) {
+        if let Some(a) = self.aggs.get_mut(agg as usize) {
+            a.data.fill(0);
+        }
+    }
+
+    /// trunc(@a) / trunc(@a, n): keep the `n` entries with the highest values (negative: the
+    /// lowest), none when `n` is absent.
+    pub fn trunc(&mut self, agg: u32, n: Option<i64>) {
+        let Some(a) = self.aggs.get_mut(agg as usize) else {
+            return;
+        };
+        let n = n.unwrap_or(0);
+        let order = sort::value_order(a, n >= 0, 256);
+        let keepn = usize::try_from(n.unsigned_abs()).unwrap_or(usize::MAX);
+        if keepn >= a.len() {
+            return;
+        }
+        let mut keep = vec![false; a.len()];
+        for &i in order.iter().take(keepn) {
+            keep[i] = true;
+        }
+        a.retain(&keep);
+    }
+
+    /// normalize(@a, n): the existing entries print divided by `n`.
+    pub fn normalize(&mut self, agg: u32, n: i64) {
+        if let Some(a) = self.aggs.get_mut(agg as usize) {
+            a.normal = if n == 0 { 1 } else { n as u64 };
+            a.normal_upto = a.len();
+        }
+    }
+
+    /// denormalize(@a).
+    pub fn denormalize(&mut self, agg: u32) {
+        if let Some(a) = self.aggs.get_mut(agg as usize) {
+            a.normal = 1;
+            a.normal_upto = 0;
+        }
+    }
+
+    /// No keys at all.
+    pub fn is_empty(&self, agg: u32) -> bool {
+        self.aggs.get(agg as usize).is_none_or(|a| a.len() == 0)
+    }
+
+    /// Whether a printa() has printed this aggregation (then the end-of-run printing skips it).
+    pub fn is_printed(&self, agg: u32) -> bool {
+        self.aggs.get(agg as usize).is_some_and(|a| a.printed.get())
+    }
+
+    /// The entries of an aggregation, in the order they were created.
+    pub fn snapshot(&self, agg: u32) -> Vec<(Vec<KeyValue>, AggValue)> {
+        let Some(a) = self.aggs.get(agg as usize) else {
+            return Vec::new();
+        };
+        (0..a.len())
+            .map(|i| {
+                (
+                    key::iter(a.key(i)).map(|r| r.to_value()).collect(),
+                    a.value(i),
+                )
+            })
+            .collect()
+    }
+
+    /// The entries in the order printa() would print them.
+    pub fn sorted_snapshot(&self, agg: u32, opts: &SortOptions) -> Vec<(Vec<KeyValue>, AggValue)> {
+        let Some(a) = self.aggs.get(agg as usize) else {
+            return Vec::new();
+        };
+        sort::sorted_entries(a, opts)
+            .into_iter()
+            .map(|i| {
+                (
+                    key::iter(a.key(i)).map(|r| r.to_value()).collect(),
+                    a.value(i),
+                )
+            })
+            .collect()
+    }
+
+    /// `printa(@a)`: a newline, then every entry in dtrace's default layout. Marks the
+    /// aggregation printed when it has entries.
+    pub fn print_default(
+        &self,
+        agg: u32,
+        opts: &SortOptions,
+        syms: &dyn SymbolResolver,
+        out: &mut Vec<u8>,
+    ) {
+        self.print_default_multi(&[agg], opts, syms, out);
+    }
+
+    /// `printa(@a, @b, ...)` without a format: a newline, then one line per key of the union
+    /// of keys with each aggregation's value.
+    pub fn print_default_multi(
+        &self,
+        aggs: &[u32],
+        opts: &SortOptions,
+        syms: &dyn SymbolResolver,
+        out: &mut Vec<u8>,
+    ) {
+        out.push(b'\n');
+        let list: Vec<&Agg> = aggs
+            .iter()
+            .filter_map(|&a| self.aggs.get(a as usize))
+            .collect();
+        if list.is_empty() || list.len() != aggs.len() {
+            return;
+        }
+        let mut state = print::State::default();
+        if list.len() == 1 {
+            print::print_agg(list[0], opts, syms, &mut state, out);
+        } else {
+            print::print_joined(&list, opts, syms, &mut state, out);
+        }
+    }
+
+    /// The end-of-run printing (`dtrace_aggregate_print`): every aggregation not printed by a
+    /// printa(), in order (reversed with `aggsortrev`). The caller prints the newline dtrace
+    /// writes before it.
+    pub fn print_unprinted(
+        &self,
+        opts: &SortOptions,
+        syms: &dyn SymbolResolver,
+        out: &mut Vec<u8>,
+    ) {
+        let mut state = print::State::default();
+        let mut order: Vec<&Agg> = self.aggs.iter().collect();
+        if opts.aggsortrev {
+            order.reverse();
+        }
+        for a in order {
+            if !a.printed.get() && a.len() > 0 {
+                print::print_agg_entries(a, opts, syms, &mut state, out);
+            }
+        }
+    }
+
+    /// `printa("fmt", @a, @b, ...)`: one line per key of the union of keys. Errors are those
+    /// of the format engine (e.g. more conversions than keys); output before the error stays.
+    pub fn print_formatted(
+        &self,
+        fmt: &crate::output::printf::Format,
+        aggs: &[u32],
+        opts: &SortOptions,
+        syms: &dyn SymbolResolver,
+        out: &mut Vec<u8>,
+    ) -> Result<(), crate::output::printf::FormatError> {
+        let list: Vec<&Agg> = aggs
+            .iter()
+            .filter_map(|&a| self.aggs.get(a as usize))
+            .collect();
+        if list.is_empty() || list.len() != aggs.len() {
+            return Ok(());
+        }
+        format::printa(fmt, &list, opts, syms, out)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,246 @@
+//! The batch consumer: turns a firing's records into dtrace's text output, carries out the
+//! library actions (`printa`, `clear`, `trunc`, ...) in record order, reports faults, and prints
+//! the remaining aggregations at the end.
+
+use std::collections::HashMap;
+use std::io::Write;
+
+use crate::agg::{NoSymbols, SortOptions};
+use crate::ir::{ActionKind, ValKind};
+use crate::output::printf::{self, ArgType, Value};
+use crate::output::record::{self as rec, Datum as ODatum};
+use crate::output::messages;
+use crate::output::stack;
+use crate::probes::ProbeInfo;
+use crate::vm::{Datum, FireResult, Record, Vm};
+
+/// How the consumer prints.
+#[derive(Clone, Debug, Default)]
+pub struct ConsumerOptions {
+    pub quiet: bool,
+    pub flowindent: bool,
+    pub rawbytes: bool,
+    pub sort: SortOptions,
+    /// Program name for messages (`dtx`).
+    pub prog: String,
+    /// `-xdroptags`: drop messages carry their `[DTRACEDROP_*]` tag.
+    pub droptags: bool,
+}
+
+pub struct Consumer {
+    out: Box<dyn Write + Send>,
+    opts: ConsumerOptions,
+    header_done: bool,
+    /// Set when an `exit()` record was consumed.
+    pub exit_code: Option<i32>,
+    buf: Vec<u8>,
+    /// Faults reported, for the exit status.
+    pub errors: u64,
+}
+
+
+fn datum_value(d: &Datum) -> Value<'_> {
+    match d {
+        Datum::Int { value, size, signed } => Value::Int(*value, ArgType::int(*size, *signed)),
+        Datum::Str(s) => Value::Str(s),
+        Datum::Bytes(b) => Value::Bytes(b),
+        Datum::Stack { .. } => Value::Rendered(b""),
+    }
+}
+
+fn odatum(d: &Datum) -> ODatum<'_> {
+    match d {
+        Datum::Int { value, size, signed } => ODatum::Int {
+            value: *value,
+            size: *size,
+            signed: *signed,
+        },
+        Datum::Str(s) => ODatum::Str(s),
+        Datum::Bytes(b) => ODatum::Bytes(b),
+        Datum::Stack { frames, user, pid } => ODatum::Stack {
+            frames,
+            user: *user,
+            pid: *pid as u32,
+        },
+    }
+}
+
+impl Consumer {
+    pub fn new(out: Box<dyn Write + Send>, opts: ConsumerOptions) -> Self {
+        Consumer {
+            out,
+            opts,
+            header_done: false,
+            exit_code: None,
+            buf: Vec::new(),
+            errors: 0,
+        }
+    }
+
+    fn write_buf(&mut self) {
+        if !self.buf.is_empty() {
+            let _ = self.out.write_all(&self.buf);
+            self.buf.clear();
+        }
+    }
+
+    pub fn flush(&mut self) {
+        self.write_buf();
+        let _ = self.out.flush();
+    }
+
+    /// Consumes the records of one firing of `vm`.
+    pub fn consume(&mut self, vm: &mut Vm, res: &FireResult, probes: &HashMap<u64, ProbeInfo>) {
+        let records = std::mem::take(&mut vm.records);
+        let program = vm.program.clone();
+        let actions = program.actions();
+        let mut open = false;
+        for (_epid, r) in &records {
+            match r {
+                Record::Fire { cpu, probe } => {
+                    if open {
+                        rec::end_of_firing(self.opts.quiet, &mut self.buf);
+                    }
+                    if !self.opts.quiet {
+                        if !self.header_done {
+                            self.buf.extend_from_slice(rec::probe_header().as_bytes());
+                            self.header_done = true;
+                        }
+                        let (func, name) = probes
+                            .get(probe)
+                            .map(|p| (p.function.as_str(), p.name.as_str()))
+                            .unwrap_or(("", ""));
+                        rec::firing_prefix(*cpu, *probe, func, name, &mut self.buf);
+                    }
+                    open = true;
+                }
+                Record::Data { action, values } => {
+                    let Some(a) = actions.get(*action as usize) else { continue };
+                    match &a.kind {
+                        ActionKind::Printf(f) => {
+                            let vals: Vec<Value> = values.iter().map(datum_value).collect();
+                            let _ = printf::format_with(f, &vals, &printf::Context::default(), &mut self.buf);
+                        }
+                        ActionKind::Stack { .. } | ActionKind::Ustack { .. } | ActionKind::Jstack { .. } => {
+                            for v in values {
+                                if let Datum::Stack { frames, user, pid } = v {
+                                    if *user {
+                                        stack::ustack(*pid as u32, frames, None, stack::DEFAULT_INDENT, &|_| stack::Lookup::None, &mut self.buf);
+                                    } else {
+                                        stack::stack(frames, stack::DEFAULT_INDENT, &|_| stack::Lookup::None, &mut self.buf);
+                                    }
+                                }
+                            }
+                        }
+                        ActionKind::Tracemem => {
+                            for v in values {
+                                if let Datum::Bytes(b) = v {
+                                    crate::output::memory::hex_dump(b, &mut self.buf);
+                                }
+                            }
+                        }
+                        _ => {
+                            let o = rec::TraceOpts {
+                                quiet: self.opts.quiet,
+                                rawbytes: self.opts.rawbytes,
+                            };
+                            for (v, k) in values.iter().zip(&a.arg_kinds) {
+                                match (v, k) {
+                                    (Datum::Str(s), ValKind::String) => {
+                                        rec::trace_string(s, vm.opts.strsize, o, &mut self.buf)
+                                    }
+                                    _ => rec::trace_datum_opts(&odatum(v), o, &mut self.buf),
+                                }
+                            }
+                        }
+                    }
+                }
+                Record::Lib { action, values } => {
+                    let Some(a) = actions.get(*action as usize) else { continue };
+                    self.library_action(vm, &a.kind, values);
+                }
+                Record::Exit(code) => {
+                    if self.exit_code.is_none() {
+                        self.exit_code = Some(*code);
+                    }
+                }
+            }
+        }
+        if open {
+            rec::end_of_firing(self.opts.quiet, &mut self.buf);
+        }
+        for e in &res.errors {
+            self.errors += 1;
+            let p = probes.get(&e.probe);
+            let fp = messages::FaultProbe {
+                epid: e.epid,
+                id: e.probe as u32,
+                provider: p.map(|p| p.provider.as_str()).unwrap_or(""),
+                module: p.map(|p| p.module.as_str()).unwrap_or(""),
+                func: p.map(|p| p.function.as_str()).unwrap_or(""),
+                name: p.map(|p| p.name.as_str()).unwrap_or(""),
+            };
+            self.write_buf();
+            let _ = self.out.flush();
+            let line = messages::fault_line(&fp, e.action as i32, 0, e.fault.code() as u32, e.fault.addr());
+            let _ = std::io::stderr().write_all(line.as_bytes());
+        }
+        self.write_buf();
+        vm.records = records;
+        vm.records.clear();
+    }
+
+    fn library_action(&mut self, vm: &mut Vm, kind: &ActionKind, values: &[Datum]) {
+        let int = |i: usize| match values.get(i) {
+            Some(Datum::Int { value, .. }) => Some(*value),
+            _ => None,
+        };
+        match kind {
+            ActionKind::Printa { format, aggs } => {
+                match format {
+                    Some(f) => {
+                        if let Err(e) = vm.aggs.print_formatted(f, aggs, &self.opts.sort, &NoSymbols, &mut self.buf) {
+                            self.write_buf();
+                            let _ = writeln!(std::io::stderr(), "{}: {}", self.opts.prog, e.message);
+                        }
+                    }
+                    None => vm.aggs.print_default_multi(aggs, &self.opts.sort, &NoSymbols, &mut self.buf),
+                }
+            }
+            ActionKind::Clear(a) => vm.aggs.clear(*a),
+            ActionKind::Trunc(a) => vm.aggs.trunc(*a, int(0)),
+            ActionKind::Normalize(a) => vm.aggs.normalize(*a, int(0).unwrap_or(1)),
+            ActionKind::Denormalize(a) => vm.aggs.denormalize(*a),
+            ActionKind::System(f) => {
+                let vals: Vec<Value> = values.iter().map(datum_value).collect();
+                let mut cmd = Vec::new();
+                let _ = printf::format_with(f, &vals, &printf::Context::default(), &mut cmd);
+                self.write_buf();
+                let _ = self.out.flush();
+                let cmd = String::from_utf8_lossy(&cmd).into_owned();
+                let _ = std::process::Command::new("/bin/sh").arg("-c").arg(cmd).status();
+            }
+            _ => {}
+        }
+    }
+
+    /// End of the run: dtrace's final newline, then every non-empty aggregation not yet printed.
+    pub fn finish(&mut self, vm: &mut Vm) {
+        rec::final_newline(&mut self.buf);
+        vm.aggs.print_unprinted(&self.opts.sort, &NoSymbols, &mut self.buf);
+        self.write_buf();
+        let _ = self.out.flush();
+        let (busy, unavail) = vm.spec_drops();
+        let drops = [
+            (messages::DropKind::Dynamic, vm.dynvar_drops()),
+            (messages::DropKind::SpecBusy, busy),
+            (messages::DropKind::SpecUnavail, unavail),
+        ];
+        for (kind, n) in drops {
+            if n > 0 {
+                let _ = std::io::stderr().write_all(messages::status_drops(kind, n, self.opts.droptags).as_bytes());
+            }
+        }
+    }
+}
+

@@ -1,0 +1,176 @@
+//! The engine: owns a run's lifecycle — enabling the probes a program's clauses match, BEGIN,
+//! the timers of `tick-N`/`profile-N`, event sources, `exit()`, END, the final printing of
+//! aggregations, and the exit status. Records go to a [`consumer::Consumer`].
+
+pub mod clock;
+pub mod consumer;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use crate::ir;
+use crate::probes::{ProbeCatalog, ProbeInfo};
+use crate::providers::{parse_rate, BEGIN_ID, END_ID};
+use crate::vm::{FiringCtx, Vm, VmOptions};
+use clock::Clock;
+use consumer::Consumer;
+
+/// A program to run, with the name dtrace uses for it in messages.
+pub struct ProgramRun {
+    /// `script 'x.d'` or `description 'BEGIN'`.
+    pub label: String,
+    pub vm: Vm,
+    /// Probes matched by the program's clauses.
+    pub matched: usize,
+}
+
+/// A `tick-N` / `profile-N` probe being timed.
+struct Timer {
+    probe: u64,
+    interval: u64,
+    next: u64,
+}
+
+pub struct Engine {
+    pub runs: Vec<ProgramRun>,
+    probes: HashMap<u64, ProbeInfo>,
+    timers: Vec<Timer>,
+    clock: Box<dyn Clock>,
+    pub consumer: Consumer,
+    interrupted: Arc<AtomicBool>,
+    exit: Option<i32>,
+    execname: Vec<u8>,
+}
+
+impl Engine {
+    /// Builds the engine and enables every probe the programs match, in program order.
+    pub fn new(
+        programs: Vec<(String, Arc<ir::Program>)>,
+        vm_opts: VmOptions,
+        catalog: &dyn ProbeCatalog,
+        clock: Box<dyn Clock>,
+        consumer: Consumer,
+    ) -> Self {
+        let mut probes = HashMap::new();
+        let mut runs = Vec::new();
+        for (label, program) in programs {
+            let mut vm = Vm::new(program.clone(), vm_opts.clone());
+            let mut matched = std::collections::HashSet::new();
+            for (ci, c) in program.clauses.iter().enumerate() {
+                let mut seen = std::collections::HashSet::new();
+                for d in &c.probes {
+                    for p in catalog.matching(d) {
+                        if seen.insert(p.id) {
+                            vm.enable(p.id, ci);
+                            matched.insert(p.id);
+                        }
+                        probes.entry(p.id).or_insert(p);
+                    }
+                }
+            }
+            runs.push(ProgramRun {
+                label,
+                vm,
+                matched: matched.len(),
+            });
+        }
+        let now = clock.now_ns();
+        let mut timers = Vec::new();
+        let mut ids: Vec<&u64> = probes.keys().collect();
+        ids.sort();
+        for id in ids {
+            let p = &probes[id];
+            if p.provider == "profile" {
+                if let Some((_, ns)) = parse_rate(&p.name) {
+                    timers.push(Timer {
+                        probe: p.id,
+                        interval: ns,
+                        next: now + ns,
+                    });
+                }
+            }
+        }
+        let execname = std::env::current_exe()
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| "dtx".into())
+            .into_bytes();
+        Engine {
+            runs,
+            probes,
+            timers,
+            clock,
+            consumer,
+            interrupted: Arc::new(AtomicBool::new(false)),
+            exit: None,
+            execname,
+        }
+    }
+
+    /// A flag that, once set (by Ctrl-C), makes the run go to END.
+    pub fn interrupt_flag(&self) -> Arc<AtomicBool> {
+        self.interrupted.clone()
+    }
+
+    fn probe(&self, id: u64) -> Option<ProbeInfo> {
+        self.probes.get(&id).cloned()
+    }
+
+    /// Fires a probe that has no event behind it (BEGIN, END, ticks) in every program.
+    fn fire_synthetic(&mut self, id: u64) {
+        let Some(p) = self.probe(id) else { return };
+        let ts = self.clock.now_ns();
+        let wall = self.clock.wall_ns();
+        let execname = self.execname.clone();
+        for r in 0..self.runs.len() {
+            if !self.runs[r].vm.is_enabled(id) {
+                continue;
+            }
+            let cx = FiringCtx::synthetic(&p, ts, wall, &execname);
+            let res = self.runs[r].vm.fire(&cx);
+            self.consumer.consume(&mut self.runs[r].vm, &res, &self.probes);
+            if let Some(code) = self.consumer.exit_code.take().or(res.exit) {
+                if self.exit.is_none() {
+                    self.exit = Some(code);
+                }
+            }
+        }
+    }
+
+    /// Runs to completion: BEGIN, timers until `exit()` or interruption, END, final output.
+    /// Returns the exit status.
+    pub fn run(&mut self) -> i32 {
+        self.fire_synthetic(BEGIN_ID);
+        while self.exit.is_none() && !self.interrupted.load(Ordering::SeqCst) {
+            if self.timers.is_empty() {
+                // nothing will fire: wait for Ctrl-C
+                let flag = self.interrupted.clone();
+                self.clock
+                    .sleep_until(u64::MAX, &|| flag.load(Ordering::SeqCst));
+                break;
+            }
+            let (i, due) = self
+                .timers
+                .iter()
+                .enumerate()
+                .map(|(i, t)| (i, t.next))
+                .min_by_key(|(_, t)| *t)
+                .unwrap_or((0, 0));
+            let flag = self.interrupted.clone();
+            self.clock.sleep_until(due, &|| flag.load(Ordering::SeqCst));
+            if self.interrupted.load(Ordering::SeqCst) {
+                break;
+            }
+            let probe = self.timers[i].probe;
+            self.timers[i].next += self.timers[i].interval;
+            self.fire_synthetic(probe);
+        }
+        self.fire_synthetic(END_ID);
+        for r in 0..self.runs.len() {
+            self.consumer.finish(&mut self.runs[r].vm);
+        }
+        self.consumer.flush();
+        self.exit.unwrap_or(0)
+    }
+}

@@ -1,0 +1,611 @@
+//! Evaluation of lowered expressions, and the VM's memory accesses.
+
+use super::memory::{decode, internal, Fault, Region};
+use super::{FiringCtx, Vm};
+use crate::ir::{BinOp, CmpKind, CmpOp, LValue, Node, Scope, ValKind};
+use crate::lang::builtins::var;
+
+type R<T> = Result<T, Fault>;
+
+fn truncate(v: u64, size: u8, signed: bool) -> u64 {
+    match (size, signed) {
+        (1, true) => v as i8 as i64 as u64,
+        (1, false) => v as u8 as u64,
+        (2, true) => v as i16 as i64 as u64,
+        (2, false) => v as u16 as u64,
+        (4, true) => v as i32 as i64 as u64,
+        (4, false) => v as u32 as u64,
+        _ => v,
+    }
+}
+
+impl Vm {
+    // ------------------------------------------------------------------ memory
+
+    fn region(&self, r: Region) -> &[u8] {
+        match r {
+            Region::Strings => &self.strings,
+            Region::Scratch => &self.scratch,
+            Region::Globals => &self.global_mem,
+            Region::Dynamic => &self.dynvars.mem,
+            Region::Locals => &self.local_mem,
+        }
+    }
+
+    fn region_mut(&mut self, r: Region) -> &mut Vec<u8> {
+        match r {
+            Region::Strings => &mut self.strings,
+            Region::Scratch => &mut self.scratch,
+            Region::Globals => &mut self.global_mem,
+            Region::Dynamic => &mut self.dynvars.mem,
+            Region::Locals => &mut self.local_mem,
+        }
+    }
+
+    /// Reads `buf.len()` bytes from any address.
+    pub(crate) fn read_bytes(&self, addr: u64, buf: &mut [u8], cx: &FiringCtx<'_>) -> R<()> {
+        match decode(addr) {
+            Some((r, off)) => {
+                let mem = self.region(r);
+                let end = off.checked_add(buf.len()).ok_or(Fault::BadAddr(addr))?;
+                if end > mem.len() {
+                    return Err(Fault::BadAddr(addr));
+                }
+                buf.copy_from_slice(&mem[off..end]);
+                Ok(())
+            }
+            None => {
+                if addr < 4096 {
+                    return Err(Fault::BadAddr(addr));
+                }
+                cx.memory.read(addr, buf)
+            }
+        }
+    }
+
+    /// A load of `size` bytes, extended per `signed`.
+    pub(crate) fn load_int(&self, addr: u64, size: u8, signed: bool, cx: &FiringCtx<'_>) -> R<u64> {
+        let size = size.clamp(1, 8);
+        if decode(addr).is_none() && size > 1 && addr % size as u64 != 0 {
+            return Err(Fault::BadAlign(addr));
+        }
+        let mut b = [0u8; 8];
+        self.read_bytes(addr, &mut b[..size as usize], cx)?;
+        Ok(truncate(u64::from_le_bytes(b), size, signed))
+    }
+
+    /// Writes bytes to VM memory (variables, scratch) or, with destructive actions allowed, to
+    /// the probe's address space.
+    pub(crate) fn write_bytes(&mut self, addr: u64, data: &[u8], cx: &FiringCtx<'_>) -> R<()> {
+        match decode(addr) {
+            Some((Region::Strings, _)) => Err(Fault::BadAddr(addr)),
+            Some((r, off)) => {
+                let mem = self.region_mut(r);
+                let end = off.checked_add(data.len()).ok_or(Fault::BadAddr(addr))?;
+                if end > mem.len() {
+                    return Err(Fault::BadAddr(addr));
+                }
+                mem[off..end].copy_from_slice(data);
+                Ok(())
+            }
+            None => {
+                if !self.opts.destructive || addr < 4096 {
+                    return Err(Fault::BadAddr(addr));
+                }
+                cx.memory.write(addr, data)
+            }
+        }
+    }
+
+    /// The bytes of the string at `addr` (up to NUL or `strsize - 1`), appended to `out`.
+    pub(crate) fn read_string_cx(&self, addr: u64, cx: &FiringCtx<'_>, out: &mut Vec<u8>) -> R<()> {
+        self.read_string(addr, cx.memory, out)
+    }
+
+    pub(crate) fn read_string(&self, addr: u64, mem: &dyn super::AddressSpace, out: &mut Vec<u8>) -> R<()> {
+        let max = self.opts.strsize.saturating_sub(1);
+        out.clear();
+        match decode(addr) {
+            Some((r, off)) => {
+                let m = self.region(r);
+                if off > m.len() {
+                    return Err(Fault::BadAddr(addr));
+                }
+                let s = &m[off..];
+                let n = s.iter().take(max).position(|&c| c == 0).unwrap_or(s.len().min(max));
+                out.extend_from_slice(&s[..n]);
+                Ok(())
+            }
+            None => {
+                if addr < 4096 {
+                    return Err(Fault::BadAddr(addr));
+                }
+                let mut chunk = [0u8; 64];
+                while out.len() < max {
+                    let want = (max - out.len()).min(64);
+                    let a = addr + out.len() as u64;
+                    // read byte-wise at the end of a mapping
+                    if mem.read(a, &mut chunk[..want]).is_err() {
+                        let mut one = [0u8; 1];
+                        mem.read(a, &mut one)?;
+                        if one[0] == 0 {
+                            break;
+                        }
+                        out.push(one[0]);
+                        continue;
+                    }
+                    match chunk[..want].iter().position(|&c| c == 0) {
+                        Some(n) => {
+                            out.extend_from_slice(&chunk[..n]);
+                            break;
+                        }
+                        None => out.extend_from_slice(&chunk[..want]),
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Scratch space for the current clause.
+    pub(crate) fn scratch_alloc(&mut self, size: usize) -> R<u64> {
+        let off = (self.scratch.len() + 7) & !7;
+        let end = off.checked_add(size.max(1)).ok_or(Fault::NoScratch)?;
+        if end > self.opts.scratch {
+            return Err(Fault::NoScratch);
+        }
+        self.scratch.resize(end, 0);
+        Ok(internal(Region::Scratch, off))
+    }
+
+    /// Copies bytes into scratch as a NUL-terminated string; returns its address.
+    pub(crate) fn scratch_string(&mut self, s: &[u8]) -> R<u64> {
+        let n = s.len().min(self.opts.strsize.saturating_sub(1));
+        let a = self.scratch_alloc(n + 1)?;
+        let (_, off) = decode(a).unwrap_or((Region::Scratch, 0));
+        self.scratch[off..off + n].copy_from_slice(&s[..n]);
+        self.scratch[off + n] = 0;
+        Ok(a)
+    }
+
+    pub(crate) fn value_size(&self, kind: ValKind) -> usize {
+        match kind {
+            ValKind::Int { .. } => 8,
+            ValKind::String => self.opts.strsize,
+            ValKind::ByRef { size } => size as usize,
+        }
+    }
+
+    // ------------------------------------------------------------------ variables
+
+    /// Appends the tuple bytes of a key list (strings by their bytes, integers as 8 bytes).
+    fn tuple(&mut self, id: u32, keys: &[Node], cx: &FiringCtx<'_>, out: &mut Vec<u8>) -> R<()> {
+        let mut s = Vec::new();
+        let program = self.program.clone();
+        let kinds = program.variable(id).and_then(|v| v.keys.as_deref()).unwrap_or(&[]);
+        for (i, k) in keys.iter().enumerate() {
+            let v = self.eval(k, cx)?;
+            if kinds.get(i) == Some(&ValKind::String) {
+                self.read_string_cx(v, cx, &mut s)?;
+                out.extend_from_slice(&s);
+                out.push(0);
+            } else {
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        Ok(())
+    }
+
+    /// The storage offset (in the Dynamic region) of a dynamic variable.
+    fn dyn_slot(&mut self, id: u32, scope: Scope, keys: Option<&[Node]>, kind: ValKind, create: bool, cx: &FiringCtx<'_>) -> R<Option<usize>> {
+        let size = self.value_size(kind);
+        let tid = if scope == Scope::Thread { cx.tid } else { 0 };
+        match keys {
+            None => Ok(self.dynvars.tls(id, tid, size, create)),
+            Some(keys) => {
+                let mut buf = std::mem::take(&mut self.key_buf);
+                buf.clear();
+                let r = self.tuple(id, keys, cx, &mut buf);
+                let slot = r.map(|()| self.dynvars.element(id, tid, &buf, size, create));
+                self.key_buf = buf;
+                slot
+            }
+        }
+    }
+
+    fn free_dyn(&mut self, id: u32, scope: Scope, keys: Option<&[Node]>, kind: ValKind, cx: &FiringCtx<'_>) -> R<()> {
+        let size = self.value_size(kind);
+        let tid = if scope == Scope::Thread { cx.tid } else { 0 };
+        match keys {
+            None => self.dynvars.free_tls(id, tid, size),
+            Some(keys) => {
+                let mut buf = std::mem::take(&mut self.key_buf);
+                buf.clear();
+                let r = self.tuple(id, keys, cx, &mut buf);
+                if r.is_ok() {
+                    self.dynvars.free_element(id, tid, &buf, size);
+                }
+                self.key_buf = buf;
+                r?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The value of a variable that may not exist: 0, or the address of zeroed storage.
+    fn absent(&mut self, kind: ValKind) -> R<u64> {
+        match kind {
+            ValKind::Int { .. } => Ok(0),
+            ValKind::String => Ok(internal(Region::Strings, 0)),
+            ValKind::ByRef { size } => self.scratch_alloc(size as usize),
+        }
+    }
+
+    fn read_var(&mut self, id: u32, scope: Scope, keys: Option<&[Node]>, kind: ValKind, cx: &FiringCtx<'_>) -> R<u64> {
+        let dynamic = scope == Scope::Thread || keys.is_some();
+        if !dynamic {
+            let i = id as usize;
+            return Ok(match kind {
+                ValKind::Int { .. } => match scope {
+                    Scope::Global => self.globals.get(i).copied().unwrap_or(0),
+                    _ => self.locals.get(i).copied().unwrap_or(0),
+                },
+                _ => match scope {
+                    Scope::Global => internal(Region::Globals, self.global_off.get(i).copied().unwrap_or(0)),
+                    _ => internal(Region::Locals, self.local_off.get(i).copied().unwrap_or(0)),
+                },
+            });
+        }
+        match self.dyn_slot(id, scope, keys, kind, false, cx)? {
+            Some(off) => Ok(match kind {
+                ValKind::Int { .. } => {
+                    let mut b = [0u8; 8];
+                    b.copy_from_slice(&self.dynvars.mem[off..off + 8]);
+                    u64::from_le_bytes(b)
+                }
+                _ => internal(Region::Dynamic, off),
+            }),
+            None => self.absent(kind),
+        }
+    }
+
+    /// Stores a value (an integer, or the address of the bytes to copy) into a variable.
+    fn write_var(&mut self, id: u32, scope: Scope, keys: Option<&[Node]>, kind: ValKind, value: u64, cx: &FiringCtx<'_>) -> R<()> {
+        let dynamic = scope == Scope::Thread || keys.is_some();
+        if !dynamic {
+            let i = id as usize;
+            match kind {
+                ValKind::Int { size, signed } => {
+                    let v = truncate(value, size, signed);
+                    match scope {
+                        Scope::Global => self.globals[i] = v,
+                        _ => self.locals[i] = v,
+                    }
+                }
+                _ => {
+                    let dst = match scope {
+                        Scope::Global => internal(Region::Globals, self.global_off[i]),
+                        _ => internal(Region::Locals, self.local_off[i]),
+                    };
+                    self.copy_value(dst, value, kind, cx)?;
+                }
+            }
+            return Ok(());
+        }
+        // assigning zero (or an empty string) frees a dynamic variable
+        let zero = match kind {
+            ValKind::Int { .. } => value == 0,
+            ValKind::String => {
+                let mut b = [0u8; 1];
+                self.read_bytes(value, &mut b, cx).map(|_| b[0] == 0).unwrap_or(false)
+            }
+            ValKind::ByRef { .. } => false,
+        };
+        if zero {
+            return self.free_dyn(id, scope, keys, kind, cx);
+        }
+        let Some(off) = self.dyn_slot(id, scope, keys, kind, true, cx)? else {
+            return Ok(()); // dropped: counted by the dynamic variable space
+        };
+        match kind {
+            ValKind::Int { size, signed } => {
+                let v = truncate(value, size, signed);
+                self.dynvars.mem[off..off + 8].copy_from_slice(&v.to_le_bytes());
+                Ok(())
+            }
+            _ => self.copy_value(internal(Region::Dynamic, off), value, kind, cx),
+        }
+    }
+
+    /// Copies a by-reference value (string or bytes) from `src` to `dst`.
+    fn copy_value(&mut self, dst: u64, src: u64, kind: ValKind, cx: &FiringCtx<'_>) -> R<()> {
+        match kind {
+            ValKind::String => {
+                let mut s = Vec::new();
+                self.read_string_cx(src, cx, &mut s)?;
+                s.push(0);
+                self.write_bytes(dst, &s, cx)
+            }
+            ValKind::ByRef { size } => {
+                let mut b = vec![0u8; size as usize];
+                self.read_bytes(src, &mut b, cx)?;
+                self.write_bytes(dst, &b, cx)
+            }
+            ValKind::Int { size, .. } => self.write_bytes(dst, &src.to_le_bytes()[..size as usize], cx),
+        }
+    }
+
+    // ------------------------------------------------------------------ lvalues
+
+    fn store(&mut self, l: &LValue, value: u64, cx: &FiringCtx<'_>) -> R<()> {
+        match l {
+            LValue::Var { id, scope, kind } => self.write_var(*id, *scope, None, *kind, value, cx),
+            LValue::Array { id, scope, keys, kind } => self.write_var(*id, *scope, Some(keys), *kind, value, cx),
+            LValue::Mem { addr, kind } => {
+                let a = self.eval(addr, cx)?;
+                match kind {
+                    ValKind::Int { size, .. } => self.write_bytes(a, &value.to_le_bytes()[..(*size).clamp(1, 8) as usize], cx),
+                    _ => self.copy_value(a, value, *kind, cx),
+                }
+            }
+            LValue::Bitfield { addr, size, shift, bits } => {
+                let a = self.eval(addr, cx)?;
+                let old = self.load_int(a, *size, false, cx)?;
+                let mask = if *bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 } << shift;
+                let new = (old & !mask) | ((value << shift) & mask);
+                self.write_bytes(a, &new.to_le_bytes()[..(*size).clamp(1, 8) as usize], cx)
+            }
+            LValue::Uregs(_) | LValue::Value(_) => Err(Fault::IllegalOp),
+        }
+    }
+
+    fn load_lvalue(&mut self, l: &LValue, cx: &FiringCtx<'_>) -> R<u64> {
+        match l {
+            LValue::Var { id, scope, kind } => self.read_var(*id, *scope, None, *kind, cx),
+            LValue::Array { id, scope, keys, kind } => self.read_var(*id, *scope, Some(keys), *kind, cx),
+            LValue::Mem { addr, kind } => {
+                let a = self.eval(addr, cx)?;
+                match kind {
+                    ValKind::Int { size, signed } => self.load_int(a, *size, *signed, cx),
+                    _ => Ok(a),
+                }
+            }
+            LValue::Bitfield { addr, size, shift, bits } => {
+                let a = self.eval(addr, cx)?;
+                let v = self.load_int(a, *size, false, cx)? >> shift;
+                Ok(if *bits >= 64 { v } else { v & ((1u64 << bits) - 1) })
+            }
+            LValue::Uregs(i) => {
+                let i = self.eval(i, cx)? as usize;
+                cx.uregs.get(i).copied().ok_or(Fault::IllegalOp)
+            }
+            LValue::Value(n) => self.eval(n, cx),
+        }
+    }
+
+    fn lvalue_kind(l: &LValue) -> ValKind {
+        match l {
+            LValue::Var { kind, .. } | LValue::Array { kind, .. } | LValue::Mem { kind, .. } => *kind,
+            LValue::Bitfield { size, .. } => ValKind::Int { size: *size, signed: false },
+            _ => ValKind::I64,
+        }
+    }
+
+    // ------------------------------------------------------------------ expressions
+
+    fn builtin(&mut self, id: u32, cx: &FiringCtx<'_>) -> R<u64> {
+        let p = cx.probe;
+        Ok(match id {
+            var::TIMESTAMP | var::ETWTIMESTAMP => cx.timestamp,
+            var::VTIMESTAMP => cx.vtimestamp,
+            var::WALLTIMESTAMP | var::ETWWALLTIMESTAMP => cx.walltimestamp,
+            var::EPID => self.current_epid as u64,
+            var::ID => p.id,
+            x if (var::ARG0..var::ARG0 + 10).contains(&x) => cx.args[(x - var::ARG0) as usize],
+            var::STACKDEPTH => cx.stack.len() as u64,
+            var::USTACKDEPTH => cx.ustack.len() as u64,
+            var::CALLER => cx.stack.get(1).copied().unwrap_or(0),
+            var::UCALLER => cx.ustack.get(1).copied().unwrap_or(0),
+            var::PROBEPROV => return self.scratch_string(p.provider.as_bytes()),
+            var::PROBEMOD => return self.scratch_string(p.module.as_bytes()),
+            var::PROBEFUNC => return self.scratch_string(p.function.as_bytes()),
+            var::PROBENAME => return self.scratch_string(p.name.as_bytes()),
+            var::PID => cx.pid,
+            var::PPID => cx.ppid,
+            var::TID => cx.tid,
+            var::UID => cx.uid,
+            var::GID => cx.gid,
+            var::ERRNO => cx.errno as u64,
+            var::EXECNAME => return self.scratch_string(cx.execname),
+            var::ZONENAME => return self.scratch_string(b"global"),
+            var::CPU => cx.cpu as u64,
+            var::IPL => 0,
+            _ => return Err(Fault::IllegalOp),
+        })
+    }
+
+    pub(crate) fn eval(&mut self, n: &Node, cx: &FiringCtx<'_>) -> R<u64> {
+        Ok(match n {
+            Node::Const(v) => *v as u64,
+            Node::Str(s) => {
+                let off = self.string_index.get(&(s.as_ptr() as usize)).copied();
+                match off {
+                    Some(o) => internal(Region::Strings, o),
+                    None => self.scratch_string(s.as_bytes())?,
+                }
+            }
+            Node::Builtin { id, .. } => self.builtin(*id, cx)?,
+            Node::Args { index, kind } => {
+                let i = self.eval(index, cx)? as usize;
+                let v = *cx.args.get(i).ok_or(Fault::IllegalOp)?;
+                match kind {
+                    ValKind::Int { size, signed } => truncate(v, *size, *signed),
+                    _ => v,
+                }
+            }
+            Node::Uregs(i) => {
+                let i = self.eval(i, cx)? as usize;
+                cx.uregs.get(i).copied().ok_or(Fault::IllegalOp)?
+            }
+            Node::Var { id, scope, kind } => self.read_var(*id, *scope, None, *kind, cx)?,
+            Node::Array { id, scope, keys, kind } => self.read_var(*id, *scope, Some(keys), *kind, cx)?,
+            Node::Load { addr, kind } => {
+                let a = self.eval(addr, cx)?;
+                match kind {
+                    ValKind::Int { size, signed } => self.load_int(a, *size, *signed, cx)?,
+                    _ => {
+                        if a == 0 {
+                            return Err(Fault::BadAddr(0));
+                        }
+                        a
+                    }
+                }
+            }
+            Node::Bitfield { addr, size, shift, bits, signed } => {
+                let a = self.eval(addr, cx)?;
+                let v = self.load_int(a, *size, false, cx)? >> shift;
+                let v = if *bits >= 64 { v } else { v & ((1u64 << bits) - 1) };
+                if *signed && *bits < 64 && (v >> (bits - 1)) & 1 == 1 {
+                    v | !((1u64 << bits) - 1)
+                } else {
+                    v
+                }
+            }
+            Node::Binary { op, signed, a, b } => {
+                let x = self.eval(a, cx)?;
+                let y = self.eval(b, cx)?;
+                binary(*op, *signed, x, y)?
+            }
+            Node::Compare { op, kind, a, b } => {
+                let x = self.eval(a, cx)?;
+                let y = self.eval(b, cx)?;
+                let ord = match kind {
+                    CmpKind::Signed => (x as i64).cmp(&(y as i64)),
+                    CmpKind::Unsigned => x.cmp(&y),
+                    CmpKind::String => {
+                        let mut sa = Vec::new();
+                        let mut sb = Vec::new();
+                        self.read_string_cx(x, cx, &mut sa)?;
+                        self.read_string_cx(y, cx, &mut sb)?;
+                        sa.cmp(&sb)
+                    }
+                };
+                use std::cmp::Ordering::*;
+                (match op {
+                    CmpOp::Eq => ord == Equal,
+                    CmpOp::Ne => ord != Equal,
+                    CmpOp::Lt => ord == Less,
+                    CmpOp::Le => ord != Greater,
+                    CmpOp::Gt => ord == Greater,
+                    CmpOp::Ge => ord != Less,
+                }) as u64
+            }
+            Node::Neg(x) => (self.eval(x, cx)? as i64).wrapping_neg() as u64,
+            Node::BitNot(x) => !self.eval(x, cx)?,
+            Node::Not(x) => (self.eval(x, cx)? == 0) as u64,
+            Node::LogAnd(a, b) => (self.eval(a, cx)? != 0 && self.eval(b, cx)? != 0) as u64,
+            Node::LogOr(a, b) => (self.eval(a, cx)? != 0 || self.eval(b, cx)? != 0) as u64,
+            Node::LogXor(a, b) => ((self.eval(a, cx)? != 0) ^ (self.eval(b, cx)? != 0)) as u64,
+            Node::Ternary(c, a, b) => {
+                if self.eval(c, cx)? != 0 {
+                    self.eval(a, cx)?
+                } else {
+                    self.eval(b, cx)?
+                }
+            }
+            Node::Cast { value, size, signed } => truncate(self.eval(value, cx)?, *size, *signed),
+            Node::Assign { target, value } => {
+                let v = self.eval(value, cx)?;
+                self.store(target, v, cx)?;
+                match Self::lvalue_kind(target) {
+                    ValKind::Int { size, signed } => truncate(v, size, signed),
+                    _ => v,
+                }
+            }
+            Node::IncDec { target, delta, post } => {
+                let old = self.load_lvalue(target, cx)?;
+                let new = old.wrapping_add(*delta as u64);
+                self.store(target, new, cx)?;
+                let (o, n) = match Self::lvalue_kind(target) {
+                    ValKind::Int { size, signed } => (truncate(old, size, signed), truncate(new, size, signed)),
+                    _ => (old, new),
+                };
+                if *post {
+                    o
+                } else {
+                    n
+                }
+            }
+            Node::Call { name, args, .. } => self.call(name, args, cx)?,
+            Node::AddrOf(l) => match &**l {
+                LValue::Mem { addr, .. } | LValue::Bitfield { addr, .. } => self.eval(addr, cx)?,
+                other => self.load_lvalue(other, cx)?,
+            },
+            Node::Stringof(x) => self.eval(x, cx)?,
+            Node::Seq(a, b) => {
+                self.eval(a, cx)?;
+                self.eval(b, cx)?
+            }
+            Node::Build { size, fields } => {
+                let base = self.scratch_alloc(*size as usize)?;
+                for f in fields {
+                    let v = self.eval(&f.value, cx)?;
+                    let at = base + f.offset_bits / 8;
+                    match (f.kind, f.bits) {
+                        (ValKind::Int { size, .. }, Some(bits)) => {
+                            let shift = (f.offset_bits % 8) as u8;
+                            let old = self.load_int(at, size, false, cx)?;
+                            let mask = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 } << shift;
+                            let new = (old & !mask) | ((v << shift) & mask);
+                            self.write_bytes(at, &new.to_le_bytes()[..size as usize], cx)?;
+                        }
+                        (ValKind::Int { size, .. }, None) => {
+                            self.write_bytes(at, &v.to_le_bytes()[..size.clamp(1, 8) as usize], cx)?
+                        }
+                        (kind, _) => self.copy_value(at, v, kind, cx)?,
+                    }
+                }
+                base
+            }
+        })
+    }
+}
+
+fn binary(op: BinOp, signed: bool, x: u64, y: u64) -> R<u64> {
+    Ok(match op {
+        BinOp::Add => x.wrapping_add(y),
+        BinOp::Sub => x.wrapping_sub(y),
+        BinOp::Mul => x.wrapping_mul(y),
+        BinOp::Div => {
+            if y == 0 {
+                return Err(Fault::DivZero);
+            }
+            if signed {
+                (x as i64).wrapping_div(y as i64) as u64
+            } else {
+                x / y
+            }
+        }
+        BinOp::Mod => {
+            if y == 0 {
+                return Err(Fault::DivZero);
+            }
+            if signed {
+                (x as i64).wrapping_rem(y as i64) as u64
+            } else {
+                x % y
+            }
+        }
+        BinOp::And => x & y,
+        BinOp::Or => x | y,
+        BinOp::Xor => x ^ y,
+        BinOp::Shl => x.wrapping_shl(y as u32),
+        BinOp::Shr => {
+            if signed {
+                (x as i64).wrapping_shr(y as u32) as u64
+            } else {
+                x.wrapping_shr(y as u32)
+            }
+        }
+    })
+}

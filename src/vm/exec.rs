@@ -1,0 +1,366 @@
+//! Running the clauses enabled on a probe: predicate, statements, actions, speculation, and the
+//! ERROR probe when a clause faults.
+
+use super::memory::Fault;
+use super::record::{Datum, Record};
+use super::{ErrorInfo, FireResult, FiringCtx, Vm};
+use crate::agg::KeyValue;
+use crate::ir::{Action, ActionKind, Node, Stmt, ValKind};
+use crate::providers::{ERROR_ID, ERROR_PROBE};
+
+type R<T> = Result<T, Fault>;
+
+/// How a clause ended.
+enum Flow {
+    Done,
+    Exit,
+}
+
+impl Vm {
+    /// Runs every clause enabled on the firing's probe, in program order.
+    pub fn fire(&mut self, cx: &FiringCtx<'_>) -> FireResult {
+        let mut res = FireResult::default();
+        self.fire_into(cx, &mut res, false);
+        res
+    }
+
+    fn fire_into(&mut self, cx: &FiringCtx<'_>, res: &mut FireResult, in_error: bool) {
+        let n = self.enablings(cx.probe.id).len();
+        if n == 0 {
+            return;
+        }
+        self.locals.iter_mut().for_each(|v| *v = 0);
+        self.local_mem.iter_mut().for_each(|b| *b = 0);
+        for i in 0..n {
+            let e = self.enablings(cx.probe.id)[i].clone();
+            self.current_epid = e.epid;
+            self.current_spec = 0;
+            self.header_sent = false;
+            self.fire_cpu = cx.cpu;
+            self.fire_probe = cx.probe.id;
+            self.scratch.clear();
+            let program = self.program.clone();
+            let clause = &program.clauses[e.clause];
+            let mut action_no = 0u32;
+            self.clause_ran = false;
+            let r = (|| -> R<Flow> {
+                if let Some(p) = &clause.predicate {
+                    if self.eval(p, cx)? == 0 {
+                        return Ok(Flow::Done);
+                    }
+                }
+                self.clause_ran = true;
+                self.stmts(&clause.body, cx, &mut action_no, res)
+            })();
+            // a clause that records nothing still shows its probe line (DTrace's default action)
+            if matches!(r, Ok(Flow::Exit) | Ok(Flow::Done)) && !self.header_sent && self.clause_ran {
+                self.records.push((
+                    e.epid,
+                    Record::Fire {
+                        cpu: cx.cpu,
+                        probe: cx.probe.id,
+                    },
+                ));
+            }
+            match r {
+                Ok(Flow::Exit) | Ok(Flow::Done) => {}
+                Err(fault) => {
+                    let info = ErrorInfo {
+                        epid: e.epid,
+                        probe: cx.probe.id,
+                        clause: e.clause,
+                        action: action_no.max(1),
+                        fault,
+                    };
+                    res.errors.push(info.clone());
+                    if !in_error {
+                        self.fire_error(cx, &info, res);
+                    }
+                }
+            }
+        }
+        self.spec.end_firing();
+    }
+
+    /// Fires `dtrace:::ERROR` for a fault: arg1 = EPID, arg2 = action, arg3 = offset,
+    /// arg4 = DTRACEFLT code, arg5 = address.
+    fn fire_error(&mut self, cx: &FiringCtx<'_>, e: &ErrorInfo, res: &mut FireResult) {
+        if self.enablings(ERROR_ID).is_empty() {
+            return;
+        }
+        let probe = &*ERROR_PROBE;
+        let ecx = FiringCtx {
+            probe,
+            args: [0, e.epid as u64, e.action as u64, u64::MAX, e.fault.code(), e.fault.addr(), 0, 0, 0, 0],
+            ..*cx
+        };
+        let saved_epid = self.current_epid;
+        let saved_scratch = std::mem::take(&mut self.scratch);
+        self.fire_into(&ecx, res, true);
+        self.scratch = saved_scratch;
+        self.current_epid = saved_epid;
+    }
+
+    fn stmts(&mut self, body: &[Stmt], cx: &FiringCtx<'_>, action_no: &mut u32, res: &mut FireResult) -> R<Flow> {
+        for s in body {
+            *action_no += 1;
+            match s {
+                Stmt::Eval(n) => {
+                    self.eval(n, cx)?;
+                }
+                Stmt::If { cond, then, otherwise } => {
+                    let branch = if self.eval(cond, cx)? != 0 { then } else { otherwise };
+                    if let Flow::Exit = self.stmts(branch, cx, action_no, res)? {
+                        return Ok(Flow::Exit);
+                    }
+                }
+                Stmt::Action(a) => {
+                    if let Flow::Exit = self.action(a, cx, res)? {
+                        return Ok(Flow::Exit);
+                    }
+                }
+            }
+        }
+        Ok(Flow::Done)
+    }
+
+    /// The recorded form of a value.
+    fn datum(&mut self, n: &Node, kind: ValKind, cx: &FiringCtx<'_>) -> R<Datum> {
+        let v = self.eval(n, cx)?;
+        Ok(match kind {
+            ValKind::Int { size, signed } => Datum::Int {
+                value: v as i64,
+                size,
+                signed,
+            },
+            ValKind::String => {
+                let mut s = Vec::new();
+                self.read_string_cx(v, cx, &mut s)?;
+                Datum::Str(s)
+            }
+            ValKind::ByRef { size } => {
+                let mut b = vec![0u8; size as usize];
+                self.read_bytes(v, &mut b, cx)?;
+                Datum::Bytes(b)
+            }
+        })
+    }
+
+    fn data(&mut self, a: &Action, cx: &FiringCtx<'_>) -> R<Vec<Datum>> {
+        let mut v = Vec::with_capacity(a.args.len());
+        for (n, k) in a.args.iter().zip(&a.arg_kinds) {
+            v.push(self.datum(n, *k, cx)?);
+        }
+        Ok(v)
+    }
+
+    /// Sends a record to the output, or to the clause's speculation.
+    fn emit(&mut self, rec: Record) {
+        let epid = self.current_epid;
+        if !self.header_sent {
+            self.header_sent = true;
+            let fire = Record::Fire {
+                cpu: self.fire_cpu,
+                probe: self.fire_probe,
+            };
+            if self.current_spec != 0 {
+                self.spec.push(self.current_spec, (epid, fire), 8);
+            } else {
+                self.records.push((epid, fire));
+            }
+        }
+        if self.current_spec != 0 {
+            let size = match &rec {
+                Record::Data { values, .. } | Record::Lib { values, .. } => values
+                    .iter()
+                    .map(|d| match d {
+                        Datum::Int { .. } => 8,
+                        Datum::Str(s) | Datum::Bytes(s) => s.len() + 1,
+                        Datum::Stack { frames, .. } => frames.len() * 8,
+                    })
+                    .sum::<usize>()
+                    .max(8),
+                Record::Exit(_) | Record::Fire { .. } => 8,
+            };
+            self.spec.push(self.current_spec, (epid, rec), size);
+        } else {
+            self.records.push((epid, rec));
+        }
+    }
+
+    fn stack_datum(&self, frames: u32, user: bool, cx: &FiringCtx<'_>) -> Datum {
+        let src = if user { cx.ustack } else { cx.stack };
+        let n = (frames as usize).min(src.len());
+        Datum::Stack {
+            frames: src[..n].to_vec(),
+            user,
+            pid: cx.pid,
+        }
+    }
+
+    fn action(&mut self, a: &Action, cx: &FiringCtx<'_>, res: &mut FireResult) -> R<Flow> {
+        match &a.kind {
+            ActionKind::Aggregate { agg } => {
+                let mut keys = std::mem::take(&mut self.agg_keys);
+                let mut args = std::mem::take(&mut self.agg_args);
+                keys.clear();
+                args.clear();
+                let r = (|| -> R<()> {
+                    let program = self.program.clone();
+                    let kinds = program.aggregations.get(*agg as usize).map(|g| g.keys.as_slice()).unwrap_or(&[]);
+                    for (i, k) in a.keys.iter().enumerate() {
+                        keys.push(self.agg_key(k, kinds.get(i).copied().unwrap_or(ValKind::I64), cx)?);
+                    }
+                    for n in &a.args {
+                        args.push(self.eval(n, cx)? as i64);
+                    }
+                    Ok(())
+                })();
+                if r.is_ok() {
+                    let _ = self.aggs.update(*agg, &keys, &args);
+                }
+                self.agg_keys = keys;
+                self.agg_args = args;
+                r?;
+            }
+            ActionKind::Exit => {
+                let code = match a.args.first() {
+                    Some(n) => self.eval(n, cx)? as i32,
+                    None => 0,
+                };
+                self.emit(Record::Exit(code));
+                if self.current_spec == 0 {
+                    res.exit = Some(code);
+                }
+                return Ok(Flow::Exit);
+            }
+            ActionKind::Speculate => {
+                let id = match a.args.first() {
+                    Some(n) => self.eval(n, cx)?,
+                    None => 0,
+                };
+                if !self.spec.is_active(id) {
+                    // records of a speculation that is not active are dropped
+                    self.spec.busy_drops += (id != 0) as u64;
+                }
+                self.current_spec = id;
+            }
+            ActionKind::Commit => {
+                let id = match a.args.first() {
+                    Some(n) => self.eval(n, cx)?,
+                    None => 0,
+                };
+                let recs = self.spec.commit(id);
+                for (epid, r) in recs {
+                    if let Record::Exit(code) = r {
+                        res.exit = Some(code);
+                    }
+                    self.records.push((epid, r));
+                }
+            }
+            ActionKind::Discard => {
+                let id = match a.args.first() {
+                    Some(n) => self.eval(n, cx)?,
+                    None => 0,
+                };
+                self.spec.discard(id);
+            }
+            ActionKind::Stack { frames } => {
+                let d = self.stack_datum(*frames, false, cx);
+                self.emit(Record::Data { action: a.id, values: vec![d] });
+            }
+            ActionKind::Ustack { frames, .. } | ActionKind::Jstack { frames, .. } => {
+                let d = self.stack_datum(*frames, true, cx);
+                self.emit(Record::Data { action: a.id, values: vec![d] });
+            }
+            ActionKind::Tracemem => {
+                let addr = match a.args.first() {
+                    Some(n) => self.eval(n, cx)?,
+                    None => 0,
+                };
+                let max = match a.args.get(1) {
+                    Some(n) => self.eval(n, cx)? as usize,
+                    None => 0,
+                };
+                let len = match a.args.get(2) {
+                    Some(n) => (self.eval(n, cx)? as usize).min(max),
+                    None => max,
+                };
+                let mut b = vec![0u8; len.min(1 << 20)];
+                self.read_bytes(addr, &mut b, cx)?;
+                self.emit(Record::Data { action: a.id, values: vec![Datum::Bytes(b)] });
+            }
+            ActionKind::Printf(_)
+            | ActionKind::Trace
+            | ActionKind::Print
+            | ActionKind::Sym
+            | ActionKind::Mod
+            | ActionKind::Usym
+            | ActionKind::Umod
+            | ActionKind::Uaddr => {
+                let values = self.data(a, cx)?;
+                self.emit(Record::Data { action: a.id, values });
+            }
+            ActionKind::Raise | ActionKind::Stop | ActionKind::Chill | ActionKind::Breakpoint | ActionKind::Panic => {
+                let values = self.data(a, cx)?;
+                self.emit(Record::Lib { action: a.id, values });
+            }
+            _ => {
+                let values = self.data(a, cx)?;
+                self.emit(Record::Lib { action: a.id, values });
+            }
+        }
+        Ok(Flow::Done)
+    }
+
+    fn agg_key(&mut self, k: &Node, kind: ValKind, cx: &FiringCtx<'_>) -> R<KeyValue> {
+        if let Node::Call { name, args, .. } = k {
+            match *name {
+                "stack" | "ustack" | "jstack" => {
+                    let user = *name != "stack";
+                    let frames = match args.first() {
+                        Some(n) => self.eval(n, cx)? as u32,
+                        None => u32::MAX,
+                    };
+                    let Datum::Stack { frames, user, pid } = self.stack_datum(frames, user, cx) else {
+                        unreachable!()
+                    };
+                    return Ok(KeyValue::Stack { frames, user, pid: pid as u32 });
+                }
+                "sym" | "func" | "mod" => {
+                    let v = match args.first() {
+                        Some(n) => self.eval(n, cx)?,
+                        None => 0,
+                    };
+                    return Ok(KeyValue::Sym(v));
+                }
+                "usym" | "ufunc" | "umod" | "uaddr" => {
+                    let v = match args.first() {
+                        Some(n) => self.eval(n, cx)?,
+                        None => 0,
+                    };
+                    return Ok(KeyValue::Usym { addr: v, pid: cx.pid as u32 });
+                }
+                _ => {}
+            }
+        }
+        let v = self.eval(k, cx)?;
+        match kind {
+            ValKind::String => {
+                let mut s = Vec::new();
+                self.read_string_cx(v, cx, &mut s)?;
+                Ok(KeyValue::Str(s))
+            }
+            ValKind::Int { size, signed } => Ok(KeyValue::Int {
+                value: v as i64,
+                size,
+                signed,
+            }),
+            ValKind::ByRef { size } => {
+                let mut b = vec![0u8; size as usize];
+                self.read_bytes(v, &mut b, cx)?;
+                Ok(KeyValue::Str(b))
+            }
+        }
+    }
+}

@@ -1,0 +1,360 @@
+//! The D virtual machine: runs the clauses of a compiled program for each probe firing.
+//!
+//! `eval` evaluates lowered expression trees to 64-bit values (integers, or addresses for
+//! strings and by-reference data — see [`memory`]); `exec` runs predicates, statements and
+//! actions and produces [`Record`]s for the consumer; `vars` holds variables; `subr` implements
+//! D's subroutines. A fault aborts the clause and is reported as an ERROR firing.
+
+mod call;
+mod eval;
+mod exec;
+pub mod memory;
+mod record;
+mod spec;
+pub mod subr;
+mod vars;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::agg::AggregationTable;
+use crate::ir::{self, Node, Program, Stmt, ValKind};
+use crate::probes::ProbeInfo;
+pub use memory::{AddressSpace, Fault, NoMemory};
+pub use record::{Datum, Record};
+use vars::DynVars;
+
+/// Limits and behaviours that come from D options.
+#[derive(Clone, Debug)]
+pub struct VmOptions {
+    pub strsize: usize,
+    pub dynvarsize: usize,
+    pub nspec: usize,
+    pub specsize: usize,
+    pub scratch: usize,
+    pub destructive: bool,
+}
+
+impl Default for VmOptions {
+    fn default() -> Self {
+        VmOptions {
+            strsize: 256,
+            dynvarsize: 1 << 20,
+            nspec: 1,
+            specsize: 1 << 20,
+            scratch: 8 << 20,
+            destructive: false,
+        }
+    }
+}
+
+impl VmOptions {
+    pub fn from_options(o: &crate::lang::options::DOptions) -> Self {
+        VmOptions {
+            strsize: o.strsize().clamp(2, 1 << 24) as usize,
+            dynvarsize: o.dynvarsize().min(1 << 34) as usize,
+            nspec: o.nspec().min(1 << 16) as usize,
+            specsize: o.specsize().min(1 << 34) as usize,
+            scratch: 8 << 20,
+            destructive: o.destructive(),
+        }
+    }
+}
+
+/// Everything about one firing that the clause may read.
+pub struct FiringCtx<'a> {
+    pub probe: &'a ProbeInfo,
+    pub args: [u64; 10],
+    pub timestamp: u64,
+    pub vtimestamp: u64,
+    pub walltimestamp: u64,
+    pub cpu: u32,
+    pub pid: u64,
+    pub ppid: u64,
+    pub tid: u64,
+    pub uid: u64,
+    pub gid: u64,
+    pub errno: i64,
+    pub execname: &'a [u8],
+    pub memory: &'a dyn AddressSpace,
+    /// Kernel and user stacks of the firing, innermost first, when the source has them.
+    pub stack: &'a [u64],
+    pub ustack: &'a [u64],
+    pub uregs: &'a [u64],
+}
+
+impl<'a> FiringCtx<'a> {
+    /// A firing with no event behind it (BEGIN, END, ticks): the consumer's own context.
+    pub fn synthetic(probe: &'a ProbeInfo, timestamp: u64, walltimestamp: u64, execname: &'a [u8]) -> Self {
+        FiringCtx {
+            probe,
+            args: [0; 10],
+            timestamp,
+            vtimestamp: timestamp,
+            walltimestamp,
+            cpu: 0,
+            pid: std::process::id() as u64,
+            ppid: 0,
+            tid: std::process::id() as u64,
+            uid: 0,
+            gid: 0,
+            errno: 0,
+            execname,
+            memory: &NoMemory,
+            stack: &[],
+            ustack: &[],
+            uregs: &[],
+        }
+    }
+}
+
+/// The outcome of running the clauses for a firing.
+#[derive(Debug, Default)]
+pub struct FireResult {
+    /// `exit(n)` was called.
+    pub exit: Option<i32>,
+    /// Faults, as (enabled probe id, clause, action number, fault).
+    pub errors: Vec<ErrorInfo>,
+}
+
+#[derive(Clone, Debug)]
+pub struct ErrorInfo {
+    pub epid: u32,
+    /// The probe whose clause faulted.
+    pub probe: u64,
+    pub clause: usize,
+    /// 1-based action index, 0 for the predicate.
+    pub action: u32,
+    pub fault: Fault,
+}
+
+/// An enabled probe: one clause on one probe (DTrace's ECB).
+#[derive(Clone, Debug)]
+pub struct Enabling {
+    pub epid: u32,
+    pub clause: usize,
+}
+
+pub struct Vm {
+    pub program: Arc<Program>,
+    pub opts: VmOptions,
+    pub aggs: AggregationTable,
+    globals: Vec<u64>,
+    global_mem: Vec<u8>,
+    global_off: Vec<usize>,
+    locals: Vec<u64>,
+    local_mem: Vec<u8>,
+    local_off: Vec<usize>,
+    dynvars: DynVars,
+    strings: Vec<u8>,
+    string_index: HashMap<usize, usize>,
+    scratch: Vec<u8>,
+    key_buf: Vec<u8>,
+    agg_keys: Vec<crate::agg::KeyValue>,
+    agg_args: Vec<i64>,
+    spec: spec::Speculations,
+    strtok: subr::StrtokState,
+    rand_state: u64,
+    /// Records produced by the current firing, in order.
+    pub records: Vec<(u32, Record)>,
+    /// Clauses enabled on each probe id, in program order.
+    enablings: HashMap<u64, Vec<Enabling>>,
+    next_epid: u32,
+    /// The enabled probe whose clause is running.
+    current_epid: u32,
+    /// The speculation the running clause records into (0: none).
+    current_spec: u64,
+    /// Whether the running clause's `Fire` record was sent.
+    header_sent: bool,
+    /// The running clause passed its predicate.
+    clause_ran: bool,
+    fire_cpu: u32,
+    fire_probe: u64,
+}
+
+impl Vm {
+    pub fn new(program: Arc<Program>, opts: VmOptions) -> Self {
+        let aggs = AggregationTable::new(&program.aggregations);
+        let mut vm = Vm {
+            opts,
+            aggs,
+            globals: vec![0; program.variables.len()],
+            global_mem: Vec::new(),
+            global_off: vec![usize::MAX; program.variables.len()],
+            locals: vec![0; program.variables.len()],
+            local_mem: Vec::new(),
+            local_off: vec![usize::MAX; program.variables.len()],
+            dynvars: DynVars::new(0),
+            strings: vec![0],
+            string_index: HashMap::new(),
+            scratch: Vec::new(),
+            key_buf: Vec::new(),
+            agg_keys: Vec::new(),
+            agg_args: Vec::new(),
+            spec: spec::Speculations::default(),
+            strtok: subr::StrtokState::default(),
+            rand_state: 0x2545_f491_4f6c_dd1d,
+            records: Vec::new(),
+            enablings: HashMap::new(),
+            next_epid: 1,
+            current_epid: 0,
+            current_spec: 0,
+            header_sent: false,
+            clause_ran: false,
+            fire_cpu: 0,
+            fire_probe: 0,
+            program,
+        };
+        vm.dynvars = DynVars::new(vm.opts.dynvarsize);
+        vm.spec = spec::Speculations::new(vm.opts.nspec, vm.opts.specsize);
+        vm.layout_variables();
+        vm.intern_strings();
+        vm
+    }
+
+    /// Gives every by-reference global and clause-local its storage.
+    fn layout_variables(&mut self) {
+        let strsize = self.opts.strsize;
+        for (i, v) in self.program.variables.iter().enumerate() {
+            if v.keys.is_some() {
+                continue;
+            }
+            let size = match v.kind {
+                ValKind::String => strsize,
+                ValKind::ByRef { size } => size as usize,
+                ValKind::Int { .. } => continue,
+            };
+            let mem = match v.scope {
+                ir::Scope::Global => &mut self.global_mem,
+                ir::Scope::Clause => &mut self.local_mem,
+                ir::Scope::Thread => continue,
+            };
+            let off = (mem.len() + 7) & !7;
+            mem.resize(off + size.max(1), 0);
+            match v.scope {
+                ir::Scope::Global => self.global_off[i] = off,
+                _ => self.local_off[i] = off,
+            }
+        }
+    }
+
+    /// Copies every string literal of the program into the Strings region.
+    fn intern_strings(&mut self) {
+        let program = self.program.clone();
+        let mut visit = |n: &Node| {
+            if let Node::Str(s) = n {
+                let key = s.as_ptr() as usize;
+                if let std::collections::hash_map::Entry::Vacant(e) = self.string_index.entry(key) {
+                    let off = self.strings.len();
+                    self.strings.extend_from_slice(s.as_bytes());
+                    self.strings.push(0);
+                    e.insert(off);
+                }
+            }
+        };
+        for c in &program.clauses {
+            if let Some(p) = &c.predicate {
+                walk(p, &mut visit);
+            }
+            walk_stmts(&c.body, &mut visit);
+        }
+    }
+
+    /// Enables the program's clauses on a probe (called by the engine for every probe a clause's
+    /// descriptions match, in program order). Returns the new EPIDs.
+    pub fn enable(&mut self, probe: u64, clause: usize) -> u32 {
+        let epid = self.next_epid;
+        self.next_epid += 1;
+        self.enablings.entry(probe).or_default().push(Enabling { epid, clause });
+        epid
+    }
+
+    pub fn is_enabled(&self, probe: u64) -> bool {
+        self.enablings.contains_key(&probe)
+    }
+
+    pub fn enablings(&self, probe: u64) -> &[Enabling] {
+        self.enablings.get(&probe).map(|v| v.as_slice()).unwrap_or(&[])
+    }
+
+    /// Dynamic variable drops so far.
+    pub fn dynvar_drops(&self) -> u64 {
+        self.dynvars.drops
+    }
+
+    /// Speculation drops so far (busy, unavailable).
+    pub fn spec_drops(&self) -> (u64, u64) {
+        (self.spec.busy_drops, self.spec.unavail_drops)
+    }
+
+    /// Bytes of a string value (an address), up to its NUL and `strsize`.
+    pub fn string_at(&self, addr: u64, mem: &dyn AddressSpace) -> Result<Vec<u8>, Fault> {
+        let mut out = Vec::new();
+        self.read_string(addr, mem, &mut out)?;
+        Ok(out)
+    }
+}
+
+fn walk(n: &Node, f: &mut impl FnMut(&Node)) {
+    f(n);
+    match n {
+        Node::Args { index: a, .. }
+        | Node::Uregs(a)
+        | Node::Load { addr: a, .. }
+        | Node::Bitfield { addr: a, .. }
+        | Node::Neg(a)
+        | Node::BitNot(a)
+        | Node::Not(a)
+        | Node::Cast { value: a, .. }
+        | Node::Stringof(a) => walk(a, f),
+        Node::Binary { a, b, .. }
+        | Node::Compare { a, b, .. }
+        | Node::LogAnd(a, b)
+        | Node::LogOr(a, b)
+        | Node::LogXor(a, b)
+        | Node::Seq(a, b) => {
+            walk(a, f);
+            walk(b, f);
+        }
+        Node::Ternary(a, b, c) => {
+            walk(a, f);
+            walk(b, f);
+            walk(c, f);
+        }
+        Node::Array { keys, .. } => keys.iter().for_each(|k| walk(k, f)),
+        Node::Call { args, .. } => args.iter().for_each(|k| walk(k, f)),
+        Node::Assign { target, value } => {
+            walk_lvalue(target, f);
+            walk(value, f);
+        }
+        Node::IncDec { target, .. } | Node::AddrOf(target) => walk_lvalue(target, f),
+        Node::Build { fields, .. } => fields.iter().for_each(|x| walk(&x.value, f)),
+        _ => {}
+    }
+}
+
+fn walk_lvalue(l: &ir::LValue, f: &mut impl FnMut(&Node)) {
+    match l {
+        ir::LValue::Array { keys, .. } => keys.iter().for_each(|k| walk(k, f)),
+        ir::LValue::Mem { addr, .. } | ir::LValue::Bitfield { addr, .. } => walk(addr, f),
+        ir::LValue::Uregs(n) | ir::LValue::Value(n) => walk(n, f),
+        ir::LValue::Var { .. } => {}
+    }
+}
+
+fn walk_stmts(body: &[Stmt], f: &mut impl FnMut(&Node)) {
+    for s in body {
+        match s {
+            Stmt::Eval(n) => walk(n, f),
+            Stmt::If { cond, then, otherwise } => {
+                walk(cond, f);
+                walk_stmts(then, f);
+                walk_stmts(otherwise, f);
+            }
+            Stmt::Action(a) => {
+                a.keys.iter().for_each(|k| walk(k, f));
+                a.args.iter().for_each(|k| walk(k, f));
+            }
+        }
+    }
+}

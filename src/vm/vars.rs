@@ -1,0 +1,229 @@
+//! Variable storage: globals (fixed slots), dynamic variables (thread-locals and associative
+//! arrays, bounded by `dynvarsize` with drops counted), and clause-locals.
+//!
+//! Dynamic variables live in one byte region with a free list per slot size, so a pointer to a
+//! string held in one stays valid until the variable is freed, and the steady state of
+//! `self->ts = timestamp; ... self->ts = 0;` allocates nothing.
+
+use std::collections::HashMap;
+
+/// A dynamic variable's identity: the variable, the thread (for `self->`), and the key tuple
+/// bytes (for associative arrays; empty otherwise).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DynKey {
+    pub var: u32,
+    pub tid: u64,
+    pub tuple: Box<[u8]>,
+}
+
+impl std::hash::Hash for DynKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.var.hash(state);
+        self.tid.hash(state);
+        self.tuple[..].hash(state);
+    }
+}
+
+/// Key of a thread-local scalar (no tuple): no allocation needed.
+type TlsKey = (u32, u64);
+
+pub struct DynVars {
+    /// Backing bytes of every dynamic variable.
+    pub mem: Vec<u8>,
+    free: HashMap<usize, Vec<usize>>,
+    tls: HashMap<TlsKey, usize>,
+    arrays: HashMap<DynKey, usize>,
+    /// Bytes in use (values plus key overhead), against `limit`.
+    used: usize,
+    limit: usize,
+    /// Allocations refused because the space was full.
+    pub drops: u64,
+}
+
+/// Bookkeeping cost charged per dynamic variable besides its value, as a fixed overhead.
+const OVERHEAD: usize = 32;
+
+impl DynVars {
+    pub fn new(limit: usize) -> Self {
+        DynVars {
+            mem: Vec::new(),
+            free: HashMap::new(),
+            tls: HashMap::new(),
+            arrays: HashMap::new(),
+            used: 0,
+            limit,
+            drops: 0,
+        }
+    }
+
+    fn alloc(&mut self, size: usize, charge: usize) -> Option<usize> {
+        if self.used + charge > self.limit {
+            self.drops += 1;
+            return None;
+        }
+        self.used += charge;
+        if let Some(off) = self.free.get_mut(&size).and_then(|v| v.pop()) {
+            self.mem[off..off + size].fill(0);
+            return Some(off);
+        }
+        let off = self.mem.len();
+        self.mem.resize(off + size.max(1), 0);
+        Some(off)
+    }
+
+    fn release(&mut self, off: usize, size: usize, charge: usize) {
+        self.used = self.used.saturating_sub(charge);
+        self.free.entry(size).or_default().push(off);
+    }
+
+    /// The offset of a thread-local's storage, creating it when `create`.
+    pub fn tls(&mut self, var: u32, tid: u64, size: usize, create: bool) -> Option<usize> {
+        if let Some(&off) = self.tls.get(&(var, tid)) {
+            return Some(off);
+        }
+        if !create {
+            return None;
+        }
+        let off = self.alloc(size, size + OVERHEAD)?;
+        self.tls.insert((var, tid), off);
+        Some(off)
+    }
+
+    pub fn free_tls(&mut self, var: u32, tid: u64, size: usize) {
+        if let Some(off) = self.tls.remove(&(var, tid)) {
+            self.release(off, size, size + OVERHEAD);
+        }
+    }
+
+    /// The offset of an array element's storage, creating it when `create`.
+    pub fn element(&mut self, var: u32, tid: u64, tuple: &[u8], size: usize, create: bool) -> Option<usize> {
+        let probe = DynKeyRef { var, tid, tuple };
+        if let Some(&off) = self.lookup(&probe) {
+            return Some(off);
+        }
+        if !create {
+            return None;
+        }
+        let off = self.alloc(size, size + tuple.len() + OVERHEAD)?;
+        self.arrays.insert(
+            DynKey {
+                var,
+                tid,
+                tuple: tuple.into(),
+            },
+            off,
+        );
+        Some(off)
+    }
+
+    fn lookup(&self, k: &DynKeyRef<'_>) -> Option<&usize> {
+        self.arrays.get(k as &dyn KeyView)
+    }
+
+    pub fn free_element(&mut self, var: u32, tid: u64, tuple: &[u8], size: usize) {
+        let key = DynKey {
+            var,
+            tid,
+            tuple: tuple.into(),
+        };
+        if let Some(off) = self.arrays.remove(&key) {
+            self.release(off, size, size + tuple.len() + OVERHEAD);
+        }
+    }
+
+    /// Every element of an array variable (for printing and iteration).
+    pub fn elements(&self, var: u32) -> impl Iterator<Item = (&DynKey, usize)> {
+        self.arrays
+            .iter()
+            .filter(move |(k, _)| k.var == var)
+            .map(|(k, v)| (k, *v))
+    }
+}
+
+struct DynKeyRef<'a> {
+    var: u32,
+    tid: u64,
+    tuple: &'a [u8],
+}
+
+/// A borrowed view of a key, so the map can be searched without building an owned key.
+trait KeyView {
+    fn parts(&self) -> (u32, u64, &[u8]);
+}
+
+impl KeyView for DynKey {
+    fn parts(&self) -> (u32, u64, &[u8]) {
+        (self.var, self.tid, &self.tuple)
+    }
+}
+
+impl KeyView for DynKeyRef<'_> {
+    fn parts(&self) -> (u32, u64, &[u8]) {
+        (self.var, self.tid, self.tuple)
+    }
+}
+
+impl<'a> std::borrow::Borrow<dyn KeyView + 'a> for DynKey {
+    fn borrow(&self) -> &(dyn KeyView + 'a) {
+        self
+    }
+}
+
+impl std::hash::Hash for dyn KeyView + '_ {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        let (v, t, k) = self.parts();
+        v.hash(state);
+        t.hash(state);
+        k.hash(state);
+    }
+}
+
+impl PartialEq for dyn KeyView + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for dyn KeyView + '_ {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn thread_locals_reuse_freed_slots() {
+        let mut d = DynVars::new(1 << 20);
+        let a = d.tls(1, 100, 8, true).unwrap();
+        d.free_tls(1, 100, 8);
+        let b = d.tls(1, 200, 8, true).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(d.tls(1, 100, 8, false), None);
+    }
+
+    #[test]
+    fn space_is_bounded_and_drops_are_counted() {
+        let mut d = DynVars::new(200);
+        let mut made = 0;
+        for t in 0..100 {
+            if d.tls(1, t, 8, true).is_some() {
+                made += 1;
+            }
+        }
+        assert_eq!(made, 200 / (8 + OVERHEAD));
+        assert_eq!(d.drops, 100 - made as u64);
+        let e = d.element(2, 0, b"key", 8, true);
+        assert!(e.is_none());
+    }
+
+    #[test]
+    fn array_elements_by_tuple() {
+        let mut d = DynVars::new(1 << 20);
+        let a = d.element(3, 0, b"\x01\0\0\0\0\0\0\0", 8, true).unwrap();
+        let b = d.element(3, 0, b"\x02\0\0\0\0\0\0\0", 8, true).unwrap();
+        assert_ne!(a, b);
+        assert_eq!(d.element(3, 0, b"\x01\0\0\0\0\0\0\0", 8, false), Some(a));
+        assert_eq!(d.elements(3).count(), 2);
+        d.free_element(3, 0, b"\x01\0\0\0\0\0\0\0", 8);
+        assert_eq!(d.elements(3).count(), 1);
+    }
+}
