@@ -266,7 +266,7 @@ impl<'a> Lexer<'a> {
                         return Ok(self.make(Tok::Kw(k), line, start));
                     }
                 }
-                return Ok(self.make(Tok::Pspec(text.to_string()), line, start));
+                return Ok(self.make(Tok::Pspec(text.into()), line, start));
             } else if c == b'/' {
                 self.pos += 1;
                 return Ok(self.make(Tok::Punct(Punct::Slash), line, start));
@@ -307,10 +307,10 @@ impl<'a> Lexer<'a> {
         let tok = match raw {
             RawTok::Ident => match Keyword::lookup(text) {
                 Some(k) => Tok::Kw(k),
-                None => Tok::Ident(text.to_string()),
+                None => Tok::Ident(text.into()),
             },
-            RawTok::Agg => Tok::Agg(text.to_string()),
-            RawTok::AggAnon => Tok::Agg("@_".to_string()),
+            RawTok::Agg => Tok::Agg(text.into()),
+            RawTok::AggAnon => Tok::Agg("@_".into()),
             RawTok::Int => lex_int(text, line)?,
             RawTok::Float => {
                 return Err(derr(
@@ -319,7 +319,7 @@ impl<'a> Lexer<'a> {
                     "floating-point constants are not permitted",
                 ))
             }
-            RawTok::Str => Tok::Str(unescape(&text[1..text.len() - 1])),
+            RawTok::Str => Tok::Str(unescape(&text[1..text.len() - 1]).into()),
             RawTok::StrUnterminated => {
                 return Err(derr(
                     "D_STR_NL",
@@ -337,14 +337,14 @@ impl<'a> Lexer<'a> {
             }
             RawTok::DollarDollarNum => {
                 let v = self.macro_arg(text, 2, line)?;
-                Tok::Str(unescape(&v.unwrap_or_default()))
+                Tok::Str(unescape(&v.unwrap_or_default()).into())
             }
             RawTok::DollarNum => {
                 let v = self.macro_arg(text, 1, line)?;
                 macro_arg_token(v.as_deref().unwrap_or("0"), text, line)?
             }
             RawTok::DollarDollarIdent => match self.macros.var(&text[2..]) {
-                Some(v) => Tok::Str(v.to_string()),
+                Some(v) => Tok::Str(v.to_string().into()),
                 None => {
                     return Err(derr(
                         "D_MACRO_UNDEF",
@@ -543,7 +543,7 @@ fn macro_arg_token(v: &str, text: &str, line: u32) -> DResult<Tok> {
     if is_ident {
         return Ok(match Keyword::lookup(v) {
             Some(k) => Tok::Kw(k),
-            None => Tok::Ident(v.to_string()),
+            None => Tok::Ident(v.into()),
         });
     }
     let s = if v.len() >= 2 && v.starts_with('"') && v.ends_with('"') {
@@ -551,7 +551,7 @@ fn macro_arg_token(v: &str, text: &str, line: u32) -> DResult<Tok> {
     } else {
         v
     };
-    Ok(Tok::Str(unescape(s)))
+    Ok(Tok::Str(unescape(s).into()))
 }
 
 /// Parses an integer constant as `strtoull(s, &end, 0)` does, plus D's suffix rules.

@@ -48,8 +48,41 @@ pub struct CompileInput<'a> {
     pub model: DataModel,
 }
 
+/// Stack for the compiler's recursive passes: deep (but legal) programs, such as a 100,000-term
+/// `a + b + ...` chain, must not overflow the caller's stack.
+const COMPILER_STACK: usize = 1 << 30;
+
 /// Compiles one D program. Options set by `#pragma D option` are applied to `opts`.
 pub fn compile(
+    input: CompileInput<'_>,
+    opts: &mut DOptions,
+    catalog: &dyn ProbeCatalog,
+) -> DResult<CompiledProgram> {
+    // The passes recurse over the tree; run them on a thread with a large stack.
+    let catalog: &(dyn ProbeCatalog + Sync) = match as_sync(catalog) {
+        Some(c) => c,
+        None => return compile_here(input, opts, catalog),
+    };
+    std::thread::scope(|s| {
+        let h = std::thread::Builder::new()
+            .name("dtx-compile".into())
+            .stack_size(COMPILER_STACK)
+            .spawn_scoped(s, move || compile_here(input, opts, catalog));
+        match h {
+            Ok(h) => h
+                .join()
+                .unwrap_or_else(|_| Err(derr("D_UNKNOWN", 0, "internal compiler error"))),
+            Err(_) => Err(derr("D_UNKNOWN", 0, "cannot start the compiler thread")),
+        }
+    })
+}
+
+/// The catalog as shareable with the compiler thread, when it is.
+fn as_sync(c: &dyn ProbeCatalog) -> Option<&(dyn ProbeCatalog + Sync)> {
+    c.as_sync()
+}
+
+fn compile_here(
     input: CompileInput<'_>,
     opts: &mut DOptions,
     catalog: &dyn ProbeCatalog,

@@ -35,7 +35,12 @@ pub struct Parser<'a, 'h> {
     pragmas: Vec<Pragma>,
     /// The line of the last token handed out (error location).
     last_line: u32,
+    /// Current nesting of expressions (parentheses, unary operators, calls, subscripts).
+    depth: u32,
 }
+
+/// Deepest expression nesting accepted (DTrace's parser stack is bounded too).
+const MAX_NESTING: u32 = 1000;
 
 fn is_type_start_kw(k: Keyword) -> bool {
     use Keyword::*;
@@ -70,6 +75,7 @@ impl<'a, 'h> Parser<'a, 'h> {
             pragma_hook: None,
             pragmas: Vec::new(),
             last_line: 1,
+            depth: 0,
         }
     }
 
@@ -226,7 +232,7 @@ impl<'a, 'h> Parser<'a, 'h> {
         match t.tok {
             Tok::Ident(s) => {
                 self.bump(Mode::Expr)?;
-                Ok((s, t.line))
+                Ok((s.to_string(), t.line))
             }
             _ => Err(self.syntax_error()),
         }
@@ -293,7 +299,7 @@ impl<'a, 'h> Parser<'a, 'h> {
                 if !text.contains(':') {
                     let prefix = match text.find('*') {
                         Some(i) if i > 0 => &text[..i],
-                        _ => text.as_str(),
+                        _ => &text[..],
                     };
                     if self.is_type_name(prefix) {
                         self.ahead.clear();
@@ -351,7 +357,7 @@ impl<'a, 'h> Parser<'a, 'h> {
             let t = self.bump(Mode::Clause)?;
             match t.tok {
                 Tok::Pspec(text) => probes.push(ProbeSpec::Name {
-                    text,
+                    text: text.to_string(),
                     line: self.line_for(t.line),
                 }),
                 Tok::Int { value, .. } => probes.push(ProbeSpec::Id {
@@ -529,6 +535,25 @@ impl<'a, 'h> Parser<'a, 'h> {
     }
 
     pub fn assignment(&mut self) -> DResult<Expr> {
+        self.depth += 1;
+        let r = self.assignment_inner();
+        self.depth -= 1;
+        r
+    }
+
+    fn too_deep(&mut self) -> Diagnostic {
+        let line = self.ahead.first().map(|t| t.line).unwrap_or(self.last_line);
+        self.err(
+            "D_SYNTAX",
+            line,
+            format!("syntax error: expression nested more than {MAX_NESTING} levels deep"),
+        )
+    }
+
+    fn assignment_inner(&mut self) -> DResult<Expr> {
+        if self.depth > MAX_NESTING {
+            return Err(self.too_deep());
+        }
         let lhs = self.conditional()?;
         let t = self.peek(Mode::Expr)?.clone();
         if let Tok::Punct(p) = t.tok {
@@ -610,6 +635,17 @@ impl<'a, 'h> Parser<'a, 'h> {
     }
 
     fn cast(&mut self) -> DResult<Expr> {
+        self.depth += 1;
+        let r = if self.depth > MAX_NESTING {
+            Err(self.too_deep())
+        } else {
+            self.cast_inner()
+        };
+        self.depth -= 1;
+        r
+    }
+
+    fn cast_inner(&mut self) -> DResult<Expr> {
         if self.at_punct(Punct::LParen)? {
             let t2 = self.peek2(Mode::Expr)?.clone();
             let is_type = match &t2.tok {
@@ -632,6 +668,17 @@ impl<'a, 'h> Parser<'a, 'h> {
     }
 
     fn unary(&mut self) -> DResult<Expr> {
+        self.depth += 1;
+        let r = if self.depth > MAX_NESTING {
+            Err(self.too_deep())
+        } else {
+            self.unary_inner()
+        };
+        self.depth -= 1;
+        r
+    }
+
+    fn unary_inner(&mut self) -> DResult<Expr> {
         let t = self.peek(Mode::Expr)?.clone();
         let line = self.line_for(t.line);
         let op = match &t.tok {
@@ -687,7 +734,7 @@ impl<'a, 'h> Parser<'a, 'h> {
         match t.tok {
             Tok::Ident(s) => {
                 self.bump(Mode::Expr)?;
-                Ok(s)
+                Ok(s.to_string())
             }
             Tok::Kw(
                 k @ (Keyword::Probe
@@ -793,9 +840,9 @@ impl<'a, 'h> Parser<'a, 'h> {
                     // a type name where an expression is expected
                     return Err(self.syntax_error());
                 }
-                ExprKind::Ident(s)
+                ExprKind::Ident(s.to_string())
             }
-            Tok::Agg(s) => ExprKind::Agg(s),
+            Tok::Agg(s) => ExprKind::Agg(s.to_string()),
             Tok::Int {
                 value,
                 suffix,
@@ -805,7 +852,7 @@ impl<'a, 'h> Parser<'a, 'h> {
                 suffix,
                 decimal,
             },
-            Tok::Str(s) => ExprKind::Str(s),
+            Tok::Str(s) => ExprKind::Str(s.to_string()),
             Tok::Kw(Keyword::SelfKw) => ExprKind::SelfRef,
             Tok::Kw(Keyword::This) => ExprKind::ThisRef,
             Tok::Punct(Punct::LParen) => {
@@ -1015,7 +1062,7 @@ impl<'a, 'h> Parser<'a, 'h> {
                     }
                     let name = name.clone();
                     self.bump(Mode::Expr)?;
-                    specs.base = Some(BaseSpec::Named(name));
+                    specs.base = Some(BaseSpec::Named(name.to_string()));
                     any = true;
                 }
                 _ => break,
@@ -1031,7 +1078,7 @@ impl<'a, 'h> Parser<'a, 'h> {
         let t = self.peek(Mode::Expr)?.clone();
         let name = match &t.tok {
             Tok::Ident(s) => {
-                let s = s.clone();
+                let s = s.to_string();
                 self.bump(Mode::Expr)?;
                 Some(s)
             }
@@ -1119,7 +1166,7 @@ impl<'a, 'h> Parser<'a, 'h> {
         let t = self.peek(Mode::Expr)?.clone();
         let name = match &t.tok {
             Tok::Ident(s) => {
-                let s = s.clone();
+                let s = s.to_string();
                 self.bump(Mode::Expr)?;
                 Some(s)
             }
@@ -1188,10 +1235,10 @@ impl<'a, 'h> Parser<'a, 'h> {
         let t = self.peek(Mode::Expr)?.clone();
         let mut d = match &t.tok {
             Tok::Ident(s) => {
-                let s = s.clone();
+                let s = s.to_string();
                 self.bump(Mode::Expr)?;
                 Declarator::Name {
-                    name: Some(s),
+                    name: Some(s.to_string()),
                     line: self.line_for(t.line),
                 }
             }

@@ -4,6 +4,8 @@
 //! `lexer.rs` wraps it with the states logos cannot express (probe descriptions at clause scope,
 //! control lines, the end-of-predicate slash).
 
+use std::rc::Rc;
+
 use logos::Logos;
 
 /// Keywords of D. Several are reserved but unused (`auto`, `goto`, ...) exactly as in DTrace.
@@ -163,12 +165,12 @@ pub enum Tok {
         suffix: IntSuffix,
         decimal: bool,
     },
-    Str(String),
-    Ident(String),
+    Str(Rc<str>),
+    Ident(Rc<str>),
     /// `@name`, or `@_` for a bare `@`.
-    Agg(String),
+    Agg(Rc<str>),
     /// A probe description at clause scope (`syscall::read:entry`, `BEGIN`, `tick-1s`).
-    Pspec(String),
+    Pspec(Rc<str>),
     Kw(Keyword),
     /// The closing `/` of a predicate.
     EndPred,

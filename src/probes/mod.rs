@@ -38,15 +38,19 @@ pub trait ProbeCatalog {
     fn by_id(&self, id: u64) -> Option<ProbeDesc>;
     /// Every probe the catalog can list.
     fn list(&self) -> Vec<ProbeInfo>;
+    /// This catalog as one that can be shared between threads, if it can.
+    fn as_sync(&self) -> Option<&(dyn ProbeCatalog + Sync)> {
+        None
+    }
 }
 
 /// The catalog of a set of providers.
 pub struct Catalog {
-    providers: Vec<Box<dyn crate::providers::Provider>>,
+    providers: Vec<Box<dyn crate::providers::Provider + Send + Sync>>,
 }
 
 impl Catalog {
-    pub fn new(providers: Vec<Box<dyn crate::providers::Provider>>) -> Self {
+    pub fn new(providers: Vec<Box<dyn crate::providers::Provider + Send + Sync>>) -> Self {
         Catalog { providers }
     }
 
@@ -79,5 +83,9 @@ impl ProbeCatalog for Catalog {
         let mut v: Vec<ProbeInfo> = self.providers.iter().flat_map(|p| p.list()).collect();
         v.sort_by_key(|p| p.id);
         v
+    }
+
+    fn as_sync(&self) -> Option<&(dyn ProbeCatalog + Sync)> {
+        Some(self)
     }
 }

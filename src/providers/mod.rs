@@ -18,7 +18,7 @@ pub trait Provider {
 }
 
 /// The providers of every run.
-pub fn standard() -> Vec<Box<dyn Provider>> {
+pub fn standard() -> Vec<Box<dyn Provider + Send + Sync>> {
     vec![Box::new(DtraceProvider), Box::new(ProfileProvider)]
 }
 

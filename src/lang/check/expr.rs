@@ -74,6 +74,15 @@ impl Checker<'_> {
         if let Some(t) = self.types.lookup(text) {
             return t;
         }
+        if let Some(&t) = self.text_types.get(text) {
+            return t;
+        }
+        let t = self.parse_type_text(text);
+        self.text_types.insert(text.to_string(), t);
+        t
+    }
+
+    fn parse_type_text(&mut self, text: &str) -> TypeId {
         let names: std::collections::HashSet<String> = self.types.type_names().cloned().collect();
         let cleaned: String = text
             .split_whitespace()

@@ -89,6 +89,8 @@ pub struct Checker<'a> {
     next_var_id: u32,
     /// Set while cooking the clause's probe arguments (`args[]` types), if known.
     pub(crate) probe_args: Option<Vec<TypeId>>,
+    /// Types of prototype texts already parsed (`"const char *"` → id).
+    pub(crate) text_types: HashMap<String, TypeId>,
     /// Inline expansion depth, for recursive inlines.
     pub(crate) inline_depth: u32,
     /// The program calls a destructive action (refused at enabling time without `-w`).
@@ -111,6 +113,7 @@ impl<'a> Checker<'a> {
             next_var_id: 1,
             probe_args: None,
             inline_depth: 0,
+            text_types: HashMap::new(),
             uses_destructive: false,
         }
     }
