@@ -150,11 +150,17 @@ fn cpp_options(args: &Args, model: DataModel) -> CppOptions {
     ];
     match model {
         DataModel::Lp64 => {
+            for m in ["__amd64", "__amd64__", "__x86_64", "__x86_64__"] {
+                predefined.push((m.into(), "1".into()));
+            }
             predefined.push(("_LP64".into(), "1".into()));
             predefined.push(("__LP64__".into(), "1".into()));
             predefined.push(("__SUNW_D_64".into(), "1".into()));
         }
         DataModel::Ilp32 => {
+            for m in ["__i386", "__i386__"] {
+                predefined.push((m.into(), "1".into()));
+            }
             predefined.push(("_ILP32".into(), "1".into()));
             predefined.push(("__ILP32__".into(), "1".into()));
         }

@@ -159,11 +159,7 @@ impl Consumer {
                     let Some(a) = actions.get(*action as usize) else { continue };
                     self.library_action(vm, &a.kind, values);
                 }
-                Record::Exit(code) => {
-                    if self.exit_code.is_none() {
-                        self.exit_code = Some(*code);
-                    }
-                }
+                Record::Exit(code) => self.exit_code = Some(*code),
             }
         }
         if open {

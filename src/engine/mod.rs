@@ -130,10 +130,9 @@ impl Engine {
             let cx = FiringCtx::synthetic(&p, ts, wall, &execname);
             let res = self.runs[r].vm.fire(&cx);
             self.consumer.consume(&mut self.runs[r].vm, &res, &self.probes);
+            // the last exit() consumed sets the status (END may override an earlier one)
             if let Some(code) = self.consumer.exit_code.take().or(res.exit) {
-                if self.exit.is_none() {
-                    self.exit = Some(code);
-                }
+                self.exit = Some(code);
             }
         }
     }

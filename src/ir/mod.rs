@@ -300,6 +300,9 @@ pub struct Action {
     pub args: Vec<Node>,
     /// Kinds of `args`, for the consumer to format them.
     pub arg_kinds: Vec<ValKind>,
+    /// Kinds of `keys` as typed at this statement (an aggregation's entries keep the width of
+    /// the key expression that made them).
+    pub key_kinds: Vec<ValKind>,
     pub line: u32,
 }
 

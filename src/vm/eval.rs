@@ -42,9 +42,31 @@ impl Vm {
         }
     }
 
+    /// Scratch is one region of `opts.scratch` bytes; only the part in use is materialised.
+    fn touch_scratch(&mut self, off: usize, len: usize) -> R<()> {
+        let end = off.checked_add(len).ok_or(Fault::NoScratch)?;
+        if end > self.opts.scratch {
+            return Err(Fault::BadAddr(internal(Region::Scratch, off)));
+        }
+        if end > self.scratch.len() {
+            self.scratch.resize(end, 0);
+        }
+        Ok(())
+    }
+
     /// Reads `buf.len()` bytes from any address.
     pub(crate) fn read_bytes(&self, addr: u64, buf: &mut [u8], cx: &FiringCtx<'_>) -> R<()> {
         match decode(addr) {
+            Some((Region::Scratch, off)) => {
+                let end = off.checked_add(buf.len()).ok_or(Fault::BadAddr(addr))?;
+                if end > self.opts.scratch {
+                    return Err(Fault::BadAddr(addr));
+                }
+                let have = self.scratch.len().clamp(off, end);
+                buf[..have - off].copy_from_slice(&self.scratch[off..have]);
+                buf[have - off..].fill(0);
+                Ok(())
+            }
             Some((r, off)) => {
                 let mem = self.region(r);
                 let end = off.checked_add(buf.len()).ok_or(Fault::BadAddr(addr))?;
@@ -79,6 +101,11 @@ impl Vm {
     pub(crate) fn write_bytes(&mut self, addr: u64, data: &[u8], cx: &FiringCtx<'_>) -> R<()> {
         match decode(addr) {
             Some((Region::Strings, _)) => Err(Fault::BadAddr(addr)),
+            Some((Region::Scratch, off)) => {
+                self.touch_scratch(off, data.len())?;
+                self.scratch[off..off + data.len()].copy_from_slice(data);
+                Ok(())
+            }
             Some((r, off)) => {
                 let mem = self.region_mut(r);
                 let end = off.checked_add(data.len()).ok_or(Fault::BadAddr(addr))?;
@@ -105,6 +132,10 @@ impl Vm {
     pub(crate) fn read_string(&self, addr: u64, mem: &dyn super::AddressSpace, out: &mut Vec<u8>) -> R<()> {
         let max = self.opts.strsize.saturating_sub(1);
         out.clear();
+        if addr == 0 {
+            // a NULL string (an absent dynamic variable, a NULL result) reads as ""
+            return Ok(());
+        }
         match decode(addr) {
             Some((r, off)) => {
                 let m = self.region(r);
@@ -236,7 +267,7 @@ impl Vm {
     fn absent(&mut self, kind: ValKind) -> R<u64> {
         match kind {
             ValKind::Int { .. } => Ok(0),
-            ValKind::String => Ok(internal(Region::Strings, 0)),
+            ValKind::String => Ok(0),
             ValKind::ByRef { size } => self.scratch_alloc(size as usize),
         }
     }
@@ -297,7 +328,7 @@ impl Vm {
             ValKind::Int { .. } => value == 0,
             ValKind::String => {
                 let mut b = [0u8; 1];
-                self.read_bytes(value, &mut b, cx).map(|_| b[0] == 0).unwrap_or(false)
+                value == 0 || self.read_bytes(value, &mut b, cx).map(|_| b[0] == 0).unwrap_or(false)
             }
             ValKind::ByRef { .. } => false,
         };
@@ -321,8 +352,11 @@ impl Vm {
     fn copy_value(&mut self, dst: u64, src: u64, kind: ValKind, cx: &FiringCtx<'_>) -> R<()> {
         match kind {
             ValKind::String => {
+                // NULL stored into a string makes it empty
                 let mut s = Vec::new();
-                self.read_string_cx(src, cx, &mut s)?;
+                if src != 0 {
+                    self.read_string_cx(src, cx, &mut s)?;
+                }
                 s.push(0);
                 self.write_bytes(dst, &s, cx)
             }

@@ -206,10 +206,8 @@ impl Vm {
                 keys.clear();
                 args.clear();
                 let r = (|| -> R<()> {
-                    let program = self.program.clone();
-                    let kinds = program.aggregations.get(*agg as usize).map(|g| g.keys.as_slice()).unwrap_or(&[]);
                     for (i, k) in a.keys.iter().enumerate() {
-                        keys.push(self.agg_key(k, kinds.get(i).copied().unwrap_or(ValKind::I64), cx)?);
+                        keys.push(self.agg_key(k, a.key_kinds.get(i).copied().unwrap_or(ValKind::I64), cx)?);
                     }
                     for n in &a.args {
                         args.push(self.eval(n, cx)? as i64);

@@ -333,7 +333,9 @@ impl Checker<'_> {
                         "cannot apply sizeof to a bit-field",
                     ));
                 }
-                let size = if self.types.is_string(v.ty) {
+                let size = if let Some(s) = &v.str_const {
+                    s.len() as u64 + 1
+                } else if self.types.is_string(v.ty) {
                     self.opts.strsize()
                 } else {
                     self.types.size_of(v.ty)
@@ -861,8 +863,8 @@ impl Checker<'_> {
             op,
             UnOp::PreInc | UnOp::PreDec | UnOp::PostInc | UnOp::PostDec
         ) {
-            // an increment creates a variable that does not exist yet, as an int
-            let int = Typed::konst(self.types.int, 0);
+            // an increment creates a variable that does not exist yet, as a 64-bit integer
+            let int = Typed::konst(self.types.int64, 0);
             self.create_var(x, &int, line)?;
             let v = self.lvalue_target(x, line, opname)?;
             if !self.types.is_scalar(v.ty) {

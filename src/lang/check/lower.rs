@@ -237,7 +237,12 @@ impl Checker<'_> {
                     return Err(derr("D_AGG_FUNC", e.line, "aggregating function expected"));
                 };
                 let mut knodes = Vec::new();
+                let mut kkinds = Vec::new();
                 for k in keys {
+                    kkinds.push(match self.expr(k) {
+                        Ok(t) => self.val_kind(t.ty),
+                        Err(_) => ValKind::I64, // stack(), sym(): recorded by their own rules
+                    });
                     knodes.push(self.lower_key(lw, k)?);
                 }
                 let mut anodes = Vec::new();
@@ -253,6 +258,7 @@ impl Checker<'_> {
                     keys: knodes,
                     args: anodes,
                     arg_kinds: kinds,
+                    key_kinds: kkinds,
                     line: e.line,
                 }));
             }
@@ -405,6 +411,7 @@ impl Checker<'_> {
             keys: Vec::new(),
             args: nodes,
             arg_kinds: kinds,
+            key_kinds: Vec::new(),
             line,
         })
     }
@@ -902,17 +909,7 @@ impl Checker<'_> {
             UnOp::Neg => Node::Neg(Box::new(self.lower(lw, x)?)),
             UnOp::Plus => self.lower(lw, x)?,
             UnOp::Not => Node::Not(Box::new(self.lower(lw, x)?)),
-            UnOp::BitNot => {
-                let v = Node::BitNot(Box::new(self.lower(lw, x)?));
-                match self.val_kind(ty) {
-                    ValKind::Int { size, signed } if size < 8 => Node::Cast {
-                        value: Box::new(v),
-                        size,
-                        signed,
-                    },
-                    _ => v,
-                }
-            }
+            UnOp::BitNot => Node::BitNot(Box::new(self.lower(lw, x)?)),
             UnOp::Deref => match self.lower_lvalue(
                 lw,
                 &Expr::new(ExprKind::Unary(UnOp::Deref, Box::new(x.clone())), x.line),
@@ -970,6 +967,7 @@ impl Checker<'_> {
             BinOp::Or => Node::LogOr(Box::new(na), Box::new(nb)),
             BinOp::Xor => Node::LogXor(Box::new(na), Box::new(nb)),
             BinOp::Lt | BinOp::Gt | BinOp::Le | BinOp::Ge | BinOp::Eq | BinOp::Ne => {
+                // a string compared with NULL (the integer 0) compares addresses
                 let kind = if (t.is_string(ta.ty) || t.is_string(tb.ty))
                     && self.is_strcompat(ta.ty)
                     && self.is_strcompat(tb.ty)
@@ -1031,31 +1029,20 @@ impl Checker<'_> {
                     let e = elem(tb.ty);
                     bin(iop, scale(na, e), nb)
                 } else {
-                    self.narrow(bin(iop, na, nb), ty)
+                    bin(iop, na, nb)
                 }
             }
-            BinOp::Mul => self.narrow(bin(IBin::Mul, na, nb), ty),
-            BinOp::Div => self.narrow(bin(IBin::Div, na, nb), ty),
-            BinOp::Mod => self.narrow(bin(IBin::Mod, na, nb), ty),
+            BinOp::Mul => bin(IBin::Mul, na, nb),
+            BinOp::Div => bin(IBin::Div, na, nb),
+            BinOp::Mod => bin(IBin::Mod, na, nb),
             BinOp::BitAnd => bin(IBin::And, na, nb),
             BinOp::BitOr => bin(IBin::Or, na, nb),
             BinOp::BitXor => bin(IBin::Xor, na, nb),
-            BinOp::Shl => self.narrow(bin(IBin::Shl, na, nb), ty),
+            BinOp::Shl => bin(IBin::Shl, na, nb),
             BinOp::Shr => bin(IBin::Shr, na, nb),
         })
     }
 
-    /// Results of 32-bit arithmetic wrap at 32 bits.
-    fn narrow(&self, n: Node, ty: TypeId) -> Node {
-        match self.val_kind(ty) {
-            ValKind::Int { size, signed } if size < 8 => Node::Cast {
-                value: Box::new(n),
-                size,
-                signed,
-            },
-            _ => n,
-        }
-    }
 }
 
 type Format0 = Option<printf::Format>;
