@@ -8,6 +8,7 @@ pub mod agg;
 pub mod cli;
 pub mod engine;
 pub mod etw;
+pub mod fasthash;
 pub mod ir;
 pub mod lang;
 pub mod output;

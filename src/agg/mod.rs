@@ -167,10 +167,7 @@ impl Hasher for IdentityHasher {
 const NONE: u32 = u32::MAX;
 
 fn hash_key(k: &[u8]) -> u64 {
-    #[allow(deprecated)]
-    let mut h = std::hash::SipHasher::new();
-    h.write(k);
-    h.finish()
+    crate::fasthash::hash_bytes(k)
 }
 
 /// One aggregation's entries.

@@ -3,7 +3,7 @@
 
 use super::memory::Fault;
 use super::record::{Datum, Record};
-use super::{ErrorInfo, FireResult, FiringCtx, Vm};
+use super::{Enabling, ErrorInfo, FireResult, FiringCtx, Vm};
 use crate::agg::KeyValue;
 use crate::ir::{Action, ActionKind, Node, Stmt, ValKind};
 use crate::providers::{ERROR_ID, ERROR_PROBE};
@@ -25,21 +25,33 @@ impl Vm {
     }
 
     fn fire_into(&mut self, cx: &FiringCtx<'_>, res: &mut FireResult, in_error: bool) {
-        let n = self.enablings(cx.probe.id).len();
-        if n == 0 {
+        let Some(list) = self.enablings.get(&cx.probe.id) else {
             return;
+        };
+        // a probe has few enablings: copy them out so the clauses can use `self` freely
+        let mut small = [Enabling { epid: 0, clause: 0 }; 8];
+        let many: Vec<Enabling>;
+        let ens: &[Enabling] = if list.len() <= small.len() {
+            small[..list.len()].copy_from_slice(list);
+            &small[..list.len()]
+        } else {
+            many = list.clone();
+            &many
+        };
+        if !self.clause_locals.is_empty() {
+            for &id in &self.clause_locals {
+                self.locals[id as usize] = 0;
+            }
+            self.local_mem.fill(0);
         }
-        self.locals.iter_mut().for_each(|v| *v = 0);
-        self.local_mem.iter_mut().for_each(|b| *b = 0);
-        for i in 0..n {
-            let e = self.enablings(cx.probe.id)[i].clone();
+        let program = self.program.clone();
+        for &e in ens {
             self.current_epid = e.epid;
             self.current_spec = 0;
             self.header_sent = false;
             self.fire_cpu = cx.cpu;
             self.fire_probe = cx.probe.id;
             self.scratch.clear();
-            let program = self.program.clone();
             let clause = &program.clauses[e.clause];
             let mut action_no = 0u32;
             self.clause_ran = false;
@@ -201,14 +213,19 @@ impl Vm {
     fn action(&mut self, a: &Action, cx: &FiringCtx<'_>, res: &mut FireResult) -> R<Flow> {
         match &a.kind {
             ActionKind::Aggregate { agg } => {
+                // key values are rebuilt in place so string keys reuse their buffers
                 let mut keys = std::mem::take(&mut self.agg_keys);
                 let mut args = std::mem::take(&mut self.agg_args);
-                keys.clear();
                 args.clear();
                 let r = (|| -> R<()> {
                     for (i, k) in a.keys.iter().enumerate() {
-                        keys.push(self.agg_key(k, a.key_kinds.get(i).copied().unwrap_or(ValKind::I64), cx)?);
+                        if keys.len() <= i {
+                            keys.push(KeyValue::Int { value: 0, size: 8, signed: true });
+                        }
+                        let kind = a.key_kinds.get(i).copied().unwrap_or(ValKind::I64);
+                        self.agg_key(k, kind, cx, &mut keys[i])?;
                     }
+                    keys.truncate(a.keys.len());
                     for n in &a.args {
                         args.push(self.eval(n, cx)? as i64);
                     }
@@ -311,7 +328,8 @@ impl Vm {
         Ok(Flow::Done)
     }
 
-    fn agg_key(&mut self, k: &Node, kind: ValKind, cx: &FiringCtx<'_>) -> R<KeyValue> {
+    /// Evaluates one aggregation key into `slot`, reusing its buffer for strings.
+    fn agg_key(&mut self, k: &Node, kind: ValKind, cx: &FiringCtx<'_>, slot: &mut KeyValue) -> R<()> {
         if let Node::Call { name, args, .. } = k {
             match *name {
                 "stack" | "ustack" | "jstack" => {
@@ -323,21 +341,24 @@ impl Vm {
                     let Datum::Stack { frames, user, pid } = self.stack_datum(frames, user, cx) else {
                         unreachable!()
                     };
-                    return Ok(KeyValue::Stack { frames, user, pid: pid as u32 });
+                    *slot = KeyValue::Stack { frames, user, pid: pid as u32 };
+                    return Ok(());
                 }
                 "sym" | "func" | "mod" => {
                     let v = match args.first() {
                         Some(n) => self.eval(n, cx)?,
                         None => 0,
                     };
-                    return Ok(KeyValue::Sym(v));
+                    *slot = KeyValue::Sym(v);
+                    return Ok(());
                 }
                 "usym" | "ufunc" | "umod" | "uaddr" => {
                     let v = match args.first() {
                         Some(n) => self.eval(n, cx)?,
                         None => 0,
                     };
-                    return Ok(KeyValue::Usym { addr: v, pid: cx.pid as u32 });
+                    *slot = KeyValue::Usym { addr: v, pid: cx.pid as u32 };
+                    return Ok(());
                 }
                 _ => {}
             }
@@ -345,20 +366,26 @@ impl Vm {
         let v = self.eval(k, cx)?;
         match kind {
             ValKind::String => {
-                let mut s = Vec::new();
-                self.read_string_cx(v, cx, &mut s)?;
-                Ok(KeyValue::Str(s))
+                if !matches!(slot, KeyValue::Str(_)) {
+                    *slot = KeyValue::Str(Vec::new());
+                }
+                if let KeyValue::Str(buf) = slot {
+                    self.read_string_cx(v, cx, buf)?;
+                }
             }
-            ValKind::Int { size, signed } => Ok(KeyValue::Int {
-                value: v as i64,
-                size,
-                signed,
-            }),
+            ValKind::Int { size, signed } => {
+                *slot = KeyValue::Int {
+                    value: v as i64,
+                    size,
+                    signed,
+                }
+            }
             ValKind::ByRef { size } => {
                 let mut b = vec![0u8; size as usize];
                 self.read_bytes(v, &mut b, cx)?;
-                Ok(KeyValue::Str(b))
+                *slot = KeyValue::Str(b);
             }
         }
+        Ok(())
     }
 }

@@ -86,6 +86,8 @@ pub struct FiringCtx<'a> {
 impl<'a> FiringCtx<'a> {
     /// A firing with no event behind it (BEGIN, END, ticks): the consumer's own context.
     pub fn synthetic(probe: &'a ProbeInfo, timestamp: u64, walltimestamp: u64, execname: &'a [u8]) -> Self {
+        static PID: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+        let pid = *PID.get_or_init(|| std::process::id() as u64);
         FiringCtx {
             probe,
             args: [0; 10],
@@ -93,9 +95,9 @@ impl<'a> FiringCtx<'a> {
             vtimestamp: timestamp,
             walltimestamp,
             cpu: 0,
-            pid: std::process::id() as u64,
+            pid,
             ppid: 0,
-            tid: std::process::id() as u64,
+            tid: pid,
             uid: 0,
             gid: 0,
             errno: 0,
@@ -129,7 +131,7 @@ pub struct ErrorInfo {
 }
 
 /// An enabled probe: one clause on one probe (DTrace's ECB).
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 pub struct Enabling {
     pub epid: u32,
     pub clause: usize,
@@ -158,7 +160,9 @@ pub struct Vm {
     /// Records produced by the current firing, in order.
     pub records: Vec<(u32, Record)>,
     /// Clauses enabled on each probe id, in program order.
-    enablings: HashMap<u64, Vec<Enabling>>,
+    enablings: crate::fasthash::FastMap<u64, Vec<Enabling>>,
+    /// Ids of clause-local variables (zeroed at each firing).
+    clause_locals: Vec<u32>,
     next_epid: u32,
     /// The enabled probe whose clause is running.
     current_epid: u32,
@@ -195,7 +199,8 @@ impl Vm {
             strtok: subr::StrtokState::default(),
             rand_state: 0x2545_f491_4f6c_dd1d,
             records: Vec::new(),
-            enablings: HashMap::new(),
+            enablings: Default::default(),
+            clause_locals: Vec::new(),
             next_epid: 1,
             current_epid: 0,
             current_spec: 0,
@@ -207,6 +212,14 @@ impl Vm {
         };
         vm.dynvars = DynVars::new(vm.opts.dynvarsize);
         vm.spec = spec::Speculations::new(vm.opts.nspec, vm.opts.specsize);
+        vm.clause_locals = vm
+            .program
+            .variables
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| v.scope == ir::Scope::Clause && !v.name.is_empty())
+            .map(|(i, _)| i as u32)
+            .collect();
         vm.layout_variables();
         vm.intern_strings();
         vm

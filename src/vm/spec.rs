@@ -11,6 +11,8 @@ pub struct Speculations {
     pub unavail_drops: u64,
     /// A record did not fit in its speculative buffer (or the buffer was being committed).
     pub busy_drops: u64,
+    /// Some buffer was committed or discarded during this firing.
+    closing: bool,
 }
 
 #[derive(Default)]
@@ -29,6 +31,7 @@ impl Speculations {
             specsize,
             unavail_drops: 0,
             busy_drops: 0,
+            closing: false,
         }
     }
 
@@ -68,6 +71,7 @@ impl Speculations {
         match id.checked_sub(1).and_then(|i| self.buffers.get_mut(i as usize)) {
             Some(b) if b.active => {
                 b.closing = true;
+                self.closing = true;
                 std::mem::take(&mut b.records)
             }
             _ => Vec::new(),
@@ -79,6 +83,7 @@ impl Speculations {
         if let Some(b) = id.checked_sub(1).and_then(|i| self.buffers.get_mut(i as usize)) {
             if b.active {
                 b.closing = true;
+                self.closing = true;
                 b.records.clear();
             }
         }
@@ -86,6 +91,10 @@ impl Speculations {
 
     /// Frees the buffers committed or discarded during the firing.
     pub fn end_firing(&mut self) {
+        if !self.closing {
+            return;
+        }
+        self.closing = false;
         for b in &mut self.buffers {
             if b.closing {
                 *b = Buffer::default();

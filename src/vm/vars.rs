@@ -5,7 +5,7 @@
 //! string held in one stays valid until the variable is freed, and the steady state of
 //! `self->ts = timestamp; ... self->ts = 0;` allocates nothing.
 
-use std::collections::HashMap;
+use crate::fasthash::FastMap;
 
 /// A dynamic variable's identity: the variable, the thread (for `self->`), and the key tuple
 /// bytes (for associative arrays; empty otherwise).
@@ -30,9 +30,9 @@ type TlsKey = (u32, u64);
 pub struct DynVars {
     /// Backing bytes of every dynamic variable.
     pub mem: Vec<u8>,
-    free: HashMap<usize, Vec<usize>>,
-    tls: HashMap<TlsKey, usize>,
-    arrays: HashMap<DynKey, usize>,
+    free: FastMap<usize, Vec<usize>>,
+    tls: FastMap<TlsKey, usize>,
+    arrays: FastMap<DynKey, usize>,
     /// Bytes in use (values plus key overhead), against `limit`.
     used: usize,
     limit: usize,
@@ -47,9 +47,9 @@ impl DynVars {
     pub fn new(limit: usize) -> Self {
         DynVars {
             mem: Vec::new(),
-            free: HashMap::new(),
-            tls: HashMap::new(),
-            arrays: HashMap::new(),
+            free: FastMap::default(),
+            tls: FastMap::default(),
+            arrays: FastMap::default(),
             used: 0,
             limit,
             drops: 0,

@@ -1,0 +1,90 @@
+//! A fast, non-cryptographic hash for the VM's hot tables (enablings, dynamic variables,
+//! aggregation keys). Keys there come from the traced system and the program, not from an
+//! adversary choosing collisions, so SipHash's protection is not worth its cost per firing.
+
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// Multiply-rotate hashing over 8-byte words (the FxHash scheme).
+#[derive(Default, Clone, Copy)]
+pub struct FastHasher(u64);
+
+const K: u64 = 0x517c_c1b7_2722_0a95;
+
+impl FastHasher {
+    #[inline]
+    fn add(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(K);
+    }
+}
+
+impl Hasher for FastHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.add(u64::from_le_bytes(w));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut w = [0u8; 8];
+            w[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(w) ^ ((rest.len() as u64) << 59));
+        }
+    }
+
+    #[inline]
+    fn write_u8(&mut self, n: u8) {
+        self.add(n as u64);
+    }
+
+    #[inline]
+    fn write_u32(&mut self, n: u32) {
+        self.add(n as u64);
+    }
+
+    #[inline]
+    fn write_u64(&mut self, n: u64) {
+        self.add(n);
+    }
+
+    #[inline]
+    fn write_usize(&mut self, n: usize) {
+        self.add(n as u64);
+    }
+
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+pub type FastBuild = BuildHasherDefault<FastHasher>;
+pub type FastMap<K, V> = std::collections::HashMap<K, V, FastBuild>;
+
+/// Hash of a byte string.
+pub fn hash_bytes(b: &[u8]) -> u64 {
+    let mut h = FastHasher::default();
+    h.write(b);
+    // final avalanche so that low bits are usable by open addressing
+    let x = h.finish();
+    (x ^ (x >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9) ^ (x >> 32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn distinct_inputs_hash_differently() {
+        let mut seen = std::collections::HashSet::new();
+        for i in 0u64..10_000 {
+            assert!(seen.insert(hash_bytes(&i.to_le_bytes())));
+        }
+        assert_ne!(hash_bytes(b"ab"), hash_bytes(b"ab\0"));
+        let mut m: FastMap<(u32, u64), u32> = FastMap::default();
+        m.insert((1, 2), 3);
+        assert_eq!(m.get(&(1, 2)), Some(&3));
+    }
+}
