@@ -132,6 +132,21 @@ impl Consumer {
                                 }
                             }
                         }
+                        ActionKind::Print(ty) => {
+                            for v in values {
+                                match v {
+                                    Datum::Int { value, size, .. } => crate::output::print::print_value(
+                                        ty,
+                                        &value.to_le_bytes()[..(*size).clamp(1, 8) as usize],
+                                        &mut self.buf,
+                                    ),
+                                    Datum::Str(s) | Datum::Bytes(s) => {
+                                        crate::output::print::print_value(ty, s, &mut self.buf)
+                                    }
+                                    Datum::Stack { .. } => {}
+                                }
+                            }
+                        }
                         ActionKind::Tracemem => {
                             for v in values {
                                 if let Datum::Bytes(b) = v {

@@ -247,7 +247,8 @@ pub enum ActionKind {
         aggs: Vec<u32>,
     },
     Trace,
-    Print,
+    /// `print(x)`: the value's type, for printing it as dtrace does.
+    Print(Box<crate::output::print::PType>),
     Tracemem,
     Stack {
         frames: u32,

@@ -470,40 +470,42 @@ impl TypeTable {
 
     /// Lays out members (C rules: natural alignment, bitfields packed into their base unit).
     pub fn layout(&self, members: &mut [Member], union: bool) -> (u64, u64) {
-        let mut off_bits: u64 = 0;
+        // The rule of CTF's struct builder, which D declarations go through: each member starts
+        // at the end of the previous one (its bit width for integers), rounded up to a byte and
+        // then to the member's alignment; a bit-field is an integer of just enough bytes for its
+        // width, aligned to that size. The struct's size is the end of its last member.
         let mut size: u64 = 0;
         let mut align: u64 = 1;
+        let mut prev_end_bits: Option<u64> = None;
         for m in members.iter_mut() {
-            let sz = self.size_of(m.ty);
-            let al = self.align_of(m.ty);
-            align = align.max(al);
-            if union {
-                m.offset_bits = 0;
-                size = size.max(sz);
-                continue;
-            }
-            match m.bits {
+            let (msize, malign, mbits) = match m.bits {
                 Some(w) => {
-                    let unit = sz.max(1) * 8;
-                    let w = w as u64;
-                    if w == 0 || (off_bits % unit) + w > unit {
-                        off_bits = off_bits.div_ceil(unit) * unit;
-                    }
-                    m.offset_bits = off_bits;
-                    off_bits += w;
+                    let bytes = (w as u64).div_ceil(8).max(1);
+                    (bytes, bytes, w as u64)
                 }
                 None => {
-                    let a = al * 8;
-                    off_bits = off_bits.div_ceil(a) * a;
-                    m.offset_bits = off_bits;
-                    off_bits += sz * 8;
+                    let sz = self.size_of(m.ty);
+                    let bits = match self.rkind(m.ty) {
+                        TypeKind::Integer { size, .. } => size * 8,
+                        _ => sz * 8,
+                    };
+                    (sz, self.align_of(m.ty), bits)
                 }
+            };
+            align = align.max(malign);
+            if union {
+                m.offset_bits = 0;
+                size = size.max(msize);
+                continue;
             }
+            let off = match prev_end_bits {
+                None => 0,
+                Some(end) => end.div_ceil(8).div_ceil(malign.max(1)) * malign.max(1),
+            };
+            m.offset_bits = off * 8;
+            prev_end_bits = Some(off * 8 + mbits);
+            size = size.max(off + msize);
         }
-        if !union {
-            size = off_bits.div_ceil(8);
-        }
-        let size = size.div_ceil(align) * align;
         (size, align)
     }
 
@@ -525,15 +527,15 @@ impl TypeTable {
             TypeKind::String => ("string".into(), inner),
             TypeKind::Opaque(n) => (n.to_string(), inner),
             TypeKind::Struct { name, .. } => (
-                format!("struct {}", name.as_deref().unwrap_or("<anon>")),
+                name.as_deref().map(|n| format!("struct {n}")).unwrap_or_else(|| "struct".into()),
                 inner,
             ),
             TypeKind::Union { name, .. } => (
-                format!("union {}", name.as_deref().unwrap_or("<anon>")),
+                name.as_deref().map(|n| format!("union {n}")).unwrap_or_else(|| "union".into()),
                 inner,
             ),
             TypeKind::Enum { name, .. } => (
-                format!("enum {}", name.as_deref().unwrap_or("<anon>")),
+                name.as_deref().map(|n| format!("enum {n}")).unwrap_or_else(|| "enum".into()),
                 inner,
             ),
             TypeKind::Const(t) => {

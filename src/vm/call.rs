@@ -247,7 +247,7 @@ impl Vm {
             }
             "progenyof" => {
                 let p = self.arg(args, 0, cx)?;
-                (p == cx.pid || p == cx.ppid) as u64
+                is_progeny(cx.pid, cx.ppid, p) as u64
             }
             "getmajor" => (self.arg(args, 0, cx)? >> 32) & 0xffff_ffff,
             "getminor" => self.arg(args, 0, cx)? & 0xffff_ffff,
@@ -279,4 +279,32 @@ impl Vm {
             _ => return Err(Fault::IllegalOp),
         })
     }
+}
+
+/// Whether `pid` (with parent `ppid`) is `ancestor` or a descendant of it. On Linux the chain
+/// of parents is read from /proc; elsewhere only the process and its parent are known.
+fn is_progeny(pid: u64, ppid: u64, ancestor: u64) -> bool {
+    if pid == ancestor || ppid == ancestor {
+        return true;
+    }
+    let mut cur = ppid;
+    for _ in 0..256 {
+        if cur == ancestor {
+            return true;
+        }
+        if cur <= 1 {
+            return ancestor == 1 && cur == 1;
+        }
+        let Some(next) = std::fs::read_to_string(format!("/proc/{cur}/stat"))
+            .ok()
+            .and_then(|s| {
+                let rest = &s[s.rfind(')')? + 2..];
+                rest.split_whitespace().nth(1)?.parse::<u64>().ok()
+            })
+        else {
+            return false;
+        };
+        cur = next;
+    }
+    false
 }

@@ -216,12 +216,19 @@ impl Vm {
         let kinds = program.variable(id).and_then(|v| v.keys.as_deref()).unwrap_or(&[]);
         for (i, k) in keys.iter().enumerate() {
             let v = self.eval(k, cx)?;
-            if kinds.get(i) == Some(&ValKind::String) {
-                self.read_string_cx(v, cx, &mut s)?;
-                out.extend_from_slice(&s);
-                out.push(0);
-            } else {
-                out.extend_from_slice(&v.to_le_bytes());
+            match kinds.get(i) {
+                Some(ValKind::String) => {
+                    self.read_string_cx(v, cx, &mut s)?;
+                    out.extend_from_slice(&s);
+                    out.push(0);
+                }
+                Some(ValKind::ByRef { size }) => {
+                    // structs and arrays are keys by value
+                    let at = out.len();
+                    out.resize(at + *size as usize, 0);
+                    self.read_bytes(v, &mut out[at..], cx)?;
+                }
+                _ => out.extend_from_slice(&v.to_le_bytes()),
             }
         }
         Ok(())
@@ -611,7 +618,8 @@ fn binary(op: BinOp, signed: bool, x: u64, y: u64) -> R<u64> {
         BinOp::Sub => x.wrapping_sub(y),
         BinOp::Mul => x.wrapping_mul(y),
         BinOp::Div => {
-            if y == 0 {
+            // the most negative value divided by -1 traps like a division by zero
+            if y == 0 || (signed && x as i64 == i64::MIN && y as i64 == -1) {
                 return Err(Fault::DivZero);
             }
             if signed {
@@ -621,7 +629,7 @@ fn binary(op: BinOp, signed: bool, x: u64, y: u64) -> R<u64> {
             }
         }
         BinOp::Mod => {
-            if y == 0 {
+            if y == 0 || (signed && x as i64 == i64::MIN && y as i64 == -1) {
                 return Err(Fault::DivZero);
             }
             if signed {

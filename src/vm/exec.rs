@@ -46,6 +46,9 @@ impl Vm {
         }
         let program = self.program.clone();
         for &e in ens {
+            if self.exiting && cx.probe.id != crate::providers::END_ID {
+                break;
+            }
             self.current_epid = e.epid;
             self.current_spec = 0;
             self.header_sent = false;
@@ -73,6 +76,10 @@ impl Vm {
                         probe: cx.probe.id,
                     },
                 ));
+            }
+            if matches!(r, Ok(Flow::Exit)) && self.current_spec == 0 {
+                // exit(): the remaining clauses of this firing do not run
+                self.exiting = true;
             }
             match r {
                 Ok(Flow::Exit) | Ok(Flow::Done) => {}
@@ -307,7 +314,7 @@ impl Vm {
             }
             ActionKind::Printf(_)
             | ActionKind::Trace
-            | ActionKind::Print
+            | ActionKind::Print(_)
             | ActionKind::Sym
             | ActionKind::Mod
             | ActionKind::Usym

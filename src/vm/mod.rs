@@ -86,8 +86,14 @@ pub struct FiringCtx<'a> {
 impl<'a> FiringCtx<'a> {
     /// A firing with no event behind it (BEGIN, END, ticks): the consumer's own context.
     pub fn synthetic(probe: &'a ProbeInfo, timestamp: u64, walltimestamp: u64, execname: &'a [u8]) -> Self {
-        static PID: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-        let pid = *PID.get_or_init(|| std::process::id() as u64);
+        static PID: std::sync::OnceLock<(u64, u64)> = std::sync::OnceLock::new();
+        let (pid, ppid) = *PID.get_or_init(|| {
+            #[cfg(unix)]
+            let ppid = std::os::unix::process::parent_id() as u64;
+            #[cfg(not(unix))]
+            let ppid = 0;
+            (std::process::id() as u64, ppid)
+        });
         FiringCtx {
             probe,
             args: [0; 10],
@@ -96,7 +102,7 @@ impl<'a> FiringCtx<'a> {
             walltimestamp,
             cpu: 0,
             pid,
-            ppid: 0,
+            ppid,
             tid: pid,
             uid: 0,
             gid: 0,
@@ -170,6 +176,8 @@ pub struct Vm {
     current_spec: u64,
     /// Whether the running clause's `Fire` record was sent.
     header_sent: bool,
+    /// `exit()` was called: only END clauses run from now on.
+    pub exiting: bool,
     /// The running clause passed its predicate.
     clause_ran: bool,
     fire_cpu: u32,
@@ -205,6 +213,7 @@ impl Vm {
             current_epid: 0,
             current_spec: 0,
             header_sent: false,
+            exiting: false,
             clause_ran: false,
             fire_cpu: 0,
             fire_probe: 0,

@@ -342,7 +342,13 @@ impl Checker<'_> {
                 ActionKind::Printa { format, aggs }
             }
             "trace" => ActionKind::Trace,
-            "print" => ActionKind::Print,
+            "print" => {
+                let t = match args.first() {
+                    Some(a) => self.expr(a)?.ty,
+                    None => self.types.int,
+                };
+                ActionKind::Print(Box::new(self.ptype(t, 0)))
+            }
             "tracemem" => ActionKind::Tracemem,
             "stack" => {
                 rest_from = args.len();
@@ -414,6 +420,61 @@ impl Checker<'_> {
             key_kinds: Vec::new(),
             line,
         })
+    }
+
+    /// The description of a type that `print()` needs.
+    pub(crate) fn ptype(&self, ty: TypeId, depth: u32) -> crate::output::print::PType {
+        use crate::lang::types::TypeKind as K;
+        use crate::output::print::{Member as PM, PType};
+        let t = &self.types;
+        let name = t.name(ty);
+        let r = t.resolve(ty);
+        if depth > 32 {
+            return PType::Forward { name };
+        }
+        match t.kind(r) {
+            K::Integer { size, signed, is_char, .. } if *is_char && *size == 1 && *signed => PType::Char { name },
+            K::Integer { size, signed, .. } => PType::Int {
+                name,
+                size: *size as u8,
+                signed: *signed,
+            },
+            K::Float { size, .. } => PType::Float { name, size: *size as u8 },
+            K::Pointer(p) => PType::Ptr {
+                name,
+                size: t.model.pointer_size() as u8,
+                to_function: t.is_function(*p),
+            },
+            K::Array { elem, len } => PType::Array {
+                name,
+                elem: Box::new(self.ptype(*elem, depth + 1)),
+                len: *len,
+            },
+            K::Struct { members, size, complete, .. } | K::Union { members, size, complete, .. } => {
+                if !complete {
+                    return PType::Forward { name };
+                }
+                let ms = members
+                    .iter()
+                    .map(|m| match m.bits {
+                        Some(b) => PM::bitfield(&m.name, m.offset_bits, b as u8, self.ptype(m.ty, depth + 1)),
+                        None => PM::new(&m.name, m.offset_bits, self.ptype(m.ty, depth + 1)),
+                    })
+                    .collect();
+                if matches!(t.kind(r), K::Struct { .. }) {
+                    PType::Struct { name, size: *size, members: ms }
+                } else {
+                    PType::Union { name, size: *size, members: ms }
+                }
+            }
+            K::Enum { values, .. } => PType::Enum {
+                name,
+                size: 4,
+                values: values.clone(),
+            },
+            K::String => PType::string(self.opts.strsize()),
+            _ => PType::Forward { name },
+        }
     }
 
     /// Lowers an expression to a value node.
