@@ -1,4 +1,6 @@
 //! The ETW data model with no Windows dependency: the event view shared by the .etl reader and
 //! the live session, decoders, and the system state rebuilt from events.
 
+pub mod decode;
 pub mod record;
+pub mod state;

@@ -234,6 +234,14 @@ impl Vm {
         Ok(())
     }
 
+    /// What an array element's key costs in the dynamic variable space: string keys are sized at
+    /// `strsize`, as DTrace sizes its key slots.
+    fn key_charge(&self, id: u32, tuple_len: usize) -> usize {
+        let kinds = self.program.variable(id).and_then(|v| v.keys.as_deref()).unwrap_or(&[]);
+        let strings = kinds.iter().filter(|k| **k == ValKind::String).count();
+        tuple_len.max(strings * self.opts.strsize)
+    }
+
     /// The storage offset (in the Dynamic region) of a dynamic variable.
     fn dyn_slot(&mut self, id: u32, scope: Scope, keys: Option<&[Node]>, kind: ValKind, create: bool, cx: &FiringCtx<'_>) -> R<Option<usize>> {
         let size = self.value_size(kind);
@@ -244,7 +252,8 @@ impl Vm {
                 let mut buf = std::mem::take(&mut self.key_buf);
                 buf.clear();
                 let r = self.tuple(id, keys, cx, &mut buf);
-                let slot = r.map(|()| self.dynvars.element(id, tid, &buf, size, create));
+                let charge = self.key_charge(id, buf.len());
+                let slot = r.map(|()| self.dynvars.element(id, tid, &buf, charge, size, create));
                 self.key_buf = buf;
                 slot
             }

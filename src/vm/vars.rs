@@ -33,6 +33,8 @@ pub struct DynVars {
     free: FastMap<usize, Vec<usize>>,
     tls: FastMap<TlsKey, usize>,
     arrays: FastMap<DynKey, usize>,
+    /// What each element's key was charged.
+    key_charges: FastMap<usize, usize>,
     /// Bytes in use (values plus key overhead), against `limit`.
     used: usize,
     limit: usize,
@@ -50,6 +52,7 @@ impl DynVars {
             free: FastMap::default(),
             tls: FastMap::default(),
             arrays: FastMap::default(),
+            key_charges: FastMap::default(),
             used: 0,
             limit,
             drops: 0,
@@ -95,8 +98,17 @@ impl DynVars {
         }
     }
 
-    /// The offset of an array element's storage, creating it when `create`.
-    pub fn element(&mut self, var: u32, tid: u64, tuple: &[u8], size: usize, create: bool) -> Option<usize> {
+    /// The offset of an array element's storage, creating it when `create`. `key_charge` is what
+    /// the key costs in the space (DTrace sizes string keys at `strsize`).
+    pub fn element(
+        &mut self,
+        var: u32,
+        tid: u64,
+        tuple: &[u8],
+        key_charge: usize,
+        size: usize,
+        create: bool,
+    ) -> Option<usize> {
         let probe = DynKeyRef { var, tid, tuple };
         if let Some(&off) = self.lookup(&probe) {
             return Some(off);
@@ -104,7 +116,8 @@ impl DynVars {
         if !create {
             return None;
         }
-        let off = self.alloc(size, size + tuple.len() + OVERHEAD)?;
+        let off = self.alloc(size, size + key_charge + OVERHEAD)?;
+        self.key_charges.insert(off, key_charge);
         self.arrays.insert(
             DynKey {
                 var,
@@ -127,7 +140,8 @@ impl DynVars {
             tuple: tuple.into(),
         };
         if let Some(off) = self.arrays.remove(&key) {
-            self.release(off, size, size + tuple.len() + OVERHEAD);
+            let charge = self.key_charges.remove(&off).unwrap_or(tuple.len());
+            self.release(off, size, size + charge + OVERHEAD);
         }
     }
 
@@ -211,17 +225,17 @@ mod tests {
         }
         assert_eq!(made, 200 / (8 + OVERHEAD));
         assert_eq!(d.drops, 100 - made as u64);
-        let e = d.element(2, 0, b"key", 8, true);
+        let e = d.element(2, 0, b"key", 3, 8, true);
         assert!(e.is_none());
     }
 
     #[test]
     fn array_elements_by_tuple() {
         let mut d = DynVars::new(1 << 20);
-        let a = d.element(3, 0, b"\x01\0\0\0\0\0\0\0", 8, true).unwrap();
-        let b = d.element(3, 0, b"\x02\0\0\0\0\0\0\0", 8, true).unwrap();
+        let a = d.element(3, 0, b"\x01\0\0\0\0\0\0\0", 8, 8, true).unwrap();
+        let b = d.element(3, 0, b"\x02\0\0\0\0\0\0\0", 8, 8, true).unwrap();
         assert_ne!(a, b);
-        assert_eq!(d.element(3, 0, b"\x01\0\0\0\0\0\0\0", 8, false), Some(a));
+        assert_eq!(d.element(3, 0, b"\x01\0\0\0\0\0\0\0", 8, 8, false), Some(a));
         assert_eq!(d.elements(3).count(), 2);
         d.free_element(3, 0, b"\x01\0\0\0\0\0\0\0", 8);
         assert_eq!(d.elements(3).count(), 1);

@@ -1,0 +1,164 @@
+//! TraceLogging self-describing events: the metadata blob of extended item 11
+//! (EVENT_SCHEMA_TL) and the provider traits of item 12 (FORMAT.md 4.12).
+
+use super::schema::{Count, Len, Prop, Schema, SchemaSource};
+use super::value::{le_u16, FieldType};
+
+/// Extended item types.
+pub const EXT_SCHEMA_TL: u16 = 11;
+pub const EXT_PROV_TRAITS: u16 = 12;
+
+fn tl_type(in_type: u8) -> FieldType {
+    use FieldType::*;
+    match in_type & 0x1f {
+        1 => Utf16Z,
+        2 => AnsiZ,
+        3 => I8,
+        4 => U8,
+        5 => I16,
+        6 => U16,
+        7 => I32,
+        8 => U32,
+        9 => I64,
+        10 => U64,
+        11 => F32,
+        12 => F64,
+        13 => Bool32,
+        14 => CountedBinary,
+        15 => Guid,
+        16 => Ptr,
+        17 => FileTime,
+        18 => SystemTime,
+        19 => Sid,
+        20 => HexI32,
+        21 => HexI64,
+        22 => CountedUtf16,
+        23 => CountedAnsi,
+        24 => Struct,
+        25 => CountedBinary,
+        _ => Binary,
+    }
+}
+
+/// Out-type refinements that change how bytes are read.
+fn refine(ty: FieldType, out_type: u8) -> FieldType {
+    match (ty, out_type & 0x7f) {
+        (FieldType::U16, 22) => FieldType::U16Be,
+        (FieldType::U32, 23) => FieldType::IpV4,
+        _ => ty,
+    }
+}
+
+fn cstr<'a>(b: &'a [u8], pos: &mut usize) -> Option<&'a str> {
+    let rest = b.get(*pos..)?;
+    let n = rest.iter().position(|c| *c == 0)?;
+    *pos += n + 1;
+    std::str::from_utf8(&rest[..n]).ok()
+}
+
+/// Parses the item-11 metadata into a schema whose names borrow the record.
+pub fn parse_metadata(meta: &[u8]) -> Option<Schema<&str>> {
+    let size = le_u16(meta, 0)? as usize;
+    let b = meta.get(..size.clamp(2, meta.len()))?;
+    let mut pos = 2;
+    // Event tags: bytes while bit 7 is set.
+    while *b.get(pos)? & 0x80 != 0 {
+        pos += 1;
+    }
+    pos += 1;
+    let name = cstr(b, &mut pos)?;
+    let mut props: Vec<Prop<&str>> = Vec::new();
+    while pos < b.len() {
+        let fname = cstr(b, &mut pos)?;
+        let in_type = *b.get(pos)?;
+        pos += 1;
+        let mut out_type = 0u8;
+        if in_type & 0x80 != 0 {
+            out_type = *b.get(pos)?;
+            pos += 1;
+            if out_type & 0x80 != 0 {
+                // Field tags: up to four bytes, bit 7 = another follows.
+                for _ in 0..4 {
+                    let t = *b.get(pos)?;
+                    pos += 1;
+                    if t & 0x80 == 0 {
+                        break;
+                    }
+                }
+            }
+        }
+        let count = match in_type & 0x60 {
+            0x20 => {
+                let n = le_u16(b, pos)?;
+                pos += 2;
+                Count::Fixed(n)
+            }
+            0x40 => Count::Prefixed,
+            0x60 => {
+                // Custom-serialized: u16 count, then schema bytes; the payload is a u16 size + bytes.
+                let n = le_u16(b, pos)? as usize;
+                pos += 2 + n;
+                props.push(Prop::scalar(fname, FieldType::CountedBinary));
+                continue;
+            }
+            _ => Count::One,
+        };
+        let ty = refine(tl_type(in_type), out_type);
+        let members = if ty == FieldType::Struct {
+            (out_type & 0x7f) as usize
+        } else {
+            0
+        };
+        props.push(Prop {
+            name: fname,
+            ty,
+            count,
+            len: Len::None,
+            members: Vec::new(),
+            map: None,
+        });
+        // Struct member counts are resolved below, once all fields are known.
+        if ty == FieldType::Struct {
+            props.last_mut()?.members = vec![usize::MAX; members];
+        }
+    }
+    let mut next = 0usize;
+    let top = nest(&mut props, &mut next, usize::MAX, 0)?;
+    Some(Schema {
+        provider: "",
+        name,
+        props,
+        top,
+        source: SchemaSource::TraceLogging,
+    })
+}
+
+/// Assigns struct members (the fields that follow a struct) and returns the indices of `want`
+/// fields from `next` (all remaining when `want` is `usize::MAX`).
+fn nest(
+    props: &mut [Prop<&str>],
+    next: &mut usize,
+    want: usize,
+    depth: usize,
+) -> Option<Vec<usize>> {
+    if depth > 16 {
+        return None;
+    }
+    let mut out = Vec::new();
+    while out.len() < want && *next < props.len() {
+        let i = *next;
+        *next += 1;
+        out.push(i);
+        if props[i].ty == FieldType::Struct {
+            let n = props[i].members.len();
+            props[i].members = nest(props, next, n, depth + 1)?;
+        }
+    }
+    Some(out)
+}
+
+/// The provider name in a PROV_TRAITS item.
+pub fn provider_name(traits: &[u8]) -> Option<&str> {
+    let mut pos = 2;
+    cstr(traits, &mut pos)
+}

@@ -1,0 +1,427 @@
+//! Field types and decoded values, and the one routine that reads a value of a type from a payload.
+//!
+//! The same [`FieldType`] describes kernel layouts (static tables), TRACE_EVENT_INFO and manifest
+//! schemas, and TraceLogging metadata, so every source decodes through [`read_value`].
+
+use std::borrow::Cow;
+
+use crate::etw::record::Guid;
+
+/// How a field is stored in the payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FieldType {
+    I8,
+    U8,
+    I16,
+    U16,
+    I32,
+    U32,
+    I64,
+    U64,
+    /// 32-bit or 64-bit per the record's pointer size.
+    Ptr,
+    /// Like `Ptr`, but a size rather than an address (`SIZE_T`).
+    SizeT,
+    /// u16 stored big-endian (ports in TcpIp/UdpIp).
+    U16Be,
+    HexI32,
+    HexI64,
+    F32,
+    F64,
+    /// 4-byte BOOL.
+    Bool32,
+    /// 1-byte BOOLEAN.
+    Bool8,
+    Guid,
+    /// FILETIME (u64, 100 ns since 1601).
+    FileTime,
+    /// SYSTEMTIME (8 × u16).
+    SystemTime,
+    /// A raw SID (length from its SubAuthorityCount).
+    Sid,
+    /// The kernel's WMI SID form: u32 0 for "none", else TOKEN_USER (2 ptr) + SID.
+    WmiSid,
+    /// NUL-terminated 8-bit string.
+    AnsiZ,
+    /// NUL-terminated UTF-16 string.
+    Utf16Z,
+    /// UTF-16 string of a fixed/parameter length (chars), or to the end of the payload.
+    Utf16N,
+    /// 8-bit string of a fixed/parameter length (bytes), or to the end of the payload.
+    AnsiN,
+    /// u16 byte count, then UTF-16.
+    CountedUtf16,
+    /// u16 byte count, then 8-bit chars.
+    CountedAnsi,
+    /// Big-endian u16 byte count, then UTF-16.
+    RevCountedUtf16,
+    /// Big-endian u16 byte count, then 8-bit chars.
+    RevCountedAnsi,
+    Utf16Char,
+    AnsiChar,
+    /// Bytes of a fixed/parameter length, or to the end of the payload.
+    Binary,
+    /// u16 byte count, then bytes (TraceLogging binary).
+    CountedBinary,
+    /// u32 byte count, then bytes (TDH HEXDUMP).
+    HexDump,
+    /// IPv4 address (4 bytes, network order).
+    IpV4,
+    /// IPv6 address (16 bytes).
+    IpV6,
+    /// The rest of the payload as pointer-sized addresses (stack frames).
+    Frames,
+    /// A structure; its members follow in the schema.
+    Struct,
+    /// A UTF-16 string in a fixed number of chars (kernel config records).
+    Chars(u16),
+    /// A fixed number of bytes.
+    Bytes(u16),
+}
+
+impl FieldType {
+    /// The D type a field of this type has in `args[]`.
+    pub fn d_type(self) -> &'static str {
+        use FieldType::*;
+        match self {
+            I8 => "int8_t",
+            U8 | AnsiChar => "uint8_t",
+            I16 => "int16_t",
+            U16 | U16Be | Utf16Char => "uint16_t",
+            I32 | Bool32 => "int32_t",
+            U32 | HexI32 => "uint32_t",
+            I64 => "int64_t",
+            U64 | HexI64 | FileTime => "uint64_t",
+            Ptr | SizeT => "uintptr_t",
+            Bool8 => "uint8_t",
+            F32 => "float",
+            F64 => "double",
+            AnsiZ | Utf16Z | Utf16N | AnsiN | CountedUtf16 | CountedAnsi | RevCountedUtf16
+            | RevCountedAnsi | Guid | Sid | WmiSid | IpV4 | IpV6 | SystemTime => "string",
+            Binary | CountedBinary | HexDump => "void *",
+            Frames => "uintptr_t *",
+            Struct => "struct",
+            Chars(_) => "string",
+            Bytes(_) => "void *",
+        }
+    }
+
+    /// The fixed size of this type, if it has one.
+    pub fn fixed_size(self, ptr: u8) -> Option<usize> {
+        use FieldType::*;
+        Some(match self {
+            I8 | U8 | Bool8 | AnsiChar => 1,
+            I16 | U16 | U16Be | Utf16Char => 2,
+            I32 | U32 | HexI32 | F32 | Bool32 | IpV4 => 4,
+            I64 | U64 | HexI64 | F64 | FileTime => 8,
+            Ptr | SizeT => ptr as usize,
+            Guid | SystemTime | IpV6 => 16,
+            Chars(n) => 2 * n as usize,
+            Bytes(n) => n as usize,
+            _ => return None,
+        })
+    }
+}
+
+/// A decoded field value. Strings borrow the payload when they are valid 8-bit/UTF-8 text.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value<'a> {
+    U64(u64),
+    I64(i64),
+    F64(f64),
+    Bool(bool),
+    /// An address or pointer-sized value.
+    Ptr(u64),
+    Str(Cow<'a, str>),
+    Guid(Guid),
+    Bytes(&'a [u8]),
+    /// A SID in its binary form.
+    Sid(&'a [u8]),
+    /// Stack frames or any array of addresses.
+    Ptrs(Vec<u64>),
+    IpV4([u8; 4]),
+    IpV6([u8; 16]),
+    /// SYSTEMTIME fields: year, month, day-of-week, day, hour, minute, second, ms.
+    SystemTime([u16; 8]),
+    Array(Vec<Value<'a>>),
+    Struct(Vec<(&'a str, Value<'a>)>),
+}
+
+impl Value<'_> {
+    /// The value as an unsigned integer, when it is numeric.
+    pub fn as_u64(&self) -> Option<u64> {
+        match *self {
+            Value::U64(v) | Value::Ptr(v) => Some(v),
+            Value::I64(v) => Some(v as u64),
+            Value::Bool(b) => Some(b as u64),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Renders a SID as `S-1-5-…`.
+    pub fn sid_string(sid: &[u8]) -> Option<String> {
+        if sid.len() < 8 {
+            return None;
+        }
+        let n = sid[1] as usize;
+        if sid.len() < 8 + 4 * n {
+            return None;
+        }
+        let auth = sid[2..8].iter().fold(0u64, |a, b| (a << 8) | *b as u64);
+        let mut s = format!("S-{}-{}", sid[0], auth);
+        for i in 0..n {
+            let o = 8 + 4 * i;
+            s.push_str(&format!(
+                "-{}",
+                u32::from_le_bytes([sid[o], sid[o + 1], sid[o + 2], sid[o + 3]])
+            ));
+        }
+        Some(s)
+    }
+}
+
+impl std::fmt::Display for Value<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Value::U64(v) => write!(f, "{v}"),
+            Value::I64(v) => write!(f, "{v}"),
+            Value::F64(v) => write!(f, "{v}"),
+            Value::Bool(v) => write!(f, "{v}"),
+            Value::Ptr(v) => write!(f, "{v:#x}"),
+            Value::Str(s) => write!(f, "{s}"),
+            Value::Guid(g) => write!(f, "{g}"),
+            Value::Bytes(b) => {
+                for x in b.iter() {
+                    write!(f, "{x:02x}")?;
+                }
+                Ok(())
+            }
+            Value::Sid(b) => write!(f, "{}", Value::sid_string(b).unwrap_or_default()),
+            Value::Ptrs(v) => {
+                let s: Vec<String> = v.iter().map(|x| format!("{x:#x}")).collect();
+                write!(f, "[{}]", s.join(", "))
+            }
+            Value::IpV4(a) => write!(f, "{}", std::net::Ipv4Addr::from(*a)),
+            Value::IpV6(a) => write!(f, "{}", std::net::Ipv6Addr::from(*a)),
+            Value::SystemTime(t) => write!(
+                f,
+                "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}",
+                t[0], t[1], t[3], t[4], t[5], t[6], t[7]
+            ),
+            Value::Array(v) => {
+                write!(f, "[")?;
+                for (i, x) in v.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, ", ")?;
+                    }
+                    write!(f, "{x}")?;
+                }
+                write!(f, "]")
+            }
+            Value::Struct(v) => {
+                write!(f, "{{")?;
+                for (i, (n, x)) in v.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, ", ")?;
+                    }
+                    write!(f, "{n}: {x}")?;
+                }
+                write!(f, "}}")
+            }
+        }
+    }
+}
+
+/// Little-endian readers that never panic.
+pub(crate) fn le_u16(b: &[u8], o: usize) -> Option<u16> {
+    Some(u16::from_le_bytes(
+        b.get(o..o.checked_add(2)?)?.try_into().ok()?,
+    ))
+}
+pub(crate) fn le_u32(b: &[u8], o: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(
+        b.get(o..o.checked_add(4)?)?.try_into().ok()?,
+    ))
+}
+pub(crate) fn le_u64(b: &[u8], o: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(
+        b.get(o..o.checked_add(8)?)?.try_into().ok()?,
+    ))
+}
+pub(crate) fn le_ptr(b: &[u8], o: usize, ptr: u8) -> Option<u64> {
+    if ptr == 4 {
+        le_u32(b, o).map(u64::from)
+    } else {
+        le_u64(b, o)
+    }
+}
+
+/// Decodes UTF-16LE bytes (lossy), stopping at the first NUL.
+pub fn utf16_string(b: &[u8]) -> String {
+    let units = b
+        .chunks_exact(2)
+        .map(|c| u16::from_le_bytes([c[0], c[1]]))
+        .take_while(|u| *u != 0);
+    char::decode_utf16(units)
+        .map(|r| r.unwrap_or('\u{fffd}'))
+        .collect()
+}
+
+/// 8-bit text: borrowed when it is valid UTF-8, else Latin-1.
+pub fn ansi_string(b: &[u8]) -> Cow<'_, str> {
+    let b = match b.iter().position(|c| *c == 0) {
+        Some(n) => &b[..n],
+        None => b,
+    };
+    match std::str::from_utf8(b) {
+        Ok(s) => Cow::Borrowed(s),
+        Err(_) => Cow::Owned(b.iter().map(|c| *c as char).collect()),
+    }
+}
+
+/// Position of the end (exclusive of the terminator) of a NUL-terminated UTF-16 string at `o`,
+/// and the offset after the terminator. An unterminated string runs to the end.
+fn utf16z_end(b: &[u8], o: usize) -> (usize, usize) {
+    let mut i = o;
+    while i + 1 < b.len() {
+        if b[i] == 0 && b[i + 1] == 0 {
+            return (i, i + 2);
+        }
+        i += 2;
+    }
+    (b.len(), b.len())
+}
+
+/// Reads one value of `ty` at `pos`. `len` is a fixed or parameter length for string/binary
+/// types (chars for UTF-16, bytes otherwise). Returns the value and the position after it, or
+/// `None` when the payload is too short.
+pub fn read_value<'a>(
+    ty: FieldType,
+    b: &'a [u8],
+    pos: usize,
+    ptr: u8,
+    len: Option<usize>,
+) -> Option<(Value<'a>, usize)> {
+    use FieldType::*;
+    let p = pos;
+    let fixed = |n: usize| -> Option<&'a [u8]> { b.get(p..p.checked_add(n)?) };
+    Some(match ty {
+        I8 => (Value::I64(*b.get(p)? as i8 as i64), p + 1),
+        U8 => (Value::U64(*b.get(p)? as u64), p + 1),
+        AnsiChar => (Value::Str(ansi_string(fixed(1)?)), p + 1),
+        Bool8 => (Value::Bool(*b.get(p)? != 0), p + 1),
+        I16 => (Value::I64(le_u16(b, p)? as i16 as i64), p + 2),
+        U16 => (Value::U64(le_u16(b, p)? as u64), p + 2),
+        Utf16Char => (Value::Str(Cow::Owned(utf16_string(fixed(2)?))), p + 2),
+        U16Be => (
+            Value::U64(u16::from_be_bytes(fixed(2)?.try_into().ok()?) as u64),
+            p + 2,
+        ),
+        I32 => (Value::I64(le_u32(b, p)? as i32 as i64), p + 4),
+        U32 | HexI32 => (Value::U64(le_u32(b, p)? as u64), p + 4),
+        Bool32 => (Value::Bool(le_u32(b, p)? != 0), p + 4),
+        F32 => (Value::F64(f32::from_bits(le_u32(b, p)?) as f64), p + 4),
+        I64 => (Value::I64(le_u64(b, p)? as i64), p + 8),
+        U64 | HexI64 | FileTime => (Value::U64(le_u64(b, p)?), p + 8),
+        F64 => (Value::F64(f64::from_bits(le_u64(b, p)?)), p + 8),
+        Ptr => (Value::Ptr(le_ptr(b, p, ptr)?), p + ptr as usize),
+        SizeT => (Value::U64(le_ptr(b, p, ptr)?), p + ptr as usize),
+        Guid => (
+            Value::Guid(crate::etw::record::Guid::from_le_bytes(fixed(16)?)?),
+            p + 16,
+        ),
+        IpV4 => (Value::IpV4(fixed(4)?.try_into().ok()?), p + 4),
+        IpV6 => (Value::IpV6(fixed(16)?.try_into().ok()?), p + 16),
+        SystemTime => {
+            let s = fixed(16)?;
+            let mut t = [0u16; 8];
+            for (i, v) in t.iter_mut().enumerate() {
+                *v = u16::from_le_bytes([s[2 * i], s[2 * i + 1]]);
+            }
+            (Value::SystemTime(t), p + 16)
+        }
+        Sid => {
+            let n = *b.get(p + 1)? as usize;
+            let s = fixed(8 + 4 * n)?;
+            (Value::Sid(s), p + 8 + 4 * n)
+        }
+        WmiSid => {
+            if le_u32(b, p)? == 0 {
+                (Value::Sid(&[]), p + 4)
+            } else {
+                let q = p + 2 * ptr as usize;
+                let n = *b.get(q + 1)? as usize;
+                let s = b.get(q..q + 8 + 4 * n)?;
+                (Value::Sid(s), q + 8 + 4 * n)
+            }
+        }
+        AnsiZ => {
+            let rest = b.get(p..)?;
+            match rest.iter().position(|c| *c == 0) {
+                Some(n) => (Value::Str(ansi_string(&rest[..n])), p + n + 1),
+                None => (Value::Str(ansi_string(rest)), b.len()),
+            }
+        }
+        Utf16Z => {
+            b.get(p..)?;
+            let (end, next) = utf16z_end(b, p);
+            (Value::Str(Cow::Owned(utf16_string(&b[p..end]))), next)
+        }
+        Utf16N => {
+            let n = match len {
+                Some(n) => n.checked_mul(2)?,
+                None => b.len().checked_sub(p)?,
+            };
+            (Value::Str(Cow::Owned(utf16_string(fixed(n)?))), p + n)
+        }
+        AnsiN => {
+            let n = len.unwrap_or(b.len().checked_sub(p)?);
+            (Value::Str(ansi_string(fixed(n)?)), p + n)
+        }
+        CountedUtf16 | RevCountedUtf16 | CountedAnsi | RevCountedAnsi | CountedBinary => {
+            let raw = fixed(2)?;
+            let n = if matches!(ty, RevCountedUtf16 | RevCountedAnsi) {
+                u16::from_be_bytes([raw[0], raw[1]])
+            } else {
+                u16::from_le_bytes([raw[0], raw[1]])
+            } as usize;
+            let body = b.get(p + 2..p + 2 + n)?;
+            let v = match ty {
+                CountedUtf16 | RevCountedUtf16 => Value::Str(Cow::Owned(utf16_string(body))),
+                CountedBinary => Value::Bytes(body),
+                _ => Value::Str(ansi_string(body)),
+            };
+            (v, p + 2 + n)
+        }
+        HexDump => {
+            let n = le_u32(b, p)? as usize;
+            (
+                Value::Bytes(b.get(p + 4..(p + 4).checked_add(n)?)?),
+                p + 4 + n,
+            )
+        }
+        Binary => {
+            let n = len.unwrap_or(b.len().checked_sub(p)?);
+            (Value::Bytes(fixed(n)?), p + n)
+        }
+        Frames => {
+            let rest = b.get(p..)?;
+            let step = ptr as usize;
+            let v = rest
+                .chunks_exact(step)
+                .map(|c| le_ptr(c, 0, ptr).unwrap_or(0))
+                .collect();
+            (Value::Ptrs(v), p + rest.len() / step * step)
+        }
+        Chars(n) => return read_value(Utf16N, b, pos, ptr, Some(n as usize)),
+        Bytes(n) => return read_value(Binary, b, pos, ptr, Some(n as usize)),
+        Struct => return None,
+    })
+}

@@ -1,0 +1,287 @@
+//! System state rebuilt from events fed in timestamp order: processes, threads, loaded images
+//! (with PDB identities from KernelTraceControl), and the stacks that belong to events.
+
+mod stacks;
+
+use std::collections::HashMap;
+
+pub use stacks::StackMatcher;
+
+use crate::etw::decode::DecodedEvent;
+use crate::etw::record::{EventRecord, Guid};
+
+/// A process as known from Process Start/DCStart/End/DCEnd/Defunct events.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Process {
+    pub pid: u32,
+    pub parent: u32,
+    pub session: u32,
+    /// The image file name (e.g. `POWERPNT.EXE`).
+    pub name: String,
+    pub command_line: String,
+    pub unique_key: u64,
+    /// Start time (ns since trace start) when the start was seen (not for rundown processes).
+    pub start_ns: Option<u64>,
+    pub end_ns: Option<u64>,
+    pub exit_status: Option<i64>,
+    /// Loaded images, sorted by base address.
+    pub images: Vec<Image>,
+}
+
+/// A thread as known from Thread events.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Thread {
+    pub tid: u32,
+    pub pid: u32,
+    pub name: Option<String>,
+    pub start_ns: Option<u64>,
+    pub end_ns: Option<u64>,
+}
+
+/// PDB identity of an image (KernelTraceControl DbgID_RSDS).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PdbInfo {
+    pub guid: Guid,
+    pub age: u32,
+    pub file_name: String,
+}
+
+/// A loaded image.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Image {
+    pub base: u64,
+    pub size: u64,
+    pub file_name: String,
+    pub time_date_stamp: u32,
+    pub checksum: u32,
+    /// The original file name from KernelTraceControl ImageID, when present.
+    pub original_name: Option<String>,
+    pub pdb: Option<PdbInfo>,
+}
+
+impl Image {
+    pub fn contains(&self, addr: u64) -> bool {
+        addr >= self.base && addr - self.base < self.size.max(1)
+    }
+}
+
+/// Processes, threads and images, as of the last event observed.
+#[derive(Default)]
+pub struct SystemState {
+    processes: HashMap<u32, Process>,
+    /// Processes that ended and were replaced by a newer one with the same pid.
+    exited: Vec<Process>,
+    threads: HashMap<u32, Thread>,
+    /// ImageID / DbgID facts that arrived before their image, by (pid, base).
+    pending_ids: HashMap<(u32, u64), (Option<String>, Option<PdbInfo>)>,
+    stacks: StackMatcher,
+}
+
+impl SystemState {
+    pub fn new() -> SystemState {
+        SystemState::default()
+    }
+
+    /// Feeds one event (in timestamp order) with its decoded form.
+    pub fn observe(&mut self, ev: &EventRecord<'_>, decoded: Option<&DecodedEvent<'_>>) {
+        self.stacks.observe(ev, decoded);
+        let Some(d) = decoded else { return };
+        match (d.provider, d.name) {
+            ("Process", "Start" | "DCStart" | "DCEnd" | "End" | "Defunct") => {
+                self.on_process(ev, d)
+            }
+            ("Thread", "Start" | "DCStart" | "DCEnd" | "End") => self.on_thread(ev, d),
+            ("Thread", "SetName") => {
+                if let (Some(tid), Some(name)) = (d.u64("TThreadId"), d.str("ThreadName")) {
+                    let t = self.threads.entry(tid as u32).or_default();
+                    t.tid = tid as u32;
+                    if let Some(pid) = d.u64("ProcessId") {
+                        t.pid = pid as u32;
+                    }
+                    t.name = Some(name.to_string());
+                }
+            }
+            ("Image", "Load" | "DCStart" | "DCEnd") => self.on_image_load(d),
+            ("Image", "Unload") => {
+                if let (Some(pid), Some(base)) = (d.u64("ProcessId"), d.u64("ImageBase")) {
+                    if let Some(p) = self.processes.get_mut(&(pid as u32)) {
+                        p.images.retain(|i| i.base != base);
+                    }
+                }
+            }
+            ("ImageID", "ImageId") => {
+                if let (Some(pid), Some(base), Some(name)) = (
+                    d.u64("ProcessId"),
+                    d.u64("ImageBase"),
+                    d.str("OriginalFileName"),
+                ) {
+                    let name = name.to_string();
+                    match self.image_mut(pid as u32, base) {
+                        Some(img) => img.original_name = Some(name),
+                        None => {
+                            self.pending_ids.entry((pid as u32, base)).or_default().0 = Some(name)
+                        }
+                    }
+                }
+            }
+            ("ImageID", "DbgID_RSDS") => {
+                let (Some(pid), Some(base)) = (d.u64("ProcessId"), d.u64("ImageBase")) else {
+                    return;
+                };
+                let Some(crate::etw::decode::Value::Guid(guid)) = d.get("GuidSig") else {
+                    return;
+                };
+                let pdb = PdbInfo {
+                    guid: *guid,
+                    age: d.u64("Age").unwrap_or(0) as u32,
+                    file_name: d.str("PdbFileName").unwrap_or("").to_string(),
+                };
+                match self.image_mut(pid as u32, base) {
+                    Some(img) => img.pdb = Some(pdb),
+                    None => self.pending_ids.entry((pid as u32, base)).or_default().1 = Some(pdb),
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn on_process(&mut self, ev: &EventRecord<'_>, d: &DecodedEvent<'_>) {
+        let Some(pid) = d.u64("ProcessId").map(|p| p as u32) else {
+            return;
+        };
+        let starting = matches!(d.name, "Start" | "DCStart");
+        let info = Process {
+            pid,
+            parent: d.u64("ParentId").unwrap_or(0) as u32,
+            session: d.u64("SessionId").unwrap_or(0) as u32,
+            name: d.str("ImageFileName").unwrap_or("").to_string(),
+            command_line: d.str("CommandLine").unwrap_or("").to_string(),
+            unique_key: d.u64("UniqueProcessKey").unwrap_or(0),
+            start_ns: (d.name == "Start").then_some(ev.time_ns),
+            end_ns: None,
+            exit_status: None,
+            images: Vec::new(),
+        };
+        if d.name == "Start" {
+            if let Some(old) = self.processes.remove(&pid) {
+                self.exited.push(old);
+            }
+        }
+        let p = self.processes.entry(pid).or_insert_with(|| info.clone());
+        if p.name.is_empty() {
+            p.name = info.name;
+        }
+        if p.command_line.is_empty() {
+            p.command_line = info.command_line;
+        }
+        if p.unique_key == 0 {
+            p.unique_key = info.unique_key;
+        }
+        if p.parent == 0 {
+            p.parent = info.parent;
+        }
+        if !starting && d.name != "DCEnd" {
+            p.end_ns = Some(ev.time_ns);
+            p.exit_status = d
+                .get("ExitStatus")
+                .and_then(|v| v.as_u64())
+                .map(|v| v as i32 as i64);
+        }
+    }
+
+    fn on_thread(&mut self, ev: &EventRecord<'_>, d: &DecodedEvent<'_>) {
+        let (Some(tid), Some(pid)) = (d.u64("TThreadId"), d.u64("ProcessId")) else {
+            return;
+        };
+        let t = self.threads.entry(tid as u32).or_default();
+        if d.name == "Start" || t.pid != pid as u32 {
+            *t = Thread {
+                tid: tid as u32,
+                pid: pid as u32,
+                ..Thread::default()
+            };
+        }
+        if d.name == "Start" {
+            t.start_ns = Some(ev.time_ns);
+        }
+        if let Some(n) = d.str("ThreadName").filter(|n| !n.is_empty()) {
+            t.name = Some(n.to_string());
+        }
+        if d.name == "End" {
+            t.end_ns = Some(ev.time_ns);
+        }
+    }
+
+    fn on_image_load(&mut self, d: &DecodedEvent<'_>) {
+        let (Some(pid), Some(base)) = (d.u64("ProcessId"), d.u64("ImageBase")) else {
+            return;
+        };
+        let pid = pid as u32;
+        let mut img = Image {
+            base,
+            size: d.u64("ImageSize").unwrap_or(0),
+            file_name: d.str("FileName").unwrap_or("").to_string(),
+            time_date_stamp: d.u64("TimeDateStamp").unwrap_or(0) as u32,
+            checksum: d.u64("ImageChecksum").unwrap_or(0) as u32,
+            original_name: None,
+            pdb: None,
+        };
+        if let Some((name, pdb)) = self.pending_ids.remove(&(pid, base)) {
+            img.original_name = name;
+            img.pdb = pdb;
+        }
+        let p = self.processes.entry(pid).or_insert_with(|| Process {
+            pid,
+            ..Process::default()
+        });
+        match p.images.binary_search_by_key(&base, |i| i.base) {
+            Ok(i) => {
+                let old = std::mem::take(&mut p.images[i]);
+                img.original_name = img.original_name.or(old.original_name);
+                img.pdb = img.pdb.or(old.pdb);
+                p.images[i] = img;
+            }
+            Err(i) => p.images.insert(i, img),
+        }
+    }
+
+    fn image_mut(&mut self, pid: u32, base: u64) -> Option<&mut Image> {
+        let p = self.processes.get_mut(&pid)?;
+        let i = p.images.binary_search_by_key(&base, |i| i.base).ok()?;
+        p.images.get_mut(i)
+    }
+
+    /// The live (or last) process with this pid.
+    pub fn process(&self, pid: u32) -> Option<&Process> {
+        self.processes.get(&pid)
+    }
+
+    /// Every process seen, including ones whose pid was reused.
+    pub fn processes(&self) -> impl Iterator<Item = &Process> {
+        self.processes.values().chain(self.exited.iter())
+    }
+
+    pub fn thread(&self, tid: u32) -> Option<&Thread> {
+        self.threads.get(&tid)
+    }
+
+    /// The process name for a thread.
+    pub fn process_of_thread(&self, tid: u32) -> Option<&Process> {
+        self.process(self.thread(tid)?.pid)
+    }
+
+    /// The image that contains `addr` in process `pid`, falling back to kernel images (pid 0).
+    pub fn image_at(&self, pid: u32, addr: u64) -> Option<&Image> {
+        let find = |pid: u32| -> Option<&Image> {
+            let imgs = &self.processes.get(&pid)?.images;
+            let i = imgs.partition_point(|im| im.base <= addr);
+            imgs.get(i.checked_sub(1)?).filter(|im| im.contains(addr))
+        };
+        find(pid).or_else(|| find(0))
+    }
+
+    /// The stack matcher fed by `observe`.
+    pub fn stacks(&self) -> &StackMatcher {
+        &self.stacks
+    }
+}
