@@ -344,6 +344,7 @@ pub struct AggregationTable {
     aggs: Vec<Agg>,
     /// Bytes allowed across all aggregations (`aggsize`), if limited.
     limit: Option<usize>,
+    string_key_size: usize,
     scratch: Vec<u8>,
 }
 
@@ -355,6 +356,7 @@ impl AggregationTable {
                 .map(|d| Agg::new(&d.name, Func::new(d.func)))
                 .collect(),
             limit: None,
+            string_key_size: 0,
             scratch: Vec::new(),
         }
     }
@@ -363,6 +365,12 @@ impl AggregationTable {
     /// add a key beyond it fail with [`AggError::Drop`].
     pub fn set_aggsize(&mut self, bytes: Option<usize>) {
         self.limit = bytes;
+    }
+
+    /// What a string key component costs against `aggsize` (DTrace records string keys at
+    /// `strsize` bytes).
+    pub fn set_string_key_size(&mut self, bytes: usize) {
+        self.string_key_size = bytes;
     }
 
     /// Approximate bytes held by all aggregations.
@@ -392,12 +400,20 @@ impl AggregationTable {
         let mut k = std::mem::take(&mut self.scratch);
         k.clear();
         key::encode(key, &mut k);
-        let r = self.update_encoded(agg, &k, args);
+        let strings = key.iter().filter(|c| matches!(c, KeyValue::Str(_))).count();
+        let charge = k.len() + strings * self.string_key_size;
+        let r = self.update_encoded(agg, &k, charge, args);
         self.scratch = k;
         r
     }
 
-    fn update_encoded(&mut self, agg: u32, k: &[u8], args: &[i64]) -> Result<(), AggError> {
+    fn update_encoded(
+        &mut self,
+        agg: u32,
+        k: &[u8],
+        charge: usize,
+        args: &[i64],
+    ) -> Result<(), AggError> {
         let used = match self.limit {
             Some(_) => self.memory_usage(),
             None => 0,
@@ -411,7 +427,7 @@ impl AggregationTable {
             Some(i) => i,
             None => {
                 if let Some(limit) = self.limit {
-                    if used + k.len() + a.stride * 8 + 32 > limit {
+                    if used + charge + a.stride * 8 + 32 > limit {
                         return Err(AggError::Drop);
                     }
                 }

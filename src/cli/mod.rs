@@ -369,8 +369,14 @@ fn run_programs(
             SourceKind::String => messages::ProgramSource::Description,
         };
         if !quiet {
-            eprint!("{}", messages::matched(src, &r.label, r.matched as u64).replacen("dtx", prog, 1));
+            eprint!(
+                "{}",
+                messages::matched(src, &r.label, r.matched as u64).replacen("dtx", prog, 1)
+            );
         }
+    }
+    if opts.is_set("statusrate") {
+        engine.statusrate = Some(opts.statusrate());
     }
     let flag = engine.interrupt_flag();
     let _ = ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::SeqCst));

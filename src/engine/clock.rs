@@ -43,7 +43,11 @@ fn monotonic_base() -> u64 {
     // the system's uptime in ns when available, so timestamps look like DTrace's
     std::fs::read_to_string("/proc/uptime")
         .ok()
-        .and_then(|s| s.split_whitespace().next().and_then(|x| x.parse::<f64>().ok()))
+        .and_then(|s| {
+            s.split_whitespace()
+                .next()
+                .and_then(|x| x.parse::<f64>().ok())
+        })
         .map(|secs| (secs * 1e9) as u64)
         .unwrap_or(1_000_000_000)
 }
@@ -86,6 +90,9 @@ mod tests {
         assert!(c.wall_ns() > 1_600_000_000_000_000_000);
         let t0 = c.now_ns();
         c.sleep_until(t0 + 10_000_000_000, &|| true);
-        assert!(c.now_ns() < t0 + 1_000_000_000, "an interrupted sleep returns at once");
+        assert!(
+            c.now_ns() < t0 + 1_000_000_000,
+            "an interrupted sleep returns at once"
+        );
     }
 }

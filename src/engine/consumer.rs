@@ -7,9 +7,9 @@ use std::io::Write;
 
 use crate::agg::{NoSymbols, SortOptions};
 use crate::ir::{ActionKind, ValKind};
+use crate::output::messages;
 use crate::output::printf::{self, ArgType, Value};
 use crate::output::record::{self as rec, Datum as ODatum};
-use crate::output::messages;
 use crate::output::stack;
 use crate::probes::ProbeInfo;
 use crate::vm::{Datum, FireResult, Record, Vm};
@@ -38,10 +38,13 @@ pub struct Consumer {
     pub errors: u64,
 }
 
-
 fn datum_value(d: &Datum) -> Value<'_> {
     match d {
-        Datum::Int { value, size, signed } => Value::Int(*value, ArgType::int(*size, *signed)),
+        Datum::Int {
+            value,
+            size,
+            signed,
+        } => Value::Int(*value, ArgType::int(*size, *signed)),
         Datum::Str(s) => Value::Str(s),
         Datum::Bytes(b) => Value::Bytes(b),
         Datum::Stack { .. } => Value::Rendered(b""),
@@ -50,7 +53,11 @@ fn datum_value(d: &Datum) -> Value<'_> {
 
 fn odatum(d: &Datum) -> ODatum<'_> {
     match d {
-        Datum::Int { value, size, signed } => ODatum::Int {
+        Datum::Int {
+            value,
+            size,
+            signed,
+        } => ODatum::Int {
             value: *value,
             size: *size,
             signed: *signed,
@@ -115,19 +122,40 @@ impl Consumer {
                     open = true;
                 }
                 Record::Data { action, values } => {
-                    let Some(a) = actions.get(*action as usize) else { continue };
+                    let Some(a) = actions.get(*action as usize) else {
+                        continue;
+                    };
                     match &a.kind {
                         ActionKind::Printf(f) => {
                             let vals: Vec<Value> = values.iter().map(datum_value).collect();
-                            let _ = printf::format_with(f, &vals, &printf::Context::default(), &mut self.buf);
+                            let _ = printf::format_with(
+                                f,
+                                &vals,
+                                &printf::Context::default(),
+                                &mut self.buf,
+                            );
                         }
-                        ActionKind::Stack { .. } | ActionKind::Ustack { .. } | ActionKind::Jstack { .. } => {
+                        ActionKind::Stack { .. }
+                        | ActionKind::Ustack { .. }
+                        | ActionKind::Jstack { .. } => {
                             for v in values {
                                 if let Datum::Stack { frames, user, pid } = v {
                                     if *user {
-                                        stack::ustack(*pid as u32, frames, None, stack::DEFAULT_INDENT, &|_| stack::Lookup::None, &mut self.buf);
+                                        stack::ustack(
+                                            *pid as u32,
+                                            frames,
+                                            None,
+                                            stack::DEFAULT_INDENT,
+                                            &|_| stack::Lookup::None,
+                                            &mut self.buf,
+                                        );
                                     } else {
-                                        stack::stack(frames, stack::DEFAULT_INDENT, &|_| stack::Lookup::None, &mut self.buf);
+                                        stack::stack(
+                                            frames,
+                                            stack::DEFAULT_INDENT,
+                                            &|_| stack::Lookup::None,
+                                            &mut self.buf,
+                                        );
                                     }
                                 }
                             }
@@ -135,11 +163,13 @@ impl Consumer {
                         ActionKind::Print(ty) => {
                             for v in values {
                                 match v {
-                                    Datum::Int { value, size, .. } => crate::output::print::print_value(
-                                        ty,
-                                        &value.to_le_bytes()[..(*size).clamp(1, 8) as usize],
-                                        &mut self.buf,
-                                    ),
+                                    Datum::Int { value, size, .. } => {
+                                        crate::output::print::print_value(
+                                            ty,
+                                            &value.to_le_bytes()[..(*size).clamp(1, 8) as usize],
+                                            &mut self.buf,
+                                        )
+                                    }
                                     Datum::Str(s) | Datum::Bytes(s) => {
                                         crate::output::print::print_value(ty, s, &mut self.buf)
                                     }
@@ -171,7 +201,9 @@ impl Consumer {
                     }
                 }
                 Record::Lib { action, values } => {
-                    let Some(a) = actions.get(*action as usize) else { continue };
+                    let Some(a) = actions.get(*action as usize) else {
+                        continue;
+                    };
                     self.library_action(vm, &a.kind, values);
                 }
                 Record::Exit(code) => self.exit_code = Some(*code),
@@ -193,7 +225,13 @@ impl Consumer {
             };
             self.write_buf();
             let _ = self.out.flush();
-            let line = messages::fault_line(&fp, e.action as i32, 0, e.fault.code() as u32, e.fault.addr());
+            let line = messages::fault_line(
+                &fp,
+                e.action as i32,
+                0,
+                e.fault.code() as u32,
+                e.fault.addr(),
+            );
             let _ = std::io::stderr().write_all(line.as_bytes());
         }
         self.write_buf();
@@ -207,17 +245,21 @@ impl Consumer {
             _ => None,
         };
         match kind {
-            ActionKind::Printa { format, aggs } => {
-                match format {
-                    Some(f) => {
-                        if let Err(e) = vm.aggs.print_formatted(f, aggs, &self.opts.sort, &NoSymbols, &mut self.buf) {
-                            self.write_buf();
-                            let _ = writeln!(std::io::stderr(), "{}: {}", self.opts.prog, e.message);
-                        }
+            ActionKind::Printa { format, aggs } => match format {
+                Some(f) => {
+                    if let Err(e) =
+                        vm.aggs
+                            .print_formatted(f, aggs, &self.opts.sort, &NoSymbols, &mut self.buf)
+                    {
+                        self.write_buf();
+                        let _ = writeln!(std::io::stderr(), "{}: {}", self.opts.prog, e.message);
                     }
-                    None => vm.aggs.print_default_multi(aggs, &self.opts.sort, &NoSymbols, &mut self.buf),
                 }
-            }
+                None => {
+                    vm.aggs
+                        .print_default_multi(aggs, &self.opts.sort, &NoSymbols, &mut self.buf)
+                }
+            },
             ActionKind::Clear(a) => vm.aggs.clear(*a),
             ActionKind::Trunc(a) => vm.aggs.trunc(*a, int(0)),
             ActionKind::Normalize(a) => vm.aggs.normalize(*a, int(0).unwrap_or(1)),
@@ -229,7 +271,10 @@ impl Consumer {
                 self.write_buf();
                 let _ = self.out.flush();
                 let cmd = String::from_utf8_lossy(&cmd).into_owned();
-                let _ = std::process::Command::new("/bin/sh").arg("-c").arg(cmd).status();
+                let _ = std::process::Command::new("/bin/sh")
+                    .arg("-c")
+                    .arg(cmd)
+                    .status();
             }
             _ => {}
         }
@@ -238,20 +283,46 @@ impl Consumer {
     /// End of the run: dtrace's final newline, then every non-empty aggregation not yet printed.
     pub fn finish(&mut self, vm: &mut Vm) {
         rec::final_newline(&mut self.buf);
-        vm.aggs.print_unprinted(&self.opts.sort, &NoSymbols, &mut self.buf);
+        vm.aggs
+            .print_unprinted(&self.opts.sort, &NoSymbols, &mut self.buf);
         self.write_buf();
         let _ = self.out.flush();
-        let (busy, unavail) = vm.spec_drops();
+        let (spec, busy, unavail) = vm.spec_drops();
+        let mut err = std::io::stderr();
+        if vm.principal_drops > 0 {
+            let _ = err.write_all(
+                messages::cpu_drops(
+                    messages::DropKind::Principal,
+                    vm.principal_drops,
+                    0,
+                    self.opts.droptags,
+                )
+                .as_bytes(),
+            );
+        }
+        if vm.agg_drops > 0 {
+            let _ = err.write_all(
+                messages::cpu_drops(
+                    messages::DropKind::Aggregation,
+                    vm.agg_drops,
+                    0,
+                    self.opts.droptags,
+                )
+                .as_bytes(),
+            );
+        }
         let drops = [
             (messages::DropKind::Dynamic, vm.dynvar_drops()),
+            (messages::DropKind::Spec, spec),
             (messages::DropKind::SpecBusy, busy),
             (messages::DropKind::SpecUnavail, unavail),
+            (messages::DropKind::DblError, vm.double_errors),
         ];
         for (kind, n) in drops {
             if n > 0 {
-                let _ = std::io::stderr().write_all(messages::status_drops(kind, n, self.opts.droptags).as_bytes());
+                let _ =
+                    err.write_all(messages::status_drops(kind, n, self.opts.droptags).as_bytes());
             }
         }
     }
 }
-

@@ -41,6 +41,9 @@ pub struct Engine {
     interrupted: Arc<AtomicBool>,
     exit: Option<i32>,
     execname: Vec<u8>,
+    /// `statusrate` when set: END waits for the next status check after `exit()`, as in dtrace.
+    pub statusrate: Option<u64>,
+    start: u64,
 }
 
 impl Engine {
@@ -58,13 +61,12 @@ impl Engine {
             let mut vm = Vm::new(program.clone(), vm_opts.clone());
             let mut matched = std::collections::HashSet::new();
             for (ci, c) in program.clauses.iter().enumerate() {
-                let mut seen = std::collections::HashSet::new();
+                // each description of a clause is its own enabling, as in DTrace: a probe named
+                // twice fires the clause twice
                 for d in &c.probes {
                     for p in catalog.matching(d) {
-                        if seen.insert(p.id) {
-                            vm.enable(p.id, ci);
-                            matched.insert(p.id);
-                        }
+                        vm.enable(p.id, ci);
+                        matched.insert(p.id);
                         probes.entry(p.id).or_insert(p);
                     }
                 }
@@ -105,6 +107,8 @@ impl Engine {
             interrupted: Arc::new(AtomicBool::new(false)),
             exit: None,
             execname,
+            statusrate: None,
+            start: now,
         }
     }
 
@@ -127,9 +131,14 @@ impl Engine {
             if !self.runs[r].vm.is_enabled(id) {
                 continue;
             }
-            let cx = FiringCtx::synthetic(&p, ts, wall, &execname);
+            let mut cx = FiringCtx::synthetic(&p, ts, wall, &execname);
+            if p.provider == "profile" {
+                // the interrupted program counter: dtx's own code, in user mode
+                cx.args[1] = user_pc();
+            }
             let res = self.runs[r].vm.fire(&cx);
-            self.consumer.consume(&mut self.runs[r].vm, &res, &self.probes);
+            self.consumer
+                .consume(&mut self.runs[r].vm, &res, &self.probes);
             // the last exit() consumed sets the status (END may override an earlier one)
             if let Some(code) = self.consumer.exit_code.take().or(res.exit) {
                 self.exit = Some(code);
@@ -165,6 +174,20 @@ impl Engine {
             self.timers[i].next += self.timers[i].interval;
             self.fire_synthetic(probe);
         }
+        if let (Some(rate), true) = (self.statusrate, self.exit.is_some()) {
+            // the consumer notices exit() at its next status check
+            if let Some(periods) = self
+                .clock
+                .now_ns()
+                .saturating_sub(self.start)
+                .checked_div(rate)
+            {
+                let next = self.start + (periods + 1) * rate;
+                let flag = self.interrupted.clone();
+                self.clock
+                    .sleep_until(next, &|| flag.load(Ordering::SeqCst));
+            }
+        }
         self.fire_synthetic(END_ID);
         for r in 0..self.runs.len() {
             self.consumer.finish(&mut self.runs[r].vm);
@@ -172,4 +195,9 @@ impl Engine {
         self.consumer.flush();
         self.exit.unwrap_or(0)
     }
+}
+
+/// An address in dtx's own code: the user program counter of a profile firing.
+fn user_pc() -> u64 {
+    user_pc as *const () as usize as u64
 }

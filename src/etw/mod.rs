@@ -2,5 +2,6 @@
 //! the live session, decoders, and the system state rebuilt from events.
 
 pub mod decode;
+pub mod reader;
 pub mod record;
 pub mod state;

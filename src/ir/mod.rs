@@ -346,7 +346,9 @@ impl Program {
             for s in body {
                 match s {
                     Stmt::Action(a) => out.push(a),
-                    Stmt::If { then, otherwise, .. } => {
+                    Stmt::If {
+                        then, otherwise, ..
+                    } => {
                         collect(then, out);
                         collect(otherwise, out);
                     }

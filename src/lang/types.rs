@@ -527,15 +527,21 @@ impl TypeTable {
             TypeKind::String => ("string".into(), inner),
             TypeKind::Opaque(n) => (n.to_string(), inner),
             TypeKind::Struct { name, .. } => (
-                name.as_deref().map(|n| format!("struct {n}")).unwrap_or_else(|| "struct".into()),
+                name.as_deref()
+                    .map(|n| format!("struct {n}"))
+                    .unwrap_or_else(|| "struct".into()),
                 inner,
             ),
             TypeKind::Union { name, .. } => (
-                name.as_deref().map(|n| format!("union {n}")).unwrap_or_else(|| "union".into()),
+                name.as_deref()
+                    .map(|n| format!("union {n}"))
+                    .unwrap_or_else(|| "union".into()),
                 inner,
             ),
             TypeKind::Enum { name, .. } => (
-                name.as_deref().map(|n| format!("enum {n}")).unwrap_or_else(|| "enum".into()),
+                name.as_deref()
+                    .map(|n| format!("enum {n}"))
+                    .unwrap_or_else(|| "enum".into()),
                 inner,
             ),
             TypeKind::Const(t) => {

@@ -163,7 +163,11 @@ impl Vm {
             "inet_ntop" => {
                 let af = self.arg(args, 0, cx)? as i64;
                 let a = self.arg(args, 1, cx)?;
-                let n = if af as i32 == subr::AF_INET as i32 { 4 } else { 16 };
+                let n = if af as i32 == subr::AF_INET as i32 {
+                    4
+                } else {
+                    16
+                };
                 let mut b = vec![0u8; n];
                 self.read_bytes(a, &mut b, cx)?;
                 subr::inet_ntop(af, &b, &mut out)?;
@@ -188,7 +192,9 @@ impl Vm {
                 let src = self.arg(args, 0, cx)?;
                 let dst = self.arg(args, 1, cx)?;
                 let n = self.arg(args, 2, cx)? as usize;
-                if super::memory::decode(dst).map(|(r, _)| r) != Some(super::memory::Region::Scratch) {
+                if super::memory::decode(dst).map(|(r, _)| r)
+                    != Some(super::memory::Region::Scratch)
+                {
                     return Err(Fault::BadAddr(dst));
                 }
                 let mut b = vec![0u8; n.min(self.opts.scratch)];
@@ -254,7 +260,11 @@ impl Vm {
             "wstrlen" | "wstringof" => {
                 let a = self.arg(args, 0, cx)?;
                 if a == 0 {
-                    return if name == "wstrlen" { Ok(0) } else { self.result(b"") };
+                    return if name == "wstrlen" {
+                        Ok(0)
+                    } else {
+                        self.result(b"")
+                    };
                 }
                 let mut w = Vec::new();
                 let mut unit = [0u8; 2];
@@ -274,8 +284,16 @@ impl Vm {
             }
             "ddi_pathname" => self.result(b"")?,
             // kernel objects that do not exist outside illumos
-            "mutex_owned" | "mutex_owner" | "mutex_type_adaptive" | "mutex_type_spin" | "rw_read_held"
-            | "rw_write_held" | "rw_iswriter" | "msgsize" | "msgdsize" | "getf" => 0,
+            "mutex_owned"
+            | "mutex_owner"
+            | "mutex_type_adaptive"
+            | "mutex_type_spin"
+            | "rw_read_held"
+            | "rw_write_held"
+            | "rw_iswriter"
+            | "msgsize"
+            | "msgdsize"
+            | "getf" => 0,
             _ => return Err(Fault::IllegalOp),
         })
     }

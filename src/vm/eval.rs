@@ -88,7 +88,7 @@ impl Vm {
     /// A load of `size` bytes, extended per `signed`.
     pub(crate) fn load_int(&self, addr: u64, size: u8, signed: bool, cx: &FiringCtx<'_>) -> R<u64> {
         let size = size.clamp(1, 8);
-        if decode(addr).is_none() && size > 1 && addr % size as u64 != 0 {
+        if decode(addr).is_none() && size > 1 && !addr.is_multiple_of(size as u64) {
             return Err(Fault::BadAlign(addr));
         }
         let mut b = [0u8; 8];
@@ -129,7 +129,12 @@ impl Vm {
         self.read_string(addr, cx.memory, out)
     }
 
-    pub(crate) fn read_string(&self, addr: u64, mem: &dyn super::AddressSpace, out: &mut Vec<u8>) -> R<()> {
+    pub(crate) fn read_string(
+        &self,
+        addr: u64,
+        mem: &dyn super::AddressSpace,
+        out: &mut Vec<u8>,
+    ) -> R<()> {
         let max = self.opts.strsize.saturating_sub(1);
         out.clear();
         if addr == 0 {
@@ -143,7 +148,11 @@ impl Vm {
                     return Err(Fault::BadAddr(addr));
                 }
                 let s = &m[off..];
-                let n = s.iter().take(max).position(|&c| c == 0).unwrap_or(s.len().min(max));
+                let n = s
+                    .iter()
+                    .take(max)
+                    .position(|&c| c == 0)
+                    .unwrap_or(s.len().min(max));
                 out.extend_from_slice(&s[..n]);
                 Ok(())
             }
@@ -213,7 +222,10 @@ impl Vm {
     fn tuple(&mut self, id: u32, keys: &[Node], cx: &FiringCtx<'_>, out: &mut Vec<u8>) -> R<()> {
         let mut s = Vec::new();
         let program = self.program.clone();
-        let kinds = program.variable(id).and_then(|v| v.keys.as_deref()).unwrap_or(&[]);
+        let kinds = program
+            .variable(id)
+            .and_then(|v| v.keys.as_deref())
+            .unwrap_or(&[]);
         for (i, k) in keys.iter().enumerate() {
             let v = self.eval(k, cx)?;
             match kinds.get(i) {
@@ -237,13 +249,25 @@ impl Vm {
     /// What an array element's key costs in the dynamic variable space: string keys are sized at
     /// `strsize`, as DTrace sizes its key slots.
     fn key_charge(&self, id: u32, tuple_len: usize) -> usize {
-        let kinds = self.program.variable(id).and_then(|v| v.keys.as_deref()).unwrap_or(&[]);
+        let kinds = self
+            .program
+            .variable(id)
+            .and_then(|v| v.keys.as_deref())
+            .unwrap_or(&[]);
         let strings = kinds.iter().filter(|k| **k == ValKind::String).count();
         tuple_len.max(strings * self.opts.strsize)
     }
 
     /// The storage offset (in the Dynamic region) of a dynamic variable.
-    fn dyn_slot(&mut self, id: u32, scope: Scope, keys: Option<&[Node]>, kind: ValKind, create: bool, cx: &FiringCtx<'_>) -> R<Option<usize>> {
+    fn dyn_slot(
+        &mut self,
+        id: u32,
+        scope: Scope,
+        keys: Option<&[Node]>,
+        kind: ValKind,
+        create: bool,
+        cx: &FiringCtx<'_>,
+    ) -> R<Option<usize>> {
         let size = self.value_size(kind);
         let tid = if scope == Scope::Thread { cx.tid } else { 0 };
         match keys {
@@ -260,7 +284,14 @@ impl Vm {
         }
     }
 
-    fn free_dyn(&mut self, id: u32, scope: Scope, keys: Option<&[Node]>, kind: ValKind, cx: &FiringCtx<'_>) -> R<()> {
+    fn free_dyn(
+        &mut self,
+        id: u32,
+        scope: Scope,
+        keys: Option<&[Node]>,
+        kind: ValKind,
+        cx: &FiringCtx<'_>,
+    ) -> R<()> {
         let size = self.value_size(kind);
         let tid = if scope == Scope::Thread { cx.tid } else { 0 };
         match keys {
@@ -288,7 +319,14 @@ impl Vm {
         }
     }
 
-    fn read_var(&mut self, id: u32, scope: Scope, keys: Option<&[Node]>, kind: ValKind, cx: &FiringCtx<'_>) -> R<u64> {
+    fn read_var(
+        &mut self,
+        id: u32,
+        scope: Scope,
+        keys: Option<&[Node]>,
+        kind: ValKind,
+        cx: &FiringCtx<'_>,
+    ) -> R<u64> {
         let dynamic = scope == Scope::Thread || keys.is_some();
         if !dynamic {
             let i = id as usize;
@@ -298,7 +336,10 @@ impl Vm {
                     _ => self.locals.get(i).copied().unwrap_or(0),
                 },
                 _ => match scope {
-                    Scope::Global => internal(Region::Globals, self.global_off.get(i).copied().unwrap_or(0)),
+                    Scope::Global => internal(
+                        Region::Globals,
+                        self.global_off.get(i).copied().unwrap_or(0),
+                    ),
                     _ => internal(Region::Locals, self.local_off.get(i).copied().unwrap_or(0)),
                 },
             });
@@ -317,7 +358,15 @@ impl Vm {
     }
 
     /// Stores a value (an integer, or the address of the bytes to copy) into a variable.
-    fn write_var(&mut self, id: u32, scope: Scope, keys: Option<&[Node]>, kind: ValKind, value: u64, cx: &FiringCtx<'_>) -> R<()> {
+    fn write_var(
+        &mut self,
+        id: u32,
+        scope: Scope,
+        keys: Option<&[Node]>,
+        kind: ValKind,
+        value: u64,
+        cx: &FiringCtx<'_>,
+    ) -> R<()> {
         let dynamic = scope == Scope::Thread || keys.is_some();
         if !dynamic {
             let i = id as usize;
@@ -344,7 +393,11 @@ impl Vm {
             ValKind::Int { .. } => value == 0,
             ValKind::String => {
                 let mut b = [0u8; 1];
-                value == 0 || self.read_bytes(value, &mut b, cx).map(|_| b[0] == 0).unwrap_or(false)
+                value == 0
+                    || self
+                        .read_bytes(value, &mut b, cx)
+                        .map(|_| b[0] == 0)
+                        .unwrap_or(false)
             }
             ValKind::ByRef { .. } => false,
         };
@@ -381,7 +434,9 @@ impl Vm {
                 self.read_bytes(src, &mut b, cx)?;
                 self.write_bytes(dst, &b, cx)
             }
-            ValKind::Int { size, .. } => self.write_bytes(dst, &src.to_le_bytes()[..size as usize], cx),
+            ValKind::Int { size, .. } => {
+                self.write_bytes(dst, &src.to_le_bytes()[..size as usize], cx)
+            }
         }
     }
 
@@ -390,18 +445,36 @@ impl Vm {
     fn store(&mut self, l: &LValue, value: u64, cx: &FiringCtx<'_>) -> R<()> {
         match l {
             LValue::Var { id, scope, kind } => self.write_var(*id, *scope, None, *kind, value, cx),
-            LValue::Array { id, scope, keys, kind } => self.write_var(*id, *scope, Some(keys), *kind, value, cx),
+            LValue::Array {
+                id,
+                scope,
+                keys,
+                kind,
+            } => self.write_var(*id, *scope, Some(keys), *kind, value, cx),
             LValue::Mem { addr, kind } => {
                 let a = self.eval(addr, cx)?;
                 match kind {
-                    ValKind::Int { size, .. } => self.write_bytes(a, &value.to_le_bytes()[..(*size).clamp(1, 8) as usize], cx),
+                    ValKind::Int { size, .. } => self.write_bytes(
+                        a,
+                        &value.to_le_bytes()[..(*size).clamp(1, 8) as usize],
+                        cx,
+                    ),
                     _ => self.copy_value(a, value, *kind, cx),
                 }
             }
-            LValue::Bitfield { addr, size, shift, bits } => {
+            LValue::Bitfield {
+                addr,
+                size,
+                shift,
+                bits,
+            } => {
                 let a = self.eval(addr, cx)?;
                 let old = self.load_int(a, *size, false, cx)?;
-                let mask = if *bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 } << shift;
+                let mask = if *bits >= 64 {
+                    u64::MAX
+                } else {
+                    (1u64 << bits) - 1
+                } << shift;
                 let new = (old & !mask) | ((value << shift) & mask);
                 self.write_bytes(a, &new.to_le_bytes()[..(*size).clamp(1, 8) as usize], cx)
             }
@@ -412,7 +485,12 @@ impl Vm {
     fn load_lvalue(&mut self, l: &LValue, cx: &FiringCtx<'_>) -> R<u64> {
         match l {
             LValue::Var { id, scope, kind } => self.read_var(*id, *scope, None, *kind, cx),
-            LValue::Array { id, scope, keys, kind } => self.read_var(*id, *scope, Some(keys), *kind, cx),
+            LValue::Array {
+                id,
+                scope,
+                keys,
+                kind,
+            } => self.read_var(*id, *scope, Some(keys), *kind, cx),
             LValue::Mem { addr, kind } => {
                 let a = self.eval(addr, cx)?;
                 match kind {
@@ -420,10 +498,19 @@ impl Vm {
                     _ => Ok(a),
                 }
             }
-            LValue::Bitfield { addr, size, shift, bits } => {
+            LValue::Bitfield {
+                addr,
+                size,
+                shift,
+                bits,
+            } => {
                 let a = self.eval(addr, cx)?;
                 let v = self.load_int(a, *size, false, cx)? >> shift;
-                Ok(if *bits >= 64 { v } else { v & ((1u64 << bits) - 1) })
+                Ok(if *bits >= 64 {
+                    v
+                } else {
+                    v & ((1u64 << bits) - 1)
+                })
             }
             LValue::Uregs(i) => {
                 let i = self.eval(i, cx)? as usize;
@@ -435,8 +522,13 @@ impl Vm {
 
     fn lvalue_kind(l: &LValue) -> ValKind {
         match l {
-            LValue::Var { kind, .. } | LValue::Array { kind, .. } | LValue::Mem { kind, .. } => *kind,
-            LValue::Bitfield { size, .. } => ValKind::Int { size: *size, signed: false },
+            LValue::Var { kind, .. } | LValue::Array { kind, .. } | LValue::Mem { kind, .. } => {
+                *kind
+            }
+            LValue::Bitfield { size, .. } => ValKind::Int {
+                size: *size,
+                signed: false,
+            },
             _ => ValKind::I64,
         }
     }
@@ -498,7 +590,12 @@ impl Vm {
                 cx.uregs.get(i).copied().ok_or(Fault::IllegalOp)?
             }
             Node::Var { id, scope, kind } => self.read_var(*id, *scope, None, *kind, cx)?,
-            Node::Array { id, scope, keys, kind } => self.read_var(*id, *scope, Some(keys), *kind, cx)?,
+            Node::Array {
+                id,
+                scope,
+                keys,
+                kind,
+            } => self.read_var(*id, *scope, Some(keys), *kind, cx)?,
             Node::Load { addr, kind } => {
                 let a = self.eval(addr, cx)?;
                 match kind {
@@ -511,10 +608,20 @@ impl Vm {
                     }
                 }
             }
-            Node::Bitfield { addr, size, shift, bits, signed } => {
+            Node::Bitfield {
+                addr,
+                size,
+                shift,
+                bits,
+                signed,
+            } => {
                 let a = self.eval(addr, cx)?;
                 let v = self.load_int(a, *size, false, cx)? >> shift;
-                let v = if *bits >= 64 { v } else { v & ((1u64 << bits) - 1) };
+                let v = if *bits >= 64 {
+                    v
+                } else {
+                    v & ((1u64 << bits) - 1)
+                };
                 if *signed && *bits < 64 && (v >> (bits - 1)) & 1 == 1 {
                     v | !((1u64 << bits) - 1)
                 } else {
@@ -563,7 +670,11 @@ impl Vm {
                     self.eval(b, cx)?
                 }
             }
-            Node::Cast { value, size, signed } => truncate(self.eval(value, cx)?, *size, *signed),
+            Node::Cast {
+                value,
+                size,
+                signed,
+            } => truncate(self.eval(value, cx)?, *size, *signed),
             Node::Assign { target, value } => {
                 let v = self.eval(value, cx)?;
                 self.store(target, v, cx)?;
@@ -572,12 +683,18 @@ impl Vm {
                     _ => v,
                 }
             }
-            Node::IncDec { target, delta, post } => {
+            Node::IncDec {
+                target,
+                delta,
+                post,
+            } => {
                 let old = self.load_lvalue(target, cx)?;
                 let new = old.wrapping_add(*delta as u64);
                 self.store(target, new, cx)?;
                 let (o, n) = match Self::lvalue_kind(target) {
-                    ValKind::Int { size, signed } => (truncate(old, size, signed), truncate(new, size, signed)),
+                    ValKind::Int { size, signed } => {
+                        (truncate(old, size, signed), truncate(new, size, signed))
+                    }
                     _ => (old, new),
                 };
                 if *post {
@@ -605,7 +722,11 @@ impl Vm {
                         (ValKind::Int { size, .. }, Some(bits)) => {
                             let shift = (f.offset_bits % 8) as u8;
                             let old = self.load_int(at, size, false, cx)?;
-                            let mask = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 } << shift;
+                            let mask = if bits >= 64 {
+                                u64::MAX
+                            } else {
+                                (1u64 << bits) - 1
+                            } << shift;
                             let new = (old & !mask) | ((v << shift) & mask);
                             self.write_bytes(at, &new.to_le_bytes()[..size as usize], cx)?;
                         }

@@ -52,6 +52,8 @@ impl Vm {
             self.current_epid = e.epid;
             self.current_spec = 0;
             self.header_sent = false;
+            self.clause_bytes = 0;
+            self.clause_first_record = self.records.len();
             self.fire_cpu = cx.cpu;
             self.fire_probe = cx.probe.id;
             self.scratch.clear();
@@ -68,7 +70,8 @@ impl Vm {
                 self.stmts(&clause.body, cx, &mut action_no, res)
             })();
             // a clause that records nothing still shows its probe line (DTrace's default action)
-            if matches!(r, Ok(Flow::Exit) | Ok(Flow::Done)) && !self.header_sent && self.clause_ran {
+            if matches!(r, Ok(Flow::Exit) | Ok(Flow::Done)) && !self.header_sent && self.clause_ran
+            {
                 self.records.push((
                     e.epid,
                     Record::Fire {
@@ -76,6 +79,15 @@ impl Vm {
                         probe: cx.probe.id,
                     },
                 ));
+            }
+            // an enabled probe whose records do not fit the principal buffer is dropped whole
+            if self.clause_bytes > self.opts.bufsize {
+                self.records.truncate(self.clause_first_record);
+                self.principal_drops += 1;
+                if matches!(r, Ok(Flow::Exit)) {
+                    // its exit() is lost with it
+                    continue;
+                }
             }
             if matches!(r, Ok(Flow::Exit)) && self.current_spec == 0 {
                 // exit(): the remaining clauses of this firing do not run
@@ -91,8 +103,11 @@ impl Vm {
                         action: action_no.max(1),
                         fault,
                     };
-                    res.errors.push(info.clone());
-                    if !in_error {
+                    if in_error {
+                        // a fault in an ERROR clause is counted, not reported again
+                        self.double_errors += 1;
+                    } else {
+                        res.errors.push(info.clone());
                         self.fire_error(cx, &info, res);
                     }
                 }
@@ -110,7 +125,18 @@ impl Vm {
         let probe = &*ERROR_PROBE;
         let ecx = FiringCtx {
             probe,
-            args: [0, e.epid as u64, e.action as u64, u64::MAX, e.fault.code(), e.fault.addr(), 0, 0, 0, 0],
+            args: [
+                0,
+                e.epid as u64,
+                e.action as u64,
+                u64::MAX,
+                e.fault.code(),
+                e.fault.addr(),
+                0,
+                0,
+                0,
+                0,
+            ],
             ..*cx
         };
         let saved_epid = self.current_epid;
@@ -120,15 +146,29 @@ impl Vm {
         self.current_epid = saved_epid;
     }
 
-    fn stmts(&mut self, body: &[Stmt], cx: &FiringCtx<'_>, action_no: &mut u32, res: &mut FireResult) -> R<Flow> {
+    fn stmts(
+        &mut self,
+        body: &[Stmt],
+        cx: &FiringCtx<'_>,
+        action_no: &mut u32,
+        res: &mut FireResult,
+    ) -> R<Flow> {
         for s in body {
             *action_no += 1;
             match s {
                 Stmt::Eval(n) => {
                     self.eval(n, cx)?;
                 }
-                Stmt::If { cond, then, otherwise } => {
-                    let branch = if self.eval(cond, cx)? != 0 { then } else { otherwise };
+                Stmt::If {
+                    cond,
+                    then,
+                    otherwise,
+                } => {
+                    let branch = if self.eval(cond, cx)? != 0 {
+                        then
+                    } else {
+                        otherwise
+                    };
                     if let Flow::Exit = self.stmts(branch, cx, action_no, res)? {
                         return Ok(Flow::Exit);
                     }
@@ -173,6 +213,23 @@ impl Vm {
         Ok(v)
     }
 
+    /// Bytes a record takes in a DTrace buffer: 8 per integer, `strsize` per string.
+    fn record_size(&self, rec: &Record) -> usize {
+        match rec {
+            Record::Data { values, .. } | Record::Lib { values, .. } => values
+                .iter()
+                .map(|d| match d {
+                    Datum::Int { .. } => 8,
+                    Datum::Str(_) => self.opts.strsize,
+                    Datum::Bytes(b) => b.len().div_ceil(8) * 8,
+                    Datum::Stack { frames, .. } => frames.len().max(1) * 8,
+                })
+                .sum::<usize>(),
+            Record::Exit(_) => 4,
+            Record::Fire { .. } => 4,
+        }
+    }
+
     /// Sends a record to the output, or to the clause's speculation.
     fn emit(&mut self, rec: Record) {
         let epid = self.current_epid;
@@ -183,26 +240,17 @@ impl Vm {
                 probe: self.fire_probe,
             };
             if self.current_spec != 0 {
-                self.spec.push(self.current_spec, (epid, fire), 8);
+                self.spec.push(self.current_spec, (epid, fire), 4);
             } else {
+                self.clause_bytes += 4;
                 self.records.push((epid, fire));
             }
         }
+        let size = self.record_size(&rec);
         if self.current_spec != 0 {
-            let size = match &rec {
-                Record::Data { values, .. } | Record::Lib { values, .. } => values
-                    .iter()
-                    .map(|d| match d {
-                        Datum::Int { .. } => 8,
-                        Datum::Str(s) | Datum::Bytes(s) => s.len() + 1,
-                        Datum::Stack { frames, .. } => frames.len() * 8,
-                    })
-                    .sum::<usize>()
-                    .max(8),
-                Record::Exit(_) | Record::Fire { .. } => 8,
-            };
             self.spec.push(self.current_spec, (epid, rec), size);
         } else {
+            self.clause_bytes += size;
             self.records.push((epid, rec));
         }
     }
@@ -227,7 +275,11 @@ impl Vm {
                 let r = (|| -> R<()> {
                     for (i, k) in a.keys.iter().enumerate() {
                         if keys.len() <= i {
-                            keys.push(KeyValue::Int { value: 0, size: 8, signed: true });
+                            keys.push(KeyValue::Int {
+                                value: 0,
+                                size: 8,
+                                signed: true,
+                            });
                         }
                         let kind = a.key_kinds.get(i).copied().unwrap_or(ValKind::I64);
                         self.agg_key(k, kind, cx, &mut keys[i])?;
@@ -238,8 +290,8 @@ impl Vm {
                     }
                     Ok(())
                 })();
-                if r.is_ok() {
-                    let _ = self.aggs.update(*agg, &keys, &args);
+                if r.is_ok() && self.aggs.update(*agg, &keys, &args).is_err() {
+                    self.agg_drops += 1;
                 }
                 self.agg_keys = keys;
                 self.agg_args = args;
@@ -261,10 +313,6 @@ impl Vm {
                     Some(n) => self.eval(n, cx)?,
                     None => 0,
                 };
-                if !self.spec.is_active(id) {
-                    // records of a speculation that is not active are dropped
-                    self.spec.busy_drops += (id != 0) as u64;
-                }
                 self.current_spec = id;
             }
             ActionKind::Commit => {
@@ -289,11 +337,17 @@ impl Vm {
             }
             ActionKind::Stack { frames } => {
                 let d = self.stack_datum(*frames, false, cx);
-                self.emit(Record::Data { action: a.id, values: vec![d] });
+                self.emit(Record::Data {
+                    action: a.id,
+                    values: vec![d],
+                });
             }
             ActionKind::Ustack { frames, .. } | ActionKind::Jstack { frames, .. } => {
                 let d = self.stack_datum(*frames, true, cx);
-                self.emit(Record::Data { action: a.id, values: vec![d] });
+                self.emit(Record::Data {
+                    action: a.id,
+                    values: vec![d],
+                });
             }
             ActionKind::Tracemem => {
                 let addr = match a.args.first() {
@@ -310,7 +364,10 @@ impl Vm {
                 };
                 let mut b = vec![0u8; len.min(1 << 20)];
                 self.read_bytes(addr, &mut b, cx)?;
-                self.emit(Record::Data { action: a.id, values: vec![Datum::Bytes(b)] });
+                self.emit(Record::Data {
+                    action: a.id,
+                    values: vec![Datum::Bytes(b)],
+                });
             }
             ActionKind::Printf(_)
             | ActionKind::Trace
@@ -321,22 +378,41 @@ impl Vm {
             | ActionKind::Umod
             | ActionKind::Uaddr => {
                 let values = self.data(a, cx)?;
-                self.emit(Record::Data { action: a.id, values });
+                self.emit(Record::Data {
+                    action: a.id,
+                    values,
+                });
             }
-            ActionKind::Raise | ActionKind::Stop | ActionKind::Chill | ActionKind::Breakpoint | ActionKind::Panic => {
+            ActionKind::Raise
+            | ActionKind::Stop
+            | ActionKind::Chill
+            | ActionKind::Breakpoint
+            | ActionKind::Panic => {
                 let values = self.data(a, cx)?;
-                self.emit(Record::Lib { action: a.id, values });
+                self.emit(Record::Lib {
+                    action: a.id,
+                    values,
+                });
             }
             _ => {
                 let values = self.data(a, cx)?;
-                self.emit(Record::Lib { action: a.id, values });
+                self.emit(Record::Lib {
+                    action: a.id,
+                    values,
+                });
             }
         }
         Ok(Flow::Done)
     }
 
     /// Evaluates one aggregation key into `slot`, reusing its buffer for strings.
-    fn agg_key(&mut self, k: &Node, kind: ValKind, cx: &FiringCtx<'_>, slot: &mut KeyValue) -> R<()> {
+    fn agg_key(
+        &mut self,
+        k: &Node,
+        kind: ValKind,
+        cx: &FiringCtx<'_>,
+        slot: &mut KeyValue,
+    ) -> R<()> {
         if let Node::Call { name, args, .. } = k {
             match *name {
                 "stack" | "ustack" | "jstack" => {
@@ -345,10 +421,15 @@ impl Vm {
                         Some(n) => self.eval(n, cx)? as u32,
                         None => u32::MAX,
                     };
-                    let Datum::Stack { frames, user, pid } = self.stack_datum(frames, user, cx) else {
+                    let Datum::Stack { frames, user, pid } = self.stack_datum(frames, user, cx)
+                    else {
                         unreachable!()
                     };
-                    *slot = KeyValue::Stack { frames, user, pid: pid as u32 };
+                    *slot = KeyValue::Stack {
+                        frames,
+                        user,
+                        pid: pid as u32,
+                    };
                     return Ok(());
                 }
                 "sym" | "func" | "mod" => {
@@ -364,7 +445,10 @@ impl Vm {
                         Some(n) => self.eval(n, cx)?,
                         None => 0,
                     };
-                    *slot = KeyValue::Usym { addr: v, pid: cx.pid as u32 };
+                    *slot = KeyValue::Usym {
+                        addr: v,
+                        pid: cx.pid as u32,
+                    };
                     return Ok(());
                 }
                 _ => {}

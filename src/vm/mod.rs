@@ -28,6 +28,10 @@ use vars::DynVars;
 #[derive(Clone, Debug)]
 pub struct VmOptions {
     pub strsize: usize,
+    /// `aggsize`, when the program set it.
+    pub aggsize: Option<usize>,
+    /// `bufsize`: the most one enabled probe may record in one firing.
+    pub bufsize: usize,
     pub dynvarsize: usize,
     pub nspec: usize,
     pub specsize: usize,
@@ -39,6 +43,8 @@ impl Default for VmOptions {
     fn default() -> Self {
         VmOptions {
             strsize: 256,
+            aggsize: None,
+            bufsize: 4 << 20,
             dynvarsize: 1 << 20,
             nspec: 1,
             specsize: 1 << 20,
@@ -52,6 +58,10 @@ impl VmOptions {
     pub fn from_options(o: &crate::lang::options::DOptions) -> Self {
         VmOptions {
             strsize: o.strsize().clamp(2, 1 << 24) as usize,
+            aggsize: o
+                .is_set("aggsize")
+                .then(|| o.aggsize().min(1 << 40) as usize),
+            bufsize: o.bufsize().clamp(1, 1 << 40) as usize,
             dynvarsize: o.dynvarsize().min(1 << 34) as usize,
             nspec: o.nspec().min(1 << 16) as usize,
             specsize: o.specsize().min(1 << 34) as usize,
@@ -85,7 +95,12 @@ pub struct FiringCtx<'a> {
 
 impl<'a> FiringCtx<'a> {
     /// A firing with no event behind it (BEGIN, END, ticks): the consumer's own context.
-    pub fn synthetic(probe: &'a ProbeInfo, timestamp: u64, walltimestamp: u64, execname: &'a [u8]) -> Self {
+    pub fn synthetic(
+        probe: &'a ProbeInfo,
+        timestamp: u64,
+        walltimestamp: u64,
+        execname: &'a [u8],
+    ) -> Self {
         static PID: std::sync::OnceLock<(u64, u64)> = std::sync::OnceLock::new();
         let (pid, ppid) = *PID.get_or_init(|| {
             #[cfg(unix)]
@@ -111,10 +126,13 @@ impl<'a> FiringCtx<'a> {
             memory: &NoMemory,
             stack: &[],
             ustack: &[],
-            uregs: &[],
+            uregs: &SYNTHETIC_UREGS,
         }
     }
 }
+
+/// The saved registers of a firing with no user thread behind it: all zero.
+static SYNTHETIC_UREGS: [u64; 32] = [0; 32];
 
 /// The outcome of running the clauses for a firing.
 #[derive(Debug, Default)]
@@ -180,13 +198,25 @@ pub struct Vm {
     pub exiting: bool,
     /// The running clause passed its predicate.
     clause_ran: bool,
+    /// Bytes the running clause has recorded to the principal buffer.
+    clause_bytes: usize,
+    /// Index in `records` where the running clause's records start.
+    clause_first_record: usize,
+    /// Aggregation updates dropped (over `aggsize`).
+    pub agg_drops: u64,
+    /// Faults in ERROR clauses (not reported again as ERROR firings).
+    pub double_errors: u64,
+    /// Enabled-probe records dropped because they did not fit the principal buffer.
+    pub principal_drops: u64,
     fire_cpu: u32,
     fire_probe: u64,
 }
 
 impl Vm {
     pub fn new(program: Arc<Program>, opts: VmOptions) -> Self {
-        let aggs = AggregationTable::new(&program.aggregations);
+        let mut aggs = AggregationTable::new(&program.aggregations);
+        aggs.set_aggsize(opts.aggsize);
+        aggs.set_string_key_size(opts.strsize);
         let mut vm = Vm {
             opts,
             aggs,
@@ -215,6 +245,11 @@ impl Vm {
             header_sent: false,
             exiting: false,
             clause_ran: false,
+            clause_bytes: 0,
+            clause_first_record: 0,
+            agg_drops: 0,
+            double_errors: 0,
+            principal_drops: 0,
             fire_cpu: 0,
             fire_probe: 0,
             program,
@@ -287,7 +322,10 @@ impl Vm {
     pub fn enable(&mut self, probe: u64, clause: usize) -> u32 {
         let epid = self.next_epid;
         self.next_epid += 1;
-        self.enablings.entry(probe).or_default().push(Enabling { epid, clause });
+        self.enablings
+            .entry(probe)
+            .or_default()
+            .push(Enabling { epid, clause });
         epid
     }
 
@@ -296,7 +334,10 @@ impl Vm {
     }
 
     pub fn enablings(&self, probe: u64) -> &[Enabling] {
-        self.enablings.get(&probe).map(|v| v.as_slice()).unwrap_or(&[])
+        self.enablings
+            .get(&probe)
+            .map(|v| v.as_slice())
+            .unwrap_or(&[])
     }
 
     /// Dynamic variable drops so far.
@@ -304,9 +345,13 @@ impl Vm {
         self.dynvars.drops
     }
 
-    /// Speculation drops so far (busy, unavailable).
-    pub fn spec_drops(&self) -> (u64, u64) {
-        (self.spec.busy_drops, self.spec.unavail_drops)
+    /// Speculation drops so far: (records that did not fit, busy, unavailable).
+    pub fn spec_drops(&self) -> (u64, u64, u64) {
+        (
+            self.spec.drops,
+            self.spec.busy_drops,
+            self.spec.unavail_drops,
+        )
     }
 
     /// Bytes of a string value (an address), up to its NUL and `strsize`.
@@ -368,7 +413,11 @@ fn walk_stmts(body: &[Stmt], f: &mut impl FnMut(&Node)) {
     for s in body {
         match s {
             Stmt::Eval(n) => walk(n, f),
-            Stmt::If { cond, then, otherwise } => {
+            Stmt::If {
+                cond,
+                then,
+                otherwise,
+            } => {
                 walk(cond, f);
                 walk_stmts(then, f);
                 walk_stmts(otherwise, f);

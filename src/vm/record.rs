@@ -4,13 +4,21 @@
 /// One recorded value.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Datum {
-    Int { value: i64, size: u8, signed: bool },
+    Int {
+        value: i64,
+        size: u8,
+        signed: bool,
+    },
     /// A string's bytes (no NUL).
     Str(Vec<u8>),
     /// Raw bytes of a struct/array or a `tracemem` buffer.
     Bytes(Vec<u8>),
     /// Stack frames, innermost first.
-    Stack { frames: Vec<u64>, user: bool, pid: u64 },
+    Stack {
+        frames: Vec<u64>,
+        user: bool,
+        pid: u64,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -18,11 +26,20 @@ pub enum Record {
     /// An enabled probe fired (its clause passed the predicate): the line `CPU ID FUNC:NAME`
     /// starts here when not quiet. Sent before the clause's first record, to wherever that
     /// record goes (the output or a speculation).
-    Fire { cpu: u32, probe: u64 },
+    Fire {
+        cpu: u32,
+        probe: u64,
+    },
     /// The output of action `action` (printf, trace, print, tracemem, stack, sym...): its values.
-    Data { action: u32, values: Vec<Datum> },
+    Data {
+        action: u32,
+        values: Vec<Datum>,
+    },
     /// `printa`, `clear`, `trunc`, `normalize`, `denormalize`, `setopt`, `ftruncate`, `freopen`,
     /// `system`: carried out by the consumer when it reaches the record.
-    Lib { action: u32, values: Vec<Datum> },
+    Lib {
+        action: u32,
+        values: Vec<Datum>,
+    },
     Exit(i32),
 }

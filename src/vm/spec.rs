@@ -9,8 +9,10 @@ pub struct Speculations {
     specsize: usize,
     /// `speculation()` found every buffer in use.
     pub unavail_drops: u64,
-    /// A record did not fit in its speculative buffer (or the buffer was being committed).
+    /// `speculation()` found only buffers still being committed.
     pub busy_drops: u64,
+    /// A record did not fit in its speculative buffer.
+    pub drops: u64,
     /// Some buffer was committed or discarded during this firing.
     closing: bool,
 }
@@ -31,12 +33,14 @@ impl Speculations {
             specsize,
             unavail_drops: 0,
             busy_drops: 0,
+            drops: 0,
             closing: false,
         }
     }
 
     /// `speculation()`: a free buffer's id (1-based), or 0.
     pub fn allocate(&mut self) -> u64 {
+        let busy = self.buffers.iter().any(|b| b.closing);
         for (i, b) in self.buffers.iter_mut().enumerate() {
             if !b.active {
                 b.active = true;
@@ -46,29 +50,45 @@ impl Speculations {
                 return i as u64 + 1;
             }
         }
-        self.unavail_drops += 1;
+        if busy {
+            self.busy_drops += 1;
+        } else {
+            self.unavail_drops += 1;
+        }
         0
     }
 
+    #[cfg(test)]
     pub fn is_active(&self, id: u64) -> bool {
-        id >= 1 && self.buffers.get(id as usize - 1).is_some_and(|b| b.active && !b.closing)
+        id >= 1
+            && self
+                .buffers
+                .get(id as usize - 1)
+                .is_some_and(|b| b.active && !b.closing)
     }
 
-    /// Appends a speculated record; counts a drop when the buffer is full or not active.
+    /// Appends a speculated record; counts a drop when it does not fit.
     pub fn push(&mut self, id: u64, rec: (u32, Record), size: usize) {
         let specsize = self.specsize;
-        match id.checked_sub(1).and_then(|i| self.buffers.get_mut(i as usize)) {
+        match id
+            .checked_sub(1)
+            .and_then(|i| self.buffers.get_mut(i as usize))
+        {
             Some(b) if b.active && !b.closing && b.bytes + size <= specsize => {
                 b.bytes += size;
                 b.records.push(rec);
             }
-            _ => self.busy_drops += 1,
+            Some(b) if b.active && !b.closing => self.drops += 1,
+            _ => {}
         }
     }
 
     /// `commit(id)`: the records to output now.
     pub fn commit(&mut self, id: u64) -> Vec<(u32, Record)> {
-        match id.checked_sub(1).and_then(|i| self.buffers.get_mut(i as usize)) {
+        match id
+            .checked_sub(1)
+            .and_then(|i| self.buffers.get_mut(i as usize))
+        {
             Some(b) if b.active => {
                 b.closing = true;
                 self.closing = true;
@@ -80,7 +100,10 @@ impl Speculations {
 
     /// `discard(id)`.
     pub fn discard(&mut self, id: u64) {
-        if let Some(b) = id.checked_sub(1).and_then(|i| self.buffers.get_mut(i as usize)) {
+        if let Some(b) = id
+            .checked_sub(1)
+            .and_then(|i| self.buffers.get_mut(i as usize))
+        {
             if b.active {
                 b.closing = true;
                 self.closing = true;
@@ -116,7 +139,7 @@ mod tests {
         assert_eq!(s.unavail_drops, 1);
         s.push(id, (1, Record::Exit(0)), 60);
         s.push(id, (1, Record::Exit(0)), 60);
-        assert_eq!(s.busy_drops, 1);
+        assert_eq!(s.drops, 1);
         assert_eq!(s.commit(id).len(), 1);
         assert!(!s.is_active(id));
         s.end_firing();

@@ -145,7 +145,8 @@ impl DynVars {
         }
     }
 
-    /// Every element of an array variable (for printing and iteration).
+    /// Every element of an array variable.
+    #[cfg(test)]
     pub fn elements(&self, var: u32) -> impl Iterator<Item = (&DynKey, usize)> {
         self.arrays
             .iter()

@@ -560,14 +560,16 @@ impl Checker<'_> {
             let v = match &e.value {
                 Some(x) => match self.const_int(x)? {
                     Some(v) => v,
-                    None => return Err(derr(
-                        "D_DECL_ENCONST",
-                        e.line,
-                        format!(
+                    None => {
+                        return Err(derr(
+                            "D_DECL_ENCONST",
+                            e.line,
+                            format!(
                             "enumerator '{}' must be assigned to an integral constant expression",
                             e.name
                         ),
-                    )),
+                        ))
+                    }
                 },
                 None => next,
             };

@@ -433,13 +433,21 @@ impl Checker<'_> {
             return PType::Forward { name };
         }
         match t.kind(r) {
-            K::Integer { size, signed, is_char, .. } if *is_char && *size == 1 && *signed => PType::Char { name },
+            K::Integer {
+                size,
+                signed,
+                is_char,
+                ..
+            } if *is_char && *size == 1 && *signed => PType::Char { name },
             K::Integer { size, signed, .. } => PType::Int {
                 name,
                 size: *size as u8,
                 signed: *signed,
             },
-            K::Float { size, .. } => PType::Float { name, size: *size as u8 },
+            K::Float { size, .. } => PType::Float {
+                name,
+                size: *size as u8,
+            },
             K::Pointer(p) => PType::Ptr {
                 name,
                 size: t.model.pointer_size() as u8,
@@ -450,21 +458,45 @@ impl Checker<'_> {
                 elem: Box::new(self.ptype(*elem, depth + 1)),
                 len: *len,
             },
-            K::Struct { members, size, complete, .. } | K::Union { members, size, complete, .. } => {
+            K::Struct {
+                members,
+                size,
+                complete,
+                ..
+            }
+            | K::Union {
+                members,
+                size,
+                complete,
+                ..
+            } => {
                 if !complete {
                     return PType::Forward { name };
                 }
                 let ms = members
                     .iter()
                     .map(|m| match m.bits {
-                        Some(b) => PM::bitfield(&m.name, m.offset_bits, b as u8, self.ptype(m.ty, depth + 1)),
+                        Some(b) => PM::bitfield(
+                            &m.name,
+                            m.offset_bits,
+                            b as u8,
+                            self.ptype(m.ty, depth + 1),
+                        ),
                         None => PM::new(&m.name, m.offset_bits, self.ptype(m.ty, depth + 1)),
                     })
                     .collect();
                 if matches!(t.kind(r), K::Struct { .. }) {
-                    PType::Struct { name, size: *size, members: ms }
+                    PType::Struct {
+                        name,
+                        size: *size,
+                        members: ms,
+                    }
                 } else {
-                    PType::Union { name, size: *size, members: ms }
+                    PType::Union {
+                        name,
+                        size: *size,
+                        members: ms,
+                    }
                 }
             }
             K::Enum { values, .. } => PType::Enum {
@@ -555,7 +587,7 @@ impl Checker<'_> {
                     args: a,
                 }
             }
-            ExprKind::Unary(op, x) => self.lower_unary(lw, *op, x, t.ty, line)?,
+            ExprKind::Unary(op, x) => self.lower_unary(lw, *op, x)?,
             ExprKind::Binary(op, a, b) => self.lower_binary(lw, *op, a, b, t.ty)?,
             ExprKind::Assign(op, a, b) => {
                 let target = self.lower_lvalue(lw, a)?;
@@ -958,14 +990,7 @@ impl Checker<'_> {
         r
     }
 
-    fn lower_unary(
-        &mut self,
-        lw: &mut Lowering,
-        op: UnOp,
-        x: &Expr,
-        ty: TypeId,
-        _line: u32,
-    ) -> DResult<Node> {
+    fn lower_unary(&mut self, lw: &mut Lowering, op: UnOp, x: &Expr) -> DResult<Node> {
         Ok(match op {
             UnOp::Neg => Node::Neg(Box::new(self.lower(lw, x)?)),
             UnOp::Plus => self.lower(lw, x)?,
@@ -1103,7 +1128,6 @@ impl Checker<'_> {
             BinOp::Shr => bin(IBin::Shr, na, nb),
         })
     }
-
 }
 
 type Format0 = Option<printf::Format>;

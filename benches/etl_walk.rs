@@ -1,0 +1,96 @@
+//! Walking real `.etl` files with the pure-Rust reader: records/s and MB/s for the merged
+//! (timestamp-ordered) and file-order walks over the 43 MB TraceLoggingTester.etl (inside a .7z,
+//! unpacked once into the target dir) and the 33 MB randomascii slow-ppt trace (inside a zip,
+//! read into memory). Skips when `shared/etl` is absent.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
+use dtx::etw::reader::{open_zip_member, zip_etl_members, EtlFile};
+
+fn shared() -> Option<PathBuf> {
+    let p = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/etl"));
+    p.exists().then_some(p)
+}
+
+fn trace_logging_tester(dir: &std::path::Path) -> EtlFile {
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("etl_samples")
+        .join("etwanalyzer_TraceLoggingTester");
+    let etl = out.join("TraceLoggingTester.etl");
+    if !out.join(".done").exists() {
+        let _ = std::fs::remove_dir_all(&out);
+        std::fs::create_dir_all(&out).unwrap();
+        sevenz_rust::decompress_file(dir.join("etwanalyzer_TraceLoggingTester.7z"), &out).unwrap();
+        std::fs::write(out.join(".done"), b"").unwrap();
+    }
+    EtlFile::open(etl).unwrap()
+}
+
+fn slow_ppt(dir: &std::path::Path) -> EtlFile {
+    let z = dir.join("randomascii_slow_ppt_trace.etl.zip");
+    let z = z.to_str().unwrap();
+    let m = zip_etl_members(z).unwrap().remove(0);
+    open_zip_member(z, &m).unwrap()
+}
+
+/// Walks every record, touching a few fields so nothing is optimised away.
+fn walk(etl: &EtlFile, merged: bool) -> u64 {
+    let mut n = 0u64;
+    let mut acc = 0u64;
+    let mut it = if merged {
+        etl.events()
+    } else {
+        etl.events_in_file_order()
+    };
+    while let Some(r) = it.next_event() {
+        if let Ok(ev) = r {
+            n += 1;
+            acc = acc.wrapping_add(ev.time_ns ^ ev.payload.len() as u64 ^ ev.opcode as u64);
+        }
+    }
+    black_box(acc);
+    n
+}
+
+fn bench(c: &mut Criterion) {
+    let Some(dir) = shared() else {
+        eprintln!("etl_walk: shared/etl not found, skipping");
+        return;
+    };
+    let files = [
+        ("TraceLoggingTester", trace_logging_tester(&dir)),
+        ("slow_ppt", slow_ppt(&dir)),
+    ];
+    let mut g = c.benchmark_group("etl_walk");
+    g.sample_size(10).measurement_time(Duration::from_secs(5));
+    for (name, etl) in &files {
+        let records = walk(etl, true);
+        let mb = etl.bytes().len() as f64 / 1e6;
+        // A plain timing line with the two rates the project tracks.
+        for merged in [true, false] {
+            let t = Instant::now();
+            let reps = 5;
+            for _ in 0..reps {
+                assert_eq!(walk(etl, merged), records);
+            }
+            let s = t.elapsed().as_secs_f64() / reps as f64;
+            eprintln!(
+                "{name} ({}): {records} records, {mb:.1} MB: {:.1} M records/s, {:.0} MB/s",
+                if merged { "merged" } else { "file order" },
+                records as f64 / s / 1e6,
+                mb / s
+            );
+        }
+        g.throughput(Throughput::Elements(records));
+        g.bench_function(format!("{name}/merged"), |b| b.iter(|| walk(etl, true)));
+        g.bench_function(format!("{name}/file_order"), |b| {
+            b.iter(|| walk(etl, false))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,124 @@
+//! `.etl` files inside `.zip` archives: `open_path("x.zip")` picks the single `.etl` member (or
+//! says which ones there are), `open_path("x.zip:member.etl")` selects one.
+
+use std::io::Read;
+use std::path::Path;
+
+use super::{EtlError, EtlFile};
+
+const ZIP_MAGIC: &[u8] = b"PK\x03\x04";
+const SEVEN_Z_MAGIC: &[u8] = b"7z\xBC\xAF\x27\x1C";
+/// Members larger than this are refused (the bytes are held in memory).
+const MAX_MEMBER: u64 = 8 << 30;
+
+fn err(file: &str, message: impl Into<String>) -> EtlError {
+    EtlError {
+        file: file.to_string(),
+        offset: 0,
+        message: message.into(),
+    }
+}
+
+/// Splits `archive.zip:member` (case-insensitive `.zip:`); a Windows drive colon is not a split.
+fn split_member(spec: &str) -> (&str, Option<&str>) {
+    let lower = spec.to_ascii_lowercase();
+    match lower.find(".zip:") {
+        Some(i) => (&spec[..i + 4], Some(&spec[i + 5..])),
+        None => (spec, None),
+    }
+}
+
+fn magic(path: &Path) -> Result<[u8; 6], std::io::Error> {
+    let mut m = [0u8; 6];
+    let mut f = std::fs::File::open(path)?;
+    let mut n = 0;
+    while n < m.len() {
+        let k = f.read(&mut m[n..])?;
+        if k == 0 {
+            break;
+        }
+        n += k;
+    }
+    Ok(m)
+}
+
+/// Opens an `.etl` file, a `.zip` holding one, or `archive.zip:member.etl`.
+pub fn open_path(spec: &str) -> Result<EtlFile, EtlError> {
+    let (archive, member) = split_member(spec);
+    if let Some(member) = member {
+        return open_zip_member(archive, member);
+    }
+    let path = Path::new(spec);
+    let m = magic(path).map_err(|e| err(spec, e.to_string()))?;
+    if m.starts_with(ZIP_MAGIC) {
+        let members = zip_etl_members(spec)?;
+        return match members.as_slice() {
+            [one] => open_zip_member(spec, one),
+            [] => Err(err(spec, "the zip archive holds no .etl file")),
+            many => Err(err(
+                spec,
+                format!(
+                    "the zip archive holds {} .etl files; pick one as {spec}:MEMBER: {}",
+                    many.len(),
+                    many.join(", ")
+                ),
+            )),
+        };
+    }
+    if m == SEVEN_Z_MAGIC {
+        return Err(err(
+            spec,
+            "7z archives are not supported; unpack the .etl first (7z x)",
+        ));
+    }
+    EtlFile::open(path)
+}
+
+fn open_zip(path: &str) -> Result<zip::ZipArchive<std::fs::File>, EtlError> {
+    let f = std::fs::File::open(path).map_err(|e| err(path, e.to_string()))?;
+    zip::ZipArchive::new(f).map_err(|e| err(path, format!("not a readable zip archive: {e}")))
+}
+
+/// The `.etl` members of a zip archive, in archive order.
+pub fn zip_etl_members(path: &str) -> Result<Vec<String>, EtlError> {
+    let z = open_zip(path)?;
+    Ok(z.file_names()
+        .filter(|n| n.to_ascii_lowercase().ends_with(".etl"))
+        .map(str::to_string)
+        .collect())
+}
+
+/// Reads one member of a zip archive into memory and opens it.
+pub fn open_zip_member(path: &str, member: &str) -> Result<EtlFile, EtlError> {
+    let name = format!("{path}:{member}");
+    let mut z = open_zip(path)?;
+    let mut f = z.by_name(member).map_err(|e| {
+        let e = format!("no member {member:?} ({e})");
+        err(path, e)
+    })?;
+    if f.size() > MAX_MEMBER {
+        return Err(err(
+            &name,
+            format!("member too large to load: {} bytes", f.size()),
+        ));
+    }
+    let mut bytes = Vec::with_capacity(f.size() as usize);
+    f.read_to_end(&mut bytes)
+        .map_err(|e| err(&name, format!("cannot unpack: {e}")))?;
+    EtlFile::from_bytes_named(name, bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_member;
+
+    #[test]
+    fn member_split() {
+        assert_eq!(split_member("a/b.zip:c.etl"), ("a/b.zip", Some("c.etl")));
+        assert_eq!(
+            split_member("C:\\x\\b.ZIP:d/c.etl"),
+            ("C:\\x\\b.ZIP", Some("d/c.etl"))
+        );
+        assert_eq!(split_member("C:\\x\\b.etl"), ("C:\\x\\b.etl", None));
+    }
+}

@@ -1,0 +1,328 @@
+//! Streaming record iteration: in file order, or merged by timestamp across buffers.
+//!
+//! Buffers are per CPU and records inside one buffer never go back in time, so a k-way merge
+//! over buffers gives global order. Buffers are activated in order of their first timestamp, and
+//! only when the smallest active head is not older than that, so at any time only the buffers
+//! whose time ranges overlap are held (about one per CPU). Uncompressed buffers are borrowed from
+//! the file; compressed ones are decompressed into recycled vectors.
+
+use std::cell::Cell;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use super::buffer::{BufferInfo, BUFFER_HEADER_SIZE};
+use super::headers::{parse_record, record_timestamp, Step};
+use super::{xpress, EtlError, EtlFile, IndexEntry};
+use crate::etw::record::EventRecord;
+
+/// One buffer being walked.
+struct Cursor {
+    /// Index of the buffer in the file's index.
+    index: usize,
+    /// File offset of the buffer.
+    offset: u64,
+    /// Decompressed buffer (header copied in front), or empty when the file bytes are used.
+    owned: Vec<u8>,
+    compressed: bool,
+    pos: Cell<usize>,
+    end: usize,
+    /// Bytes of the buffer missing from the file (truncated last buffer); reported at the end.
+    truncated: Cell<Option<String>>,
+    /// File offset and length of the buffer bytes (uncompressed buffers).
+    range: (usize, usize),
+    cpu: u16,
+}
+
+/// Iterates the records of an [`EtlFile`]. Records borrow from the iterator (decompressed
+/// buffers are reused), so this is a lending iterator: use `while let Some(r) = it.next_event()`.
+pub struct Events<'f> {
+    file: &'f EtlFile,
+    merged: bool,
+    /// Index entries in activation order (first timestamp order when merged, else file order).
+    order: Vec<u32>,
+    next_pending: usize,
+    slots: Vec<Option<Cursor>>,
+    free_vecs: Vec<Vec<u8>>,
+    /// (next timestamp, buffer index, slot) of every active cursor except `current`.
+    heap: BinaryHeap<Reverse<(i64, usize, usize)>>,
+    current: Option<usize>,
+    /// A slot whose record was handed out last and must be released on the next call.
+    release: Option<usize>,
+    /// While `current` is set: the earliest timestamp any other buffer can deliver.
+    limit: i64,
+    header_error_pending: bool,
+}
+
+impl<'f> Events<'f> {
+    pub(crate) fn new(file: &'f EtlFile, merged: bool) -> Events<'f> {
+        let mut order: Vec<u32> = (0..file.index.len() as u32).collect();
+        if merged {
+            order.sort_by_key(|&i| (file.index[i as usize].sort_ts, i));
+        }
+        Events {
+            file,
+            merged,
+            order,
+            next_pending: 0,
+            slots: Vec::new(),
+            free_vecs: Vec::new(),
+            heap: BinaryHeap::new(),
+            current: None,
+            release: None,
+            limit: i64::MIN,
+            header_error_pending: file.header_error.is_some(),
+        }
+    }
+
+    fn error(&self, offset: u64, message: String) -> EtlError {
+        EtlError {
+            file: self.file.name.clone(),
+            offset,
+            message,
+        }
+    }
+
+    fn pending_ts(&self) -> Option<i64> {
+        let &i = self.order.get(self.next_pending)?;
+        Some(self.file.index[i as usize].sort_ts)
+    }
+
+    /// The timestamp before which no not-yet-activated or other active record can come.
+    fn limit_ts(&self) -> i64 {
+        let heap_ts = self.heap.peek().map(|r| r.0 .0).unwrap_or(i64::MAX);
+        heap_ts.min(self.pending_ts().unwrap_or(i64::MAX))
+    }
+
+    fn free_slot(&mut self, slot: usize) {
+        if let Some(c) = self.slots.get_mut(slot).and_then(Option::take) {
+            if c.owned.capacity() > 0 {
+                self.free_vecs.push(c.owned);
+            }
+        }
+    }
+
+    /// Opens the buffer at `index`; Err for buffers that cannot be read at all.
+    fn activate(&mut self, index: usize) -> Result<Option<usize>, EtlError> {
+        let info: BufferInfo = match &self.file.index[index].entry {
+            IndexEntry::Damage { offset, message } => {
+                return Err(self.error(*offset, message.clone()))
+            }
+            IndexEntry::Buffer(b) => *b,
+        };
+        let file: &'f EtlFile = self.file;
+        let data = file.bytes();
+        let start = info.offset as usize;
+        let raw = data
+            .get(start..start + info.available as usize)
+            .unwrap_or(&[]);
+        let h = info.header;
+        let filled = h.filled as usize;
+        let mut cursor = Cursor {
+            index,
+            offset: info.offset,
+            owned: Vec::new(),
+            compressed: h.is_compressed(),
+            pos: Cell::new(BUFFER_HEADER_SIZE),
+            end: 0,
+            truncated: Cell::new(None),
+            range: (start, raw.len()),
+            cpu: h.processor,
+        };
+        if h.is_compressed() {
+            let mut out = self.free_vecs.pop().unwrap_or_default();
+            let want = filled.saturating_sub(BUFFER_HEADER_SIZE);
+            let input = raw.get(BUFFER_HEADER_SIZE..).unwrap_or(&[]);
+            let mut body = std::mem::take(&mut out);
+            let res = xpress::decompress_into(input, &mut body, want);
+            out.clear();
+            out.extend_from_slice(raw.get(..BUFFER_HEADER_SIZE).unwrap_or(&[]));
+            out.extend_from_slice(&body);
+            self.free_vecs.push(body);
+            if let Err(e) = res {
+                self.free_vecs.push(out);
+                return Err(self.error(
+                    info.offset,
+                    format!("compressed buffer does not decompress: {e}"),
+                ));
+            }
+            if out.len() < filled {
+                let msg = format!(
+                    "compressed buffer decompresses to {:#x} bytes, header says {:#x}{}",
+                    out.len(),
+                    filled,
+                    if info.truncated() {
+                        " (file truncated)"
+                    } else {
+                        ""
+                    }
+                );
+                cursor.truncated.set(Some(msg));
+            }
+            cursor.end = out.len().min(filled);
+            cursor.owned = out;
+        } else {
+            cursor.end = filled.min(raw.len());
+            if info.truncated() && filled > raw.len() {
+                cursor.truncated.set(Some(format!(
+                    "buffer truncated: the file ends {:#x} bytes into a buffer of {:#x} ({:#x} filled)",
+                    raw.len(),
+                    h.buffer_size,
+                    filled
+                )));
+            }
+        }
+        let slot = match self.slots.iter().position(Option::is_none) {
+            Some(s) => s,
+            None => {
+                self.slots.push(None);
+                self.slots.len() - 1
+            }
+        };
+        self.slots[slot] = Some(cursor);
+        Ok(Some(slot))
+    }
+
+    fn cursor_bytes(&self, slot: usize) -> &[u8] {
+        match self.slots.get(slot).and_then(Option::as_ref) {
+            Some(c) => bytes_of(self.file, c),
+            None => &[],
+        }
+    }
+
+    /// Timestamp of the next record of a cursor: None at its end; damaged records and a pending
+    /// truncation report sort first.
+    #[inline]
+    fn head_ts(&self, slot: usize) -> Option<i64> {
+        let c = self.slots.get(slot)?.as_ref()?;
+        let pos = c.pos.get();
+        let b = self.cursor_bytes(slot);
+        let at_end = pos >= c.end || super::buffer::u32_at(b, pos) == Some(0xFFFF_FFFF);
+        if at_end {
+            let t = c.truncated.take();
+            let some = t.is_some();
+            c.truncated.set(t);
+            return if some { Some(i64::MIN) } else { None };
+        }
+        Some(record_timestamp(b, pos).unwrap_or(i64::MIN))
+    }
+
+    fn park(&mut self, slot: usize) {
+        match self.head_ts(slot) {
+            Some(ts) => {
+                let idx = self.slots[slot].as_ref().map(|c| c.index).unwrap_or(0);
+                self.heap.push(Reverse((ts, idx, slot)));
+            }
+            None => self.free_slot(slot),
+        }
+    }
+
+    /// The next record (or error), in the order chosen at creation.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next_event(&mut self) -> Option<Result<EventRecord<'_>, EtlError>> {
+        if let Some(slot) = self.release.take() {
+            self.free_slot(slot);
+        }
+        if self.header_error_pending {
+            self.header_error_pending = false;
+            return self.file.header_error.clone().map(Err);
+        }
+        // Fast path: the current buffer's next record is still the earliest.
+        if let Some(cur) = self.current {
+            if let Some(ts) = self.head_ts(cur) {
+                if !self.merged || ts <= self.limit {
+                    return self.read_from(cur);
+                }
+            }
+        }
+        let slot = loop {
+            // Choose the cursor to read from.
+            if let Some(cur) = self.current {
+                match self.head_ts(cur) {
+                    None => {
+                        self.free_slot(cur);
+                        self.current = None;
+                    }
+                    Some(ts) if !self.merged || ts <= self.limit => break cur,
+                    Some(_) => {
+                        self.current = None;
+                        self.park(cur);
+                    }
+                }
+                continue;
+            }
+            // Activate buffers that may hold the next record.
+            if let Some(pts) = self.pending_ts() {
+                let heap_ts = self.heap.peek().map(|r| r.0 .0);
+                let take = if self.merged {
+                    heap_ts.is_none_or(|h| pts <= h)
+                } else {
+                    heap_ts.is_none()
+                };
+                if take {
+                    let index = self.order[self.next_pending] as usize;
+                    self.next_pending += 1;
+                    match self.activate(index) {
+                        Err(e) => return Some(Err(e)),
+                        Ok(Some(slot)) => self.park(slot),
+                        Ok(None) => {}
+                    }
+                    continue;
+                }
+            }
+            let Reverse((_, _, slot)) = self.heap.pop()?;
+            self.current = Some(slot);
+            self.limit = self.limit_ts();
+        };
+        self.read_from(slot)
+    }
+
+    fn read_from(&mut self, slot: usize) -> Option<Result<EventRecord<'_>, EtlError>> {
+        let file: &'f EtlFile = self.file;
+        let c = self.slots.get(slot)?.as_ref()?;
+        let pos = c.pos.get();
+        let step = parse_record(bytes_of(file, c), pos, c.end, c.cpu, &file.time);
+        let (msg, at) = match step {
+            Step::Record(r, next) => {
+                c.pos.set(next);
+                return Some(Ok(r));
+            }
+            // The end of a truncated buffer: report where the data stops.
+            Step::End => (
+                c.truncated
+                    .take()
+                    .unwrap_or_else(|| "unexpected end of buffer".to_string()),
+                c.end,
+            ),
+            Step::Error(e) => match c.truncated.take() {
+                Some(t) => (format!("{e} ({t})"), pos),
+                None => (e, pos),
+            },
+        };
+        c.pos.set(c.end);
+        let (offset, msg) = if c.compressed {
+            (
+                c.offset,
+                format!("at uncompressed offset {at:#x} of this buffer: {msg}"),
+            )
+        } else {
+            (c.offset + at as u64, msg)
+        };
+        self.current = None;
+        self.release = Some(slot);
+        Some(Err(EtlError {
+            file: file.name.clone(),
+            offset,
+            message: msg,
+        }))
+    }
+}
+
+fn bytes_of<'a>(file: &'a EtlFile, c: &'a Cursor) -> &'a [u8] {
+    if c.compressed {
+        &c.owned
+    } else {
+        file.bytes()
+            .get(c.range.0..c.range.0 + c.range.1)
+            .unwrap_or(&[])
+    }
+}
