@@ -14,4 +14,5 @@ pub mod lang;
 pub mod output;
 pub mod probes;
 pub mod providers;
+pub mod sources;
 pub mod vm;

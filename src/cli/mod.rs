@@ -213,7 +213,30 @@ fn parent_pid() -> u64 {
 
 fn run(prog: &str, args: &Args) -> Result<i32, String> {
     let mut opts = options_from(prog, args)?;
-    let catalog = Catalog::standard();
+    // a recorded trace: its providers join the catalog
+    let mut etw = crate::providers::etw::EtwProbes::new();
+    let trace = match &args.etl {
+        Some(path) if Path::new(path).exists() || path.to_string_lossy().contains(".zip:") => {
+            let mut src = crate::sources::etl::TraceSource::open(&path.to_string_lossy())
+                .map_err(|e| e.to_string())?;
+            src.scan_providers(&mut etw);
+            // the walk for the run starts from fresh state
+            src.decoder = crate::etw::decode::Decoder::new();
+            Some((src, etw.clone()))
+        }
+        Some(path) => {
+            return Err(format!(
+                "{}: live ETW tracing needs Windows; on this system -E reads an existing .etl file",
+                path.display()
+            ))
+        }
+        None => None,
+    };
+    let catalog = if trace.is_some() {
+        Catalog::with_etw(&etw)
+    } else {
+        Catalog::standard()
+    };
     let model = match args.data_model {
         Some(args::DataModel::Ilp32) => DataModel::Ilp32,
         _ => DataModel::Lp64,
@@ -294,21 +317,12 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
     if compiled.iter().any(|c| c.destructive) && !opts.destructive() {
         return Err("could not enable tracing: Destructive actions not allowed".into());
     }
-    if let Some(etl) = &args.etl {
-        if !Path::new(etl).exists() {
-            return Err(format!(
-                "{}: live ETW tracing needs Windows; on this system -E reads an existing .etl file",
-                etl.display()
-            ));
-        }
-    }
-    if args.etl.is_some() {
-        return Err("reading .etl files is not available in this build yet".into());
-    }
-    run_programs(prog, args, &opts, &catalog, &programs, compiled, out)
+
+    run_programs(prog, args, &opts, &catalog, &programs, compiled, out, trace)
 }
 
 /// Runs the compiled programs with the live clock until `exit()`, Ctrl-C, or forever.
+#[allow(clippy::too_many_arguments)]
 fn run_programs(
     prog: &str,
     args: &Args,
@@ -317,6 +331,10 @@ fn run_programs(
     programs: &[Program],
     compiled: Vec<lang::CompiledProgram>,
     out: Box<dyn Write + Send>,
+    trace: Option<(
+        crate::sources::etl::TraceSource,
+        crate::providers::etw::EtwProbes,
+    )>,
 ) -> Result<i32, String> {
     use crate::engine::consumer::{Consumer, ConsumerOptions};
     use crate::output::messages;
@@ -380,5 +398,8 @@ fn run_programs(
     }
     let flag = engine.interrupt_flag();
     let _ = ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::SeqCst));
-    Ok(engine.run())
+    match trace {
+        Some((mut src, etw)) => Ok(engine.run_trace(&mut src, &etw)),
+        None => Ok(engine.run()),
+    }
 }

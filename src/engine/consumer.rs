@@ -91,6 +91,11 @@ impl Consumer {
         }
     }
 
+    /// The program name used in messages.
+    pub fn prog(&self) -> &str {
+        &self.opts.prog
+    }
+
     pub fn flush(&mut self) {
         self.write_buf();
         let _ = self.out.flush();

@@ -44,6 +44,8 @@ pub struct Engine {
     /// `statusrate` when set: END waits for the next status check after `exit()`, as in dtrace.
     pub statusrate: Option<u64>,
     start: u64,
+    /// When a trace drives the run: the trace time now (ns since its start).
+    trace_time: Option<u64>,
 }
 
 impl Engine {
@@ -109,6 +111,7 @@ impl Engine {
             execname,
             statusrate: None,
             start: now,
+            trace_time: None,
         }
     }
 
@@ -124,8 +127,10 @@ impl Engine {
     /// Fires a probe that has no event behind it (BEGIN, END, ticks) in every program.
     fn fire_synthetic(&mut self, id: u64) {
         let Some(p) = self.probe(id) else { return };
-        let ts = self.clock.now_ns();
-        let wall = self.clock.wall_ns();
+        let (ts, wall) = match self.trace_time {
+            Some(t) => (t, t),
+            None => (self.clock.now_ns(), self.clock.wall_ns()),
+        };
         let execname = self.execname.clone();
         for r in 0..self.runs.len() {
             if !self.runs[r].vm.is_enabled(id) {
@@ -187,6 +192,109 @@ impl Engine {
                 self.clock
                     .sleep_until(next, &|| flag.load(Ordering::SeqCst));
             }
+        }
+        self.fire_synthetic(END_ID);
+        for r in 0..self.runs.len() {
+            self.consumer.finish(&mut self.runs[r].vm);
+        }
+        self.consumer.flush();
+        self.exit.unwrap_or(0)
+    }
+}
+
+impl Engine {
+    /// Runs over a recorded trace: trace time drives the timers, every record is offered to
+    /// the ETW providers, END fires at the end of the file (or after `exit()`).
+    pub fn run_trace(
+        &mut self,
+        source: &mut crate::sources::etl::TraceSource,
+        etw: &crate::providers::etw::EtwProbes,
+    ) -> i32 {
+        use crate::sources::etl::PayloadMemory;
+        // timers count from the start of the trace
+        for t in &mut self.timers {
+            t.next = t.interval;
+        }
+        self.trace_time = Some(0);
+        self.fire_synthetic(BEGIN_ID);
+        let mut firings = Vec::new();
+        let mut execname = Vec::new();
+        let mut errors = Vec::new();
+        let interrupted = self.interrupted.clone();
+        source.walk(
+            |ev, dec, state| {
+                if self.exit.is_some() || interrupted.load(Ordering::SeqCst) {
+                    return false;
+                }
+                let t = ev.time_ns;
+                // ticks due before this event
+                loop {
+                    let Some((i, due)) = self
+                        .timers
+                        .iter()
+                        .enumerate()
+                        .map(|(i, t)| (i, t.next))
+                        .min_by_key(|(_, t)| *t)
+                    else {
+                        break;
+                    };
+                    if due > t || self.exit.is_some() {
+                        break;
+                    }
+                    self.trace_time = Some(due);
+                    let probe = self.timers[i].probe;
+                    self.timers[i].next += self.timers[i].interval;
+                    self.fire_synthetic(probe);
+                }
+                self.trace_time = Some(t);
+                firings.clear();
+                let runs = &self.runs;
+                etw.firings(
+                    ev,
+                    dec,
+                    state,
+                    &|id| runs.iter().any(|r| r.vm.is_enabled(id)),
+                    &mut firings,
+                );
+                for f in &firings {
+                    let Some(p) = self.probes.get(&f.probe) else {
+                        continue;
+                    };
+                    execname.clear();
+                    if let Some(proc_) = state.process(f.pid) {
+                        execname.extend(proc_.name.to_ascii_lowercase().bytes());
+                    }
+                    let mem = PayloadMemory {
+                        id: ev.id,
+                        version: ev.version,
+                        wide: ev.pointer_size == 8,
+                        payload: ev.payload,
+                    };
+                    let mut cx = FiringCtx::synthetic(p, t, ev.wall_ns, &execname);
+                    cx.args = f.args;
+                    cx.pid = f.pid as u64;
+                    cx.tid = f.tid as u64;
+                    cx.ppid = state.process(f.pid).map(|p| p.parent as u64).unwrap_or(0);
+                    cx.cpu = ev.cpu as u32;
+                    cx.memory = &mem;
+                    for r in 0..self.runs.len() {
+                        if !self.runs[r].vm.is_enabled(f.probe) {
+                            continue;
+                        }
+                        let res = self.runs[r].vm.fire(&cx);
+                        self.consumer
+                            .consume(&mut self.runs[r].vm, &res, &self.probes);
+                        if let Some(code) = self.consumer.exit_code.take().or(res.exit) {
+                            self.exit = Some(code);
+                        }
+                    }
+                }
+                true
+            },
+            |e| errors.push(e.to_string()),
+        );
+        for e in errors.iter().take(20) {
+            eprintln!("{}: warning: {e}", self.consumer.prog());
         }
         self.fire_synthetic(END_ID);
         for r in 0..self.runs.len() {

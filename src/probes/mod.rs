@@ -58,6 +58,13 @@ impl Catalog {
     pub fn standard() -> Self {
         Catalog::new(crate::providers::standard())
     }
+
+    /// The standard providers plus the ETW providers (kernel ones, and those named in a trace).
+    pub fn with_etw(etw: &crate::providers::etw::EtwProbes) -> Self {
+        let mut p = crate::providers::standard();
+        p.extend(crate::providers::etw::providers(etw));
+        Catalog::new(p)
+    }
 }
 
 impl ProbeCatalog for Catalog {

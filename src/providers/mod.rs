@@ -2,6 +2,7 @@
 //! events into probe firings.
 
 mod dtrace;
+pub mod etw;
 mod profile;
 
 pub use dtrace::{DtraceProvider, BEGIN_ID, END_ID, ERROR_ID, ERROR_PROBE};

@@ -109,6 +109,12 @@ impl Provider for ProfileProvider {
             .filter(|(_, n)| glob_match(&desc.name, n))
             .map(|(i, n)| probe(FIRST_ID + i as u64, n))
             .collect();
+        if v.is_empty() && desc.is_exact() && desc.name.starts_with("sample-") {
+            // sample-N: every kernel sample of a recorded trace
+            let mut p = super::etw::sample_probe();
+            p.name = desc.name.clone();
+            v.push(p);
+        }
         if v.is_empty() && desc.is_exact() && parse_rate(&desc.name).is_some() {
             let id = FIRST_ID + LISTED.len() as u64 + name_hash(&desc.name);
             v.push(probe(id, &desc.name));

@@ -1,0 +1,122 @@
+//! A recorded trace as an event source: the file's records in timestamp order, decoded, with the
+//! system state (processes, threads, images, stacks) rebuilt as they go by.
+
+use crate::etw::decode::{DecodedEvent, Decoder};
+use crate::etw::reader::{EtlError, EtlFile};
+use crate::etw::record::EventRecord;
+use crate::etw::state::SystemState;
+use crate::providers::etw::{EtwProbes, PAYLOAD_BASE};
+use crate::vm::{AddressSpace, Fault};
+
+/// An opened trace with its decoder state.
+pub struct TraceSource {
+    pub file: EtlFile,
+    pub decoder: Decoder,
+    pub state: SystemState,
+    pub name: String,
+}
+
+impl TraceSource {
+    pub fn open(path: &str) -> Result<TraceSource, EtlError> {
+        let file = EtlFile::open_path(path)?;
+        Ok(TraceSource {
+            file,
+            decoder: Decoder::new(),
+            state: SystemState::new(),
+            name: path.to_string(),
+        })
+    }
+
+    /// A first pass: the providers the trace names (for `-l` and `<provider>:::events`) and the
+    /// schemas its metadata records carry.
+    pub fn scan_providers(&mut self, probes: &mut EtwProbes) {
+        let mut it = self.file.events();
+        while let Some(r) = it.next_event() {
+            let Ok(ev) = r else { continue };
+            self.decoder.observe(&ev);
+            if ev.kernel_group.is_none() {
+                let dec = self.decoder.decode(&ev);
+                if dec.is_named() && !dec.provider.is_empty() {
+                    probes.add_named(dec.provider);
+                }
+            }
+        }
+    }
+
+    /// Walks every record in timestamp order: `f` gets the record, its decoding and the state
+    /// as of that record. Errors in the file are passed to `on_error` and the walk goes on.
+    pub fn walk(
+        &mut self,
+        mut f: impl FnMut(&EventRecord<'_>, &DecodedEvent<'_>, &SystemState) -> bool,
+        mut on_error: impl FnMut(&EtlError),
+    ) {
+        let mut it = self.file.events();
+        while let Some(r) = it.next_event() {
+            let ev = match r {
+                Ok(ev) => ev,
+                Err(e) => {
+                    on_error(&e);
+                    continue;
+                }
+            };
+            self.decoder.observe(&ev);
+            let dec = self.decoder.decode(&ev);
+            self.state.observe(&ev, Some(&dec));
+            if !f(&ev, &dec, &self.state) {
+                break;
+            }
+        }
+    }
+}
+
+/// An event's payload as D sees it at `arg2`: 4 bytes of header (event id, version, 0/1 for
+/// 32/64-bit) just before it.
+pub struct PayloadMemory<'a> {
+    pub id: u16,
+    pub version: u8,
+    pub wide: bool,
+    pub payload: &'a [u8],
+}
+
+impl AddressSpace for PayloadMemory<'_> {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
+        let start = PAYLOAD_BASE - 4;
+        let off = addr.checked_sub(start).ok_or(Fault::BadAddr(addr))? as usize;
+        let total = 4 + self.payload.len();
+        let end = off.checked_add(buf.len()).ok_or(Fault::BadAddr(addr))?;
+        if end > total {
+            return Err(Fault::BadAddr(addr));
+        }
+        let head = [
+            (self.id & 0xff) as u8,
+            (self.id >> 8) as u8,
+            self.version,
+            self.wide as u8,
+        ];
+        for (i, b) in buf.iter_mut().enumerate() {
+            let p = off + i;
+            *b = if p < 4 { head[p] } else { self.payload[p - 4] };
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payload_is_mapped_after_its_header() {
+        let m = PayloadMemory {
+            id: 0x1234,
+            version: 2,
+            wide: true,
+            payload: &[9, 8, 7],
+        };
+        let mut b = [0u8; 7];
+        m.read(PAYLOAD_BASE - 4, &mut b).unwrap();
+        assert_eq!(b, [0x34, 0x12, 2, 1, 9, 8, 7]);
+        assert!(m.read(PAYLOAD_BASE + 2, &mut [0u8; 2]).is_err());
+        assert!(m.read(0, &mut [0u8; 1]).is_err());
+    }
+}

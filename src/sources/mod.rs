@@ -1,0 +1,3 @@
+//! Event sources: what feeds the engine besides its timers. Today: recorded `.etl` files.
+
+pub mod etl;
