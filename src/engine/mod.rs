@@ -228,16 +228,13 @@ impl Engine {
                 }
                 let t = ev.time_ns;
                 // ticks due before this event
-                loop {
-                    let Some((i, due)) = self
-                        .timers
-                        .iter()
-                        .enumerate()
-                        .map(|(i, t)| (i, t.next))
-                        .min_by_key(|(_, t)| *t)
-                    else {
-                        break;
-                    };
+                while let Some((i, due)) = self
+                    .timers
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| (i, t.next))
+                    .min_by_key(|(_, t)| *t)
+                {
                     if due > t || self.exit.is_some() {
                         break;
                     }
