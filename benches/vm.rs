@@ -57,7 +57,7 @@ fn bench(c: &mut Criterion) {
     g.throughput(Throughput::Elements(1));
 
     // (a) predicate + count() keyed by an integer
-    let (mut vm, _) = build("BEGIN /arg0 > 10/ { @[arg1] = count(); }");
+    let (mut vm, _) = build("#pragma D option quiet\nBEGIN /arg0 > 10/ { @[arg1] = count(); }");
     let begin = probe("BEGIN");
     let mut i: u64 = 0;
     g.bench_function("a_pred_count", |b| {
@@ -74,7 +74,7 @@ fn bench(c: &mut Criterion) {
 
     // (b) thread-local timestamp and a quantize keyed by probefunc
     let (mut vm, _) = build(
-        "BEGIN { self->ts = timestamp; }\n\
+        "#pragma D option quiet\nBEGIN { self->ts = timestamp; }\n\
          END /self->ts/ { @[probefunc] = quantize(timestamp - self->ts); self->ts = 0; }",
     );
     let end = probe("END");

@@ -59,6 +59,7 @@ pub fn node(p: &Program, n: &Node) -> String {
         Node::Const(v) => v.to_string(),
         Node::Str(s) => format!("{s:?}"),
         Node::Builtin { name, .. } => name.to_string(),
+        Node::Arg(i) => format!("arg{i}"),
         Node::Args { index, kind: k } => format!("(args {} {})", kind(*k), node(p, index)),
         Node::Uregs(i) => format!("(uregs {})", node(p, i)),
         Node::Var { id, scope: s, .. } => var_name(p, *id, *s),

@@ -78,6 +78,8 @@ pub enum Node {
         id: u32,
         name: &'static str,
     },
+    /// `arg0`..`arg9`.
+    Arg(u8),
     /// `args[i]` (typed probe arguments) / `uregs[i]`.
     Args {
         index: Box<Node>,

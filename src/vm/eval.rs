@@ -576,6 +576,7 @@ impl Vm {
                     None => self.scratch_string(s.as_bytes())?,
                 }
             }
+            Node::Arg(i) => cx.args[*i as usize % 10],
             Node::Builtin { id, .. } => self.builtin(*id, cx)?,
             Node::Args { index, kind } => {
                 let i = self.eval(index, cx)? as usize;

@@ -70,7 +70,10 @@ impl Vm {
                 self.stmts(&clause.body, cx, &mut action_no, res)
             })();
             // a clause that records nothing still shows its probe line (DTrace's default action)
-            if matches!(r, Ok(Flow::Exit) | Ok(Flow::Done)) && !self.header_sent && self.clause_ran
+            if matches!(r, Ok(Flow::Exit) | Ok(Flow::Done))
+                && !self.header_sent
+                && self.clause_ran
+                && !self.opts.quiet
             {
                 self.records.push((
                     e.epid,

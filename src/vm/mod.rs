@@ -37,6 +37,8 @@ pub struct VmOptions {
     pub specsize: usize,
     pub scratch: usize,
     pub destructive: bool,
+    /// Quiet output: a clause that records nothing needs no probe line.
+    pub quiet: bool,
 }
 
 impl Default for VmOptions {
@@ -50,6 +52,7 @@ impl Default for VmOptions {
             specsize: 1 << 20,
             scratch: 8 << 20,
             destructive: false,
+            quiet: false,
         }
     }
 }
@@ -67,6 +70,7 @@ impl VmOptions {
             specsize: o.specsize().min(1 << 34) as usize,
             scratch: 8 << 20,
             destructive: o.destructive(),
+            quiet: o.quiet(),
         }
     }
 }

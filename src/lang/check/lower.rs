@@ -658,6 +658,10 @@ impl Checker<'_> {
         if let Some(b) = self.builtin(name) {
             if b.kind == BuiltinKind::Scalar {
                 let _ = ty;
+                let arg0 = crate::lang::builtins::var::ARG0;
+                if (arg0..arg0 + 10).contains(&b.id) {
+                    return Ok(Node::Arg((b.id - arg0) as u8));
+                }
                 return Ok(Node::Builtin {
                     id: b.id,
                     name: b.name,
