@@ -28,7 +28,7 @@ pub type PragmaHook<'h> = dyn FnMut(&[String], u32) -> DResult<()> + 'h;
 pub struct Parser<'a, 'h> {
     lx: Lexer<'a>,
     /// Up to two tokens of look-ahead, with the mode they were lexed in.
-    ahead: Vec<Token>,
+    ahead: std::collections::VecDeque<Token>,
     pub type_names: HashSet<String>,
     kind: SourceKind,
     pragma_hook: Option<Box<PragmaHook<'h>>>,
@@ -69,7 +69,7 @@ impl<'a, 'h> Parser<'a, 'h> {
     pub fn new(src: &'a str, kind: SourceKind, macros: MacroEnv) -> Self {
         Parser {
             lx: Lexer::new(src, macros),
-            ahead: Vec::new(),
+            ahead: std::collections::VecDeque::new(),
             type_names: HashSet::new(),
             kind,
             pragma_hook: None,
@@ -158,7 +158,7 @@ impl<'a, 'h> Parser<'a, 'h> {
     fn peek(&mut self, mode: Mode) -> DResult<&Token> {
         if self.ahead.is_empty() {
             let t = self.lex(mode)?;
-            self.ahead.push(t);
+            self.ahead.push_back(t);
         }
         Ok(&self.ahead[0])
     }
@@ -167,7 +167,7 @@ impl<'a, 'h> Parser<'a, 'h> {
         self.peek(mode)?;
         if self.ahead.len() < 2 {
             let t = self.lex(mode)?;
-            self.ahead.push(t);
+            self.ahead.push_back(t);
         }
         Ok(&self.ahead[1])
     }
@@ -176,7 +176,9 @@ impl<'a, 'h> Parser<'a, 'h> {
         let t = if self.ahead.is_empty() {
             self.lex(mode)?
         } else {
-            self.ahead.remove(0)
+            self.ahead
+                .pop_front()
+                .unwrap_or_else(|| unreachable!("checked non-empty"))
         };
         self.last_line = t.line;
         Ok(t)
@@ -201,7 +203,7 @@ impl<'a, 'h> Parser<'a, 'h> {
 
     /// `syntax error near "<token>"`, DTrace's generic parse error.
     fn syntax_error(&mut self) -> Diagnostic {
-        let (line, near) = match self.ahead.first() {
+        let (line, near) = match self.ahead.front() {
             Some(t) => (t.line, self.near_text(t)),
             None => (self.last_line, " near end of input".to_string()),
         };
@@ -365,7 +367,7 @@ impl<'a, 'h> Parser<'a, 'h> {
                     line: self.line_for(t.line),
                 }),
                 _ => {
-                    self.ahead.insert(0, t);
+                    self.ahead.push_front(t);
                     return Err(self.syntax_error());
                 }
             }
@@ -381,7 +383,7 @@ impl<'a, 'h> Parser<'a, 'h> {
             None => 0,
         };
         // the look-ahead token was lexed at clause scope; relex it as an expression token
-        if let Some(t) = self.ahead.first().cloned() {
+        if let Some(t) = self.ahead.front().cloned() {
             self.ahead.clear();
             self.lx_reset(&t);
         }
@@ -542,7 +544,7 @@ impl<'a, 'h> Parser<'a, 'h> {
     }
 
     fn too_deep(&mut self) -> Diagnostic {
-        let line = self.ahead.first().map(|t| t.line).unwrap_or(self.last_line);
+        let line = self.ahead.front().map(|t| t.line).unwrap_or(self.last_line);
         self.err(
             "D_SYNTAX",
             line,
