@@ -362,6 +362,7 @@ fn run_programs(
             droptags: opts.droptags(),
         },
     );
+    let compiled_uses_stacks = compiled.iter().any(|c| uses_stacks(&c.ir));
     let mut runs = Vec::new();
     for (p, c) in programs.iter().zip(compiled) {
         let label = match p.kind {
@@ -399,7 +400,31 @@ fn run_programs(
     let flag = engine.interrupt_flag();
     let _ = ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::SeqCst));
     match trace {
-        Some((mut src, etw)) => Ok(engine.run_trace(&mut src, &etw)),
+        Some((mut src, etw)) => {
+            if compiled_uses_stacks {
+                src.collect_stacks();
+            }
+            Ok(engine.run_trace(&mut src, &etw))
+        }
         None => Ok(engine.run()),
     }
+}
+
+/// Whether a program records stacks (`stack()`, `ustack()`, or a stack aggregation key).
+fn uses_stacks(p: &crate::ir::Program) -> bool {
+    use crate::ir::{ActionKind, Node};
+    use crate::lang::builtins::var;
+    let mut found = false;
+    crate::vm::visit_nodes(p, &mut |n| {
+        found |= matches!(n, Node::Call { name, .. } if matches!(*name, "stack" | "ustack" | "jstack"))
+            || matches!(n, Node::Builtin { id, .. }
+                if matches!(*id, var::STACKDEPTH | var::USTACKDEPTH | var::CALLER | var::UCALLER));
+    });
+    found
+        || p.actions().iter().any(|a| {
+            matches!(
+                a.kind,
+                ActionKind::Stack { .. } | ActionKind::Ustack { .. } | ActionKind::Jstack { .. }
+            )
+        })
 }

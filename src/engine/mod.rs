@@ -219,8 +219,11 @@ impl Engine {
         self.fire_synthetic(BEGIN_ID);
         let mut firings = Vec::new();
         let mut execname = Vec::new();
+        let (mut kstack, mut ustack) = (Vec::new(), Vec::new());
+        let stacks = source.stacks.take();
         let mut errors = Vec::new();
         let interrupted = self.interrupted.clone();
+        let stack_source = crate::sources::etl::StackSource(stacks);
         source.walk(
             |ev, dec, state| {
                 if self.exit.is_some() || interrupted.load(Ordering::SeqCst) {
@@ -274,6 +277,11 @@ impl Engine {
                     cx.ppid = state.process(f.pid).map(|p| p.parent as u64).unwrap_or(0);
                     cx.cpu = ev.cpu as u32;
                     cx.memory = &mem;
+                    if stack_source.0.is_some() {
+                        stack_source.stack_of(ev, f.tid, &mut kstack, &mut ustack);
+                        cx.stack = &kstack;
+                        cx.ustack = &ustack;
+                    }
                     for r in 0..self.runs.len() {
                         if !self.runs[r].vm.is_enabled(f.probe) {
                             continue;

@@ -4,7 +4,7 @@
 use crate::etw::decode::{DecodedEvent, Decoder};
 use crate::etw::reader::{EtlError, EtlFile};
 use crate::etw::record::EventRecord;
-use crate::etw::state::SystemState;
+use crate::etw::state::{StackMatcher, SystemState};
 use crate::providers::etw::{EtwProbes, PAYLOAD_BASE};
 use crate::vm::{AddressSpace, Fault};
 
@@ -14,6 +14,9 @@ pub struct TraceSource {
     pub decoder: Decoder,
     pub state: SystemState,
     pub name: String,
+    /// Every stack of the trace, collected before the run (a stack's records come after the
+    /// event it belongs to), when the program records stacks.
+    pub stacks: Option<StackMatcher>,
 }
 
 impl TraceSource {
@@ -24,7 +27,37 @@ impl TraceSource {
             decoder: Decoder::new(),
             state: SystemState::new(),
             name: path.to_string(),
+            stacks: None,
         })
+    }
+
+    /// Collects the trace's stacks (StackWalk events, stack keys, STACK_TRACE items) so that
+    /// each event can be given its stack when it fires.
+    pub fn collect_stacks(&mut self) {
+        let mut m = StackMatcher::new();
+        let decoder = Decoder::new();
+        let mut it = self.file.events();
+        while let Some(r) = it.next_event() {
+            let Ok(ev) = r else { continue };
+            if ev.kernel_group == Some(STACK_WALK) {
+                let dec = decoder.decode(&ev);
+                m.observe(&ev, Some(&dec));
+            } else if !ev.extended.is_empty() {
+                m.observe(&ev, None);
+            }
+        }
+        self.stacks = Some(m);
+    }
+
+    /// The kernel and user frames of an event's stack, innermost first.
+    pub fn stack_of(
+        &self,
+        ev: &EventRecord<'_>,
+        tid: u32,
+        kernel: &mut Vec<u64>,
+        user: &mut Vec<u64>,
+    ) {
+        StackSource::frames(self.stacks.as_ref(), ev, tid, kernel, user)
     }
 
     /// A first pass: the providers the trace names (for `-l` and `<provider>:::events`) and the
@@ -66,6 +99,17 @@ impl TraceSource {
                 break;
             }
         }
+    }
+}
+
+const STACK_WALK: u8 = 0x18;
+
+/// Kernel addresses: the upper half of the address space.
+fn is_kernel_address(pc: u64, pointer_size: u8) -> bool {
+    if pointer_size == 4 {
+        pc >= 0x8000_0000
+    } else {
+        pc >= 0xffff_8000_0000_0000
     }
 }
 
@@ -118,5 +162,40 @@ mod tests {
         assert_eq!(b, [0x34, 0x12, 2, 1, 9, 8, 7]);
         assert!(m.read(PAYLOAD_BASE + 2, &mut [0u8; 2]).is_err());
         assert!(m.read(0, &mut [0u8; 1]).is_err());
+    }
+}
+
+/// The stacks of a trace, taken out of the source while it is walked.
+pub struct StackSource(pub Option<StackMatcher>);
+
+impl StackSource {
+    pub fn stack_of(
+        &self,
+        ev: &EventRecord<'_>,
+        tid: u32,
+        kernel: &mut Vec<u64>,
+        user: &mut Vec<u64>,
+    ) {
+        Self::frames(self.0.as_ref(), ev, tid, kernel, user)
+    }
+
+    fn frames(
+        m: Option<&StackMatcher>,
+        ev: &EventRecord<'_>,
+        tid: u32,
+        kernel: &mut Vec<u64>,
+        user: &mut Vec<u64>,
+    ) {
+        kernel.clear();
+        user.clear();
+        let Some(m) = m else { return };
+        let frames = m.stack(ev.raw_timestamp, tid).or_else(|| m.stack_for(ev));
+        for pc in frames.into_iter().flatten() {
+            if is_kernel_address(pc, ev.pointer_size) {
+                kernel.push(pc);
+            } else {
+                user.push(pc);
+            }
+        }
     }
 }

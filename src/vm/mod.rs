@@ -366,6 +366,16 @@ impl Vm {
     }
 }
 
+/// Calls `f` on every expression node of a program (predicates, statements, keys, arguments).
+pub fn visit_nodes(p: &Program, f: &mut impl FnMut(&Node)) {
+    for c in &p.clauses {
+        if let Some(pr) = &c.predicate {
+            walk(pr, f);
+        }
+        walk_stmts(&c.body, f);
+    }
+}
+
 fn walk(n: &Node, f: &mut impl FnMut(&Node)) {
     f(n);
     match n {
