@@ -145,26 +145,6 @@ impl AddressSpace for PayloadMemory<'_> {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn payload_is_mapped_after_its_header() {
-        let m = PayloadMemory {
-            id: 0x1234,
-            version: 2,
-            wide: true,
-            payload: &[9, 8, 7],
-        };
-        let mut b = [0u8; 7];
-        m.read(PAYLOAD_BASE - 4, &mut b).unwrap();
-        assert_eq!(b, [0x34, 0x12, 2, 1, 9, 8, 7]);
-        assert!(m.read(PAYLOAD_BASE + 2, &mut [0u8; 2]).is_err());
-        assert!(m.read(0, &mut [0u8; 1]).is_err());
-    }
-}
-
 /// The stacks of a trace, taken out of the source while it is walked.
 pub struct StackSource(pub Option<StackMatcher>);
 
@@ -197,5 +177,25 @@ impl StackSource {
                 user.push(pc);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payload_is_mapped_after_its_header() {
+        let m = PayloadMemory {
+            id: 0x1234,
+            version: 2,
+            wide: true,
+            payload: &[9, 8, 7],
+        };
+        let mut b = [0u8; 7];
+        m.read(PAYLOAD_BASE - 4, &mut b).unwrap();
+        assert_eq!(b, [0x34, 0x12, 2, 1, 9, 8, 7]);
+        assert!(m.read(PAYLOAD_BASE + 2, &mut [0u8; 2]).is_err());
+        assert!(m.read(0, &mut [0u8; 1]).is_err());
     }
 }
