@@ -18,6 +18,3 @@ inline int DTRACEFLT_UPRIV = 7;		/* illegal user access */
 inline int DTRACEFLT_TUPOFLOW = 8;	/* tuple stack overflow */
 inline int DTRACEFLT_BADSTACK = 9;	/* bad stack */
 
-/* address families for inet_ntop() (Windows values; 26 and 28 are accepted as AF_INET6 too) */
-inline int AF_INET = 2;
-inline int AF_INET6 = 23;

@@ -345,6 +345,9 @@ pub struct AggregationTable {
     /// Bytes allowed across all aggregations (`aggsize`), if limited.
     limit: Option<usize>,
     string_key_size: usize,
+    /// Bytes of new entries since the consumer last took the data (DTrace's kernel
+    /// aggregation buffer, which `aggsize` bounds, is emptied at every snapshot).
+    window_used: usize,
     scratch: Vec<u8>,
 }
 
@@ -357,6 +360,7 @@ impl AggregationTable {
                 .collect(),
             limit: None,
             string_key_size: 0,
+            window_used: 0,
             scratch: Vec::new(),
         }
     }
@@ -365,6 +369,11 @@ impl AggregationTable {
     /// add a key beyond it fail with [`AggError::Drop`].
     pub fn set_aggsize(&mut self, bytes: Option<usize>) {
         self.limit = bytes;
+    }
+
+    /// The consumer took a snapshot: the aggregation buffer starts empty again.
+    pub fn new_window(&mut self) {
+        self.window_used = 0;
     }
 
     /// What a string key component costs against `aggsize` (DTrace records string keys at
@@ -414,10 +423,7 @@ impl AggregationTable {
         charge: usize,
         args: &[i64],
     ) -> Result<(), AggError> {
-        let used = match self.limit {
-            Some(_) => self.memory_usage(),
-            None => 0,
-        };
+        let used = self.window_used;
         let a = self
             .aggs
             .get_mut(agg as usize)
@@ -430,6 +436,7 @@ impl AggregationTable {
                     if used + charge + a.stride * 8 + 32 > limit {
                         return Err(AggError::Drop);
                     }
+                    self.window_used += charge + a.stride * 8 + 32;
                 }
                 a.insert(k, h).ok_or(AggError::Drop)?
             }

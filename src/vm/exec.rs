@@ -20,6 +20,8 @@ impl Vm {
     /// Runs every clause enabled on the firing's probe, in program order.
     pub fn fire(&mut self, cx: &FiringCtx<'_>) -> FireResult {
         let mut res = FireResult::default();
+        // the consumer takes each firing's data at once: the aggregation buffer is empty again
+        self.aggs.new_window();
         self.fire_into(cx, &mut res, false);
         res
     }
@@ -60,6 +62,7 @@ impl Vm {
             let clause = &program.clauses[e.clause];
             let mut action_no = 0u32;
             self.clause_ran = false;
+            self.exit_in_clause = false;
             let r = (|| -> R<Flow> {
                 if let Some(p) = &clause.predicate {
                     if self.eval(p, cx)? == 0 {
@@ -69,6 +72,10 @@ impl Vm {
                 self.clause_ran = true;
                 self.stmts(&clause.body, cx, &mut action_no, res)
             })();
+            let r = match r {
+                Ok(_) if self.exit_in_clause => Ok(Flow::Exit),
+                other => other,
+            };
             // a clause that records nothing still shows its probe line (DTrace's default action)
             if matches!(r, Ok(Flow::Exit) | Ok(Flow::Done))
                 && !self.header_sent
@@ -308,8 +315,9 @@ impl Vm {
                 self.emit(Record::Exit(code));
                 if self.current_spec == 0 {
                     res.exit = Some(code);
+                    // the clause's remaining statements still run; later clauses do not
+                    self.exit_in_clause = true;
                 }
-                return Ok(Flow::Exit);
             }
             ActionKind::Speculate => {
                 let id = match a.args.first() {

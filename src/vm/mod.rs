@@ -200,6 +200,8 @@ pub struct Vm {
     header_sent: bool,
     /// `exit()` was called: only END clauses run from now on.
     pub exiting: bool,
+    /// The running clause called `exit()`.
+    exit_in_clause: bool,
     /// The running clause passed its predicate.
     clause_ran: bool,
     /// Bytes the running clause has recorded to the principal buffer.
@@ -248,6 +250,7 @@ impl Vm {
             current_spec: 0,
             header_sent: false,
             exiting: false,
+            exit_in_clause: false,
             clause_ran: false,
             clause_bytes: 0,
             clause_first_record: 0,
