@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
+use dtx::etw::decode::Decoder;
 use dtx::etw::reader::{open_zip_member, zip_etl_members, EtlFile};
 
 fn shared() -> Option<PathBuf> {
@@ -54,6 +55,28 @@ fn walk(etl: &EtlFile, merged: bool) -> u64 {
     n
 }
 
+/// Walks every record in time order and decodes its payload (schemas learnt on the way), counting
+/// the events that decoded to named fields.
+fn walk_decode(etl: &EtlFile) -> (u64, u64) {
+    let mut dec = Decoder::new();
+    let (mut n, mut named) = (0u64, 0u64);
+    let mut acc = 0usize;
+    let mut it = etl.events();
+    while let Some(r) = it.next_event() {
+        if let Ok(ev) = r {
+            n += 1;
+            dec.observe(&ev);
+            let d = dec.decode(&ev);
+            if d.is_named() {
+                named += 1;
+            }
+            acc = acc.wrapping_add(d.fields.len());
+        }
+    }
+    black_box(acc);
+    (n, named)
+}
+
 fn bench(c: &mut Criterion) {
     let Some(dir) = shared() else {
         eprintln!("etl_walk: shared/etl not found, skipping");
@@ -83,10 +106,21 @@ fn bench(c: &mut Criterion) {
                 mb / s
             );
         }
+        let t = Instant::now();
+        let (n, named) = walk_decode(etl);
+        let s = t.elapsed().as_secs_f64();
+        eprintln!(
+            "{name} (merged + decoded): {n} records ({named} to named fields), {mb:.1} MB: {:.1} M records/s, {:.0} MB/s",
+            n as f64 / s / 1e6,
+            mb / s
+        );
         g.throughput(Throughput::Elements(records));
         g.bench_function(format!("{name}/merged"), |b| b.iter(|| walk(etl, true)));
         g.bench_function(format!("{name}/file_order"), |b| {
             b.iter(|| walk(etl, false))
+        });
+        g.bench_function(format!("{name}/merged_decoded"), |b| {
+            b.iter(|| walk_decode(etl))
         });
     }
     g.finish();

@@ -371,8 +371,10 @@ impl Vm {
         if !dynamic {
             let i = id as usize;
             match kind {
-                ValKind::Int { size, signed } => {
-                    let v = truncate(value, size, signed);
+                // D variables hold the full 64-bit register value, whatever their type (as
+                // dtrace's stgs/stls do); only memory stores narrow
+                ValKind::Int { .. } => {
+                    let v = value;
                     match scope {
                         Scope::Global => self.globals[i] = v,
                         _ => self.locals[i] = v,
@@ -408,8 +410,8 @@ impl Vm {
             return Ok(()); // dropped: counted by the dynamic variable space
         };
         match kind {
-            ValKind::Int { size, signed } => {
-                let v = truncate(value, size, signed);
+            ValKind::Int { .. } => {
+                let v = value;
                 self.dynvars.mem[off..off + 8].copy_from_slice(&v.to_le_bytes());
                 Ok(())
             }
@@ -679,8 +681,9 @@ impl Vm {
             Node::Assign { target, value } => {
                 let v = self.eval(value, cx)?;
                 self.store(target, v, cx)?;
-                match Self::lvalue_kind(target) {
-                    ValKind::Int { size, signed } => truncate(v, size, signed),
+                match (&**target, Self::lvalue_kind(target)) {
+                    (LValue::Var { .. } | LValue::Array { .. }, _) => v,
+                    (_, ValKind::Int { size, signed }) => truncate(v, size, signed),
                     _ => v,
                 }
             }
@@ -692,8 +695,9 @@ impl Vm {
                 let old = self.load_lvalue(target, cx)?;
                 let new = old.wrapping_add(*delta as u64);
                 self.store(target, new, cx)?;
-                let (o, n) = match Self::lvalue_kind(target) {
-                    ValKind::Int { size, signed } => {
+                let (o, n) = match (&**target, Self::lvalue_kind(target)) {
+                    (LValue::Var { .. } | LValue::Array { .. }, _) => (old, new),
+                    (_, ValKind::Int { size, signed }) => {
                         (truncate(old, size, signed), truncate(new, size, signed))
                     }
                     _ => (old, new),

@@ -308,6 +308,11 @@ impl Vm {
                 r?;
             }
             ActionKind::Exit => {
+                if self.exit_in_clause {
+                    // dtrace moves to draining on the first exit(); later ones in the same
+                    // firing are dropped
+                    return Ok(Flow::Done);
+                }
                 let code = match a.args.first() {
                     Some(n) => self.eval(n, cx)? as i32,
                     None => 0,

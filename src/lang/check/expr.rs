@@ -900,7 +900,6 @@ impl Checker<'_> {
                 let konst = v
                     .konst
                     .map(|k| if op == UnOp::Neg { k.wrapping_neg() } else { k });
-                let konst = konst.map(|k| truncate(k, t.size_of(ty), t.is_signed(ty)));
                 Ok(Typed {
                     konst,
                     ..Typed::rvalue(ty)
@@ -1100,8 +1099,7 @@ impl Checker<'_> {
                     ));
                 }
                 let ty = t.arith_result(ta.ty, tb.ty);
-                let konst = fold(op, ta.konst, tb.konst, t.is_signed(ty))
-                    .map(|k| truncate(k, t.size_of(ty), t.is_signed(ty)));
+                let konst = fold(op, ta.konst, tb.konst, t.is_signed(ty));
                 Ok(Typed {
                     konst,
                     ..Typed::rvalue(ty)
@@ -1149,8 +1147,7 @@ impl Checker<'_> {
                     ));
                 }
                 let ty = t.arith_result(ta.ty, tb.ty);
-                let konst = fold(op, ta.konst, tb.konst, t.is_signed(ty))
-                    .map(|k| truncate(k, t.size_of(ty), t.is_signed(ty)));
+                let konst = fold(op, ta.konst, tb.konst, t.is_signed(ty));
                 Ok(Typed {
                     konst,
                     ..Typed::rvalue(ty)
@@ -1169,8 +1166,7 @@ impl Checker<'_> {
                 } else {
                     t.arith_result(ta.ty, tb.ty)
                 };
-                let konst = fold(op, ta.konst, tb.konst, t.is_signed(ty))
-                    .map(|k| truncate(k, t.size_of(ty), t.is_signed(ty)));
+                let konst = fold(op, ta.konst, tb.konst, t.is_signed(ty));
                 Ok(Typed {
                     konst,
                     ..Typed::rvalue(ty)

@@ -591,13 +591,14 @@ impl Checker<'_> {
             ExprKind::Binary(op, a, b) => self.lower_binary(lw, *op, a, b, t.ty)?,
             ExprKind::Assign(op, a, b) => {
                 let target = self.lower_lvalue(lw, a)?;
-                let value = match op {
-                    None => self.lower(lw, b)?,
+                let (value, src) = match op {
+                    None => (self.lower(lw, b)?, self.expr(b)?.ty),
                     Some(o) => {
                         let combined = Expr::new(ExprKind::Binary(*o, a.clone(), b.clone()), line);
-                        self.lower(lw, &combined)?
+                        (self.lower(lw, &combined)?, self.expr(&combined)?.ty)
                     }
                 };
+                let value = self.narrow_for_variable(&target, value, src);
                 Node::Assign {
                     target: Box::new(target),
                     value: Box::new(value),
@@ -706,6 +707,28 @@ impl Checker<'_> {
             LValue::Uregs(i) => Node::Uregs(Box::new(i)),
             LValue::Value(v) => v,
         })
+    }
+
+    /// D variables keep the whole 64-bit value they are given, except that a value of a wider
+    /// integer type is narrowed to the variable's type first (dtrace's typecast on assignment);
+    /// memory lvalues narrow as they are stored.
+    fn narrow_for_variable(&self, target: &LValue, value: Node, src: TypeId) -> Node {
+        let kind = match target {
+            LValue::Var { kind, .. } | LValue::Array { kind, .. } => *kind,
+            _ => return value,
+        };
+        match kind {
+            ValKind::Int { size, signed }
+                if self.types.is_integer(src) && u64::from(size) < self.types.size_of(src) =>
+            {
+                Node::Cast {
+                    value: Box::new(value),
+                    size,
+                    signed,
+                }
+            }
+            _ => value,
+        }
     }
 
     fn lower_lvalue(&mut self, lw: &mut Lowering, e: &Expr) -> DResult<LValue> {
