@@ -488,3 +488,47 @@ fn pragma_options() {
         "dtx: failed to compile script badval.d: [D_PRAGMA_OPTSET] line 2: failed to set option 'bufsize' to 'zzz': Invalid value for specified option"
     );
 }
+
+#[test]
+fn buffers_that_cannot_be_allocated_fail_enabling() {
+    let o = dtx(&["-q", "-x", "bufsize=0", "-n", "BEGIN { exit(0); }"]);
+    let line = one_error_line(&o, 1);
+    assert_eq!(line, "dtx: could not enable tracing: Not enough space");
+}
+
+#[test]
+fn fill_buffer_too_small_for_end_fails_enabling() {
+    let o = dtx(&[
+        "-q",
+        "-x",
+        "bufpolicy=fill",
+        "-x",
+        "bufsize=32",
+        "-n",
+        "BEGIN { exit(0); } END { trace(execname); }",
+    ]);
+    let line = one_error_line(&o, 1);
+    assert_eq!(line, "dtx: could not enable tracing: Arg list too long");
+    // the same END fits a bigger buffer
+    let o = dtx(&[
+        "-q",
+        "-x",
+        "bufpolicy=fill",
+        "-x",
+        "bufsize=4k",
+        "-n",
+        "BEGIN { exit(0); } END { trace(execname); }",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr_of(&o));
+}
+
+#[test]
+fn oversized_static_variable_fails_enabling() {
+    let o = dtx(&[
+        "-q",
+        "-n",
+        "struct big { char c[100000]; }; struct big b; BEGIN { b.c[0] = 'x'; exit(0); }",
+    ]);
+    let line = one_error_line(&o, 1);
+    assert!(line.ends_with(": Invalid argument"), "{line}");
+}

@@ -92,7 +92,7 @@ fn predicate_and_count_allocate_nothing_per_firing() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut vm = build("#pragma D option quiet\nBEGIN /arg0 > 10/ { @[arg1] = count(); }");
     let begin = probe("BEGIN");
-    let mut fire = |vm: &mut Vm, i: u64| {
+    let fire = |vm: &mut Vm, i: u64| {
         let mut cx = FiringCtx::synthetic(&begin, i, i, b"test");
         cx.args[0] = i % 32;
         cx.args[1] = i % 1024;
@@ -120,7 +120,7 @@ fn self_ts_and_quantize_allocate_nothing_per_firing() {
          END /self->ts/ { @[probefunc] = quantize(timestamp - self->ts); self->ts = 0; }",
     );
     let (begin, end) = (probe("BEGIN"), probe("END"));
-    let mut pair = |vm: &mut Vm, t: u64| {
+    let pair = |vm: &mut Vm, t: u64| {
         let mut cx = FiringCtx::synthetic(&begin, t, t, b"test");
         cx.tid = t % 8;
         vm.fire(&cx);

@@ -1,6 +1,7 @@
 //! The dtrace-compatible command line: options, compiling each program, `-l` listing, `-e`.
 
 pub mod args;
+mod enabling;
 mod listing;
 
 use std::ffi::OsString;
@@ -316,6 +317,11 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
     }
     if compiled.iter().any(|c| c.destructive) && !opts.destructive() {
         return Err("could not enable tracing: Destructive actions not allowed".into());
+    }
+    {
+        let irs: Vec<&crate::ir::Program> = compiled.iter().map(|c| &c.ir).collect();
+        let names: Vec<String> = programs.iter().map(|p| p.file_name.clone()).collect();
+        enabling::check(&opts, &irs, &names)?;
     }
 
     run_programs(prog, args, &opts, &catalog, &programs, compiled, out, trace)
