@@ -2,7 +2,7 @@
 //! `lex+parse` (the parser alone) and `compile` (parse and semantic checks, with the type
 //! library loaded), both reported in bytes per second.
 
-use std::collections::HashSet;
+use dtx::lang::parser::TypeNames;
 use std::fmt::Write;
 use std::time::Duration;
 
@@ -155,7 +155,7 @@ fn corpus() -> String {
     s
 }
 
-fn type_names() -> HashSet<String> {
+fn type_names() -> TypeNames {
     ["uint64_t", "int64_t", "uint32_t", "string", "size_t"]
         .iter()
         .map(|s| s.to_string())

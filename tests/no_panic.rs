@@ -5,7 +5,7 @@
 //! Deep nesting is checked in a child `dtx` process, because a stack overflow aborts the whole
 //! process rather than unwinding.
 
-use std::collections::HashSet;
+use dtx::lang::parser::TypeNames;
 use std::fs;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
@@ -240,7 +240,7 @@ fn macros() -> MacroEnv {
     }
 }
 
-fn type_names() -> HashSet<String> {
+fn type_names() -> TypeNames {
     ["int64_t", "uint8_t", "size_t", "point_t", "string"]
         .iter()
         .map(|s| s.to_string())

@@ -10,7 +10,7 @@ use super::parser::{parse_program, SourceKind};
 use super::types::{DataModel, TypeTable};
 use super::MacroEnv;
 use crate::probes::ProbeCatalog;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 /// The library files, in load order.
 pub const FILES: &[(&str, &str)] = &[
@@ -30,7 +30,7 @@ pub struct Library {
 pub fn load(model: DataModel, opts: &DOptions, catalog: &dyn ProbeCatalog) -> DResult<Library> {
     let mut checker = Checker::new(TypeTable::new(model), opts.clone(), catalog);
     for (name, text) in FILES {
-        let names: HashSet<String> = checker.types.type_names().cloned().collect();
+        let names: crate::lang::parser::TypeNames = checker.types.type_names().cloned().collect();
         let (prog, _, _) = parse_program(text, SourceKind::File, MacroEnv::default(), names, None)
             .map_err(|d| derr(d.tag, d.line, format!("{name}: {}", d.message)))?;
         for item in &prog.items {

@@ -16,8 +16,6 @@ pub mod pragma;
 pub mod token;
 pub mod types;
 
-use std::collections::HashSet;
-
 use diag::{derr, DResult};
 pub use lexer::MacroEnv;
 pub use parser::SourceKind;
@@ -98,7 +96,7 @@ fn compile_here(
     };
     let lib = library::load(input.model, opts, catalog)?;
     let _ = &lib;
-    let mut type_names: HashSet<String> = lib.types.type_names().cloned().collect();
+    let mut type_names: parser::TypeNames = lib.types.type_names().cloned().collect();
     type_names.extend(lib.types.defined_tags());
     let mut checker = check::Checker::new(TypeTable::new(input.model), opts.clone(), catalog);
     lib.install(&mut checker);

@@ -8,6 +8,9 @@
 
 use std::collections::HashSet;
 
+/// The names that parse as types (typedefs and tags), looked up for every identifier.
+pub type TypeNames = HashSet<String, crate::fasthash::FastBuild>;
+
 use super::ast::*;
 use super::diag::{derr, DResult, Diagnostic};
 use super::lexer::{Lexer, MacroEnv, Mode, Token};
@@ -29,7 +32,7 @@ pub struct Parser<'a, 'h> {
     lx: Lexer<'a>,
     /// Up to two tokens of look-ahead, with the mode they were lexed in.
     ahead: std::collections::VecDeque<Token>,
-    pub type_names: HashSet<String>,
+    pub type_names: TypeNames,
     kind: SourceKind,
     pragma_hook: Option<Box<PragmaHook<'h>>>,
     pragmas: Vec<Pragma>,
@@ -70,7 +73,7 @@ impl<'a, 'h> Parser<'a, 'h> {
         Parser {
             lx: Lexer::new(src, macros),
             ahead: std::collections::VecDeque::new(),
-            type_names: HashSet::new(),
+            type_names: TypeNames::default(),
             kind,
             pragma_hook: None,
             pragmas: Vec::new(),
@@ -1491,7 +1494,7 @@ pub fn parse_program(
     src: &str,
     kind: SourceKind,
     macros: MacroEnv,
-    type_names: HashSet<String>,
+    type_names: TypeNames,
     hook: Option<Box<PragmaHook<'_>>>,
 ) -> DResult<(Program, Vec<Pragma>, Vec<bool>)> {
     let mut p = Parser::new(src, kind, macros);
@@ -1503,7 +1506,7 @@ pub fn parse_program(
 }
 
 /// Parses a type name alone (used for prototypes and `-x` type options).
-pub fn parse_type_name(src: &str, type_names: HashSet<String>) -> DResult<TypeName> {
+pub fn parse_type_name(src: &str, type_names: TypeNames) -> DResult<TypeName> {
     let mut p = Parser::new(src, SourceKind::String, MacroEnv::default());
     p.type_names = type_names;
     let tn = p.type_name()?;
@@ -1518,7 +1521,7 @@ mod tests {
     use super::*;
 
     fn parse(src: &str) -> DResult<Program> {
-        let mut names = HashSet::new();
+        let mut names = TypeNames::default();
         names.insert("uint64_t".to_string());
         parse_program(src, SourceKind::File, MacroEnv::default(), names, None).map(|r| r.0)
     }

@@ -83,7 +83,7 @@ impl Checker<'_> {
     }
 
     fn parse_type_text(&mut self, text: &str) -> TypeId {
-        let names: std::collections::HashSet<String> = self.types.type_names().cloned().collect();
+        let names: crate::lang::parser::TypeNames = self.types.type_names().cloned().collect();
         let cleaned: String = text
             .split_whitespace()
             .map(|w| match w.rfind('`') {
