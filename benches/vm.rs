@@ -4,52 +4,18 @@
 //!     self->ts); self->ts = 0; }`,
 //! (c) a `printf` with three conversions, formatted by the consumer into a null sink.
 
-use std::sync::Arc;
-
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use dtx::engine::consumer::{Consumer, ConsumerOptions};
-use dtx::lang::options::DOptions;
-use dtx::lang::types::DataModel;
-use dtx::lang::{compile, CompileInput, MacroEnv, SourceKind};
-use dtx::probes::{Catalog, ProbeCatalog, ProbeDesc, ProbeInfo};
-use dtx::vm::{FiringCtx, Vm, VmOptions};
+use dtx::engine::standalone::{standalone_vm, standard_probe};
+use dtx::probes::ProbeInfo;
+use dtx::vm::{FiringCtx, Vm};
 
 fn build(src: &str) -> (Vm, Vec<ProbeInfo>) {
-    let catalog = Catalog::standard();
-    let mut opts = DOptions::new();
-    let c = compile(
-        CompileInput {
-            text: src,
-            kind: SourceKind::File,
-            macros: MacroEnv::default(),
-            cpp: None,
-            file_name: "bench.d",
-            model: DataModel::Lp64,
-        },
-        &mut opts,
-        &catalog,
-    )
-    .expect("bench program compiles");
-    let program = Arc::new(c.ir);
-    let mut vm = Vm::new(program.clone(), VmOptions::from_options(&opts));
-    let mut probes = Vec::new();
-    for (i, clause) in program.clauses.iter().enumerate() {
-        for d in &clause.probes {
-            for p in catalog.matching(d) {
-                vm.enable(p.id, i);
-                probes.push(p);
-            }
-        }
-    }
-    (vm, probes)
+    standalone_vm(src).expect("bench program compiles")
 }
 
 fn probe(name: &str) -> ProbeInfo {
-    Catalog::standard()
-        .matching(&ProbeDesc::parse(name).unwrap())
-        .into_iter()
-        .next()
-        .unwrap()
+    standard_probe(name).expect("standard probe")
 }
 
 fn bench(c: &mut Criterion) {

@@ -5,13 +5,18 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
 
-use dtx::lang::options::DOptions;
-use dtx::lang::types::DataModel;
-use dtx::lang::{compile, CompileInput, MacroEnv, SourceKind};
-use dtx::probes::{Catalog, ProbeCatalog, ProbeDesc, ProbeInfo};
-use dtx::vm::{FiringCtx, Vm, VmOptions};
+use dtx::engine::standalone::{standalone_vm, standard_probe};
+use dtx::probes::ProbeInfo;
+use dtx::vm::{FiringCtx, Vm};
+
+fn build(src: &str) -> Vm {
+    standalone_vm(src).expect("program compiles").0
+}
+
+fn probe(name: &str) -> ProbeInfo {
+    standard_probe(name).expect("standard probe")
+}
 
 struct Counting;
 
@@ -38,42 +43,6 @@ unsafe impl GlobalAlloc for Counting {
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
-
-fn build(src: &str) -> Vm {
-    let catalog = Catalog::standard();
-    let mut opts = DOptions::new();
-    let c = compile(
-        CompileInput {
-            text: src,
-            kind: SourceKind::File,
-            macros: MacroEnv::default(),
-            cpp: None,
-            file_name: "t.d",
-            model: DataModel::Lp64,
-        },
-        &mut opts,
-        &catalog,
-    )
-    .expect("program compiles");
-    let program = Arc::new(c.ir);
-    let mut vm = Vm::new(program.clone(), VmOptions::from_options(&opts));
-    for (i, clause) in program.clauses.iter().enumerate() {
-        for d in &clause.probes {
-            for p in catalog.matching(d) {
-                vm.enable(p.id, i);
-            }
-        }
-    }
-    vm
-}
-
-fn probe(name: &str) -> ProbeInfo {
-    Catalog::standard()
-        .matching(&ProbeDesc::parse(name).unwrap())
-        .into_iter()
-        .next()
-        .unwrap()
-}
 
 /// This binary's tests run one at a time: the allocation counter is global.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());

@@ -4,6 +4,7 @@
 
 pub mod clock;
 pub mod consumer;
+pub mod standalone;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,0 +1,66 @@
+//! A VM for one D program over the standard probe catalog (BEGIN, END, ERROR, tick/profile),
+//! with its clauses enabled and no event source: what benches, tests and embedders drive by
+//! firing probes themselves.
+
+use std::sync::Arc;
+
+use crate::lang::options::DOptions;
+use crate::lang::types::DataModel;
+use crate::lang::{compile, CompileInput, MacroEnv, SourceKind};
+use crate::probes::{Catalog, ProbeCatalog, ProbeDesc, ProbeInfo};
+use crate::vm::{Vm, VmOptions};
+
+/// Compiles `src` (a D program text) and returns its VM with every matching probe enabled, and
+/// those probes. A compile error comes back as dtrace's message.
+pub fn standalone_vm(src: &str) -> Result<(Vm, Vec<ProbeInfo>), String> {
+    let catalog = Catalog::standard();
+    let mut opts = DOptions::new();
+    let c = compile(
+        CompileInput {
+            text: src,
+            kind: SourceKind::File,
+            macros: MacroEnv::default(),
+            cpp: None,
+            file_name: "standalone.d",
+            model: DataModel::Lp64,
+        },
+        &mut opts,
+        &catalog,
+    )
+    .map_err(|e| e.to_string())?;
+    let program = Arc::new(c.ir);
+    let mut vm = Vm::new(program.clone(), VmOptions::from_options(&opts));
+    let mut probes = Vec::new();
+    for (i, clause) in program.clauses.iter().enumerate() {
+        for d in &clause.probes {
+            for p in catalog.matching(d) {
+                vm.enable(p.id, i);
+                probes.push(p);
+            }
+        }
+    }
+    Ok((vm, probes))
+}
+
+/// The first probe of the standard catalog matching `desc` (`BEGIN`, `profile:::tick-1s`).
+pub fn standard_probe(desc: &str) -> Option<ProbeInfo> {
+    Catalog::standard()
+        .matching(&ProbeDesc::parse(desc).ok()?)
+        .into_iter()
+        .next()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn enables_the_clauses_probes() {
+        let (vm, probes) = standalone_vm("BEGIN { x = 1; } END { x = 2; }").unwrap();
+        assert_eq!(probes.len(), 2);
+        assert!(probes.iter().all(|p| vm.is_enabled(p.id)));
+        assert!(standalone_vm("BEGIN { x = ; }").is_err());
+        assert!(standard_probe("BEGIN").is_some());
+        assert!(standard_probe("nosuch:::probe").is_none());
+    }
+}
