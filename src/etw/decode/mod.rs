@@ -17,7 +17,7 @@ pub mod tdh;
 pub mod tlg;
 pub mod value;
 
-use std::collections::HashMap;
+use crate::fasthash::FastMap;
 use std::path::Path;
 
 use crate::etw::record::{EventRecord, Guid, HeaderKind};
@@ -67,11 +67,11 @@ impl<'a> DecodedEvent<'a> {
 #[derive(Default)]
 pub struct Decoder {
     /// Manifest-event schemas by (provider, id, version): EventMetadata and loaded manifests.
-    schemas: HashMap<SchemaKey, Schema<String>>,
+    schemas: FastMap<SchemaKey, Schema<String>>,
     /// Classic (MOF) schemas from EventMetadata by (event GUID, opcode, version).
-    classic: HashMap<(Guid, u8, u8), Schema<String>>,
+    classic: FastMap<(Guid, u8, u8), Schema<String>>,
     /// TraceLogging provider names from PROV_TRAITS, by provider GUID.
-    tl_providers: HashMap<Guid, String>,
+    tl_providers: FastMap<Guid, String>,
 }
 
 impl Decoder {

@@ -265,13 +265,38 @@ pub(crate) fn le_ptr(b: &[u8], o: usize, ptr: u8) -> Option<u64> {
 
 /// Decodes UTF-16LE bytes (lossy), stopping at the first NUL.
 pub fn utf16_string(b: &[u8]) -> String {
-    let units = b
+    // most ETW text (paths, names) is ASCII: copy its low bytes straight across
+    let mut ascii = Vec::with_capacity(b.len() / 2);
+    let mut i = 0;
+    // four code units at a time while they are all ASCII and none is the terminator
+    while let Some(w) = b.get(i..i + 8) {
+        let w = u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
+        if w & 0xff80_ff80_ff80_ff80 != 0
+            || w.wrapping_sub(0x0001_0001_0001_0001) & 0x8000_8000_8000_8000 != 0
+        {
+            break;
+        }
+        ascii.extend_from_slice(&[w as u8, (w >> 16) as u8, (w >> 32) as u8, (w >> 48) as u8]);
+        i += 8;
+    }
+    while i + 1 < b.len() {
+        let (lo, hi) = (b[i], b[i + 1]);
+        if hi != 0 || lo >= 0x80 {
+            break;
+        }
+        if lo == 0 {
+            return String::from_utf8(ascii).unwrap_or_default();
+        }
+        ascii.push(lo);
+        i += 2;
+    }
+    let mut s = String::from_utf8(ascii).unwrap_or_default();
+    let units = b[i.min(b.len())..]
         .chunks_exact(2)
         .map(|c| u16::from_le_bytes([c[0], c[1]]))
         .take_while(|u| *u != 0);
-    char::decode_utf16(units)
-        .map(|r| r.unwrap_or('\u{fffd}'))
-        .collect()
+    s.extend(char::decode_utf16(units).map(|r| r.unwrap_or('\u{fffd}')));
+    s
 }
 
 /// 8-bit text: borrowed when it is valid UTF-8, else Latin-1.
@@ -424,4 +449,43 @@ pub fn read_value<'a>(
         Bytes(n) => return read_value(Binary, b, pos, ptr, Some(n as usize)),
         Struct => return None,
     })
+}
+
+#[cfg(test)]
+mod utf16_tests {
+    use super::utf16_string;
+
+    fn enc(s: &str) -> Vec<u8> {
+        s.encode_utf16().flat_map(|u| u.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn ascii_and_non_ascii_text_round_trips() {
+        for s in [
+            "",
+            "a",
+            "abc",
+            "abcd",
+            "C:\\Windows\\System32\\ntdll.dll",
+            "héllo wörld, 0123456789",
+            "0123456\u{263a}89abcdef",
+            "\u{1f600} emoji first",
+        ] {
+            assert_eq!(utf16_string(&enc(s)), s);
+        }
+    }
+
+    #[test]
+    fn stops_at_the_terminator_wherever_it_falls() {
+        for cut in 0..12 {
+            let text = "abcdefghijkl";
+            let mut b = enc(&text[..cut]);
+            b.extend_from_slice(&[0, 0]);
+            b.extend(enc("tail"));
+            assert_eq!(utf16_string(&b), &text[..cut]);
+        }
+        // an odd trailing byte is ignored; a lone surrogate becomes U+FFFD
+        assert_eq!(utf16_string(&[b'a', 0, b'b']), "a");
+        assert_eq!(utf16_string(&[0x00, 0xd8, b'x', 0]), "\u{fffd}x");
+    }
 }
