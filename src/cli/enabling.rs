@@ -3,15 +3,12 @@
 //! records, and static variables larger than the kernel allows. Each failure stops the run with
 //! dtrace's message and exit status 1.
 
-use crate::ir::{ActionKind, Program, Scope, Stmt, ValKind};
+use crate::ir::{ActionKind, Program, Scope, ValKind};
 use crate::lang::options::DOptions;
 
 /// Largest by-reference global or clause-local variable the kernel accepts
 /// (`dtrace_global_maxsize` and `dtrace_statvar_maxsize`, 16 KiB).
 const STATIC_VAR_MAX: u32 = 16 * 1024;
-
-/// A record's header in the principal buffer: the enabled probe ID and the timestamp.
-const RECORD_HEADER: u64 = 12;
 
 /// Runs the enabling checks over every program of the invocation.
 pub fn check(opts: &DOptions, programs: &[&Program], names: &[String]) -> Result<(), String> {
@@ -43,12 +40,10 @@ pub fn check(opts: &DOptions, programs: &[&Program], names: &[String]) -> Result
     }
     if opts.bufpolicy() == "fill" {
         // a filling buffer keeps room for what END records, so END can always run
-        let strsize = opts.strsize();
+        let strsize = opts.strsize() as usize;
         let reserve: u64 = programs
             .iter()
-            .flat_map(|p| p.clauses.iter())
-            .filter(|c| c.probes.iter().any(|d| d.name == "END"))
-            .map(|c| RECORD_HEADER + stmts_size(&c.body, strsize))
+            .map(|p| crate::vm::ecb::end_reserve(p, strsize) as u64)
             .sum();
         if round_down(opts.bufsize()) < reserve {
             return Err("could not enable tracing: Arg list too long".into());
@@ -86,31 +81,6 @@ fn physical_memory() -> u64 {
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         })
         .map_or(u64::MAX, |kb| kb.saturating_mul(1024))
-}
-
-/// The most a clause's statements record in one firing, each record at its type's size.
-fn stmts_size(body: &[Stmt], strsize: u64) -> u64 {
-    body.iter()
-        .map(|s| match s {
-            Stmt::Eval(_) => 0,
-            Stmt::If {
-                then, otherwise, ..
-            } => stmts_size(then, strsize).max(stmts_size(otherwise, strsize)),
-            Stmt::Action(a) => match a.kind {
-                ActionKind::Exit => 4,
-                ActionKind::Aggregate { .. } => 0,
-                _ => a
-                    .arg_kinds
-                    .iter()
-                    .map(|k| match *k {
-                        ValKind::Int { size, .. } => u64::from(size),
-                        ValKind::String => strsize,
-                        ValKind::ByRef { size } => u64::from(size),
-                    })
-                    .sum(),
-            },
-        })
-        .sum()
 }
 
 #[cfg(test)]

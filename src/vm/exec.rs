@@ -99,6 +99,25 @@ impl Vm {
                     continue;
                 }
             }
+            if self.opts.fill
+                && cx.probe.id != crate::providers::END_ID
+                && self.records.len() > self.clause_first_record
+            {
+                let bytes = super::ecb::firing_bytes(
+                    &self.records[self.clause_first_record..],
+                    self.opts.strsize,
+                );
+                if self.filled || self.fill_used + bytes > self.fill_limit {
+                    // the filling buffer is full: this record is dropped and tracing stops
+                    self.records.truncate(self.clause_first_record);
+                    self.principal_drops += 1;
+                    self.filled = true;
+                    self.exiting = true;
+                    res.exit.get_or_insert(0);
+                    continue;
+                }
+                self.fill_used += bytes;
+            }
             if matches!(r, Ok(Flow::Exit)) && self.current_spec == 0 {
                 // exit(): the remaining clauses of this firing do not run
                 self.exiting = true;

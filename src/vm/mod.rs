@@ -6,6 +6,7 @@
 //! D's subroutines. A fault aborts the clause and is reported as an ERROR firing.
 
 mod call;
+pub mod ecb;
 mod eval;
 mod exec;
 pub mod memory;
@@ -39,6 +40,8 @@ pub struct VmOptions {
     pub destructive: bool,
     /// Quiet output: a clause that records nothing needs no probe line.
     pub quiet: bool,
+    /// `bufpolicy=fill`: the principal buffer is never drained; tracing stops once it is full.
+    pub fill: bool,
 }
 
 impl Default for VmOptions {
@@ -53,6 +56,7 @@ impl Default for VmOptions {
             scratch: 8 << 20,
             destructive: false,
             quiet: false,
+            fill: false,
         }
     }
 }
@@ -71,6 +75,7 @@ impl VmOptions {
             scratch: 8 << 20,
             destructive: o.destructive(),
             quiet: o.quiet(),
+            fill: o.bufpolicy() == "fill",
         }
     }
 }
@@ -214,12 +219,20 @@ pub struct Vm {
     pub double_errors: u64,
     /// Enabled-probe records dropped because they did not fit the principal buffer.
     pub principal_drops: u64,
+    /// `bufpolicy=fill`: bytes of the principal buffer used, and the most that may be (the
+    /// buffer less what END keeps in reserve).
+    fill_used: usize,
+    fill_limit: usize,
+    /// The filling buffer is full: nothing more is recorded before END.
+    pub filled: bool,
     fire_cpu: u32,
     fire_probe: u64,
 }
 
 impl Vm {
     pub fn new(program: Arc<Program>, opts: VmOptions) -> Self {
+        let fill_limit =
+            (opts.bufsize & !7).saturating_sub(ecb::end_reserve(&program, opts.strsize));
         let mut aggs = AggregationTable::new(&program.aggregations);
         aggs.set_aggsize(opts.aggsize);
         aggs.set_string_key_size(opts.strsize);
@@ -257,6 +270,9 @@ impl Vm {
             agg_drops: 0,
             double_errors: 0,
             principal_drops: 0,
+            fill_used: 0,
+            fill_limit,
+            filled: false,
             fire_cpu: 0,
             fire_probe: 0,
             program,
