@@ -768,30 +768,7 @@ impl Checker<'_> {
             typed.push(t);
         }
         let proto = b.parsed_proto().map_err(|m| derr("D_UNKNOWN", line, m))?;
-        if let Err(msg) = builtins::check_call_arity(b.name, &proto, typed.len()) {
-            return Err(derr("D_PROTO_LEN", line, msg));
-        }
-        for (i, (p, a)) in proto.params.iter().zip(&typed).enumerate() {
-            if p.ty == "@" {
-                continue;
-            }
-            let pt = self.type_from_text(&p.ty);
-            if !self.arg_compatible(pt, a) {
-                return Err(derr(
-                    "D_PROTO_ARG",
-                    line,
-                    builtins::proto_arg_message(
-                        "",
-                        b.name,
-                        "( )",
-                        false,
-                        i + 1,
-                        &self.types.name(pt),
-                        &self.types.name(a.ty),
-                    ),
-                ));
-            }
-        }
+        self.check_proto_args(b, &proto, &typed, line)?;
         if let Some(first) = typed.first() {
             if !self.types.is_scalar(first.ty) {
                 return Err(derr(

@@ -61,7 +61,20 @@ impl Checker<'_> {
             Ok(p) => p,
             Err(_) => return Ok(self.types.int64),
         };
-        if let Err(msg) = builtins::check_call_arity(b.name, &proto, args.len()) {
+        self.check_proto_args(b, &proto, args, line)?;
+        Ok(self.type_from_text(&proto.ret))
+    }
+
+    /// Checks the argument count and each argument's type against a parsed prototype
+    /// (`D_PROTO_LEN`, `D_PROTO_ARG`); `@` parameters take anything.
+    pub(crate) fn check_proto_args(
+        &mut self,
+        b: &Builtin,
+        proto: &builtins::Proto,
+        args: &[Typed],
+        line: u32,
+    ) -> DResult<()> {
+        if let Err(msg) = builtins::check_call_arity(b.name, proto, args.len()) {
             return Err(derr("D_PROTO_LEN", line, msg));
         }
         for (i, (p, a)) in proto.params.iter().zip(args).enumerate() {
@@ -85,7 +98,7 @@ impl Checker<'_> {
                 ));
             }
         }
-        Ok(self.type_from_text(&proto.ret))
+        Ok(())
     }
 
     /// A call in an expression. Actions and aggregating functions type as `void` actions here;
