@@ -335,6 +335,7 @@ impl Vm {
                     Scope::Global => self.globals.get(i).copied().unwrap_or(0),
                     _ => self.locals.get(i).copied().unwrap_or(0),
                 },
+                ValKind::String if self.null_strings.get(i).copied().unwrap_or(false) => 0,
                 _ => match scope {
                     Scope::Global => internal(
                         Region::Globals,
@@ -381,6 +382,9 @@ impl Vm {
                     }
                 }
                 _ => {
+                    if kind == ValKind::String {
+                        self.null_strings[i] = value == 0;
+                    }
                     let dst = match scope {
                         Scope::Global => internal(Region::Globals, self.global_off[i]),
                         _ => internal(Region::Locals, self.local_off[i]),

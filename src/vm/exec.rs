@@ -43,6 +43,7 @@ impl Vm {
         if !self.clause_locals.is_empty() {
             for &id in &self.clause_locals {
                 self.locals[id as usize] = 0;
+                self.null_strings[id as usize] = false;
             }
             self.local_mem.fill(0);
         }

@@ -178,6 +178,9 @@ pub struct Vm {
     global_mem: Vec<u8>,
     global_off: Vec<usize>,
     locals: Vec<u64>,
+    /// String variables (global and clause-local) that hold NULL rather than a string, by
+    /// variable id: dtrace keeps this as a flag beside the variable's bytes.
+    null_strings: Vec<bool>,
     local_mem: Vec<u8>,
     local_off: Vec<usize>,
     dynvars: DynVars,
@@ -243,6 +246,7 @@ impl Vm {
             global_mem: Vec::new(),
             global_off: vec![usize::MAX; program.variables.len()],
             locals: vec![0; program.variables.len()],
+            null_strings: vec![false; program.variables.len()],
             local_mem: Vec::new(),
             local_off: vec![usize::MAX; program.variables.len()],
             dynvars: DynVars::new(0),
