@@ -339,23 +339,7 @@ impl Checker<'_> {
             if let Some(t) = existing {
                 return Ok(t);
             }
-            let k = match kind {
-                SouKind::Struct => TypeKind::Struct {
-                    name: name.map(String::from),
-                    members: vec![],
-                    size: 0,
-                    align: 1,
-                    complete: false,
-                },
-                SouKind::Union => TypeKind::Union {
-                    name: name.map(String::from),
-                    members: vec![],
-                    size: 0,
-                    align: 1,
-                    complete: false,
-                },
-            };
-            let t = self.types.add(k);
+            let t = self.types.add(forward_sou(kind, name));
             if let Some(n) = name {
                 self.types.set_tag(tag, n, t);
             }
@@ -373,22 +357,7 @@ impl Checker<'_> {
         let id = match existing {
             Some(t) => t,
             None => {
-                let t = self.types.add(match kind {
-                    SouKind::Struct => TypeKind::Struct {
-                        name: name.map(String::from),
-                        members: vec![],
-                        size: 0,
-                        align: 1,
-                        complete: false,
-                    },
-                    SouKind::Union => TypeKind::Union {
-                        name: name.map(String::from),
-                        members: vec![],
-                        size: 0,
-                        align: 1,
-                        complete: false,
-                    },
-                });
+                let t = self.types.add(forward_sou(kind, name));
                 if let Some(n) = name {
                     self.types.set_tag(tag, n, t);
                 }
@@ -950,5 +919,26 @@ fn key_names(d: &Declarator) -> Vec<Option<String>> {
         | Declarator::Array { inner, .. }
         | Declarator::Function { inner, .. }
         | Declarator::Bitfield { inner, .. } => key_names(inner),
+    }
+}
+
+/// A struct or union known by name only, not yet defined (size 0, incomplete).
+fn forward_sou(kind: SouKind, name: Option<&str>) -> TypeKind {
+    let name = name.map(String::from);
+    match kind {
+        SouKind::Struct => TypeKind::Struct {
+            name,
+            members: vec![],
+            size: 0,
+            align: 1,
+            complete: false,
+        },
+        SouKind::Union => TypeKind::Union {
+            name,
+            members: vec![],
+            size: 0,
+            align: 1,
+            complete: false,
+        },
     }
 }

@@ -591,14 +591,11 @@ impl Checker<'_> {
             ExprKind::Binary(op, a, b) => self.lower_binary(lw, *op, a, b, t.ty)?,
             ExprKind::Assign(op, a, b) => {
                 let target = self.lower_lvalue(lw, a)?;
-                let (value, src) = match op {
-                    None => (self.lower(lw, b)?, self.expr(b)?.ty),
-                    Some(o) => {
-                        let combined = Expr::new(ExprKind::Binary(*o, a.clone(), b.clone()), line);
-                        (self.lower(lw, &combined)?, self.expr(&combined)?.ty)
-                    }
-                };
-                let value = self.narrow_for_variable(&target, value, src);
+                let combined =
+                    op.map(|o| Expr::new(ExprKind::Binary(o, a.clone(), b.clone()), line));
+                let source = combined.as_ref().unwrap_or(b);
+                let value = self.lower(lw, source)?;
+                let value = self.narrow_for_variable(&target, value, source)?;
                 Node::Assign {
                     target: Box::new(target),
                     value: Box::new(value),
@@ -712,23 +709,32 @@ impl Checker<'_> {
     /// D variables keep the whole 64-bit value they are given, except that a value of a wider
     /// integer type is narrowed to the variable's type first (dtrace's typecast on assignment);
     /// memory lvalues narrow as they are stored.
-    fn narrow_for_variable(&self, target: &LValue, value: Node, src: TypeId) -> Node {
-        let kind = match target {
-            LValue::Var { kind, .. } | LValue::Array { kind, .. } => *kind,
-            _ => return value,
+    fn narrow_for_variable(
+        &mut self,
+        target: &LValue,
+        value: Node,
+        source: &Expr,
+    ) -> DResult<Node> {
+        let (size, signed) = match target {
+            LValue::Var { kind, .. } | LValue::Array { kind, .. } => match *kind {
+                ValKind::Int { size, signed } => (size, signed),
+                _ => return Ok(value),
+            },
+            _ => return Ok(value),
         };
-        match kind {
-            ValKind::Int { size, signed }
-                if self.types.is_integer(src) && u64::from(size) < self.types.size_of(src) =>
-            {
+        // the source's type is only needed for integer variables
+        let src = self.expr(source)?.ty;
+        Ok(
+            if self.types.is_integer(src) && u64::from(size) < self.types.size_of(src) {
                 Node::Cast {
                     value: Box::new(value),
                     size,
                     signed,
                 }
-            }
-            _ => value,
-        }
+            } else {
+                value
+            },
+        )
     }
 
     fn lower_lvalue(&mut self, lw: &mut Lowering, e: &Expr) -> DResult<LValue> {
