@@ -133,55 +133,127 @@ impl Engine {
             None => (self.clock.now_ns(), self.clock.wall_ns()),
         };
         let execname = self.execname.clone();
-        for r in 0..self.runs.len() {
-            if !self.runs[r].vm.is_enabled(id) {
-                continue;
-            }
-            let mut cx = FiringCtx::synthetic(&p, ts, wall, &execname);
-            if p.provider == "profile" {
-                // the interrupted program counter: dtx's own code, in user mode
-                cx.args[1] = user_pc();
-            }
-            let res = self.runs[r].vm.fire(&cx);
-            self.consumer
-                .consume(&mut self.runs[r].vm, &res, &self.probes);
-            // the last exit() consumed sets the status (END may override an earlier one)
-            if let Some(code) = self.consumer.exit_code.take().or(res.exit) {
-                self.exit = Some(code);
-            }
+        let mut cx = FiringCtx::synthetic(&p, ts, wall, &execname);
+        if p.provider == "profile" {
+            // the interrupted program counter: dtx's own code, in user mode
+            cx.args[1] = user_pc();
         }
+        self.fire(&cx);
+    }
+
+    /// Whether any program has `probe` enabled.
+    pub fn is_enabled(&self, probe: u64) -> bool {
+        self.runs.iter().any(|r| r.vm.is_enabled(probe))
+    }
+
+    /// The enabled probe with this id.
+    pub fn probe_info(&self, probe: u64) -> Option<&ProbeInfo> {
+        self.probes.get(&probe)
+    }
+
+    /// Every probe the programs enabled.
+    pub fn enabled_probes(&self) -> impl Iterator<Item = &ProbeInfo> {
+        self.probes.values()
+    }
+
+    /// Runs one firing in every program that enabled its probe, in program order, hands the
+    /// records to the consumer and notes an `exit()`.
+    pub fn fire(&mut self, cx: &FiringCtx) {
+        fire_runs(
+            &mut self.runs,
+            &mut self.consumer,
+            &self.probes,
+            &mut self.exit,
+            cx,
+        );
+    }
+
+    /// Whether the run should go to END: `exit()` was called or the run was interrupted.
+    pub fn done(&self) -> bool {
+        self.exit.is_some() || self.interrupted.load(Ordering::SeqCst)
+    }
+
+    /// Fires BEGIN. With `trace_time`, the run is driven by a trace: timers count from its
+    /// start and [`Engine::advance_to`] moves time.
+    pub fn begin(&mut self, trace_time: bool) {
+        if trace_time {
+            for t in &mut self.timers {
+                t.next = t.interval;
+            }
+            self.trace_time = Some(0);
+        }
+        self.fire_synthetic(BEGIN_ID);
+    }
+
+    /// Trace time: fires every `tick-N`/`profile-N` due at or before `t` (ns since the trace
+    /// start), in time order, then sets the time to `t`.
+    pub fn advance_to(&mut self, t: u64) {
+        while let Some((i, due)) = self.next_timer() {
+            if due > t || self.exit.is_some() {
+                break;
+            }
+            self.trace_time = Some(due);
+            self.fire_timer(i);
+        }
+        self.trace_time = Some(t);
+    }
+
+    /// The trace time now, when a trace drives the run.
+    pub fn trace_time(&self) -> Option<u64> {
+        self.trace_time
+    }
+
+    fn next_timer(&self) -> Option<(usize, u64)> {
+        self.timers
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (i, t.next))
+            .min_by_key(|(_, t)| *t)
+    }
+
+    fn fire_timer(&mut self, i: usize) {
+        let probe = self.timers[i].probe;
+        self.timers[i].next += self.timers[i].interval;
+        self.fire_synthetic(probe);
+    }
+
+    /// Fires END, prints what remains of every program's aggregations and flushes. Returns the
+    /// exit status.
+    pub fn end(&mut self) -> i32 {
+        self.fire_synthetic(END_ID);
+        for r in 0..self.runs.len() {
+            self.consumer.finish(&mut self.runs[r].vm);
+        }
+        self.consumer.flush();
+        self.exit.unwrap_or(0)
     }
 
     /// Runs to completion: BEGIN, timers until `exit()` or interruption, END, final output.
     /// Returns the exit status.
     pub fn run(&mut self) -> i32 {
-        self.fire_synthetic(BEGIN_ID);
-        while self.exit.is_none() && !self.interrupted.load(Ordering::SeqCst) {
-            if self.timers.is_empty() {
+        self.begin(false);
+        while !self.done() {
+            let Some((i, due)) = self.next_timer() else {
                 // nothing will fire: wait for Ctrl-C
                 let flag = self.interrupted.clone();
                 self.clock
                     .sleep_until(u64::MAX, &|| flag.load(Ordering::SeqCst));
                 break;
-            }
-            let (i, due) = self
-                .timers
-                .iter()
-                .enumerate()
-                .map(|(i, t)| (i, t.next))
-                .min_by_key(|(_, t)| *t)
-                .unwrap_or((0, 0));
+            };
             let flag = self.interrupted.clone();
             self.clock.sleep_until(due, &|| flag.load(Ordering::SeqCst));
             if self.interrupted.load(Ordering::SeqCst) {
                 break;
             }
-            let probe = self.timers[i].probe;
-            self.timers[i].next += self.timers[i].interval;
-            self.fire_synthetic(probe);
+            self.fire_timer(i);
         }
+        self.wait_status_check();
+        self.end()
+    }
+
+    /// With `statusrate`, END waits for the consumer's next status check after `exit()`.
+    fn wait_status_check(&mut self) {
         if let (Some(rate), true) = (self.statusrate, self.exit.is_some()) {
-            // the consumer notices exit() at its next status check
             if let Some(periods) = self
                 .clock
                 .now_ns()
@@ -194,13 +266,65 @@ impl Engine {
                     .sleep_until(next, &|| flag.load(Ordering::SeqCst));
             }
         }
-        self.fire_synthetic(END_ID);
-        for r in 0..self.runs.len() {
-            self.consumer.finish(&mut self.runs[r].vm);
-        }
-        self.consumer.flush();
-        self.exit.unwrap_or(0)
     }
+
+    /// Runs with a live event source on the live clock: BEGIN, then events and timers as they
+    /// come until `exit()`, interruption or the end of the source, then END.
+    pub fn run_live(&mut self, source: &mut dyn EventSource) -> i32 {
+        self.begin(false);
+        let mut source_status = None;
+        while !self.done() {
+            // wake at the next timer, and at least every 100 ms to notice Ctrl-C
+            let now = self.clock.now_ns();
+            let deadline = self
+                .next_timer()
+                .map(|(_, d)| d)
+                .unwrap_or(u64::MAX)
+                .min(now + 100_000_000);
+            match source.pump(deadline, self) {
+                SourceState::Running => {}
+                SourceState::Ended(status) => {
+                    source_status = status;
+                    break;
+                }
+            }
+            let now = self.clock.now_ns();
+            while let Some((i, due)) = self.next_timer() {
+                if due > now || self.done() {
+                    break;
+                }
+                self.fire_timer(i);
+            }
+        }
+        source.stop();
+        let _ = source_status;
+        self.wait_status_check();
+        self.end()
+    }
+
+    /// The live clock's time now (ns).
+    pub fn now_ns(&self) -> u64 {
+        self.clock.now_ns()
+    }
+}
+
+/// What a live source says after a [`EventSource::pump`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SourceState {
+    /// More events may come.
+    Running,
+    /// The source has ended (a traced process exited, with its status when known).
+    Ended(Option<i32>),
+}
+
+/// A live event source (perf events, a debugger loop, live ETW): it turns what arrives into
+/// firings and runs them through [`Engine::fire`].
+pub trait EventSource {
+    /// Delivers what arrives until `deadline` (the engine clock's ns) or until the engine is
+    /// [`Engine::done`], whichever is first, calling `engine.fire` for each firing.
+    fn pump(&mut self, deadline: u64, engine: &mut Engine) -> SourceState;
+    /// Stops the source: called once, before END (detach, close ring buffers, ...).
+    fn stop(&mut self) {}
 }
 
 impl Engine {
@@ -211,43 +335,38 @@ impl Engine {
         source: &mut crate::sources::etl::TraceSource,
         etw: &crate::providers::etw::EtwProbes,
     ) -> i32 {
-        use crate::sources::etl::PayloadMemory;
-        // timers count from the start of the trace
-        for t in &mut self.timers {
-            t.next = t.interval;
+        self.begin(true);
+        let errors = self.walk_trace(source, etw, &mut |_| true);
+        for e in errors.iter().take(20) {
+            eprintln!("{}: warning: {e}", self.consumer.prog());
         }
-        self.trace_time = Some(0);
-        self.fire_synthetic(BEGIN_ID);
+        self.end()
+    }
+
+    /// Offers every record of the trace to the ETW providers and fires what they map it to,
+    /// moving trace time along, until the end of the file, `exit()`, interruption, or
+    /// `between` (called before each record with the engine) returns false. Returns the
+    /// reader's warnings.
+    pub fn walk_trace(
+        &mut self,
+        source: &mut crate::sources::etl::TraceSource,
+        etw: &crate::providers::etw::EtwProbes,
+        between: &mut dyn FnMut(&mut Engine) -> bool,
+    ) -> Vec<String> {
+        use crate::sources::etl::PayloadMemory;
         let mut firings = Vec::new();
         let mut execname = Vec::new();
         let (mut kstack, mut ustack) = (Vec::new(), Vec::new());
         let stacks = source.stacks.take();
         let mut errors = Vec::new();
-        let interrupted = self.interrupted.clone();
         let stack_source = crate::sources::etl::StackSource(stacks);
         source.walk(
             |ev, dec, state| {
-                if self.exit.is_some() || interrupted.load(Ordering::SeqCst) {
+                if self.done() || !between(self) {
                     return false;
                 }
                 let t = ev.time_ns;
-                // ticks due before this event
-                while let Some((i, due)) = self
-                    .timers
-                    .iter()
-                    .enumerate()
-                    .map(|(i, t)| (i, t.next))
-                    .min_by_key(|(_, t)| *t)
-                {
-                    if due > t || self.exit.is_some() {
-                        break;
-                    }
-                    self.trace_time = Some(due);
-                    let probe = self.timers[i].probe;
-                    self.timers[i].next += self.timers[i].interval;
-                    self.fire_synthetic(probe);
-                }
-                self.trace_time = Some(t);
+                self.advance_to(t);
                 firings.clear();
                 let runs = &self.runs;
                 etw.firings(
@@ -257,8 +376,15 @@ impl Engine {
                     &|id| runs.iter().any(|r| r.vm.is_enabled(id)),
                     &mut firings,
                 );
+                let Engine {
+                    runs,
+                    probes,
+                    consumer,
+                    exit,
+                    ..
+                } = &mut *self;
                 for f in &firings {
-                    let Some(p) = self.probes.get(&f.probe) else {
+                    let Some(p) = probes.get(&f.probe) else {
                         continue;
                     };
                     execname.clear();
@@ -283,31 +409,36 @@ impl Engine {
                         cx.stack = &kstack;
                         cx.ustack = &ustack;
                     }
-                    for r in 0..self.runs.len() {
-                        if !self.runs[r].vm.is_enabled(f.probe) {
-                            continue;
-                        }
-                        let res = self.runs[r].vm.fire(&cx);
-                        self.consumer
-                            .consume(&mut self.runs[r].vm, &res, &self.probes);
-                        if let Some(code) = self.consumer.exit_code.take().or(res.exit) {
-                            self.exit = Some(code);
-                        }
-                    }
+                    fire_runs(runs, consumer, probes, exit, &cx);
                 }
                 true
             },
             |e| errors.push(e.to_string()),
         );
-        for e in errors.iter().take(20) {
-            eprintln!("{}: warning: {e}", self.consumer.prog());
+        source.stacks = stack_source.0;
+        errors
+    }
+}
+
+/// Runs one firing in every program that enabled its probe (see [`Engine::fire`]).
+fn fire_runs(
+    runs: &mut [ProgramRun],
+    consumer: &mut Consumer,
+    probes: &HashMap<u64, ProbeInfo>,
+    exit: &mut Option<i32>,
+    cx: &FiringCtx,
+) {
+    let id = cx.probe.id;
+    for run in runs.iter_mut() {
+        if !run.vm.is_enabled(id) {
+            continue;
         }
-        self.fire_synthetic(END_ID);
-        for r in 0..self.runs.len() {
-            self.consumer.finish(&mut self.runs[r].vm);
+        let res = run.vm.fire(cx);
+        consumer.consume(&mut run.vm, &res, probes);
+        // the last exit() consumed sets the status (END may override an earlier one)
+        if let Some(code) = consumer.exit_code.take().or(res.exit) {
+            *exit = Some(code);
         }
-        self.consumer.flush();
-        self.exit.unwrap_or(0)
     }
 }
 
