@@ -392,7 +392,7 @@ impl AggregationTable {
         self.aggs.len()
     }
 
-    /// The aggregation's name (without `@`).
+    /// The aggregation's name as written (`@calls`, or `@` alone).
     pub fn name(&self, agg: u32) -> Option<&str> {
         self.aggs.get(agg as usize).map(|a| a.name.as_str())
     }

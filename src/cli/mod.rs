@@ -344,31 +344,10 @@ fn run_programs(
 ) -> Result<i32, String> {
     use crate::engine::consumer::{Consumer, ConsumerOptions};
     use crate::output::messages;
-    let quiet = opts.quiet() || args.quiet;
-    let sort = crate::agg::SortOptions {
-        aggsortkey: opts.aggsortkey(),
-        aggsortrev: opts.aggsortrev(),
-        aggsortpos: opts.aggsortpos().map(|v| v as usize),
-        aggsortkeypos: opts.aggsortkeypos().map(|v| v as usize),
-        aggpack: opts.aggpack(),
-        agghist: opts.agghist(),
-        aggzoom: opts.aggzoom(),
-        strsize: opts.strsize() as usize,
-        rawbytes: opts.rawbytes(),
-        ..crate::agg::SortOptions::default()
-    };
-    let consumer = Consumer::new(
-        out,
-        ConsumerOptions {
-            quiet,
-            flowindent: opts.flowindent() || args.flow,
-            rawbytes: opts.rawbytes(),
-            sort,
-            prog: prog.to_string(),
-            droptags: opts.droptags(),
-        },
-    );
-    let compiled_uses_stacks = compiled.iter().any(|c| uses_stacks(&c.ir));
+    let copts = ConsumerOptions::from_options(opts, prog, args.quiet, args.flow);
+    let quiet = copts.quiet;
+    let consumer = Consumer::new(out, copts);
+    let compiled_uses_stacks = compiled.iter().any(|c| crate::engine::uses_stacks(&c.ir));
     let mut runs = Vec::new();
     for (p, c) in programs.iter().zip(compiled) {
         let label = match p.kind {
@@ -414,23 +393,4 @@ fn run_programs(
         }
         None => Ok(engine.run()),
     }
-}
-
-/// Whether a program records stacks (`stack()`, `ustack()`, or a stack aggregation key).
-fn uses_stacks(p: &crate::ir::Program) -> bool {
-    use crate::ir::{ActionKind, Node};
-    use crate::lang::builtins::var;
-    let mut found = false;
-    crate::vm::visit_nodes(p, &mut |n| {
-        found |= matches!(n, Node::Call { name, .. } if matches!(*name, "stack" | "ustack" | "jstack"))
-            || matches!(n, Node::Builtin { id, .. }
-                if matches!(*id, var::STACKDEPTH | var::USTACKDEPTH | var::CALLER | var::UCALLER));
-    });
-    found
-        || p.actions().iter().any(|a| {
-            matches!(
-                a.kind,
-                ActionKind::Stack { .. } | ActionKind::Ustack { .. } | ActionKind::Jstack { .. }
-            )
-        })
 }

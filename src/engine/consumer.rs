@@ -27,6 +27,38 @@ pub struct ConsumerOptions {
     pub droptags: bool,
 }
 
+impl ConsumerOptions {
+    /// The options a program's settings (`-x`, pragmas) give, with the command line's `-q`
+    /// and `-F` flags.
+    pub fn from_options(
+        opts: &crate::lang::options::DOptions,
+        prog: &str,
+        quiet: bool,
+        flow: bool,
+    ) -> Self {
+        let sort = SortOptions {
+            aggsortkey: opts.aggsortkey(),
+            aggsortrev: opts.aggsortrev(),
+            aggsortpos: opts.aggsortpos().map(|v| v as usize),
+            aggsortkeypos: opts.aggsortkeypos().map(|v| v as usize),
+            aggpack: opts.aggpack(),
+            agghist: opts.agghist(),
+            aggzoom: opts.aggzoom(),
+            strsize: opts.strsize() as usize,
+            rawbytes: opts.rawbytes(),
+            ..SortOptions::default()
+        };
+        ConsumerOptions {
+            quiet: opts.quiet() || quiet,
+            flowindent: opts.flowindent() || flow,
+            rawbytes: opts.rawbytes(),
+            sort,
+            prog: prog.to_string(),
+            droptags: opts.droptags(),
+        }
+    }
+}
+
 pub struct Consumer {
     out: Box<dyn Write + Send>,
     opts: ConsumerOptions,

@@ -4,6 +4,8 @@
 
 pub mod clock;
 pub mod consumer;
+pub mod session;
+pub mod snapshot;
 pub mod standalone;
 
 use std::collections::HashMap;
@@ -47,6 +49,7 @@ pub struct Engine {
     start: u64,
     /// When a trace drives the run: the trace time now (ns since its start).
     trace_time: Option<u64>,
+    firings: u64,
 }
 
 impl Engine {
@@ -58,6 +61,38 @@ impl Engine {
         clock: Box<dyn Clock>,
         consumer: Consumer,
     ) -> Self {
+        let execname = std::env::current_exe()
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| "dtx".into())
+            .into_bytes();
+        let now = clock.now_ns();
+        let mut engine = Engine {
+            runs: Vec::new(),
+            probes: HashMap::new(),
+            timers: Vec::new(),
+            clock,
+            consumer,
+            interrupted: Arc::new(AtomicBool::new(false)),
+            exit: None,
+            execname,
+            statusrate: None,
+            start: now,
+            trace_time: None,
+            firings: 0,
+        };
+        engine.enable(programs, vm_opts, catalog);
+        engine
+    }
+
+    /// Enables the programs' probes (replacing whatever ran before) and sets up their timers
+    /// from the time now.
+    fn enable(
+        &mut self,
+        programs: Vec<(String, Arc<ir::Program>)>,
+        vm_opts: VmOptions,
+        catalog: &dyn ProbeCatalog,
+    ) {
         let mut probes = HashMap::new();
         let mut runs = Vec::new();
         for (label, program) in programs {
@@ -80,7 +115,7 @@ impl Engine {
                 matched: matched.len(),
             });
         }
-        let now = clock.now_ns();
+        let now = self.trace_time.unwrap_or_else(|| self.clock.now_ns());
         let mut timers = Vec::new();
         let mut ids: Vec<&u64> = probes.keys().collect();
         ids.sort();
@@ -96,24 +131,55 @@ impl Engine {
                 }
             }
         }
-        let execname = std::env::current_exe()
-            .ok()
-            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-            .unwrap_or_else(|| "dtx".into())
-            .into_bytes();
-        Engine {
-            runs,
-            probes,
-            timers,
-            clock,
-            consumer,
-            interrupted: Arc::new(AtomicBool::new(false)),
-            exit: None,
-            execname,
-            statusrate: None,
-            start: now,
-            trace_time: None,
+        self.runs = runs;
+        self.probes = probes;
+        self.timers = timers;
+    }
+
+    /// Swaps in new programs while the source keeps going: the old programs' pending output is
+    /// flushed and they are dropped without END; the new ones get BEGIN, and their timers count
+    /// from now. `consumer` replaces the old consumer when given (new print options).
+    pub fn replace_programs(
+        &mut self,
+        programs: Vec<(String, Arc<ir::Program>)>,
+        vm_opts: VmOptions,
+        catalog: &dyn ProbeCatalog,
+        consumer: Option<Consumer>,
+    ) {
+        self.consumer.flush();
+        if let Some(c) = consumer {
+            self.consumer = c;
         }
+        self.exit = None;
+        self.enable(programs, vm_opts, catalog);
+        self.fire_synthetic(BEGIN_ID);
+    }
+
+    /// Probe firings run so far (each firing of each enabled program counts once).
+    pub fn firings(&self) -> u64 {
+        self.firings
+    }
+
+    /// Drops so far over all programs: dynamic variables, aggregations, speculations and the
+    /// principal buffer.
+    pub fn drops(&self) -> u64 {
+        self.runs
+            .iter()
+            .map(|r| {
+                let (a, b, c) = r.vm.spec_drops();
+                r.vm.dynvar_drops() + r.vm.agg_drops + r.vm.principal_drops + a + b + c
+            })
+            .sum()
+    }
+
+    /// Faults reported as errors so far.
+    pub fn errors(&self) -> u64 {
+        self.consumer.errors
+    }
+
+    /// The exit status set by `exit()`, once called.
+    pub fn exit_status(&self) -> Option<i32> {
+        self.exit
     }
 
     /// A flag that, once set (by Ctrl-C), makes the run go to END.
@@ -159,7 +225,7 @@ impl Engine {
     /// Runs one firing in every program that enabled its probe, in program order, hands the
     /// records to the consumer and notes an `exit()`.
     pub fn fire(&mut self, cx: &FiringCtx) {
-        fire_runs(
+        self.firings += fire_runs(
             &mut self.runs,
             &mut self.consumer,
             &self.probes,
@@ -381,6 +447,7 @@ impl Engine {
                     probes,
                     consumer,
                     exit,
+                    firings: fired,
                     ..
                 } = &mut *self;
                 for f in &firings {
@@ -409,7 +476,7 @@ impl Engine {
                         cx.stack = &kstack;
                         cx.ustack = &ustack;
                     }
-                    fire_runs(runs, consumer, probes, exit, &cx);
+                    *fired += fire_runs(runs, consumer, probes, exit, &cx);
                 }
                 true
             },
@@ -420,19 +487,22 @@ impl Engine {
     }
 }
 
-/// Runs one firing in every program that enabled its probe (see [`Engine::fire`]).
+/// Runs one firing in every program that enabled its probe (see [`Engine::fire`]); returns
+/// how many programs ran it.
 fn fire_runs(
     runs: &mut [ProgramRun],
     consumer: &mut Consumer,
     probes: &HashMap<u64, ProbeInfo>,
     exit: &mut Option<i32>,
     cx: &FiringCtx,
-) {
+) -> u64 {
     let id = cx.probe.id;
+    let mut n = 0;
     for run in runs.iter_mut() {
         if !run.vm.is_enabled(id) {
             continue;
         }
+        n += 1;
         let res = run.vm.fire(cx);
         consumer.consume(&mut run.vm, &res, probes);
         // the last exit() consumed sets the status (END may override an earlier one)
@@ -440,9 +510,29 @@ fn fire_runs(
             *exit = Some(code);
         }
     }
+    n
 }
 
 /// An address in dtx's own code: the user program counter of a profile firing.
 fn user_pc() -> u64 {
     user_pc as *const () as usize as u64
+}
+
+/// Whether a program records stacks (`stack()`, `ustack()`, or a stack aggregation key).
+pub fn uses_stacks(p: &crate::ir::Program) -> bool {
+    use crate::ir::{ActionKind, Node};
+    use crate::lang::builtins::var;
+    let mut found = false;
+    crate::vm::visit_nodes(p, &mut |n| {
+        found |= matches!(n, Node::Call { name, .. } if matches!(*name, "stack" | "ustack" | "jstack"))
+            || matches!(n, Node::Builtin { id, .. }
+                if matches!(*id, var::STACKDEPTH | var::USTACKDEPTH | var::CALLER | var::UCALLER));
+    });
+    found
+        || p.actions().iter().any(|a| {
+            matches!(
+                a.kind,
+                ActionKind::Stack { .. } | ActionKind::Ustack { .. } | ActionKind::Jstack { .. }
+            )
+        })
 }

@@ -1,0 +1,661 @@
+//! A running engine behind a handle, for interactive consumers (the TUI): the engine and its
+//! event source live on a worker thread; commands go in (run a program, replace it while the
+//! source keeps going, pause, speed, restart, stop), and updates come out (the text the program
+//! printed, aggregation snapshots at the refresh rate, status: events/s, firings/s, drops,
+//! errors, position in the trace).
+
+use std::io::Write;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::clock::LiveClock;
+use super::consumer::{Consumer, ConsumerOptions};
+use super::snapshot::{self, Snapshot};
+use super::{Engine, EventSource, SourceState};
+use crate::agg::NoSymbols;
+use crate::ir;
+use crate::lang::options::DOptions;
+use crate::probes::Catalog;
+use crate::providers::etw::EtwProbes;
+use crate::sources::etl::TraceSource;
+use crate::vm::VmOptions;
+
+/// Where a session's events come from.
+#[derive(Clone)]
+pub enum SessionSource {
+    /// A recorded trace, replayed in trace time.
+    Trace { path: String, etw: Arc<EtwProbes> },
+    /// The live clock with no event source: BEGIN, END and the timers of `tick-N`/`profile-N`.
+    Timers,
+}
+
+impl SessionSource {
+    /// How the status line names the source.
+    pub fn label(&self) -> String {
+        match self {
+            SessionSource::Trace { path, .. } => std::path::Path::new(path)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| path.clone()),
+            SessionSource::Timers => "live".into(),
+        }
+    }
+}
+
+/// A compiled program ready to run, with the options its text set.
+#[derive(Clone)]
+pub struct ProgramSpec {
+    pub label: String,
+    pub program: Arc<ir::Program>,
+    pub options: DOptions,
+}
+
+/// How fast a trace is replayed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Speed {
+    /// As fast as the engine goes.
+    Max,
+    /// N seconds of trace per second of wall time.
+    Times(u32),
+}
+
+impl std::fmt::Display for Speed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Speed::Max => f.write_str("max"),
+            Speed::Times(n) => write!(f, "{n}x"),
+        }
+    }
+}
+
+/// Commands to a session.
+pub enum Command {
+    /// Runs `program`. With a program already running: replaces it while the source keeps
+    /// going (`restart: false`), or starts the trace over with it (`restart: true`).
+    Run { program: ProgramSpec, restart: bool },
+    /// Pauses or resumes a trace replay.
+    Pause(bool),
+    Speed(Speed),
+    /// Starts the trace over with the current program.
+    Restart,
+    /// Ends the current run: END fires and the final output comes.
+    Stop,
+    /// Ends the session.
+    Quit,
+}
+
+/// What a session is doing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunState {
+    /// No program yet.
+    Idle,
+    Running,
+    Paused,
+    /// The run ended (end of the trace, `exit()`, or Stop) with this status.
+    Ended(i32),
+}
+
+/// The session's counters and state, sent at each refresh.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Status {
+    pub state: RunState,
+    pub generation: u64,
+    pub source: String,
+    /// Trace time reached and the trace's length (ns), when replaying a trace.
+    pub position: Option<(u64, u64)>,
+    pub speed: Speed,
+    pub events: u64,
+    pub events_per_s: f64,
+    pub firings: u64,
+    pub firings_per_s: f64,
+    pub drops: u64,
+    pub errors: u64,
+}
+
+impl Status {
+    fn new(source: String) -> Self {
+        Status {
+            state: RunState::Idle,
+            generation: 0,
+            source,
+            position: None,
+            speed: Speed::Max,
+            events: 0,
+            events_per_s: 0.0,
+            firings: 0,
+            firings_per_s: 0.0,
+            drops: 0,
+            errors: 0,
+        }
+    }
+}
+
+/// What a session reports.
+#[derive(Clone, Debug)]
+pub enum Update {
+    /// Text the program printed (dtrace's output), in order.
+    Output(String),
+    Snapshot(Snapshot),
+    Status(Status),
+    /// A problem with the source (a trace that cannot be opened).
+    Error(String),
+}
+
+/// The handle: commands in, updates out. Dropping it ends the session.
+pub struct Session {
+    commands: Sender<Command>,
+    updates: Receiver<Update>,
+    worker: Option<JoinHandle<()>>,
+}
+
+impl Session {
+    /// Starts a session's worker thread; it waits for a [`Command::Run`].
+    pub fn start(source: SessionSource, catalog: Arc<Catalog>, refresh: Duration) -> Session {
+        let (ctx, crx) = mpsc::channel();
+        let (utx, urx) = mpsc::channel();
+        let worker = std::thread::Builder::new()
+            .name("dtx-engine".into())
+            .spawn(move || {
+                let mut w = Worker {
+                    commands: crx,
+                    updates: utx,
+                    catalog,
+                    status: Status::new(source.label()),
+                    source,
+                    refresh,
+                    output: SharedOutput::default(),
+                    pending: None,
+                    current: None,
+                    paused: false,
+                    speed: Speed::Max,
+                };
+                w.serve();
+            })
+            .ok();
+        Session {
+            commands: ctx,
+            updates: urx,
+            worker,
+        }
+    }
+
+    /// Sends a command; false when the session has ended.
+    pub fn send(&self, c: Command) -> bool {
+        self.commands.send(c).is_ok()
+    }
+
+    /// The updates that have arrived, without waiting.
+    pub fn poll(&self) -> Vec<Update> {
+        self.updates.try_iter().collect()
+    }
+
+    /// Waits up to `timeout` for the next update.
+    pub fn wait(&self, timeout: Duration) -> Option<Update> {
+        self.updates.recv_timeout(timeout).ok()
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        let _ = self.commands.send(Command::Quit);
+        if let Some(w) = self.worker.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+/// The consumer's output, shared with the worker, which hands it on at each refresh.
+#[derive(Clone, Default)]
+struct SharedOutput(Arc<Mutex<Vec<u8>>>);
+
+impl Write for SharedOutput {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if let Ok(mut v) = self.0.lock() {
+            v.extend_from_slice(buf);
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl SharedOutput {
+    fn take(&self) -> Vec<u8> {
+        self.0.lock().map(|mut v| std::mem::take(&mut *v)).unwrap_or_default()
+    }
+}
+
+/// How a run ended, for the worker's loop.
+enum Outcome {
+    /// The run is over; wait for the next command.
+    Ended,
+    /// Start over with the pending program.
+    Restart,
+    Quit,
+}
+
+struct Worker {
+    commands: Receiver<Command>,
+    updates: Sender<Update>,
+    catalog: Arc<Catalog>,
+    source: SessionSource,
+    status: Status,
+    refresh: Duration,
+    output: SharedOutput,
+    /// The program of the next run.
+    pending: Option<ProgramSpec>,
+    /// The program running (or run last).
+    current: Option<ProgramSpec>,
+    paused: bool,
+    speed: Speed,
+}
+
+/// What a command means for the run in progress.
+enum Step {
+    Continue,
+    /// Leave the walk: the outcome says what next.
+    Leave(Outcome),
+}
+
+impl Worker {
+    fn serve(&mut self) {
+        loop {
+            if self.pending.is_none() {
+                match self.commands.recv() {
+                    Ok(Command::Run { program, .. }) => self.pending = Some(program),
+                    Ok(Command::Restart) => self.pending = self.current.clone(),
+                    Ok(Command::Pause(p)) => self.paused = p,
+                    Ok(Command::Speed(s)) => self.set_speed(s),
+                    Ok(Command::Stop) => {}
+                    Ok(Command::Quit) | Err(_) => return,
+                }
+                continue;
+            }
+            let Some(spec) = self.pending.take() else {
+                continue;
+            };
+            self.current = Some(spec.clone());
+            self.status.generation += 1;
+            let outcome = match self.source.clone() {
+                SessionSource::Trace { path, etw } => self.run_trace(&path, &etw, spec),
+                SessionSource::Timers => self.run_timers(spec),
+            };
+            match outcome {
+                Outcome::Ended | Outcome::Restart => {}
+                Outcome::Quit => return,
+            }
+        }
+    }
+
+    fn set_speed(&mut self, s: Speed) {
+        self.speed = s;
+        self.status.speed = s;
+    }
+
+    fn engine_for(&self, spec: &ProgramSpec) -> Engine {
+        Engine::new(
+            vec![(spec.label.clone(), spec.program.clone())],
+            VmOptions::from_options(&spec.options),
+            &*self.catalog,
+            Box::new(LiveClock::new()),
+            self.consumer_for(spec),
+        )
+    }
+
+    fn consumer_for(&self, spec: &ProgramSpec) -> Consumer {
+        Consumer::new(
+            Box::new(self.output.clone()),
+            ConsumerOptions::from_options(&spec.options, "dtx", false, false),
+        )
+    }
+
+    /// Applies a command in the middle of a run.
+    fn command(&mut self, c: Command, engine: &mut Engine) -> Step {
+        match c {
+            Command::Run {
+                program,
+                restart: false,
+            } => {
+                self.status.generation += 1;
+                let consumer = self.consumer_for(&program);
+                engine.replace_programs(
+                    vec![(program.label.clone(), program.program.clone())],
+                    VmOptions::from_options(&program.options),
+                    &*self.catalog,
+                    Some(consumer),
+                );
+                self.current = Some(program);
+                // the old results stay on screen until the new program has some
+                Step::Continue
+            }
+            Command::Run {
+                program,
+                restart: true,
+            } => {
+                self.pending = Some(program);
+                Step::Leave(Outcome::Restart)
+            }
+            Command::Restart => {
+                self.pending = self.current.clone();
+                Step::Leave(Outcome::Restart)
+            }
+            Command::Pause(p) => {
+                self.paused = p;
+                Step::Continue
+            }
+            Command::Speed(s) => {
+                self.set_speed(s);
+                Step::Continue
+            }
+            Command::Stop => Step::Leave(Outcome::Ended),
+            Command::Quit => Step::Leave(Outcome::Quit),
+        }
+    }
+
+    /// Sends what the program printed, a snapshot and the status.
+    fn publish(&mut self, engine: &Engine, rates: &mut Rates) {
+        let text = self.output.take();
+        if !text.is_empty() {
+            let _ = self
+                .updates
+                .send(Update::Output(String::from_utf8_lossy(&text).into_owned()));
+        }
+        let mut aggs = Vec::new();
+        for r in &engine.runs {
+            aggs.extend(snapshot::take(&r.vm.aggs, &NoSymbols));
+        }
+        let _ = self.updates.send(Update::Snapshot(Snapshot {
+            generation: self.status.generation,
+            time_ns: engine.trace_time().unwrap_or_else(|| engine.now_ns()),
+            aggs,
+        }));
+        self.status.firings = engine.firings();
+        self.status.drops = engine.drops();
+        self.status.errors = engine.errors();
+        rates.update(&mut self.status);
+        let _ = self.updates.send(Update::Status(self.status.clone()));
+    }
+
+    fn run_trace(&mut self, path: &str, etw: &EtwProbes, spec: ProgramSpec) -> Outcome {
+        let mut src = match TraceSource::open(path) {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = self.updates.send(Update::Error(e.to_string()));
+                return Outcome::Ended;
+            }
+        };
+        let h = src.file.header();
+        let length = if h.end_time > h.start_time && h.start_time > 0 {
+            (h.end_time - h.start_time) as u64 * 100
+        } else {
+            0
+        };
+        if super::uses_stacks(&spec.program) {
+            src.collect_stacks();
+        }
+        let mut engine = self.engine_for(&spec);
+        self.status.state = RunState::Running;
+        self.status.events = 0;
+        self.status.position = Some((0, length));
+        let mut rates = Rates::new();
+        engine.begin(true);
+        let mut last = Instant::now();
+        // pacing: trace time `anchor.1` was reached at wall time `anchor.0`
+        let mut anchor: Option<(Instant, u64)> = None;
+        let mut outcome = None;
+        let mut events = 0u64;
+        let errors = engine.walk_trace(&mut src, etw, &mut |engine| {
+            events += 1;
+            if events & 255 != 0 && self.speed == Speed::Max {
+                return true;
+            }
+            self.status.events = events;
+            let t = engine.trace_time().unwrap_or(0);
+            self.status.position = Some((t, length.max(t)));
+            loop {
+                match self.commands.try_recv() {
+                    Ok(c) => {
+                        if let Step::Leave(o) = self.command(c, engine) {
+                            outcome = Some(o);
+                            return false;
+                        }
+                        if self.speed != Speed::Max {
+                            anchor = None;
+                        }
+                    }
+                    Err(TryRecvError::Empty) => {}
+                    Err(TryRecvError::Disconnected) => {
+                        outcome = Some(Outcome::Quit);
+                        return false;
+                    }
+                }
+                let now = Instant::now();
+                if now.duration_since(last) >= self.refresh {
+                    last = now;
+                    self.status.state = if self.paused {
+                        RunState::Paused
+                    } else {
+                        RunState::Running
+                    };
+                    self.publish(engine, &mut rates);
+                }
+                let wait = if self.paused {
+                    Some(Duration::from_millis(20))
+                } else if let Speed::Times(x) = self.speed {
+                    let (w0, t0) = *anchor.get_or_insert((now, t));
+                    let due = w0 + Duration::from_nanos(t.saturating_sub(t0) / x.max(1) as u64);
+                    due.checked_duration_since(now)
+                        .map(|d| d.min(Duration::from_millis(20)))
+                } else {
+                    None
+                };
+                match wait {
+                    Some(d) if !d.is_zero() => match self.commands.recv_timeout(d) {
+                        Ok(c) => {
+                            if let Step::Leave(o) = self.command(c, engine) {
+                                outcome = Some(o);
+                                return false;
+                            }
+                            anchor = None;
+                        }
+                        Err(RecvTimeoutError::Timeout) => {}
+                        Err(RecvTimeoutError::Disconnected) => {
+                            outcome = Some(Outcome::Quit);
+                            return false;
+                        }
+                    },
+                    _ => return true,
+                }
+            }
+        });
+        self.status.events = events;
+        for e in errors.iter().take(20) {
+            let _ = self.updates.send(Update::Error(e.clone()));
+        }
+        match outcome {
+            Some(Outcome::Restart) => Outcome::Restart,
+            Some(Outcome::Quit) => Outcome::Quit,
+            _ => {
+                let code = engine.end();
+                self.status.state = RunState::Ended(code);
+                if let Some((t, len)) = self.status.position {
+                    self.status.position = Some((t.max(len), len.max(t)));
+                }
+                self.publish(&engine, &mut rates);
+                Outcome::Ended
+            }
+        }
+    }
+
+    fn run_timers(&mut self, spec: ProgramSpec) -> Outcome {
+        let mut engine = self.engine_for(&spec);
+        self.status.state = RunState::Running;
+        self.status.position = None;
+        let mut pump = CommandPump {
+            worker: self,
+            outcome: None,
+            last: Instant::now(),
+            rates: Rates::new(),
+        };
+        let code = engine.run_live(&mut pump);
+        let outcome = pump.outcome.take();
+        let mut rates = std::mem::replace(&mut pump.rates, Rates::new());
+        match outcome {
+            Some(Outcome::Restart) => Outcome::Restart,
+            Some(Outcome::Quit) => Outcome::Quit,
+            _ => {
+                self.status.state = RunState::Ended(code);
+                self.publish(&engine, &mut rates);
+                Outcome::Ended
+            }
+        }
+    }
+}
+
+/// The live source of a timers-only session: it waits for commands until the next timer.
+struct CommandPump<'w> {
+    worker: &'w mut Worker,
+    outcome: Option<Outcome>,
+    last: Instant,
+    rates: Rates,
+}
+
+impl EventSource for CommandPump<'_> {
+    fn pump(&mut self, deadline: u64, engine: &mut Engine) -> SourceState {
+        loop {
+            let now = engine.now_ns();
+            if now >= deadline || engine.done() {
+                return SourceState::Running;
+            }
+            let until_refresh = self.worker.refresh.saturating_sub(self.last.elapsed());
+            let wait = Duration::from_nanos(deadline - now).min(until_refresh);
+            match self.worker.commands.recv_timeout(wait) {
+                Ok(c) => {
+                    if let Step::Leave(o) = self.worker.command(c, engine) {
+                        self.outcome = Some(o);
+                        return SourceState::Ended(None);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    self.outcome = Some(Outcome::Quit);
+                    return SourceState::Ended(None);
+                }
+            }
+            if self.last.elapsed() >= self.worker.refresh {
+                self.last = Instant::now();
+                self.worker.publish(engine, &mut self.rates);
+            }
+            if engine.interrupt_flag().load(Ordering::SeqCst) {
+                return SourceState::Running;
+            }
+        }
+    }
+}
+
+/// Events/s and firings/s between refreshes.
+struct Rates {
+    at: Instant,
+    events: u64,
+    firings: u64,
+}
+
+impl Rates {
+    fn new() -> Self {
+        Rates {
+            at: Instant::now(),
+            events: 0,
+            firings: 0,
+        }
+    }
+
+    fn update(&mut self, s: &mut Status) {
+        let dt = self.at.elapsed().as_secs_f64();
+        if dt > 0.0 {
+            s.events_per_s = s.events.saturating_sub(self.events) as f64 / dt;
+            s.firings_per_s = s.firings.saturating_sub(self.firings) as f64 / dt;
+        }
+        self.at = Instant::now();
+        self.events = s.events;
+        self.firings = s.firings;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lang::types::DataModel;
+    use crate::lang::{compile, CompileInput, MacroEnv, SourceKind};
+
+    pub(crate) fn spec(text: &str, catalog: &Catalog) -> ProgramSpec {
+        let mut options = DOptions::new();
+        let c = compile(
+            CompileInput {
+                text,
+                kind: SourceKind::File,
+                macros: MacroEnv::default(),
+                cpp: None,
+                file_name: "t.d",
+                model: DataModel::Lp64,
+            },
+            &mut options,
+            catalog,
+        )
+        .unwrap();
+        ProgramSpec {
+            label: "t.d".into(),
+            program: Arc::new(c.ir),
+            options,
+        }
+    }
+
+    /// Waits for a status in the given state, collecting output on the way.
+    fn wait_for(s: &Session, want: impl Fn(&Status) -> bool, out: &mut String) -> Status {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            match s.wait(Duration::from_millis(100)) {
+                Some(Update::Status(st)) if want(&st) => return st,
+                Some(Update::Output(t)) => out.push_str(&t),
+                _ => {}
+            }
+        }
+        panic!("no such status within 20 s");
+    }
+
+    #[test]
+    fn timers_session_runs_replaces_and_stops() {
+        let catalog = Arc::new(Catalog::standard());
+        let s = Session::start(
+            SessionSource::Timers,
+            catalog.clone(),
+            Duration::from_millis(20),
+        );
+        let mut out = String::new();
+        s.send(Command::Run {
+            program: spec(
+                "BEGIN { printf(\"first\\n\"); } tick-10ms { @ticks = count(); }",
+                &catalog,
+            ),
+            restart: false,
+        });
+        wait_for(&s, |st| st.state == RunState::Running, &mut out);
+        s.send(Command::Run {
+            program: spec(
+                "BEGIN { printf(\"second\\n\"); } tick-10ms { @n[\"x\"] = count(); } tick-50ms { exit(3); }",
+                &catalog,
+            ),
+            restart: false,
+        });
+        let st = wait_for(&s, |st| matches!(st.state, RunState::Ended(_)), &mut out);
+        assert_eq!(st.state, RunState::Ended(3));
+        assert_eq!(st.generation, 2);
+        assert!(out.contains("first\n"), "{out:?}");
+        assert!(out.contains("second\n"), "{out:?}");
+        // the final printing of the second program's aggregation
+        assert!(out.contains("  x  "), "{out:?}");
+    }
+}

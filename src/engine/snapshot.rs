@@ -1,0 +1,191 @@
+//! Aggregation snapshots: what a program's aggregations hold at one moment, with keys already
+//! rendered as text, for consumers that draw tables instead of printing dtrace's text (the TUI).
+
+use crate::agg::{AggValue, AggregationTable, KeyValue, SymbolResolver};
+
+/// One key component, rendered.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum KeyCell {
+    Text(String),
+    /// A `stack()`/`ustack()` key: frames, innermost first, as text.
+    Stack(Vec<String>),
+}
+
+impl KeyCell {
+    /// The cell as one line of text (a stack shows its innermost frame).
+    pub fn text(&self) -> &str {
+        match self {
+            KeyCell::Text(s) => s,
+            KeyCell::Stack(f) => f.first().map(String::as_str).unwrap_or(""),
+        }
+    }
+}
+
+/// One entry of an aggregation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AggRow {
+    pub keys: Vec<KeyCell>,
+    pub value: AggValue,
+}
+
+/// One aggregation at the moment of the snapshot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AggView {
+    /// `@name` as written (`@` alone for the anonymous aggregation).
+    pub name: String,
+    pub rows: Vec<AggRow>,
+}
+
+impl AggView {
+    /// What the aggregating function is, from its values (`count`, `quantize`, ...), or `""`
+    /// while the aggregation is empty.
+    pub fn func(&self) -> &'static str {
+        match self.rows.first().map(|r| &r.value) {
+            Some(AggValue::Count(_)) => "count",
+            Some(AggValue::Sum(_)) => "sum",
+            Some(AggValue::Avg { .. }) => "avg",
+            Some(AggValue::Min(_)) => "min",
+            Some(AggValue::Max(_)) => "max",
+            Some(AggValue::Stddev { .. }) => "stddev",
+            Some(AggValue::Quantize(_)) => "quantize",
+            Some(AggValue::Lquantize { .. }) => "lquantize",
+            Some(AggValue::Llquantize { .. }) => "llquantize",
+            None => "",
+        }
+    }
+
+    /// Whether the rows carry histograms.
+    pub fn is_histogram(&self) -> bool {
+        matches!(self.func(), "quantize" | "lquantize" | "llquantize")
+    }
+
+    /// Whether a key column is a stack.
+    pub fn has_stack_key(&self) -> bool {
+        self.rows
+            .first()
+            .is_some_and(|r| r.keys.iter().any(|k| matches!(k, KeyCell::Stack(_))))
+    }
+}
+
+/// All aggregations of a program at one moment.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Snapshot {
+    /// Which run of the program this is (bumped by each re-run).
+    pub generation: u64,
+    /// Trace time (ns) or live clock time of the snapshot.
+    pub time_ns: u64,
+    pub aggs: Vec<AggView>,
+}
+
+/// Renders one key component as text.
+pub fn key_cell(k: &KeyValue, symbols: &dyn SymbolResolver) -> KeyCell {
+    match k {
+        KeyValue::Int {
+            value,
+            size,
+            signed,
+        } => {
+            let v = match (size, signed) {
+                (1, true) => *value as i8 as i64,
+                (2, true) => *value as i16 as i64,
+                (4, true) => *value as i32 as i64,
+                (1, false) => *value as u8 as i64,
+                (2, false) => *value as u16 as i64,
+                (4, false) => *value as u32 as i64,
+                (_, false) => return KeyCell::Text((*value as u64).to_string()),
+                _ => *value,
+            };
+            KeyCell::Text(v.to_string())
+        }
+        KeyValue::Str(s) => KeyCell::Text(String::from_utf8_lossy(s).into_owned()),
+        KeyValue::Bytes(b) => {
+            let mut s = String::with_capacity(b.len() * 3);
+            for (i, x) in b.iter().enumerate() {
+                if i > 0 {
+                    s.push(' ');
+                }
+                s.push_str(&format!("{x:02x}"));
+            }
+            KeyCell::Text(s)
+        }
+        KeyValue::Stack { frames, user, pid } => KeyCell::Stack(
+            frames
+                .iter()
+                .take_while(|&&f| f != 0)
+                .map(|&f| {
+                    if *user {
+                        symbols.user(*pid, f)
+                    } else {
+                        symbols.kernel(f)
+                    }
+                })
+                .collect(),
+        ),
+        KeyValue::Sym(a) => KeyCell::Text(symbols.kernel_func(*a)),
+        KeyValue::Mod(a) => KeyCell::Text(symbols.kmod(*a)),
+        KeyValue::Usym { addr, pid } => KeyCell::Text(symbols.user_func(*pid, *addr)),
+        KeyValue::Umod { addr, pid } => KeyCell::Text(symbols.umod(*pid, *addr)),
+        KeyValue::Uaddr { addr, pid } => KeyCell::Text(symbols.user(*pid, *addr)),
+    }
+}
+
+/// Takes a snapshot of every aggregation of a table.
+pub fn take(table: &AggregationTable, symbols: &dyn SymbolResolver) -> Vec<AggView> {
+    (0..table.count() as u32)
+        .map(|a| AggView {
+            name: table.name(a).unwrap_or("").to_string(),
+            rows: table
+                .snapshot(a)
+                .into_iter()
+                .map(|(keys, value)| AggRow {
+                    keys: keys.iter().map(|k| key_cell(k, symbols)).collect(),
+                    value,
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agg::NoSymbols;
+    use crate::engine::standalone::{standalone_vm, standard_probe};
+    use crate::vm::FiringCtx;
+
+    #[test]
+    fn snapshot_renders_keys_and_values() {
+        let (mut vm, _) = standalone_vm(
+            r#"BEGIN { @calls["read", 3] = count(); @calls["read", 3] = count();
+                      @calls["write", -1] = count(); @lat = quantize(100); }"#,
+        )
+        .unwrap();
+        let p = standard_probe("BEGIN").unwrap();
+        vm.fire(&FiringCtx::synthetic(&p, 1, 1, b"dtx"));
+        let views = take(&vm.aggs, &NoSymbols);
+        let calls = views.iter().find(|v| v.name == "@calls").unwrap();
+        assert_eq!(calls.func(), "count");
+        let mut rows: Vec<(String, String, i64)> = calls
+            .rows
+            .iter()
+            .map(|r| {
+                (
+                    r.keys[0].text().to_string(),
+                    r.keys[1].text().to_string(),
+                    r.value.scalar(),
+                )
+            })
+            .collect();
+        rows.sort();
+        assert_eq!(
+            rows,
+            vec![
+                ("read".into(), "3".into(), 2),
+                ("write".into(), "-1".into(), 1)
+            ]
+        );
+        let lat = views.iter().find(|v| v.name == "@lat").unwrap();
+        assert!(lat.is_histogram());
+        assert_eq!(lat.rows.len(), 1);
+    }
+}
