@@ -24,7 +24,7 @@
 //! failures with [`crate::lang::options::cmdline_error_message`] (exit status 1).
 //!
 //! dtx additions: `-E file.etl` and `-g` (from the Windows port), `--tui`, `--theme NAME`
-//! (or `--theme=NAME`), `--help`.
+//! (or `--theme=NAME`), `--keys FILE`, `--help`.
 
 use std::ffi::{OsStr, OsString};
 use std::fmt;
@@ -148,6 +148,8 @@ pub struct Args {
     pub tui: bool,
     /// `--theme NAME`
     pub theme: Option<String>,
+    /// `--keys FILE`: the console's key bindings.
+    pub keys: Option<String>,
     /// `-32` / `-64` (last one).
     pub data_model: Option<DataModel>,
     /// `--help`
@@ -284,7 +286,7 @@ pub fn usage_text(prog: &str) -> String {
     s.push_str(&format!(
         "Usage: {prog} [-32|-64] [-aACeFGghHlqSvVwZ] [-b bufsz] [-c cmd] [-D name[=def]]\n\
          \t[-E etlfile] [-I path] [-L path] [-o output] [-p pid] [-s script] [-U name]\n\
-         \t[-x opt[=val]] [-X a|c|s|t] [--tui] [--theme name]\n\n\
+         \t[-x opt[=val]] [-X a|c|s|t] [--tui] [--theme name] [--keys file]\n\n\
          \t[-P provider {PREDACT}]\n\
          \t[-m [ provider: ] module {PREDACT}]\n\
          \t[-f [[ provider: ] module: ] func {PREDACT}]\n\
@@ -332,7 +334,8 @@ pub fn usage_text(prog: &str) -> String {
          \t-X  specify ISO C conformance settings for preprocessor\n\
          \t-Z  permit probe descriptions that match zero probes\n\
          \t--tui          show output in the interactive terminal UI\n\
-         \t--theme name   select the terminal UI color theme\n\
+         \t--theme name   console colour theme: dark, light, high-contrast or a .toml file\n\
+         \t--keys file    console key bindings (a keys.toml)\n\
          \t--help         print this text\n",
     );
     s
@@ -417,16 +420,22 @@ pub fn parse(args: &[OsString]) -> Result<Args, UsageError> {
                     }
                     ("tui", None) => out.tui = true,
                     ("theme", Some(v)) => out.theme = Some(v),
-                    ("theme", None) => {
+                    ("keys", Some(v)) => out.keys = Some(v),
+                    (opt @ ("theme" | "keys"), None) => {
                         optind += 1;
-                        match args.get(optind) {
-                            Some(v) => out.theme = Some(lossy(v)),
+                        let v = match args.get(optind) {
+                            Some(v) => lossy(v),
                             None => {
                                 return Err(UsageError::with_usage(Some(format!(
-                                    "{}: option requires an argument -- theme",
-                                    prog
+                                    "{}: option requires an argument -- {}",
+                                    prog, opt
                                 ))))
                             }
+                        };
+                        if opt == "theme" {
+                            out.theme = Some(v);
+                        } else {
+                            out.keys = Some(v);
                         }
                     }
                     _ => {

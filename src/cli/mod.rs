@@ -238,6 +238,22 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
     } else {
         Catalog::standard()
     };
+    let console = args.tui
+        || (args.programs.is_empty()
+            && !args.list
+            && !args.compile_only
+            && std::io::IsTerminal::is_terminal(&std::io::stdout())
+            && std::io::IsTerminal::is_terminal(&std::io::stdin()));
+    if console {
+        let source = match (&args.etl, trace) {
+            (Some(path), Some((_, etw))) => crate::engine::session::SessionSource::Trace {
+                path: path.to_string_lossy().into_owned(),
+                etw: std::sync::Arc::new(etw),
+            },
+            _ => crate::engine::session::SessionSource::Timers,
+        };
+        return run_console(args, source, catalog);
+    }
     let model = match args.data_model {
         Some(args::DataModel::Ilp32) => DataModel::Ilp32,
         _ => DataModel::Lp64,
@@ -325,6 +341,42 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
     }
 
     run_programs(prog, args, &opts, &catalog, &programs, compiled, out, trace)
+}
+
+/// Opens the console (`--tui`, or no program on a terminal) with the command line's program.
+fn run_console(
+    args: &Args,
+    source: crate::engine::session::SessionSource,
+    catalog: Catalog,
+) -> Result<i32, String> {
+    let mut script = None;
+    let mut text = Vec::new();
+    for p in &args.programs {
+        match p {
+            ProgramSource::Script(path) if script.is_none() && text.is_empty() => {
+                script = Some(path.clone())
+            }
+            ProgramSource::Script(path) => text.push(
+                std::fs::read_to_string(path)
+                    .map_err(|e| format!("failed to open {}: {}", path.display(), io_reason(&e)))?,
+            ),
+            ProgramSource::Probe(kind, t) => text.push(probe_program_text(*kind, t)),
+        }
+    }
+    if script.is_some() && !text.is_empty() {
+        return Err("the console runs one script; give -s once or -n clauses".into());
+    }
+    let run = script.is_some() || !text.is_empty();
+    crate::tui::run(crate::tui::ConsoleOptions {
+        source,
+        catalog: std::sync::Arc::new(catalog),
+        script,
+        text: (!text.is_empty()).then(|| text.join("\n")),
+        run,
+        theme: args.theme.clone(),
+        keys: args.keys.clone().map(std::path::PathBuf::from),
+        refresh: std::time::Duration::from_millis(250),
+    })
 }
 
 /// Runs the compiled programs with the live clock until `exit()`, Ctrl-C, or forever.

@@ -76,6 +76,25 @@ impl TraceSource {
         }
     }
 
+    /// How often each probe of the ETW providers fires over the whole trace (by probe id): what
+    /// the console's probe browser shows next to each probe.
+    pub fn probe_counts(&mut self, probes: &EtwProbes) -> std::collections::HashMap<u64, u64> {
+        let mut counts = std::collections::HashMap::new();
+        let mut firings = Vec::new();
+        self.walk(
+            |ev, dec, state| {
+                firings.clear();
+                probes.firings(ev, dec, state, &|_| true, &mut firings);
+                for f in &firings {
+                    *counts.entry(f.probe).or_insert(0u64) += 1;
+                }
+                true
+            },
+            |_| {},
+        );
+        counts
+    }
+
     /// Walks every record in timestamp order: `f` gets the record, its decoding and the state
     /// as of that record. Errors in the file are passed to `on_error` and the walk goes on.
     pub fn walk(

@@ -1,0 +1,472 @@
+//! The console's state and what keys, mouse and engine updates do to it. Nothing here draws:
+//! `ui.rs` renders an `App`; commands for the engine queue up in `outbox` for the runner.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
+use ratatui::layout::{Position, Rect};
+
+use super::editor::Editor;
+use super::keys::{Action, KeyMap};
+use super::log::Log;
+use super::probe_tree::ProbeTree;
+use super::results::Results;
+use super::theme::Theme;
+use crate::engine::session::{Command, ProgramSpec, RunState, Speed, Status, Update};
+use crate::lang::diag::Diagnostic;
+use crate::lang::options::DOptions;
+use crate::lang::types::DataModel;
+use crate::lang::{compile, CompileInput, MacroEnv, SourceKind};
+use crate::probes::Catalog;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Focus {
+    Browser,
+    Editor,
+    Results,
+    Log,
+}
+
+const FOCUS_ORDER: [Focus; 4] = [Focus::Browser, Focus::Editor, Focus::Results, Focus::Log];
+
+/// A window over the panes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Overlay {
+    Help,
+    /// Scripts to open, and the selected one.
+    Picker { files: Vec<PathBuf>, selected: usize },
+}
+
+/// Where each pane was drawn last, for the mouse.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PaneAreas {
+    pub browser: Option<Rect>,
+    pub editor: Option<Rect>,
+    pub results: Option<Rect>,
+    pub log: Option<Rect>,
+}
+
+/// A line for the status bar, with how serious it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message {
+    pub text: String,
+    pub error: bool,
+}
+
+pub struct App {
+    pub theme: Theme,
+    pub keys: KeyMap,
+    pub focus: Focus,
+    pub browser: ProbeTree,
+    pub editor: Editor,
+    pub results: Results,
+    pub log: Log,
+    pub status: Status,
+    pub message: Option<Message>,
+    pub overlay: Option<Overlay>,
+    pub areas: PaneAreas,
+    pub quit: bool,
+    /// Commands for the engine, sent by the runner.
+    pub outbox: Vec<Command>,
+    /// Whether the source is a trace (replay controls apply).
+    pub trace: bool,
+    catalog: Arc<Catalog>,
+    /// Where `Open` looks for scripts.
+    pub script_dir: PathBuf,
+    /// When the editor last changed and has not been checked since.
+    check_due: Option<Instant>,
+}
+
+impl App {
+    pub fn new(catalog: Arc<Catalog>, status: Status, trace: bool) -> App {
+        let browser = ProbeTree::new(crate::probes::ProbeCatalog::list(&*catalog));
+        App {
+            theme: Theme::default(),
+            keys: KeyMap::default(),
+            focus: Focus::Editor,
+            browser,
+            editor: Editor::new(),
+            results: Results::default(),
+            log: Log::default(),
+            status,
+            message: None,
+            overlay: None,
+            areas: PaneAreas::default(),
+            quit: false,
+            outbox: Vec::new(),
+            trace,
+            catalog,
+            script_dir: PathBuf::from("dscripts"),
+            check_due: None,
+        }
+    }
+
+    fn say(&mut self, text: impl Into<String>, error: bool) {
+        self.message = Some(Message {
+            text: text.into(),
+            error,
+        });
+    }
+
+    /// Compiles the editor's text.
+    pub fn compile_editor(&self) -> Result<ProgramSpec, Diagnostic> {
+        let text = self.editor.text();
+        let name = self.editor.file_label();
+        compile_text(&text, &name, &self.catalog)
+    }
+
+    /// Compiles the script and, when it compiles, asks the engine to run it; a compile error
+    /// leaves the running program alone.
+    pub fn run(&mut self, restart: bool) {
+        match self.compile_editor() {
+            Ok(spec) => {
+                self.editor.diagnostic = None;
+                let matched = spec.program.clauses.len();
+                self.outbox.push(Command::Run {
+                    program: spec,
+                    restart,
+                });
+                self.results.expect_generation(self.status.generation + 1);
+                self.say(
+                    format!(
+                        "running {} ({} clause{})",
+                        self.editor.file_label(),
+                        matched,
+                        if matched == 1 { "" } else { "s" }
+                    ),
+                    false,
+                );
+            }
+            Err(d) => {
+                self.say(
+                    format!("not run: {}: {}", self.editor.file_label(), d.render(true)),
+                    true,
+                );
+                self.editor.diagnostic = Some(d);
+                self.focus = Focus::Editor;
+            }
+        }
+    }
+
+    /// Checks the script a moment after the last edit (compile-as-you-type).
+    pub fn tick(&mut self, now: Instant) {
+        if let Some(t) = self.check_due {
+            if now >= t {
+                self.check_due = None;
+                self.editor.diagnostic = self.compile_editor().err();
+            }
+        }
+        if let Err(e) = self.editor.autosave_if_due(now) {
+            self.say(format!("autosave failed: {e}"), true);
+        }
+    }
+
+    pub fn on_update(&mut self, u: Update) {
+        match u {
+            Update::Output(text) => self.log.push(&text),
+            Update::Snapshot(s) => self.results.update(s),
+            Update::Status(s) => {
+                if let RunState::Ended(code) = s.state {
+                    if self.status.state != s.state {
+                        self.say(format!("run ended (exit status {code})"), false);
+                    }
+                }
+                self.status = s;
+            }
+            Update::Error(e) => self.say(e, true),
+        }
+    }
+
+    pub fn on_key(&mut self, k: KeyEvent) {
+        if k.kind == crossterm::event::KeyEventKind::Release {
+            return;
+        }
+        if let Some(o) = self.overlay.clone() {
+            self.overlay_key(o, k);
+            return;
+        }
+        if self.focus == Focus::Log && self.log.searching {
+            self.log.search_key(k);
+            return;
+        }
+        // Ctrl-C always quits
+        if k.code == KeyCode::Char('c') && k.modifiers.contains(KeyModifiers::CONTROL) {
+            self.quit = true;
+            return;
+        }
+        if let Some(a) = self.keys.action(&k) {
+            // Tab indents in the editor; Esc leaves it
+            if !(a == Action::FocusNext && self.focus == Focus::Editor) {
+                self.act(a);
+                return;
+            }
+        }
+        match self.focus {
+            Focus::Editor => {
+                if k.code == KeyCode::Esc {
+                    self.focus_next(1);
+                } else if self.editor.key(k) {
+                    self.check_due = Some(Instant::now() + Duration::from_millis(300));
+                }
+            }
+            Focus::Browser => self.browser_key(k),
+            Focus::Results => self.results_key(k),
+            Focus::Log => self.log.key(k),
+        }
+    }
+
+    pub fn act(&mut self, a: Action) {
+        match a {
+            Action::Quit => self.quit = true,
+            Action::Help => self.overlay = Some(Overlay::Help),
+            Action::FocusNext => self.focus_next(1),
+            Action::FocusPrev => self.focus_next(-1),
+            Action::FocusBrowser => self.focus = Focus::Browser,
+            Action::FocusEditor => self.focus = Focus::Editor,
+            Action::FocusResults => self.focus = Focus::Results,
+            Action::FocusLog => self.focus = Focus::Log,
+            Action::Run => self.run(false),
+            Action::RunFromStart => self.run(true),
+            Action::Stop => self.outbox.push(Command::Stop),
+            Action::Save => match self.editor.save() {
+                Ok(p) => self.say(format!("saved {}", p.display()), false),
+                Err(e) => self.say(e, true),
+            },
+            Action::Open => {
+                let files = list_scripts(&self.script_dir);
+                if files.is_empty() {
+                    self.say(
+                        format!("no scripts under {}", self.script_dir.display()),
+                        true,
+                    );
+                } else {
+                    self.overlay = Some(Overlay::Picker { files, selected: 0 });
+                }
+            }
+            Action::Undo => {
+                self.editor.undo();
+            }
+            Action::Redo => {
+                self.editor.redo();
+            }
+            Action::PauseResume => {
+                let pause = self.status.state != RunState::Paused;
+                self.outbox.push(Command::Pause(pause));
+                self.say(if pause { "paused" } else { "resumed" }, false);
+            }
+            Action::Speed => {
+                let next = match self.status.speed {
+                    Speed::Times(1) => Speed::Times(10),
+                    Speed::Times(_) => Speed::Max,
+                    Speed::Max => Speed::Times(1),
+                };
+                self.status.speed = next;
+                self.outbox.push(Command::Speed(next));
+                self.say(format!("replay speed {next}"), false);
+            }
+            Action::RestartTrace => self.outbox.push(Command::Restart),
+            Action::Redraw => {}
+        }
+    }
+
+    fn focus_next(&mut self, d: isize) {
+        let i = FOCUS_ORDER.iter().position(|f| *f == self.focus).unwrap_or(0) as isize;
+        let n = FOCUS_ORDER.len() as isize;
+        self.focus = FOCUS_ORDER[((i + d).rem_euclid(n)) as usize];
+    }
+
+    fn overlay_key(&mut self, o: Overlay, k: KeyEvent) {
+        match o {
+            Overlay::Help => {
+                if matches!(k.code, KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q' | '?'))
+                    || self.keys.action(&k) == Some(Action::Help)
+                {
+                    self.overlay = None;
+                }
+            }
+            Overlay::Picker { files, selected } => match k.code {
+                KeyCode::Esc => self.overlay = None,
+                KeyCode::Up => {
+                    self.overlay = Some(Overlay::Picker {
+                        selected: selected.saturating_sub(1),
+                        files,
+                    })
+                }
+                KeyCode::Down => {
+                    let s = (selected + 1).min(files.len().saturating_sub(1));
+                    self.overlay = Some(Overlay::Picker { files, selected: s })
+                }
+                KeyCode::Enter => {
+                    self.overlay = None;
+                    if let Some(p) = files.get(selected) {
+                        self.open(p);
+                    }
+                }
+                _ => {}
+            },
+        }
+    }
+
+    /// Opens a script in the editor.
+    pub fn open(&mut self, p: &Path) {
+        match self.editor.open(p) {
+            Ok(()) => {
+                self.focus = Focus::Editor;
+                self.check_due = Some(Instant::now());
+                self.say(format!("opened {}", p.display()), false);
+            }
+            Err(e) => self.say(e, true),
+        }
+    }
+
+    fn browser_key(&mut self, k: KeyEvent) {
+        match k.code {
+            KeyCode::Up => self.browser.move_by(-1),
+            KeyCode::Down => self.browser.move_by(1),
+            KeyCode::PageUp => self.browser.move_by(-10),
+            KeyCode::PageDown => self.browser.move_by(10),
+            KeyCode::Right => self.browser.set_open(true),
+            KeyCode::Left => self.browser.set_open(false),
+            KeyCode::Enter => {
+                if let Some(s) = self.browser.skeleton() {
+                    self.editor.insert_clause(&s);
+                    self.focus = Focus::Editor;
+                    self.check_due = Some(Instant::now());
+                }
+            }
+            KeyCode::Char(' ') => self.browser.toggle(),
+            KeyCode::Backspace => {
+                let mut f = self.browser.filter.clone();
+                f.pop();
+                self.browser.set_filter(&f);
+            }
+            KeyCode::Esc => self.browser.set_filter(""),
+            KeyCode::Char(c) if !k.modifiers.contains(KeyModifiers::CONTROL) => {
+                let f = format!("{}{c}", self.browser.filter);
+                self.browser.set_filter(&f);
+            }
+            _ => {}
+        }
+    }
+
+    fn results_key(&mut self, k: KeyEvent) {
+        match k.code {
+            KeyCode::Left => self.results.next_view(-1),
+            KeyCode::Right => self.results.next_view(1),
+            KeyCode::Up => self.results.move_by(-1),
+            KeyCode::Down => self.results.move_by(1),
+            KeyCode::PageUp => self.results.move_by(-10),
+            KeyCode::PageDown => self.results.move_by(10),
+            KeyCode::Home => self.results.move_by(isize::MIN / 2),
+            KeyCode::End => self.results.move_by(isize::MAX / 2),
+            KeyCode::Char('s') => self.results.next_sort(),
+            KeyCode::Char('r') => self.results.reverse(),
+            KeyCode::Enter | KeyCode::Char(' ') => self.results.toggle(),
+            KeyCode::Char('?') => self.overlay = Some(Overlay::Help),
+            _ => {}
+        }
+    }
+
+    pub fn on_mouse(&mut self, m: MouseEvent) {
+        let at = Position::new(m.column, m.row);
+        let hit = |r: Option<Rect>| r.is_some_and(|r| r.contains(at));
+        let pane = if hit(self.areas.browser) {
+            Some(Focus::Browser)
+        } else if hit(self.areas.editor) {
+            Some(Focus::Editor)
+        } else if hit(self.areas.results) {
+            Some(Focus::Results)
+        } else if hit(self.areas.log) {
+            Some(Focus::Log)
+        } else {
+            None
+        };
+        let Some(pane) = pane else { return };
+        match m.kind {
+            MouseEventKind::Down(MouseButton::Left) => {
+                self.focus = pane;
+                if let (Focus::Browser, Some(r)) = (pane, self.areas.browser) {
+                    // a click on a row selects it (rows start below the border and filter line)
+                    let top = r.y + 2;
+                    if m.row >= top {
+                        let first = super::ui::first_visible(
+                            self.browser.selected,
+                            r.height.saturating_sub(3) as usize,
+                        );
+                        self.browser.selected = (first + (m.row - top) as usize)
+                            .min(self.browser.rows().len().saturating_sub(1));
+                    }
+                }
+            }
+            MouseEventKind::ScrollUp => self.scroll(pane, -3),
+            MouseEventKind::ScrollDown => self.scroll(pane, 3),
+            _ => {}
+        }
+    }
+
+    fn scroll(&mut self, pane: Focus, d: isize) {
+        match pane {
+            Focus::Browser => self.browser.move_by(d),
+            Focus::Results => self.results.move_by(d),
+            Focus::Log => self.log.scroll_by(-d),
+            Focus::Editor => self.editor.scroll_by(d),
+        }
+    }
+}
+
+/// Compiles a script's text for the console.
+pub fn compile_text(text: &str, file_name: &str, catalog: &Catalog) -> Result<ProgramSpec, Diagnostic> {
+    let mut options = DOptions::new();
+    let c = compile(
+        CompileInput {
+            text,
+            kind: SourceKind::File,
+            macros: MacroEnv {
+                args: vec![file_name.to_string()],
+                defaultargs: true,
+                vars: vec![("pid".into(), std::process::id() as u64), ("target".into(), 0)],
+            },
+            cpp: None,
+            file_name,
+            model: DataModel::Lp64,
+        },
+        &mut options,
+        catalog,
+    )?;
+    if c.destructive {
+        return Err(Diagnostic::new(
+            "D_ACT_DESTRUCT",
+            0,
+            "destructive actions are not allowed in the console",
+        ));
+    }
+    Ok(ProgramSpec {
+        label: file_name.to_string(),
+        program: Arc::new(c.ir),
+        options,
+    })
+}
+
+/// The `.d` files under a folder, sorted.
+pub fn list_scripts(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                // the type library is not a script
+                if p.file_name().is_some_and(|n| n != "lib") {
+                    stack.push(p);
+                }
+            } else if p.extension().is_some_and(|x| x == "d") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}

@@ -1,0 +1,232 @@
+//! The console: a full-screen terminal UI over the engine's session handle. `app` holds the
+//! state, `ui` and `panes/` draw it, `keys` and `theme` are data; this module owns the terminal
+//! (raw mode, alternate screen, mouse) and the loop that joins keys, engine updates and frames.
+
+pub mod agg_table;
+pub mod app;
+pub mod editor;
+pub mod highlight;
+pub mod keys;
+pub mod log;
+pub mod panes;
+pub mod probe_tree;
+pub mod results;
+pub mod stack_tree;
+pub mod theme;
+pub mod ui;
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossterm::event::{self, DisableMouseCapture, EnableMouseCapture, Event};
+use crossterm::execute;
+use crossterm::terminal::{
+    disable_raw_mode, enable_raw_mode, EnterAlternateScreen, LeaveAlternateScreen,
+};
+use ratatui::backend::{Backend, CrosstermBackend};
+use ratatui::Terminal;
+
+use crate::engine::session::{Session, SessionSource, Status};
+use crate::probes::Catalog;
+use app::App;
+
+/// How the console starts.
+pub struct ConsoleOptions {
+    pub source: SessionSource,
+    pub catalog: Arc<Catalog>,
+    /// A script to open, and whether to run it at once.
+    pub script: Option<PathBuf>,
+    /// Program text to start with when there is no script file (`-n`), run at once.
+    pub text: Option<String>,
+    pub run: bool,
+    pub theme: Option<String>,
+    pub keys: Option<PathBuf>,
+    /// How often the engine sends snapshots.
+    pub refresh: Duration,
+}
+
+/// The console's keys file when `--keys` is not given: `$XDG_CONFIG_HOME/dtx/keys.toml`.
+fn default_keys_file() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+    let p = base.join("dtx").join("keys.toml");
+    p.exists().then_some(p)
+}
+
+/// Builds the console's state: theme, keys, the script.
+pub fn build_app(opts: &ConsoleOptions) -> Result<App, String> {
+    let trace = matches!(opts.source, SessionSource::Trace { .. });
+    let mut app = App::new(
+        opts.catalog.clone(),
+        Status {
+            source: opts.source.label(),
+            ..initial_status()
+        },
+        trace,
+    );
+    if let Some(t) = &opts.theme {
+        app.theme = theme::Theme::load(t)?;
+    }
+    if let Some(k) = opts.keys.clone().or_else(default_keys_file) {
+        let text = std::fs::read_to_string(&k)
+            .map_err(|e| format!("keys file {}: {e}", k.display()))?;
+        app.keys.apply_toml(&text)?;
+    }
+    if let Some(p) = &opts.script {
+        app.open(p);
+        if app.editor.path.is_none() {
+            return Err(app
+                .message
+                .map(|m| m.text)
+                .unwrap_or_else(|| format!("cannot open {}", p.display())));
+        }
+    } else if let Some(t) = &opts.text {
+        app.editor.set_text(t);
+    }
+    if opts.run && !app.editor.text().trim().is_empty() {
+        app.run(false);
+    }
+    Ok(app)
+}
+
+fn initial_status() -> Status {
+    Status {
+        state: crate::engine::session::RunState::Idle,
+        generation: 0,
+        source: String::new(),
+        position: None,
+        speed: crate::engine::session::Speed::Max,
+        events: 0,
+        events_per_s: 0.0,
+        firings: 0,
+        firings_per_s: 0.0,
+        drops: 0,
+        errors: 0,
+    }
+}
+
+/// Runs the console until the user quits. Returns the exit status.
+pub fn run(opts: ConsoleOptions) -> Result<i32, String> {
+    let mut app = build_app(&opts)?;
+    let session = Session::start(opts.source.clone(), opts.catalog.clone(), opts.refresh);
+    // over a trace, count what each probe fires in the background for the browser
+    let counts = match &opts.source {
+        SessionSource::Trace { path, etw } => Some(spawn_counts(path.clone(), etw.clone())),
+        SessionSource::Timers => None,
+    };
+    let mut terminal = enter().map_err(|e| format!("cannot start the console: {e}"))?;
+    let result = event_loop(&mut terminal, &mut app, &session, counts);
+    let _ = app.editor.autosave_now();
+    leave();
+    drop(session);
+    result.map_err(|e| format!("console: {e}"))?;
+    Ok(0)
+}
+
+/// Counts the firings of every probe over a trace, on a thread.
+fn spawn_counts(
+    path: String,
+    etw: Arc<crate::providers::etw::EtwProbes>,
+) -> mpsc::Receiver<HashMap<u64, u64>> {
+    let (tx, rx) = mpsc::channel();
+    let _ = std::thread::Builder::new()
+        .name("dtx-counts".into())
+        .spawn(move || {
+            if let Ok(mut src) = crate::sources::etl::TraceSource::open(&path) {
+                let _ = tx.send(src.probe_counts(&etw));
+            }
+        });
+    rx
+}
+
+type Term = Terminal<CrosstermBackend<std::io::Stdout>>;
+
+fn enter() -> std::io::Result<Term> {
+    // the terminal comes back even when dtx panics
+    let prev = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        leave();
+        prev(info);
+    }));
+    enable_raw_mode()?;
+    let mut out = std::io::stdout();
+    execute!(out, EnterAlternateScreen, EnableMouseCapture)?;
+    Terminal::new(CrosstermBackend::new(out))
+}
+
+fn leave() {
+    let _ = disable_raw_mode();
+    let mut out = std::io::stdout();
+    let _ = execute!(
+        out,
+        DisableMouseCapture,
+        LeaveAlternateScreen,
+        crossterm::cursor::Show
+    );
+    let _ = out.flush();
+}
+
+/// Joins keys, engine updates and frames until the user quits.
+pub fn event_loop<B: Backend>(
+    terminal: &mut Terminal<B>,
+    app: &mut App,
+    session: &Session,
+    mut counts: Option<mpsc::Receiver<HashMap<u64, u64>>>,
+) -> Result<(), String>
+where
+    B::Error: std::fmt::Display,
+{
+    let mut dirty = true;
+    let mut last_draw = Instant::now();
+    loop {
+        for c in app.outbox.drain(..) {
+            session.send(c);
+        }
+        for u in session.poll() {
+            app.on_update(u);
+            dirty = true;
+        }
+        if let Some(rx) = &counts {
+            if let Ok(c) = rx.try_recv() {
+                app.browser.set_counts(c);
+                counts = None;
+                dirty = true;
+            }
+        }
+        app.tick(Instant::now());
+        if dirty || last_draw.elapsed() >= Duration::from_millis(500) {
+            let mut areas = app.areas;
+            terminal
+                .draw(|f| areas = ui::draw(f, app))
+                .map_err(|e| e.to_string())?;
+            app.areas = areas;
+            dirty = false;
+            last_draw = Instant::now();
+        }
+        if event::poll(Duration::from_millis(30)).map_err(|e| e.to_string())? {
+            // take every event that is waiting before drawing again
+            loop {
+                match event::read().map_err(|e| e.to_string())? {
+                    Event::Key(k) => app.on_key(k),
+                    Event::Mouse(m) => app.on_mouse(m),
+                    Event::Resize(..) => {
+                        let _ = terminal.autoresize();
+                    }
+                    _ => {}
+                }
+                if !event::poll(Duration::ZERO).map_err(|e| e.to_string())? {
+                    break;
+                }
+            }
+            dirty = true;
+        }
+        if app.quit {
+            return Ok(());
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! Windows over the panes: the help (every key) and the script picker.
+
+use std::path::PathBuf;
+
+use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+use ratatui::Frame;
+
+use super::{fit, frame};
+use crate::tui::app::App;
+use crate::tui::keys::ACTIONS;
+use crate::tui::ui::{centred, clear, first_visible};
+
+/// Keys that belong to one pane, for the help.
+pub const PANE_KEYS: &[(&str, &str, &str)] = &[
+    ("Editor", "Esc", "leave the editor (next pane)"),
+    ("Editor", "Tab", "indent"),
+    ("Probes", "type / Backspace / Esc", "filter the probes / clear the filter"),
+    ("Probes", "Up Down Left Right Space", "move, close, open"),
+    ("Probes", "Enter", "insert a clause for the probe into the editor"),
+    ("Aggregations", "Left Right", "previous / next aggregation"),
+    ("Aggregations", "Up Down PgUp PgDn Home End", "select a row (its histogram)"),
+    ("Aggregations", "s / r", "sort by the next column / reverse"),
+    ("Aggregations", "Enter", "open or close a stack frame"),
+    ("Output", "Up Down PgUp PgDn Home End", "scroll"),
+    ("Output", "/ then n", "search back / next match"),
+    ("Mouse", "click / wheel", "focus a pane, select a probe / scroll"),
+];
+
+/// The help's lines.
+pub fn help_lines(app: &App) -> Vec<(String, String)> {
+    let mut v = Vec::new();
+    for (action, _, what, _) in ACTIONS {
+        let keys: Vec<String> = app.keys.keys_of(*action).iter().map(|k| k.label()).collect();
+        v.push((keys.join(" "), what.to_string()));
+    }
+    for (pane, keys, what) in PANE_KEYS {
+        v.push((format!("{pane}: {keys}"), what.to_string()));
+    }
+    v
+}
+
+pub fn help(f: &mut Frame, area: Rect, app: &App) {
+    let t = &app.theme;
+    let r = centred(area, 84, 34);
+    clear(f, r);
+    let block = frame(
+        Line::from(Span::styled(
+            " dtx keys (Esc closes) ",
+            Style::default().fg(t.title),
+        )),
+        true,
+        t,
+    );
+    let inner = block.inner(r);
+    f.render_widget(block, r);
+    let w = inner.width as usize;
+    let key_w = (w / 2).min(34);
+    let lines: Vec<Line> = help_lines(app)
+        .into_iter()
+        .map(|(k, what)| {
+            Line::from(vec![
+                Span::styled(
+                    format!("{:<key_w$}", fit(&k, key_w.saturating_sub(1))),
+                    Style::default().fg(t.accent).add_modifier(Modifier::BOLD),
+                ),
+                Span::styled(fit(&what, w.saturating_sub(key_w)), Style::default().fg(t.text)),
+            ])
+        })
+        .collect();
+    f.render_widget(Paragraph::new(lines).style(t.base()), inner);
+}
+
+pub fn picker(f: &mut Frame, area: Rect, app: &App, files: &[PathBuf], selected: usize) {
+    let t = &app.theme;
+    let r = centred(area, 70, 20);
+    clear(f, r);
+    let block = frame(
+        Line::from(Span::styled(
+            " Open a script (Enter opens, Esc closes) ",
+            Style::default().fg(t.title),
+        )),
+        true,
+        t,
+    );
+    let inner = block.inner(r);
+    f.render_widget(block, r);
+    let h = inner.height as usize;
+    let first = first_visible(selected, h);
+    let lines: Vec<Line> = files
+        .iter()
+        .enumerate()
+        .skip(first)
+        .take(h)
+        .map(|(i, p)| {
+            let s = if i == selected {
+                t.selected()
+            } else {
+                Style::default().fg(t.text)
+            };
+            Line::from(Span::styled(fit(&p.display().to_string(), inner.width as usize), s))
+        })
+        .collect();
+    f.render_widget(Paragraph::new(lines).style(t.base()), inner);
+}

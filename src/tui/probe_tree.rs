@@ -1,0 +1,281 @@
+//! The probe browser's model: provider → module → function → name, built from the catalog's
+//! probes (with how often each fired in the trace, when known), an incremental filter, and
+//! which nodes are open.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use crate::probes::ProbeInfo;
+
+/// One visible row of the tree.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Row {
+    /// 0 provider, 1 module, 2 function, 3 probe name.
+    pub depth: usize,
+    pub label: String,
+    /// The description this row stands for (`sched:::`, `syscall::read:`, ...).
+    pub desc: String,
+    /// The probe of a leaf row (index into the probe list).
+    pub probe: Option<usize>,
+    /// Firings in the trace under this row, when the counts are known.
+    pub count: Option<u64>,
+    pub open: bool,
+    pub leaf: bool,
+}
+
+#[derive(Default)]
+struct Node {
+    children: BTreeMap<String, Node>,
+    /// The description the node stands for.
+    desc: String,
+    probe: Option<usize>,
+    count: u64,
+}
+
+pub struct ProbeTree {
+    pub probes: Vec<ProbeInfo>,
+    counts: Option<HashMap<u64, u64>>,
+    pub filter: String,
+    open: HashSet<String>,
+    rows: Vec<Row>,
+    pub selected: usize,
+}
+
+impl ProbeTree {
+    pub fn new(mut probes: Vec<ProbeInfo>) -> Self {
+        probes.sort_by(|a, b| {
+            (&a.provider, &a.module, &a.function, &a.name)
+                .cmp(&(&b.provider, &b.module, &b.function, &b.name))
+        });
+        let mut t = ProbeTree {
+            probes,
+            counts: None,
+            filter: String::new(),
+            open: HashSet::new(),
+            rows: Vec::new(),
+            selected: 0,
+        };
+        t.rebuild();
+        t
+    }
+
+    /// Sets how often each probe (by id) fired in the trace; the tree shows the totals.
+    pub fn set_counts(&mut self, counts: HashMap<u64, u64>) {
+        self.counts = Some(counts);
+        self.rebuild();
+    }
+
+    pub fn rows(&self) -> &[Row] {
+        &self.rows
+    }
+
+    pub fn selected_row(&self) -> Option<&Row> {
+        self.rows.get(self.selected)
+    }
+
+    /// The probe of the selected row, when it is a leaf.
+    pub fn selected_probe(&self) -> Option<&ProbeInfo> {
+        self.selected_row()
+            .and_then(|r| r.probe)
+            .and_then(|i| self.probes.get(i))
+    }
+
+    pub fn set_filter(&mut self, f: &str) {
+        self.filter = f.to_string();
+        self.selected = 0;
+        self.rebuild();
+    }
+
+    /// Opens or closes the selected node.
+    pub fn toggle(&mut self) {
+        if let Some(r) = self.rows.get(self.selected) {
+            if r.leaf {
+                return;
+            }
+            let d = r.desc.clone();
+            if !self.open.remove(&d) {
+                self.open.insert(d);
+            }
+            self.rebuild();
+        }
+    }
+
+    pub fn set_open(&mut self, open: bool) {
+        if let Some(r) = self.rows.get(self.selected) {
+            let d = r.desc.clone();
+            if open && !r.leaf {
+                self.open.insert(d);
+            } else if !open && !self.open.remove(&d) {
+                // on a closed node or a leaf, go to the parent
+                let depth = r.depth;
+                if depth > 0 {
+                    if let Some(p) = self.rows[..self.selected]
+                        .iter()
+                        .rposition(|x| x.depth < depth)
+                    {
+                        self.selected = p;
+                    }
+                }
+            }
+            self.rebuild();
+        }
+    }
+
+    pub fn move_by(&mut self, delta: isize) {
+        if self.rows.is_empty() {
+            self.selected = 0;
+            return;
+        }
+        let n = self.rows.len() as isize;
+        self.selected = (self.selected as isize + delta).clamp(0, n - 1) as usize;
+    }
+
+    /// A clause for the selected row, to insert into the editor.
+    pub fn skeleton(&self) -> Option<String> {
+        let r = self.selected_row()?;
+        let mut s = format!("{}\n{{\n", r.desc);
+        match self.selected_probe() {
+            Some(p) if !p.arg_types.is_empty() => {
+                s.push_str("\t/* ");
+                for (i, t) in p.arg_types.iter().enumerate() {
+                    if i > 0 {
+                        s.push_str(", ");
+                    }
+                    s.push_str(&format!("args[{i}]: {t}"));
+                }
+                s.push_str(" */\n");
+            }
+            _ => {}
+        }
+        s.push_str("\t@[probefunc] = count();\n}\n");
+        Some(s)
+    }
+
+    fn rebuild(&mut self) {
+        let needle = self.filter.to_ascii_lowercase();
+        let mut root = Node::default();
+        for (i, p) in self.probes.iter().enumerate() {
+            if !needle.is_empty() {
+                let full = format!("{}:{}:{}:{}", p.provider, p.module, p.function, p.name)
+                    .to_ascii_lowercase();
+                if !full.contains(&needle) {
+                    continue;
+                }
+            }
+            let c = self
+                .counts
+                .as_ref()
+                .and_then(|m| m.get(&p.id).copied())
+                .unwrap_or(0);
+            let mut n = &mut root;
+            n.count += c;
+            let fields = [&p.provider, &p.module, &p.function, &p.name];
+            for (level, part) in fields.iter().enumerate() {
+                // empty modules and functions (most ETW probes) get no level of their own
+                if part.is_empty() && (level == 1 || level == 2) {
+                    continue;
+                }
+                let mut parts: Vec<&str> = fields[..=level].iter().map(|s| s.as_str()).collect();
+                parts.resize(4, "");
+                n = n.children.entry((*part).clone()).or_default();
+                n.desc = parts.join(":");
+                n.count += c;
+            }
+            n.probe = Some(i);
+        }
+        let mut rows = Vec::new();
+        let all_open = !needle.is_empty();
+        let known = self.counts.is_some();
+        walk(&root, 0, &self.open, all_open, known, &mut rows);
+        self.rows = rows;
+        if self.selected >= self.rows.len() {
+            self.selected = self.rows.len().saturating_sub(1);
+        }
+    }
+}
+
+fn walk(
+    n: &Node,
+    depth: usize,
+    open: &HashSet<String>,
+    all_open: bool,
+    known: bool,
+    rows: &mut Vec<Row>,
+) {
+    for (name, child) in &n.children {
+        let leaf = child.children.is_empty();
+        let is_open = all_open || open.contains(&child.desc);
+        rows.push(Row {
+            depth,
+            label: if name.is_empty() {
+                "(none)".into()
+            } else {
+                name.clone()
+            },
+            desc: child.desc.clone(),
+            probe: child.probe,
+            count: known.then_some(child.count),
+            open: is_open && !leaf,
+            leaf,
+        });
+        if is_open && !leaf {
+            walk(child, depth + 1, open, all_open, known, rows);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn probe(id: u64, p: &str, m: &str, f: &str, n: &str) -> ProbeInfo {
+        ProbeInfo {
+            id,
+            provider: p.into(),
+            module: m.into(),
+            function: f.into(),
+            name: n.into(),
+            arg_types: vec!["int".into()],
+        }
+    }
+
+    fn tree() -> ProbeTree {
+        ProbeTree::new(vec![
+            probe(1, "sched", "", "", "on-cpu"),
+            probe(2, "sched", "", "", "off-cpu"),
+            probe(3, "syscall", "", "NtReadFile", "entry"),
+            probe(4, "syscall", "", "NtReadFile", "return"),
+        ])
+    }
+
+    #[test]
+    fn opens_filters_and_counts() {
+        let mut t = tree();
+        let labels: Vec<&str> = t.rows().iter().map(|r| r.label.as_str()).collect();
+        assert_eq!(labels, ["sched", "syscall"]);
+        t.toggle();
+        let labels: Vec<&str> = t.rows().iter().map(|r| r.label.as_str()).collect();
+        assert_eq!(labels, ["sched", "off-cpu", "on-cpu", "syscall"]);
+        t.set_filter("ntread");
+        let leaves: Vec<&str> = t
+            .rows()
+            .iter()
+            .filter(|r| r.leaf)
+            .map(|r| r.desc.as_str())
+            .collect();
+        assert_eq!(leaves, ["syscall::NtReadFile:entry", "syscall::NtReadFile:return"]);
+        t.set_filter("");
+        t.set_counts([(1, 5), (2, 7), (3, 1)].into_iter().collect());
+        assert_eq!(t.rows()[0].count, Some(12));
+    }
+
+    #[test]
+    fn skeleton_for_a_probe() {
+        let mut t = tree();
+        t.set_filter("on-cpu");
+        t.selected = t.rows().iter().position(|r| r.leaf).unwrap();
+        let s = t.skeleton().unwrap();
+        assert!(s.starts_with("sched:::on-cpu\n{\n"), "{s}");
+        assert!(s.contains("args[0]: int"));
+        assert!(crate::engine::standalone::standalone_vm("BEGIN\n{\n\t@[probefunc] = count();\n}\n").is_ok());
+    }
+}
