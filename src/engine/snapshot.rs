@@ -133,7 +133,11 @@ pub fn key_cell(k: &KeyValue, symbols: &dyn SymbolResolver) -> KeyCell {
 pub fn take(table: &AggregationTable, symbols: &dyn SymbolResolver) -> Vec<AggView> {
     (0..table.count() as u32)
         .map(|a| AggView {
-            name: table.name(a).unwrap_or("").to_string(),
+            // the anonymous aggregation is `@_` inside, `@` to the user
+            name: match table.name(a).unwrap_or("") {
+                "@_" => "@".to_string(),
+                n => n.to_string(),
+            },
             rows: table
                 .snapshot(a)
                 .into_iter()
