@@ -24,7 +24,7 @@ pub fn text(app: &App) -> (String, String) {
         RunState::Paused => "‖ paused".to_string(),
         RunState::Ended(c) => format!("■ ended {c}"),
     };
-    let mut rest = format!(" {} ", s.source);
+    let mut rest = format!(" run #{} │ {} ", s.generation, fit(&s.source, 28));
     if let Some((pos, len)) = s.position {
         let frac = if len > 0 {
             (pos as f64 / len as f64).min(1.0)
@@ -42,12 +42,11 @@ pub fn text(app: &App) -> (String, String) {
         ));
     }
     rest.push_str(&format!(
-        "│ ev/s {} │ fire/s {} │ drops {} │ errors {} │ run #{} ",
+        "│ ev/s {} │ fire/s {} │ drops {} │ errors {} ",
         human(s.events_per_s),
         human(s.firings_per_s),
         s.drops,
         s.errors,
-        s.generation
     ));
     (state, rest)
 }

@@ -1,0 +1,104 @@
+//! The console end to end: the real binary in a pseudo-terminal opens a recorded trace, a
+//! script is typed and run, its aggregation table shows the right top row (the row the batch
+//! command line prints last), the script is edited and re-run, and the new table appears — all
+//! in one process, which then quits cleanly and restores the terminal.
+
+#[path = "support/pty.rs"]
+mod pty;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use pty::{PtySession, CTRL_Q, F5};
+
+const TRACE: &str = "randomascii_slow_ppt_trace.etl.zip";
+
+fn trace() -> Option<PathBuf> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/etl")
+        .join(TRACE);
+    p.exists().then_some(p)
+}
+
+/// The top row of the aggregation as the batch command line prints it (dtrace prints the
+/// largest value last): (key, value).
+fn batch_top(trace: &str, program: &str) -> (String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_dtx"))
+        .args(["-q", "-E", trace, "-n", program])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let last = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap();
+    let mut words: Vec<&str> = last.split_whitespace().collect();
+    let value = words.pop().unwrap().to_string();
+    (words.join(" "), value)
+}
+
+/// The first data row of the aggregation table on the screen.
+fn screen_top(screen: &str) -> Option<String> {
+    let mut lines = screen.lines();
+    lines.find(|l| l.contains("key1") && l.contains("count"))?;
+    lines.next().map(|l| l.to_string())
+}
+
+fn row_matches(screen: &str, key: &str, value: &str) -> bool {
+    screen_top(screen).is_some_and(|row| {
+        let words: Vec<&str> = row
+            .split(|c: char| c.is_whitespace() || c == '│' || c == '┃')
+            .filter(|w| !w.is_empty())
+            .collect();
+        words.windows(2).any(|w| w[0] == key && w[1] == value)
+    })
+}
+
+#[test]
+fn open_trace_type_run_edit_rerun_quit() {
+    let Some(trace) = trace() else {
+        eprintln!("skipped: ../shared/etl/{TRACE} is not here");
+        return;
+    };
+    let trace = trace.to_string_lossy().into_owned();
+    let first = "sched:::on-cpu { @[execname] = count(); }";
+    let second = "sched:::on-cpu { @[cpu] = count(); }";
+    let (k1, v1) = batch_top(&trace, first);
+    let (k2, v2) = batch_top(&trace, second);
+    let state = tempfile::tempdir().unwrap();
+    let state_dir = state.path().to_string_lossy().into_owned();
+    let mut s = PtySession::spawn(
+        env!("CARGO_BIN_EXE_dtx"),
+        &["--tui", "-E", &trace],
+        &[("XDG_STATE_HOME", &state_dir), ("XDG_CONFIG_HOME", &state_dir)],
+        120,
+        36,
+    );
+    s.wait_for("the console", Duration::from_secs(30), |t| {
+        t.contains("Probes") && t.contains("untitled.d")
+    });
+    s.type_text(first);
+    s.send(F5);
+    let screen = s.wait_for("the first table", Duration::from_secs(60), |t| {
+        row_matches(t, &k1, &v1) && t.contains("ended 0")
+    });
+    assert!(screen.contains("run #1"), "{screen}");
+    // edit: erase the line and write the second script, then run it in the same process
+    for _ in 0..first.len() {
+        s.send("\x7f");
+    }
+    s.type_text(second);
+    s.send(F5);
+    let screen = s.wait_for("the second table", Duration::from_secs(60), |t| {
+        row_matches(t, &k2, &v2) && t.contains("run #2") && t.contains("ended 0")
+    });
+    assert!(screen.contains(second), "{screen}");
+    s.send(CTRL_Q);
+    assert_eq!(s.wait_exit(Duration::from_secs(10)), Some(0));
+    let raw = s.raw.lock().unwrap().clone();
+    let raw = String::from_utf8_lossy(&raw);
+    // the alternate screen was left: the terminal is back as it was
+    assert!(raw.contains("\x1b[?1049l"), "the terminal was not restored");
+    // the unsaved script was autosaved on the way out
+    let auto = std::fs::read_to_string(state.path().join("dtx/autosave.d")).unwrap();
+    assert!(auto.contains(second), "{auto}");
+}
