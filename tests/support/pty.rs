@@ -91,7 +91,7 @@ impl PtySession {
             if Instant::now() > deadline {
                 panic!("timed out waiting for {what}; the screen:\n{s}");
             }
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(Duration::from_millis(2));
         }
     }
 
