@@ -71,9 +71,10 @@ impl PtySession {
         self.writer.flush().unwrap();
     }
 
-    /// Types text a character at a time, as a person would.
+    /// Types text a character at a time, as a person would (a newline is the Enter key, `\r`).
     pub fn type_text(&mut self, text: &str) {
         for c in text.chars() {
+            let c = if c == '\n' { '\r' } else { c };
             let mut b = [0u8; 4];
             self.send(c.encode_utf8(&mut b));
             std::thread::sleep(Duration::from_millis(2));
