@@ -73,15 +73,18 @@ fn open_trace_type_run_edit_rerun_quit() {
         120,
         36,
     );
-    s.wait_for("the console", Duration::from_secs(30), |t| {
-        t.contains("Probes") && t.contains("untitled.d")
+    // with no script, the default dashboard runs
+    s.wait_for("the default dashboard", Duration::from_secs(60), |t| {
+        t.contains("top/cpu.d") && t.contains("@oncpu_us") && t.contains("ended 0")
     });
+    s.send("\x0e"); // Ctrl-N: a new script
+    s.wait_for("an empty editor", Duration::from_secs(10), |t| t.contains("untitled.d"));
     s.type_text(first);
     s.send(F5);
     let screen = s.wait_for("the first table", Duration::from_secs(60), |t| {
         row_matches(t, &k1, &v1) && t.contains("ended 0")
     });
-    assert!(screen.contains("run #1"), "{screen}");
+    assert!(screen.contains("run #2"), "{screen}");
     // edit: erase the line and write the second script, then run it in the same process
     for _ in 0..first.len() {
         s.send("\x7f");
@@ -89,7 +92,7 @@ fn open_trace_type_run_edit_rerun_quit() {
     s.type_text(second);
     s.send(F5);
     let screen = s.wait_for("the second table", Duration::from_secs(60), |t| {
-        row_matches(t, &k2, &v2) && t.contains("run #2") && t.contains("ended 0")
+        row_matches(t, &k2, &v2) && t.contains("run #3") && t.contains("ended 0")
     });
     assert!(screen.contains(second), "{screen}");
     s.send(CTRL_Q);

@@ -235,15 +235,18 @@ impl App {
                 Err(e) => self.say(e, true),
             },
             Action::Open => {
-                let files = list_scripts(&self.script_dir);
-                if files.is_empty() {
-                    self.say(
-                        format!("no scripts under {}", self.script_dir.display()),
-                        true,
-                    );
-                } else {
-                    self.overlay = Some(Overlay::Picker { files, selected: 0 });
+                let mut files = list_scripts(&self.script_dir);
+                // the built-in dashboards, for when dscripts/ is not at hand
+                for (name, _) in super::dashboards::DASHBOARDS {
+                    files.push(PathBuf::from(format!("{}{name}", super::dashboards::BUILTIN)));
                 }
+                self.overlay = Some(Overlay::Picker { files, selected: 0 });
+            }
+            Action::New => {
+                let _ = self.editor.autosave_now();
+                self.editor.new_script();
+                self.focus = Focus::Editor;
+                self.say("new script", false);
             }
             Action::Undo => {
                 self.editor.undo();
@@ -311,6 +314,18 @@ impl App {
 
     /// Opens a script in the editor.
     pub fn open(&mut self, p: &Path) {
+        let shown = p.to_string_lossy();
+        if let Some(text) = shown
+            .strip_prefix(super::dashboards::BUILTIN)
+            .and_then(super::dashboards::by_name)
+        {
+            let name = shown.trim_start_matches(super::dashboards::BUILTIN).to_string();
+            self.editor.open_builtin(&name, text);
+            self.focus = Focus::Editor;
+            self.check_due = Some(Instant::now());
+            self.say(format!("opened the built-in {name}"), false);
+            return;
+        }
         match self.editor.open(p) {
             Ok(()) => {
                 self.focus = Focus::Editor;

@@ -18,6 +18,8 @@ const AUTOSAVE_AFTER: Duration = Duration::from_secs(2);
 pub struct Editor {
     pub area: TextArea<'static>,
     pub path: Option<PathBuf>,
+    /// The built-in dashboard shown, when the text is one (saving writes a file of its name).
+    pub builtin: Option<String>,
     pub diagnostic: Option<Diagnostic>,
     /// Bumped by every change of the text.
     version: u64,
@@ -57,6 +59,7 @@ impl Editor {
         Editor {
             area,
             path: None,
+            builtin: None,
             diagnostic: None,
             version: 0,
             saved_version: 0,
@@ -93,10 +96,11 @@ impl Editor {
 
     /// The name the compiler and the status line use.
     pub fn file_label(&self) -> String {
-        self.path
-            .as_ref()
-            .map(|p| p.display().to_string())
-            .unwrap_or_else(|| "untitled.d".into())
+        match (&self.path, &self.builtin) {
+            (Some(p), _) => p.display().to_string(),
+            (None, Some(b)) => b.clone(),
+            (None, None) => "untitled.d".into(),
+        }
     }
 
     pub fn is_modified(&self) -> bool {
@@ -180,18 +184,41 @@ impl Editor {
         let text = String::from_utf8_lossy(&bytes).replace('\r', "");
         self.set_text(&text);
         self.path = Some(p.to_path_buf());
+        self.builtin = None;
         self.saved_version = self.version;
         self.diagnostic = None;
         Ok(())
     }
 
+    /// Starts an empty script with no file.
+    pub fn new_script(&mut self) {
+        self.set_text("");
+        self.path = None;
+        self.builtin = None;
+        self.saved_version = self.version;
+        self.diagnostic = None;
+    }
+
+    /// Shows a built-in dashboard's text (it has no file until saved).
+    pub fn open_builtin(&mut self, name: &str, text: &str) {
+        self.set_text(text);
+        self.path = None;
+        self.builtin = Some(name.to_string());
+        self.saved_version = self.version;
+        self.diagnostic = None;
+    }
+
     /// Saves to the script's file (a new script goes to `untitled.d`): written beside it and
     /// renamed over it, so a failure never leaves half a file.
     pub fn save(&mut self) -> Result<PathBuf, String> {
-        let path = self
-            .path
-            .clone()
-            .unwrap_or_else(|| PathBuf::from("untitled.d"));
+        let path = self.path.clone().unwrap_or_else(|| {
+            PathBuf::from(
+                self.builtin
+                    .as_deref()
+                    .and_then(|b| b.rsplit('/').next())
+                    .unwrap_or("untitled.d"),
+            )
+        });
         let mut text = self.text();
         text.push('\n');
         write_atomic(&path, text.as_bytes())

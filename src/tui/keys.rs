@@ -22,6 +22,7 @@ pub enum Action {
     Stop,
     Save,
     Open,
+    New,
     Undo,
     Redo,
     PauseResume,
@@ -55,6 +56,7 @@ pub const ACTIONS: &[(Action, &str, &str, &[&str])] = &[
     (Action::Stop, "stop", "stop the program (END, final output)", &["ctrl-x"]),
     (Action::Save, "save", "save the script", &["ctrl-s"]),
     (Action::Open, "open", "open a script (dscripts/ picker)", &["ctrl-o"]),
+    (Action::New, "new", "a new, empty script", &["ctrl-n"]),
     (Action::Undo, "undo", "undo an edit", &["ctrl-z"]),
     (Action::Redo, "redo", "redo an edit", &["ctrl-y"]),
     (

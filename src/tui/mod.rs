@@ -4,6 +4,7 @@
 
 pub mod agg_table;
 pub mod app;
+pub mod dashboards;
 pub mod editor;
 pub mod highlight;
 pub mod keys;
@@ -87,6 +88,12 @@ pub fn build_app(opts: &ConsoleOptions) -> Result<App, String> {
         }
     } else if let Some(t) = &opts.text {
         app.editor.set_text(t);
+    } else if let Some((name, text)) = dashboards::default_for(&opts.catalog) {
+        // no script: the default dashboard, running
+        app.editor.set_text(text);
+        app.editor.builtin = Some(name.to_string());
+        app.run(false);
+        return Ok(app);
     }
     if opts.run && !app.editor.text().trim().is_empty() {
         app.run(false);

@@ -1,0 +1,54 @@
+//! The top-style dashboards of `dscripts/top/` in batch mode over a real trace, compared with
+//! their golden output in `tests/golden/top/` (`UPDATE_GOLDEN=1` rewrites it after an intended
+//! change). Skips when `../shared/etl` is absent.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+const TRACE: &str = "randomascii_slow_ppt_trace.etl.zip";
+
+#[test]
+fn dashboards_match_their_golden_output() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let trace = root.join("../shared/etl").join(TRACE);
+    if !trace.exists() {
+        eprintln!("skipped: ../shared/etl/{TRACE} is not here");
+        return;
+    }
+    let mut scripts: Vec<PathBuf> = std::fs::read_dir(root.join("dscripts/top"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "d"))
+        .collect();
+    scripts.sort();
+    assert!(scripts.len() >= 5);
+    for s in scripts {
+        let out = Command::new(env!("CARGO_BIN_EXE_dtx"))
+            .arg("-E")
+            .arg(&trace)
+            .arg("-s")
+            .arg(&s)
+            .output()
+            .unwrap();
+        let name = s.file_stem().unwrap().to_string_lossy().into_owned();
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let golden = root.join("tests/golden/top").join(format!("{name}.out"));
+        if std::env::var_os("UPDATE_GOLDEN").is_some() {
+            std::fs::create_dir_all(golden.parent().unwrap()).unwrap();
+            std::fs::write(&golden, &out.stdout).unwrap();
+            continue;
+        }
+        let want = std::fs::read(&golden)
+            .unwrap_or_else(|e| panic!("{}: {e}; run with UPDATE_GOLDEN=1", golden.display()));
+        assert!(
+            out.stdout == want,
+            "{name}: output differs from {}",
+            golden.display()
+        );
+    }
+}
