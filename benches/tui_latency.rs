@@ -24,7 +24,8 @@ fn main() {
     let state = std::env::temp_dir().join("dtx-latency-bench");
     let state_s = state.to_string_lossy().into_owned();
     let trace_s = trace.to_string_lossy().into_owned();
-    let script = "sched:::on-cpu, isr:::isr, profile:::sample-1ms { @[execname, probename] = count(); }";
+    let script =
+        "sched:::on-cpu, isr:::isr, profile:::sample-1ms { @[execname, probename] = count(); }";
     let mut s = pty::PtySession::spawn(
         &bin.to_string_lossy(),
         &["--tui", "-E", &trace_s, "-n", script],
@@ -32,7 +33,9 @@ fn main() {
         120,
         40,
     );
-    s.wait_for("the run", Duration::from_secs(30), |t| t.contains("running"));
+    s.wait_for("the run", Duration::from_secs(30), |t| {
+        t.contains("running")
+    });
     let mut busy = Vec::new();
     let until = Instant::now() + Duration::from_secs(30);
     let mut runs = 0;
@@ -49,7 +52,9 @@ fn main() {
             busy.push(t0.elapsed());
             let t1 = Instant::now();
             s.send("\x1b");
-            s.wait_for("help closed", Duration::from_secs(5), |t| !t.contains("dtx keys"));
+            s.wait_for("help closed", Duration::from_secs(5), |t| {
+                !t.contains("dtx keys")
+            });
             busy.push(t1.elapsed());
         }
         s.wait_for("the end of the replay", Duration::from_secs(30), |t| {

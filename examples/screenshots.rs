@@ -121,7 +121,10 @@ fn render(screen: &vt100::Screen, pal: &Palette, path: &Path) {
                 let row = g[(y / 2).min(7)];
                 for x in 0..cw {
                     let on = row & (1 << x) != 0
-                        || (cell.bold() && x > 0 && row & (1 << (x - 1)) != 0 && ch_.is_alphanumeric());
+                        || (cell.bold()
+                            && x > 0
+                            && row & (1 << (x - 1)) != 0
+                            && ch_.is_alphanumeric());
                     let p = ((r as usize * ch + y) * w + c as usize * cw + x) * 3;
                     px[p..p + 3].copy_from_slice(if on { &fg } else { &bg });
                 }
@@ -191,7 +194,9 @@ fn main() {
     // 2. on-CPU time per process as histograms
     let script = "sched:::on-cpu { self->ts = timestamp; } sched:::off-cpu /self->ts/ { @oncpu_ns[execname] = quantize(timestamp - self->ts); self->ts = 0; }";
     let mut s = session(&["-E", &ppt, "--tui", "-n", script]);
-    s.wait_for("histogram", wait, |t| t.contains("distribution") && t.contains("ended 0"));
+    s.wait_for("histogram", wait, |t| {
+        t.contains("distribution") && t.contains("ended 0")
+    });
     s.send("\x1bOS"); // F4
     s.send("\x1b[B\x1b[B");
     shot(&s, &DARK, "console-histogram.png");

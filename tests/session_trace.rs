@@ -130,5 +130,8 @@ fn pause_pace_replace_and_restart() {
     assert_eq!(again.generation, 3);
     assert_eq!(whole, 29_533, "on-cpu firings over the whole trace");
     assert!(rest > 0 && rest < whole, "rest {rest}, whole {whole}");
-    assert!(out.contains("powerpnt.exe"), "final printing of the replaced program");
+    assert!(
+        out.contains("powerpnt.exe"),
+        "final printing of the replaced program"
+    );
 }

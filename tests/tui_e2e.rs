@@ -28,7 +28,11 @@ fn batch_top(trace: &str, program: &str) -> (String, String) {
         .args(["-q", "-E", trace, "-n", program])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8(out.stdout).unwrap();
     let last = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap();
     let mut words: Vec<&str> = last.split_whitespace().collect();
@@ -69,7 +73,10 @@ fn open_trace_type_run_edit_rerun_quit() {
     let mut s = PtySession::spawn(
         env!("CARGO_BIN_EXE_dtx"),
         &["--tui", "-E", &trace],
-        &[("XDG_STATE_HOME", &state_dir), ("XDG_CONFIG_HOME", &state_dir)],
+        &[
+            ("XDG_STATE_HOME", &state_dir),
+            ("XDG_CONFIG_HOME", &state_dir),
+        ],
         120,
         36,
     );
@@ -78,7 +85,9 @@ fn open_trace_type_run_edit_rerun_quit() {
         t.contains("top/cpu.d") && t.contains("@oncpu_us") && t.contains("ended 0")
     });
     s.send("\x0e"); // Ctrl-N: a new script
-    s.wait_for("an empty editor", Duration::from_secs(10), |t| t.contains("untitled.d"));
+    s.wait_for("an empty editor", Duration::from_secs(10), |t| {
+        t.contains("untitled.d")
+    });
     s.type_text(first);
     s.send(F5);
     let screen = s.wait_for("the first table", Duration::from_secs(60), |t| {

@@ -115,7 +115,10 @@ fn editor_pane_highlights_and_shows_compile_errors() {
     assert_eq!(d.line, 4);
     let screen = render(&mut a, 80, 24);
     assert!(screen.contains("D_SYNTAX"), "{screen}");
-    assert!(screen.contains("line 4: syntax error near \";\""), "{screen}");
+    assert!(
+        screen.contains("line 4: syntax error near \";\""),
+        "{screen}"
+    );
     check_snapshot("editor_error_80x24", &screen);
 }
 
@@ -124,14 +127,23 @@ fn results_pane_table_sorted_with_deltas() {
     let mut a = app();
     a.focus = Focus::Results;
     a.on_update(Update::Status(status(RunState::Running, 1)));
-    a.on_update(Update::Snapshot(counts(1, &[("read", 10), ("write", 40), ("open", 5)])));
-    a.on_update(Update::Snapshot(counts(1, &[("read", 70), ("write", 41), ("open", 5)])));
+    a.on_update(Update::Snapshot(counts(
+        1,
+        &[("read", 10), ("write", 40), ("open", 5)],
+    )));
+    a.on_update(Update::Snapshot(counts(
+        1,
+        &[("read", 70), ("write", 41), ("open", 5)],
+    )));
     let screen = render(&mut a, 100, 30);
     let rows: Vec<&str> = screen
         .lines()
         .filter(|l| l.contains("read") || l.contains("write") || l.contains("open "))
         .collect();
-    assert!(rows[0].contains("read") && rows[0].contains("+60"), "{screen}");
+    assert!(
+        rows[0].contains("read") && rows[0].contains("+60"),
+        "{screen}"
+    );
     assert!(rows[1].contains("write"), "{screen}");
     check_snapshot("results_table_100x30", &screen);
     // sort by key: open, read, write
@@ -164,10 +176,7 @@ fn results_pane_histogram_and_stacks() {
                 name: "@stacks".into(),
                 rows: vec![
                     AggRow {
-                        keys: vec![KeyCell::Stack(vec![
-                            "ntdll+0x10".into(),
-                            "app+0x20".into(),
-                        ])],
+                        keys: vec![KeyCell::Stack(vec!["ntdll+0x10".into(), "app+0x20".into()])],
                         value: AggValue::Count(3),
                     },
                     AggRow {
@@ -180,7 +189,10 @@ fn results_pane_histogram_and_stacks() {
     };
     a.on_update(Update::Snapshot(snap));
     let screen = render(&mut a, 100, 30);
-    assert!(screen.contains("1024 │") || screen.contains("1024 "), "{screen}");
+    assert!(
+        screen.contains("1024 │") || screen.contains("1024 "),
+        "{screen}"
+    );
     assert!(screen.contains("distribution"), "{screen}");
     check_snapshot("results_histogram_100x30", &screen);
     a.on_key(KeyEvent::new(KeyCode::Right, KeyModifiers::NONE));
@@ -203,9 +215,16 @@ fn browser_filter_and_skeleton() {
     a.browser.selected = leaf;
     a.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
     assert_eq!(a.focus, Focus::Editor);
-    assert!(a.editor.text().starts_with("profile:::tick-1sec\n{"), "{}", a.editor.text());
+    assert!(
+        a.editor.text().starts_with("profile:::tick-1sec\n{"),
+        "{}",
+        a.editor.text()
+    );
     a.run(false);
-    assert!(matches!(a.outbox.as_slice(), [Command::Run { restart: false, .. }]));
+    assert!(matches!(
+        a.outbox.as_slice(),
+        [Command::Run { restart: false, .. }]
+    ));
 }
 
 #[test]

@@ -356,10 +356,10 @@ fn run_console(
             ProgramSource::Script(path) if script.is_none() && text.is_empty() => {
                 script = Some(path.clone())
             }
-            ProgramSource::Script(path) => text.push(
-                std::fs::read_to_string(path)
-                    .map_err(|e| format!("failed to open {}: {}", path.display(), io_reason(&e)))?,
-            ),
+            ProgramSource::Script(path) => text
+                .push(std::fs::read_to_string(path).map_err(|e| {
+                    format!("failed to open {}: {}", path.display(), io_reason(&e))
+                })?),
             ProgramSource::Probe(kind, t) => text.push(probe_program_text(*kind, t)),
         }
     }

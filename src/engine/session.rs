@@ -75,7 +75,10 @@ impl std::fmt::Display for Speed {
 pub enum Command {
     /// Runs `program`. With a program already running: replaces it while the source keeps
     /// going (`restart: false`), or starts the trace over with it (`restart: true`).
-    Run { program: ProgramSpec, restart: bool },
+    Run {
+        program: ProgramSpec,
+        restart: bool,
+    },
     /// Pauses or resumes a trace replay.
     Pause(bool),
     Speed(Speed),
@@ -225,7 +228,10 @@ impl Write for SharedOutput {
 
 impl SharedOutput {
     fn take(&self) -> Vec<u8> {
-        self.0.lock().map(|mut v| std::mem::take(&mut *v)).unwrap_or_default()
+        self.0
+            .lock()
+            .map(|mut v| std::mem::take(&mut *v))
+            .unwrap_or_default()
     }
 }
 

@@ -187,7 +187,10 @@ mod tests {
         let mut t = AggTable::default();
         t.update(&view(&[("a", 5), ("b", 10), ("10", 1), ("9", 1)]), 0);
         assert_eq!(t.rows[0].keys[0], "b");
-        t.update(&view(&[("a", 25), ("b", 11), ("10", 1), ("9", 1)]), 2_000_000_000);
+        t.update(
+            &view(&[("a", 25), ("b", 11), ("10", 1), ("9", 1)]),
+            2_000_000_000,
+        );
         assert_eq!(t.rows[0].keys[0], "a");
         assert_eq!(t.rows[0].delta, 20);
         assert_eq!(t.rows[0].rate, 10.0);

@@ -36,7 +36,10 @@ const FOCUS_ORDER: [Focus; 4] = [Focus::Browser, Focus::Editor, Focus::Results, 
 pub enum Overlay {
     Help,
     /// Scripts to open, and the selected one.
-    Picker { files: Vec<PathBuf>, selected: usize },
+    Picker {
+        files: Vec<PathBuf>,
+        selected: usize,
+    },
 }
 
 /// Where each pane was drawn last, for the mouse.
@@ -238,7 +241,10 @@ impl App {
                 let mut files = list_scripts(&self.script_dir);
                 // the built-in dashboards, for when dscripts/ is not at hand
                 for (name, _) in super::dashboards::DASHBOARDS {
-                    files.push(PathBuf::from(format!("{}{name}", super::dashboards::BUILTIN)));
+                    files.push(PathBuf::from(format!(
+                        "{}{name}",
+                        super::dashboards::BUILTIN
+                    )));
                 }
                 self.overlay = Some(Overlay::Picker { files, selected: 0 });
             }
@@ -275,7 +281,10 @@ impl App {
     }
 
     fn focus_next(&mut self, d: isize) {
-        let i = FOCUS_ORDER.iter().position(|f| *f == self.focus).unwrap_or(0) as isize;
+        let i = FOCUS_ORDER
+            .iter()
+            .position(|f| *f == self.focus)
+            .unwrap_or(0) as isize;
         let n = FOCUS_ORDER.len() as isize;
         self.focus = FOCUS_ORDER[((i + d).rem_euclid(n)) as usize];
     }
@@ -283,8 +292,10 @@ impl App {
     fn overlay_key(&mut self, o: Overlay, k: KeyEvent) {
         match o {
             Overlay::Help => {
-                if matches!(k.code, KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q' | '?'))
-                    || self.keys.action(&k) == Some(Action::Help)
+                if matches!(
+                    k.code,
+                    KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q' | '?')
+                ) || self.keys.action(&k) == Some(Action::Help)
                 {
                     self.overlay = None;
                 }
@@ -319,7 +330,9 @@ impl App {
             .strip_prefix(super::dashboards::BUILTIN)
             .and_then(super::dashboards::by_name)
         {
-            let name = shown.trim_start_matches(super::dashboards::BUILTIN).to_string();
+            let name = shown
+                .trim_start_matches(super::dashboards::BUILTIN)
+                .to_string();
             self.editor.open_builtin(&name, text);
             self.focus = Focus::Editor;
             self.check_due = Some(Instant::now());
@@ -432,7 +445,11 @@ impl App {
 }
 
 /// Compiles a script's text for the console.
-pub fn compile_text(text: &str, file_name: &str, catalog: &Catalog) -> Result<ProgramSpec, Diagnostic> {
+pub fn compile_text(
+    text: &str,
+    file_name: &str,
+    catalog: &Catalog,
+) -> Result<ProgramSpec, Diagnostic> {
     let mut options = DOptions::new();
     let c = compile(
         CompileInput {
@@ -441,7 +458,10 @@ pub fn compile_text(text: &str, file_name: &str, catalog: &Catalog) -> Result<Pr
             macros: MacroEnv {
                 args: vec![file_name.to_string()],
                 defaultargs: true,
-                vars: vec![("pid".into(), std::process::id() as u64), ("target".into(), 0)],
+                vars: vec![
+                    ("pid".into(), std::process::id() as u64),
+                    ("target".into(), 0),
+                ],
             },
             cpp: None,
             file_name,
@@ -469,7 +489,9 @@ pub fn list_scripts(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            continue;
+        };
         for e in rd.flatten() {
             let p = e.path();
             if p.is_dir() {

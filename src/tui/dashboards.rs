@@ -7,10 +7,19 @@ use crate::probes::Catalog;
 /// (name, text), in the order the console tries them.
 pub const DASHBOARDS: &[(&str, &str)] = &[
     ("top/cpu.d", include_str!("../../dscripts/top/cpu.d")),
-    ("top/switches.d", include_str!("../../dscripts/top/switches.d")),
+    (
+        "top/switches.d",
+        include_str!("../../dscripts/top/switches.d"),
+    ),
     ("top/disk.d", include_str!("../../dscripts/top/disk.d")),
-    ("top/syscalls.d", include_str!("../../dscripts/top/syscalls.d")),
-    ("top/interrupts.d", include_str!("../../dscripts/top/interrupts.d")),
+    (
+        "top/syscalls.d",
+        include_str!("../../dscripts/top/syscalls.d"),
+    ),
+    (
+        "top/interrupts.d",
+        include_str!("../../dscripts/top/interrupts.d"),
+    ),
 ];
 
 /// The prefix of a built-in dashboard's name in the script picker.

@@ -164,8 +164,12 @@ impl Editor {
         let start_row = self.area.cursor().0;
         self.area.insert_str(clause.trim_end_matches('\n'));
         // onto the first line of the body
-        let body = clause.lines().position(|l| l.starts_with('\t')).unwrap_or(0);
-        self.area.move_cursor(CursorMove::Jump((start_row + body) as u16, 0));
+        let body = clause
+            .lines()
+            .position(|l| l.starts_with('\t'))
+            .unwrap_or(0);
+        self.area
+            .move_cursor(CursorMove::Jump((start_row + body) as u16, 0));
         self.area.move_cursor(CursorMove::End);
         self.changed();
     }
@@ -298,7 +302,10 @@ mod tests {
         assert!(auto.contains("BEGIN"));
         e.path = Some(dir.path().join("s.d"));
         e.save().unwrap();
-        assert_eq!(std::fs::read_to_string(dir.path().join("s.d")).unwrap(), "BEGIN\n");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("s.d")).unwrap(),
+            "BEGIN\n"
+        );
         assert!(!e.is_modified());
         // nothing unsaved: the autosave is not rewritten
         std::fs::remove_file(dir.path().join("auto.d")).unwrap();
@@ -313,6 +320,10 @@ mod tests {
         assert_eq!(e.text(), "sched:::on-cpu\n{\n\t@[probefunc] = count();\n}");
         assert_eq!(e.area.cursor().0, 2);
         e.insert_clause("BEGIN\n{\n\tx = 1;\n}\n");
-        assert!(e.text().ends_with("}\n\nBEGIN\n{\n\tx = 1;\n}"), "{:?}", e.text());
+        assert!(
+            e.text().ends_with("}\n\nBEGIN\n{\n\tx = 1;\n}"),
+            "{:?}",
+            e.text()
+        );
     }
 }

@@ -129,12 +129,17 @@ pub fn highlight(lines: &[String]) -> Vec<Vec<Run>> {
 
 /// Comments in the gap between two tokens.
 fn comments_between(text: &str, from: usize, to: usize, push: &mut impl FnMut(usize, usize, Kind)) {
-    let Some(gap) = text.get(from..to) else { return };
+    let Some(gap) = text.get(from..to) else {
+        return;
+    };
     let mut i = 0;
     let b = gap.as_bytes();
     while i + 1 < b.len() {
         if b[i] == b'/' && b[i + 1] == b'*' {
-            let end = gap[i + 2..].find("*/").map(|e| i + 2 + e + 2).unwrap_or(b.len());
+            let end = gap[i + 2..]
+                .find("*/")
+                .map(|e| i + 2 + e + 2)
+                .unwrap_or(b.len());
             push(from + i, from + end, Kind::Comment);
             i = end;
         } else if b[i] == b'/' && b[i + 1] == b'/' {

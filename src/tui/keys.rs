@@ -35,11 +35,31 @@ pub enum Action {
 pub const ACTIONS: &[(Action, &str, &str, &[&str])] = &[
     (Action::Quit, "quit", "quit dtx", &["ctrl-q", "f10"]),
     (Action::Help, "help", "this help", &["f1"]),
-    (Action::FocusNext, "focus-next", "next pane (Esc in the editor)", &["tab"]),
-    (Action::FocusPrev, "focus-prev", "previous pane", &["backtab"]),
-    (Action::FocusBrowser, "focus-browser", "probe browser", &["f2"]),
+    (
+        Action::FocusNext,
+        "focus-next",
+        "next pane (Esc in the editor)",
+        &["tab"],
+    ),
+    (
+        Action::FocusPrev,
+        "focus-prev",
+        "previous pane",
+        &["backtab"],
+    ),
+    (
+        Action::FocusBrowser,
+        "focus-browser",
+        "probe browser",
+        &["f2"],
+    ),
     (Action::FocusEditor, "focus-editor", "D editor", &["f3"]),
-    (Action::FocusResults, "focus-results", "aggregations", &["f4"]),
+    (
+        Action::FocusResults,
+        "focus-results",
+        "aggregations",
+        &["f4"],
+    ),
     (Action::FocusLog, "focus-log", "output log", &["f6"]),
     (
         Action::Run,
@@ -53,9 +73,19 @@ pub const ACTIONS: &[(Action, &str, &str, &[&str])] = &[
         "compile and run from the start of the trace",
         &["shift-f5", "ctrl-t"],
     ),
-    (Action::Stop, "stop", "stop the program (END, final output)", &["ctrl-x"]),
+    (
+        Action::Stop,
+        "stop",
+        "stop the program (END, final output)",
+        &["ctrl-x"],
+    ),
     (Action::Save, "save", "save the script", &["ctrl-s"]),
-    (Action::Open, "open", "open a script (dscripts/ picker)", &["ctrl-o"]),
+    (
+        Action::Open,
+        "open",
+        "open a script (dscripts/ picker)",
+        &["ctrl-o"],
+    ),
     (Action::New, "new", "a new, empty script", &["ctrl-n"]),
     (Action::Undo, "undo", "undo an edit", &["ctrl-z"]),
     (Action::Redo, "redo", "redo an edit", &["ctrl-y"]),
@@ -65,7 +95,12 @@ pub const ACTIONS: &[(Action, &str, &str, &[&str])] = &[
         "pause or resume the trace replay",
         &["f8", "ctrl-p"],
     ),
-    (Action::Speed, "speed", "replay speed: 1x, 10x, max", &["f9"]),
+    (
+        Action::Speed,
+        "speed",
+        "replay speed: 1x, 10x, max",
+        &["f9"],
+    ),
     (
         Action::RestartTrace,
         "restart",
@@ -134,7 +169,10 @@ impl KeySpec {
             "backspace" => KeyCode::Backspace,
             "delete" | "del" => KeyCode::Delete,
             "insert" => KeyCode::Insert,
-            f if f.starts_with('f') && f.len() > 1 && f[1..].chars().all(|c| c.is_ascii_digit()) => {
+            f if f.starts_with('f')
+                && f.len() > 1
+                && f[1..].chars().all(|c| c.is_ascii_digit()) =>
+            {
                 let n: u8 = f[1..].parse().map_err(|_| format!("bad key '{s}'"))?;
                 if !(1..=24).contains(&n) {
                     return Err(format!("bad key '{s}'"));
@@ -236,7 +274,8 @@ impl KeyMap {
                 .map(|s| KeySpec::parse(s))
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| format!("keys.toml: {name}: {e}"))?;
-            self.bindings.retain(|(k, a)| *a != action && !parsed.contains(k));
+            self.bindings
+                .retain(|(k, a)| *a != action && !parsed.contains(k));
             for k in parsed {
                 self.bindings.push((k, action));
             }
@@ -268,7 +307,10 @@ mod tests {
             m.action(&press(KeyCode::F(5), KeyModifiers::SHIFT)),
             Some(Action::RunFromStart)
         );
-        assert_eq!(m.action(&press(KeyCode::Char('r'), KeyModifiers::NONE)), None);
+        assert_eq!(
+            m.action(&press(KeyCode::Char('r'), KeyModifiers::NONE)),
+            None
+        );
         m.apply_toml("[keys]\nrun = [\"ctrl-g\"]\nquit = \"ctrl-r\"")
             .unwrap();
         assert_eq!(

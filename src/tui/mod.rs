@@ -74,8 +74,8 @@ pub fn build_app(opts: &ConsoleOptions) -> Result<App, String> {
         app.theme = theme::Theme::load(t)?;
     }
     if let Some(k) = opts.keys.clone().or_else(default_keys_file) {
-        let text = std::fs::read_to_string(&k)
-            .map_err(|e| format!("keys file {}: {e}", k.display()))?;
+        let text =
+            std::fs::read_to_string(&k).map_err(|e| format!("keys file {}: {e}", k.display()))?;
         app.keys.apply_toml(&text)?;
     }
     if let Some(p) = &opts.script {

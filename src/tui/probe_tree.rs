@@ -43,8 +43,12 @@ pub struct ProbeTree {
 impl ProbeTree {
     pub fn new(mut probes: Vec<ProbeInfo>) -> Self {
         probes.sort_by(|a, b| {
-            (&a.provider, &a.module, &a.function, &a.name)
-                .cmp(&(&b.provider, &b.module, &b.function, &b.name))
+            (&a.provider, &a.module, &a.function, &a.name).cmp(&(
+                &b.provider,
+                &b.module,
+                &b.function,
+                &b.name,
+            ))
         });
         let mut t = ProbeTree {
             probes,
@@ -262,7 +266,10 @@ mod tests {
             .filter(|r| r.leaf)
             .map(|r| r.desc.as_str())
             .collect();
-        assert_eq!(leaves, ["syscall::NtReadFile:entry", "syscall::NtReadFile:return"]);
+        assert_eq!(
+            leaves,
+            ["syscall::NtReadFile:entry", "syscall::NtReadFile:return"]
+        );
         t.set_filter("");
         t.set_counts([(1, 5), (2, 7), (3, 1)].into_iter().collect());
         assert_eq!(t.rows()[0].count, Some(12));
@@ -276,6 +283,9 @@ mod tests {
         let s = t.skeleton().unwrap();
         assert!(s.starts_with("sched:::on-cpu\n{\n"), "{s}");
         assert!(s.contains("args[0]: int"));
-        assert!(crate::engine::standalone::standalone_vm("BEGIN\n{\n\t@[probefunc] = count();\n}\n").is_ok());
+        assert!(crate::engine::standalone::standalone_vm(
+            "BEGIN\n{\n\t@[probefunc] = count();\n}\n"
+        )
+        .is_ok());
     }
 }

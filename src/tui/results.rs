@@ -75,12 +75,16 @@ impl Results {
     }
 
     pub fn move_by(&mut self, d: isize) {
-        let Some(name) = self.current_name() else { return };
+        let Some(name) = self.current_name() else {
+            return;
+        };
         if let Some(st) = self.stacks.get_mut(&name) {
             st.move_by(d);
         } else if let Some(t) = self.tables.get_mut(&name) {
             let n = t.rows.len() as isize;
-            t.selected = (t.selected as isize).saturating_add(d).clamp(0, (n - 1).max(0)) as usize;
+            t.selected = (t.selected as isize)
+                .saturating_add(d)
+                .clamp(0, (n - 1).max(0)) as usize;
         }
     }
 

@@ -97,7 +97,14 @@ impl StackTree {
     }
 }
 
-fn walk(n: &Node, depth: usize, path: &str, toggled: &HashSet<String>, total: f64, out: &mut Vec<StackRow>) {
+fn walk(
+    n: &Node,
+    depth: usize,
+    path: &str,
+    toggled: &HashSet<String>,
+    total: f64,
+    out: &mut Vec<StackRow>,
+) {
     let mut kids: Vec<(&String, &Node)> = n.children.iter().collect();
     kids.sort_by(|a, b| b.1.total.cmp(&a.1.total).then_with(|| a.0.cmp(b.0)));
     for (frame, child) in kids {
@@ -128,7 +135,9 @@ mod tests {
 
     fn row(frames: &[&str], n: u64) -> AggRow {
         AggRow {
-            keys: vec![KeyCell::Stack(frames.iter().map(|s| s.to_string()).collect())],
+            keys: vec![KeyCell::Stack(
+                frames.iter().map(|s| s.to_string()).collect(),
+            )],
             value: AggValue::Count(n),
         }
     }
@@ -152,7 +161,13 @@ mod tests {
             .collect();
         assert_eq!(
             lines,
-            [(0, "main", 8), (1, "mid", 4), (2, "leaf1", 3), (2, "leaf2", 1), (1, "other", 4)]
+            [
+                (0, "main", 8),
+                (1, "mid", 4),
+                (2, "leaf1", 3),
+                (2, "leaf2", 1),
+                (1, "other", 4)
+            ]
         );
         assert_eq!(t.rows()[1].percent, 50.0);
         t.selected = 1;

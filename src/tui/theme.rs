@@ -6,7 +6,10 @@ use ratatui::style::{Color, Modifier, Style};
 const BUILT_IN: [(&str, &str); 3] = [
     ("dark", include_str!("../../themes/dark.toml")),
     ("light", include_str!("../../themes/light.toml")),
-    ("high-contrast", include_str!("../../themes/high-contrast.toml")),
+    (
+        "high-contrast",
+        include_str!("../../themes/high-contrast.toml"),
+    ),
 ];
 
 /// The names of the built-in themes.
@@ -79,7 +82,8 @@ impl Theme {
                 let v = v
                     .as_str()
                     .ok_or_else(|| format!("[{section}] {k}: a colour is a string"))?;
-                let c = parse_color(v).ok_or_else(|| format!("[{section}] {k}: bad colour '{v}'"))?;
+                let c =
+                    parse_color(v).ok_or_else(|| format!("[{section}] {k}: bad colour '{v}'"))?;
                 if !t.set(k, c) {
                     return Err(format!("[{section}] {k}: no such colour slot"));
                 }
@@ -186,26 +190,28 @@ pub fn parse_color(s: &str) -> Option<Color> {
         let v = u32::from_str_radix(hex, 16).ok()?;
         return Some(Color::Rgb((v >> 16) as u8, (v >> 8) as u8, v as u8));
     }
-    Some(match s.to_ascii_lowercase().replace(['_', '-', ' '], "").as_str() {
-        "reset" | "default" => Color::Reset,
-        "black" => Color::Black,
-        "red" => Color::Red,
-        "green" => Color::Green,
-        "yellow" => Color::Yellow,
-        "blue" => Color::Blue,
-        "magenta" => Color::Magenta,
-        "cyan" => Color::Cyan,
-        "gray" | "grey" => Color::Gray,
-        "darkgray" | "darkgrey" => Color::DarkGray,
-        "lightred" => Color::LightRed,
-        "lightgreen" => Color::LightGreen,
-        "lightyellow" => Color::LightYellow,
-        "lightblue" => Color::LightBlue,
-        "lightmagenta" => Color::LightMagenta,
-        "lightcyan" => Color::LightCyan,
-        "white" => Color::White,
-        _ => return None,
-    })
+    Some(
+        match s.to_ascii_lowercase().replace(['_', '-', ' '], "").as_str() {
+            "reset" | "default" => Color::Reset,
+            "black" => Color::Black,
+            "red" => Color::Red,
+            "green" => Color::Green,
+            "yellow" => Color::Yellow,
+            "blue" => Color::Blue,
+            "magenta" => Color::Magenta,
+            "cyan" => Color::Cyan,
+            "gray" | "grey" => Color::Gray,
+            "darkgray" | "darkgrey" => Color::DarkGray,
+            "lightred" => Color::LightRed,
+            "lightgreen" => Color::LightGreen,
+            "lightyellow" => Color::LightYellow,
+            "lightblue" => Color::LightBlue,
+            "lightmagenta" => Color::LightMagenta,
+            "lightcyan" => Color::LightCyan,
+            "white" => Color::White,
+            _ => return None,
+        },
+    )
 }
 
 #[cfg(test)]
@@ -214,9 +220,7 @@ mod tests {
 
     #[test]
     fn built_in_themes_parse_and_differ() {
-        let themes: Vec<Theme> = built_in_names()
-            .map(|n| Theme::load(n).unwrap())
-            .collect();
+        let themes: Vec<Theme> = built_in_names().map(|n| Theme::load(n).unwrap()).collect();
         assert_eq!(themes.len(), 3);
         assert_eq!(themes[1].name, "light");
         assert_ne!(themes[0].text, themes[1].text);

@@ -18,7 +18,13 @@ pub struct PtySession {
 }
 
 impl PtySession {
-    pub fn spawn(program: &str, args: &[&str], env: &[(&str, &str)], cols: u16, rows: u16) -> PtySession {
+    pub fn spawn(
+        program: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+        cols: u16,
+        rows: u16,
+    ) -> PtySession {
         let pair = native_pty_system()
             .openpty(PtySize {
                 rows,

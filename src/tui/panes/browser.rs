@@ -26,14 +26,20 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     let filter = if tree.filter.is_empty() {
         Span::styled(fit("type to filter", w), t.dimmed())
     } else {
-        Span::styled(fit(&format!("/{}", tree.filter), w), Style::default().fg(t.accent))
+        Span::styled(
+            fit(&format!("/{}", tree.filter), w),
+            Style::default().fg(t.accent),
+        )
     };
     lines.push(Line::from(filter));
     // the selected probe's arguments take the bottom lines when there is room
     let detail: Vec<Line> = match tree.selected_probe() {
         Some(p) if inner.height > 8 => {
             let mut d = vec![Line::from(Span::styled(
-                fit(&format!("{}:{}:{}:{}", p.provider, p.module, p.function, p.name), w),
+                fit(
+                    &format!("{}:{}:{}:{}", p.provider, p.module, p.function, p.name),
+                    w,
+                ),
                 Style::default().fg(t.probe),
             ))];
             for (i, ty) in p.arg_types.iter().enumerate().take(4) {

@@ -63,7 +63,10 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     // the error's message takes the last row
     let err_line = ed.diagnostic.as_ref().map(|d| {
         Line::from(Span::styled(
-            fit(&format!("line {}: {}", d.line, d.message.replace('\n', " ")), inner.width as usize),
+            fit(
+                &format!("line {}: {}", d.line, d.message.replace('\n', " ")),
+                inner.width as usize,
+            ),
             Style::default().fg(t.error),
         ))
     });
@@ -95,11 +98,20 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
             t.dimmed()
         };
         let mut spans = vec![Span::styled(format!("{:>gutter$} ", i + 1), num_style)];
-        spans.extend(styled_line(line, hl.1.get(i).map(|v| &v[..]).unwrap_or(&[]), left, width, t));
+        spans.extend(styled_line(
+            line,
+            hl.1.get(i).map(|v| &v[..]).unwrap_or(&[]),
+            left,
+            width,
+            t,
+        ));
         out.push(Line::from(spans));
     }
     while out.len() < text_h {
-        out.push(Line::from(Span::styled(format!("{:>gutter$}", "~"), t.dimmed())));
+        out.push(Line::from(Span::styled(
+            format!("{:>gutter$}", "~"),
+            t.dimmed(),
+        )));
     }
     if let Some(e) = err_line {
         if inner.height > 2 {
@@ -120,9 +132,10 @@ const TAB: usize = 4;
 
 /// The display column of the `chars`-th character of a line.
 pub fn display_col(line: &str, chars: usize) -> usize {
-    line.chars()
-        .take(chars)
-        .fold(0, |c, ch| if ch == '\t' { c + TAB - c % TAB } else { c + 1 })
+    line.chars().take(chars).fold(
+        0,
+        |c, ch| if ch == '\t' { c + TAB - c % TAB } else { c + 1 },
+    )
 }
 
 /// One line cut to the view (`left`, `width` in characters) and coloured by its runs.
@@ -151,7 +164,9 @@ fn styled_line<'a>(
     // display columns [left, left + width); tabs stop every TAB columns
     let mut col = 0usize;
     for (s, e, st) in pieces {
-        let Some(piece) = line.get(s..e) else { continue };
+        let Some(piece) = line.get(s..e) else {
+            continue;
+        };
         let mut text = String::new();
         for ch in piece.chars() {
             let w = if ch == '\t' { TAB - col % TAB } else { 1 };

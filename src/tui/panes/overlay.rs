@@ -17,23 +17,44 @@ use crate::tui::ui::{centred, clear, first_visible};
 pub const PANE_KEYS: &[(&str, &str, &str)] = &[
     ("Editor", "Esc", "leave the editor (next pane)"),
     ("Editor", "Tab", "indent"),
-    ("Probes", "type / Backspace / Esc", "filter the probes / clear the filter"),
+    (
+        "Probes",
+        "type / Backspace / Esc",
+        "filter the probes / clear the filter",
+    ),
     ("Probes", "Up Down Left Right Space", "move, close, open"),
-    ("Probes", "Enter", "insert a clause for the probe into the editor"),
+    (
+        "Probes",
+        "Enter",
+        "insert a clause for the probe into the editor",
+    ),
     ("Aggregations", "Left Right", "previous / next aggregation"),
-    ("Aggregations", "Up Down PgUp PgDn Home End", "select a row (its histogram)"),
+    (
+        "Aggregations",
+        "Up Down PgUp PgDn Home End",
+        "select a row (its histogram)",
+    ),
     ("Aggregations", "s / r", "sort by the next column / reverse"),
     ("Aggregations", "Enter", "open or close a stack frame"),
     ("Output", "Up Down PgUp PgDn Home End", "scroll"),
     ("Output", "/ then n", "search back / next match"),
-    ("Mouse", "click / wheel", "focus a pane, select a probe / scroll"),
+    (
+        "Mouse",
+        "click / wheel",
+        "focus a pane, select a probe / scroll",
+    ),
 ];
 
 /// The help's lines.
 pub fn help_lines(app: &App) -> Vec<(String, String)> {
     let mut v = Vec::new();
     for (action, _, what, _) in ACTIONS {
-        let keys: Vec<String> = app.keys.keys_of(*action).iter().map(|k| k.label()).collect();
+        let keys: Vec<String> = app
+            .keys
+            .keys_of(*action)
+            .iter()
+            .map(|k| k.label())
+            .collect();
         v.push((keys.join(" "), what.to_string()));
     }
     for (pane, keys, what) in PANE_KEYS {
@@ -66,7 +87,10 @@ pub fn help(f: &mut Frame, area: Rect, app: &App) {
                     format!("{:<key_w$}", fit(&k, key_w.saturating_sub(1))),
                     Style::default().fg(t.accent).add_modifier(Modifier::BOLD),
                 ),
-                Span::styled(fit(&what, w.saturating_sub(key_w)), Style::default().fg(t.text)),
+                Span::styled(
+                    fit(&what, w.saturating_sub(key_w)),
+                    Style::default().fg(t.text),
+                ),
             ])
         })
         .collect();
@@ -100,7 +124,10 @@ pub fn picker(f: &mut Frame, area: Rect, app: &App, files: &[PathBuf], selected:
             } else {
                 Style::default().fg(t.text)
             };
-            Line::from(Span::styled(fit(&p.display().to_string(), inner.width as usize), s))
+            Line::from(Span::styled(
+                fit(&p.display().to_string(), inner.width as usize),
+                s,
+            ))
         })
         .collect();
     f.render_widget(Paragraph::new(lines).style(t.base()), inner);

@@ -34,7 +34,10 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
         title.push(Span::styled(format!(" {} ", v.name), s));
     }
     if r.stale {
-        title.push(Span::styled(" (previous run) ", Style::default().fg(t.warning)));
+        title.push(Span::styled(
+            " (previous run) ",
+            Style::default().fg(t.warning),
+        ));
     }
     let block = frame(Line::from(title), focused, t);
     let inner = block.inner(area);
@@ -95,7 +98,11 @@ fn draw_table(
 ) {
     let w = area.width as usize;
     let value_w = 12usize;
-    let extra_w = if extras && w >= 70 { 10 + 10 + 1 + 16 } else { 0 };
+    let extra_w = if extras && w >= 70 {
+        10 + 10 + 1 + 16
+    } else {
+        0
+    };
     let keys = table.key_columns.max(1);
     let key_w = (w.saturating_sub(value_w + extra_w + 1) / keys).max(4);
     let mut lines = Vec::new();
@@ -107,7 +114,11 @@ fn draw_table(
     if table.key_columns == 0 {
         head.push_str(&format!("{:<key_w$}", ""));
     }
-    let func = if view.func().is_empty() { "value" } else { view.func() };
+    let func = if view.func().is_empty() {
+        "value"
+    } else {
+        view.func()
+    };
     head.push_str(&format!(
         "{:>value_w$}",
         format!("{func}{}", sort_mark(table, SortBy::Value))
@@ -261,7 +272,10 @@ fn draw_histogram(f: &mut Frame, area: Rect, v: &AggValue, t: &Theme) {
     let bar_w = (area.width as usize).saturating_sub(label_w + count_w + 4);
     let mut lines = vec![Line::from(Span::styled(
         fit(
-            &format!("{:>label_w$} {:<bar_w$} {:>count_w$}", "value", "distribution", "count"),
+            &format!(
+                "{:>label_w$} {:<bar_w$} {:>count_w$}",
+                "value", "distribution", "count"
+            ),
             area.width as usize,
         ),
         Style::default().fg(t.title).add_modifier(Modifier::BOLD),
