@@ -168,6 +168,7 @@ impl Session {
                     catalog,
                     status: Status::new(source.label()),
                     source,
+                    default_refresh: refresh,
                     refresh,
                     output: SharedOutput::default(),
                     pending: None,
@@ -250,6 +251,8 @@ struct Worker {
     catalog: Arc<Catalog>,
     source: SessionSource,
     status: Status,
+    /// The session's refresh interval, and the one in force (a program's `aggrate` when set).
+    default_refresh: Duration,
     refresh: Duration,
     output: SharedOutput,
     /// The program of the next run.
@@ -302,7 +305,18 @@ impl Worker {
         self.status.speed = s;
     }
 
-    fn engine_for(&self, spec: &ProgramSpec) -> Engine {
+    /// Snapshots come at the program's `aggrate` when it sets one (at least every 10 ms), else
+    /// at the session's refresh rate.
+    fn set_refresh(&mut self, spec: &ProgramSpec) {
+        self.refresh = if spec.options.is_set("aggrate") {
+            Duration::from_nanos(spec.options.aggrate().max(10_000_000))
+        } else {
+            self.default_refresh
+        };
+    }
+
+    fn engine_for(&mut self, spec: &ProgramSpec) -> Engine {
+        self.set_refresh(spec);
         Engine::new(
             vec![(spec.label.clone(), spec.program.clone())],
             VmOptions::from_options(&spec.options),
@@ -327,6 +341,7 @@ impl Worker {
                 restart: false,
             } => {
                 self.status.generation += 1;
+                self.set_refresh(&program);
                 let consumer = self.consumer_for(&program);
                 engine.replace_programs(
                     vec![(program.label.clone(), program.program.clone())],
@@ -663,5 +678,34 @@ mod tests {
         assert!(out.contains("second\n"), "{out:?}");
         // the final printing of the second program's aggregation
         assert!(out.contains("  x  "), "{out:?}");
+    }
+
+    #[test]
+    fn snapshots_follow_the_programs_aggrate() {
+        let catalog = Arc::new(Catalog::standard());
+        let s = Session::start(
+            SessionSource::Timers,
+            catalog.clone(),
+            Duration::from_millis(10),
+        );
+        s.send(Command::Run {
+            program: spec(
+                "#pragma D option aggrate=400ms\ntick-10ms { @n = count(); } tick-1s { exit(0); }",
+                &catalog,
+            ),
+            restart: false,
+        });
+        let mut snapshots = 0;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            match s.wait(Duration::from_millis(50)) {
+                Some(Update::Snapshot(_)) => snapshots += 1,
+                Some(Update::Status(st)) if matches!(st.state, RunState::Ended(_)) => break,
+                _ => {}
+            }
+            assert!(Instant::now() < deadline, "the run did not end");
+        }
+        // one second at 400 ms: two or three refreshes and the final one, not a hundred
+        assert!((2..=5).contains(&snapshots), "{snapshots} snapshots");
     }
 }
