@@ -67,10 +67,31 @@ typedef struct krwlock { void *_opaque[1]; } krwlock_t;
 typedef struct mblk { struct mblk *b_next; struct mblk *b_prev; struct mblk *b_cont;
 	unsigned char *b_rptr; unsigned char *b_wptr; } mblk_t;
 
+/*
+ * The process and thread a probe fired in, as dtx's event source knows them (the trace's
+ * process and thread rundown, the live system): curthread points at a struct thread, and
+ * psinfo.d translates it into curpsinfo and curlwpsinfo. Every member has the same offset in
+ * the 32- and 64-bit data models; the VM fills them in (src/vm/firing.rs).
+ */
+struct proc {
+	pid_t p_pid;
+	pid_t p_ppid;
+	uid_t p_uid;
+	gid_t p_gid;
+	uint64_t p_start;
+	int p_sessionid;
+	int p_dmodel;
+	char p_fname[16];
+	char p_psargs[80];
+};
+
 struct thread {
 	id_t t_tid;
 	int t_pri;
 	uint_t t_state;
+	processorid_t t_cpu;
+	struct proc t_proc;
+	uint64_t t_start;
 	void *t_procp;
 };
 typedef struct thread kthread_t;

@@ -422,6 +422,7 @@ impl Engine {
         use crate::sources::etl::PayloadMemory;
         let mut firings = Vec::new();
         let mut execname = Vec::new();
+        let mut psargs = Vec::new();
         let (mut kstack, mut ustack) = (Vec::new(), Vec::new());
         let stacks = source.stacks.take();
         let mut errors = Vec::new();
@@ -455,8 +456,12 @@ impl Engine {
                         continue;
                     };
                     execname.clear();
+                    psargs.clear();
+                    let mut proc_start = 0;
                     if let Some(proc_) = state.process(f.pid) {
                         execname.extend(proc_.name.to_ascii_lowercase().bytes());
+                        psargs.extend_from_slice(proc_.command_line.as_bytes());
+                        proc_start = proc_.start_ns.unwrap_or(0);
                     }
                     let mem = PayloadMemory {
                         id: ev.id,
@@ -470,6 +475,8 @@ impl Engine {
                     cx.tid = f.tid as u64;
                     cx.ppid = state.process(f.pid).map(|p| p.parent as u64).unwrap_or(0);
                     cx.cpu = ev.cpu as u32;
+                    cx.psargs = &psargs;
+                    cx.proc_start = proc_start;
                     cx.memory = &mem;
                     if stack_source.0.is_some() {
                         stack_source.stack_of(ev, f.tid, &mut kstack, &mut ustack);

@@ -17,6 +17,7 @@ pub const FILES: &[(&str, &str)] = &[
     ("base.d", include_str!("../../dscripts/lib/base.d")),
     ("unistd.d", include_str!("../../dscripts/lib/unistd.d")),
     ("regs.d", include_str!("../../dscripts/lib/regs.d")),
+    ("psinfo.d", include_str!("../../dscripts/lib/psinfo.d")),
 ];
 
 /// The checked library: its types and definitions, to install into a program's checker.

@@ -29,6 +29,7 @@ impl Vm {
             Region::Globals => &self.global_mem,
             Region::Dynamic => &self.dynvars.mem,
             Region::Locals => &self.local_mem,
+            Region::Thread => &self.thread_mem,
         }
     }
 
@@ -39,6 +40,7 @@ impl Vm {
             Region::Globals => &mut self.global_mem,
             Region::Dynamic => &mut self.dynvars.mem,
             Region::Locals => &mut self.local_mem,
+            Region::Thread => &mut self.thread_mem,
         }
     }
 
@@ -568,6 +570,10 @@ impl Vm {
             var::ZONENAME => return self.scratch_string(b"global"),
             var::CPU => cx.cpu as u64,
             var::IPL => 0,
+            var::CURTHREAD => {
+                super::thread::build(&mut self.thread_mem, cx);
+                internal(Region::Thread, 0)
+            }
             _ => return Err(Fault::IllegalOp),
         })
     }

@@ -93,6 +93,8 @@ pub enum Region {
     Dynamic = 4,
     /// Clause-local variables that are strings, structs or arrays.
     Locals = 5,
+    /// The `struct thread` that `curthread` points at, built from the firing's context.
+    Thread = 6,
 }
 
 pub fn internal(region: Region, offset: usize) -> u64 {
@@ -110,6 +112,7 @@ pub fn decode(addr: u64) -> Option<(Region, usize)> {
         3 => Region::Globals,
         4 => Region::Dynamic,
         5 => Region::Locals,
+        6 => Region::Thread,
         _ => return None,
     };
     Some((region, (addr & ((1 << REGION_SHIFT) - 1)) as usize))

@@ -13,6 +13,7 @@ pub mod memory;
 mod record;
 mod spec;
 pub mod subr;
+mod thread;
 mod vars;
 
 use std::collections::HashMap;
@@ -95,6 +96,10 @@ pub struct FiringCtx<'a> {
     pub gid: u64,
     pub errno: i64,
     pub execname: &'a [u8],
+    /// The process's command line (`curpsinfo->pr_psargs`), when the source knows it.
+    pub psargs: &'a [u8],
+    /// When the process started (ns, the source's clock), 0 when unknown.
+    pub proc_start: u64,
     pub memory: &'a dyn AddressSpace,
     /// Kernel and user stacks of the firing, innermost first, when the source has them.
     pub stack: &'a [u64],
@@ -132,6 +137,8 @@ impl<'a> FiringCtx<'a> {
             gid: 0,
             errno: 0,
             execname,
+            psargs: b"",
+            proc_start: 0,
             memory: &NoMemory,
             stack: &[],
             ustack: &[],
@@ -182,6 +189,8 @@ pub struct Vm {
     /// variable id: dtrace keeps this as a flag beside the variable's bytes.
     null_strings: Vec<bool>,
     local_mem: Vec<u8>,
+    /// The `struct thread` of the current firing (`curthread`), built when first read.
+    thread_mem: Vec<u8>,
     local_off: Vec<usize>,
     dynvars: DynVars,
     strings: Vec<u8>,
@@ -248,6 +257,7 @@ impl Vm {
             locals: vec![0; program.variables.len()],
             null_strings: vec![false; program.variables.len()],
             local_mem: Vec::new(),
+            thread_mem: Vec::new(),
             local_off: vec![usize::MAX; program.variables.len()],
             dynvars: DynVars::new(0),
             strings: vec![0],

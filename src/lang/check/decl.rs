@@ -735,9 +735,13 @@ impl Checker<'_> {
                 .map(|(i, t)| (names.get(i).cloned().flatten().unwrap_or_default(), t))
                 .collect()
         });
+        // the D library defines the variables the built-in table reserves for it (curpsinfo)
+        let reserved_for_library = self
+            .builtin(&name)
+            .is_some_and(|b| b.origin == crate::lang::builtins::Origin::DLibrary);
         if self.inlines.contains_key(&name)
             || self.globals.contains_key(&name)
-            || self.builtin(&name).is_some()
+            || (self.builtin(&name).is_some() && !reserved_for_library)
         {
             return Err(derr(
                 "D_DECL_IDRED",

@@ -1,0 +1,151 @@
+//! `curthread`: the `struct thread` of `dscripts/lib/base.d`, built from the firing's context
+//! (thread id, CPU, process id, parent, user, name, command line). `curpsinfo` and
+//! `curlwpsinfo` translate it (`dscripts/lib/psinfo.d`). The offsets are the same in both data
+//! models; `tests` checks them against the compiler's layout.
+
+use super::memory::{internal, Region};
+use super::FiringCtx;
+
+/// Offsets in `struct thread` (and its embedded `struct proc` at `T_PROC`).
+pub const T_TID: usize = 0;
+pub const T_STATE: usize = 8;
+pub const T_CPU: usize = 12;
+pub const T_PROC: usize = 16;
+pub const P_PID: usize = T_PROC;
+pub const P_PPID: usize = T_PROC + 4;
+pub const P_UID: usize = T_PROC + 8;
+pub const P_GID: usize = T_PROC + 12;
+pub const P_START: usize = T_PROC + 16;
+pub const P_DMODEL: usize = T_PROC + 28;
+pub const P_FNAME: usize = T_PROC + 32;
+pub const P_PSARGS: usize = T_PROC + 48;
+pub const T_PROCP: usize = 152;
+pub const SIZE: usize = 160;
+
+/// `SONPROC`: the thread is running (it is the one that fired).
+const STATE_ONPROC: u32 = 2;
+/// `PR_MODEL_LP64`.
+const MODEL_LP64: u32 = 2;
+
+fn put(buf: &mut [u8], off: usize, bytes: &[u8]) {
+    buf[off..off + bytes.len()].copy_from_slice(bytes);
+}
+
+/// A NUL-terminated copy of `s` in a `char[len]` field.
+fn put_str(buf: &mut [u8], off: usize, len: usize, s: &[u8]) {
+    let n = s
+        .iter()
+        .position(|&b| b == 0)
+        .unwrap_or(s.len())
+        .min(len - 1);
+    buf[off..off + len].fill(0);
+    buf[off..off + n].copy_from_slice(&s[..n]);
+}
+
+/// Writes the firing's thread into `mem` (resized to the struct).
+pub fn build(mem: &mut Vec<u8>, cx: &FiringCtx<'_>) {
+    mem.clear();
+    mem.resize(SIZE, 0);
+    put(mem, T_TID, &(cx.tid as u32).to_le_bytes());
+    put(mem, T_STATE, &STATE_ONPROC.to_le_bytes());
+    put(mem, T_CPU, &cx.cpu.to_le_bytes());
+    put(mem, P_PID, &(cx.pid as u32).to_le_bytes());
+    put(mem, P_PPID, &(cx.ppid as u32).to_le_bytes());
+    put(mem, P_UID, &(cx.uid as u32).to_le_bytes());
+    put(mem, P_GID, &(cx.gid as u32).to_le_bytes());
+    put(mem, P_START, &cx.proc_start.to_le_bytes());
+    put(mem, P_DMODEL, &MODEL_LP64.to_le_bytes());
+    put_str(mem, P_FNAME, 16, cx.execname);
+    put_str(mem, P_PSARGS, 80, cx.psargs);
+    put(
+        mem,
+        T_PROCP,
+        &internal(Region::Thread, T_PROC).to_le_bytes(),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::standalone::{standalone_vm, standard_probe};
+    use crate::vm::{Datum, FiringCtx, Record};
+
+    #[test]
+    fn offsets_match_the_library_layout() {
+        let (mut vm, _) = standalone_vm(
+            "BEGIN { trace(sizeof(struct thread)); trace(offsetof(struct thread, t_procp));
+                     trace(offsetof(struct thread, t_proc) + offsetof(struct proc, p_psargs));
+                     trace(offsetof(struct thread, t_proc) + offsetof(struct proc, p_dmodel)); }",
+        )
+        .unwrap();
+        let p = standard_probe("BEGIN").unwrap();
+        vm.fire(&FiringCtx::synthetic(&p, 1, 1, b"x"));
+        let got: Vec<i64> = vm
+            .records
+            .iter()
+            .filter_map(|(_, r)| match r {
+                Record::Data { values, .. } => match values.first() {
+                    Some(Datum::Int { value, .. }) => Some(*value),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                super::SIZE as i64,
+                super::T_PROCP as i64,
+                super::P_PSARGS as i64,
+                super::P_DMODEL as i64
+            ]
+        );
+    }
+
+    #[test]
+    fn curpsinfo_and_curlwpsinfo_come_from_the_firing() {
+        let (mut vm, _) = standalone_vm(
+            "BEGIN { printf(\"%d %d %s %s %d %d %c\", curpsinfo->pr_pid, curpsinfo->pr_ppid,
+                     curpsinfo->pr_fname, curpsinfo->pr_psargs, curlwpsinfo->pr_lwpid,
+                     curlwpsinfo->pr_onpro, curlwpsinfo->pr_sname); }",
+        )
+        .unwrap();
+        let p = standard_probe("BEGIN").unwrap();
+        let mut cx = FiringCtx::synthetic(&p, 1, 1, b"powerpnt.exe");
+        cx.pid = 4242;
+        cx.ppid = 7;
+        cx.tid = 99;
+        cx.cpu = 3;
+        cx.psargs = b"\"POWERPNT.EXE\" /s deck.pptx";
+        vm.fire(&cx);
+        let strs: Vec<String> = vm
+            .records
+            .iter()
+            .flat_map(|(_, r)| match r {
+                Record::Data { values, .. } => values
+                    .iter()
+                    .map(|d| match d {
+                        Datum::Int { value, .. } => value.to_string(),
+                        Datum::Str(s) | Datum::Bytes(s) => {
+                            let n = s.iter().position(|&b| b == 0).unwrap_or(s.len());
+                            String::from_utf8_lossy(&s[..n]).into_owned()
+                        }
+                        _ => String::new(),
+                    })
+                    .collect::<Vec<_>>(),
+                _ => Vec::new(),
+            })
+            .collect();
+        assert_eq!(
+            strs,
+            [
+                "4242",
+                "7",
+                "powerpnt.exe",
+                "\"POWERPNT.EXE\" /s deck.pptx",
+                "99",
+                "3",
+                "79"
+            ]
+        );
+    }
+}
