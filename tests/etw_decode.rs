@@ -155,6 +155,57 @@ fn every_event_decodes() {
     }
 }
 
+#[test]
+fn event_map_info_names_values() {
+    let Some(files) = files() else { return };
+    let mut total_maps = 0;
+    let mut total_mapped = 0;
+    for f in &files {
+        let bytes = std::fs::read(f).unwrap();
+        let etl = walker::Etl::open(&bytes);
+        let evs = etl.events();
+        let map_records = evs
+            .iter()
+            .filter(|e| e.provider == kernel::EVENT_METADATA && e.opcode == 33)
+            .count();
+        let mut dec = Decoder::new();
+        for e in &evs {
+            dec.observe(e);
+        }
+        let mut mapped = 0;
+        let mut example = None;
+        for e in &evs {
+            let d = dec.decode(e);
+            for (n, v) in &d.fields {
+                if let Value::Mapped { value, name } = v {
+                    mapped += 1;
+                    // the name is the map's, the number is still there
+                    assert_eq!(v.as_u64(), Some(*value));
+                    assert!(!name.is_empty());
+                    if example.is_none() {
+                        example =
+                            Some(format!("{}/{}: {n} = {value} ({name})", d.provider, d.name));
+                    }
+                }
+            }
+        }
+        if map_records > 0 {
+            println!(
+                "{:<48} EventMapInfo records {map_records}, maps {}, mapped values {mapped}; e.g. {}",
+                short(f),
+                dec.value_maps(),
+                example.unwrap_or_default()
+            );
+            // every map record parses (a provider may repeat a map name: count distinct)
+            assert!(dec.value_maps() > 0, "{}: no value map parsed", short(f));
+        }
+        total_maps += dec.value_maps();
+        total_mapped += mapped;
+    }
+    assert!(total_maps > 0);
+    assert!(total_mapped > 0, "no field value was named by a map");
+}
+
 fn load(name: &str) -> Option<Vec<u8>> {
     let files = files()?;
     let f = files.iter().find(|p| short(p) == name)?;

@@ -72,6 +72,8 @@ pub struct Decoder {
     classic: FastMap<(Guid, u8, u8), Schema<String>>,
     /// TraceLogging provider names from PROV_TRAITS, by provider GUID.
     tl_providers: FastMap<Guid, String>,
+    /// Value maps from EventMetadata (EVENT_MAP_INFO) by provider, then map name.
+    maps: FastMap<Guid, FastMap<String, tdh::ValueMap>>,
 }
 
 impl Decoder {
@@ -93,6 +95,14 @@ impl Decoder {
                 // A manifest loaded from disk is not replaced by metadata (they agree, or the
                 // manifest is the newer truth).
                 self.schemas.entry(info.key).or_insert(info.schema);
+            }
+        }
+        if ev.provider == kernel::EVENT_METADATA
+            && ev.kind != HeaderKind::EventHeader
+            && ev.opcode == 33
+        {
+            if let Some((provider, name, map)) = tdh::parse_event_map_info(ev.payload) {
+                self.maps.entry(provider).or_default().insert(name, map);
             }
         }
         if ev.kind == HeaderKind::EventHeader && !self.tl_providers.contains_key(&ev.provider) {
@@ -181,7 +191,7 @@ impl Decoder {
                     }
                 }
                 if let Some(s) = self.schemas.get(&(ev.provider, ev.id, ev.version)) {
-                    return from_schema(s, payload, ptr);
+                    return self.mapped(ev.provider, s, from_schema(s, payload, ptr));
                 }
                 raw("", payload)
             }
@@ -206,11 +216,48 @@ impl Decoder {
                     };
                 }
                 if let Some(s) = self.classic.get(&(ev.provider, ev.opcode, ev.version)) {
-                    return from_schema(s, payload, ptr);
+                    return self.mapped(ev.provider, s, from_schema(s, payload, ptr));
                 }
                 raw("", payload)
             }
         }
+    }
+}
+
+impl Decoder {
+    /// Names the values of the fields that have a value map the trace carried.
+    fn mapped<'a>(
+        &'a self,
+        provider: Guid,
+        s: &'a Schema<String>,
+        mut d: DecodedEvent<'a>,
+    ) -> DecodedEvent<'a> {
+        let Some(maps) = self.maps.get(&provider) else {
+            return d;
+        };
+        for (name, value) in &mut d.fields {
+            let Some(map) = s
+                .top
+                .iter()
+                .filter_map(|&i| s.props.get(i))
+                .find(|p| p.name == *name)
+                .and_then(|p| p.map.as_deref())
+                .and_then(|m| maps.get(m))
+            else {
+                continue;
+            };
+            if let Some(v) = value.as_u64() {
+                if let Some(n) = map.name_of(v) {
+                    *value = Value::Mapped { value: v, name: n };
+                }
+            }
+        }
+        d
+    }
+
+    /// How many value maps the trace has given so far.
+    pub fn value_maps(&self) -> usize {
+        self.maps.values().map(|m| m.len()).sum()
     }
 }
 

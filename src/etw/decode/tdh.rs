@@ -169,3 +169,147 @@ pub fn parse_trace_event_info(b: &[u8]) -> Option<EventInfo> {
         schema,
     })
 }
+
+/// A value map (EVENT_MAP_INFO): names for the values of a field.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ValueMap {
+    /// A bitmap: each entry names a bit (or bits), and a value names every entry it contains.
+    pub bitmap: bool,
+    pub entries: Vec<(u32, String)>,
+}
+
+impl ValueMap {
+    /// The name of a value: the matching entry, or for a bitmap the entries of its set bits
+    /// joined with `|` (what is left over as hex).
+    pub fn name_of(&self, v: u64) -> Option<std::borrow::Cow<'_, str>> {
+        if !self.bitmap {
+            return self
+                .entries
+                .iter()
+                .find(|(k, _)| *k as u64 == v)
+                .map(|(_, n)| std::borrow::Cow::Borrowed(n.as_str()));
+        }
+        if v == 0 {
+            return self
+                .entries
+                .iter()
+                .find(|(k, _)| *k == 0)
+                .map(|(_, n)| std::borrow::Cow::Borrowed(n.as_str()));
+        }
+        let mut names = Vec::new();
+        let mut rest = v;
+        for (k, n) in &self.entries {
+            let k = *k as u64;
+            if k != 0 && v & k == k {
+                names.push(n.as_str());
+                rest &= !k;
+            }
+        }
+        if names.is_empty() {
+            return None;
+        }
+        let mut s = names.join("|");
+        if rest != 0 {
+            s.push_str(&format!("|0x{rest:x}"));
+        }
+        Some(std::borrow::Cow::Owned(s))
+    }
+}
+
+/// EVENT_MAP_INFO flags.
+const MAP_BITMAP: u32 = 0x2;
+const MAP_WBEM_BITMAP: u32 = 0x10;
+const MAP_WBEM_FLAG: u32 = 0x20;
+/// MapEntryValueType: the entries' keys are strings (pattern maps), not numbers.
+const MAP_VALUE_STRING: u32 = 1;
+
+/// Parses an EventMapInfo record's payload (the provider GUID, then an EVENT_MAP_INFO): the
+/// provider, the map's name and its entries.
+pub fn parse_event_map_info(payload: &[u8]) -> Option<(Guid, String, ValueMap)> {
+    let provider = Guid::from_le_bytes(payload.get(0..16)?)?;
+    let b = payload.get(16..)?;
+    let name = string_at(b, le_u32(b, 0)?)?;
+    let flag = le_u32(b, 4)?;
+    let count = le_u32(b, 8)? as usize;
+    let value_type = le_u32(b, 12)?;
+    if count > 65536 || b.len() < 16 + 8 * count {
+        return None;
+    }
+    let mut entries = Vec::with_capacity(count);
+    for i in 0..count {
+        let e = 16 + 8 * i;
+        let out = string_at(b, le_u32(b, e)?).unwrap_or_default();
+        if value_type == MAP_VALUE_STRING && flag & (MAP_BITMAP | MAP_WBEM_BITMAP) == 0 {
+            // a pattern map keyed by strings: not a map of numbers
+            continue;
+        }
+        let v = le_u32(b, e + 4)?;
+        // names come with the trailing blank TDH leaves on them
+        entries.push((v, out.trim_end().to_string()));
+    }
+    Some((
+        provider,
+        name,
+        ValueMap {
+            bitmap: flag & (MAP_BITMAP | MAP_WBEM_BITMAP | MAP_WBEM_FLAG) != 0,
+            entries,
+        },
+    ))
+}
+
+#[cfg(test)]
+mod map_tests {
+    use super::*;
+
+    fn utf16z(s: &str) -> Vec<u8> {
+        s.encode_utf16()
+            .chain(std::iter::once(0))
+            .flat_map(|u| u.to_le_bytes())
+            .collect()
+    }
+
+    /// An EventMapInfo payload built by hand: GUID, header, entries, then the strings.
+    fn map_payload(name: &str, flag: u32, entries: &[(u32, &str)]) -> Vec<u8> {
+        let mut b = vec![0u8; 16 + 8 * entries.len()];
+        let mut strings = Vec::new();
+        let base = b.len();
+        let mut add = |s: &str, strings: &mut Vec<u8>| {
+            let off = base + strings.len();
+            strings.extend(utf16z(s));
+            off as u32
+        };
+        let name_off = add(name, &mut strings);
+        b[0..4].copy_from_slice(&name_off.to_le_bytes());
+        b[4..8].copy_from_slice(&flag.to_le_bytes());
+        b[8..12].copy_from_slice(&(entries.len() as u32).to_le_bytes());
+        for (i, (v, n)) in entries.iter().enumerate() {
+            let off = add(n, &mut strings);
+            b[16 + 8 * i..20 + 8 * i].copy_from_slice(&off.to_le_bytes());
+            b[20 + 8 * i..24 + 8 * i].copy_from_slice(&v.to_le_bytes());
+        }
+        b.extend(strings);
+        let mut p = vec![0x11u8; 16];
+        p.extend(b);
+        p
+    }
+
+    #[test]
+    fn value_maps_and_bitmaps() {
+        let p = map_payload(
+            "StateMap",
+            1,
+            &[(0, "Idle "), (1, "Running "), (2, "Stopped ")],
+        );
+        let (_, name, m) = parse_event_map_info(&p).unwrap();
+        assert_eq!(name, "StateMap");
+        assert!(!m.bitmap);
+        assert_eq!(m.name_of(1).as_deref(), Some("Running"));
+        assert_eq!(m.name_of(9), None);
+        let p = map_payload("Flags", 2, &[(1, "Read"), (2, "Write"), (8, "Sync")]);
+        let (_, _, m) = parse_event_map_info(&p).unwrap();
+        assert!(m.bitmap);
+        assert_eq!(m.name_of(3).as_deref(), Some("Read|Write"));
+        assert_eq!(m.name_of(0x19).as_deref(), Some("Read|Sync|0x10"));
+        assert!(parse_event_map_info(&p[..30]).is_none());
+    }
+}

@@ -145,13 +145,19 @@ pub enum Value<'a> {
     SystemTime([u16; 8]),
     Array(Vec<Value<'a>>),
     Struct(Vec<(&'a str, Value<'a>)>),
+    /// An integer with a value map (EVENT_MAP_INFO, a manifest's `<valueMap>`/`<bitMap>`): the
+    /// number and its name (`A|B` for a bitmap).
+    Mapped {
+        value: u64,
+        name: Cow<'a, str>,
+    },
 }
 
 impl Value<'_> {
     /// The value as an unsigned integer, when it is numeric.
     pub fn as_u64(&self) -> Option<u64> {
         match *self {
-            Value::U64(v) | Value::Ptr(v) => Some(v),
+            Value::U64(v) | Value::Ptr(v) | Value::Mapped { value: v, .. } => Some(v),
             Value::I64(v) => Some(v as u64),
             Value::Bool(b) => Some(b as u64),
             _ => None,
@@ -160,7 +166,7 @@ impl Value<'_> {
 
     pub fn as_str(&self) -> Option<&str> {
         match self {
-            Value::Str(s) => Some(s),
+            Value::Str(s) | Value::Mapped { name: s, .. } => Some(s),
             _ => None,
         }
     }
@@ -225,6 +231,7 @@ impl std::fmt::Display for Value<'_> {
                 }
                 write!(f, "]")
             }
+            Value::Mapped { name, .. } => write!(f, "{name}"),
             Value::Struct(v) => {
                 write!(f, "{{")?;
                 for (i, (n, x)) in v.iter().enumerate() {
