@@ -114,6 +114,13 @@ impl Provider for ProfileProvider {
             let mut p = super::etw::sample_probe();
             p.name = desc.name.clone();
             v.push(p);
+        } else if !desc.is_exact()
+            && !desc.name.is_empty()
+            && desc.name != "*"
+            && glob_match(&desc.name, "sample-1ms")
+        {
+            // a pattern naming the samples (`sample-*`): the sample probe
+            v.push(super::etw::sample_probe());
         }
         if v.is_empty() && desc.is_exact() && parse_rate(&desc.name).is_some() {
             let id = FIRST_ID + LISTED.len() as u64 + name_hash(&desc.name);
@@ -143,6 +150,21 @@ fn name_hash(name: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sample_patterns_match_the_sample_probe() {
+        let p = ProfileProvider;
+        let names = |d: &str| -> Vec<String> {
+            p.matching(&ProbeDesc::parse(d).unwrap())
+                .into_iter()
+                .map(|i| i.name)
+                .collect()
+        };
+        assert_eq!(names("profile:::sample-*"), ["sample-1ms"]);
+        assert_eq!(names("profile:::sample-5ms"), ["sample-5ms"]);
+        // a bare pattern does not pull the samples in
+        assert!(!names("profile:::*").iter().any(|n| n.starts_with("sample")));
+    }
 
     #[test]
     fn rates_and_units() {
