@@ -50,6 +50,8 @@ pub struct Engine {
     /// When a trace drives the run: the trace time now (ns since its start).
     trace_time: Option<u64>,
     firings: u64,
+    /// Bumped each time the programs are replaced.
+    generation: u64,
 }
 
 impl Engine {
@@ -80,6 +82,7 @@ impl Engine {
             start: now,
             trace_time: None,
             firings: 0,
+            generation: 0,
         };
         engine.enable(programs, vm_opts, catalog);
         engine
@@ -152,6 +155,7 @@ impl Engine {
         }
         self.exit = None;
         self.enable(programs, vm_opts, catalog);
+        self.generation += 1;
         self.fire_synthetic(BEGIN_ID);
     }
 
@@ -427,10 +431,18 @@ impl Engine {
         let stacks = source.stacks.take();
         let mut errors = Vec::new();
         let stack_source = crate::sources::etl::StackSource(stacks);
-        source.walk(
+        // decode only what the enabled probes read (recomputed when the programs change)
+        let interest = std::cell::Cell::new(etw.interest(&|id| self.is_enabled(id)));
+        let mut generation = self.generation;
+        source.walk_filtered(
+            |ev| interest.get().wants(ev),
             |ev, dec, state| {
                 if self.done() || !between(self) {
                     return false;
+                }
+                if self.generation != generation {
+                    generation = self.generation;
+                    interest.set(etw.interest(&|id| self.is_enabled(id)));
                 }
                 let t = ev.time_ns;
                 self.advance_to(t);

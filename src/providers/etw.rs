@@ -61,6 +61,59 @@ fn kernel_id(provider: &str, name: &str) -> Option<u64> {
         .map(|i| FIRST_ID + i as u64)
 }
 
+/// Which ETW probes a program enabled, in the form [`Interest::wants`] asks about for every
+/// record: whether the record must be decoded for them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Interest {
+    /// Bit i: KERNEL_PROBES[i] is enabled.
+    kernel: u64,
+    /// Any named provider's probe is enabled.
+    named: bool,
+}
+
+impl Interest {
+    fn any(&self, names: &[(&str, &str)]) -> bool {
+        names.iter().any(|(p, n)| {
+            kernel_id(p, n).is_some_and(|id| self.kernel & (1 << (id - FIRST_ID)) != 0)
+        })
+    }
+
+    /// Whether a record must be decoded: a probe it fires needs its fields (or, with no thread
+    /// id in its header, the thread id in its payload).
+    pub fn wants(&self, ev: &EventRecord<'_>) -> bool {
+        if self.kernel == 0 && !self.named {
+            return false;
+        }
+        let named_provider = ev.kind == HeaderKind::EventHeader || ev.kernel_group.is_none();
+        if ev.tid == u32::MAX && (self.kernel != 0 || (self.named && named_provider)) {
+            return true;
+        }
+        let kernel = match (ev.kernel_group, ev.opcode) {
+            (Some(group::THREAD), 36) => self.any(&[("sched", "on-cpu"), ("sched", "off-cpu")]),
+            (Some(group::THREAD), 50) => self.any(&[("sched", "wakeup")]),
+            (Some(group::PROCESS), 1 | 2) => self.any(&[("proc", "start"), ("proc", "exit")]),
+            (Some(group::THREAD), 1 | 2) => {
+                self.any(&[("proc", "lwp-start"), ("proc", "lwp-exit")])
+            }
+            (Some(group::IMAGE), 10 | 2) => {
+                self.any(&[("proc", "module-load"), ("proc", "module-unload")])
+            }
+            (Some(group::DISK_IO), 10..=13) => self.any(&[("io", "start"), ("io", "done")]),
+            (Some(group::PAGE_FAULT), 32) => self.any(&[("pf", "hardflt")]),
+            (Some(group::PERF_INFO), 46) => self.any(&[("profile", "sample-1ms")]),
+            (Some(group::PERF_INFO), 51 | 52) => {
+                self.any(&[("syscall", "entry"), ("syscall", "return")])
+            }
+            (Some(group::PERF_INFO), 67) => self.any(&[("isr", "isr")]),
+            (Some(group::PERF_INFO), 66 | 68 | 69) => {
+                self.any(&[("dpc", "dpc"), ("dpc", "timer"), ("dpc", "thread")])
+            }
+            _ => false,
+        };
+        kernel || (self.named && named_provider)
+    }
+}
+
 /// One probe firing produced by an event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct EtwFiring {
@@ -101,6 +154,20 @@ impl EtwProbes {
             .collect();
         v.extend(self.named.iter().map(|(p, id)| probe(*id, p, "events")));
         v
+    }
+
+    /// What the enabled probes need decoded (see [`Interest::wants`]).
+    pub fn interest(&self, enabled: &dyn Fn(u64) -> bool) -> Interest {
+        let mut kernel = 0u64;
+        for i in 0..KERNEL_PROBES.len() {
+            if enabled(FIRST_ID + i as u64) {
+                kernel |= 1 << i;
+            }
+        }
+        Interest {
+            kernel,
+            named: self.named.values().any(|id| enabled(*id)),
+        }
     }
 
     /// The probes one event fires; `enabled` says which probe ids a program uses.

@@ -99,6 +99,18 @@ impl TraceSource {
     /// as of that record. Errors in the file are passed to `on_error` and the walk goes on.
     pub fn walk(
         &mut self,
+        f: impl FnMut(&EventRecord<'_>, &DecodedEvent<'_>, &SystemState) -> bool,
+        on_error: impl FnMut(&EtlError),
+    ) {
+        self.walk_filtered(|_| true, f, on_error)
+    }
+
+    /// [`TraceSource::walk`], decoding only the records the system state needs and those for
+    /// which `wants` says so; the others reach `f` with [`DecodedEvent::skipped`]. Decoding is
+    /// most of a walk's cost, and a program usually needs few event kinds.
+    pub fn walk_filtered(
+        &mut self,
+        wants: impl Fn(&EventRecord<'_>) -> bool,
         mut f: impl FnMut(&EventRecord<'_>, &DecodedEvent<'_>, &SystemState) -> bool,
         mut on_error: impl FnMut(&EtlError),
     ) {
@@ -112,12 +124,32 @@ impl TraceSource {
                 }
             };
             self.decoder.observe(&ev);
-            let dec = self.decoder.decode(&ev);
-            self.state.observe(&ev, Some(&dec));
-            if !f(&ev, &dec, &self.state) {
-                break;
+            if state_needs(&ev) || wants(&ev) {
+                let dec = self.decoder.decode(&ev);
+                self.state.observe(&ev, Some(&dec));
+                if !f(&ev, &dec, &self.state) {
+                    break;
+                }
+            } else {
+                self.state.observe(&ev, None);
+                if !f(&ev, &DecodedEvent::skipped(), &self.state) {
+                    break;
+                }
             }
         }
+    }
+}
+
+/// Whether the system state needs a record decoded: process, thread (not the context switches
+/// and ready-thread events), image and image-id records. (Stack walks are matched to their
+/// events before the run, by [`TraceSource::collect_stacks`].)
+fn state_needs(ev: &EventRecord<'_>) -> bool {
+    use crate::providers::etw::group;
+    match ev.kernel_group {
+        Some(group::PROCESS | group::IMAGE) => true,
+        Some(group::THREAD) => !matches!(ev.opcode, 36 | 50),
+        Some(_) => false,
+        None => ev.provider == crate::etw::decode::kernel::IMAGE_ID,
     }
 }
 

@@ -42,6 +42,17 @@ pub struct DecodedEvent<'a> {
 }
 
 impl<'a> DecodedEvent<'a> {
+    /// An event left undecoded because nothing needs its fields (no allocation).
+    pub fn skipped() -> DecodedEvent<'static> {
+        DecodedEvent {
+            provider: "",
+            name: "",
+            source: SchemaSource::Raw,
+            fields: Vec::new(),
+            complete: true,
+        }
+    }
+
     /// A field by name.
     pub fn get(&self, name: &str) -> Option<&Value<'a>> {
         self.fields.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
