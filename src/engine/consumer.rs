@@ -36,6 +36,8 @@ pub struct Consumer {
     buf: Vec<u8>,
     /// Faults reported, for the exit status.
     pub errors: u64,
+    /// Names addresses in stacks and symbol keys (user processes of a pid run).
+    pub symbols: Box<dyn crate::agg::SymbolResolver + Send>,
 }
 
 fn datum_value(d: &Datum) -> Value<'_> {
@@ -81,6 +83,7 @@ impl Consumer {
             exit_code: None,
             buf: Vec::new(),
             errors: 0,
+            symbols: Box::new(NoSymbols),
         }
     }
 
@@ -151,7 +154,7 @@ impl Consumer {
                                             frames,
                                             None,
                                             stack::DEFAULT_INDENT,
-                                            &|_| stack::Lookup::None,
+                                            &|pc| self.symbols.user_lookup(*pid as u32, pc),
                                             &mut self.buf,
                                         );
                                     } else {
@@ -254,7 +257,7 @@ impl Consumer {
                 Some(f) => {
                     if let Err(e) =
                         vm.aggs
-                            .print_formatted(f, aggs, &self.opts.sort, &NoSymbols, &mut self.buf)
+                            .print_formatted(f, aggs, &self.opts.sort, &*self.symbols, &mut self.buf)
                     {
                         self.write_buf();
                         let _ = writeln!(std::io::stderr(), "{}: {}", self.opts.prog, e.message);
@@ -262,7 +265,7 @@ impl Consumer {
                 }
                 None => {
                     vm.aggs
-                        .print_default_multi(aggs, &self.opts.sort, &NoSymbols, &mut self.buf)
+                        .print_default_multi(aggs, &self.opts.sort, &*self.symbols, &mut self.buf)
                 }
             },
             ActionKind::Clear(a) => vm.aggs.clear(*a),
@@ -289,7 +292,7 @@ impl Consumer {
     pub fn finish(&mut self, vm: &mut Vm) {
         rec::final_newline(&mut self.buf);
         vm.aggs
-            .print_unprinted(&self.opts.sort, &NoSymbols, &mut self.buf);
+            .print_unprinted(&self.opts.sort, &*self.symbols, &mut self.buf);
         self.write_buf();
         let _ = self.out.flush();
         let (spec, busy, unavail) = vm.spec_drops();

@@ -16,7 +16,7 @@ use crate::symbols::decode::{self, Emulation};
 use crate::symbols::{ElfImage, LoadedModule, ProcessModules};
 
 /// First id of pid probes (above every other provider's).
-const FIRST_ID: u64 = 1 << 32;
+const FIRST_ID: u64 = 1_000_000;
 
 /// The most probes dtx creates in one process (fasttrap's default `fasttrap-max-probes`).
 pub const MAX_PROBES: usize = 250_000;
