@@ -104,6 +104,12 @@ impl ElfImage {
         if found == 0 {
             collect(&mut file.dynamic_symbols());
         }
+        if ranges.is_empty() && file.entry() != 0 {
+            // a stripped program: find `main` from the code at the entry point
+            if let Some((addr, size)) = stripped_main(&file, &segments, &data) {
+                ranges.insert((addr, size), vec![((0, 0, 4), "main".to_string())]);
+            }
+        }
         let mut list: Vec<((u64, u64), Vec<((u8, usize, usize), String)>)> =
             ranges.into_iter().collect();
         list.sort_by_key(|((a, s), _)| (*a, std::cmp::Reverse(*s)));
@@ -161,6 +167,82 @@ impl ElfImage {
         let start = (s.offset + addr - s.vaddr) as usize;
         self.data.get(start..start + len as usize)
     }
+}
+
+fn segment_bytes<'d>(segments: &[Segment], data: &'d [u8], addr: u64, len: u64) -> Option<&'d [u8]> {
+    let s = segments
+        .iter()
+        .find(|s| addr >= s.vaddr && addr + len <= s.vaddr + s.filesz.min(s.memsz))?;
+    let start = (s.offset + addr - s.vaddr) as usize;
+    data.get(start..start + len as usize)
+}
+
+/// The start and size of `main` in a program without a symbol table: the C runtime's entry
+/// code passes its address to `__libc_start_main` in `rdi` (`lea rdi, [rip+main]` before the
+/// first call); its size is the range of its unwind entry in `.eh_frame_hdr`.
+fn stripped_main(file: &object::File<'_>, segments: &[Segment], data: &[u8]) -> Option<(u64, u64)> {
+    use iced_x86::{Code, Decoder, DecoderOptions, FlowControl, Instruction, Register};
+    let entry = file.entry();
+    let code = segment_bytes(segments, data, entry, 64)?;
+    let mut dec = Decoder::with_ip(64, code, entry, DecoderOptions::NONE);
+    let mut ins = Instruction::default();
+    let mut main = None;
+    while dec.can_decode() {
+        dec.decode_out(&mut ins);
+        if ins.is_invalid() {
+            break;
+        }
+        if ins.code() == Code::Lea_r64_m
+            && ins.op0_register() == Register::RDI
+            && ins.memory_base() == Register::RIP
+        {
+            main = Some(ins.ip_rel_memory_address());
+        }
+        if matches!(ins.flow_control(), FlowControl::Call | FlowControl::IndirectCall) {
+            break;
+        }
+    }
+    let main = main?;
+    let size = unwind_range(file, main)?;
+    Some((main, size))
+}
+
+/// The code range length of the `.eh_frame` entry that starts at `addr`, through the sorted
+/// table of `.eh_frame_hdr` (GCC's and LLVM's encodings: data-relative 4-byte table entries,
+/// program-counter-relative 4-byte FDE addresses).
+fn unwind_range(file: &object::File<'_>, addr: u64) -> Option<u64> {
+    use object::ObjectSection;
+    let hdr = file.section_by_name(".eh_frame_hdr")?;
+    let base = hdr.address();
+    let h = hdr.data().ok()?;
+    // version 1, table encoding DW_EH_PE_datarel|sdata4, count as udata4
+    if h.len() < 12 || h[0] != 1 || h[3] != 0x3b || h[2] != 0x03 {
+        return None;
+    }
+    let count = u32::from_le_bytes(h[8..12].try_into().ok()?) as usize;
+    let table = h.get(12..12 + count * 8)?;
+    let entry = |i: usize| -> (u64, u64) {
+        let r = |o: usize| i32::from_le_bytes(table[o..o + 4].try_into().unwrap_or_default()) as i64;
+        (
+            (base as i64 + r(i * 8)) as u64,
+            (base as i64 + r(i * 8 + 4)) as u64,
+        )
+    };
+    let i = (0..count).collect::<Vec<_>>().partition_point(|&i| entry(i).0 < addr);
+    if i >= count || entry(i).0 != addr {
+        return None;
+    }
+    let fde = entry(i).1;
+    let eh = file.section_by_name(".eh_frame")?;
+    let d = eh.data().ok()?;
+    let off = fde.checked_sub(eh.address())? as usize;
+    let b = d.get(off..off + 16)?;
+    // length, CIE pointer, pc_begin (pcrel sdata4), pc_range (sdata4)
+    let begin = (fde as i64 + 8 + i32::from_le_bytes(b[8..12].try_into().ok()?) as i64) as u64;
+    if begin != addr {
+        return None;
+    }
+    Some(u32::from_le_bytes(b[12..16].try_into().ok()?) as u64)
 }
 
 #[cfg(test)]
