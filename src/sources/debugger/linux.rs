@@ -63,6 +63,8 @@ pub struct LinuxTarget {
     armed: Option<u64>,
     /// The exit of the whole process, once seen.
     exited: Option<ExitStatus>,
+    /// The registers last read, by thread, until it runs again (saves a read in `set_regs`).
+    last_regs: std::cell::Cell<Option<(u32, libc::user_regs_struct)>>,
 }
 
 fn ptrace(req: libc::c_uint, tid: u32, addr: usize, data: usize) -> libc::c_long {
@@ -225,6 +227,7 @@ impl LinuxTarget {
             timer: None,
             armed: None,
             exited: None,
+            last_regs: std::cell::Cell::new(None),
         })
     }
 
@@ -442,6 +445,7 @@ impl TargetProcess for LinuxTarget {
         if ptrace(libc::PTRACE_GETREGS, tid, 0, &mut u as *mut _ as usize) != 0 {
             return None;
         }
+        self.last_regs.set(Some((tid, u)));
         Some(Regs {
             gpr: [
                 u.rax, u.rcx, u.rdx, u.rbx, u.rsp, u.rbp, u.rsi, u.rdi, u.r8, u.r9, u.r10, u.r11,
@@ -461,11 +465,17 @@ impl TargetProcess for LinuxTarget {
     }
 
     fn set_regs(&self, tid: u32, r: &Regs) -> bool {
-        // SAFETY: as in regs().
-        let mut u: libc::user_regs_struct = unsafe { std::mem::zeroed() };
-        if ptrace(libc::PTRACE_GETREGS, tid, 0, &mut u as *mut _ as usize) != 0 {
-            return false;
-        }
+        let mut u = match self.last_regs.get() {
+            Some((t, u)) if t == tid => u,
+            _ => {
+                // SAFETY: as in regs().
+                let mut u: libc::user_regs_struct = unsafe { std::mem::zeroed() };
+                if ptrace(libc::PTRACE_GETREGS, tid, 0, &mut u as *mut _ as usize) != 0 {
+                    return false;
+                }
+                u
+            }
+        };
         let g = &r.gpr;
         u.rax = g[0];
         u.rcx = g[1];
@@ -485,18 +495,23 @@ impl TargetProcess for LinuxTarget {
         u.r15 = g[15];
         u.rip = r.rip;
         u.eflags = r.rflags;
-        ptrace(libc::PTRACE_SETREGS, tid, 0, &u as *const _ as usize) == 0
+        let ok = ptrace(libc::PTRACE_SETREGS, tid, 0, &u as *const _ as usize) == 0;
+        self.last_regs.set(ok.then_some((tid, u)));
+        ok
     }
 
     fn resume(&mut self, tid: u32, signal: i32) {
+        self.last_regs.set(None);
         ptrace(libc::PTRACE_CONT, tid, 0, signal as usize);
     }
 
     fn step(&mut self, tid: u32) {
+        self.last_regs.set(None);
         ptrace(libc::PTRACE_SINGLESTEP, tid, 0, 0);
     }
 
     fn resume_all(&mut self) {
+        self.last_regs.set(None);
         for tid in std::mem::take(&mut self.held) {
             ptrace(libc::PTRACE_CONT, tid, 0, 0);
         }
