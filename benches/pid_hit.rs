@@ -53,7 +53,12 @@ fn floor(dir: &Path) -> Option<f64> {
     let c = dir.join("floor.c");
     std::fs::write(&c, FLOOR).ok()?;
     let exe = dir.join("floor");
-    Command::new("gcc").args(["-O2", "-o"]).arg(&exe).arg(&c).status().ok()?;
+    Command::new("gcc")
+        .args(["-O2", "-o"])
+        .arg(&exe)
+        .arg(&c)
+        .status()
+        .ok()?;
     let mut best = f64::MAX;
     for _ in 0..3 {
         let out = Command::new(&exe).arg("200000").output().ok()?;
@@ -109,7 +114,12 @@ fn build(dir: &Path) -> Option<PathBuf> {
     std::fs::write(&c, PROG).ok()?;
     let exe = dir.join("hit");
     let ok = Command::new("gcc")
-        .args(["-O0", "-fno-omit-frame-pointer", "-fcf-protection=none", "-o"])
+        .args([
+            "-O0",
+            "-fno-omit-frame-pointer",
+            "-fcf-protection=none",
+            "-o",
+        ])
         .arg(&exe)
         .arg(&c)
         .status()
@@ -131,13 +141,22 @@ fn main() {
     let n = 200_000;
     println!("pid_hit: {n} calls of hit(); µs per hit (best of 3, less the run with 0 calls)");
     let cases: [(&str, &str); 5] = [
-        ("entry (emulated push), empty clause", "pid$target:a.out:hit:entry {}"),
-        ("entry, @c = count()", "pid$target:a.out:hit:entry { @c = count(); }"),
+        (
+            "entry (emulated push), empty clause",
+            "pid$target:a.out:hit:entry {}",
+        ),
+        (
+            "entry, @c = count()",
+            "pid$target:a.out:hit:entry { @c = count(); }",
+        ),
         (
             "entry, @[arg0 % 16] = sum(arg0)",
             "pid$target:a.out:hit:entry { @[arg0 % 16] = sum(arg0); }",
         ),
-        ("return (emulated ret), count()", "pid$target:a.out:hit:return { @c = count(); }"),
+        (
+            "return (emulated ret), count()",
+            "pid$target:a.out:hit:return { @c = count(); }",
+        ),
         (
             "offset 4 (single-stepped), count()",
             "pid$target:a.out:hit:4 { @c = count(); }",

@@ -149,13 +149,27 @@ fn entry_return_counts_args_and_return_values() {
     assert_eq!(direct.status.code(), Some(3));
     assert!(so.contains("entries 50\n"), "{so}");
     assert!(so.contains("returns 50\n"), "{so}");
-    assert!(so.contains(&format!("argsum {}\n", (0..50).sum::<i32>())), "{so}");
+    assert!(
+        so.contains(&format!("argsum {}\n", (0..50).sum::<i32>())),
+        "{so}"
+    );
     assert!(so.contains("b 10\n"), "{so}");
-    assert!(so.contains(&format!("retsum {}\n", (0..50).map(|i| i + 10).sum::<i32>())), "{so}");
+    assert!(
+        so.contains(&format!(
+            "retsum {}\n",
+            (0..50).map(|i| i + 10).sum::<i32>()
+        )),
+        "{so}"
+    );
     assert!(so.contains("many 1 2 3 4 5 6 7 8\n"), "{so}");
     assert!(so.contains("main returns 3 from prog`main\n"), "{so}");
     // quiet runs do not announce; a non-quiet run tells the exit status
-    let out = dtx(&["-n", "pid$target:a.out:say:entry {}", "-c", &cmd(&prog, "1")]);
+    let out = dtx(&[
+        "-n",
+        "pid$target:a.out:say:entry {}",
+        "-c",
+        &cmd(&prog, "1"),
+    ]);
     let (_, se) = text(&out);
     assert!(se.contains("exited with status 3"), "{se}");
 }
@@ -174,30 +188,54 @@ fn offsets_copyinstr_and_ustack() {
     ]);
     let (so, se) = text(&out);
     assert!(out.status.success(), "{se}");
-    let line = so.lines().find(|l| l.ends_with(" 4")).expect(&so).to_string();
+    let line = so
+        .lines()
+        .find(|l| l.ends_with(" 4"))
+        .expect(&so)
+        .to_string();
     let off = line.split_whitespace().next().unwrap().to_string();
     let out = dtx(&[
         "-q",
         "-n",
-        &format!("pid$target:a.out:add:{off} {{ @n = count(); }} END {{ printa(\"hits %@d\\n\", @n); }}"),
+        &format!(
+            "pid$target:a.out:add:{off} {{ @n = count(); }} END {{ printa(\"hits %@d\\n\", @n); }}"
+        ),
         "-c",
         &cmd(&prog, "4"),
     ]);
     let (so, se) = text(&out);
     assert!(so.contains("hits 4\n"), "{so}{se}");
     // inside an instruction
-    let out = dtx(&["-xerrtags", "-n", "pid$target:a.out:add:2 {}", "-c", &cmd(&prog, "4")]);
+    let out = dtx(&[
+        "-xerrtags",
+        "-n",
+        "pid$target:a.out:add:2 {}",
+        "-c",
+        &cmd(&prog, "4"),
+    ]);
     let (so, se) = text(&out);
     assert_eq!(out.status.code(), Some(1));
-    assert!(se.contains("[D_PROC_ALIGN]") || se.contains("[D_PROC_OFF]"), "{se}");
-    assert!(!so.contains("total"), "a started target is killed on a compile error: {so}");
+    assert!(
+        se.contains("[D_PROC_ALIGN]") || se.contains("[D_PROC_OFF]"),
+        "{se}"
+    );
+    assert!(
+        !so.contains("total"),
+        "a started target is killed on a compile error: {so}"
+    );
     // past the end, a bad name, an unknown function
     for (d, tag) in [
         ("pid$target:a.out:add:fff", "D_PROC_OFF"),
         ("pid$target:a.out:add:beginning", "D_PROC_NAME"),
         ("pid$target:a.out:nosuchfunc:entry", "D_PROC_FUNC"),
     ] {
-        let out = dtx(&["-xerrtags", "-n", &format!("{d} {{}}"), "-c", &cmd(&prog, "1")]);
+        let out = dtx(&[
+            "-xerrtags",
+            "-n",
+            &format!("{d} {{}}"),
+            "-c",
+            &cmd(&prog, "1"),
+        ]);
         let (_, se) = text(&out);
         assert!(se.contains(&format!("[{tag}]")), "{d}: {se}");
     }
@@ -212,10 +250,20 @@ fn offsets_copyinstr_and_ustack() {
     ]);
     let (so, se) = text(&out);
     assert!(so.contains("say(hello pid)\n"), "{so}{se}");
-    let frames: Vec<&str> = so.lines().map(str::trim).filter(|l| l.contains('`')).collect();
+    let frames: Vec<&str> = so
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.contains('`'))
+        .collect();
     assert_eq!(frames.first(), Some(&"prog`leaf2"), "{so}");
-    assert!(frames.get(1).is_some_and(|f| f.starts_with("prog`leaf+0x")), "{so}");
-    assert!(frames.get(2).is_some_and(|f| f.starts_with("prog`main+0x")), "{so}");
+    assert!(
+        frames.get(1).is_some_and(|f| f.starts_with("prog`leaf+0x")),
+        "{so}"
+    );
+    assert!(
+        frames.get(2).is_some_and(|f| f.starts_with("prog`main+0x")),
+        "{so}"
+    );
     // every instruction of a function
     let out = dtx(&[
         "-q",
@@ -225,7 +273,10 @@ fn offsets_copyinstr_and_ustack() {
         &cmd(&prog, "3"),
     ]);
     let (so, _) = text(&out);
-    assert!(so.contains("entry 3\n") && so.contains("return 3\n") && so.contains("\n0 3\n"), "{so}");
+    assert!(
+        so.contains("entry 3\n") && so.contains("return 3\n") && so.contains("\n0 3\n"),
+        "{so}"
+    );
     assert!(so.contains(&format!("\n{off} 3\n")), "{so}");
 }
 
@@ -286,10 +337,7 @@ fn dlopened_library() {
 fn attach_then_exit_leaves_target_running() {
     let Some(env) = Env::new() else { return };
     let prog = env.build("loop", LOOP, &[]).unwrap();
-    let mut child = Command::new(&prog)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = Command::new(&prog).stdout(Stdio::piped()).spawn().unwrap();
     // wait until it runs main
     let mut stdout = child.stdout.take().unwrap();
     let mut first = [0u8; 13];

@@ -447,8 +447,14 @@ impl<'a> Lexer<'a> {
                 }
                 let v = self.macro_arg(&text[i..j], name_start - i, line)?;
                 out.push_str(v.as_deref().unwrap_or(""));
-            } else if b.get(j).is_some_and(|c| c.is_ascii_alphabetic() || *c == b'_') {
-                while b.get(j).is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_') {
+            } else if b
+                .get(j)
+                .is_some_and(|c| c.is_ascii_alphabetic() || *c == b'_')
+            {
+                while b
+                    .get(j)
+                    .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
+                {
                     j += 1;
                 }
                 match self.macros.var(&text[name_start..j]) {

@@ -63,15 +63,18 @@ pub struct ProcReader;
 
 impl ProcessReader for ProcReader {
     fn maps(&self, pid: u32) -> Result<(String, String), String> {
-        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).map_err(|e| {
-            match e.kind() {
+        let maps =
+            std::fs::read_to_string(format!("/proc/{pid}/maps")).map_err(|e| match e.kind() {
                 std::io::ErrorKind::NotFound => "No such process".to_string(),
                 std::io::ErrorKind::PermissionDenied => "Permission denied".to_string(),
                 _ => e.to_string(),
-            }
-        })?;
+            })?;
         let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
-            .map(|p| p.to_string_lossy().trim_end_matches(" (deleted)").to_string())
+            .map(|p| {
+                p.to_string_lossy()
+                    .trim_end_matches(" (deleted)")
+                    .to_string()
+            })
             .unwrap_or_default();
         Ok((maps, exe))
     }
@@ -235,7 +238,13 @@ fn create(
     modules: &[LoadedModule],
     quiet_missing: bool,
 ) -> Result<Vec<ProbeInfo>, ProbeError> {
-    let or_star = |s: &str| if s.is_empty() { "*".to_string() } else { s.to_string() };
+    let or_star = |s: &str| {
+        if s.is_empty() {
+            "*".to_string()
+        } else {
+            s.to_string()
+        }
+    };
     let module_pat = or_star(&desc.module);
     let func_pat = or_star(&desc.function);
     let name_pat = or_star(&desc.name);
@@ -283,7 +292,10 @@ fn create(
         if !is_glob(&func_pat) {
             match img.function(&func_pat) {
                 Some(f) => {
-                    let i = img.functions.iter().position(|g| g.addr == f.addr && g.size == f.size);
+                    let i = img
+                        .functions
+                        .iter()
+                        .position(|g| g.addr == f.addr && g.size == f.size);
                     if let Some(i) = i {
                         chosen.push((i, func_pat.clone()));
                     }
@@ -404,7 +416,12 @@ fn add_probe(
     name: &str,
     sites: Vec<ProbeSite>,
 ) -> ProbeInfo {
-    let key = (pid, module.to_string(), function.to_string(), name.to_string());
+    let key = (
+        pid,
+        module.to_string(),
+        function.to_string(),
+        name.to_string(),
+    );
     if let Some(&i) = st.by_key.get(&key) {
         return st.probes[i].info.clone();
     }
@@ -494,10 +511,15 @@ mod tests {
         assert_eq!(e[0].name, "entry");
         assert_eq!(e[0].provider, "pid1");
         // the same description finds the same probe
-        assert_eq!(p.try_matching(&d("pid1:a.out:main:entry")).unwrap()[0].id, e[0].id);
+        assert_eq!(
+            p.try_matching(&d("pid1:a.out:main:entry")).unwrap()[0].id,
+            e[0].id
+        );
         let r = p.try_matching(&d("pid1:a.out:main:return")).unwrap();
         assert_eq!(r.len(), 1);
-        let err = p.try_matching(&d("pid1:a.out:no_such_function_x:entry")).unwrap_err();
+        let err = p
+            .try_matching(&d("pid1:a.out:no_such_function_x:entry"))
+            .unwrap_err();
         assert_eq!(err.tag, "D_PROC_FUNC");
         let err = p.try_matching(&d("pid1:a.out:main:beginning")).unwrap_err();
         assert_eq!(err.tag, "D_PROC_NAME");

@@ -2,7 +2,9 @@
 //! the places where a function returns (every `ret`, and jumps out of the function: tail
 //! calls), and which instructions the debugger may emulate instead of single-stepping.
 
-use iced_x86::{Code, Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic, OpKind, Register};
+use iced_x86::{
+    Code, Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic, OpKind, Register,
+};
 
 /// What a probed instruction does, as far as the debugger's step-over cares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,11 +95,17 @@ pub fn function(code: &[u8], ip: u64) -> Vec<Insn> {
 /// How the debugger can step over an instruction without single-stepping it.
 pub fn emulation(ins: &Instruction) -> Emulation {
     match ins.code() {
-        Code::Endbr64 | Code::Nopd | Code::Nopq | Code::Nopw | Code::Nop_rm16 | Code::Nop_rm32 | Code::Nop_rm64 => {
-            Emulation::Skip
-        }
+        Code::Endbr64
+        | Code::Nopd
+        | Code::Nopq
+        | Code::Nopw
+        | Code::Nop_rm16
+        | Code::Nop_rm32
+        | Code::Nop_rm64 => Emulation::Skip,
         Code::Push_r64 => gpr(ins.op0_register()).map_or(Emulation::Step, Emulation::Push),
-        Code::Mov_rm64_r64 | Code::Mov_r64_rm64 if ins.op0_kind() == OpKind::Register && ins.op1_kind() == OpKind::Register => {
+        Code::Mov_rm64_r64 | Code::Mov_r64_rm64
+            if ins.op0_kind() == OpKind::Register && ins.op1_kind() == OpKind::Register =>
+        {
             match (gpr(ins.op0_register()), gpr(ins.op1_register())) {
                 (Some(d), Some(s)) => Emulation::MovReg(d, s),
                 _ => Emulation::Step,

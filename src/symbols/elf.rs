@@ -42,6 +42,9 @@ pub struct ElfImage {
     pub entry: u64,
 }
 
+/// The names of one address range, each with its [`rank`].
+type RankedNames = Vec<((u8, usize, usize), String)>;
+
 /// Preference among names of one address: strong global, then weak, then local; fewer leading
 /// underscores first.
 fn rank(global: bool, weak: bool, name: &str) -> (u8, usize, usize) {
@@ -80,7 +83,7 @@ impl ElfImage {
         }
         let first_load = segments.iter().map(|s| s.vaddr).min().unwrap_or(0) & !0xfff;
         // (addr, size) → names with rank
-        let mut ranges: HashMap<(u64, u64), Vec<((u8, usize, usize), String)>> = HashMap::new();
+        let mut ranges: HashMap<(u64, u64), RankedNames> = HashMap::new();
         let mut collect = |syms: &mut dyn Iterator<Item = object::Symbol<'_, '_>>| {
             let mut n = 0;
             for s in syms {
@@ -110,8 +113,7 @@ impl ElfImage {
                 ranges.insert((addr, size), vec![((0, 0, 4), "main".to_string())]);
             }
         }
-        let mut list: Vec<((u64, u64), Vec<((u8, usize, usize), String)>)> =
-            ranges.into_iter().collect();
+        let mut list: Vec<((u64, u64), RankedNames)> = ranges.into_iter().collect();
         list.sort_by_key(|((a, s), _)| (*a, std::cmp::Reverse(*s)));
         let mut functions = Vec::with_capacity(list.len());
         let mut aliases = Vec::with_capacity(list.len());
@@ -169,7 +171,12 @@ impl ElfImage {
     }
 }
 
-fn segment_bytes<'d>(segments: &[Segment], data: &'d [u8], addr: u64, len: u64) -> Option<&'d [u8]> {
+fn segment_bytes<'d>(
+    segments: &[Segment],
+    data: &'d [u8],
+    addr: u64,
+    len: u64,
+) -> Option<&'d [u8]> {
     let s = segments
         .iter()
         .find(|s| addr >= s.vaddr && addr + len <= s.vaddr + s.filesz.min(s.memsz))?;
@@ -198,7 +205,10 @@ fn stripped_main(file: &object::File<'_>, segments: &[Segment], data: &[u8]) -> 
         {
             main = Some(ins.ip_rel_memory_address());
         }
-        if matches!(ins.flow_control(), FlowControl::Call | FlowControl::IndirectCall) {
+        if matches!(
+            ins.flow_control(),
+            FlowControl::Call | FlowControl::IndirectCall
+        ) {
             break;
         }
     }
@@ -222,13 +232,16 @@ fn unwind_range(file: &object::File<'_>, addr: u64) -> Option<u64> {
     let count = u32::from_le_bytes(h[8..12].try_into().ok()?) as usize;
     let table = h.get(12..12 + count * 8)?;
     let entry = |i: usize| -> (u64, u64) {
-        let r = |o: usize| i32::from_le_bytes(table[o..o + 4].try_into().unwrap_or_default()) as i64;
+        let r =
+            |o: usize| i32::from_le_bytes(table[o..o + 4].try_into().unwrap_or_default()) as i64;
         (
             (base as i64 + r(i * 8)) as u64,
             (base as i64 + r(i * 8 + 4)) as u64,
         )
     };
-    let i = (0..count).collect::<Vec<_>>().partition_point(|&i| entry(i).0 < addr);
+    let i = (0..count)
+        .collect::<Vec<_>>()
+        .partition_point(|&i| entry(i).0 < addr);
     if i >= count || entry(i).0 != addr {
         return None;
     }

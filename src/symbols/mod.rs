@@ -180,7 +180,12 @@ impl crate::agg::SymbolResolver for UserSymbols {
         crate::output::stack::frame_text(addr, &self.user_lookup(pid, addr), true)
     }
     fn umod(&self, pid: u32, addr: u64) -> String {
-        match self.0.modules_of(pid).as_ref().and_then(|m| m.module_at(addr)) {
+        match self
+            .0
+            .modules_of(pid)
+            .as_ref()
+            .and_then(|m| m.module_at(addr))
+        {
             Some(m) => m.name.clone(),
             None => format!("0x{addr:x}"),
         }

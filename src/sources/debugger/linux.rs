@@ -97,7 +97,10 @@ impl LinuxTarget {
         let shown = argv.first().cloned().unwrap_or_default();
         let cargs: Vec<CString> = argv
             .iter()
-            .map(|a| CString::new(a.as_bytes()).map_err(|_| format!("failed to execute {shown}: bad argument")))
+            .map(|a| {
+                CString::new(a.as_bytes())
+                    .map_err(|_| format!("failed to execute {shown}: bad argument"))
+            })
             .collect::<Result<_, _>>()?;
         if cargs.is_empty() {
             return Err("failed to execute: empty command".into());
@@ -141,7 +144,11 @@ impl LinuxTarget {
         }
         match waitpid(pid, 0) {
             Ok((_, st)) if libc::WIFSTOPPED(st) => {}
-            _ => return Err(format!("failed to execute {shown}: the process did not start")),
+            _ => {
+                return Err(format!(
+                    "failed to execute {shown}: the process did not start"
+                ))
+            }
         }
         ptrace(libc::PTRACE_SETOPTIONS, pid as u32, 0, OPTIONS as usize);
         let mut t = Self::with_pid(pid as u32)?;
@@ -237,13 +244,18 @@ impl LinuxTarget {
         let pid = self.pid;
         let mut orig = [0u8; 1];
         if !self.read_memory(addr, &mut orig) || !self.write_memory(addr, &[0xcc]) {
-            return Err(format!("pid {pid}: cannot plant a breakpoint at 0x{addr:x}"));
+            return Err(format!(
+                "pid {pid}: cannot plant a breakpoint at 0x{addr:x}"
+            ));
         }
         self.held.retain(|&t| t != pid);
         self.resume(pid, 0);
         loop {
             match self.wait(None) {
-                DebugEvent::Stopped { tid, stop: Stop::Trap } => {
+                DebugEvent::Stopped {
+                    tid,
+                    stop: Stop::Trap,
+                } => {
                     if let Some(mut r) = self.regs(tid) {
                         if r.rip == addr + 1 {
                             self.write_memory(addr, &orig);
@@ -255,8 +267,14 @@ impl LinuxTarget {
                     }
                     self.resume(tid, libc::SIGTRAP);
                 }
-                DebugEvent::Stopped { tid, stop: Stop::Signal(s) } => self.resume(tid, s),
-                DebugEvent::Stopped { tid, stop: Stop::Fork { child, .. } } => {
+                DebugEvent::Stopped {
+                    tid,
+                    stop: Stop::Signal(s),
+                } => self.resume(tid, s),
+                DebugEvent::Stopped {
+                    tid,
+                    stop: Stop::Fork { child, .. },
+                } => {
                     self.release_child(child, &[(addr, orig[0])]);
                     self.resume(tid, 0);
                 }
@@ -349,7 +367,12 @@ impl LinuxTarget {
         let stop = match event {
             libc::PTRACE_EVENT_CLONE => {
                 let mut msg: libc::c_ulong = 0;
-                ptrace(libc::PTRACE_GETEVENTMSG, tid, 0, &mut msg as *mut _ as usize);
+                ptrace(
+                    libc::PTRACE_GETEVENTMSG,
+                    tid,
+                    0,
+                    &mut msg as *mut _ as usize,
+                );
                 let child = msg as u32;
                 if !self.threads.contains(&child) {
                     self.threads.insert(child);
@@ -359,7 +382,12 @@ impl LinuxTarget {
             }
             libc::PTRACE_EVENT_FORK | libc::PTRACE_EVENT_VFORK => {
                 let mut msg: libc::c_ulong = 0;
-                ptrace(libc::PTRACE_GETEVENTMSG, tid, 0, &mut msg as *mut _ as usize);
+                ptrace(
+                    libc::PTRACE_GETEVENTMSG,
+                    tid,
+                    0,
+                    &mut msg as *mut _ as usize,
+                );
                 let child = msg as u32;
                 let vfork = event == libc::PTRACE_EVENT_VFORK;
                 if vfork {

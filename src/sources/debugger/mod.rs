@@ -53,9 +53,34 @@ impl Regs {
     pub fn uregs(&self) -> [u64; 28] {
         let g = &self.gpr;
         [
-            g[15], g[14], g[13], g[12], g[11], g[10], g[9], g[8], g[RDI], g[RSI], g[RBP], g[RBX],
-            g[RDX], g[RCX], g[RAX], 3, 0, self.rip, self.cs, self.rflags, g[RSP], self.ss,
-            self.fs, self.gs, self.es, self.ds, self.fs_base, self.gs_base,
+            g[15],
+            g[14],
+            g[13],
+            g[12],
+            g[11],
+            g[10],
+            g[9],
+            g[8],
+            g[RDI],
+            g[RSI],
+            g[RBP],
+            g[RBX],
+            g[RDX],
+            g[RCX],
+            g[RAX],
+            3,
+            0,
+            self.rip,
+            self.cs,
+            self.rflags,
+            g[RSP],
+            self.ss,
+            self.fs,
+            self.gs,
+            self.es,
+            self.ds,
+            self.fs_base,
+            self.gs_base,
         ]
     }
 }
@@ -84,9 +109,14 @@ pub enum ExitStatus {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DebugEvent {
-    Stopped { tid: u32, stop: Stop },
+    Stopped {
+        tid: u32,
+        stop: Stop,
+    },
     /// One thread ended; the process goes on.
-    ThreadExited { tid: u32 },
+    ThreadExited {
+        tid: u32,
+    },
     /// The process ended.
     Exited(ExitStatus),
     /// Nothing happened before the deadline.
@@ -158,7 +188,13 @@ struct Site {
 
 /// Walks frame pointers: `pc`, the return address (at `[rsp]` when the frame is not set up
 /// yet: at a function's entry or its `ret`), then the `rbp` chain. Innermost first.
-pub fn walk_stack(t: &dyn TargetProcess, regs: &Regs, at_edge: bool, max: usize, out: &mut Vec<u64>) {
+pub fn walk_stack(
+    t: &dyn TargetProcess,
+    regs: &Regs,
+    at_edge: bool,
+    max: usize,
+    out: &mut Vec<u64>,
+) {
     out.clear();
     out.push(regs.rip);
     let mut rbp = regs.gpr[RBP];
@@ -169,7 +205,7 @@ pub fn walk_stack(t: &dyn TargetProcess, regs: &Regs, at_edge: bool, max: usize,
         }
     }
     let mut prev = regs.gpr[RSP];
-    while out.len() < max && rbp != 0 && rbp % 8 == 0 && rbp >= prev {
+    while out.len() < max && rbp != 0 && rbp.is_multiple_of(8) && rbp >= prev {
         let mut b = [0u8; 16];
         if !t.read_memory(rbp, &mut b) {
             break;
@@ -263,7 +299,9 @@ impl PidSource {
                 continue;
             }
             let mut b = [0u8; 1];
-            if !self.target.read_memory(ps.addr, &mut b) || !self.target.write_memory(ps.addr, &[0xcc]) {
+            if !self.target.read_memory(ps.addr, &mut b)
+                || !self.target.write_memory(ps.addr, &[0xcc])
+            {
                 continue;
             }
             self.sites.insert(
@@ -351,9 +389,7 @@ impl PidSource {
 
     /// A thread stopped on a trap: fire the probes of the breakpoint, step over it, resume.
     fn breakpoint(&mut self, tid: u32, engine: &mut Engine) -> Option<SourceState> {
-        let Some(mut regs) = self.target.regs(tid) else {
-            return None;
-        };
+        let mut regs = self.target.regs(tid)?;
         let addr = regs.rip.wrapping_sub(1);
         let Some(site) = self.sites.get(&addr) else {
             // the program's own trap
@@ -374,7 +410,13 @@ impl PidSource {
         self.step_over(tid, &mut regs, addr, emulation, len, original)
     }
 
-    fn fire(&mut self, tid: u32, regs: &Regs, probes: &[(ProbeInfo, SiteKind)], engine: &mut Engine) {
+    fn fire(
+        &mut self,
+        tid: u32,
+        regs: &Regs,
+        probes: &[(ProbeInfo, SiteKind)],
+        engine: &mut Engine,
+    ) {
         let uregs = regs.uregs();
         let g = &regs.gpr;
         let mut entry_args = [g[RDI], g[RSI], g[RDX], g[RCX], g[R8], g[R9], 0, 0, 0, 0];
@@ -396,8 +438,9 @@ impl PidSource {
                         let mut b = [0u8; 32];
                         if self.target.read_memory(g[RSP] + 8, &mut b) {
                             for i in 0..4 {
-                                entry_args[6 + i] =
-                                    u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap_or_default());
+                                entry_args[6 + i] = u64::from_le_bytes(
+                                    b[i * 8..i * 8 + 8].try_into().unwrap_or_default(),
+                                );
                             }
                         }
                         stack_read = true;
@@ -469,14 +512,22 @@ impl PidSource {
     }
 
     /// Puts the original byte back, executes the instruction alone, re-arms the breakpoint.
-    fn single_step(&mut self, tid: u32, regs: &Regs, addr: u64, original: u8) -> Option<SourceState> {
+    fn single_step(
+        &mut self,
+        tid: u32,
+        regs: &Regs,
+        addr: u64,
+        original: u8,
+    ) -> Option<SourceState> {
         self.target.write_memory(addr, &[original]);
         self.target.set_regs(tid, regs);
         let mut pending = 0;
         let outcome = loop {
             self.target.step(tid);
             match self.target.wait_thread(tid) {
-                DebugEvent::Stopped { stop: Stop::Trap, .. } => break None,
+                DebugEvent::Stopped {
+                    stop: Stop::Trap, ..
+                } => break None,
                 DebugEvent::Stopped {
                     stop: Stop::Signal(s),
                     ..
