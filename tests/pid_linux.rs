@@ -376,3 +376,112 @@ fn bad_targets() {
     let (_, se) = text(&out);
     assert!(se.contains("[D_PROC_BADPID]"), "{se}");
 }
+
+const FORKS: &str = r#"
+#include <stdio.h>
+#include <unistd.h>
+#include <sys/wait.h>
+int f(int x) { return x + 1; }
+int main(void) {
+    int s = 0;
+    for (int i = 0; i < 5; i++) {
+        pid_t p = fork();
+        if (p == 0) { int t = 0; for (int j = 0; j < 100; j++) t += f(j); _exit(t == 5050 ? 0 : 1); }
+        int st; waitpid(p, &st, 0); s += WIFEXITED(st) && WEXITSTATUS(st) == 0;
+        s += f(i) > 0;
+    }
+    printf("children ok %d\n", s);
+    return 0;
+}
+"#;
+
+#[test]
+fn forked_children_lose_the_breakpoints() {
+    let Some(env) = Env::new() else { return };
+    let prog = env.build("forks", FORKS, &[]).unwrap();
+    let out = dtx(&[
+        "-q",
+        "-n",
+        "pid$target:a.out:f:entry { @n = count(); } END { printa(\"hits %@d\\n\", @n); }",
+        "-c",
+        prog.to_str().unwrap(),
+    ]);
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{se}");
+    // the children ran f() 100 times each without a breakpoint left in them
+    assert!(so.contains("children ok 10\n"), "{so}");
+    // only the target's own calls fire
+    assert!(so.contains("hits 5\n"), "{so}");
+}
+
+#[test]
+fn flowindent_over_pid_probes() {
+    let Some(env) = Env::new() else { return };
+    let prog = env.build("prog", PROG, &[]).unwrap();
+    let out = dtx(&[
+        "-F",
+        "-n",
+        "pid$target:a.out:leaf*:entry, pid$target:a.out:leaf*:return {}",
+        "-c",
+        &cmd(&prog, "1"),
+    ]);
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{se}");
+    let lines: Vec<&str> = so.lines().map(str::trim_end).collect();
+    let i = lines
+        .iter()
+        .position(|l| l.starts_with("CPU FUNCTION"))
+        .expect(&so);
+    assert_eq!(
+        &lines[i + 1..i + 5],
+        [
+            "  0  -> leaf",
+            "  0    -> leaf2",
+            "  0    <- leaf2",
+            "  0  <- leaf"
+        ],
+        "{so}"
+    );
+}
+
+#[test]
+fn interrupt_detaches_and_target_finishes() {
+    let Some(env) = Env::new() else { return };
+    let prog = env.build("loop", LOOP, &[]).unwrap();
+    let mut child = Command::new(&prog).stdout(Stdio::piped()).spawn().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 13];
+    std::io::Read::read_exact(&mut stdout, &mut first).unwrap();
+    let d = Command::new(env!("CARGO_BIN_EXE_dtx"))
+        .args([
+            "-q",
+            "-n",
+            "pid$target:a.out:tick:entry { @n = count(); } END { printa(\"ticks %@d\\n\", @n); }",
+        ])
+        .args(["-p", &child.id().to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let st = Command::new("kill")
+        .args(["-INT", &d.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = d.wait_with_output().unwrap();
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{se}");
+    let n: u64 = so
+        .lines()
+        .find_map(|l| l.strip_prefix("ticks "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{so}"));
+    assert!(n > 0, "{so}");
+    // the breakpoints are gone and the target runs to its own end
+    let st = child.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    assert_eq!(st.code(), Some(7));
+    assert!(rest.contains("loop finished"), "{rest}");
+}

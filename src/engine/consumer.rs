@@ -38,6 +38,8 @@ pub struct Consumer {
     pub errors: u64,
     /// Names addresses in stacks and symbol keys (user processes of a pid run).
     pub symbols: Box<dyn crate::agg::SymbolResolver + Send>,
+    /// `-F` indentation state.
+    flow: crate::output::flow::FlowIndent,
 }
 
 fn datum_value(d: &Datum) -> Value<'_> {
@@ -84,6 +86,7 @@ impl Consumer {
             buf: Vec::new(),
             errors: 0,
             symbols: Box::new(NoSymbols),
+            flow: crate::output::flow::FlowIndent::new(),
         }
     }
 
@@ -110,8 +113,35 @@ impl Consumer {
         let program = vm.program.clone();
         let actions = program.actions();
         let mut open = false;
-        for (_epid, r) in &records {
+        for (i, (epid, r)) in records.iter().enumerate() {
             match r {
+                Record::Fire { cpu, probe } if self.opts.flowindent => {
+                    // -F: `-> func` / `<- func` lines, printed in quiet mode too
+                    if open {
+                        rec::end_of_firing(self.opts.quiet, &mut self.buf);
+                    }
+                    if !self.header_done {
+                        self.buf.extend_from_slice(rec::flow_header().as_bytes());
+                        self.header_done = true;
+                    }
+                    let next = records[i + 1..].iter().find_map(|(e, r)| match r {
+                        Record::Fire { probe, .. } => Some((*e, *probe as u32)),
+                        _ => None,
+                    });
+                    let (provider, func, name) = probes
+                        .get(probe)
+                        .map(|p| (p.provider.as_str(), p.function.as_str(), p.name.as_str()))
+                        .unwrap_or(("", "", ""));
+                    let fp = crate::output::flow::FlowProbe {
+                        epid: *epid,
+                        probe_id: *probe as u32,
+                        provider,
+                        name,
+                    };
+                    let line = self.flow.firing(&fp, next);
+                    crate::output::flow::flow_line(*cpu, &line, func, name, &mut self.buf);
+                    open = true;
+                }
                 Record::Fire { cpu, probe } => {
                     if open {
                         rec::end_of_firing(self.opts.quiet, &mut self.buf);
