@@ -138,6 +138,13 @@ fn main() {
         println!("pid_hit: skipped (gcc is not available)");
         return;
     };
+    // `cargo test` runs this without `--bench`: a short smoke run only
+    let full = std::env::args().any(|a| a == "--bench");
+    if !full {
+        let ok = dtx_run(&prog, 100, "pid$target:a.out:hit:entry { @c = count(); }");
+        println!("pid_hit: smoke run {}", if ok { "ok" } else { "failed" });
+        return;
+    }
     let n = 200_000;
     println!("pid_hit: {n} calls of hit(); µs per hit (best of 3, less the run with 0 calls)");
     let cases: [(&str, &str); 5] = [

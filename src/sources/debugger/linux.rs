@@ -418,6 +418,29 @@ impl LinuxTarget {
     }
 }
 
+/// `process_vm_readv`/`process_vm_writev` of one range: true when every byte moved. Cheaper
+/// than `/proc/PID/mem`, but it honours page protections.
+fn vm_rw(pid: u32, addr: u64, buf: *mut u8, len: usize, write: bool) -> bool {
+    let local = libc::iovec {
+        iov_base: buf as *mut libc::c_void,
+        iov_len: len,
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: len,
+    };
+    // SAFETY: `local` covers a buffer of `len` bytes owned by the caller (only read when
+    // writing); the kernel checks the remote range.
+    let n = unsafe {
+        if write {
+            libc::process_vm_writev(pid as libc::pid_t, &local, 1, &remote, 1, 0)
+        } else {
+            libc::process_vm_readv(pid as libc::pid_t, &local, 1, &remote, 1, 0)
+        }
+    };
+    n == len as isize
+}
+
 fn make_timer() -> Option<libc::timer_t> {
     // SAFETY: installing a handler that only stores to an atomic; no SA_RESTART so that
     // waitpid returns EINTR.
@@ -457,6 +480,9 @@ impl TargetProcess for LinuxTarget {
         if addr >= 1 << 63 {
             return false;
         }
+        if vm_rw(self.pid, addr, buf.as_mut_ptr(), buf.len(), false) {
+            return true;
+        }
         matches!(self.mem.read_at(buf, addr), Ok(n) if n == buf.len())
     }
 
@@ -464,7 +490,15 @@ impl TargetProcess for LinuxTarget {
         if addr >= 1 << 63 {
             return false;
         }
+        // writable data (the stack) directly; code pages through /proc/PID/mem
+        if vm_rw(self.pid, addr, data.as_ptr() as *mut u8, data.len(), true) {
+            return true;
+        }
         matches!(self.mem.write_at(data, addr), Ok(n) if n == data.len())
+    }
+
+    fn write_code(&self, addr: u64, data: &[u8]) -> bool {
+        addr < 1 << 63 && matches!(self.mem.write_at(data, addr), Ok(n) if n == data.len())
     }
 
     fn regs(&self, tid: u32) -> Option<Regs> {

@@ -130,6 +130,11 @@ pub trait TargetProcess {
     fn read_memory(&self, addr: u64, buf: &mut [u8]) -> bool;
     /// Writes target memory, read-only code pages too.
     fn write_memory(&self, addr: u64, data: &[u8]) -> bool;
+    /// Writes code (breakpoints): [`TargetProcess::write_memory`] unless the platform has a
+    /// quicker way for pages known to be read-only.
+    fn write_code(&self, addr: u64, data: &[u8]) -> bool {
+        self.write_memory(addr, data)
+    }
     fn regs(&self, tid: u32) -> Option<Regs>;
     fn set_regs(&self, tid: u32, regs: &Regs) -> bool;
     /// Resumes a stopped thread, delivering `signal` when non-zero.
@@ -233,6 +238,8 @@ pub struct PidSource {
     descs: Vec<ProbeDesc>,
     /// Collect `ustack()` frames at firings.
     pub want_ustack: bool,
+    /// Some clause reads `arg6`..`arg9` (or `args[]`): read them from the stack at a hit.
+    stack_args: bool,
     /// Print dtrace's notice when the process ends.
     pub announce: bool,
     /// Whether dtx started the process (`-c`).
@@ -274,6 +281,14 @@ impl PidSource {
             ppid,
             descs,
             want_ustack: false,
+            stack_args: engine.runs.iter().any(|r| {
+                let mut found = false;
+                crate::vm::visit_nodes(&r.vm.program, &mut |n| {
+                    found |= matches!(n, crate::ir::Node::Arg(i) if *i >= 6)
+                        || matches!(n, crate::ir::Node::Args { .. });
+                });
+                found
+            }),
             announce: true,
             created: false,
             ustack: Vec::with_capacity(64),
@@ -300,7 +315,7 @@ impl PidSource {
             }
             let mut b = [0u8; 1];
             if !self.target.read_memory(ps.addr, &mut b)
-                || !self.target.write_memory(ps.addr, &[0xcc])
+                || !self.target.write_code(ps.addr, &[0xcc])
             {
                 continue;
             }
@@ -337,7 +352,7 @@ impl PidSource {
             return;
         }
         let mut b = [0u8; 1];
-        if self.target.read_memory(addr, &mut b) && self.target.write_memory(addr, &[0xcc]) {
+        if self.target.read_memory(addr, &mut b) && self.target.write_code(addr, &[0xcc]) {
             self.sites.insert(
                 addr,
                 Site {
@@ -420,7 +435,7 @@ impl PidSource {
         let uregs = regs.uregs();
         let g = &regs.gpr;
         let mut entry_args = [g[RDI], g[RSI], g[RDX], g[RCX], g[R8], g[R9], 0, 0, 0, 0];
-        let mut stack_read = false;
+        let mut stack_read = !self.stack_args;
         let now = engine.now_ns();
         let wall = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -519,7 +534,7 @@ impl PidSource {
         addr: u64,
         original: u8,
     ) -> Option<SourceState> {
-        self.target.write_memory(addr, &[original]);
+        self.target.write_code(addr, &[original]);
         self.target.set_regs(tid, regs);
         let mut pending = 0;
         let outcome = loop {
@@ -538,7 +553,7 @@ impl PidSource {
                 DebugEvent::Stopped { .. } => {}
                 DebugEvent::Exited(st) => break Some(self.ended_with(st)),
                 DebugEvent::ThreadExited { .. } => {
-                    self.target.write_memory(addr, &[0xcc]);
+                    self.target.write_code(addr, &[0xcc]);
                     return None;
                 }
                 DebugEvent::Timeout => {}
@@ -547,7 +562,7 @@ impl PidSource {
         if outcome.is_some() {
             return outcome;
         }
-        self.target.write_memory(addr, &[0xcc]);
+        self.target.write_code(addr, &[0xcc]);
         self.target.resume(tid, pending);
         None
     }
