@@ -15,5 +15,6 @@ pub mod output;
 pub mod probes;
 pub mod providers;
 pub mod sources;
+pub mod symbols;
 pub mod tui;
 pub mod vm;

@@ -50,6 +50,11 @@ pub trait SymbolResolver {
     fn user_func(&self, pid: u32, addr: u64) -> String {
         strip_offset(self.user(pid, addr))
     }
+    /// A user address of process `pid` as a `ustack()` frame lookup.
+    fn user_lookup(&self, pid: u32, addr: u64) -> crate::output::stack::Lookup {
+        let _ = (pid, addr);
+        crate::output::stack::Lookup::None
+    }
 }
 
 fn strip_offset(s: String) -> String {

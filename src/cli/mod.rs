@@ -3,6 +3,7 @@
 pub mod args;
 mod enabling;
 mod listing;
+mod target;
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -174,15 +175,10 @@ fn cpp_options(args: &Args, model: DataModel) -> CppOptions {
     }
 }
 
-fn macro_env(args: &Args, script: Option<&str>) -> MacroEnv {
+fn macro_env(args: &Args, script: Option<&str>, target: u64) -> MacroEnv {
     let mut margs = vec![script.unwrap_or(&args.argv0).to_string()];
     margs.extend(args.operands.iter().cloned());
     let me = std::process::id() as u64;
-    let target = args
-        .pids
-        .first()
-        .and_then(|p| p.parse::<u64>().ok())
-        .unwrap_or(0);
     MacroEnv {
         args: margs,
         defaultargs: false,
@@ -233,7 +229,14 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
         }
         None => None,
     };
-    let catalog = if trace.is_some() {
+    // the target (-c/-p) exists before compiling: `$target` and its pid probes know it
+    let target = if args.list && args.command.is_empty() && args.pids.is_empty() {
+        None
+    } else {
+        target::create(args)?
+    };
+    let target_pid = target.as_ref().map_or(0, |t| t.pid as u64);
+    let mut catalog = if trace.is_some() {
         Catalog::with_etw(&etw)
     } else {
         Catalog::standard()
@@ -245,6 +248,11 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
             && std::io::IsTerminal::is_terminal(&std::io::stdout())
             && std::io::IsTerminal::is_terminal(&std::io::stdin()));
     if console {
+        if !args.command.is_empty() || !args.pids.is_empty() {
+            return Err(
+                "the console does not trace -c/-p targets yet; run them in batch mode".into(),
+            );
+        }
         let source = match (&args.etl, trace) {
             (Some(path), Some((_, etw))) => crate::engine::session::SessionSource::Trace {
                 path: path.to_string_lossy().into_owned(),
@@ -254,6 +262,8 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
         };
         return run_console(args, source, catalog);
     }
+    let pid_provider = crate::providers::pid::PidProvider::default();
+    catalog.add(Box::new(pid_provider.clone()));
     let model = match args.data_model {
         Some(args::DataModel::Ilp32) => DataModel::Ilp32,
         _ => DataModel::Lp64,
@@ -284,7 +294,7 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
             SourceKind::File => Some(p.file_name.as_str()),
             SourceKind::String => None,
         };
-        let mut macros = macro_env(args, script);
+        let mut macros = macro_env(args, script, target_pid);
         macros.defaultargs = opts.defaultargs();
         let cpp = (args.cpp || opts.cpp()).then(|| cpp_options(args, model));
         let input = CompileInput {
@@ -340,7 +350,19 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
         enabling::check(&opts, &irs, &names)?;
     }
 
-    run_programs(prog, args, &opts, &catalog, &programs, compiled, out, trace)
+    let pid_run = PidRun {
+        target,
+        provider: pid_provider,
+    };
+    run_programs(
+        prog, args, &opts, &catalog, &programs, compiled, out, trace, pid_run,
+    )
+}
+
+/// The target process and the pid provider of a run.
+struct PidRun {
+    target: Option<target::Target>,
+    provider: crate::providers::pid::PidProvider,
 }
 
 /// Opens the console (`--tui`, or no program on a terminal) with the command line's program.
@@ -393,6 +415,7 @@ fn run_programs(
         crate::sources::etl::TraceSource,
         crate::providers::etw::EtwProbes,
     )>,
+    pid_run: PidRun,
 ) -> Result<i32, String> {
     use crate::engine::consumer::{Consumer, ConsumerOptions};
     use crate::output::messages;
@@ -412,6 +435,8 @@ fn run_programs(
         };
         runs.push((label, std::sync::Arc::new(c.ir)));
     }
+    let mut consumer = consumer;
+    consumer.symbols = Box::new(crate::symbols::UserSymbols(pid_run.provider.clone()));
     let mut engine = crate::engine::Engine::new(
         runs,
         crate::vm::VmOptions::from_options(opts),
@@ -443,6 +468,17 @@ fn run_programs(
             }
             Ok(engine.run_trace(&mut src, &etw))
         }
-        None => Ok(engine.run()),
+        None => {
+            match target::source(
+                pid_run.target,
+                &pid_run.provider,
+                &engine,
+                quiet,
+                compiled_uses_stacks,
+            )? {
+                Some(mut src) => Ok(engine.run_live(&mut src)),
+                None => Ok(engine.run()),
+            }
+        }
     }
 }

@@ -68,6 +68,10 @@ pub struct Consumer {
     buf: Vec<u8>,
     /// Faults reported, for the exit status.
     pub errors: u64,
+    /// Names addresses in stacks and symbol keys (user processes of a pid run).
+    pub symbols: Box<dyn crate::agg::SymbolResolver + Send>,
+    /// `-F` indentation state.
+    flow: crate::output::flow::FlowIndent,
 }
 
 fn datum_value(d: &Datum) -> Value<'_> {
@@ -113,6 +117,8 @@ impl Consumer {
             exit_code: None,
             buf: Vec::new(),
             errors: 0,
+            symbols: Box::new(NoSymbols),
+            flow: crate::output::flow::FlowIndent::new(),
         }
     }
 
@@ -139,8 +145,35 @@ impl Consumer {
         let program = vm.program.clone();
         let actions = program.actions();
         let mut open = false;
-        for (_epid, r) in &records {
+        for (i, (epid, r)) in records.iter().enumerate() {
             match r {
+                Record::Fire { cpu, probe } if self.opts.flowindent => {
+                    // -F: `-> func` / `<- func` lines, printed in quiet mode too
+                    if open {
+                        rec::end_of_firing(self.opts.quiet, &mut self.buf);
+                    }
+                    if !self.header_done {
+                        self.buf.extend_from_slice(rec::flow_header().as_bytes());
+                        self.header_done = true;
+                    }
+                    let next = records[i + 1..].iter().find_map(|(e, r)| match r {
+                        Record::Fire { probe, .. } => Some((*e, *probe as u32)),
+                        _ => None,
+                    });
+                    let (provider, func, name) = probes
+                        .get(probe)
+                        .map(|p| (p.provider.as_str(), p.function.as_str(), p.name.as_str()))
+                        .unwrap_or(("", "", ""));
+                    let fp = crate::output::flow::FlowProbe {
+                        epid: *epid,
+                        probe_id: *probe as u32,
+                        provider,
+                        name,
+                    };
+                    let line = self.flow.firing(&fp, next);
+                    crate::output::flow::flow_line(*cpu, &line, func, name, &mut self.buf);
+                    open = true;
+                }
                 Record::Fire { cpu, probe } => {
                     if open {
                         rec::end_of_firing(self.opts.quiet, &mut self.buf);
@@ -183,7 +216,7 @@ impl Consumer {
                                             frames,
                                             None,
                                             stack::DEFAULT_INDENT,
-                                            &|_| stack::Lookup::None,
+                                            &|pc| self.symbols.user_lookup(*pid as u32, pc),
                                             &mut self.buf,
                                         );
                                     } else {
@@ -284,18 +317,23 @@ impl Consumer {
         match kind {
             ActionKind::Printa { format, aggs } => match format {
                 Some(f) => {
-                    if let Err(e) =
-                        vm.aggs
-                            .print_formatted(f, aggs, &self.opts.sort, &NoSymbols, &mut self.buf)
-                    {
+                    if let Err(e) = vm.aggs.print_formatted(
+                        f,
+                        aggs,
+                        &self.opts.sort,
+                        &*self.symbols,
+                        &mut self.buf,
+                    ) {
                         self.write_buf();
                         let _ = writeln!(std::io::stderr(), "{}: {}", self.opts.prog, e.message);
                     }
                 }
-                None => {
-                    vm.aggs
-                        .print_default_multi(aggs, &self.opts.sort, &NoSymbols, &mut self.buf)
-                }
+                None => vm.aggs.print_default_multi(
+                    aggs,
+                    &self.opts.sort,
+                    &*self.symbols,
+                    &mut self.buf,
+                ),
             },
             ActionKind::Clear(a) => vm.aggs.clear(*a),
             ActionKind::Trunc(a) => vm.aggs.trunc(*a, int(0)),
@@ -321,7 +359,7 @@ impl Consumer {
     pub fn finish(&mut self, vm: &mut Vm) {
         rec::final_newline(&mut self.buf);
         vm.aggs
-            .print_unprinted(&self.opts.sort, &NoSymbols, &mut self.buf);
+            .print_unprinted(&self.opts.sort, &*self.symbols, &mut self.buf);
         self.write_buf();
         let _ = self.out.flush();
         let (spec, busy, unavail) = vm.spec_drops();

@@ -266,6 +266,11 @@ impl<'a> Lexer<'a> {
                         return Ok(self.make(Tok::Kw(k), line, start));
                     }
                 }
+                let text = if text.contains('$') {
+                    self.expand_pspec(text, line)?
+                } else {
+                    text.to_string()
+                };
                 return Ok(self.make(Tok::Pspec(text.into()), line, start));
             } else if c == b'/' {
                 self.pos += 1;
@@ -416,6 +421,59 @@ impl<'a> Lexer<'a> {
             }
         };
         Ok(self.make(tok, line, start))
+    }
+
+    /// Replaces the macro arguments and variables of a probe specifier (`pid$target`,
+    /// `syscall::$1:entry`, `$$1`) by their text, as dtrace does.
+    fn expand_pspec(&mut self, text: &str, line: u32) -> DResult<String> {
+        let b = text.as_bytes();
+        let mut out = String::with_capacity(text.len() + 8);
+        let mut i = 0;
+        while i < b.len() {
+            if b[i] != b'$' {
+                let n = text[i..].find('$').map_or(text.len(), |k| i + k);
+                out.push_str(&text[i..n]);
+                i = n;
+                continue;
+            }
+            let mut j = i + 1;
+            if b.get(j) == Some(&b'$') {
+                j += 1;
+            }
+            let name_start = j;
+            if b.get(j).is_some_and(|c| c.is_ascii_digit()) {
+                while b.get(j).is_some_and(|c| c.is_ascii_digit()) {
+                    j += 1;
+                }
+                let v = self.macro_arg(&text[i..j], name_start - i, line)?;
+                out.push_str(v.as_deref().unwrap_or(""));
+            } else if b
+                .get(j)
+                .is_some_and(|c| c.is_ascii_alphabetic() || *c == b'_')
+            {
+                while b
+                    .get(j)
+                    .is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_')
+                {
+                    j += 1;
+                }
+                match self.macros.var(&text[name_start..j]) {
+                    Some(v) => out.push_str(&v.to_string()),
+                    None => {
+                        return Err(derr(
+                            "D_MACRO_UNDEF",
+                            line,
+                            format!("macro variable {} is not defined", &text[i..j]),
+                        ))
+                    }
+                }
+            } else {
+                out.push('$');
+                j = i + 1;
+            }
+            i = j;
+        }
+        Ok(out)
     }
 
     fn macro_arg(&mut self, text: &str, skip: usize, line: u32) -> DResult<Option<String>> {
@@ -763,6 +821,20 @@ mod tests {
         assert_eq!(t[0], Tok::Punct(Punct::Slash));
         assert_eq!(t[2], Tok::Punct(Punct::Slash));
         assert_eq!(t[4], Tok::EndPred);
+    }
+
+    #[test]
+    fn macros_in_probe_descriptions() {
+        let env = MacroEnv {
+            args: vec!["x.d".into(), "open".into()],
+            defaultargs: false,
+            vars: vec![("target".into(), 42)],
+        };
+        let mut lx = Lexer::new("pid$target:a.out:$1:entry syscall::$$1:", env);
+        let a = lx.next(Mode::Clause).unwrap().tok;
+        let b = lx.next(Mode::Clause).unwrap().tok;
+        assert_eq!(a, Tok::Pspec("pid42:a.out:open:entry".into()));
+        assert_eq!(b, Tok::Pspec("syscall::open:".into()));
     }
 
     #[test]

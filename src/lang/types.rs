@@ -265,7 +265,16 @@ impl TypeTable {
     pub fn lookup(&self, name: &str) -> Option<TypeId> {
         let name = name.trim();
         let name = match name.rfind('`') {
-            Some(i) => &name[i + 1..],
+            Some(i) => {
+                // `pidN`type` names the types of process N: a malformed pid names nothing
+                let scope = name[..i].rsplit('`').next().unwrap_or("");
+                if let Some(n) = scope.strip_prefix("pid") {
+                    if n.parse::<u32>().map_or(true, |p| p == 0) {
+                        return None;
+                    }
+                }
+                &name[i + 1..]
+            }
             None => name,
         };
         if let Some(rest) = name.strip_prefix("struct ") {

@@ -30,10 +30,30 @@ impl ProbeInfo {
     }
 }
 
+/// Why a provider could not create the probes a description names (dtrace's `D_PROC_*`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProbeError {
+    pub tag: &'static str,
+    pub message: String,
+}
+
+impl ProbeError {
+    pub fn new(tag: &'static str, message: impl Into<String>) -> Self {
+        ProbeError {
+            tag,
+            message: message.into(),
+        }
+    }
+}
+
 /// What the compiler and the listing need from the set of providers.
 pub trait ProbeCatalog {
     /// Every probe matching the description (creating on-demand probes such as `tick-1s`).
     fn matching(&self, desc: &ProbeDesc) -> Vec<ProbeInfo>;
+    /// [`ProbeCatalog::matching`], or why a provider could not create the probes.
+    fn try_matching(&self, desc: &ProbeDesc) -> Result<Vec<ProbeInfo>, ProbeError> {
+        Ok(self.matching(desc))
+    }
     /// The description of the probe with this id.
     fn by_id(&self, id: u64) -> Option<ProbeDesc>;
     /// Every probe the catalog can list.
@@ -54,6 +74,11 @@ impl Catalog {
         Catalog { providers }
     }
 
+    /// Adds a provider (the `pid` provider of a run with a target).
+    pub fn add(&mut self, p: Box<dyn crate::providers::Provider + Send + Sync>) {
+        self.providers.push(p);
+    }
+
     /// The providers every dtx run has: `dtrace` and `profile`.
     pub fn standard() -> Self {
         Catalog::new(crate::providers::standard())
@@ -69,14 +94,18 @@ impl Catalog {
 
 impl ProbeCatalog for Catalog {
     fn matching(&self, desc: &ProbeDesc) -> Vec<ProbeInfo> {
+        self.try_matching(desc).unwrap_or_default()
+    }
+
+    fn try_matching(&self, desc: &ProbeDesc) -> Result<Vec<ProbeInfo>, ProbeError> {
         let mut v = Vec::new();
         for p in &self.providers {
-            if !desc.provider.is_empty() && !glob_match(&desc.provider, p.name()) {
+            if !desc.provider.is_empty() && !p.matches_provider(&desc.provider) {
                 continue;
             }
-            v.extend(p.matching(desc));
+            v.extend(p.try_matching(desc)?);
         }
-        v
+        Ok(v)
     }
 
     fn by_id(&self, id: u64) -> Option<ProbeDesc> {

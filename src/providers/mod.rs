@@ -3,17 +3,26 @@
 
 mod dtrace;
 pub mod etw;
+pub mod pid;
 mod profile;
 
 pub use dtrace::{DtraceProvider, BEGIN_ID, END_ID, ERROR_ID, ERROR_PROBE};
 pub use profile::{parse_rate, ProfileProvider, TickKind};
 
-use crate::probes::{ProbeDesc, ProbeInfo};
+use crate::probes::{ProbeDesc, ProbeError, ProbeInfo};
 
 pub trait Provider {
     fn name(&self) -> &str;
+    /// Whether the provider field of a description (a glob) names this provider.
+    fn matches_provider(&self, field: &str) -> bool {
+        crate::probes::glob_match(field, self.name())
+    }
     /// The probes matching a description (the provider field already matched).
     fn matching(&self, desc: &ProbeDesc) -> Vec<ProbeInfo>;
+    /// [`Provider::matching`], or why the probes could not be created.
+    fn try_matching(&self, desc: &ProbeDesc) -> Result<Vec<ProbeInfo>, ProbeError> {
+        Ok(self.matching(desc))
+    }
     /// The probes to show in `dtx -l`.
     fn list(&self) -> Vec<ProbeInfo>;
 }

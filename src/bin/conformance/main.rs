@@ -354,6 +354,51 @@ fn companion_argv(exe: &Path) -> Result<Vec<OsString>, String> {
     Err(format!("companion program {shown} is not executable"))
 }
 
+/// Builds a test's companion program from its C source with the machine's gcc, once, into a
+/// folder of the temporary directory (the suite stays untouched). `Err` is a skip reason.
+fn build_companion(c: &Path, rel: &str) -> Result<PathBuf, String> {
+    let shown = c
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if !cfg!(unix) {
+        return Err(format!("needs companion program built from {shown}"));
+    }
+    let dir = std::env::temp_dir().join("dtx-conformance-companions");
+    fs::create_dir_all(&dir).map_err(|e| format!("cannot build {shown}: {e}"))?;
+    // the program keeps the name dtest.pl gives it (`tst.x.exe`): stacks show it
+    let folder = match rel.rfind('/') {
+        Some(i) => rel[..i].replace('/', "_"),
+        None => String::new(),
+    };
+    let dir = dir.join(folder);
+    fs::create_dir_all(&dir).map_err(|e| format!("cannot build {shown}: {e}"))?;
+    let stem = shown.strip_suffix(".c").unwrap_or(&shown);
+    let exe = dir.join(format!("{stem}.exe"));
+    let fresh = match (fs::metadata(&exe), fs::metadata(c)) {
+        (Ok(a), Ok(b)) => match (a.modified(), b.modified()) {
+            (Ok(x), Ok(y)) => x >= y,
+            _ => false,
+        },
+        _ => false,
+    };
+    if fresh {
+        return Ok(exe);
+    }
+    let out = std::process::Command::new("gcc")
+        .args(["-O0", "-g", "-w", "-o"])
+        .arg(&exe)
+        .arg(c)
+        .output()
+        .map_err(|e| format!("needs companion program built from {shown}: gcc: {e}"))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let first = err.lines().find(|l| l.contains("error")).unwrap_or("");
+        return Err(format!("companion {shown} does not build here: {first}"));
+    }
+    Ok(exe)
+}
+
 fn status_text(st: &Status, timeout_label: &str) -> String {
     match st {
         Status::Exited(c) => format!("exit {c}"),
@@ -393,14 +438,21 @@ fn run_case(case: &Case, opts: &Options) -> TestResult {
             Err(why) => return result(&case.rel, Verdict::Skip, why),
         }
     } else {
-        if dir.join(format!("{base}.c")).is_file() {
+        let c = dir.join(format!("{base}.c"));
+        if c.is_file() {
+            match build_companion(&c, &case.rel) {
+                Ok(exe) => Some(vec![exe.into_os_string()]),
+                Err(why) => return result(&case.rel, Verdict::Skip, why),
+            }
+        } else if dir.join(format!("{base}.s")).is_file() {
             return result(
                 &case.rel,
                 Verdict::Skip,
-                format!("needs companion program {base}.exe built from {base}.c"),
+                format!("needs companion program {base}.exe built from {base}.s (i386 assembly)"),
             );
+        } else {
+            None
         }
-        None
     };
 
     let mut args: Vec<OsString> = Vec::new();

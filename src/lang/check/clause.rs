@@ -29,7 +29,10 @@ impl Checker<'_> {
                     }
                 },
             };
-            let matched = self.catalog.matching(&desc);
+            let matched = self
+                .catalog
+                .try_matching(&desc)
+                .map_err(|e| derr(e.tag, line, e.message))?;
             if matched.is_empty() && !self.opts.zdefs() {
                 return Err(derr(
                     "D_PDESC_ZERO",

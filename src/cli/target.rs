@@ -1,0 +1,152 @@
+//! The target process of `-c cmd` / `-p pid`, and of `pidN` probes: created or grabbed before
+//! the programs are compiled (so `$target` and the `pid` probes know it), run by the debugger
+//! loop afterwards.
+
+use super::args::{parse_pid, split_command, Args};
+use crate::providers::pid::{provider_pid, PidProvider};
+use crate::sources::debugger::{PidSource, TargetProcess};
+
+/// A process under the debugger, stopped, waiting for the run.
+pub struct Target {
+    pub pid: u32,
+    pub created: bool,
+    process: Option<Box<dyn TargetProcess>>,
+}
+
+impl Drop for Target {
+    /// A target the run never used (a compile error): a started one is killed, as dtrace
+    /// does; a grabbed one is let go.
+    fn drop(&mut self) {
+        if let Some(mut p) = self.process.take() {
+            if self.created {
+                kill(self.pid);
+            }
+            p.detach(&[]);
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn kill(pid: u32) {
+    // SAFETY: signalling the process we started.
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+}
+
+#[cfg(not(target_os = "linux"))]
+fn kill(_pid: u32) {}
+
+/// Starts `-c cmd` (stopped at its `main`, its libraries loaded) or grabs `-p pid`.
+pub fn create(args: &Args) -> Result<Option<Target>, String> {
+    if args.command.len() + args.pids.len() > 1 {
+        return Err("only one target process (-c or -p) is supported".into());
+    }
+    if let Some(cmd) = args.command.first() {
+        let argv = split_command(cmd);
+        return start(&argv).map(Some);
+    }
+    if let Some(p) = args.pids.first() {
+        let pid = parse_pid(p)?;
+        if pid <= 0 || pid > i32::MAX as i64 {
+            return Err(format!("failed to grab pid {p}: No such process"));
+        }
+        return grab(pid as u32).map(Some);
+    }
+    Ok(None)
+}
+
+#[cfg(target_os = "linux")]
+fn start(argv: &[String]) -> Result<Target, String> {
+    use crate::sources::debugger::linux::LinuxTarget;
+    let mut t = LinuxTarget::spawn(argv)?;
+    let pid = t.pid();
+    // run to main so that `pid$target:libc...` finds the libraries
+    if let Some((maps, exe)) = t.maps() {
+        let mut cache = std::collections::HashMap::new();
+        let mods = crate::symbols::ProcessModules::from_maps(&maps, &exe, &mut cache);
+        let main = mods.modules.iter().find(|m| m.is_exec).and_then(|m| {
+            m.image
+                .function("main")
+                .map(|f| f.addr.wrapping_add(m.bias))
+        });
+        if let Some(addr) = main {
+            t.run_to(addr)?;
+        }
+    }
+    Ok(Target {
+        pid,
+        created: true,
+        process: Some(Box::new(t)),
+    })
+}
+
+#[cfg(target_os = "linux")]
+fn grab(pid: u32) -> Result<Target, String> {
+    let t = crate::sources::debugger::linux::LinuxTarget::attach(pid)?;
+    Ok(Target {
+        pid,
+        created: false,
+        process: Some(Box::new(t)),
+    })
+}
+
+#[cfg(not(target_os = "linux"))]
+fn start(argv: &[String]) -> Result<Target, String> {
+    Err(format!(
+        "failed to execute {}: the debugger loop is not available on this system yet",
+        argv.first().map(String::as_str).unwrap_or("")
+    ))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn grab(pid: u32) -> Result<Target, String> {
+    Err(format!(
+        "failed to grab pid {pid}: the debugger loop is not available on this system yet"
+    ))
+}
+
+/// The pids whose `pid` probes the engine enabled.
+fn probed_pids(engine: &crate::engine::Engine) -> Vec<u32> {
+    let mut v: Vec<u32> = engine
+        .enabled_probes()
+        .filter_map(|p| provider_pid(&p.provider).ok().flatten())
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// The event source of a run: the target, or the one process whose pid probes are enabled
+/// (grabbed now, as dtrace does for `pid$1` probes). `None` when the run has neither.
+pub fn source(
+    target: Option<Target>,
+    provider: &PidProvider,
+    engine: &crate::engine::Engine,
+    quiet: bool,
+    want_ustack: bool,
+) -> Result<Option<PidSource>, String> {
+    let pids = probed_pids(engine);
+    let target = match target {
+        Some(t) => {
+            if let Some(other) = pids.iter().find(|&&p| p != t.pid) {
+                return Err(format!(
+                    "pid {other}: tracing a process other than the target is not supported"
+                ));
+            }
+            t
+        }
+        None => match pids.as_slice() {
+            [] => return Ok(None),
+            [pid] => grab(*pid)?,
+            _ => return Err("tracing more than one process is not supported".into()),
+        },
+    };
+    let mut target = target;
+    let Some(process) = target.process.take() else {
+        return Ok(None);
+    };
+    let mut src = PidSource::new(process, provider.clone(), engine);
+    src.want_ustack = want_ustack;
+    src.announce = !quiet;
+    src.created = target.created;
+    Ok(Some(src))
+}

@@ -1,0 +1,535 @@
+//! The `pid` provider: `pidN:module:function:entry|return|<hex offset>` probes on user
+//! functions of process N, created from the ELF symbols of the modules the process has mapped
+//! (as dtrace does, when a description names them). `entry` is the function's first
+//! instruction, `return` every `ret` and jump out of the function, an offset any instruction
+//! boundary. The debugger loop (`sources::debugger`) plants breakpoints at the probes' sites.
+//!
+//! Errors follow dtrace's `D_PROC_*` tags: a bad pid, an unknown function of a named module, a
+//! bad probe name, an offset outside the function or inside an instruction, too many probes.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use super::Provider;
+use crate::probes::{glob_match, ProbeDesc, ProbeError, ProbeInfo};
+use crate::symbols::decode::{self, Emulation};
+use crate::symbols::{ElfImage, LoadedModule, ProcessModules};
+
+/// First id of pid probes (above every other provider's).
+const FIRST_ID: u64 = 1_000_000;
+
+/// The most probes dtx creates in one process (fasttrap's default `fasttrap-max-probes`).
+pub const MAX_PROBES: usize = 250_000;
+
+/// Where a probe's breakpoint is and what it reports there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SiteKind {
+    Entry,
+    /// A return site; `offset` (arg0) is the return instruction's offset in the function.
+    Return {
+        offset: u64,
+    },
+    Offset,
+}
+
+/// One breakpoint site of a probe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProbeSite {
+    /// Run-time address.
+    pub addr: u64,
+    pub kind: SiteKind,
+    /// How the debugger steps over the instruction there.
+    pub emulation: Emulation,
+    pub len: u8,
+}
+
+/// A created pid probe.
+#[derive(Clone, Debug)]
+pub struct PidProbe {
+    pub info: ProbeInfo,
+    pub pid: u32,
+    pub sites: Vec<ProbeSite>,
+}
+
+/// Reads what the provider needs of a live process. The Linux implementation reads
+/// `/proc/PID`; tests give their own.
+pub trait ProcessReader: Send {
+    /// `/proc/PID/maps` text and the main executable's path, or why not.
+    fn maps(&self, pid: u32) -> Result<(String, String), String>;
+}
+
+/// Reads `/proc/PID/maps` and `/proc/PID/exe`.
+pub struct ProcReader;
+
+impl ProcessReader for ProcReader {
+    fn maps(&self, pid: u32) -> Result<(String, String), String> {
+        let maps =
+            std::fs::read_to_string(format!("/proc/{pid}/maps")).map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => "No such process".to_string(),
+                std::io::ErrorKind::PermissionDenied => "Permission denied".to_string(),
+                _ => e.to_string(),
+            })?;
+        let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
+            .map(|p| {
+                p.to_string_lossy()
+                    .trim_end_matches(" (deleted)")
+                    .to_string()
+            })
+            .unwrap_or_default();
+        Ok((maps, exe))
+    }
+}
+
+struct PidProcess {
+    modules: ProcessModules,
+    count: usize,
+}
+
+#[derive(Default)]
+struct PidState {
+    processes: HashMap<u32, PidProcess>,
+    images: HashMap<String, Arc<ElfImage>>,
+    probes: Vec<PidProbe>,
+    by_key: HashMap<(u32, String, String, String), usize>,
+}
+
+/// The `pid` provider; clones share the created probes.
+#[derive(Clone)]
+pub struct PidProvider {
+    state: Arc<Mutex<PidState>>,
+    reader: Arc<Mutex<Box<dyn ProcessReader>>>,
+}
+
+impl Default for PidProvider {
+    fn default() -> Self {
+        Self::new(Box::new(ProcReader))
+    }
+}
+
+/// The pid of a `pidN` provider name: `Ok(None)` when the name is not of that shape.
+pub fn provider_pid(provider: &str) -> Result<Option<u32>, ProbeError> {
+    let Some(digits) = provider.strip_prefix("pid") else {
+        return Ok(None);
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Ok(None);
+    }
+    match digits.parse::<u32>() {
+        Ok(p) if p > 0 && p <= i32::MAX as u32 => Ok(Some(p)),
+        _ => Err(ProbeError::new(
+            "D_PROC_BADPID",
+            format!("'{provider}' does not contain a valid pid"),
+        )),
+    }
+}
+
+fn is_glob(s: &str) -> bool {
+    s.contains(['*', '?', '['])
+}
+
+impl PidProvider {
+    pub fn new(reader: Box<dyn ProcessReader>) -> Self {
+        PidProvider {
+            state: Arc::new(Mutex::new(PidState::default())),
+            reader: Arc::new(Mutex::new(reader)),
+        }
+    }
+
+    /// Every probe created in process `pid`.
+    pub fn probes_of(&self, pid: u32) -> Vec<PidProbe> {
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.probes.iter().filter(|p| p.pid == pid).cloned().collect()
+    }
+
+    /// The modules of process `pid` as last read.
+    pub fn modules_of(&self, pid: u32) -> Option<ProcessModules> {
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.processes.get(&pid).map(|p| p.modules.clone())
+    }
+
+    /// Re-reads the modules of `pid` (after a `dlopen`) and returns those that are new.
+    pub fn refresh_modules(&self, pid: u32) -> Vec<LoadedModule> {
+        let Ok((maps, exe)) = self
+            .reader
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .maps(pid)
+        else {
+            return Vec::new();
+        };
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let st = &mut *st;
+        let mods = ProcessModules::from_maps(&maps, &exe, &mut st.images);
+        let Some(p) = st.processes.get_mut(&pid) else {
+            return Vec::new();
+        };
+        let new: Vec<LoadedModule> = mods
+            .modules
+            .iter()
+            .filter(|m| {
+                !p.modules
+                    .modules
+                    .iter()
+                    .any(|o| o.start == m.start && o.image.path == m.image.path)
+            })
+            .cloned()
+            .collect();
+        p.modules = mods;
+        new
+    }
+
+    /// Probes a description creates in the given modules of `pid` only (for modules that
+    /// appear while tracing).
+    pub fn create_in(
+        &self,
+        pid: u32,
+        desc: &ProbeDesc,
+        modules: &[LoadedModule],
+    ) -> Result<Vec<ProbeInfo>, ProbeError> {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        create(&mut st, pid, desc, modules, true)
+    }
+
+    fn process_modules(&self, pid: u32) -> Result<Vec<LoadedModule>, ProbeError> {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let st = &mut *st;
+        if let Some(p) = st.processes.get(&pid) {
+            return Ok(p.modules.modules.clone());
+        }
+        let (maps, exe) = self
+            .reader
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .maps(pid)
+            .map_err(|e| {
+                ProbeError::new("D_PROC_GRAB", format!("failed to grab pid {pid}: {e}"))
+            })?;
+        let modules = ProcessModules::from_maps(&maps, &exe, &mut st.images);
+        let v = modules.modules.clone();
+        st.processes.insert(pid, PidProcess { modules, count: 0 });
+        Ok(v)
+    }
+
+    fn try_create(&self, desc: &ProbeDesc) -> Result<Vec<ProbeInfo>, ProbeError> {
+        let Some(pid) = provider_pid(&desc.provider)? else {
+            // a glob over the provider: the probes already created in matching processes
+            let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            return Ok(st
+                .probes
+                .iter()
+                .filter(|p| {
+                    glob_match(&desc.provider, &p.info.provider)
+                        && super::fields_match(desc, &p.info.module, &p.info.function, &p.info.name)
+                })
+                .map(|p| p.info.clone())
+                .collect());
+        };
+        let modules = self.process_modules(pid)?;
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        create(&mut st, pid, desc, &modules, false)
+    }
+}
+
+/// Creates (or finds) the probes a description names in `modules` of process `pid`.
+fn create(
+    st: &mut PidState,
+    pid: u32,
+    desc: &ProbeDesc,
+    modules: &[LoadedModule],
+    quiet_missing: bool,
+) -> Result<Vec<ProbeInfo>, ProbeError> {
+    let or_star = |s: &str| {
+        if s.is_empty() {
+            "*".to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    let module_pat = or_star(&desc.module);
+    let func_pat = or_star(&desc.function);
+    let name_pat = or_star(&desc.name);
+    let mut out = Vec::new();
+
+    if func_pat == "-" {
+        // an absolute address in the main executable
+        if !desc.module.is_empty()
+            && (is_glob(&module_pat)
+                || !modules.iter().any(|m| m.is_exec && m.matches(&module_pat)))
+        {
+            return Err(ProbeError::new(
+                "D_PROC_LIB",
+                "only the a.out module is valid with the '-' function",
+            ));
+        }
+        if is_glob(&name_pat) {
+            return Err(ProbeError::new(
+                "D_PROC_NAME",
+                "only individual addresses may be specified with the '-' function",
+            ));
+        }
+        let Ok(addr) = u64::from_str_radix(&name_pat, 16) else {
+            return Err(ProbeError::new(
+                "D_PROC_NAME",
+                format!("'{name_pat}' is an invalid probe name"),
+            ));
+        };
+        let Some(m) = modules.iter().find(|m| m.is_exec) else {
+            return Ok(out);
+        };
+        let site = ProbeSite {
+            addr,
+            kind: SiteKind::Offset,
+            emulation: Emulation::Step,
+            len: 1,
+        };
+        out.push(add_probe(st, pid, &m.name, "-", &name_pat, vec![site]));
+        return Ok(out);
+    }
+
+    for m in modules.iter().filter(|m| m.matches(&module_pat)) {
+        let img = m.image.clone();
+        let mut chosen: Vec<(usize, String)> = Vec::new();
+        if !is_glob(&func_pat) {
+            match img.function(&func_pat) {
+                Some(f) => {
+                    let i = img
+                        .functions
+                        .iter()
+                        .position(|g| g.addr == f.addr && g.size == f.size);
+                    if let Some(i) = i {
+                        chosen.push((i, func_pat.clone()));
+                    }
+                }
+                None if !is_glob(&module_pat) && !quiet_missing => {
+                    return Err(ProbeError::new(
+                        "D_PROC_FUNC",
+                        format!("failed to lookup '{func_pat}' in module '{module_pat}'"),
+                    ));
+                }
+                None => {}
+            }
+        } else {
+            for (i, names) in img.aliases.iter().enumerate() {
+                if let Some(n) = names.iter().find(|n| glob_match(&func_pat, n)) {
+                    if n == "_init" || n == "_fini" {
+                        continue;
+                    }
+                    chosen.push((i, n.clone()));
+                }
+            }
+        }
+        for (i, fname) in chosen {
+            let f = img.functions[i].clone();
+            let start = f.addr.wrapping_add(m.bias);
+            let code = img.bytes(f.addr, f.size);
+            let insns = code.map(|c| decode::function(c, start)).unwrap_or_default();
+            let first = insns.first().copied();
+            let mut matched = false;
+            if glob_match(&name_pat, "return") {
+                let sites: Vec<ProbeSite> = insns
+                    .iter()
+                    .filter(|i| i.returns)
+                    .map(|i| ProbeSite {
+                        addr: start + i.offset,
+                        kind: SiteKind::Return { offset: i.offset },
+                        emulation: i.emulation,
+                        len: i.len,
+                    })
+                    .collect();
+                if !sites.is_empty() {
+                    out.push(add_probe(st, pid, &m.name, &fname, "return", sites));
+                }
+                matched = true;
+            }
+            if glob_match(&name_pat, "entry") {
+                if let Some(i) = first {
+                    let site = ProbeSite {
+                        addr: start,
+                        kind: SiteKind::Entry,
+                        emulation: i.emulation,
+                        len: i.len,
+                    };
+                    out.push(add_probe(st, pid, &m.name, &fname, "entry", vec![site]));
+                }
+                matched = true;
+            }
+            if !is_glob(&name_pat) && !matched {
+                let Ok(off) = u64::from_str_radix(&name_pat, 16) else {
+                    return Err(ProbeError::new(
+                        "D_PROC_NAME",
+                        format!("'{name_pat}' is an invalid probe name"),
+                    ));
+                };
+                if off >= f.size {
+                    return Err(ProbeError::new(
+                        "D_PROC_OFF",
+                        format!("offset 0x{off:x} outside of function '{fname}'"),
+                    ));
+                }
+                let Some(ins) = insns.iter().find(|i| i.offset == off) else {
+                    return Err(ProbeError::new(
+                        "D_PROC_ALIGN",
+                        format!("offset 0x{off:x} is not aligned on an instruction"),
+                    ));
+                };
+                let site = ProbeSite {
+                    addr: start + off,
+                    kind: SiteKind::Offset,
+                    emulation: ins.emulation,
+                    len: ins.len,
+                };
+                out.push(add_probe(st, pid, &m.name, &fname, &name_pat, vec![site]));
+            } else if is_glob(&name_pat) {
+                for ins in &insns {
+                    let n = format!("{:x}", ins.offset);
+                    if !glob_match(&name_pat, &n) {
+                        continue;
+                    }
+                    let count = st.processes.get(&pid).map_or(0, |p| p.count);
+                    if count >= MAX_PROBES {
+                        return Err(ProbeError::new(
+                            "D_PROC_CREATEFAIL",
+                            format!(
+                                "failed to create offset probes in '{fname}': Not enough space"
+                            ),
+                        ));
+                    }
+                    let site = ProbeSite {
+                        addr: start + ins.offset,
+                        kind: SiteKind::Offset,
+                        emulation: ins.emulation,
+                        len: ins.len,
+                    };
+                    out.push(add_probe(st, pid, &m.name, &fname, &n, vec![site]));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn add_probe(
+    st: &mut PidState,
+    pid: u32,
+    module: &str,
+    function: &str,
+    name: &str,
+    sites: Vec<ProbeSite>,
+) -> ProbeInfo {
+    let key = (
+        pid,
+        module.to_string(),
+        function.to_string(),
+        name.to_string(),
+    );
+    if let Some(&i) = st.by_key.get(&key) {
+        return st.probes[i].info.clone();
+    }
+    let info = ProbeInfo {
+        id: FIRST_ID + st.probes.len() as u64,
+        provider: format!("pid{pid}"),
+        module: module.to_string(),
+        function: function.to_string(),
+        name: name.to_string(),
+        arg_types: Vec::new(),
+    };
+    st.by_key.insert(key, st.probes.len());
+    st.probes.push(PidProbe {
+        info: info.clone(),
+        pid,
+        sites,
+    });
+    if let Some(p) = st.processes.get_mut(&pid) {
+        p.count += 1;
+    }
+    info
+}
+
+impl Provider for PidProvider {
+    fn name(&self) -> &str {
+        "pid"
+    }
+
+    fn matches_provider(&self, field: &str) -> bool {
+        if matches!(provider_pid(field), Ok(Some(_)) | Err(_)) {
+            return true;
+        }
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        is_glob(field)
+            && st
+                .processes
+                .keys()
+                .any(|pid| glob_match(field, &format!("pid{pid}")))
+    }
+
+    fn matching(&self, desc: &ProbeDesc) -> Vec<ProbeInfo> {
+        self.try_create(desc).unwrap_or_default()
+    }
+
+    fn try_matching(&self, desc: &ProbeDesc) -> Result<Vec<ProbeInfo>, ProbeError> {
+        self.try_create(desc)
+    }
+
+    fn list(&self) -> Vec<ProbeInfo> {
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.probes.iter().map(|p| p.info.clone()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn provider_names() {
+        assert_eq!(provider_pid("pid123").unwrap(), Some(123));
+        assert_eq!(provider_pid("profile").unwrap(), None);
+        assert_eq!(provider_pid("pidfoo").unwrap(), None);
+        let e = provider_pid("pid0").unwrap_err();
+        assert_eq!(e.tag, "D_PROC_BADPID");
+    }
+
+    /// The test binary itself, as process "1": probes from its own symbols.
+    struct SelfReader;
+    impl ProcessReader for SelfReader {
+        fn maps(&self, _pid: u32) -> Result<(String, String), String> {
+            let maps = std::fs::read_to_string("/proc/self/maps").map_err(|e| e.to_string())?;
+            let exe = std::fs::read_link("/proc/self/exe").map_err(|e| e.to_string())?;
+            Ok((maps, exe.to_string_lossy().into_owned()))
+        }
+    }
+
+    #[test]
+    fn creates_probes_from_own_symbols() {
+        if !cfg!(target_os = "linux") {
+            return;
+        }
+        let p = PidProvider::new(Box::new(SelfReader));
+        let d = |s: &str| ProbeDesc::parse(s).unwrap();
+        let e = p.try_matching(&d("pid1:a.out:main:entry")).unwrap();
+        assert_eq!(e.len(), 1);
+        assert_eq!(e[0].name, "entry");
+        assert_eq!(e[0].provider, "pid1");
+        // the same description finds the same probe
+        assert_eq!(
+            p.try_matching(&d("pid1:a.out:main:entry")).unwrap()[0].id,
+            e[0].id
+        );
+        let r = p.try_matching(&d("pid1:a.out:main:return")).unwrap();
+        assert_eq!(r.len(), 1);
+        let err = p
+            .try_matching(&d("pid1:a.out:no_such_function_x:entry"))
+            .unwrap_err();
+        assert_eq!(err.tag, "D_PROC_FUNC");
+        let err = p.try_matching(&d("pid1:a.out:main:beginning")).unwrap_err();
+        assert_eq!(err.tag, "D_PROC_NAME");
+        let err = p.try_matching(&d("pid1:a.out:main:fffffff")).unwrap_err();
+        assert_eq!(err.tag, "D_PROC_OFF");
+        let all = p.try_matching(&d("pid1:a.out:main:")).unwrap();
+        assert!(all.len() > 3, "entry, return and offsets: {}", all.len());
+        let err = p.try_matching(&d("pid1:libc:-:800")).unwrap_err();
+        assert_eq!(err.tag, "D_PROC_LIB");
+        let err = p.try_matching(&d("pid1::-:10*")).unwrap_err();
+        assert_eq!(err.tag, "D_PROC_NAME");
+    }
+}

@@ -1,0 +1,674 @@
+//! The debugger loop of the `pid` provider: int3 breakpoints at the sites of the enabled pid
+//! probes of one target process; a hit stops the thread, the clauses run while it is stopped
+//! (they read its registers, memory and stack), then the original instruction is emulated or
+//! single-stepped and the thread resumes with the breakpoint still armed.
+//!
+//! The loop is platform-neutral over [`TargetProcess`]; `linux.rs` implements it with ptrace.
+//! Modules loaded while tracing (`dlopen`) are noticed at the dynamic linker's
+//! `_dl_debug_state` breakpoint, and probes of descriptions that name them are created and
+//! enabled then.
+
+#[cfg(target_os = "linux")]
+pub mod linux;
+
+use std::collections::HashMap;
+
+use crate::engine::{Engine, EventSource, SourceState};
+use crate::probes::{ProbeDesc, ProbeInfo};
+use crate::providers::pid::{PidProvider, SiteKind};
+use crate::symbols::decode::Emulation;
+use crate::symbols::ProcessModules;
+use crate::vm::{AddressSpace, Fault, FiringCtx};
+
+/// x86-64 registers of a stopped thread. `gpr` is in [`crate::symbols::decode::GPR_ORDER`]:
+/// rax rcx rdx rbx rsp rbp rsi rdi r8..r15.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Regs {
+    pub gpr: [u64; 16],
+    pub rip: u64,
+    pub rflags: u64,
+    pub cs: u64,
+    pub ss: u64,
+    pub ds: u64,
+    pub es: u64,
+    pub fs: u64,
+    pub gs: u64,
+    pub fs_base: u64,
+    pub gs_base: u64,
+}
+
+pub const RAX: usize = 0;
+pub const RCX: usize = 1;
+pub const RDX: usize = 2;
+pub const RBX: usize = 3;
+pub const RSP: usize = 4;
+pub const RBP: usize = 5;
+pub const RSI: usize = 6;
+pub const RDI: usize = 7;
+pub const R8: usize = 8;
+pub const R9: usize = 9;
+
+impl Regs {
+    /// `uregs[]` in the order of dtx's `regs.d` (dtrace's amd64 `R_*` indexes).
+    pub fn uregs(&self) -> [u64; 28] {
+        let g = &self.gpr;
+        [
+            g[15],
+            g[14],
+            g[13],
+            g[12],
+            g[11],
+            g[10],
+            g[9],
+            g[8],
+            g[RDI],
+            g[RSI],
+            g[RBP],
+            g[RBX],
+            g[RDX],
+            g[RCX],
+            g[RAX],
+            3,
+            0,
+            self.rip,
+            self.cs,
+            self.rflags,
+            g[RSP],
+            self.ss,
+            self.fs,
+            self.gs,
+            self.es,
+            self.ds,
+            self.fs_base,
+            self.gs_base,
+        ]
+    }
+}
+
+/// Why a thread stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// SIGTRAP: a breakpoint (the pc is just after it) or a completed single step.
+    Trap,
+    /// A signal for the program, delivered when the thread resumes.
+    Signal(i32),
+    /// A stop of the debugger's own making (a new thread, a group stop): resume as it was.
+    Quiet,
+    /// The process forked `child` (stopped and traced until released).
+    Fork { child: u32, vfork: bool },
+    /// The thread called exec: the address space is new.
+    Exec,
+}
+
+/// How the traced process ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExitStatus {
+    Code(i32),
+    Signal(i32),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DebugEvent {
+    Stopped {
+        tid: u32,
+        stop: Stop,
+    },
+    /// One thread ended; the process goes on.
+    ThreadExited {
+        tid: u32,
+    },
+    /// The process ended.
+    Exited(ExitStatus),
+    /// Nothing happened before the deadline.
+    Timeout,
+}
+
+/// A process under the debugger's control. Every call happens on the thread that created it.
+pub trait TargetProcess {
+    fn pid(&self) -> u32;
+    /// Reads target memory; false when any byte is unreadable.
+    fn read_memory(&self, addr: u64, buf: &mut [u8]) -> bool;
+    /// Writes target memory, read-only code pages too.
+    fn write_memory(&self, addr: u64, data: &[u8]) -> bool;
+    /// Writes code (breakpoints): [`TargetProcess::write_memory`] unless the platform has a
+    /// quicker way for pages known to be read-only.
+    fn write_code(&self, addr: u64, data: &[u8]) -> bool {
+        self.write_memory(addr, data)
+    }
+    fn regs(&self, tid: u32) -> Option<Regs>;
+    fn set_regs(&self, tid: u32, regs: &Regs) -> bool;
+    /// Resumes a stopped thread, delivering `signal` when non-zero.
+    fn resume(&mut self, tid: u32, signal: i32);
+    /// Executes one instruction of a stopped thread.
+    fn step(&mut self, tid: u32);
+    /// Resumes every thread held stopped since the target was created or attached.
+    fn resume_all(&mut self);
+    /// Waits for the next event of any thread, until `deadline_ns` (the monotonic clock's ns)
+    /// when given.
+    fn wait(&mut self, deadline_ns: Option<u64>) -> DebugEvent;
+    /// Waits for the next event of one thread (the end of a single step).
+    fn wait_thread(&mut self, tid: u32) -> DebugEvent;
+    /// A forked child inherited the breakpoints: writes back the original bytes in its
+    /// memory and lets it go.
+    fn release_child(&mut self, child: u32, restore: &[(u64, u8)]);
+    /// Writes back the original bytes, stops every thread (rewinding those stopped just
+    /// after a breakpoint) and detaches: the process runs on untraced.
+    fn detach(&mut self, restore: &[(u64, u8)]);
+    /// `/proc/PID/maps`-style text of the target's mappings and its executable's path.
+    fn maps(&self) -> Option<(String, String)>;
+    /// The target's command name and parent pid.
+    fn identity(&self) -> (Vec<u8>, u64);
+}
+
+/// Target memory as the VM sees it: `copyin`, `copyinstr`, `copyout`.
+pub struct TargetMemory<'a>(pub &'a dyn TargetProcess);
+
+impl AddressSpace for TargetMemory<'_> {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
+        if self.0.read_memory(addr, buf) {
+            Ok(())
+        } else {
+            Err(Fault::BadAddr(addr))
+        }
+    }
+    fn write(&self, addr: u64, data: &[u8]) -> Result<(), Fault> {
+        if self.0.write_memory(addr, data) {
+            Ok(())
+        } else {
+            Err(Fault::BadAddr(addr))
+        }
+    }
+}
+
+/// One breakpoint.
+struct Site {
+    original: u8,
+    emulation: Emulation,
+    len: u8,
+    /// The probes firing here, in creation order, with what each reports.
+    probes: Vec<(ProbeInfo, SiteKind)>,
+    /// The dynamic linker's module-list hook.
+    rtld: bool,
+}
+
+/// Walks frame pointers: `pc`, the return address (at `[rsp]` when the frame is not set up
+/// yet: at a function's entry or its `ret`), then the `rbp` chain. Innermost first.
+pub fn walk_stack(
+    t: &dyn TargetProcess,
+    regs: &Regs,
+    at_edge: bool,
+    max: usize,
+    out: &mut Vec<u64>,
+) {
+    out.clear();
+    out.push(regs.rip);
+    let mut rbp = regs.gpr[RBP];
+    if at_edge {
+        let mut b = [0u8; 8];
+        if t.read_memory(regs.gpr[RSP], &mut b) {
+            out.push(u64::from_le_bytes(b));
+        }
+    }
+    let mut prev = regs.gpr[RSP];
+    while out.len() < max && rbp != 0 && rbp.is_multiple_of(8) && rbp >= prev {
+        let mut b = [0u8; 16];
+        if !t.read_memory(rbp, &mut b) {
+            break;
+        }
+        let next = u64::from_le_bytes(b[..8].try_into().unwrap_or_default());
+        let ret = u64::from_le_bytes(b[8..].try_into().unwrap_or_default());
+        if ret == 0 {
+            break;
+        }
+        out.push(ret);
+        prev = rbp;
+        rbp = next;
+    }
+}
+
+/// The `pid` provider's event source: one traced process.
+pub struct PidSource {
+    target: Box<dyn TargetProcess>,
+    provider: PidProvider,
+    sites: HashMap<u64, Site>,
+    modules: ProcessModules,
+    execname: Vec<u8>,
+    ppid: u64,
+    /// Descriptions naming this process, retried when modules appear.
+    descs: Vec<ProbeDesc>,
+    /// Collect `ustack()` frames at firings.
+    pub want_ustack: bool,
+    /// Some clause reads `arg6`..`arg9` (or `args[]`): read them from the stack at a hit.
+    stack_args: bool,
+    /// Print dtrace's notice when the process ends.
+    pub announce: bool,
+    /// Whether dtx started the process (`-c`).
+    pub created: bool,
+    ustack: Vec<u64>,
+    exec_lost: bool,
+    ended: bool,
+    /// The threads held stopped at creation were let go.
+    running: bool,
+    /// Hits of breakpoints, for benches and tests.
+    pub hits: u64,
+}
+
+impl PidSource {
+    /// Plants the breakpoints of the enabled probes of the target (the engine already knows
+    /// them) and of the dynamic linker hook; the target stays stopped until the first pump.
+    pub fn new(target: Box<dyn TargetProcess>, provider: PidProvider, engine: &Engine) -> Self {
+        let pid = target.pid();
+        let (execname, ppid) = target.identity();
+        let modules = provider.modules_of(pid).unwrap_or_default();
+        let mut descs = Vec::new();
+        for r in &engine.runs {
+            for c in &r.vm.program.clauses {
+                for d in &c.probes {
+                    if crate::probes::glob_match(&d.provider, &format!("pid{pid}"))
+                        && !descs.contains(d)
+                    {
+                        descs.push(d.clone());
+                    }
+                }
+            }
+        }
+        let mut s = PidSource {
+            target,
+            provider,
+            sites: HashMap::new(),
+            modules,
+            execname,
+            ppid,
+            descs,
+            want_ustack: false,
+            stack_args: engine.runs.iter().any(|r| {
+                let mut found = false;
+                crate::vm::visit_nodes(&r.vm.program, &mut |n| {
+                    found |= matches!(n, crate::ir::Node::Arg(i) if *i >= 6)
+                        || matches!(n, crate::ir::Node::Args { .. });
+                });
+                found
+            }),
+            announce: true,
+            created: false,
+            ustack: Vec::with_capacity(64),
+            exec_lost: false,
+            ended: false,
+            running: false,
+            hits: 0,
+        };
+        let probes = s.provider.probes_of(pid);
+        for p in probes {
+            if engine.is_enabled(p.info.id) {
+                s.plant(&p.info, &p.sites);
+            }
+        }
+        s.plant_rtld_hook();
+        s
+    }
+
+    fn plant(&mut self, info: &ProbeInfo, sites: &[crate::providers::pid::ProbeSite]) {
+        for ps in sites {
+            if let Some(site) = self.sites.get_mut(&ps.addr) {
+                site.probes.push((info.clone(), ps.kind));
+                continue;
+            }
+            let mut b = [0u8; 1];
+            if !self.target.read_memory(ps.addr, &mut b)
+                || !self.target.write_code(ps.addr, &[0xcc])
+            {
+                continue;
+            }
+            self.sites.insert(
+                ps.addr,
+                Site {
+                    original: b[0],
+                    emulation: ps.emulation,
+                    len: ps.len,
+                    probes: vec![(info.clone(), ps.kind)],
+                    rtld: false,
+                },
+            );
+        }
+    }
+
+    /// A breakpoint on the dynamic linker's `_dl_debug_state` (called around every change of
+    /// the module list) when some description may name modules loaded later.
+    fn plant_rtld_hook(&mut self) {
+        if self.descs.is_empty() {
+            return;
+        }
+        let Some((addr, emulation, len)) = self.modules.modules.iter().find_map(|m| {
+            let f = m.image.function("_dl_debug_state")?;
+            let start = f.addr.wrapping_add(m.bias);
+            let code = m.image.bytes(f.addr, f.size)?;
+            let first = *crate::symbols::decode::function(code, start).first()?;
+            Some((start, first.emulation, first.len))
+        }) else {
+            return;
+        };
+        if let Some(s) = self.sites.get_mut(&addr) {
+            s.rtld = true;
+            return;
+        }
+        let mut b = [0u8; 1];
+        if self.target.read_memory(addr, &mut b) && self.target.write_code(addr, &[0xcc]) {
+            self.sites.insert(
+                addr,
+                Site {
+                    original: b[0],
+                    emulation,
+                    len,
+                    probes: Vec::new(),
+                    rtld: true,
+                },
+            );
+        }
+    }
+
+    fn restore_list(&self) -> Vec<(u64, u8)> {
+        self.sites.iter().map(|(a, s)| (*a, s.original)).collect()
+    }
+
+    /// New modules: create the probes the run's descriptions name in them and arm them.
+    fn modules_changed(&mut self, engine: &mut Engine) {
+        let pid = self.target.pid();
+        let new = self.provider.refresh_modules(pid);
+        if let Some(m) = self.provider.modules_of(pid) {
+            self.modules = m;
+        }
+        if new.is_empty() {
+            return;
+        }
+        let mut created = Vec::new();
+        for d in &self.descs {
+            if let Ok(v) = self.provider.create_in(pid, d, &new) {
+                created.extend(v);
+            }
+        }
+        if created.is_empty() {
+            return;
+        }
+        let probes = self.provider.probes_of(pid);
+        for info in created {
+            if engine.is_enabled(info.id) {
+                continue;
+            }
+            engine.enable_probe(info.clone());
+            if let Some(p) = probes.iter().find(|p| p.info.id == info.id) {
+                let sites = p.sites.clone();
+                self.plant(&info, &sites);
+            }
+        }
+    }
+
+    /// A thread stopped on a trap: fire the probes of the breakpoint, step over it, resume.
+    fn breakpoint(&mut self, tid: u32, engine: &mut Engine) -> Option<SourceState> {
+        let mut regs = self.target.regs(tid)?;
+        let addr = regs.rip.wrapping_sub(1);
+        let Some(site) = self.sites.get(&addr) else {
+            // the program's own trap
+            self.target.resume(tid, SIGTRAP);
+            return None;
+        };
+        self.hits += 1;
+        regs.rip = addr;
+        let rtld = site.rtld;
+        let (emulation, len, original) = (site.emulation, site.len, site.original);
+        if !site.probes.is_empty() {
+            let probes = site.probes.clone();
+            self.fire(tid, &regs, &probes, engine);
+        }
+        if rtld {
+            self.modules_changed(engine);
+        }
+        self.step_over(tid, &mut regs, addr, emulation, len, original)
+    }
+
+    fn fire(
+        &mut self,
+        tid: u32,
+        regs: &Regs,
+        probes: &[(ProbeInfo, SiteKind)],
+        engine: &mut Engine,
+    ) {
+        let uregs = regs.uregs();
+        let g = &regs.gpr;
+        let mut entry_args = [g[RDI], g[RSI], g[RDX], g[RCX], g[R8], g[R9], 0, 0, 0, 0];
+        let mut stack_read = !self.stack_args;
+        let now = engine.now_ns();
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        for (info, kind) in probes {
+            if !engine.is_enabled(info.id) {
+                continue;
+            }
+            let args = match kind {
+                SiteKind::Return { offset } => [*offset, g[RAX], g[RDX], 0, 0, 0, 0, 0, 0, 0],
+                _ => {
+                    if !stack_read {
+                        // arguments past the sixth are on the stack, above the return address
+                        let mut b = [0u8; 32];
+                        if self.target.read_memory(g[RSP] + 8, &mut b) {
+                            for i in 0..4 {
+                                entry_args[6 + i] = u64::from_le_bytes(
+                                    b[i * 8..i * 8 + 8].try_into().unwrap_or_default(),
+                                );
+                            }
+                        }
+                        stack_read = true;
+                    }
+                    entry_args
+                }
+            };
+            if self.want_ustack {
+                let at_edge = matches!(kind, SiteKind::Entry | SiteKind::Return { .. });
+                let mut frames = std::mem::take(&mut self.ustack);
+                walk_stack(&*self.target, regs, at_edge, 100, &mut frames);
+                self.ustack = frames;
+            }
+            let mem = TargetMemory(&*self.target);
+            let mut cx = FiringCtx::synthetic(info, now, wall, &self.execname);
+            cx.args = args;
+            cx.pid = self.target.pid() as u64;
+            cx.ppid = self.ppid;
+            cx.tid = tid as u64;
+            cx.memory = &mem;
+            cx.uregs = &uregs;
+            cx.ustack = &self.ustack;
+            engine.fire(&cx);
+        }
+    }
+
+    fn step_over(
+        &mut self,
+        tid: u32,
+        regs: &mut Regs,
+        addr: u64,
+        emulation: Emulation,
+        len: u8,
+        original: u8,
+    ) -> Option<SourceState> {
+        let next = addr + len as u64;
+        match emulation {
+            Emulation::Skip => {
+                regs.rip = next;
+            }
+            Emulation::Push(r) => {
+                let v = regs.gpr[r as usize];
+                let sp = regs.gpr[RSP].wrapping_sub(8);
+                if !self.target.write_memory(sp, &v.to_le_bytes()) {
+                    return self.single_step(tid, regs, addr, original);
+                }
+                regs.gpr[RSP] = sp;
+                regs.rip = next;
+            }
+            Emulation::MovReg(d, s) => {
+                regs.gpr[d as usize] = regs.gpr[s as usize];
+                regs.rip = next;
+            }
+            Emulation::Ret => {
+                let mut b = [0u8; 8];
+                if !self.target.read_memory(regs.gpr[RSP], &mut b) {
+                    return self.single_step(tid, regs, addr, original);
+                }
+                regs.rip = u64::from_le_bytes(b);
+                regs.gpr[RSP] = regs.gpr[RSP].wrapping_add(8);
+            }
+            Emulation::SubRsp(_) | Emulation::Step => {
+                return self.single_step(tid, regs, addr, original);
+            }
+        }
+        self.target.set_regs(tid, regs);
+        self.target.resume(tid, 0);
+        None
+    }
+
+    /// Puts the original byte back, executes the instruction alone, re-arms the breakpoint.
+    fn single_step(
+        &mut self,
+        tid: u32,
+        regs: &Regs,
+        addr: u64,
+        original: u8,
+    ) -> Option<SourceState> {
+        self.target.write_code(addr, &[original]);
+        self.target.set_regs(tid, regs);
+        let mut pending = 0;
+        let outcome = loop {
+            self.target.step(tid);
+            match self.target.wait_thread(tid) {
+                DebugEvent::Stopped {
+                    stop: Stop::Trap, ..
+                } => break None,
+                DebugEvent::Stopped {
+                    stop: Stop::Signal(s),
+                    ..
+                } => {
+                    // delivered once the instruction is done
+                    pending = s;
+                }
+                DebugEvent::Stopped { .. } => {}
+                DebugEvent::Exited(st) => break Some(self.ended_with(st)),
+                DebugEvent::ThreadExited { .. } => {
+                    self.target.write_code(addr, &[0xcc]);
+                    return None;
+                }
+                DebugEvent::Timeout => {}
+            }
+        };
+        if outcome.is_some() {
+            return outcome;
+        }
+        self.target.write_code(addr, &[0xcc]);
+        self.target.resume(tid, pending);
+        None
+    }
+
+    fn ended_with(&mut self, st: ExitStatus) -> SourceState {
+        self.ended = true;
+        let pid = self.target.pid();
+        if self.announce {
+            match st {
+                ExitStatus::Code(0) => eprintln!("dtx: pid {pid} has exited"),
+                ExitStatus::Code(c) => eprintln!("dtx: pid {pid} exited with status {c}"),
+                ExitStatus::Signal(s) => eprintln!("dtx: pid {pid} terminated by signal {s}"),
+            }
+        }
+        SourceState::Ended(Some(match st {
+            ExitStatus::Code(c) => c,
+            ExitStatus::Signal(s) => 128 + s,
+        }))
+    }
+}
+
+const SIGTRAP: i32 = 5;
+
+impl EventSource for PidSource {
+    fn pump(&mut self, deadline: u64, engine: &mut Engine) -> SourceState {
+        if self.ended {
+            return SourceState::Ended(None);
+        }
+        if !self.running {
+            self.running = true;
+            self.target.resume_all();
+        }
+        // the engine clock and the target's wait share the monotonic clock
+        let deadline_mono = monotonic_ns().saturating_add(deadline.saturating_sub(engine.now_ns()));
+        while !engine.done() {
+            match self.target.wait(Some(deadline_mono)) {
+                DebugEvent::Timeout => return SourceState::Running,
+                DebugEvent::Exited(st) => return self.ended_with(st),
+                DebugEvent::ThreadExited { .. } => {}
+                DebugEvent::Stopped { tid, stop } => match stop {
+                    Stop::Trap => {
+                        if let Some(s) = self.breakpoint(tid, engine) {
+                            return s;
+                        }
+                    }
+                    Stop::Signal(s) => self.target.resume(tid, s),
+                    Stop::Quiet => self.target.resume(tid, 0),
+                    Stop::Fork { child, vfork } => {
+                        if !vfork {
+                            let r = self.restore_list();
+                            self.target.release_child(child, &r);
+                        }
+                        self.target.resume(tid, 0);
+                    }
+                    Stop::Exec => {
+                        // the breakpoints went with the old image
+                        self.sites.clear();
+                        self.exec_lost = true;
+                        self.target.resume(tid, 0);
+                    }
+                },
+            }
+        }
+        SourceState::Running
+    }
+
+    fn stop(&mut self) {
+        if self.ended {
+            return;
+        }
+        let r = self.restore_list();
+        self.target.detach(&r);
+        self.sites.clear();
+        self.ended = true;
+    }
+}
+
+/// The monotonic clock in ns (the clock `wait` deadlines are in).
+pub fn monotonic_ns() -> u64 {
+    #[cfg(target_os = "linux")]
+    {
+        linux::monotonic_ns()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uregs_order() {
+        let mut r = Regs::default();
+        r.gpr[RAX] = 1;
+        r.gpr[RSP] = 2;
+        r.rip = 3;
+        r.gpr[15] = 4;
+        r.gpr[RDI] = 5;
+        let u = r.uregs();
+        assert_eq!(u[14], 1); // R_RAX
+        assert_eq!(u[20], 2); // R_RSP
+        assert_eq!(u[17], 3); // R_RIP
+        assert_eq!(u[0], 4); // R_R15
+        assert_eq!(u[8], 5); // R_RDI
+    }
+}

@@ -1,0 +1,225 @@
+//! Symbols of user processes: the modules a process has mapped (from `/proc/PID/maps` text),
+//! their ELF symbol tables, and address → `module`function+0xoff` lookup for `ustack()`.
+//! Parsing is platform-neutral; only reading `/proc` needs Linux.
+
+pub mod decode;
+pub mod elf;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+pub use elf::{ElfImage, Function};
+
+/// One line of `/proc/PID/maps` that maps a file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mapping {
+    pub start: u64,
+    pub end: u64,
+    pub offset: u64,
+    pub exec: bool,
+    pub path: String,
+}
+
+/// Parses `/proc/PID/maps` text, keeping file mappings.
+pub fn parse_maps(text: &str) -> Vec<Mapping> {
+    let mut v = Vec::new();
+    for line in text.lines() {
+        let mut it = line.split_whitespace();
+        let (Some(range), Some(perms), Some(off), Some(_dev), Some(_inode)) =
+            (it.next(), it.next(), it.next(), it.next(), it.next())
+        else {
+            continue;
+        };
+        let path: Vec<&str> = it.collect();
+        let path = path.join(" ");
+        if !path.starts_with('/') {
+            continue;
+        }
+        let Some((a, b)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(start), Ok(end), Ok(offset)) = (
+            u64::from_str_radix(a, 16),
+            u64::from_str_radix(b, 16),
+            u64::from_str_radix(off, 16),
+        ) else {
+            continue;
+        };
+        v.push(Mapping {
+            start,
+            end,
+            offset,
+            exec: perms.as_bytes().get(2) == Some(&b'x'),
+            path: path.trim_end_matches(" (deleted)").to_string(),
+        });
+    }
+    v
+}
+
+/// A module loaded in a process: an ELF image and where it is.
+#[derive(Clone)]
+pub struct LoadedModule {
+    /// Base name, as probes and stacks name it (`libc.so.6`).
+    pub name: String,
+    pub image: Arc<ElfImage>,
+    /// Added to link-time addresses to get run-time ones.
+    pub bias: u64,
+    /// Run-time address range of the module's mappings.
+    pub start: u64,
+    pub end: u64,
+    /// The main executable (also known as `a.out`).
+    pub is_exec: bool,
+}
+
+impl LoadedModule {
+    /// Whether a module field of a probe description (a glob) names this module.
+    pub fn matches(&self, pattern: &str) -> bool {
+        use crate::probes::glob_match;
+        pattern.is_empty()
+            || glob_match(pattern, &self.name)
+            || (self.is_exec && glob_match(pattern, "a.out"))
+            || (!pattern.contains(['*', '?', '[']) && short_name_matches(pattern, &self.name))
+    }
+}
+
+/// dtrace accepts a library named without its version suffix (`libc` for `libc.so.6`,
+/// `libc.so` too).
+fn short_name_matches(pattern: &str, name: &str) -> bool {
+    name.strip_prefix(pattern).is_some_and(|rest| {
+        rest.starts_with(".so") || (pattern.contains(".so") && rest.starts_with('.'))
+    })
+}
+
+/// Base name of a path.
+pub fn basename(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// The modules of one process.
+#[derive(Clone, Default)]
+pub struct ProcessModules {
+    pub modules: Vec<LoadedModule>,
+}
+
+impl ProcessModules {
+    /// Builds the module list from maps text; `exe` is the path of the main executable. Images
+    /// already read (by path) are taken from `cache`.
+    pub fn from_maps(
+        maps: &str,
+        exe: &str,
+        cache: &mut HashMap<String, Arc<ElfImage>>,
+    ) -> ProcessModules {
+        let maps = parse_maps(maps);
+        let mut order: Vec<String> = Vec::new();
+        let mut ranges: HashMap<String, (u64, u64, Option<u64>)> = HashMap::new();
+        for m in &maps {
+            let e = ranges.entry(m.path.clone()).or_insert_with(|| {
+                order.push(m.path.clone());
+                (m.start, m.end, None)
+            });
+            e.0 = e.0.min(m.start);
+            e.1 = e.1.max(m.end);
+            if m.offset == 0 && e.2.is_none() {
+                e.2 = Some(m.start);
+            }
+        }
+        let mut modules = Vec::new();
+        for path in order {
+            let (start, end, base) = ranges[&path];
+            let image = match cache.get(&path) {
+                Some(i) => i.clone(),
+                None => match ElfImage::open(&path) {
+                    Ok(i) => {
+                        cache.insert(path.clone(), i.clone());
+                        i
+                    }
+                    Err(_) => continue,
+                },
+            };
+            let base = base.unwrap_or(start);
+            modules.push(LoadedModule {
+                name: basename(&path).to_string(),
+                bias: base.wrapping_sub(image.first_load),
+                image,
+                start,
+                end,
+                is_exec: path == exe,
+            });
+        }
+        ProcessModules { modules }
+    }
+
+    /// The module holding run-time address `pc`.
+    pub fn module_at(&self, pc: u64) -> Option<&LoadedModule> {
+        self.modules.iter().find(|m| pc >= m.start && pc < m.end)
+    }
+
+    /// `ustack()` text lookup of a run-time address.
+    pub fn lookup(&self, pc: u64) -> crate::output::stack::Lookup {
+        use crate::output::stack::Lookup;
+        let Some(m) = self.module_at(pc) else {
+            return Lookup::None;
+        };
+        match m.image.function_at(pc.wrapping_sub(m.bias)) {
+            Some(f) => Lookup::Sym {
+                module: m.name.clone(),
+                name: f.name.clone(),
+                start: f.addr.wrapping_add(m.bias),
+            },
+            None => Lookup::Module(m.name.clone()),
+        }
+    }
+}
+
+/// Names user addresses of the processes a pid run traces, from the pid provider's module
+/// lists (read again after a `dlopen`).
+pub struct UserSymbols(pub crate::providers::pid::PidProvider);
+
+impl crate::agg::SymbolResolver for UserSymbols {
+    fn user(&self, pid: u32, addr: u64) -> String {
+        crate::output::stack::frame_text(addr, &self.user_lookup(pid, addr), true)
+    }
+    fn umod(&self, pid: u32, addr: u64) -> String {
+        match self
+            .0
+            .modules_of(pid)
+            .as_ref()
+            .and_then(|m| m.module_at(addr))
+        {
+            Some(m) => m.name.clone(),
+            None => format!("0x{addr:x}"),
+        }
+    }
+    fn user_lookup(&self, pid: u32, addr: u64) -> crate::output::stack::Lookup {
+        match self.0.modules_of(pid) {
+            Some(m) => m.lookup(addr),
+            None => crate::output::stack::Lookup::None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_lines() {
+        let t = "55d0c0a00000-55d0c0a01000 r--p 00000000 08:01 123 /usr/bin/x y\n\
+                 55d0c0a01000-55d0c0a02000 r-xp 00001000 08:01 123 /usr/bin/x y\n\
+                 7ffd1000-7ffd2000 rw-p 00000000 00:00 0 [stack]\n";
+        let m = parse_maps(t);
+        assert_eq!(m.len(), 2);
+        assert_eq!(m[1].start, 0x55d0c0a01000);
+        assert_eq!(m[1].offset, 0x1000);
+        assert!(m[1].exec && !m[0].exec);
+        assert_eq!(m[0].path, "/usr/bin/x y");
+    }
+
+    #[test]
+    fn library_short_names() {
+        assert!(short_name_matches("libc", "libc.so.6"));
+        assert!(short_name_matches("libc.so", "libc.so.6"));
+        assert!(!short_name_matches("lib", "libc.so.6"));
+        assert!(!short_name_matches("libc", "libcrypt.so.1"));
+    }
+}

@@ -1,0 +1,487 @@
+//! The `pid` provider on Linux, end to end: small C programs compiled here with gcc, traced
+//! by `dtx -c` / `-p`. Skipped (with a message) when gcc is missing or ptrace is not allowed.
+#![cfg(target_os = "linux")]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+const PROG: &str = r#"
+#include <stdio.h>
+#include <string.h>
+#include <stdlib.h>
+int add(int a, int b) { return a + b; }
+long many(long a, long b, long c, long d, long e, long f, long g, long h) { return a+b+c+d+e+f+g+h; }
+int say(const char *s) { return (int)strlen(s); }
+int leaf2(int x) { return x * 2; }
+int leaf(int x) { return leaf2(x) + 1; }
+int main(int argc, char **argv) {
+    int n = argc > 1 ? atoi(argv[1]) : 5, t = 0;
+    for (int i = 0; i < n; i++) t += add(i, 10);
+    t += (int)many(1, 2, 3, 4, 5, 6, 7, 8);
+    t += say("hello pid");
+    t += leaf(3);
+    printf("total %d\n", t);
+    return 3;
+}
+"#;
+
+const THREADS: &str = r#"
+#include <pthread.h>
+#include <stdio.h>
+int work(int x) { return x + 1; }
+void *run(void *a) { long s = 0; for (int i = 0; i < 1000; i++) s += work(i); return (void *)s; }
+int main(void) {
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) pthread_create(&t[i], 0, run, 0);
+    for (int i = 0; i < 4; i++) pthread_join(t[i], 0);
+    printf("threads done\n");
+    return 0;
+}
+"#;
+
+const LIB: &str = "int libfunc(int x) { return x * 3; }\n";
+
+const DL: &str = r#"
+#include <dlfcn.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+    void *h = dlopen(argv[1], RTLD_NOW);
+    if (!h) { printf("dlopen failed\n"); return 1; }
+    int (*f)(int) = (int (*)(int))dlsym(h, "libfunc");
+    int s = 0;
+    for (int i = 0; i < 7; i++) s += f(i);
+    printf("dl %d\n", s);
+    return 0;
+}
+"#;
+
+const LOOP: &str = r#"
+#include <stdio.h>
+#include <unistd.h>
+int tick(int i) { return i * 2; }
+int main(void) {
+    setvbuf(stdout, 0, _IOLBF, 0);
+    printf("loop started\n");
+    for (int i = 0; i < 300; i++) { tick(i); usleep(5000); }
+    printf("loop finished\n");
+    return 7;
+}
+"#;
+
+struct Env {
+    dir: tempfile::TempDir,
+}
+
+impl Env {
+    /// None (after printing why) when the machine cannot run these tests.
+    fn new() -> Option<Env> {
+        if Command::new("gcc").arg("--version").output().is_err() {
+            eprintln!("skipping pid tests: gcc is not installed");
+            return None;
+        }
+        let env = Env {
+            dir: tempfile::tempdir().ok()?,
+        };
+        let t = env.build("probe_ptrace", "int main(void) { return 0; }", &[])?;
+        let out = dtx(&["-q", "-n", "BEGIN {}", "-c", t.to_str()?]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        if !out.status.success() {
+            eprintln!("skipping pid tests: cannot trace a process here: {err}");
+            return None;
+        }
+        Some(env)
+    }
+
+    fn build(&self, name: &str, src: &str, extra: &[&str]) -> Option<PathBuf> {
+        let c = self.dir.path().join(format!("{name}.c"));
+        std::fs::write(&c, src).ok()?;
+        let out = self.dir.path().join(name);
+        let st = Command::new("gcc")
+            .args(["-O0", "-g", "-fno-omit-frame-pointer", "-o"])
+            .arg(&out)
+            .arg(&c)
+            .args(extra)
+            .status()
+            .ok()?;
+        assert!(st.success(), "gcc failed for {name}");
+        Some(out)
+    }
+}
+
+fn dtx(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dtx"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run dtx")
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn cmd(p: &Path, args: &str) -> String {
+    format!("{} {args}", p.display())
+}
+
+#[test]
+fn entry_return_counts_args_and_return_values() {
+    let Some(env) = Env::new() else { return };
+    let prog = env.build("prog", PROG, &[]).unwrap();
+    let direct = Command::new(&prog).arg("50").output().unwrap();
+    let script = r#"
+        pid$target:a.out:add:entry { @entries = count(); @argsum = sum(arg0); @b = max(arg1); }
+        pid$target:a.out:add:return { @returns = count(); @retsum = sum(arg1); }
+        pid$target:a.out:many:entry { printf("many %d %d %d %d %d %d %d %d\n", arg0, arg1, arg2, arg3, arg4, arg5, arg6, arg7); }
+        pid$target:a.out:main:return { printf("main returns %d from %s`%s\n", arg1, probemod, probefunc); }
+        END { printa("entries %@d\n", @entries); printa("returns %@d\n", @returns);
+              printa("argsum %@d\n", @argsum); printa("b %@d\n", @b); printa("retsum %@d\n", @retsum); }
+    "#;
+    let out = dtx(&["-q", "-n", script, "-c", &cmd(&prog, "50")]);
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{se}");
+    // the target's own output is there, unchanged
+    let direct_out = String::from_utf8_lossy(&direct.stdout);
+    assert!(so.contains(direct_out.trim()), "{so}");
+    assert_eq!(direct.status.code(), Some(3));
+    assert!(so.contains("entries 50\n"), "{so}");
+    assert!(so.contains("returns 50\n"), "{so}");
+    assert!(
+        so.contains(&format!("argsum {}\n", (0..50).sum::<i32>())),
+        "{so}"
+    );
+    assert!(so.contains("b 10\n"), "{so}");
+    assert!(
+        so.contains(&format!(
+            "retsum {}\n",
+            (0..50).map(|i| i + 10).sum::<i32>()
+        )),
+        "{so}"
+    );
+    assert!(so.contains("many 1 2 3 4 5 6 7 8\n"), "{so}");
+    assert!(so.contains("main returns 3 from prog`main\n"), "{so}");
+    // quiet runs do not announce; a non-quiet run tells the exit status
+    let out = dtx(&[
+        "-n",
+        "pid$target:a.out:say:entry {}",
+        "-c",
+        &cmd(&prog, "1"),
+    ]);
+    let (_, se) = text(&out);
+    assert!(se.contains("exited with status 3"), "{se}");
+}
+
+#[test]
+fn offsets_copyinstr_and_ustack() {
+    let Some(env) = Env::new() else { return };
+    let prog = env.build("prog", PROG, &[]).unwrap();
+    // the return probe tells the offset of add's ret; an offset probe there fires as often
+    let out = dtx(&[
+        "-q",
+        "-n",
+        "pid$target:a.out:add:return { @[arg0] = count(); } END { printa(\"%x %@d\\n\", @); }",
+        "-c",
+        &cmd(&prog, "4"),
+    ]);
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{se}");
+    let line = so
+        .lines()
+        .find(|l| l.ends_with(" 4"))
+        .expect(&so)
+        .to_string();
+    let off = line.split_whitespace().next().unwrap().to_string();
+    let out = dtx(&[
+        "-q",
+        "-n",
+        &format!(
+            "pid$target:a.out:add:{off} {{ @n = count(); }} END {{ printa(\"hits %@d\\n\", @n); }}"
+        ),
+        "-c",
+        &cmd(&prog, "4"),
+    ]);
+    let (so, se) = text(&out);
+    assert!(so.contains("hits 4\n"), "{so}{se}");
+    // inside an instruction
+    let out = dtx(&[
+        "-xerrtags",
+        "-n",
+        "pid$target:a.out:add:2 {}",
+        "-c",
+        &cmd(&prog, "4"),
+    ]);
+    let (so, se) = text(&out);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        se.contains("[D_PROC_ALIGN]") || se.contains("[D_PROC_OFF]"),
+        "{se}"
+    );
+    assert!(
+        !so.contains("total"),
+        "a started target is killed on a compile error: {so}"
+    );
+    // past the end, a bad name, an unknown function
+    for (d, tag) in [
+        ("pid$target:a.out:add:fff", "D_PROC_OFF"),
+        ("pid$target:a.out:add:beginning", "D_PROC_NAME"),
+        ("pid$target:a.out:nosuchfunc:entry", "D_PROC_FUNC"),
+    ] {
+        let out = dtx(&[
+            "-xerrtags",
+            "-n",
+            &format!("{d} {{}}"),
+            "-c",
+            &cmd(&prog, "1"),
+        ]);
+        let (_, se) = text(&out);
+        assert!(se.contains(&format!("[{tag}]")), "{d}: {se}");
+    }
+    // copyinstr of a string argument, ustack with names
+    let out = dtx(&[
+        "-q",
+        "-n",
+        "pid$target:a.out:say:entry { printf(\"say(%s)\\n\", copyinstr(arg0)); } \
+         pid$target:a.out:leaf2:entry { ustack(); }",
+        "-c",
+        &cmd(&prog, "1"),
+    ]);
+    let (so, se) = text(&out);
+    assert!(so.contains("say(hello pid)\n"), "{so}{se}");
+    let frames: Vec<&str> = so
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.contains('`'))
+        .collect();
+    assert_eq!(frames.first(), Some(&"prog`leaf2"), "{so}");
+    assert!(
+        frames.get(1).is_some_and(|f| f.starts_with("prog`leaf+0x")),
+        "{so}"
+    );
+    assert!(
+        frames.get(2).is_some_and(|f| f.starts_with("prog`main+0x")),
+        "{so}"
+    );
+    // every instruction of a function
+    let out = dtx(&[
+        "-q",
+        "-n",
+        "pid$target:a.out:add: { @[probename] = count(); } END { printa(\"%s %@d\\n\", @); }",
+        "-c",
+        &cmd(&prog, "3"),
+    ]);
+    let (so, _) = text(&out);
+    assert!(
+        so.contains("entry 3\n") && so.contains("return 3\n") && so.contains("\n0 3\n"),
+        "{so}"
+    );
+    assert!(so.contains(&format!("\n{off} 3\n")), "{so}");
+}
+
+#[test]
+fn threads() {
+    let Some(env) = Env::new() else { return };
+    let prog = env.build("threads", THREADS, &["-pthread"]).unwrap();
+    let out = dtx(&[
+        "-q",
+        "-n",
+        "pid$target:a.out:work:entry { @t[tid] = count(); @e = count(); } \
+         pid$target:a.out:work:return { @r = count(); } \
+         END { printa(\"entries %@d\\n\", @e); printa(\"returns %@d\\n\", @r); printa(\"tid %@d\\n\", @t); }",
+        "-c",
+        prog.to_str().unwrap(),
+    ]);
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{se}");
+    assert!(so.contains("threads done\n"), "{so}");
+    assert!(so.contains("entries 4000\n"), "{so}");
+    assert!(so.contains("returns 4000\n"), "{so}");
+    assert_eq!(so.matches("tid 1000\n").count(), 4, "{so}");
+}
+
+#[test]
+fn dlopened_library() {
+    let Some(env) = Env::new() else { return };
+    let lib = env.dir.path().join("libdtxtest.so");
+    let c = env.dir.path().join("lib.c");
+    std::fs::write(&c, LIB).unwrap();
+    let st = Command::new("gcc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&lib)
+        .arg(&c)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let prog = env.build("dl", DL, &["-ldl"]).unwrap();
+    let out = dtx(&[
+        "-q",
+        "-Z",
+        "-n",
+        "pid$target:libdtxtest.so:libfunc:entry { @c = count(); @s = sum(arg0); } \
+         pid$target:libdtxtest.so:libfunc:return { @r = sum(arg1); } \
+         END { printa(\"calls %@d\\n\", @c); printa(\"args %@d\\n\", @s); printa(\"rets %@d\\n\", @r); }",
+        "-c",
+        &cmd(&prog, lib.to_str().unwrap()),
+    ]);
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{se}");
+    assert!(so.contains("dl 63\n"), "{so}");
+    assert!(so.contains("calls 7\n"), "{so}");
+    assert!(so.contains("args 21\n"), "{so}");
+    assert!(so.contains("rets 63\n"), "{so}");
+}
+
+#[test]
+fn attach_then_exit_leaves_target_running() {
+    let Some(env) = Env::new() else { return };
+    let prog = env.build("loop", LOOP, &[]).unwrap();
+    let mut child = Command::new(&prog).stdout(Stdio::piped()).spawn().unwrap();
+    // wait until it runs main
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 13];
+    std::io::Read::read_exact(&mut stdout, &mut first).unwrap();
+    assert_eq!(&first, b"loop started\n");
+    let pid = child.id().to_string();
+    let out = dtx(&[
+        "-q",
+        "-n",
+        "pid$target:a.out:tick:entry { printf(\"tick %d\\n\", arg0); n++; } \
+         pid$target:a.out:tick:entry /n == 3/ { exit(0); }",
+        "-p",
+        &pid,
+    ]);
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{se}");
+    assert_eq!(so.matches("tick ").count(), 3, "{so}");
+    // detached: the program finishes on its own with its own status
+    let st = child.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    assert_eq!(st.code(), Some(7));
+    assert!(rest.contains("loop finished"), "{rest}");
+}
+
+#[test]
+fn bad_targets() {
+    let out = dtx(&["-n", "BEGIN {}", "-c", "/nonexistent/program"]);
+    let (_, se) = text(&out);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        se.lines().next(),
+        Some("dtx: failed to execute /nonexistent/program: No such file or directory")
+    );
+    let out = dtx(&["-xerrtags", "-n", "pid0:::entry {}"]);
+    let (_, se) = text(&out);
+    assert!(se.contains("[D_PROC_BADPID]"), "{se}");
+}
+
+const FORKS: &str = r#"
+#include <stdio.h>
+#include <unistd.h>
+#include <sys/wait.h>
+int f(int x) { return x + 1; }
+int main(void) {
+    int s = 0;
+    for (int i = 0; i < 5; i++) {
+        pid_t p = fork();
+        if (p == 0) { int t = 0; for (int j = 0; j < 100; j++) t += f(j); _exit(t == 5050 ? 0 : 1); }
+        int st; waitpid(p, &st, 0); s += WIFEXITED(st) && WEXITSTATUS(st) == 0;
+        s += f(i) > 0;
+    }
+    printf("children ok %d\n", s);
+    return 0;
+}
+"#;
+
+#[test]
+fn forked_children_lose_the_breakpoints() {
+    let Some(env) = Env::new() else { return };
+    let prog = env.build("forks", FORKS, &[]).unwrap();
+    let out = dtx(&[
+        "-q",
+        "-n",
+        "pid$target:a.out:f:entry { @n = count(); } END { printa(\"hits %@d\\n\", @n); }",
+        "-c",
+        prog.to_str().unwrap(),
+    ]);
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{se}");
+    // the children ran f() 100 times each without a breakpoint left in them
+    assert!(so.contains("children ok 10\n"), "{so}");
+    // only the target's own calls fire
+    assert!(so.contains("hits 5\n"), "{so}");
+}
+
+#[test]
+fn flowindent_over_pid_probes() {
+    let Some(env) = Env::new() else { return };
+    let prog = env.build("prog", PROG, &[]).unwrap();
+    let out = dtx(&[
+        "-F",
+        "-n",
+        "pid$target:a.out:leaf*:entry, pid$target:a.out:leaf*:return {}",
+        "-c",
+        &cmd(&prog, "1"),
+    ]);
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{se}");
+    let lines: Vec<&str> = so.lines().map(str::trim_end).collect();
+    let i = lines
+        .iter()
+        .position(|l| l.starts_with("CPU FUNCTION"))
+        .expect(&so);
+    assert_eq!(
+        &lines[i + 1..i + 5],
+        [
+            "  0  -> leaf",
+            "  0    -> leaf2",
+            "  0    <- leaf2",
+            "  0  <- leaf"
+        ],
+        "{so}"
+    );
+}
+
+#[test]
+fn interrupt_detaches_and_target_finishes() {
+    let Some(env) = Env::new() else { return };
+    let prog = env.build("loop", LOOP, &[]).unwrap();
+    let mut child = Command::new(&prog).stdout(Stdio::piped()).spawn().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 13];
+    std::io::Read::read_exact(&mut stdout, &mut first).unwrap();
+    let d = Command::new(env!("CARGO_BIN_EXE_dtx"))
+        .args([
+            "-q",
+            "-n",
+            "pid$target:a.out:tick:entry { @n = count(); } END { printa(\"ticks %@d\\n\", @n); }",
+        ])
+        .args(["-p", &child.id().to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let st = Command::new("kill")
+        .args(["-INT", &d.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let out = d.wait_with_output().unwrap();
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{se}");
+    let n: u64 = so
+        .lines()
+        .find_map(|l| l.strip_prefix("ticks "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{so}"));
+    assert!(n > 0, "{so}");
+    // the breakpoints are gone and the target runs to its own end
+    let st = child.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    assert_eq!(st.code(), Some(7));
+    assert!(rest.contains("loop finished"), "{rest}");
+}
