@@ -15,4 +15,5 @@ pub mod output;
 pub mod probes;
 pub mod providers;
 pub mod sources;
+pub mod symbols;
 pub mod vm;

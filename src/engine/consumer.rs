@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::io::Write;
 
-use crate::agg::{NoSymbols, SortOptions};
+use crate::agg::{NoSymbols, SortOptions, SymbolResolver};
 use crate::ir::{ActionKind, ValKind};
 use crate::output::messages;
 use crate::output::printf::{self, ArgType, Value};
@@ -36,6 +36,8 @@ pub struct Consumer {
     buf: Vec<u8>,
     /// Faults reported, for the exit status.
     pub errors: u64,
+    /// Names addresses in stacks and symbol keys (`0x...` until a live source sets one).
+    symbols: Box<dyn SymbolResolver + Send>,
 }
 
 fn datum_value(d: &Datum) -> Value<'_> {
@@ -81,7 +83,13 @@ impl Consumer {
             exit_code: None,
             buf: Vec::new(),
             errors: 0,
+            symbols: Box::new(NoSymbols),
         }
+    }
+
+    /// Sets the resolver that names stack frames and `sym()`/`usym()` keys.
+    pub fn set_symbols(&mut self, symbols: Box<dyn SymbolResolver + Send>) {
+        self.symbols = symbols;
     }
 
     fn write_buf(&mut self) {
@@ -145,20 +153,22 @@ impl Consumer {
                         | ActionKind::Jstack { .. } => {
                             for v in values {
                                 if let Datum::Stack { frames, user, pid } = v {
+                                    let syms = &*self.symbols;
                                     if *user {
-                                        stack::ustack(
-                                            *pid as u32,
-                                            frames,
-                                            None,
-                                            stack::DEFAULT_INDENT,
-                                            &|_| stack::Lookup::None,
-                                            &mut self.buf,
-                                        );
+                                        // an empty user stack prints nothing at all
+                                        if !frames.is_empty() {
+                                            stack::stack_simple(
+                                                frames,
+                                                stack::DEFAULT_INDENT,
+                                                &|pc| Some(syms.user(*pid as u32, pc)),
+                                                &mut self.buf,
+                                            );
+                                        }
                                     } else {
-                                        stack::stack(
+                                        stack::stack_simple(
                                             frames,
                                             stack::DEFAULT_INDENT,
-                                            &|_| stack::Lookup::None,
+                                            &|pc| Some(syms.kernel(pc)),
                                             &mut self.buf,
                                         );
                                     }
@@ -253,8 +263,13 @@ impl Consumer {
             ActionKind::Printa { format, aggs } => match format {
                 Some(f) => {
                     if let Err(e) =
-                        vm.aggs
-                            .print_formatted(f, aggs, &self.opts.sort, &NoSymbols, &mut self.buf)
+                        vm.aggs.print_formatted(
+                            f,
+                            aggs,
+                            &self.opts.sort,
+                            &*self.symbols,
+                            &mut self.buf,
+                        )
                     {
                         self.write_buf();
                         let _ = writeln!(std::io::stderr(), "{}: {}", self.opts.prog, e.message);
@@ -262,7 +277,7 @@ impl Consumer {
                 }
                 None => {
                     vm.aggs
-                        .print_default_multi(aggs, &self.opts.sort, &NoSymbols, &mut self.buf)
+                        .print_default_multi(aggs, &self.opts.sort, &*self.symbols, &mut self.buf)
                 }
             },
             ActionKind::Clear(a) => vm.aggs.clear(*a),
@@ -289,7 +304,7 @@ impl Consumer {
     pub fn finish(&mut self, vm: &mut Vm) {
         rec::final_newline(&mut self.buf);
         vm.aggs
-            .print_unprinted(&self.opts.sort, &NoSymbols, &mut self.buf);
+            .print_unprinted(&self.opts.sort, &*self.symbols, &mut self.buf);
         self.write_buf();
         let _ = self.out.flush();
         let (spec, busy, unavail) = vm.spec_drops();

@@ -302,6 +302,14 @@ impl Engine {
         self.end()
     }
 
+    /// Stops timing a `tick-N`/`profile-N` probe: a live source fires it instead (perf
+    /// `cpu-clock` sampling for `profile-N`). Returns whether it was timed.
+    pub fn detach_timer(&mut self, probe: u64) -> bool {
+        let n = self.timers.len();
+        self.timers.retain(|t| t.probe != probe);
+        self.timers.len() != n
+    }
+
     /// The live clock's time now (ns).
     pub fn now_ns(&self) -> u64 {
         self.clock.now_ns()

@@ -3,6 +3,7 @@
 
 mod dtrace;
 pub mod etw;
+pub mod linux;
 mod profile;
 
 pub use dtrace::{DtraceProvider, BEGIN_ID, END_ID, ERROR_ID, ERROR_PROBE};
