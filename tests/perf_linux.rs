@@ -165,7 +165,10 @@ fn proc_start_exec_and_exit_see_a_spawned_process() {
     );
     let (out, err, pid) = trace(&script, Command::new(&exe).args(["10", "3"]));
     assert!(out.contains(&format!("start {pid}\n")), "{out}\n{err}");
-    assert!(out.contains(&format!("exec {pid} dtxt_proc\n")), "{out}\n{err}");
+    assert!(
+        out.contains(&format!("exec {pid} dtxt_proc\n")),
+        "{out}\n{err}"
+    );
     assert!(
         out.contains(&format!("path {pid} {}\n", exe.display())),
         "{out}\n{err}"
@@ -248,7 +251,10 @@ fn without_privileges_the_error_is_one_line() {
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
-    if err.contains("Permission denied") && err.contains("os error 13") && o.status.code() == Some(126) {
+    if err.contains("Permission denied")
+        && err.contains("os error 13")
+        && o.status.code() == Some(126)
+    {
         eprintln!("skipping: dtx is not executable by an unprivileged user here");
         return;
     }

@@ -262,23 +262,23 @@ impl Consumer {
         match kind {
             ActionKind::Printa { format, aggs } => match format {
                 Some(f) => {
-                    if let Err(e) =
-                        vm.aggs.print_formatted(
-                            f,
-                            aggs,
-                            &self.opts.sort,
-                            &*self.symbols,
-                            &mut self.buf,
-                        )
-                    {
+                    if let Err(e) = vm.aggs.print_formatted(
+                        f,
+                        aggs,
+                        &self.opts.sort,
+                        &*self.symbols,
+                        &mut self.buf,
+                    ) {
                         self.write_buf();
                         let _ = writeln!(std::io::stderr(), "{}: {}", self.opts.prog, e.message);
                     }
                 }
-                None => {
-                    vm.aggs
-                        .print_default_multi(aggs, &self.opts.sort, &*self.symbols, &mut self.buf)
-                }
+                None => vm.aggs.print_default_multi(
+                    aggs,
+                    &self.opts.sort,
+                    &*self.symbols,
+                    &mut self.buf,
+                ),
             },
             ActionKind::Clear(a) => vm.aggs.clear(*a),
             ActionKind::Trunc(a) => vm.aggs.trunc(*a, int(0)),

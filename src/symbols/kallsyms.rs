@@ -95,7 +95,10 @@ mod tests {
         );
         assert_eq!(k.len(), 4);
         let s = k.lookup(0xffffffff81001010).unwrap();
-        assert_eq!((s.module, s.name, s.start), ("vmlinux", "do_syscall_64", 0xffffffff81001000));
+        assert_eq!(
+            (s.module, s.name, s.start),
+            ("vmlinux", "do_syscall_64", 0xffffffff81001000)
+        );
         // data symbols do not split functions
         assert_eq!(k.lookup(0xffffffff81002010).unwrap().name, "do_syscall_64");
         let m = k.lookup(0xffffffffc0001004).unwrap();

@@ -66,7 +66,10 @@ mod tests {
         let m = parse(t);
         assert_eq!(m.len(), 4);
         let x = find(&m, 0x55d0c0a01234).unwrap();
-        assert_eq!((x.offset, x.executable, x.path.as_str()), (0x1000, true, "/usr/bin/true"));
+        assert_eq!(
+            (x.offset, x.executable, x.path.as_str()),
+            (0x1000, true, "/usr/bin/true")
+        );
         assert_eq!(find(&m, 0x7f0000000010).unwrap().path, "");
         assert!(find(&m, 0x1000).is_none());
         assert!(find(&m, 0x55d0c0a05000).is_none());

@@ -82,8 +82,18 @@ impl LinuxProvider {
         if self.name == "syscall" {
             let mut v = Vec::with_capacity(2 * syscalls::X86_64.len());
             for (nr, name) in syscalls::X86_64 {
-                v.push(probe(syscall_probe_id(*nr, false), "syscall", name, "entry"));
-                v.push(probe(syscall_probe_id(*nr, true), "syscall", name, "return"));
+                v.push(probe(
+                    syscall_probe_id(*nr, false),
+                    "syscall",
+                    name,
+                    "entry",
+                ));
+                v.push(probe(
+                    syscall_probe_id(*nr, true),
+                    "syscall",
+                    name,
+                    "return",
+                ));
             }
             return v;
         }
@@ -138,7 +148,10 @@ mod tests {
         assert_eq!(syscall_name(231), Some("exit_group"));
         assert_eq!(syscall_name(400), None);
         let t = syscalls::X86_64;
-        assert!(t.windows(2).all(|w| w[0].0 < w[1].0), "table in number order");
+        assert!(
+            t.windows(2).all(|w| w[0].0 < w[1].0),
+            "table in number order"
+        );
         let id = syscall_probe_id(110, true);
         assert_eq!(syscall_of(id), Some((110, true)));
         assert!(is_linux_probe(id));

@@ -111,11 +111,13 @@ fn perf_event_open(attr: &PerfEventAttr, pid: i32, cpu: i32) -> io::Result<Owned
 /// The message for a failed `perf_event_open`.
 fn open_error(what: &str, e: &io::Error) -> String {
     match e.raw_os_error() {
-        Some(libc::EACCES) | Some(libc::EPERM) => format!(
-            "could not enable tracing: perf events need root (or CAP_PERFMON): {what}: {e}"
-        ),
+        Some(libc::EACCES) | Some(libc::EPERM) => {
+            format!("could not enable tracing: perf events need root (or CAP_PERFMON): {what}: {e}")
+        }
         Some(libc::ENOENT) | Some(libc::ENODEV) | Some(libc::ENOSYS) | Some(libc::EOPNOTSUPP) => {
-            format!("could not enable tracing: perf events are unavailable on this system: {what}: {e}")
+            format!(
+                "could not enable tracing: perf events are unavailable on this system: {what}: {e}"
+            )
         }
         _ => format!("could not enable tracing: {what}: {e}"),
     }
@@ -151,15 +153,7 @@ pub fn tracefs() -> Result<PathBuf, String> {
     let target = "/sys/kernel/tracing";
     let (src, dir, fs) = (c"nodev", c"/sys/kernel/tracing", c"tracefs");
     // SAFETY: all pointers are NUL-terminated strings; no data argument.
-    let r = unsafe {
-        libc::mount(
-            src.as_ptr(),
-            dir.as_ptr(),
-            fs.as_ptr(),
-            0,
-            std::ptr::null(),
-        )
-    };
+    let r = unsafe { libc::mount(src.as_ptr(), dir.as_ptr(), fs.as_ptr(), 0, std::ptr::null()) };
     if r != 0 {
         let e = io::Error::last_os_error();
         return Err(format!(
@@ -686,7 +680,9 @@ impl PerfSource {
         }
         // SAFETY: sysconf has no preconditions.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
-        let pages = (config.ring_bytes / page).clamp(16, 16384).next_power_of_two();
+        let pages = (config.ring_bytes / page)
+            .clamp(16, 16384)
+            .next_power_of_two();
         let data_bytes = (pages * page) as u32;
         let mut rings = Vec::new();
         let mut fds = Vec::new();
@@ -717,8 +713,7 @@ impl PerfSource {
                     }
                 }
                 // SAFETY: SET_OUTPUT takes the descriptor of the ring's event.
-                let r =
-                    unsafe { libc::ioctl(fd.as_raw_fd(), IOC_SET_OUTPUT, ring.fd.as_raw_fd()) };
+                let r = unsafe { libc::ioctl(fd.as_raw_fd(), IOC_SET_OUTPUT, ring.fd.as_raw_fd()) };
                 if r != 0 {
                     return Err(format!(
                         "could not enable tracing: perf SET_OUTPUT on CPU {cpu}: {}",
@@ -810,9 +805,7 @@ impl PerfSource {
                     Some(Decoder::Profile { .. }) => COMMON | sample::IP | sample::CALLCHAIN,
                     Some(Decoder::SideBand) | None => return,
                     Some(_) => {
-                        COMMON
-                            | sample::RAW
-                            | if self.stacks { sample::CALLCHAIN } else { 0 }
+                        COMMON | sample::RAW | if self.stacks { sample::CALLCHAIN } else { 0 }
                     }
                 };
                 if let Some(s) = record::parse_sample(body, st) {
@@ -997,9 +990,7 @@ impl PerfSource {
                 }
             }
             Decoder::Exec { filename } => {
-                args[0] = filename
-                    .data_offset(raw)
-                    .map_or(0, |o| RAW_BASE + o as u64);
+                args[0] = filename.data_offset(raw).map_or(0, |o| RAW_BASE + o as u64);
                 push(probe_id("proc", "exec"), s.tid, s.pid);
                 push(probe_id("proc", "exec-success"), s.tid, s.pid);
             }
@@ -1009,7 +1000,10 @@ impl PerfSource {
                 bytes,
                 rwbs,
             } => {
-                let (dv, sec) = (dev.int(raw, 0).unwrap_or(0), sector.int(raw, 0).unwrap_or(0));
+                let (dv, sec) = (
+                    dev.int(raw, 0).unwrap_or(0),
+                    sector.int(raw, 0).unwrap_or(0),
+                );
                 args[0] = bytes.int(raw, 0).unwrap_or(0);
                 args[1] = sec.wrapping_mul(512);
                 args[2] = io_key(dv, sec);
@@ -1024,7 +1018,10 @@ impl PerfSource {
                 error,
                 rwbs,
             } => {
-                let (dv, sec) = (dev.int(raw, 0).unwrap_or(0), sector.int(raw, 0).unwrap_or(0));
+                let (dv, sec) = (
+                    dev.int(raw, 0).unwrap_or(0),
+                    sector.int(raw, 0).unwrap_or(0),
+                );
                 args[0] = nr_sector.int(raw, 0).unwrap_or(0).wrapping_mul(512);
                 args[1] = sec.wrapping_mul(512);
                 args[2] = io_key(dv, sec);

@@ -274,7 +274,10 @@ mod tests {
         push32(&mut b, 4); // raw size
         b.extend_from_slice(&[1, 2, 3, 4]);
         let s = parse_sample(&b, st).unwrap();
-        assert_eq!((s.id, s.pid, s.tid, s.time, s.cpu), (77, 10, 11, 123_456, 1));
+        assert_eq!(
+            (s.id, s.pid, s.tid, s.time, s.cpu),
+            (77, 10, 11, 123_456, 1)
+        );
         assert_eq!(s.raw, &[1, 2, 3, 4]);
         let (mut k, mut u) = (Vec::new(), Vec::new());
         split_callchain(s.callchain, &mut k, &mut u);
