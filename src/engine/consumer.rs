@@ -111,6 +111,10 @@ impl Consumer {
 
     /// Consumes the records of one firing of `vm`.
     pub fn consume(&mut self, vm: &mut Vm, res: &FireResult, probes: &HashMap<u64, ProbeInfo>) {
+        if vm.records.is_empty() && res.errors.is_empty() {
+            // the common case of a live source: a clause that only aggregates
+            return;
+        }
         let records = std::mem::take(&mut vm.records);
         let program = vm.program.clone();
         let actions = program.actions();

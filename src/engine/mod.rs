@@ -168,6 +168,11 @@ impl Engine {
         );
     }
 
+    /// Whether a program called `exit()`.
+    pub fn exited(&self) -> bool {
+        self.exit.is_some()
+    }
+
     /// Whether the run should go to END: `exit()` was called or the run was interrupted.
     pub fn done(&self) -> bool {
         self.exit.is_some() || self.interrupted.load(Ordering::SeqCst)
@@ -296,6 +301,10 @@ impl Engine {
                 self.fire_timer(i);
             }
         }
+        if self.exit.is_none() {
+            // interrupted: what the source already holds still counts, as in dtrace
+            source.finish(self);
+        }
         source.stop();
         let _ = source_status;
         self.wait_status_check();
@@ -331,6 +340,9 @@ pub trait EventSource {
     /// Delivers what arrives until `deadline` (the engine clock's ns) or until the engine is
     /// [`Engine::done`], whichever is first, calling `engine.fire` for each firing.
     fn pump(&mut self, deadline: u64, engine: &mut Engine) -> SourceState;
+    /// After an interruption (Ctrl-C), before END: fires what the source has already
+    /// buffered, until `exit()`.
+    fn finish(&mut self, _engine: &mut Engine) {}
     /// Stops the source: called once, before END (detach, close ring buffers, ...).
     fn stop(&mut self) {}
 }

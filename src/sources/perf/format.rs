@@ -142,6 +142,23 @@ impl Field {
         })
     }
 
+    /// Every element of an unsigned 8-byte array field (`unsigned long args[6]`) into `out`,
+    /// as [`Field::int`] would read them one by one; elements past the record read as 0.
+    pub fn u64s(&self, raw: &[u8], out: &mut [u64]) {
+        let n = self.array_len.unwrap_or(1).min(out.len());
+        if !self.signed && self.size == 8 * self.array_len.unwrap_or(1) {
+            if let Some(b) = raw.get(self.offset..self.offset + 8 * n) {
+                for (o, c) in out.iter_mut().zip(b.chunks_exact(8)) {
+                    *o = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+                }
+                return;
+            }
+        }
+        for (i, o) in out.iter_mut().take(n).enumerate() {
+            *o = self.int(raw, i).unwrap_or(0);
+        }
+    }
+
     /// The bytes of a string field (`char name[N]` or `__data_loc char[] name`), up to its
     /// first NUL.
     pub fn bytes<'a>(&self, raw: &'a [u8]) -> Option<&'a [u8]> {
@@ -224,6 +241,12 @@ format:
         assert_eq!(args.int(&raw, 1), Some(0));
         assert_eq!(pid.int(&raw, 0), Some(-7i64 as u64));
         assert_eq!(args.int(&raw[..30], 2), None);
+        let mut all = [7u64; 6];
+        args.u64s(&raw, &mut all);
+        assert_eq!(all, [0, 0, 0x1234, 0, 0, 0]);
+        let mut short = [7u64; 6];
+        args.u64s(&raw[..40], &mut short);
+        assert_eq!(short, [0, 0, 0x1234, 0, 0, 0]);
     }
 
     #[test]

@@ -477,6 +477,8 @@ pub struct PerfSource {
     /// perf event id → index into `decoders`.
     by_id: FastMap<u64, usize>,
     probes: FastMap<u64, ProbeInfo>,
+    /// The probes some program enabled (fixed for the run).
+    enabled: FastMap<u64, ()>,
     tasks: Tasks,
     /// Exit status from `exit`/`exit_group`, by thread id and process id.
     exit_status: FastMap<u32, i64>,
@@ -725,6 +727,11 @@ impl PerfSource {
             }
             rings.push(ring);
         }
+        let on_ids = enabled
+            .iter()
+            .filter(|p| engine.is_enabled(p.id))
+            .map(|p| (p.id, ()))
+            .collect();
         let probes = enabled.into_iter().map(|p| (p.id, p)).collect();
         let n = rings.len();
         Ok(PerfSource {
@@ -733,6 +740,7 @@ impl PerfSource {
             decoders,
             by_id,
             probes,
+            enabled: on_ids,
             tasks: Tasks::default(),
             exit_status: FastMap::default(),
             track_exits,
@@ -748,8 +756,9 @@ impl PerfSource {
         })
     }
 
-    /// Copies what every ring holds and fires it in time order. Returns whether there was any.
-    fn drain_and_fire(&mut self, engine: &mut Engine) -> bool {
+    /// Copies what every ring holds and fires it in time order, until the engine is done (or,
+    /// with `to_exit`, until a program calls `exit()`). Returns whether there was any.
+    fn drain_and_fire(&mut self, engine: &mut Engine, to_exit: bool) -> bool {
         self.order.clear();
         for (i, ring) in self.rings.iter_mut().enumerate() {
             let buf = &mut self.bufs[i];
@@ -779,7 +788,7 @@ impl PerfSource {
         let order = std::mem::take(&mut self.order);
         let bufs = std::mem::take(&mut self.bufs);
         for &(_, ring, at) in &order {
-            if engine.done() {
+            if engine.exited() || (!to_exit && engine.done()) {
                 break;
             }
             let buf = &bufs[ring as usize];
@@ -798,10 +807,11 @@ impl PerfSource {
     fn record(&mut self, h: record::Header, body: &[u8], ring: usize, engine: &mut Engine) {
         match h.kind {
             kind::SAMPLE => {
-                let st = match record::parse_sample(body, COMMON)
-                    .and_then(|s| self.by_id.get(&s.id))
-                    .map(|&d| &self.decoders[d])
-                {
+                // the identifier comes first in every sample dtx asks for
+                let id = body
+                    .get(..8)
+                    .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
+                let st = match self.by_id.get(&id).map(|&d| &self.decoders[d]) {
                     Some(Decoder::Profile { .. }) => COMMON | sample::IP | sample::CALLCHAIN,
                     Some(Decoder::SideBand) | None => return,
                     Some(_) => {
@@ -875,9 +885,10 @@ impl PerfSource {
         // (probe, thread the firing runs in, its process when known)
         let mut fire: [(u64, u32, u32); 2] = [(0, 0, 0); 2];
         let mut n = 0;
+        let enabled = &self.enabled;
         let mut push = |probe: Option<u64>, tid: u32, pid: u32| {
             if let Some(p) = probe {
-                if n < 2 && engine_enabled(engine, p) {
+                if n < 2 && enabled.contains_key(&p) {
                     fire[n] = (p, tid, pid);
                     n += 1;
                 }
@@ -887,9 +898,7 @@ impl PerfSource {
             Decoder::SideBand => return,
             Decoder::SysEnter { id, args: a } => {
                 let nr = id.int(raw, 0).unwrap_or(u64::MAX);
-                for (i, slot) in args.iter_mut().take(6).enumerate() {
-                    *slot = a.int(raw, i).unwrap_or(0);
-                }
+                a.u64s(raw, &mut args[..6]);
                 if self.track_exits && (nr == 60 || nr == 231) {
                     let key = if nr == 231 { s.pid } else { s.tid };
                     self.exit_status.insert(key, args[0] as i64);
@@ -1087,10 +1096,6 @@ impl PerfSource {
     }
 }
 
-fn engine_enabled(engine: &Engine, probe: u64) -> bool {
-    engine.is_enabled(probe)
-}
-
 /// One I/O's identity, the same at `io:::start` and `io:::done`: device and sector.
 fn io_key(dev: u64, sector: u64) -> u64 {
     (dev << 44) ^ sector
@@ -1121,7 +1126,7 @@ fn event_id(fd: &OwnedFd) -> Result<u64, String> {
 impl EventSource for PerfSource {
     fn pump(&mut self, deadline: u64, engine: &mut Engine) -> SourceState {
         loop {
-            self.drain_and_fire(engine);
+            self.drain_and_fire(engine, false);
             self.report_drops(engine);
             let now = engine.now_ns();
             if engine.done() || now >= deadline {
@@ -1140,6 +1145,12 @@ impl EventSource for PerfSource {
             // SAFETY: `fds` is a valid array of pollfd of the given length.
             unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
         }
+    }
+
+    fn finish(&mut self, engine: &mut Engine) {
+        // the events stay enabled: take what the rings hold now, once
+        self.drain_and_fire(engine, true);
+        self.report_drops(engine);
     }
 
     fn stop(&mut self) {
