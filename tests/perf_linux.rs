@@ -266,3 +266,38 @@ fn without_privileges_the_error_is_one_line() {
         "{err}"
     );
 }
+
+#[test]
+fn tracefs_is_mounted_when_absent() {
+    require_perf!();
+    // in a private mount namespace with every tracefs mount removed, dtx mounts its own
+    let script = "for m in $(awk '$3 == \"tracefs\" { print $2 }' /proc/mounts); do umount \"$m\" || exit 90; done; \
+                  grep -q tracefs /proc/mounts && exit 91; \
+                  \"$0\" -q -n 'sched:::on-cpu { exit(0); } tick-10s { exit(3); }' || exit $?; \
+                  grep -q '^nodev /sys/kernel/tracing tracefs' /proc/mounts || exit 92";
+    let o = Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", script])
+        .arg(env!("CARGO_BIN_EXE_dtx"))
+        .output();
+    let o = match o {
+        Ok(o) if o.status.code() != Some(90) && !o.status.success() && o.stderr.starts_with(b"unshare:") => {
+            eprintln!("skipping: unshare cannot make a mount namespace here");
+            return;
+        }
+        Ok(o) if o.status.code() == Some(90) => {
+            eprintln!("skipping: cannot unmount tracefs in a private namespace");
+            return;
+        }
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("skipping: unshare not available ({e})");
+            return;
+        }
+    };
+    assert!(
+        o.status.success(),
+        "status {:?}: {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

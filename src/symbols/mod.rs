@@ -69,9 +69,17 @@ impl SymbolTables {
     /// (module path, symbol name, symbol start) of a user address, or just the module.
     fn lookup_user(&mut self, pid: u32, addr: u64) -> UserLookup {
         self.note_process(pid);
-        let Some(map) = self.maps.get(&pid).cloned() else {
+        let Some(mut map) = self.maps.get(&pid).cloned() else {
             return UserLookup::None;
         };
+        if maps::find(&map, addr).is_none() {
+            // mapped after the map was read (dlopen): read it again while the process lives
+            let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+            if !text.is_empty() {
+                map = Arc::new(maps::parse(&text));
+                self.maps.insert(pid, map.clone());
+            }
+        }
         let Some(m) = maps::find(&map, addr) else {
             return UserLookup::None;
         };
