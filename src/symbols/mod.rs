@@ -162,3 +162,37 @@ impl SymbolResolver for LiveSymbols {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frame_text_has_dtrace_shape() {
+        assert_eq!(
+            frame("libc.so.6", "read", 0x1000, 0x1010),
+            "libc.so.6`read+0x10"
+        );
+        assert_eq!(frame("a.out", "main", 0x1000, 0x1000), "a.out`main");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn user_addresses_of_this_process_are_named() {
+        #[inline(never)]
+        fn symbols_test_target_function() -> u32 {
+            std::hint::black_box(7)
+        }
+        let syms = LiveSymbols::new();
+        let pc = symbols_test_target_function as *const () as usize as u64 + 1;
+        let s = syms.user(std::process::id(), pc);
+        assert!(s.contains("symbols_test_target_function+0x1"), "{s}");
+        let exe = std::env::current_exe().unwrap();
+        let base = exe.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(s.starts_with(&format!("{base}`")), "{s}");
+        assert_eq!(syms.umod(std::process::id(), pc), base);
+        // nothing is mapped at page 1
+        assert_eq!(syms.user(std::process::id(), 0x1008), "0x1008");
+        assert_eq!(symbols_test_target_function(), 7);
+    }
+}

@@ -11,9 +11,11 @@ use super::{fields_match, Provider};
 use crate::probes::{ProbeDesc, ProbeInfo};
 
 /// First id of the `syscall` probes: `SYSCALL_FIRST_ID + 2 * number + (0 entry | 1 return)`.
-const SYSCALL_FIRST_ID: u64 = 300_000;
+/// The ids fit `dtx -l`'s five-digit column, above the profile provider's on-demand ids
+/// (below 62,000) and below the ETW providers' (100,000 and up).
+const SYSCALL_FIRST_ID: u64 = 70_000;
 /// First id of the other probes, in [`PROBES`] order.
-const FIRST_ID: u64 = 310_000;
+const FIRST_ID: u64 = 73_000;
 
 /// The non-syscall probes: (provider, name).
 pub const PROBES: &[(&str, &str)] = &[
@@ -168,5 +170,14 @@ mod tests {
         assert_eq!(Some(e[0].id), probe_id("proc", "exit"));
         assert!(is_linux_probe(e[0].id));
         assert!(!is_linux_probe(1));
+    }
+
+    #[test]
+    fn ids_fit_the_listing_and_clash_with_no_other_provider() {
+        // profile's on-demand probes end below 62,000; ETW's start at 100,000
+        assert!(syscall_probe_id(0, false) > 62_000);
+        assert!(syscall_probe_id(1023, true) < FIRST_ID);
+        assert!(FIRST_ID + (PROBES.len() as u64) < 100_000);
+        assert_eq!(syscall_of(FIRST_ID), None);
     }
 }
