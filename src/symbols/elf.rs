@@ -20,7 +20,7 @@ impl ElfSymbols {
             .symbols()
             .chain(file.dynamic_symbols())
             .filter(|s| s.kind() == SymbolKind::Text && s.address() != 0)
-            .filter_map(|s| Some((s.address(), s.size(), s.name().ok()?.into())))
+            .filter_map(|s| Some((s.address(), s.size(), demangle(s.name().ok()?).into())))
             .filter(|(_, _, n): &(u64, u64, Box<str>)| !n.is_empty())
             .collect();
         syms.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
@@ -63,9 +63,110 @@ impl ElfSymbols {
     }
 }
 
+/// A readable name for an Itanium-style nested name (`_ZN3std2io5stdio6_print17h0123456789abcdefE`
+/// → `std::io::stdio::_print`), as Rust's legacy mangling and C++ produce; other names are kept.
+/// Rust's hash component is dropped and its `$..$` escapes decoded; C++ parameter types after the
+/// name are not shown.
+pub fn demangle(name: &str) -> String {
+    let Some(mut rest) = name.strip_prefix("_ZN") else {
+        return name.to_string();
+    };
+    let mut parts: Vec<String> = Vec::new();
+    while !rest.is_empty() && !rest.starts_with('E') {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let Ok(len) = rest[..digits].parse::<usize>() else {
+            return name.to_string();
+        };
+        let Some(part) = rest.get(digits..digits + len) else {
+            return name.to_string();
+        };
+        parts.push(part.to_string());
+        rest = &rest[digits + len..];
+    }
+    if !rest.starts_with('E') || parts.is_empty() {
+        return name.to_string();
+    }
+    let is_hash = |p: &str| {
+        p.len() == 17 && p.starts_with('h') && p[1..].bytes().all(|c| c.is_ascii_hexdigit())
+    };
+    if parts.len() > 1 && parts.last().is_some_and(|p| is_hash(p)) {
+        parts.pop();
+    }
+    let parts: Vec<String> = parts.iter().map(|p| unescape(p)).collect();
+    parts.join("::")
+}
+
+/// Rust legacy mangling escapes: `$LT$` `<`, `$GT$` `>`, `$RF$` `&`, `$BP$` `*`, `$C$` `,`,
+/// `$u20$` and other `$uXX$` code points, `..` for `::`, a leading `_$` for `$`.
+fn unescape(p: &str) -> String {
+    let p = p
+        .strip_prefix("_$")
+        .map_or(p.to_string(), |r| format!("${r}"));
+    let mut out = String::with_capacity(p.len());
+    let mut rest = p.as_str();
+    while let Some(i) = rest.find(['$', '.']) {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i..];
+        if let Some(t) = tail.strip_prefix("..") {
+            out.push_str("::");
+            rest = t;
+            continue;
+        }
+        if tail.starts_with('.') {
+            out.push('.');
+            rest = &tail[1..];
+            continue;
+        }
+        let Some(end) = tail[1..].find('$') else {
+            out.push_str(tail);
+            return out;
+        };
+        let code = &tail[1..1 + end];
+        let text = match code {
+            "LT" => Some('<'),
+            "GT" => Some('>'),
+            "RF" => Some('&'),
+            "BP" => Some('*'),
+            "C" => Some(','),
+            "SP" => Some('@'),
+            "LP" => Some('('),
+            "RP" => Some(')'),
+            _ => code
+                .strip_prefix('u')
+                .and_then(|h| u32::from_str_radix(h, 16).ok())
+                .and_then(char::from_u32),
+        };
+        match text {
+            Some(c) => out.push(c),
+            None => out.push_str(&tail[..end + 2]),
+        }
+        rest = &tail[end + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nested_names_are_demangled() {
+        assert_eq!(
+            demangle("_ZN3std2io5stdio6_print17h0123456789abcdefE"),
+            "std::io::stdio::_print"
+        );
+        assert_eq!(
+            demangle("_ZN4core3ptr85drop_in_place$LT$std..rt..lang_start$LT$$LP$$RP$$GT$..$u7b$$u7b$closure$u7d$$u7d$$GT$17h0123456789abcdefE"),
+            "core::ptr::drop_in_place<std::rt::lang_start<()>::{{closure}}>"
+        );
+        assert_eq!(demangle("_ZN3foo3barEv"), "foo::bar");
+        assert_eq!(demangle("main"), "main");
+        assert_eq!(demangle("_ZN3fooE"), "foo");
+        // malformed names are kept as they are
+        assert_eq!(demangle("_ZN99fooE"), "_ZN99fooE");
+        assert_eq!(demangle("_ZN3foo"), "_ZN3foo");
+    }
 
     #[test]
     fn bad_input_is_an_error() {
@@ -89,7 +190,7 @@ mod tests {
         let m = super::super::maps::find(&maps, f).unwrap();
         let vaddr = e.file_offset_to_vaddr(f - m.start + m.offset).unwrap();
         let (name, start) = e.lookup(vaddr).unwrap();
-        assert!(name.contains("marker_function_for_symbols"), "{name}");
+        assert!(name.ends_with("::marker_function_for_symbols"), "{name}");
         assert!(start <= vaddr);
         assert_eq!(marker_function_for_symbols(), 42);
     }
