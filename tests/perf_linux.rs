@@ -280,7 +280,11 @@ fn tracefs_is_mounted_when_absent() {
         .arg(env!("CARGO_BIN_EXE_dtx"))
         .output();
     let o = match o {
-        Ok(o) if o.status.code() != Some(90) && !o.status.success() && o.stderr.starts_with(b"unshare:") => {
+        Ok(o)
+            if o.status.code() != Some(90)
+                && !o.status.success()
+                && o.stderr.starts_with(b"unshare:") =>
+        {
             eprintln!("skipping: unshare cannot make a mount namespace here");
             return;
         }

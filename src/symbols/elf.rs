@@ -112,9 +112,9 @@ fn unescape(p: &str) -> String {
             rest = t;
             continue;
         }
-        if tail.starts_with('.') {
+        if let Some(t) = tail.strip_prefix('.') {
             out.push('.');
-            rest = &tail[1..];
+            rest = t;
             continue;
         }
         let Some(end) = tail[1..].find('$') else {
