@@ -1148,7 +1148,10 @@ impl EventSource for PerfSource {
     }
 
     fn finish(&mut self, engine: &mut Engine) {
-        // the events stay enabled: take what the rings hold now, once
+        // the events stay enabled: take what the rings hold now; a ring that overflowed reports
+        // its loss only with the next record written after space was freed, so look once more
+        self.drain_and_fire(engine, true);
+        std::thread::sleep(std::time::Duration::from_millis(20));
         self.drain_and_fire(engine, true);
         self.report_drops(engine);
     }
