@@ -239,7 +239,8 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
     let mut catalog = if trace.is_some() {
         Catalog::with_etw(&etw)
     } else {
-        Catalog::standard()
+        // live: on Linux this includes the perf-backed kernel providers
+        Catalog::live()
     };
     let console = args.tui
         || (args.programs.is_empty()
@@ -444,6 +445,11 @@ fn run_programs(
         Box::new(crate::engine::clock::LiveClock::new()),
         consumer,
     );
+    #[cfg(target_os = "linux")]
+    let mut perf = match &trace {
+        None => open_perf(prog, &mut engine, opts, compiled_uses_stacks)?,
+        Some(_) => None,
+    };
     for (p, r) in programs.iter().zip(&engine.runs) {
         let src = match p.kind {
             SourceKind::File => messages::ProgramSource::Script,
@@ -469,16 +475,62 @@ fn run_programs(
             Ok(engine.run_trace(&mut src, &etw))
         }
         None => {
-            match target::source(
+            let pid_source = target::source(
                 pid_run.target,
                 &pid_run.provider,
                 &engine,
                 quiet,
                 compiled_uses_stacks,
-            )? {
-                Some(mut src) => Ok(engine.run_live(&mut src)),
-                None => Ok(engine.run()),
+            )?;
+            if let Some(mut src) = pid_source {
+                return Ok(engine.run_live(&mut src));
             }
+            #[cfg(target_os = "linux")]
+            if let Some(src) = perf.as_mut() {
+                return Ok(engine.run_live(src));
+            }
+            Ok(engine.run())
+        }
+    }
+}
+
+/// Opens the perf-events source when the programs enable live kernel probes (`syscall`,
+/// `sched`, `proc`, `io`, `profile-N`); programs of `BEGIN`/`END`/`tick-N` alone stay on the
+/// timer path. A program whose only live probes are `profile-N` falls back to the engine's
+/// timer (with a warning) where perf events are unavailable.
+#[cfg(target_os = "linux")]
+fn open_perf(
+    prog: &str,
+    engine: &mut crate::engine::Engine,
+    opts: &DOptions,
+    stacks: bool,
+) -> Result<Option<crate::sources::perf::live::PerfSource>, String> {
+    use crate::sources::perf::live::{needed, PerfConfig, PerfSource};
+    if !needed(engine) {
+        return Ok(None);
+    }
+    let symbols = crate::symbols::LiveSymbols::new();
+    let config = PerfConfig {
+        stacks,
+        ring_bytes: opts.bufsize().min(1 << 30) as usize,
+    };
+    match PerfSource::open(engine, &config, symbols.clone()) {
+        Ok(src) => {
+            engine.consumer.set_symbols(Box::new(symbols));
+            Ok(Some(src))
+        }
+        Err(e) => {
+            let kernel_probes = engine
+                .enabled_probes()
+                .any(|p| crate::providers::linux::is_linux_probe(p.id));
+            if kernel_probes {
+                return Err(e);
+            }
+            fatal(
+                prog,
+                &format!("warning: {e}; profile-N fires on dtx's own timer"),
+            );
+            Ok(None)
         }
     }
 }

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::io::Write;
 
-use crate::agg::{NoSymbols, SortOptions};
+use crate::agg::{NoSymbols, SortOptions, SymbolResolver};
 use crate::ir::{ActionKind, ValKind};
 use crate::output::messages;
 use crate::output::printf::{self, ArgType, Value};
@@ -68,8 +68,9 @@ pub struct Consumer {
     buf: Vec<u8>,
     /// Faults reported, for the exit status.
     pub errors: u64,
-    /// Names addresses in stacks and symbol keys (user processes of a pid run).
-    pub symbols: Box<dyn crate::agg::SymbolResolver + Send>,
+    /// Names addresses in stacks and symbol keys (`0x...` until a source sets one: the pid
+    /// provider's process symbols, the perf source's live symbols).
+    pub symbols: Box<dyn SymbolResolver + Send>,
     /// `-F` indentation state.
     flow: crate::output::flow::FlowIndent,
 }
@@ -122,6 +123,11 @@ impl Consumer {
         }
     }
 
+    /// Sets the resolver that names stack frames and `sym()`/`usym()` keys.
+    pub fn set_symbols(&mut self, symbols: Box<dyn SymbolResolver + Send>) {
+        self.symbols = symbols;
+    }
+
     fn write_buf(&mut self) {
         if !self.buf.is_empty() {
             let _ = self.out.write_all(&self.buf);
@@ -141,6 +147,10 @@ impl Consumer {
 
     /// Consumes the records of one firing of `vm`.
     pub fn consume(&mut self, vm: &mut Vm, res: &FireResult, probes: &HashMap<u64, ProbeInfo>) {
+        if vm.records.is_empty() && res.errors.is_empty() {
+            // the common case of a live source: a clause that only aggregates
+            return;
+        }
         let records = std::mem::take(&mut vm.records);
         let program = vm.program.clone();
         let actions = program.actions();
@@ -210,20 +220,28 @@ impl Consumer {
                         | ActionKind::Jstack { .. } => {
                             for v in values {
                                 if let Datum::Stack { frames, user, pid } = v {
+                                    let syms = &*self.symbols;
                                     if *user {
-                                        stack::ustack(
-                                            *pid as u32,
-                                            frames,
-                                            None,
-                                            stack::DEFAULT_INDENT,
-                                            &|pc| self.symbols.user_lookup(*pid as u32, pc),
-                                            &mut self.buf,
-                                        );
+                                        // an empty user stack prints nothing at all
+                                        if !frames.is_empty() {
+                                            let pid = *pid as u32;
+                                            stack::stack_simple(
+                                                frames,
+                                                stack::DEFAULT_INDENT,
+                                                &|pc| {
+                                                    Some(match syms.user_lookup(pid, pc) {
+                                                        stack::Lookup::None => syms.user(pid, pc),
+                                                        l => stack::frame_text(pc, &l, true),
+                                                    })
+                                                },
+                                                &mut self.buf,
+                                            );
+                                        }
                                     } else {
-                                        stack::stack(
+                                        stack::stack_simple(
                                             frames,
                                             stack::DEFAULT_INDENT,
-                                            &|_| stack::Lookup::None,
+                                            &|pc| Some(syms.kernel(pc)),
                                             &mut self.buf,
                                         );
                                     }

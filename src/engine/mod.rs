@@ -256,6 +256,11 @@ impl Engine {
         );
     }
 
+    /// Whether a program called `exit()`.
+    pub fn exited(&self) -> bool {
+        self.exit.is_some()
+    }
+
     /// Whether the run should go to END: `exit()` was called or the run was interrupted.
     pub fn done(&self) -> bool {
         self.exit.is_some() || self.interrupted.load(Ordering::SeqCst)
@@ -384,10 +389,22 @@ impl Engine {
                 self.fire_timer(i);
             }
         }
+        if self.exit.is_none() {
+            // interrupted: what the source already holds still counts, as in dtrace
+            source.finish(self);
+        }
         source.stop();
         let _ = source_status;
         self.wait_status_check();
         self.end()
+    }
+
+    /// Stops timing a `tick-N`/`profile-N` probe: a live source fires it instead (perf
+    /// `cpu-clock` sampling for `profile-N`). Returns whether it was timed.
+    pub fn detach_timer(&mut self, probe: u64) -> bool {
+        let n = self.timers.len();
+        self.timers.retain(|t| t.probe != probe);
+        self.timers.len() != n
     }
 
     /// The live clock's time now (ns).
@@ -411,6 +428,9 @@ pub trait EventSource {
     /// Delivers what arrives until `deadline` (the engine clock's ns) or until the engine is
     /// [`Engine::done`], whichever is first, calling `engine.fire` for each firing.
     fn pump(&mut self, deadline: u64, engine: &mut Engine) -> SourceState;
+    /// After an interruption (Ctrl-C), before END: fires what the source has already
+    /// buffered, until `exit()`.
+    fn finish(&mut self, _engine: &mut Engine) {}
     /// Stops the source: called once, before END (detach, close ring buffers, ...).
     fn stop(&mut self) {}
 }

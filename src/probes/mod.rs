@@ -84,6 +84,20 @@ impl Catalog {
         Catalog::new(crate::providers::standard())
     }
 
+    /// The catalog of a live run (no recorded trace): on Linux the standard providers plus the
+    /// kernel providers that perf events back (`syscall`, `sched`, `proc`, `io`); elsewhere the
+    /// standard ones.
+    pub fn live() -> Self {
+        #[cfg(target_os = "linux")]
+        {
+            let mut p = crate::providers::standard();
+            p.extend(crate::providers::linux::providers());
+            Catalog::new(p)
+        }
+        #[cfg(not(target_os = "linux"))]
+        Catalog::standard()
+    }
+
     /// The standard providers plus the ETW providers (kernel ones, and those named in a trace).
     pub fn with_etw(etw: &crate::providers::etw::EtwProbes) -> Self {
         let mut p = crate::providers::standard();

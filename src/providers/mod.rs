@@ -3,6 +3,7 @@
 
 mod dtrace;
 pub mod etw;
+pub mod linux;
 pub mod pid;
 mod profile;
 

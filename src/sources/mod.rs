@@ -1,4 +1,6 @@
-//! Event sources: what feeds the engine besides its timers. Today: recorded `.etl` files.
+//! Event sources: what feeds the engine besides its timers: recorded `.etl` files, and live
+//! perf events on Linux.
 
 pub mod debugger;
 pub mod etl;
+pub mod perf;

@@ -4,11 +4,16 @@
 
 pub mod decode;
 pub mod elf;
+pub mod elf_table;
+pub mod kallsyms;
+pub mod live;
+pub mod maps;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 pub use elf::{ElfImage, Function};
+pub use live::{LiveSymbols, SymbolTables};
 
 /// One line of `/proc/PID/maps` that maps a file.
 #[derive(Clone, Debug, PartialEq, Eq)]

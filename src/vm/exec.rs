@@ -77,8 +77,11 @@ impl Vm {
                 Ok(_) if self.exit_in_clause => Ok(Flow::Exit),
                 other => other,
             };
-            // a clause that records nothing still shows its probe line (DTrace's default action)
+            // a clause with no statements shows its probe line (DTrace's default action); one
+            // whose statements record nothing (`@[k] = count()`, `self->ts = timestamp`) has an
+            // ECB of size 0 in dtrace and shows nothing
             if matches!(r, Ok(Flow::Exit) | Ok(Flow::Done))
+                && clause.body.is_empty()
                 && !self.header_sent
                 && self.clause_ran
                 && !self.opts.quiet

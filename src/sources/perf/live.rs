@@ -1,0 +1,1167 @@
+//! The live perf-events source: opens the tracepoints and `cpu-clock` samplers the enabled
+//! probes need on every online CPU, one ring buffer per CPU (every event of a CPU writes into
+//! the ring of that CPU's side-band event), and turns records into firings of the `syscall`,
+//! `sched`, `proc`, `io` and `profile` probes.
+//!
+//! Written over `libc` rather than a perf crate: dtx needs tracepoints with raw records,
+//! software clocks and side-band records (COMM/FORK/EXIT for `execname` and `ppid`) multiplexed
+//! into one ring per CPU and drained by one poll loop that the engine's deadline drives, which
+//! is a small part of the ABI (`perf_event_open`, five ioctls, the mmap header); `perf-event2`
+//! models counters and per-event samplers without raw tracepoint records, and `one_collect` is a
+//! whole collection pipeline with its own event model and threads.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::format::{EventFormat, Field};
+use super::record::{self, kind, sample};
+use crate::engine::{Engine, EventSource, SourceState};
+use crate::fasthash::FastMap;
+use crate::probes::ProbeInfo;
+use crate::providers::linux::{is_linux_probe, probe_id, syscall_of, syscall_probe_id};
+use crate::providers::{parse_rate, TickKind};
+use crate::symbols::LiveSymbols;
+use crate::vm::{AddressSpace, Fault, FiringCtx};
+
+/// `struct perf_event_attr` (`PERF_ATTR_SIZE_VER8`, 136 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct PerfEventAttr {
+    kind: u32,
+    size: u32,
+    config: u64,
+    sample_period: u64,
+    sample_type: u64,
+    read_format: u64,
+    flags: u64,
+    wakeup_watermark: u32,
+    bp_type: u32,
+    config1: u64,
+    config2: u64,
+    branch_sample_type: u64,
+    sample_regs_user: u64,
+    sample_stack_user: u32,
+    clockid: i32,
+    sample_regs_intr: u64,
+    aux_watermark: u32,
+    sample_max_stack: u16,
+    reserved_2: u16,
+    aux_sample_size: u32,
+    reserved_3: u32,
+    sig_data: u64,
+    config3: u64,
+}
+
+const ATTR_SIZE: u32 = std::mem::size_of::<PerfEventAttr>() as u32;
+
+const TYPE_SOFTWARE: u32 = 1;
+const TYPE_TRACEPOINT: u32 = 2;
+const SW_CPU_CLOCK: u64 = 0;
+const SW_DUMMY: u64 = 9;
+
+/// `perf_event_attr` flag bits.
+mod flag {
+    pub const COMM: u64 = 1 << 9;
+    pub const TASK: u64 = 1 << 13;
+    pub const WATERMARK: u64 = 1 << 14;
+    pub const SAMPLE_ID_ALL: u64 = 1 << 18;
+    pub const COMM_EXEC: u64 = 1 << 24;
+    pub const USE_CLOCKID: u64 = 1 << 25;
+}
+
+const IOC_SET_OUTPUT: libc::c_ulong = 0x2405;
+const IOC_SET_FILTER: libc::c_ulong = 0x4008_2406;
+const IOC_ID: libc::c_ulong = 0x8008_2407;
+const FLAG_FD_CLOEXEC: libc::c_ulong = 8;
+
+/// The trailer every record carries (`sample_id_all`), and the start of every sample.
+const COMMON: u64 = sample::IDENTIFIER | sample::TID | sample::TIME | sample::CPU;
+
+/// Where a tracepoint's raw record appears to D (e.g. `proc:::exec`'s file name): a
+/// non-canonical address that no process can map.
+const RAW_BASE: u64 = 0xfffe_0000_0000_0000;
+
+/// Kernel addresses: the upper half.
+fn is_kernel_pc(pc: u64) -> bool {
+    pc >= 0xffff_8000_0000_0000
+}
+
+fn perf_event_open(attr: &PerfEventAttr, pid: i32, cpu: i32) -> io::Result<OwnedFd> {
+    // SAFETY: the attribute is a valid, fully initialised perf_event_attr of `size` bytes.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            attr as *const PerfEventAttr,
+            pid,
+            cpu,
+            -1 as libc::c_int,
+            FLAG_FD_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel returned a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// The message for a failed `perf_event_open`.
+fn open_error(what: &str, e: &io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::EACCES) | Some(libc::EPERM) => {
+            format!("could not enable tracing: perf events need root (or CAP_PERFMON): {what}: {e}")
+        }
+        Some(libc::ENOENT) | Some(libc::ENODEV) | Some(libc::ENOSYS) | Some(libc::EOPNOTSUPP) => {
+            format!(
+                "could not enable tracing: perf events are unavailable on this system: {what}: {e}"
+            )
+        }
+        _ => format!("could not enable tracing: {what}: {e}"),
+    }
+}
+
+/// Whether this process can open perf events (a side-band event on CPU 0).
+pub fn available() -> Result<(), String> {
+    let attr = PerfEventAttr {
+        kind: TYPE_SOFTWARE,
+        size: ATTR_SIZE,
+        config: SW_DUMMY,
+        ..Default::default()
+    };
+    perf_event_open(&attr, -1, 0)
+        .map(drop)
+        .map_err(|e| open_error("perf_event_open", &e))
+}
+
+/// The tracefs mount: an existing one, or `/sys/kernel/tracing` mounted now.
+pub fn tracefs() -> Result<PathBuf, String> {
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+    for line in mounts.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() >= 3 && f[2] == "tracefs" && Path::new(f[1]).join("events").is_dir() {
+            return Ok(PathBuf::from(f[1]));
+        }
+    }
+    for p in ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"] {
+        if Path::new(p).join("events").is_dir() {
+            return Ok(PathBuf::from(p));
+        }
+    }
+    let target = "/sys/kernel/tracing";
+    let (src, dir, fs) = (c"nodev", c"/sys/kernel/tracing", c"tracefs");
+    // SAFETY: all pointers are NUL-terminated strings; no data argument.
+    let r = unsafe { libc::mount(src.as_ptr(), dir.as_ptr(), fs.as_ptr(), 0, std::ptr::null()) };
+    if r != 0 {
+        let e = io::Error::last_os_error();
+        return Err(format!(
+            "could not enable tracing: tracefs is not mounted and mounting it on {target} failed: {e}"
+        ));
+    }
+    if Path::new(target).join("events").is_dir() {
+        Ok(PathBuf::from(target))
+    } else {
+        Err(format!(
+            "could not enable tracing: tracefs mounted on {target} has no events directory"
+        ))
+    }
+}
+
+fn load_format(root: &Path, system: &str, name: &str) -> Result<EventFormat, String> {
+    let p = root.join("events").join(system).join(name).join("format");
+    let text = std::fs::read_to_string(&p).map_err(|e| {
+        format!(
+            "could not enable tracing: tracepoint {system}:{name}: {}: {e}",
+            p.display()
+        )
+    })?;
+    EventFormat::parse(&text).map_err(|e| format!("tracepoint {system}:{name}: {e}"))
+}
+
+/// The CPUs listed in `/sys/devices/system/cpu/online` (`0-3,5`).
+fn online_cpus() -> Vec<u32> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    let mut v = Vec::new();
+    for part in text.trim().split(',') {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                if let (Ok(a), Ok(b)) = (a.parse::<u32>(), b.parse::<u32>()) {
+                    v.extend(a..=b.min(a + 4096));
+                }
+            }
+            None => v.extend(part.parse::<u32>().ok()),
+        }
+    }
+    if v.is_empty() {
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+        v.extend(0..n as u32);
+    }
+    v
+}
+
+/// One CPU's ring buffer.
+struct Ring {
+    base: *mut u8,
+    len: usize,
+    data_off: usize,
+    data_size: u64,
+    tail: u64,
+    fd: OwnedFd,
+    cpu: u32,
+}
+
+impl Ring {
+    fn map(fd: OwnedFd, cpu: u32, pages: usize) -> io::Result<Ring> {
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+        let len = (pages + 1) * page;
+        // SAFETY: mapping a perf descriptor's ring as the ABI describes; checked below.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let base = base as *mut u8;
+        // SAFETY: the header page is mapped; data_offset/data_size are at 1040/1048.
+        let (off, size) = unsafe {
+            (
+                std::ptr::read_volatile(base.add(1040) as *const u64),
+                std::ptr::read_volatile(base.add(1048) as *const u64),
+            )
+        };
+        let (data_off, data_size) = if off != 0 && size != 0 {
+            (off as usize, size)
+        } else {
+            (page, (pages * page) as u64)
+        };
+        Ok(Ring {
+            base,
+            len,
+            data_off,
+            data_size,
+            tail: 0,
+            fd,
+            cpu,
+        })
+    }
+
+    fn head(&self) -> &AtomicU64 {
+        // SAFETY: data_head is an aligned u64 at offset 1024 of the mapped header page.
+        unsafe { &*(self.base.add(1024) as *const AtomicU64) }
+    }
+
+    fn tail_word(&self) -> &AtomicU64 {
+        // SAFETY: data_tail is an aligned u64 at offset 1032 of the mapped header page.
+        unsafe { &*(self.base.add(1032) as *const AtomicU64) }
+    }
+
+    /// Copies every complete record written since the last drain to `out` and frees the space.
+    fn drain(&mut self, out: &mut Vec<u8>) {
+        let head = self.head().load(Ordering::Acquire);
+        let n = head.wrapping_sub(self.tail).min(self.data_size) as usize;
+        if n == 0 {
+            return;
+        }
+        let size = self.data_size as usize;
+        let start = (self.tail % self.data_size) as usize;
+        let first = n.min(size - start);
+        // SAFETY: [data_off, data_off + size) is the mapped data area; the kernel does not
+        // write the range between tail and head until the tail moves past it.
+        unsafe {
+            let data = self.base.add(self.data_off);
+            out.extend_from_slice(std::slice::from_raw_parts(data.add(start), first));
+            out.extend_from_slice(std::slice::from_raw_parts(data, n - first));
+        }
+        self.tail = head;
+        self.tail_word().store(head, Ordering::Release);
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // SAFETY: unmapping exactly what `map` mapped.
+        unsafe {
+            libc::munmap(self.base as *mut libc::c_void, self.len);
+        }
+    }
+}
+
+/// How one perf event's samples are decoded.
+enum Decoder {
+    SideBand,
+    SysEnter {
+        id: Field,
+        args: Field,
+    },
+    SysExit {
+        id: Field,
+        ret: Field,
+    },
+    Switch {
+        prev_comm: Field,
+        prev_pid: Field,
+        next_comm: Field,
+        next_pid: Field,
+    },
+    Wakeup {
+        pid: Field,
+        target_cpu: Field,
+    },
+    NewTask {
+        pid: Field,
+        comm: Field,
+        flags: Field,
+    },
+    Exit {
+        comm: Field,
+        pid: Field,
+        group_dead: Option<Field>,
+    },
+    Exec {
+        filename: Field,
+    },
+    BlockIssue {
+        dev: Field,
+        sector: Field,
+        bytes: Field,
+        rwbs: Field,
+    },
+    BlockComplete {
+        dev: Field,
+        sector: Field,
+        nr_sector: Field,
+        error: Field,
+        rwbs: Field,
+    },
+    Profile {
+        probe: u64,
+    },
+}
+
+/// What the source knows about a thread: its process, parent process and name.
+#[derive(Clone, Copy)]
+struct Task {
+    pid: u32,
+    ppid: u32,
+    comm: [u8; 16],
+    len: u8,
+}
+
+impl Task {
+    fn comm(&self) -> &[u8] {
+        &self.comm[..self.len as usize]
+    }
+
+    fn set_comm(&mut self, c: &[u8]) {
+        let n = c.len().min(16);
+        self.comm[..n].copy_from_slice(&c[..n]);
+        self.len = n as u8;
+    }
+}
+
+/// The task of a thread from `/proc` (`Name`, `Tgid`, `PPid` of its status file).
+fn task_from_proc(tid: u32) -> Option<Task> {
+    let text = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    let mut t = Task {
+        pid: tid,
+        ppid: 0,
+        comm: [0; 16],
+        len: 0,
+    };
+    for line in text.lines() {
+        if let Some(v) = line.strip_prefix("Name:") {
+            t.set_comm(v.trim().as_bytes());
+        } else if let Some(v) = line.strip_prefix("Tgid:") {
+            t.pid = v.trim().parse().unwrap_or(tid);
+        } else if let Some(v) = line.strip_prefix("PPid:") {
+            t.ppid = v.trim().parse().unwrap_or(0);
+        }
+    }
+    Some(t)
+}
+
+/// Threads by id.
+#[derive(Default)]
+struct Tasks(FastMap<u32, Task>);
+
+impl Tasks {
+    fn get(&mut self, tid: u32, pid_hint: u32) -> Task {
+        if let Some(t) = self.0.get(&tid) {
+            return *t;
+        }
+        let t = task_from_proc(tid).unwrap_or(Task {
+            pid: if pid_hint != 0 { pid_hint } else { tid },
+            ppid: 0,
+            comm: [0; 16],
+            len: 0,
+        });
+        self.0.insert(tid, t);
+        t
+    }
+}
+
+/// A target process's memory through `process_vm_readv`, and the raw record of a tracepoint
+/// at [`RAW_BASE`].
+struct LiveMemory<'a> {
+    pid: u32,
+    raw: &'a [u8],
+}
+
+impl AddressSpace for LiveMemory<'_> {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
+        if addr >= RAW_BASE {
+            let off = (addr - RAW_BASE) as usize;
+            let src = self
+                .raw
+                .get(off..off.saturating_add(buf.len()))
+                .ok_or(Fault::BadAddr(addr))?;
+            buf.copy_from_slice(src);
+            return Ok(());
+        }
+        if self.pid == 0 || is_kernel_pc(addr) || buf.is_empty() {
+            return Err(Fault::BadAddr(addr));
+        }
+        let local = libc::iovec {
+            iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+            iov_len: buf.len(),
+        };
+        let remote = libc::iovec {
+            iov_base: addr as usize as *mut libc::c_void,
+            iov_len: buf.len(),
+        };
+        // SAFETY: one local iovec over `buf`; the kernel checks the remote range.
+        let n = unsafe { libc::process_vm_readv(self.pid as i32, &local, 1, &remote, 1, 0) };
+        if n == buf.len() as isize {
+            Ok(())
+        } else {
+            Err(Fault::BadAddr(addr))
+        }
+    }
+}
+
+/// What the run asks of the perf source.
+pub struct PerfConfig {
+    /// Record call chains (the program uses `stack()`, `ustack()` or stack keys).
+    pub stacks: bool,
+    /// Bytes of ring buffer per CPU (rounded to a power-of-two number of pages).
+    pub ring_bytes: usize,
+}
+
+/// Whether a run needs the perf source: a probe of the live Linux providers or a `profile-N`.
+pub fn needed(engine: &Engine) -> bool {
+    engine
+        .enabled_probes()
+        .any(|p| is_linux_probe(p.id) || is_profile(p))
+}
+
+fn is_profile(p: &ProbeInfo) -> bool {
+    p.provider == "profile" && matches!(parse_rate(&p.name), Some((TickKind::Profile, _)))
+}
+
+/// The live source.
+pub struct PerfSource {
+    rings: Vec<Ring>,
+    /// Events (besides the ring owners) kept open.
+    _fds: Vec<OwnedFd>,
+    decoders: Vec<Decoder>,
+    /// perf event id → index into `decoders`.
+    by_id: FastMap<u64, usize>,
+    probes: FastMap<u64, ProbeInfo>,
+    /// The probes some program enabled (fixed for the run).
+    enabled: FastMap<u64, ()>,
+    tasks: Tasks,
+    /// Exit status from `exit`/`exit_group`, by thread id and process id.
+    exit_status: FastMap<u32, i64>,
+    track_exits: bool,
+    symbols: LiveSymbols,
+    noted: FastMap<u32, ()>,
+    stacks: bool,
+    /// Engine time minus perf (CLOCK_MONOTONIC) time, and wall minus engine time.
+    offset: Option<(u64, u64)>,
+    bufs: Vec<Vec<u8>>,
+    order: Vec<(u64, u32, u32)>,
+    kstack: Vec<u64>,
+    ustack: Vec<u64>,
+    lost: Vec<u64>,
+}
+
+fn mono_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The kernel filter that keeps the system calls in `nrs` (`None`: keep all).
+fn syscall_filter(nrs: &[u16]) -> Option<String> {
+    if nrs.is_empty() || nrs.len() > 64 {
+        return None;
+    }
+    Some(
+        nrs.iter()
+            .map(|n| format!("id == {n}"))
+            .collect::<Vec<_>>()
+            .join(" || "),
+    )
+}
+
+impl PerfSource {
+    /// Opens what the engine's enabled probes need on every online CPU. `profile-N` probes
+    /// leave the engine's timers for `cpu-clock` sampling.
+    pub fn open(
+        engine: &mut Engine,
+        config: &PerfConfig,
+        symbols: LiveSymbols,
+    ) -> Result<PerfSource, String> {
+        available()?;
+        let enabled: Vec<ProbeInfo> = engine.enabled_probes().cloned().collect();
+        let on = |provider: &str, name: &str| {
+            probe_id(provider, name).is_some_and(|id| engine.is_enabled(id))
+        };
+        let mut entry_nrs = Vec::new();
+        let mut return_nrs = Vec::new();
+        let mut all_syscalls = (0, 0);
+        for p in &enabled {
+            if let Some((nr, ret)) = syscall_of(p.id) {
+                if ret {
+                    return_nrs.push(nr);
+                    all_syscalls.1 += 1;
+                } else {
+                    entry_nrs.push(nr);
+                    all_syscalls.0 += 1;
+                }
+            }
+        }
+        let track_exits = on("proc", "exit");
+        let total = crate::providers::linux::syscalls::X86_64.len();
+        let enter_filter = if all_syscalls.0 == total {
+            None
+        } else {
+            let mut v = entry_nrs.clone();
+            if track_exits {
+                v.extend([60, 231]);
+            }
+            v.sort_unstable();
+            v.dedup();
+            syscall_filter(&v)
+        };
+        let exit_filter = if all_syscalls.1 == total {
+            None
+        } else {
+            syscall_filter(&return_nrs)
+        };
+        let needs_tracefs = !entry_nrs.is_empty()
+            || !return_nrs.is_empty()
+            || enabled
+                .iter()
+                .any(|p| is_linux_probe(p.id) && syscall_of(p.id).is_none());
+        // (system, name, filter)
+        let mut tracepoints: Vec<(&str, &str, Option<String>)> = Vec::new();
+        if !entry_nrs.is_empty() || track_exits {
+            tracepoints.push(("raw_syscalls", "sys_enter", enter_filter));
+        }
+        if !return_nrs.is_empty() {
+            tracepoints.push(("raw_syscalls", "sys_exit", exit_filter));
+        }
+        if on("sched", "on-cpu") || on("sched", "off-cpu") {
+            tracepoints.push(("sched", "sched_switch", None));
+        }
+        if on("sched", "wakeup") {
+            tracepoints.push(("sched", "sched_wakeup", None));
+        }
+        if on("proc", "create") || on("proc", "start") || on("proc", "lwp-start") {
+            tracepoints.push(("task", "task_newtask", None));
+        }
+        if track_exits || on("proc", "lwp-exit") {
+            tracepoints.push(("sched", "sched_process_exit", None));
+        }
+        if on("proc", "exec") || on("proc", "exec-success") {
+            tracepoints.push(("sched", "sched_process_exec", None));
+        }
+        if on("io", "start") {
+            tracepoints.push(("block", "block_rq_issue", None));
+        }
+        if on("io", "done") {
+            tracepoints.push(("block", "block_rq_complete", None));
+        }
+        let root = if needs_tracefs {
+            Some(tracefs()?)
+        } else {
+            None
+        };
+        let mut decoders = vec![Decoder::SideBand];
+        // (decoder index, attr, filter)
+        let mut specs: Vec<(usize, PerfEventAttr, Option<String>)> = Vec::new();
+        let chain = if config.stacks { sample::CALLCHAIN } else { 0 };
+        for (sys, name, filter) in tracepoints {
+            let Some(root) = &root else { break };
+            let fmt = load_format(root, sys, name)?;
+            let r = |f: &str| fmt.require(f).cloned();
+            let dec = match name {
+                "sys_enter" => Decoder::SysEnter {
+                    id: r("id")?,
+                    args: r("args")?,
+                },
+                "sys_exit" => Decoder::SysExit {
+                    id: r("id")?,
+                    ret: r("ret")?,
+                },
+                "sched_switch" => Decoder::Switch {
+                    prev_comm: r("prev_comm")?,
+                    prev_pid: r("prev_pid")?,
+                    next_comm: r("next_comm")?,
+                    next_pid: r("next_pid")?,
+                },
+                "sched_wakeup" => Decoder::Wakeup {
+                    pid: r("pid")?,
+                    target_cpu: r("target_cpu")?,
+                },
+                "task_newtask" => Decoder::NewTask {
+                    pid: r("pid")?,
+                    comm: r("comm")?,
+                    flags: r("clone_flags")?,
+                },
+                "sched_process_exit" => Decoder::Exit {
+                    comm: r("comm")?,
+                    pid: r("pid")?,
+                    group_dead: fmt.field("group_dead").cloned(),
+                },
+                "sched_process_exec" => Decoder::Exec {
+                    filename: r("filename")?,
+                },
+                "block_rq_issue" => Decoder::BlockIssue {
+                    dev: r("dev")?,
+                    sector: r("sector")?,
+                    bytes: r("bytes")?,
+                    rwbs: r("rwbs")?,
+                },
+                _ => Decoder::BlockComplete {
+                    dev: r("dev")?,
+                    sector: r("sector")?,
+                    nr_sector: r("nr_sector")?,
+                    error: r("error")?,
+                    rwbs: r("rwbs")?,
+                },
+            };
+            decoders.push(dec);
+            let attr = PerfEventAttr {
+                kind: TYPE_TRACEPOINT,
+                config: fmt.id as u64,
+                sample_period: 1,
+                sample_type: COMMON | sample::RAW | chain,
+                ..Default::default()
+            };
+            specs.push((decoders.len() - 1, attr, filter));
+        }
+        for p in &enabled {
+            if let (true, Some((_, ns))) = (is_profile(p), parse_rate(&p.name)) {
+                engine.detach_timer(p.id);
+                decoders.push(Decoder::Profile { probe: p.id });
+                let attr = PerfEventAttr {
+                    kind: TYPE_SOFTWARE,
+                    config: SW_CPU_CLOCK,
+                    sample_period: ns,
+                    sample_type: COMMON | sample::IP | sample::CALLCHAIN,
+                    ..Default::default()
+                };
+                specs.push((decoders.len() - 1, attr, None));
+            }
+        }
+        // SAFETY: sysconf has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+        let pages = (config.ring_bytes / page)
+            .clamp(16, 16384)
+            .next_power_of_two();
+        let data_bytes = (pages * page) as u32;
+        let mut rings = Vec::new();
+        let mut fds = Vec::new();
+        let mut by_id = FastMap::default();
+        let cpus = online_cpus();
+        for &cpu in &cpus {
+            let side = PerfEventAttr {
+                kind: TYPE_SOFTWARE,
+                config: SW_DUMMY,
+                sample_period: 1,
+                sample_type: COMMON,
+                flags: flag::COMM | flag::TASK | flag::COMM_EXEC,
+                ..Default::default()
+            };
+            let fd = perf_event_open(&finish(side, data_bytes), -1, cpu as i32)
+                .map_err(|e| open_error(&format!("side-band event on CPU {cpu}"), &e))?;
+            by_id.insert(event_id(&fd)?, 0);
+            let ring = Ring::map(fd, cpu, pages).map_err(|e| {
+                format!("could not enable tracing: perf ring buffer on CPU {cpu}: {e}")
+            })?;
+            for (dec, attr, filter) in &specs {
+                let fd = perf_event_open(&finish(*attr, data_bytes), -1, cpu as i32)
+                    .map_err(|e| open_error(&format!("perf event on CPU {cpu}"), &e))?;
+                if let Some(f) = filter {
+                    if let Ok(c) = CString::new(f.as_str()) {
+                        // SAFETY: a NUL-terminated filter string for SET_FILTER.
+                        unsafe { libc::ioctl(fd.as_raw_fd(), IOC_SET_FILTER, c.as_ptr()) };
+                    }
+                }
+                // SAFETY: SET_OUTPUT takes the descriptor of the ring's event.
+                let r = unsafe { libc::ioctl(fd.as_raw_fd(), IOC_SET_OUTPUT, ring.fd.as_raw_fd()) };
+                if r != 0 {
+                    return Err(format!(
+                        "could not enable tracing: perf SET_OUTPUT on CPU {cpu}: {}",
+                        io::Error::last_os_error()
+                    ));
+                }
+                by_id.insert(event_id(&fd)?, *dec);
+                fds.push(fd);
+            }
+            rings.push(ring);
+        }
+        let on_ids = enabled
+            .iter()
+            .filter(|p| engine.is_enabled(p.id))
+            .map(|p| (p.id, ()))
+            .collect();
+        let probes = enabled.into_iter().map(|p| (p.id, p)).collect();
+        let n = rings.len();
+        Ok(PerfSource {
+            rings,
+            _fds: fds,
+            decoders,
+            by_id,
+            probes,
+            enabled: on_ids,
+            tasks: Tasks::default(),
+            exit_status: FastMap::default(),
+            track_exits,
+            symbols,
+            noted: FastMap::default(),
+            stacks: config.stacks,
+            offset: None,
+            bufs: vec![Vec::new(); n],
+            order: Vec::new(),
+            kstack: Vec::new(),
+            ustack: Vec::new(),
+            lost: vec![0; n],
+        })
+    }
+
+    /// Copies what every ring holds and fires it in time order, until the engine is done (or,
+    /// with `to_exit`, until a program calls `exit()`). Returns whether there was any.
+    fn drain_and_fire(&mut self, engine: &mut Engine, to_exit: bool) -> bool {
+        self.order.clear();
+        for (i, ring) in self.rings.iter_mut().enumerate() {
+            let buf = &mut self.bufs[i];
+            buf.clear();
+            ring.drain(buf);
+            let mut at = 0usize;
+            while let Some(h) = record::Header::parse(&buf[at..]) {
+                let size = h.size as usize;
+                if size < record::Header::SIZE || at + size > buf.len() {
+                    break;
+                }
+                let body = &buf[at + record::Header::SIZE..at + size];
+                let time = if h.kind == kind::SAMPLE {
+                    record::parse_sample(body, COMMON).map_or(0, |s| s.time)
+                } else {
+                    record::parse_sample_id(body, COMMON).map_or(0, |s| s.time)
+                };
+                self.order.push((time, i as u32, at as u32));
+                at += size;
+            }
+        }
+        if self.order.is_empty() {
+            return false;
+        }
+        // each ring is in time order already: the stable sort merges runs
+        self.order.sort_by_key(|e| e.0);
+        let order = std::mem::take(&mut self.order);
+        let bufs = std::mem::take(&mut self.bufs);
+        for &(_, ring, at) in &order {
+            if engine.exited() || (!to_exit && engine.done()) {
+                break;
+            }
+            let buf = &bufs[ring as usize];
+            let at = at as usize;
+            let Some(h) = record::Header::parse(&buf[at..]) else {
+                continue;
+            };
+            let body = &buf[at + record::Header::SIZE..at + h.size as usize];
+            self.record(h, body, ring as usize, engine);
+        }
+        self.order = order;
+        self.bufs = bufs;
+        true
+    }
+
+    fn record(&mut self, h: record::Header, body: &[u8], ring: usize, engine: &mut Engine) {
+        match h.kind {
+            kind::SAMPLE => {
+                // the identifier comes first in every sample dtx asks for
+                let id = body
+                    .get(..8)
+                    .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
+                let st = match self.by_id.get(&id).map(|&d| &self.decoders[d]) {
+                    Some(Decoder::Profile { .. }) => COMMON | sample::IP | sample::CALLCHAIN,
+                    Some(Decoder::SideBand) | None => return,
+                    Some(_) => {
+                        COMMON | sample::RAW | if self.stacks { sample::CALLCHAIN } else { 0 }
+                    }
+                };
+                if let Some(s) = record::parse_sample(body, st) {
+                    self.sample(&s, engine);
+                }
+            }
+            kind::COMM => {
+                if let Some((pid, tid, comm)) = record::parse_comm(body) {
+                    let mut t = self.tasks.get(tid, pid);
+                    t.pid = pid;
+                    t.set_comm(comm);
+                    self.tasks.0.insert(tid, t);
+                    if h.misc & record::MISC_COMM_EXEC != 0 && self.noted.remove(&pid).is_some() {
+                        self.symbols
+                            .0
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .forget_process(pid);
+                    }
+                }
+            }
+            kind::FORK => {
+                if let Some((pid, ppid, tid, ptid, _)) = record::parse_task(body) {
+                    let parent = self.tasks.get(ptid, ppid);
+                    let mut t = parent;
+                    t.pid = pid;
+                    t.ppid = if pid == tid { ppid } else { parent.ppid };
+                    self.tasks.0.insert(tid, t);
+                }
+            }
+            kind::EXIT => {}
+            kind::LOST | 13 => {
+                let n = if h.kind == kind::LOST {
+                    record::parse_lost(body).map_or(0, |l| l.1)
+                } else {
+                    body.get(..8)
+                        .and_then(|b| b.try_into().ok())
+                        .map_or(0, u64::from_le_bytes)
+                };
+                self.lost[ring] += n;
+            }
+            _ => {}
+        }
+    }
+
+    fn sample(&mut self, s: &record::Sample<'_>, engine: &mut Engine) {
+        let Some(&d) = self.by_id.get(&s.id) else {
+            return;
+        };
+        let (off, wall_off) = *self.offset.get_or_insert_with(|| {
+            let e = engine.now_ns();
+            let wall = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            (e.wrapping_sub(mono_ns()), wall.wrapping_sub(e))
+        });
+        let ts = s.time.wrapping_add(off);
+        if self.stacks || matches!(self.decoders[d], Decoder::Profile { .. }) {
+            record::split_callchain(s.callchain, &mut self.kstack, &mut self.ustack);
+        } else {
+            self.kstack.clear();
+            self.ustack.clear();
+        }
+        let raw = s.raw;
+        let mut args = [0u64; 10];
+        let mut errno = 0i64;
+        // (probe, thread the firing runs in, its process when known)
+        let mut fire: [(u64, u32, u32); 2] = [(0, 0, 0); 2];
+        let mut n = 0;
+        let enabled = &self.enabled;
+        let mut push = |probe: Option<u64>, tid: u32, pid: u32| {
+            if let Some(p) = probe {
+                if n < 2 && enabled.contains_key(&p) {
+                    fire[n] = (p, tid, pid);
+                    n += 1;
+                }
+            }
+        };
+        match &self.decoders[d] {
+            Decoder::SideBand => return,
+            Decoder::SysEnter { id, args: a } => {
+                let nr = id.int(raw, 0).unwrap_or(u64::MAX);
+                a.u64s(raw, &mut args[..6]);
+                if self.track_exits && (nr == 60 || nr == 231) {
+                    let key = if nr == 231 { s.pid } else { s.tid };
+                    self.exit_status.insert(key, args[0] as i64);
+                }
+                if nr < 1024 {
+                    push(Some(syscall_probe_id(nr as u16, false)), s.tid, s.pid);
+                }
+            }
+            Decoder::SysExit { id, ret } => {
+                let nr = id.int(raw, 0).unwrap_or(u64::MAX);
+                let r = ret.int(raw, 0).unwrap_or(0);
+                args[0] = r;
+                args[1] = r;
+                if (-4095..0).contains(&(r as i64)) {
+                    errno = -(r as i64);
+                }
+                if nr < 1024 {
+                    push(Some(syscall_probe_id(nr as u16, true)), s.tid, s.pid);
+                }
+            }
+            Decoder::Switch {
+                prev_comm,
+                prev_pid,
+                next_comm,
+                next_pid,
+            } => {
+                let prev = prev_pid.int(raw, 0).unwrap_or(0) as u32;
+                let next = next_pid.int(raw, 0).unwrap_or(0) as u32;
+                for (tid, comm) in [(prev, prev_comm), (next, next_comm)] {
+                    let c = comm.bytes(raw).unwrap_or_default();
+                    let mut t = self.tasks.get(tid, 0);
+                    if t.comm() != c {
+                        t.set_comm(c);
+                        self.tasks.0.insert(tid, t);
+                    }
+                }
+                args[0] = next as u64;
+                args[1] = prev as u64;
+                push(probe_id("sched", "off-cpu"), prev, 0);
+                push(probe_id("sched", "on-cpu"), next, 0);
+            }
+            Decoder::Wakeup { pid, target_cpu } => {
+                let woken = pid.int(raw, 0).unwrap_or(0) as u32;
+                args[0] = woken as u64;
+                args[1] = self.tasks.get(woken, 0).pid as u64;
+                args[2] = target_cpu.int(raw, 0).unwrap_or(0);
+                push(probe_id("sched", "wakeup"), s.tid, s.pid);
+            }
+            Decoder::NewTask { pid, comm, flags } => {
+                const CLONE_THREAD: u64 = 0x0001_0000;
+                let child = pid.int(raw, 0).unwrap_or(0) as u32;
+                let thread = flags.int(raw, 0).unwrap_or(0) & CLONE_THREAD != 0;
+                let mut t = self.tasks.get(s.tid, s.pid);
+                t.set_comm(comm.bytes(raw).unwrap_or_default());
+                let child_pid = if thread { s.pid } else { child };
+                if !thread {
+                    t.ppid = s.pid;
+                }
+                t.pid = child_pid;
+                self.tasks.0.insert(child, t);
+                args[0] = child as u64;
+                args[1] = child_pid as u64;
+                if thread {
+                    push(probe_id("proc", "lwp-start"), child, child_pid);
+                } else {
+                    args[0] = child_pid as u64;
+                    args[1] = s.pid as u64;
+                    push(probe_id("proc", "create"), s.tid, s.pid);
+                    push(probe_id("proc", "start"), child, child_pid);
+                }
+            }
+            Decoder::Exit {
+                comm,
+                pid,
+                group_dead,
+            } => {
+                let tid = pid.int(raw, 0).unwrap_or(s.tid as u64) as u32;
+                let mut t = self.tasks.get(tid, s.pid);
+                t.set_comm(comm.bytes(raw).unwrap_or_default());
+                self.tasks.0.insert(tid, t);
+                let dead = match group_dead {
+                    Some(g) => g.int(raw, 0).unwrap_or(0) != 0,
+                    None => tid == s.pid,
+                };
+                if dead {
+                    let status = self
+                        .exit_status
+                        .remove(&s.pid)
+                        .or_else(|| self.exit_status.remove(&tid));
+                    // arg0: how the process ended (CLD_EXITED 1, CLD_KILLED 2), arg1: status
+                    args[0] = if status.is_some() { 1 } else { 2 };
+                    args[1] = status.unwrap_or(0) as u64;
+                    push(probe_id("proc", "exit"), tid, s.pid);
+                } else {
+                    self.exit_status.remove(&tid);
+                    args[0] = tid as u64;
+                    push(probe_id("proc", "lwp-exit"), tid, s.pid);
+                }
+            }
+            Decoder::Exec { filename } => {
+                args[0] = filename.data_offset(raw).map_or(0, |o| RAW_BASE + o as u64);
+                push(probe_id("proc", "exec"), s.tid, s.pid);
+                push(probe_id("proc", "exec-success"), s.tid, s.pid);
+            }
+            Decoder::BlockIssue {
+                dev,
+                sector,
+                bytes,
+                rwbs,
+            } => {
+                let (dv, sec) = (
+                    dev.int(raw, 0).unwrap_or(0),
+                    sector.int(raw, 0).unwrap_or(0),
+                );
+                args[0] = bytes.int(raw, 0).unwrap_or(0);
+                args[1] = sec.wrapping_mul(512);
+                args[2] = io_key(dv, sec);
+                args[3] = rwbs.bytes(raw).unwrap_or_default().contains(&b'W') as u64;
+                args[4] = dv;
+                push(probe_id("io", "start"), s.tid, s.pid);
+            }
+            Decoder::BlockComplete {
+                dev,
+                sector,
+                nr_sector,
+                error,
+                rwbs,
+            } => {
+                let (dv, sec) = (
+                    dev.int(raw, 0).unwrap_or(0),
+                    sector.int(raw, 0).unwrap_or(0),
+                );
+                args[0] = nr_sector.int(raw, 0).unwrap_or(0).wrapping_mul(512);
+                args[1] = sec.wrapping_mul(512);
+                args[2] = io_key(dv, sec);
+                args[3] = rwbs.bytes(raw).unwrap_or_default().contains(&b'W') as u64;
+                args[4] = dv;
+                args[5] = error.int(raw, 0).unwrap_or(0);
+                push(probe_id("io", "done"), s.tid, s.pid);
+            }
+            Decoder::Profile { probe } => {
+                let kernel = is_kernel_pc(s.ip);
+                args[0] = if kernel { s.ip } else { 0 };
+                args[1] = if kernel {
+                    self.ustack.first().copied().unwrap_or(0)
+                } else {
+                    s.ip
+                };
+                push(Some(*probe), s.tid, s.pid);
+            }
+        }
+        for &(probe, tid, pid_hint) in &fire[..n] {
+            let t = self.tasks.get(tid, pid_hint);
+            let pid = if pid_hint != 0 { pid_hint } else { t.pid };
+            if self.stacks && !self.ustack.is_empty() && !self.noted.contains_key(&pid) {
+                self.noted.insert(pid, ());
+                self.symbols
+                    .0
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .note_process(pid);
+            }
+            let Some(p) = self.probes.get(&probe) else {
+                continue;
+            };
+            let mem = LiveMemory { pid, raw };
+            let mut cx = FiringCtx::synthetic(p, ts, ts.wrapping_add(wall_off), t.comm());
+            cx.args = args;
+            cx.pid = pid as u64;
+            cx.tid = tid as u64;
+            cx.ppid = t.ppid as u64;
+            cx.cpu = s.cpu;
+            cx.errno = errno;
+            cx.memory = &mem;
+            cx.stack = &self.kstack;
+            cx.ustack = &self.ustack;
+            engine.fire(&cx);
+        }
+    }
+
+    fn report_drops(&mut self, engine: &Engine) {
+        for (i, n) in self.lost.iter_mut().enumerate() {
+            if *n > 0 {
+                let msg = crate::output::messages::cpu_drops(
+                    crate::output::messages::DropKind::Principal,
+                    *n,
+                    self.rings[i].cpu as i32,
+                    false,
+                );
+                let prog = engine.consumer.prog();
+                eprint!("{}", msg.replacen("dtx", prog, 1));
+                *n = 0;
+            }
+        }
+    }
+}
+
+/// One I/O's identity, the same at `io:::start` and `io:::done`: device and sector.
+fn io_key(dev: u64, sector: u64) -> u64 {
+    (dev << 44) ^ sector
+}
+
+/// Attribute fields every event shares: size, the clock, the sample-id trailer, wakeups.
+fn finish(mut a: PerfEventAttr, data_bytes: u32) -> PerfEventAttr {
+    a.size = ATTR_SIZE;
+    a.flags |= flag::SAMPLE_ID_ALL | flag::USE_CLOCKID | flag::WATERMARK;
+    a.clockid = libc::CLOCK_MONOTONIC;
+    a.wakeup_watermark = (data_bytes / 4).max(4096);
+    a
+}
+
+fn event_id(fd: &OwnedFd) -> Result<u64, String> {
+    let mut id = 0u64;
+    // SAFETY: PERF_EVENT_IOC_ID writes one u64.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), IOC_ID, &mut id as *mut u64) };
+    if r != 0 {
+        return Err(format!(
+            "could not enable tracing: perf event id: {}",
+            io::Error::last_os_error()
+        ));
+    }
+    Ok(id)
+}
+
+impl EventSource for PerfSource {
+    fn pump(&mut self, deadline: u64, engine: &mut Engine) -> SourceState {
+        loop {
+            self.drain_and_fire(engine, false);
+            self.report_drops(engine);
+            let now = engine.now_ns();
+            if engine.done() || now >= deadline {
+                return SourceState::Running;
+            }
+            let ms = (deadline - now).div_ceil(1_000_000).min(1000) as i32;
+            let mut fds: Vec<libc::pollfd> = self
+                .rings
+                .iter()
+                .map(|r| libc::pollfd {
+                    fd: r.fd.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                })
+                .collect();
+            // SAFETY: `fds` is a valid array of pollfd of the given length.
+            unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
+        }
+    }
+
+    fn finish(&mut self, engine: &mut Engine) {
+        // the events stay enabled: take what the rings hold now; a ring that overflowed reports
+        // its loss only with the next record written after space was freed, so look once more
+        self.drain_and_fire(engine, true);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        self.drain_and_fire(engine, true);
+        self.report_drops(engine);
+    }
+
+    fn stop(&mut self) {
+        self._fds.clear();
+    }
+}
+
+/// The symbol tables a source shares with the consumer.
+pub fn symbols_for(source: &PerfSource) -> LiveSymbols {
+    source.symbols.clone()
+}

@@ -1,0 +1,307 @@
+//! Live kernel probes on Linux through perf events: dtx traces small C programs (compiled here
+//! with gcc) that it starts after its BEGIN, and the tests check what it saw. Each test skips
+//! with a message where perf events (root) or gcc are missing.
+#![cfg(target_os = "linux")]
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const SYS_C: &str = r#"
+#include <stdlib.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+int main(int argc, char **argv) {
+  long n = argc > 1 ? atol(argv[1]) : 1000;
+  for (long i = 0; i < n; i++) syscall(SYS_getppid);
+  syscall(SYS_write, 999, (void *)0x1234, 77);
+  return argc > 2 ? atoi(argv[2]) : 0;
+}
+"#;
+
+const SPIN_C: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+__attribute__((noinline)) double dtxt_leaf(double x) {
+  for (int i = 0; i < 1000; i++) x = x * 1.0000001 + 0.5;
+  return x;
+}
+__attribute__((noinline)) double dtxt_middle(double x) { return dtxt_leaf(x) + 1; }
+int main(int argc, char **argv) {
+  double ms = argc > 1 ? atof(argv[1]) : 1000, x = 0;
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  do {
+    x = dtxt_middle(x);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+  } while ((b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) / 1e6 < ms);
+  printf("%f\n", x);
+  return 0;
+}
+"#;
+
+/// Why the tests cannot run here, if they cannot.
+fn unavailable() -> Option<String> {
+    if let Err(e) = dtx::sources::perf::live::available() {
+        return Some(format!("perf events unavailable ({e})"));
+    }
+    if Command::new("gcc").arg("--version").output().is_err() {
+        return Some("gcc not found".into());
+    }
+    None
+}
+
+macro_rules! require_perf {
+    () => {
+        if let Some(why) = unavailable() {
+            eprintln!("skipping: {why}");
+            return;
+        }
+    };
+}
+
+/// Compiles a C program named `name` into a fresh directory.
+fn compile(dir: &Path, name: &str, src: &str) -> PathBuf {
+    let c = dir.join(format!("{name}.c"));
+    std::fs::write(&c, src).unwrap();
+    let exe = dir.join(name);
+    let st = Command::new("gcc")
+        .args(["-O1", "-fno-omit-frame-pointer", "-o"])
+        .arg(&exe)
+        .arg(&c)
+        .status()
+        .unwrap();
+    assert!(st.success(), "gcc failed for {name}");
+    exe
+}
+
+/// Runs dtx with `script` (its BEGIN must print `ready`), starts `child` once dtx is ready,
+/// and returns (dtx stdout, dtx stderr, the child's pid). `$1` in the script is this test
+/// process's pid (the child's parent).
+fn trace(script: &str, child: &mut Command) -> (String, String, u32) {
+    let me = std::process::id().to_string();
+    let mut dtx = Command::new(env!("CARGO_BIN_EXE_dtx"))
+        .args(["-q", "-n", script, &me])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(dtx.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    if first.trim() != "ready" {
+        let mut err = String::new();
+        dtx.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+        let _ = dtx.kill();
+        panic!("dtx did not start: {first:?} {err}");
+    }
+    let mut c = child.stdout(Stdio::null()).spawn().unwrap();
+    let pid = c.id();
+    c.wait().unwrap();
+    let mut rest = String::new();
+    let status = wait_for(&mut dtx, Duration::from_secs(30));
+    out.read_to_string(&mut rest).unwrap();
+    let mut err = String::new();
+    dtx.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(status, "dtx did not finish: {rest} {err}");
+    (rest, err, pid)
+}
+
+fn wait_for(c: &mut Child, limit: Duration) -> bool {
+    let t = Instant::now();
+    while t.elapsed() < limit {
+        if let Ok(Some(_)) = c.try_wait() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = c.kill();
+    let _ = c.wait();
+    false
+}
+
+/// A guard so that a test never hangs: the program ends after 20 s whatever happens.
+const TIMEOUT: &str = "tick-20s { printf(\"timeout\\n\"); exit(2); }";
+
+#[test]
+fn syscalls_of_a_child_are_counted_with_their_arguments() {
+    require_perf!();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path(), "dtxt_sys", SYS_C);
+    let script = format!(
+        "BEGIN {{ printf(\"ready\\n\"); }}
+         syscall::getppid:entry /ppid == $1 && execname == \"dtxt_sys\"/ {{ @n = count(); }}
+         syscall::write:entry /ppid == $1 && execname == \"dtxt_sys\"/
+         {{ printf(\"write %d 0x%x %d\\n\", arg0, arg1, arg2); }}
+         syscall::write:return /ppid == $1 && execname == \"dtxt_sys\"/
+         {{ printf(\"return %d %d errno %d\\n\", arg0, arg1, errno); }}
+         proc:::exit /ppid == $1 && execname == \"dtxt_sys\"/ {{ exit(0); }}
+         END {{ printa(\"getppid %@d\\n\", @n); }}
+         {TIMEOUT}"
+    );
+    let (out, err, _) = trace(&script, Command::new(&exe).args(["1234", "0"]));
+    assert!(out.contains("write 999 0x1234 77\n"), "{out}\n{err}");
+    // write(999, ...) fails with EBADF: the return value is -9 in arg0 and arg1
+    assert!(out.contains("return -9 -9 errno 9\n"), "{out}\n{err}");
+    assert!(out.contains("getppid 1234\n"), "{out}\n{err}");
+    assert!(!out.contains("timeout"), "{out}");
+}
+
+#[test]
+fn proc_start_exec_and_exit_see_a_spawned_process() {
+    require_perf!();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path(), "dtxt_proc", SYS_C);
+    let script = format!(
+        "BEGIN {{ printf(\"ready\\n\"); }}
+         proc:::start /ppid == $1/ {{ printf(\"start %d\\n\", pid); }}
+         proc:::exec-success /ppid == $1/ {{ printf(\"exec %d %s\\n\", pid, execname); }}
+         proc:::exec /ppid == $1/ {{ printf(\"path %d %s\\n\", pid, stringof(arg0)); }}
+         proc:::exit /ppid == $1 && execname == \"dtxt_proc\"/
+         {{ printf(\"exit %d %s %d %d\\n\", pid, execname, arg0, arg1); exit(0); }}
+         {TIMEOUT}"
+    );
+    let (out, err, pid) = trace(&script, Command::new(&exe).args(["10", "3"]));
+    assert!(out.contains(&format!("start {pid}\n")), "{out}\n{err}");
+    assert!(
+        out.contains(&format!("exec {pid} dtxt_proc\n")),
+        "{out}\n{err}"
+    );
+    assert!(
+        out.contains(&format!("path {pid} {}\n", exe.display())),
+        "{out}\n{err}"
+    );
+    // exited normally (CLD_EXITED) with status 3
+    assert!(
+        out.contains(&format!("exit {pid} dtxt_proc 1 3\n")),
+        "{out}\n{err}"
+    );
+}
+
+#[test]
+fn sched_on_cpu_fires_for_a_running_process() {
+    require_perf!();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path(), "dtxt_sched", SPIN_C);
+    let script = format!(
+        "BEGIN {{ printf(\"ready\\n\"); }}
+         sched:::on-cpu /ppid == $1 && execname == \"dtxt_sched\"/ {{ @on = count(); }}
+         sched:::off-cpu /ppid == $1 && execname == \"dtxt_sched\"/ {{ @off = count(); }}
+         proc:::exit /ppid == $1 && execname == \"dtxt_sched\"/ {{ exit(0); }}
+         END {{ printa(\"on %@d\\n\", @on); printa(\"off %@d\\n\", @off); }}
+         {TIMEOUT}"
+    );
+    let (out, err, _) = trace(&script, Command::new(&exe).arg("200"));
+    let count = |what: &str| -> u64 {
+        out.lines()
+            .find_map(|l| l.strip_prefix(what))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    // the process ran after its exec: it came on a CPU at least once, and left it
+    assert!(count("on ") >= 1, "{out}\n{err}");
+    assert!(count("off ") >= 1, "{out}\n{err}");
+}
+
+#[test]
+fn profile_samples_carry_stacks_naming_the_program_functions() {
+    require_perf!();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path(), "dtxt_spin", SPIN_C);
+    let script = format!(
+        "BEGIN {{ printf(\"ready\\n\"); }}
+         profile-997 /ppid == $1 && execname == \"dtxt_spin\"/
+         {{ @[ustack()] = count(); @user[arg1 != 0] = count(); }}
+         proc:::exit /ppid == $1 && execname == \"dtxt_spin\"/ {{ exit(0); }}
+         {TIMEOUT}"
+    );
+    let (out, err, _) = trace(&script, Command::new(&exe).arg("1000"));
+    // the program spins in dtxt_leaf: most samples name it, with its module
+    assert!(out.contains("dtxt_spin`dtxt_leaf"), "{out}\n{err}");
+    assert!(out.contains("dtxt_spin`main"), "{out}\n{err}");
+    // a second of one busy thread at 997 Hz: hundreds of samples with a user PC
+    let user_samples: u64 = out
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| f.len() == 2 && f[0] == "1")
+        .and_then(|f| f[1].parse().ok())
+        .unwrap_or(0);
+    assert!(user_samples > 200, "{user_samples} samples\n{out}");
+}
+
+#[test]
+fn without_privileges_the_error_is_one_line() {
+    require_perf!();
+    // drop root for one run of dtx, where setpriv exists and can
+    let probe = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .args(["--inh-caps=-all", "--bounding-set=-all", "true"])
+        .status();
+    if !matches!(probe, Ok(s) if s.success()) {
+        eprintln!("skipping: setpriv cannot drop privileges here");
+        return;
+    }
+    let o = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .args(["--inh-caps=-all", "--bounding-set=-all"])
+        .arg(env!("CARGO_BIN_EXE_dtx"))
+        .args(["-n", "syscall:::entry { @ = count(); }"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    if err.contains("Permission denied")
+        && err.contains("os error 13")
+        && o.status.code() == Some(126)
+    {
+        eprintln!("skipping: dtx is not executable by an unprivileged user here");
+        return;
+    }
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].starts_with("dtx: could not enable tracing: perf events need root"),
+        "{err}"
+    );
+}
+
+#[test]
+fn tracefs_is_mounted_when_absent() {
+    require_perf!();
+    // in a private mount namespace with every tracefs mount removed, dtx mounts its own
+    let script = "for m in $(awk '$3 == \"tracefs\" { print $2 }' /proc/mounts); do umount \"$m\" || exit 90; done; \
+                  grep -q tracefs /proc/mounts && exit 91; \
+                  \"$0\" -q -n 'sched:::on-cpu { exit(0); } tick-10s { exit(3); }' || exit $?; \
+                  grep -q '^nodev /sys/kernel/tracing tracefs' /proc/mounts || exit 92";
+    let o = Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", script])
+        .arg(env!("CARGO_BIN_EXE_dtx"))
+        .output();
+    let o = match o {
+        Ok(o)
+            if o.status.code() != Some(90)
+                && !o.status.success()
+                && o.stderr.starts_with(b"unshare:") =>
+        {
+            eprintln!("skipping: unshare cannot make a mount namespace here");
+            return;
+        }
+        Ok(o) if o.status.code() == Some(90) => {
+            eprintln!("skipping: cannot unmount tracefs in a private namespace");
+            return;
+        }
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("skipping: unshare not available ({e})");
+            return;
+        }
+    };
+    assert!(
+        o.status.success(),
+        "status {:?}: {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
