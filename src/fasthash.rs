@@ -28,9 +28,19 @@ impl Hasher for FastHasher {
         }
         let rest = chunks.remainder();
         if !rest.is_empty() {
-            let mut w = [0u8; 8];
-            w[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(w) ^ ((rest.len() as u64) << 59));
+            let n = rest.len();
+            let w = if bytes.len() >= 8 {
+                // the last 8 bytes, shifted so only the remainder is left: the same word as
+                // the zero-padded remainder, without a variable-length copy
+                let mut w = [0u8; 8];
+                w.copy_from_slice(&bytes[bytes.len() - 8..]);
+                u64::from_le_bytes(w) >> (8 * (8 - n))
+            } else {
+                let mut w = [0u8; 8];
+                w[..n].copy_from_slice(rest);
+                u64::from_le_bytes(w)
+            };
+            self.add(w ^ ((n as u64) << 59));
         }
     }
 
@@ -64,6 +74,7 @@ pub type FastBuild = BuildHasherDefault<FastHasher>;
 pub type FastMap<K, V> = std::collections::HashMap<K, V, FastBuild>;
 
 /// Hash of a byte string.
+#[inline]
 pub fn hash_bytes(b: &[u8]) -> u64 {
     let mut h = FastHasher::default();
     h.write(b);
@@ -83,6 +94,14 @@ mod tests {
             assert!(seen.insert(hash_bytes(&i.to_le_bytes())));
         }
         assert_ne!(hash_bytes(b"ab"), hash_bytes(b"ab\0"));
+        // the tail of a long string hashes as its zero-padded remainder would
+        let long = b"0123456789abc";
+        let mut h = FastHasher::default();
+        h.add(u64::from_le_bytes(*b"01234567"));
+        h.add(u64::from_le_bytes(*b"89abc\0\0\0") ^ (5u64 << 59));
+        let mut g = FastHasher::default();
+        g.write(long);
+        assert_eq!(g.finish(), h.finish());
         let mut m: FastMap<(u32, u64), u32> = FastMap::default();
         m.insert((1, 2), 3);
         assert_eq!(m.get(&(1, 2)), Some(&3));

@@ -108,12 +108,14 @@ impl Func {
     }
 
     /// Fold the evaluated arguments into an entry's words.
+    #[inline]
     pub(crate) fn apply(&self, d: &mut [i64], args: &[i64]) {
         let v = args.first().copied().unwrap_or(0);
-        let incr = self
-            .incr_index()
-            .and_then(|i| args.get(i).copied())
-            .unwrap_or(1);
+        let incr = || {
+            self.incr_index()
+                .and_then(|i| args.get(i).copied())
+                .unwrap_or(1)
+        };
         match *self {
             Func::Count => d[0] = d[0].wrapping_add(1),
             Func::Sum => d[0] = d[0].wrapping_add(v),
@@ -133,11 +135,11 @@ impl Func {
             }
             Func::Quantize => {
                 let b = quantize::quantize_bucket(v);
-                d[b] = d[b].wrapping_add(incr);
+                d[b] = d[b].wrapping_add(incr());
             }
             Func::Lquantize { base, step, levels } => {
                 let b = quantize::lquantize_bucket(base, step, levels, v);
-                d[b] = d[b].wrapping_add(incr);
+                d[b] = d[b].wrapping_add(incr());
             }
             Func::Llquantize {
                 factor,
@@ -147,7 +149,7 @@ impl Func {
                 nbuckets,
             } => {
                 let b = quantize::llquantize_bucket(factor, low, high, nsteps, v).min(nbuckets - 1);
-                d[b] = d[b].wrapping_add(incr);
+                d[b] = d[b].wrapping_add(incr());
             }
         }
     }

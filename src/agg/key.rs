@@ -114,6 +114,77 @@ fn get_u32(b: &[u8], pos: &mut usize) -> Option<u32> {
     Some(u32::from_le_bytes(a))
 }
 
+/// Room for the encoding of up to four integer key components.
+pub(crate) const SMALL_INT_KEY: usize = 40;
+
+/// A key of at most [`IntKey::MAX`] integers, encoded on the stack as [`encode`] would encode
+/// the same [`KeyValue::Int`]s: the VM builds one per update of an `@[pid]`-like aggregation
+/// without touching the heap.
+#[derive(Clone, Copy)]
+pub struct IntKey {
+    buf: [u8; SMALL_INT_KEY],
+    len: usize,
+}
+
+impl Default for IntKey {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl IntKey {
+    /// Components an `IntKey` holds.
+    pub const MAX: usize = SMALL_INT_KEY / 10;
+
+    pub fn new() -> Self {
+        IntKey {
+            buf: [0; SMALL_INT_KEY],
+            len: 0,
+        }
+    }
+
+    /// Appends an integer component (as recorded at `size` bytes); false when full.
+    #[inline]
+    pub fn push(&mut self, value: i64, size: u8, signed: bool) -> bool {
+        let n = self.len;
+        if n + 10 > SMALL_INT_KEY {
+            return false;
+        }
+        let size = norm_size(size);
+        self.buf[n] = T_INT;
+        self.buf[n + 1] = size | if signed { 0x80 } else { 0 };
+        self.buf[n + 2..n + 10].copy_from_slice(&value.to_le_bytes());
+        self.len = n + 2 + size as usize;
+        true
+    }
+
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+/// The encoding of a key made only of (at most four) integers, as [`encode`] would append it;
+/// `None` for any other key.
+#[inline]
+pub(crate) fn encode_small_ints(key: &[KeyValue]) -> Option<IntKey> {
+    if key.len() > IntKey::MAX {
+        return None;
+    }
+    let mut out = IntKey::new();
+    for k in key {
+        let KeyValue::Int {
+            value,
+            size,
+            signed,
+        } = k
+        else {
+            return None;
+        };
+        out.push(*value, *size, *signed);
+    }
+    Some(out)
+}
+
 /// Append the encoding of a whole key tuple.
 pub(crate) fn encode(key: &[KeyValue], out: &mut Vec<u8>) {
     for k in key {
@@ -549,5 +620,41 @@ mod tests {
         };
         assert_eq!(cmp_keys(&enc(-1, 4), &enc(2, 4), 0, 256), Ordering::Greater);
         assert_eq!(cmp_keys(&enc(5, 4), &enc(2, 8), 0, 256), Ordering::Less);
+    }
+
+    #[test]
+    fn small_integer_keys_encode_as_the_general_encoder_does() {
+        let int = |value: i64, size: u8, signed: bool| KeyValue::Int {
+            value,
+            size,
+            signed,
+        };
+        let keys: Vec<Vec<KeyValue>> = vec![
+            vec![],
+            vec![int(-1, 8, true)],
+            vec![int(0x1234_5678_9abc, 4, false)],
+            vec![int(-3, 1, true), int(70_000, 2, false), int(9, 3, true)],
+            vec![
+                int(i64::MIN, 8, true),
+                int(i64::MAX, 8, false),
+                int(-7, 4, true),
+                int(255, 1, false),
+            ],
+        ];
+        for key in &keys {
+            let small = encode_small_ints(key).expect("integer key");
+            let mut general = Vec::new();
+            encode(key, &mut general);
+            assert_eq!(small.bytes(), &general[..], "{key:?}");
+        }
+        let mut full = IntKey::new();
+        for _ in 0..IntKey::MAX {
+            assert!(full.push(-1, 8, true));
+        }
+        assert!(!full.push(1, 1, false));
+        let five = vec![int(1, 8, true); 5];
+        assert!(encode_small_ints(&five).is_none());
+        let mixed = vec![int(1, 8, true), KeyValue::Str(b"x".to_vec())];
+        assert!(encode_small_ints(&mixed).is_none());
     }
 }

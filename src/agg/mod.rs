@@ -17,7 +17,7 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-pub use key::KeyValue;
+pub use key::{IntKey, KeyValue};
 pub use sort::{Encoding, SortOptions};
 
 use funcs::Func;
@@ -171,6 +171,25 @@ impl Hasher for IdentityHasher {
 
 const NONE: u32 = u32::MAX;
 
+/// Key equality, with short keys (one integer: 10 bytes) compared as two words rather than
+/// through `memcmp`.
+#[inline]
+fn same_key(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    if (8..=16).contains(&n) {
+        let word = |s: &[u8], at: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&s[at..at + 8]);
+            u64::from_le_bytes(w)
+        };
+        return word(a, 0) == word(b, 0) && word(a, n - 8) == word(b, n - 8);
+    }
+    a == b
+}
+
 fn hash_key(k: &[u8]) -> u64 {
     crate::fasthash::hash_bytes(k)
 }
@@ -250,10 +269,11 @@ impl Agg {
         vec![0; self.stride]
     }
 
+    #[inline]
     fn find(&self, k: &[u8], h: u64) -> Option<usize> {
         let mut e = *self.index.get(&h)?;
         while e != NONE {
-            if self.key(e as usize) == k {
+            if same_key(self.key(e as usize), k) {
                 return Some(e as usize);
             }
             e = self.chain[e as usize];
@@ -411,6 +431,10 @@ impl AggregationTable {
     /// then e.g. quantize's increment; for lquantize/llquantize all their arguments, the
     /// increment being the last).
     pub fn update(&mut self, agg: u32, key: &[KeyValue], args: &[i64]) -> Result<(), AggError> {
+        // keys of integers only (`@[pid]`, `@[arg1, cpu]`) are encoded on the stack
+        if let Some(k) = key::encode_small_ints(key) {
+            return self.update_ints(agg, &k, args);
+        }
         let mut k = std::mem::take(&mut self.scratch);
         k.clear();
         key::encode(key, &mut k);
@@ -421,6 +445,13 @@ impl AggregationTable {
         r
     }
 
+    /// [`update`](Self::update) for a key of integers only, already encoded.
+    pub fn update_ints(&mut self, agg: u32, key: &IntKey, args: &[i64]) -> Result<(), AggError> {
+        let k = key.bytes();
+        self.update_encoded(agg, k, k.len(), args)
+    }
+
+    #[inline]
     fn update_encoded(
         &mut self,
         agg: u32,

@@ -578,6 +578,23 @@ impl Vm {
         })
     }
 
+    /// `eval`, with the commonest leaves (constants, `arg0`..`arg9`) taken without a call.
+    #[inline(always)]
+    pub(crate) fn eval_fast(&mut self, n: &Node, cx: &FiringCtx<'_>) -> R<u64> {
+        match n {
+            Node::Const(v) => Ok(*v as u64),
+            Node::Arg(i) => Ok(cx.args[*i as usize % 10]),
+            // `arg0 > 10`: an integer comparison of two leaves
+            Node::Compare { op, kind, a, b } if *kind != CmpKind::String => {
+                match (leaf(a, cx), leaf(b, cx)) {
+                    (Some(x), Some(y)) => Ok(compare_ints(*op, *kind, x, y)),
+                    _ => self.eval(n, cx),
+                }
+            }
+            _ => self.eval(n, cx),
+        }
+    }
+
     pub(crate) fn eval(&mut self, n: &Node, cx: &FiringCtx<'_>) -> R<u64> {
         Ok(match n {
             Node::Const(v) => *v as u64,
@@ -642,33 +659,21 @@ impl Vm {
                 }
             }
             Node::Binary { op, signed, a, b } => {
-                let x = self.eval(a, cx)?;
-                let y = self.eval(b, cx)?;
+                let x = self.eval_fast(a, cx)?;
+                let y = self.eval_fast(b, cx)?;
                 binary(*op, *signed, x, y)?
             }
             Node::Compare { op, kind, a, b } => {
-                let x = self.eval(a, cx)?;
-                let y = self.eval(b, cx)?;
-                let ord = match kind {
-                    CmpKind::Signed => (x as i64).cmp(&(y as i64)),
-                    CmpKind::Unsigned => x.cmp(&y),
-                    CmpKind::String => {
-                        let mut sa = Vec::new();
-                        let mut sb = Vec::new();
-                        self.read_string_cx(x, cx, &mut sa)?;
-                        self.read_string_cx(y, cx, &mut sb)?;
-                        sa.cmp(&sb)
-                    }
-                };
-                use std::cmp::Ordering::*;
-                (match op {
-                    CmpOp::Eq => ord == Equal,
-                    CmpOp::Ne => ord != Equal,
-                    CmpOp::Lt => ord == Less,
-                    CmpOp::Le => ord != Greater,
-                    CmpOp::Gt => ord == Greater,
-                    CmpOp::Ge => ord != Less,
-                }) as u64
+                let x = self.eval_fast(a, cx)?;
+                let y = self.eval_fast(b, cx)?;
+                if *kind != CmpKind::String {
+                    return Ok(compare_ints(*op, *kind, x, y));
+                }
+                let mut sa = Vec::new();
+                let mut sb = Vec::new();
+                self.read_string_cx(x, cx, &mut sa)?;
+                self.read_string_cx(y, cx, &mut sb)?;
+                comparison(*op, sa.cmp(&sb))
             }
             Node::Neg(x) => (self.eval(x, cx)? as i64).wrapping_neg() as u64,
             Node::BitNot(x) => !self.eval(x, cx)?,
@@ -755,6 +760,39 @@ impl Vm {
             }
         })
     }
+}
+
+/// The value of a leaf node (a constant or `argN`) without evaluating anything.
+#[inline(always)]
+fn leaf(n: &Node, cx: &FiringCtx<'_>) -> Option<u64> {
+    match n {
+        Node::Const(v) => Some(*v as u64),
+        Node::Arg(i) => Some(cx.args[*i as usize % 10]),
+        _ => None,
+    }
+}
+
+/// An integer comparison's 0 or 1.
+#[inline(always)]
+fn compare_ints(op: CmpOp, kind: CmpKind, x: u64, y: u64) -> u64 {
+    let ord = match kind {
+        CmpKind::Signed => (x as i64).cmp(&(y as i64)),
+        _ => x.cmp(&y),
+    };
+    comparison(op, ord)
+}
+
+#[inline(always)]
+fn comparison(op: CmpOp, ord: std::cmp::Ordering) -> u64 {
+    use std::cmp::Ordering::*;
+    (match op {
+        CmpOp::Eq => ord == Equal,
+        CmpOp::Ne => ord != Equal,
+        CmpOp::Lt => ord == Less,
+        CmpOp::Le => ord != Greater,
+        CmpOp::Gt => ord == Greater,
+        CmpOp::Ge => ord != Less,
+    }) as u64
 }
 
 fn binary(op: BinOp, signed: bool, x: u64, y: u64) -> R<u64> {

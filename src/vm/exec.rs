@@ -3,9 +3,11 @@
 
 use super::memory::Fault;
 use super::record::{Datum, Record};
-use super::{Enabling, ErrorInfo, FireResult, FiringCtx, Vm};
-use crate::agg::KeyValue;
-use crate::ir::{Action, ActionKind, Node, Stmt, ValKind};
+use std::sync::Arc;
+
+use super::{ErrorInfo, FireResult, FiringCtx, Vm};
+use crate::agg::{IntKey, KeyValue};
+use crate::ir::{Action, ActionKind, Node, Program, Stmt, ValKind};
 use crate::providers::{ERROR_ID, ERROR_PROBE};
 
 type R<T> = Result<T, Fault>;
@@ -27,18 +29,8 @@ impl Vm {
     }
 
     fn fire_into(&mut self, cx: &FiringCtx<'_>, res: &mut FireResult, in_error: bool) {
-        let Some(list) = self.enablings.get(&cx.probe.id) else {
+        let Some(slot) = self.enabling_slot(cx.probe.id) else {
             return;
-        };
-        // a probe has few enablings: copy them out so the clauses can use `self` freely
-        let mut small = [Enabling { epid: 0, clause: 0 }; 8];
-        let many: Vec<Enabling>;
-        let ens: &[Enabling] = if list.len() <= small.len() {
-            small[..list.len()].copy_from_slice(list);
-            &small[..list.len()]
-        } else {
-            many = list.clone();
-            &many
         };
         if !self.clause_locals.is_empty() {
             for &id in &self.clause_locals {
@@ -47,8 +39,15 @@ impl Vm {
             }
             self.local_mem.fill(0);
         }
-        let program = self.program.clone();
-        for &e in ens {
+        // SAFETY: `self.program` is an `Arc` that nothing in a firing replaces or mutates (the
+        // field is only assigned in `Vm::new`), so the program it points to outlives this call;
+        // borrowing it through a pointer spares an atomic reference-count round trip per firing.
+        let program: &Program = unsafe { &*Arc::as_ptr(&self.program) };
+        let mut next = 0;
+        // the enablings of a probe do not change while it fires (`enable` needs the Vm between
+        // firings); they are read by index so the clauses can use `self` freely
+        while let Some(&e) = self.enabling_lists[slot].get(next) {
+            next += 1;
             if self.exiting && cx.probe.id != crate::providers::END_ID {
                 break;
             }
@@ -66,7 +65,7 @@ impl Vm {
             self.exit_in_clause = false;
             let r = (|| -> R<Flow> {
                 if let Some(p) = &clause.predicate {
-                    if self.eval(p, cx)? == 0 {
+                    if self.eval_fast(p, cx)? == 0 {
                         return Ok(Flow::Done);
                     }
                 }
@@ -150,7 +149,10 @@ impl Vm {
     }
 
     /// Fires `dtrace:::ERROR` for a fault: arg1 = EPID, arg2 = action, arg3 = offset,
-    /// arg4 = DTRACEFLT code, arg5 = address.
+    /// arg4 = DTRACEFLT code, arg5 = address. Kept out of line: faults are rare, and inlined
+    /// into `fire_into` its copy of the firing context costs every firing.
+    #[cold]
+    #[inline(never)]
     fn fire_error(&mut self, cx: &FiringCtx<'_>, e: &ErrorInfo, res: &mut FireResult) {
         if self.enablings(ERROR_ID).is_empty() {
             return;
@@ -301,6 +303,11 @@ impl Vm {
     fn action(&mut self, a: &Action, cx: &FiringCtx<'_>, res: &mut FireResult) -> R<Flow> {
         match &a.kind {
             ActionKind::Aggregate { agg } => {
+                if a.keys.len() <= IntKey::MAX && a.args.len() <= 8 {
+                    if let Some(()) = self.aggregate_ints(*agg, a, cx)? {
+                        return Ok(Flow::Done);
+                    }
+                }
                 // key values are rebuilt in place so string keys reuse their buffers
                 let mut keys = std::mem::take(&mut self.agg_keys);
                 let mut args = std::mem::take(&mut self.agg_args);
@@ -319,7 +326,7 @@ impl Vm {
                     }
                     keys.truncate(a.keys.len());
                     for n in &a.args {
-                        args.push(self.eval(n, cx)? as i64);
+                        args.push(self.eval_fast(n, cx)? as i64);
                     }
                     Ok(())
                 })();
@@ -444,6 +451,41 @@ impl Vm {
         Ok(Flow::Done)
     }
 
+    /// An aggregation update whose key components are all plain integers (`@[pid]`,
+    /// `@[arg1, cpu]`), with the key encoded on the stack; `None` (nothing evaluated) for any
+    /// other key.
+    #[inline]
+    fn aggregate_ints(&mut self, agg: u32, a: &Action, cx: &FiringCtx<'_>) -> R<Option<()>> {
+        let plain = a.keys.iter().enumerate().all(|(i, k)| {
+            matches!(a.key_kinds.get(i), Some(ValKind::Int { .. }) | None)
+                && !matches!(k, Node::Call { name, .. } if is_key_subr(name))
+        });
+        if !plain {
+            return Ok(None);
+        }
+        let mut key = IntKey::new();
+        for (i, k) in a.keys.iter().enumerate() {
+            let v = self.eval_fast(k, cx)?;
+            let (size, signed) = match a.key_kinds.get(i) {
+                Some(ValKind::Int { size, signed }) => (*size, *signed),
+                _ => (8, true),
+            };
+            key.push(v as i64, size, signed);
+        }
+        let mut args = [0i64; 8];
+        for (slot, n) in args.iter_mut().zip(&a.args) {
+            *slot = self.eval_fast(n, cx)? as i64;
+        }
+        if self
+            .aggs
+            .update_ints(agg, &key, &args[..a.args.len()])
+            .is_err()
+        {
+            self.agg_drops += 1;
+        }
+        Ok(Some(()))
+    }
+
     /// Evaluates one aggregation key into `slot`, reusing its buffer for strings.
     fn agg_key(
         &mut self,
@@ -493,7 +535,7 @@ impl Vm {
                 _ => {}
             }
         }
-        let v = self.eval(k, cx)?;
+        let v = self.eval_fast(k, cx)?;
         match kind {
             ValKind::String => {
                 if !matches!(slot, KeyValue::Str(_)) {
@@ -518,4 +560,22 @@ impl Vm {
         }
         Ok(())
     }
+}
+
+/// Subroutines that make a key component of their own kind (a stack, a symbol) rather than an
+/// integer.
+fn is_key_subr(name: &str) -> bool {
+    matches!(
+        name,
+        "stack"
+            | "ustack"
+            | "jstack"
+            | "sym"
+            | "func"
+            | "mod"
+            | "usym"
+            | "ufunc"
+            | "umod"
+            | "uaddr"
+    )
 }

@@ -204,8 +204,12 @@ pub struct Vm {
     rand_state: u64,
     /// Records produced by the current firing, in order.
     pub records: Vec<(u32, Record)>,
-    /// Clauses enabled on each probe id, in program order.
-    enablings: crate::fasthash::FastMap<u64, Vec<Enabling>>,
+    /// Clauses enabled on each probe, in program order: the probe id's slot in
+    /// `enabling_lists`, and the last probe looked up (consecutive firings are often of the
+    /// same probe).
+    enablings: crate::fasthash::FastMap<u64, usize>,
+    enabling_lists: Vec<Vec<Enabling>>,
+    last_enabling: (u64, usize),
     /// Ids of clause-local variables (zeroed at each firing).
     clause_locals: Vec<u32>,
     next_epid: u32,
@@ -271,6 +275,8 @@ impl Vm {
             rand_state: 0x2545_f491_4f6c_dd1d,
             records: Vec::new(),
             enablings: Default::default(),
+            enabling_lists: Vec::new(),
+            last_enabling: (u64::MAX, usize::MAX),
             clause_locals: Vec::new(),
             next_epid: 1,
             current_epid: 0,
@@ -359,11 +365,25 @@ impl Vm {
     pub fn enable(&mut self, probe: u64, clause: usize) -> u32 {
         let epid = self.next_epid;
         self.next_epid += 1;
-        self.enablings
-            .entry(probe)
-            .or_default()
-            .push(Enabling { epid, clause });
+        let lists = &mut self.enabling_lists;
+        let slot = *self.enablings.entry(probe).or_insert_with(|| {
+            lists.push(Vec::new());
+            lists.len() - 1
+        });
+        self.enabling_lists[slot].push(Enabling { epid, clause });
         epid
+    }
+
+    /// The slot in `enabling_lists` of a probe with enablings.
+    #[inline]
+    fn enabling_slot(&mut self, probe: u64) -> Option<usize> {
+        let (last, slot) = self.last_enabling;
+        if last == probe {
+            return Some(slot);
+        }
+        let slot = *self.enablings.get(&probe)?;
+        self.last_enabling = (probe, slot);
+        Some(slot)
     }
 
     pub fn is_enabled(&self, probe: u64) -> bool {
@@ -371,10 +391,10 @@ impl Vm {
     }
 
     pub fn enablings(&self, probe: u64) -> &[Enabling] {
-        self.enablings
-            .get(&probe)
-            .map(|v| v.as_slice())
-            .unwrap_or(&[])
+        match self.enablings.get(&probe) {
+            Some(&slot) => &self.enabling_lists[slot],
+            None => &[],
+        }
     }
 
     /// Dynamic variable drops so far.
