@@ -4,7 +4,8 @@
 //! (this test binary's own) measures it.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use dtx::engine::standalone::{standalone_vm, standard_probe};
 use dtx::probes::ProbeInfo;
@@ -20,12 +21,20 @@ fn probe(name: &str) -> ProbeInfo {
 
 struct Counting;
 
-static COUNTING: AtomicBool = AtomicBool::new(false);
+thread_local! {
+    /// Counting is on for this thread: allocations of the test harness's other threads (its
+    /// output capture, the other test) do not count.
+    static COUNTING: Cell<bool> = const { Cell::new(false) };
+}
 static ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+fn counting() -> bool {
+    COUNTING.try_with(|c| c.get()).unwrap_or(false)
+}
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
+        if counting() {
             ALLOCS.fetch_add(1, Ordering::Relaxed);
         }
         System.alloc(l)
@@ -34,7 +43,7 @@ unsafe impl GlobalAlloc for Counting {
         System.dealloc(p, l)
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        if COUNTING.load(Ordering::Relaxed) {
+        if counting() {
             ALLOCS.fetch_add(1, Ordering::Relaxed);
         }
         System.realloc(p, l, n)
@@ -50,9 +59,9 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// Allocations made by `f`.
 fn allocations(f: impl FnOnce()) -> u64 {
     ALLOCS.store(0, Ordering::SeqCst);
-    COUNTING.store(true, Ordering::SeqCst);
+    COUNTING.with(|c| c.set(true));
     f();
-    COUNTING.store(false, Ordering::SeqCst);
+    COUNTING.with(|c| c.set(false));
     ALLOCS.load(Ordering::SeqCst)
 }
 
