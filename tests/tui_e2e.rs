@@ -43,7 +43,7 @@ fn batch_top(trace: &str, program: &str) -> (String, String) {
 /// The first data row of the aggregation table on the screen.
 fn screen_top(screen: &str) -> Option<String> {
     let mut lines = screen.lines();
-    lines.find(|l| l.contains("key1") && l.contains("count"))?;
+    lines.find(|l| l.contains("key1") && (l.contains("count") || l.contains("sum")))?;
     lines.next().map(|l| l.to_string())
 }
 
@@ -113,4 +113,45 @@ fn open_trace_type_run_edit_rerun_quit() {
     // the unsaved script was autosaved on the way out
     let auto = std::fs::read_to_string(state.path().join("dtx/autosave.d")).unwrap();
     assert!(auto.contains(second), "{auto}");
+}
+
+/// With no trace and no script on Linux, the console runs the default dashboard live from perf
+/// events (skipped where perf events cannot be opened).
+#[cfg(target_os = "linux")]
+#[test]
+fn live_console_runs_the_default_dashboard() {
+    let probe = Command::new(env!("CARGO_BIN_EXE_dtx"))
+        .args(["-q", "-n", "sched:::on-cpu { exit(0); }"])
+        .output()
+        .unwrap();
+    if !probe.status.success() {
+        eprintln!(
+            "skipped: perf events are not available here: {}",
+            String::from_utf8_lossy(&probe.stderr).trim()
+        );
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let state_dir = state.path().to_string_lossy().into_owned();
+    let mut s = PtySession::spawn(
+        env!("CARGO_BIN_EXE_dtx"),
+        &["--tui"],
+        &[
+            ("XDG_STATE_HOME", &state_dir),
+            ("XDG_CONFIG_HOME", &state_dir),
+        ],
+        120,
+        36,
+    );
+    let screen = s.wait_for("the live dashboard", Duration::from_secs(30), |t| {
+        t.contains("top/cpu.d")
+            && t.contains("● running")
+            && screen_top(t).is_some_and(|r| {
+                r.split_whitespace()
+                    .any(|w| w.chars().all(|c| c.is_ascii_digit()) && w != "0")
+            })
+    });
+    assert!(screen.contains("│ live │"), "{screen}");
+    s.send(CTRL_Q);
+    assert_eq!(s.wait_exit(Duration::from_secs(10)), Some(0));
 }

@@ -15,7 +15,7 @@ use super::clock::LiveClock;
 use super::consumer::{Consumer, ConsumerOptions};
 use super::snapshot::{self, Snapshot};
 use super::{Engine, EventSource, SourceState};
-use crate::agg::NoSymbols;
+use crate::agg::{NoSymbols, SymbolResolver};
 use crate::ir;
 use crate::lang::options::DOptions;
 use crate::probes::Catalog;
@@ -175,6 +175,7 @@ impl Session {
                     current: None,
                     paused: false,
                     speed: Speed::Max,
+                    symbols: Box::new(NoSymbols),
                 };
                 w.serve();
             })
@@ -261,6 +262,8 @@ struct Worker {
     current: Option<ProgramSpec>,
     paused: bool,
     speed: Speed,
+    /// Names stack frames and symbol keys in snapshots (a live source's resolver).
+    symbols: Box<dyn SymbolResolver + Send>,
 }
 
 /// What a command means for the run in progress.
@@ -387,7 +390,7 @@ impl Worker {
         }
         let mut aggs = Vec::new();
         for r in &engine.runs {
-            aggs.extend(snapshot::take(&r.vm.aggs, &NoSymbols));
+            aggs.extend(snapshot::take(&r.vm.aggs, &*self.symbols));
         }
         let _ = self.updates.send(Update::Snapshot(Snapshot {
             generation: self.status.generation,
@@ -516,15 +519,21 @@ impl Worker {
         let mut engine = self.engine_for(&spec);
         self.status.state = RunState::Running;
         self.status.position = None;
+        let live = self.open_live(&mut engine);
         let mut pump = CommandPump {
             worker: self,
             outcome: None,
             last: Instant::now(),
             rates: Rates::new(),
+            generation: 0,
+            live,
         };
+        pump.generation = pump.worker.status.generation;
         let code = engine.run_live(&mut pump);
         let outcome = pump.outcome.take();
         let mut rates = std::mem::replace(&mut pump.rates, Rates::new());
+        drop(pump);
+        self.symbols = Box::new(NoSymbols);
         match outcome {
             Some(Outcome::Restart) => Outcome::Restart,
             Some(Outcome::Quit) => Outcome::Quit,
@@ -535,14 +544,74 @@ impl Worker {
             }
         }
     }
+
+    /// The live event source the program's probes need (perf events on Linux), if any; a
+    /// failure to open it is reported and the run goes on with the timers alone.
+    #[cfg(target_os = "linux")]
+    fn open_live(&mut self, engine: &mut Engine) -> Option<Box<dyn EventSource>> {
+        use crate::sources::perf::live::{needed, PerfConfig, PerfSource};
+        if !needed(engine) {
+            return None;
+        }
+        let stacks = engine
+            .runs
+            .iter()
+            .any(|r| super::uses_stacks(&r.vm.program));
+        let symbols = crate::symbols::LiveSymbols::new();
+        let config = PerfConfig {
+            stacks,
+            ring_bytes: 4 << 20,
+        };
+        match PerfSource::open(engine, &config, symbols.clone()) {
+            Ok(src) => {
+                self.symbols = Box::new(symbols.clone());
+                engine.consumer.set_symbols(Box::new(symbols));
+                Some(Box::new(src))
+            }
+            Err(e) => {
+                let _ = self.updates.send(Update::Error(e));
+                None
+            }
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn open_live(&mut self, _engine: &mut Engine) -> Option<Box<dyn EventSource>> {
+        None
+    }
 }
 
-/// The live source of a timers-only session: it waits for commands until the next timer.
+/// The live source of a session with no trace: the live event source when the program needs
+/// one (reopened when the program is replaced), and the commands, until the next timer.
 struct CommandPump<'w> {
     worker: &'w mut Worker,
     outcome: Option<Outcome>,
     last: Instant,
     rates: Rates,
+    /// The program generation the live source was opened for.
+    generation: u64,
+    live: Option<Box<dyn EventSource>>,
+}
+
+impl CommandPump<'_> {
+    /// Applies the commands waiting, without blocking; false when the run is to end.
+    fn commands(&mut self, engine: &mut Engine) -> bool {
+        loop {
+            match self.worker.commands.try_recv() {
+                Ok(c) => {
+                    if let Step::Leave(o) = self.worker.command(c, engine) {
+                        self.outcome = Some(o);
+                        return false;
+                    }
+                }
+                Err(TryRecvError::Empty) => return true,
+                Err(TryRecvError::Disconnected) => {
+                    self.outcome = Some(Outcome::Quit);
+                    return false;
+                }
+            }
+        }
+    }
 }
 
 impl EventSource for CommandPump<'_> {
@@ -554,18 +623,38 @@ impl EventSource for CommandPump<'_> {
             }
             let until_refresh = self.worker.refresh.saturating_sub(self.last.elapsed());
             let wait = Duration::from_nanos(deadline - now).min(until_refresh);
-            match self.worker.commands.recv_timeout(wait) {
-                Ok(c) => {
-                    if let Step::Leave(o) = self.worker.command(c, engine) {
-                        self.outcome = Some(o);
+            match self.live.as_mut() {
+                Some(live) => {
+                    // events until the refresh (or the deadline), then the commands
+                    let until = now.saturating_add(wait.as_nanos() as u64).min(deadline);
+                    if let SourceState::Ended(status) = live.pump(until, engine) {
+                        return SourceState::Ended(status);
+                    }
+                    if !self.commands(engine) {
                         return SourceState::Ended(None);
                     }
                 }
-                Err(RecvTimeoutError::Timeout) => {}
-                Err(RecvTimeoutError::Disconnected) => {
-                    self.outcome = Some(Outcome::Quit);
-                    return SourceState::Ended(None);
+                None => match self.worker.commands.recv_timeout(wait) {
+                    Ok(c) => {
+                        if let Step::Leave(o) = self.worker.command(c, engine) {
+                            self.outcome = Some(o);
+                            return SourceState::Ended(None);
+                        }
+                    }
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => {
+                        self.outcome = Some(Outcome::Quit);
+                        return SourceState::Ended(None);
+                    }
+                },
+            }
+            if self.worker.status.generation != self.generation {
+                // a replaced program: the live source follows its probes
+                self.generation = self.worker.status.generation;
+                if let Some(mut old) = self.live.take() {
+                    old.stop();
                 }
+                self.live = self.worker.open_live(engine);
             }
             if self.last.elapsed() >= self.worker.refresh {
                 self.last = Instant::now();
@@ -574,6 +663,18 @@ impl EventSource for CommandPump<'_> {
             if engine.interrupt_flag().load(Ordering::SeqCst) {
                 return SourceState::Running;
             }
+        }
+    }
+
+    fn finish(&mut self, engine: &mut Engine) {
+        if let Some(l) = self.live.as_mut() {
+            l.finish(engine);
+        }
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut l) = self.live.take() {
+            l.stop();
         }
     }
 }
