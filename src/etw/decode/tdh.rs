@@ -273,7 +273,7 @@ mod map_tests {
         let mut b = vec![0u8; 16 + 8 * entries.len()];
         let mut strings = Vec::new();
         let base = b.len();
-        let mut add = |s: &str, strings: &mut Vec<u8>| {
+        let add = |s: &str, strings: &mut Vec<u8>| {
             let off = base + strings.len();
             strings.extend(utf16z(s));
             off as u32
