@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use dtx::agg::AggValue;
-use dtx::engine::session::{RunState, Speed, Status, Update};
+use dtx::engine::session::{RunState, Status, Update};
 use dtx::engine::snapshot::{AggRow, AggView, KeyCell, Snapshot};
 use dtx::probes::Catalog;
 use dtx::tui::app::{App, Focus};
@@ -39,15 +39,8 @@ fn app() -> App {
         Status {
             state: RunState::Running,
             generation: 1,
-            source: "bench.etl".into(),
             position: Some((1, 2)),
-            speed: Speed::Max,
-            events: 0,
-            events_per_s: 0.0,
-            firings: 0,
-            firings_per_s: 0.0,
-            drops: 0,
-            errors: 0,
+            ..Status::new("bench.etl".into())
         },
         true,
     );

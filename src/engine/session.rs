@@ -119,7 +119,8 @@ pub struct Status {
 }
 
 impl Status {
-    fn new(source: String) -> Self {
+    /// The status of a session that has run nothing yet.
+    pub fn new(source: String) -> Self {
         Status {
             state: RunState::Idle,
             generation: 0,

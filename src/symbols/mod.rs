@@ -25,40 +25,19 @@ pub struct Mapping {
     pub path: String,
 }
 
-/// Parses `/proc/PID/maps` text, keeping file mappings.
+/// Parses `/proc/PID/maps` text, keeping file mappings (see [`maps::parse`]).
 pub fn parse_maps(text: &str) -> Vec<Mapping> {
-    let mut v = Vec::new();
-    for line in text.lines() {
-        let mut it = line.split_whitespace();
-        let (Some(range), Some(perms), Some(off), Some(_dev), Some(_inode)) =
-            (it.next(), it.next(), it.next(), it.next(), it.next())
-        else {
-            continue;
-        };
-        let path: Vec<&str> = it.collect();
-        let path = path.join(" ");
-        if !path.starts_with('/') {
-            continue;
-        }
-        let Some((a, b)) = range.split_once('-') else {
-            continue;
-        };
-        let (Ok(start), Ok(end), Ok(offset)) = (
-            u64::from_str_radix(a, 16),
-            u64::from_str_radix(b, 16),
-            u64::from_str_radix(off, 16),
-        ) else {
-            continue;
-        };
-        v.push(Mapping {
-            start,
-            end,
-            offset,
-            exec: perms.as_bytes().get(2) == Some(&b'x'),
-            path: path.trim_end_matches(" (deleted)").to_string(),
-        });
-    }
-    v
+    maps::parse(text)
+        .into_iter()
+        .filter(|m| m.path.starts_with('/'))
+        .map(|m| Mapping {
+            start: m.start,
+            end: m.end,
+            offset: m.offset,
+            exec: m.executable,
+            path: m.path.trim_end_matches(" (deleted)").to_string(),
+        })
+        .collect()
 }
 
 /// A module loaded in a process: an ELF image and where it is.

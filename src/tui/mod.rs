@@ -64,10 +64,7 @@ pub fn build_app(opts: &ConsoleOptions) -> Result<App, String> {
     let trace = matches!(opts.source, SessionSource::Trace { .. });
     let mut app = App::new(
         opts.catalog.clone(),
-        Status {
-            source: opts.source.label(),
-            ..initial_status()
-        },
+        Status::new(opts.source.label()),
         trace,
     );
     if let Some(t) = &opts.theme {
@@ -99,22 +96,6 @@ pub fn build_app(opts: &ConsoleOptions) -> Result<App, String> {
         app.run(false);
     }
     Ok(app)
-}
-
-fn initial_status() -> Status {
-    Status {
-        state: crate::engine::session::RunState::Idle,
-        generation: 0,
-        source: String::new(),
-        position: None,
-        speed: crate::engine::session::Speed::Max,
-        events: 0,
-        events_per_s: 0.0,
-        firings: 0,
-        firings_per_s: 0.0,
-        drops: 0,
-        errors: 0,
-    }
 }
 
 /// Runs the console until the user quits. Returns the exit status.
