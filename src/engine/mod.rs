@@ -448,6 +448,8 @@ impl Engine {
         for e in errors.iter().take(20) {
             eprintln!("{}: warning: {e}", self.consumer.prog());
         }
+        // stacks print with the modules the trace had loaded
+        self.consumer.symbols = Box::new(crate::symbols::TraceSymbols::from_state(&source.state));
         self.end()
     }
 

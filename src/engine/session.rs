@@ -505,6 +505,10 @@ impl Worker {
             Some(Outcome::Restart) => Outcome::Restart,
             Some(Outcome::Quit) => Outcome::Quit,
             _ => {
+                // stacks print with the modules the trace had loaded
+                let syms = crate::symbols::TraceSymbols::from_state(&src.state);
+                engine.consumer.symbols = Box::new(syms.clone());
+                self.symbols = Box::new(syms);
                 let code = engine.end();
                 self.status.state = RunState::Ended(code);
                 if let Some((t, len)) = self.status.position {

@@ -8,12 +8,14 @@ pub mod elf_table;
 pub mod kallsyms;
 pub mod live;
 pub mod maps;
+pub mod trace;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 pub use elf::{ElfImage, Function};
 pub use live::{LiveSymbols, SymbolTables};
+pub use trace::TraceSymbols;
 
 /// One line of `/proc/PID/maps` that maps a file.
 #[derive(Clone, Debug, PartialEq, Eq)]
