@@ -22,6 +22,10 @@ fn files() -> Option<Vec<PathBuf>> {
     }
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("etl-unpacked");
     let _ = std::fs::create_dir_all(&out);
+    // the tests of this binary run on several threads: one unpacks while the others wait, and
+    // an archive appears under its name only once it is whole
+    static UNPACK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _unpacking = UNPACK.lock().unwrap_or_else(|e| e.into_inner());
     let mut v: Vec<_> = std::fs::read_dir(data)
         .ok()?
         .flatten()
@@ -34,6 +38,9 @@ fn files() -> Option<Vec<PathBuf>> {
         if dest.is_dir() {
             continue;
         }
+        let whole = dest.clone();
+        let dest = out.join(format!("{stem}.partial"));
+        let _ = std::fs::remove_dir_all(&dest);
         let ok = match p.extension().and_then(|x| x.to_str()) {
             Some("zip") => std::process::Command::new("unzip")
                 .arg("-q")
@@ -50,7 +57,7 @@ fn files() -> Option<Vec<PathBuf>> {
                 .status(),
             _ => continue,
         };
-        if !ok.is_ok_and(|s| s.success()) {
+        if !ok.is_ok_and(|s| s.success()) || std::fs::rename(&dest, &whole).is_err() {
             eprintln!(
                 "note: could not unpack {stem} (unzip/7z missing?); its events are not checked"
             );
