@@ -505,20 +505,13 @@ fn open_perf(
     opts: &DOptions,
     stacks: bool,
 ) -> Result<Option<crate::sources::perf::live::PerfSource>, String> {
-    use crate::sources::perf::live::{needed, PerfConfig, PerfSource};
-    if !needed(engine) {
-        return Ok(None);
-    }
-    let symbols = crate::symbols::LiveSymbols::new();
+    use crate::sources::perf::live::{open_for, PerfConfig};
     let config = PerfConfig {
         stacks,
         ring_bytes: opts.bufsize().min(1 << 30) as usize,
     };
-    match PerfSource::open(engine, &config, symbols.clone()) {
-        Ok(src) => {
-            engine.consumer.set_symbols(Box::new(symbols));
-            Ok(Some(src))
-        }
+    match open_for(engine, &config) {
+        Ok(opened) => Ok(opened.map(|(src, _)| src)),
         Err(e) => {
             let kernel_probes = engine
                 .enabled_probes()

@@ -554,23 +554,19 @@ impl Worker {
     /// failure to open it is reported and the run goes on with the timers alone.
     #[cfg(target_os = "linux")]
     fn open_live(&mut self, engine: &mut Engine) -> Option<Box<dyn EventSource>> {
-        use crate::sources::perf::live::{needed, PerfConfig, PerfSource};
-        if !needed(engine) {
-            return None;
-        }
+        use crate::sources::perf::live::{open_for, PerfConfig};
         let stacks = engine
             .runs
             .iter()
             .any(|r| super::uses_stacks(&r.vm.program));
-        let symbols = crate::symbols::LiveSymbols::new();
         let config = PerfConfig {
             stacks,
             ring_bytes: 4 << 20,
         };
-        match PerfSource::open(engine, &config, symbols.clone()) {
-            Ok(src) => {
-                self.symbols = Box::new(symbols.clone());
-                engine.consumer.set_symbols(Box::new(symbols));
+        match open_for(engine, &config) {
+            Ok(None) => None,
+            Ok(Some((src, symbols))) => {
+                self.symbols = Box::new(symbols);
                 Some(Box::new(src))
             }
             Err(e) => {

@@ -457,6 +457,22 @@ pub struct PerfConfig {
     pub ring_bytes: usize,
 }
 
+/// Opens the perf source for the engine's enabled probes when they need one (`Ok(None)` when
+/// they do not), and has the engine's consumer name stack frames with its live symbols, which
+/// come back with the source for other users (snapshots).
+pub fn open_for(
+    engine: &mut Engine,
+    config: &PerfConfig,
+) -> Result<Option<(PerfSource, LiveSymbols)>, String> {
+    if !needed(engine) {
+        return Ok(None);
+    }
+    let symbols = LiveSymbols::new();
+    let src = PerfSource::open(engine, config, symbols.clone())?;
+    engine.consumer.set_symbols(Box::new(symbols.clone()));
+    Ok(Some((src, symbols)))
+}
+
 /// Whether a run needs the perf source: a probe of the live Linux providers or a `profile-N`.
 pub fn needed(engine: &Engine) -> bool {
     engine
