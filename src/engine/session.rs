@@ -381,6 +381,29 @@ impl Worker {
         }
     }
 
+    /// Takes the next command, waiting up to `wait` (not at all when it is zero), and applies
+    /// it: `Ok(true)` when one was applied, `Ok(false)` when none came, `Err` with what follows
+    /// when the run is to end (the handle's side gone means Quit).
+    fn receive(&mut self, wait: Duration, engine: &mut Engine) -> Result<bool, Outcome> {
+        let c = if wait.is_zero() {
+            match self.commands.try_recv() {
+                Ok(c) => c,
+                Err(TryRecvError::Empty) => return Ok(false),
+                Err(TryRecvError::Disconnected) => return Err(Outcome::Quit),
+            }
+        } else {
+            match self.commands.recv_timeout(wait) {
+                Ok(c) => c,
+                Err(RecvTimeoutError::Timeout) => return Ok(false),
+                Err(RecvTimeoutError::Disconnected) => return Err(Outcome::Quit),
+            }
+        };
+        match self.command(c, engine) {
+            Step::Continue => Ok(true),
+            Step::Leave(o) => Err(o),
+        }
+    }
+
     /// Sends what the program printed, a snapshot and the status.
     fn publish(&mut self, engine: &Engine, rates: &mut Rates) {
         let text = self.output.take();
@@ -442,19 +465,11 @@ impl Worker {
             let t = engine.trace_time().unwrap_or(0);
             self.status.position = Some((t, length.max(t)));
             loop {
-                match self.commands.try_recv() {
-                    Ok(c) => {
-                        if let Step::Leave(o) = self.command(c, engine) {
-                            outcome = Some(o);
-                            return false;
-                        }
-                        if self.speed != Speed::Max {
-                            anchor = None;
-                        }
-                    }
-                    Err(TryRecvError::Empty) => {}
-                    Err(TryRecvError::Disconnected) => {
-                        outcome = Some(Outcome::Quit);
+                match self.receive(Duration::ZERO, engine) {
+                    Ok(true) if self.speed != Speed::Max => anchor = None,
+                    Ok(_) => {}
+                    Err(o) => {
+                        outcome = Some(o);
                         return false;
                     }
                 }
@@ -479,17 +494,11 @@ impl Worker {
                     None
                 };
                 match wait {
-                    Some(d) if !d.is_zero() => match self.commands.recv_timeout(d) {
-                        Ok(c) => {
-                            if let Step::Leave(o) = self.command(c, engine) {
-                                outcome = Some(o);
-                                return false;
-                            }
-                            anchor = None;
-                        }
-                        Err(RecvTimeoutError::Timeout) => {}
-                        Err(RecvTimeoutError::Disconnected) => {
-                            outcome = Some(Outcome::Quit);
+                    Some(d) if !d.is_zero() => match self.receive(d, engine) {
+                        Ok(true) => anchor = None,
+                        Ok(false) => {}
+                        Err(o) => {
+                            outcome = Some(o);
                             return false;
                         }
                     },
@@ -595,19 +604,15 @@ struct CommandPump<'w> {
 }
 
 impl CommandPump<'_> {
-    /// Applies the commands waiting, without blocking; false when the run is to end.
-    fn commands(&mut self, engine: &mut Engine) -> bool {
+    /// Applies a command waiting up to `wait` (with `all`, every command already waiting);
+    /// false when the run is to end.
+    fn receive(&mut self, wait: Duration, all: bool, engine: &mut Engine) -> bool {
         loop {
-            match self.worker.commands.try_recv() {
-                Ok(c) => {
-                    if let Step::Leave(o) = self.worker.command(c, engine) {
-                        self.outcome = Some(o);
-                        return false;
-                    }
-                }
-                Err(TryRecvError::Empty) => return true,
-                Err(TryRecvError::Disconnected) => {
-                    self.outcome = Some(Outcome::Quit);
+            match self.worker.receive(wait, engine) {
+                Ok(true) if all => {}
+                Ok(_) => return true,
+                Err(o) => {
+                    self.outcome = Some(o);
                     return false;
                 }
             }
@@ -631,23 +636,16 @@ impl EventSource for CommandPump<'_> {
                     if let SourceState::Ended(status) = live.pump(until, engine) {
                         return SourceState::Ended(status);
                     }
-                    if !self.commands(engine) {
+                    // then every command waiting, without blocking
+                    if !self.receive(Duration::ZERO, true, engine) {
                         return SourceState::Ended(None);
                     }
                 }
-                None => match self.worker.commands.recv_timeout(wait) {
-                    Ok(c) => {
-                        if let Step::Leave(o) = self.worker.command(c, engine) {
-                            self.outcome = Some(o);
-                            return SourceState::Ended(None);
-                        }
-                    }
-                    Err(RecvTimeoutError::Timeout) => {}
-                    Err(RecvTimeoutError::Disconnected) => {
-                        self.outcome = Some(Outcome::Quit);
+                None => {
+                    if !self.receive(wait, false, engine) {
                         return SourceState::Ended(None);
                     }
-                },
+                }
             }
             if self.worker.status.generation != self.generation {
                 // a replaced program: the live source follows its probes
