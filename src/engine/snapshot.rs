@@ -80,23 +80,12 @@ pub struct Snapshot {
 /// Renders one key component as text.
 pub fn key_cell(k: &KeyValue, symbols: &dyn SymbolResolver) -> KeyCell {
     match k {
-        KeyValue::Int {
-            value,
-            size,
-            signed,
-        } => {
-            let v = match (size, signed) {
-                (1, true) => *value as i8 as i64,
-                (2, true) => *value as i16 as i64,
-                (4, true) => *value as i32 as i64,
-                (1, false) => *value as u8 as i64,
-                (2, false) => *value as u16 as i64,
-                (4, false) => *value as u32 as i64,
-                (_, false) => return KeyCell::Text((*value as u64).to_string()),
-                _ => *value,
-            };
-            KeyCell::Text(v.to_string())
-        }
+        // the aggregation hands integers back sign- or zero-extended to 64 bits already
+        KeyValue::Int { value, signed, .. } => KeyCell::Text(if *signed {
+            value.to_string()
+        } else {
+            (*value as u64).to_string()
+        }),
         KeyValue::Str(s) => KeyCell::Text(String::from_utf8_lossy(s).into_owned()),
         KeyValue::Bytes(b) => {
             let mut s = String::with_capacity(b.len() * 3);
