@@ -155,3 +155,96 @@ fn live_console_runs_the_default_dashboard() {
     s.send(CTRL_Q);
     assert_eq!(s.wait_exit(Duration::from_secs(10)), Some(0));
 }
+
+/// `dtx --tui -c cmd`: the console starts the program stopped, the first run lets it go with
+/// its pid probes armed, an edited script replaces them while it runs, its output shows in the
+/// log, and its exit is reported (skipped without gcc or ptrace).
+#[cfg(target_os = "linux")]
+#[test]
+fn console_traces_a_target_started_with_c() {
+    const PROG: &str = r#"
+#include <stdio.h>
+#include <unistd.h>
+int work(int i) { return i * 3; }
+int tick(int i) { return i + 1; }
+int main(void) {
+    setvbuf(stdout, 0, _IOLBF, 0);
+    printf("target says hello\n");
+    for (int i = 0; i < 500; i++) { work(i); tick(i); usleep(10000); }
+    printf("target done\n");
+    return 0;
+}
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("loop.c");
+    std::fs::write(&src, PROG).unwrap();
+    let exe = dir.path().join("loop");
+    match Command::new("gcc")
+        .args(["-O0", "-fno-omit-frame-pointer", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .status()
+    {
+        Ok(st) if st.success() => {}
+        _ => {
+            eprintln!("skipped: gcc is not available");
+            return;
+        }
+    }
+    let probe = Command::new(env!("CARGO_BIN_EXE_dtx"))
+        .args(["-q", "-n", "BEGIN { exit(0); }", "-c"])
+        .arg(&exe)
+        .output()
+        .unwrap();
+    if !probe.status.success() {
+        eprintln!(
+            "skipped: cannot trace a process here: {}",
+            String::from_utf8_lossy(&probe.stderr).trim()
+        );
+        return;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let state_dir = state.path().to_string_lossy().into_owned();
+    let exe_s = exe.to_string_lossy().into_owned();
+    let mut s = PtySession::spawn(
+        env!("CARGO_BIN_EXE_dtx"),
+        &["--tui", "-c", &exe_s],
+        &[
+            ("XDG_STATE_HOME", &state_dir),
+            ("XDG_CONFIG_HOME", &state_dir),
+        ],
+        120,
+        36,
+    );
+    // held at main until the first run, with a clause for its functions in the editor
+    let screen = s.wait_for("the stopped target", Duration::from_secs(30), |t| {
+        t.contains("is stopped") && t.contains("pid$target:a.out::entry")
+    });
+    assert!(!screen.contains("target says hello"), "{screen}");
+    s.send(F5);
+    let screen = s.wait_for("calls of the target", Duration::from_secs(30), |t| {
+        screen_top(t).is_some_and(|r| r.contains("work") || r.contains("tick"))
+            && t.contains("target says hello")
+    });
+    assert!(screen.contains("● running"), "{screen}");
+    // replace the program while the target runs: only tick() now
+    s.send("\x0e"); // Ctrl-N: a new script
+    s.wait_for("an empty editor", Duration::from_secs(10), |t| {
+        t.contains("untitled.d")
+    });
+    let second = "pid$target::tick:entry { @ticks[probefunc] = count(); }";
+    s.type_text(second);
+    s.send(F5);
+    let screen = s.wait_for(
+        "the new table, then the exit",
+        Duration::from_secs(30),
+        |t| {
+            screen_top(t).is_some_and(|r| r.contains("tick") && !r.contains("work"))
+                && t.contains("has exited")
+                && t.contains("target done")
+        },
+    );
+    assert!(screen.contains("run #2"), "{screen}");
+    s.send(CTRL_Q);
+    assert_eq!(s.wait_exit(Duration::from_secs(10)), Some(0));
+}

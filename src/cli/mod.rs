@@ -229,13 +229,6 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
         }
         None => None,
     };
-    // the target (-c/-p) exists before compiling: `$target` and its pid probes know it
-    let target = if args.list && args.command.is_empty() && args.pids.is_empty() {
-        None
-    } else {
-        target::create(args)?
-    };
-    let target_pid = target.as_ref().map_or(0, |t| t.pid as u64);
     let mut catalog = if trace.is_some() {
         Catalog::with_etw(&etw)
     } else {
@@ -248,12 +241,8 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
             && !args.compile_only
             && std::io::IsTerminal::is_terminal(&std::io::stdout())
             && std::io::IsTerminal::is_terminal(&std::io::stdin()));
+    let pid_provider = crate::providers::pid::PidProvider::default();
     if console {
-        if !args.command.is_empty() || !args.pids.is_empty() {
-            return Err(
-                "the console does not trace -c/-p targets yet; run them in batch mode".into(),
-            );
-        }
         let source = match (&args.etl, trace) {
             (Some(path), Some((_, etw))) => crate::engine::session::SessionSource::Trace {
                 path: path.to_string_lossy().into_owned(),
@@ -261,9 +250,28 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
             },
             _ => crate::engine::session::SessionSource::Timers,
         };
-        return run_console(args, source, catalog);
+        // the console's target is opened by its session, on the engine's thread
+        let request = target::request(args)?;
+        if request.is_some() {
+            if matches!(source, crate::engine::session::SessionSource::Trace { .. }) {
+                return Err("a trace replay (-E) cannot trace a process (-c/-p)".into());
+            }
+            catalog.add(Box::new(pid_provider.clone()));
+        }
+        let target = request.map(|request| crate::engine::session::SessionTarget {
+            request,
+            open: target::open_target,
+            provider: pid_provider,
+        });
+        return run_console(args, source, catalog, target);
     }
-    let pid_provider = crate::providers::pid::PidProvider::default();
+    // the target (-c/-p) exists before compiling: `$target` and its pid probes know it
+    let target = if args.list && args.command.is_empty() && args.pids.is_empty() {
+        None
+    } else {
+        target::create(args)?
+    };
+    let target_pid = target.as_ref().map_or(0, |t| t.pid as u64);
     catalog.add(Box::new(pid_provider.clone()));
     let model = match args.data_model {
         Some(args::DataModel::Ilp32) => DataModel::Ilp32,
@@ -371,6 +379,7 @@ fn run_console(
     args: &Args,
     source: crate::engine::session::SessionSource,
     catalog: Catalog,
+    target: Option<crate::engine::session::SessionTarget>,
 ) -> Result<i32, String> {
     let mut script = None;
     let mut text = Vec::new();
@@ -399,6 +408,7 @@ fn run_console(
         theme: args.theme.clone(),
         keys: args.keys.clone().map(std::path::PathBuf::from),
         refresh: std::time::Duration::from_millis(250),
+        target,
     })
 }
 
@@ -482,14 +492,19 @@ fn run_programs(
                 quiet,
                 compiled_uses_stacks,
             )?;
-            if let Some(mut src) = pid_source {
-                return Ok(engine.run_live(&mut src));
+            // the target and the kernel's events, together when a program has both
+            let mut sources: Vec<Box<dyn crate::engine::EventSource>> = Vec::new();
+            if let Some(src) = pid_source {
+                sources.push(Box::new(src));
             }
             #[cfg(target_os = "linux")]
-            if let Some(src) = perf.as_mut() {
-                return Ok(engine.run_live(src));
+            if let Some(src) = perf.take() {
+                sources.push(Box::new(src));
             }
-            Ok(engine.run())
+            match crate::sources::merged::MergedSource::new(sources).simplify() {
+                Some(mut src) => Ok(engine.run_live(&mut *src)),
+                None => Ok(engine.run()),
+            }
         }
     }
 }

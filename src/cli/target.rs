@@ -4,7 +4,7 @@
 
 use super::args::{parse_pid, split_command, Args};
 use crate::providers::pid::{provider_pid, PidProvider};
-use crate::sources::debugger::{PidSource, TargetProcess};
+use crate::sources::debugger::{OpenedTarget, PidSource, TargetProcess, TargetRequest};
 
 /// A process under the debugger, stopped, waiting for the run.
 pub struct Target {
@@ -35,31 +35,70 @@ fn kill(pid: u32) {
 #[cfg(not(target_os = "linux"))]
 fn kill(_pid: u32) {}
 
-/// Starts `-c cmd` (stopped at its `main`, its libraries loaded) or grabs `-p pid`.
-pub fn create(args: &Args) -> Result<Option<Target>, String> {
+/// The command line's `-c cmd` or `-p pid`, checked.
+pub fn request(args: &Args) -> Result<Option<TargetRequest>, String> {
     if args.command.len() + args.pids.len() > 1 {
         return Err("only one target process (-c or -p) is supported".into());
     }
     if let Some(cmd) = args.command.first() {
-        let argv = split_command(cmd);
-        return start(&argv).map(Some);
+        return Ok(Some(TargetRequest::Command(split_command(cmd))));
     }
     if let Some(p) = args.pids.first() {
         let pid = parse_pid(p)?;
         if pid <= 0 || pid > i32::MAX as i64 {
             return Err(format!("failed to grab pid {p}: No such process"));
         }
-        return grab(pid as u32).map(Some);
+        return Ok(Some(TargetRequest::Pid(pid as u32)));
     }
     Ok(None)
 }
 
+/// Starts `-c cmd` (stopped at its `main`, its libraries loaded) or grabs `-p pid`.
+pub fn create(args: &Args) -> Result<Option<Target>, String> {
+    match request(args)? {
+        Some(TargetRequest::Command(argv)) => start(&argv).map(Some),
+        Some(TargetRequest::Pid(pid)) => grab(pid).map(Some),
+        None => Ok(None),
+    }
+}
+
 #[cfg(target_os = "linux")]
 fn start(argv: &[String]) -> Result<Target, String> {
+    let opened = start_process(argv, false)?;
+    Ok(Target {
+        pid: opened.process.pid(),
+        created: true,
+        process: Some(opened.process),
+    })
+}
+
+/// Starts `argv` under the debugger and runs it to `main`, so that `pid$target:libc...` finds
+/// the libraries; with `capture`, its output comes back as a pipe.
+#[cfg(target_os = "linux")]
+fn start_process(argv: &[String], capture: bool) -> Result<OpenedTarget, String> {
     use crate::sources::debugger::linux::LinuxTarget;
-    let mut t = LinuxTarget::spawn(argv)?;
-    let pid = t.pid();
-    // run to main so that `pid$target:libc...` finds the libraries
+    use std::os::fd::FromRawFd;
+    let mut output = None;
+    let mut t = if capture {
+        let mut fds = [0; 2];
+        // SAFETY: fds is a valid array of two ints.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            return Err(format!(
+                "failed to execute {}: {}",
+                argv.first().map(String::as_str).unwrap_or(""),
+                std::io::Error::last_os_error()
+            ));
+        }
+        let spawned = LinuxTarget::spawn_with_output(argv, Some(fds[1]));
+        // SAFETY: the write end is ours to close; the read end becomes the File.
+        unsafe {
+            libc::close(fds[1]);
+            output = Some(std::fs::File::from_raw_fd(fds[0]));
+        }
+        spawned?
+    } else {
+        LinuxTarget::spawn(argv)?
+    };
     if let Some((maps, exe)) = t.maps() {
         let mut cache = std::collections::HashMap::new();
         let mods = crate::symbols::ProcessModules::from_maps(&maps, &exe, &mut cache);
@@ -72,10 +111,10 @@ fn start(argv: &[String]) -> Result<Target, String> {
             t.run_to(addr)?;
         }
     }
-    Ok(Target {
-        pid,
+    Ok(OpenedTarget {
+        process: Box::new(t),
         created: true,
-        process: Some(Box::new(t)),
+        output,
     })
 }
 
@@ -86,6 +125,33 @@ fn grab(pid: u32) -> Result<Target, String> {
         pid,
         created: false,
         process: Some(Box::new(t)),
+    })
+}
+
+/// Opens the console's target on its engine thread: see [`OpenTarget`].
+pub fn open_target(req: &TargetRequest, capture: bool) -> Result<OpenedTarget, String> {
+    #[cfg(target_os = "linux")]
+    if let TargetRequest::Command(argv) = req {
+        return start_process(argv, capture);
+    }
+    let _ = capture;
+    #[cfg(target_os = "linux")]
+    if let TargetRequest::Pid(pid) = req {
+        // a process dtx started and let go may have ended since: reap it and say so
+        let mut st = 0;
+        // SAFETY: waitpid on one pid with WNOHANG; st is a valid int.
+        if unsafe { libc::waitpid(*pid as i32, &mut st, libc::WNOHANG) } == *pid as i32 {
+            return Err(format!("pid {pid} has exited"));
+        }
+    }
+    let mut t = match req {
+        TargetRequest::Command(argv) => start(argv)?,
+        TargetRequest::Pid(pid) => grab(*pid)?,
+    };
+    Ok(OpenedTarget {
+        process: t.process.take().ok_or("the target is gone")?,
+        created: t.created,
+        output: None,
     })
 }
 

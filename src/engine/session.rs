@@ -20,6 +20,8 @@ use crate::ir;
 use crate::lang::options::DOptions;
 use crate::probes::Catalog;
 use crate::providers::etw::EtwProbes;
+use crate::providers::pid::PidProvider;
+use crate::sources::debugger::{OpenTarget, PidSource, TargetProcess, TargetRequest};
 use crate::sources::etl::TraceSource;
 use crate::vm::VmOptions;
 
@@ -43,6 +45,27 @@ impl SessionSource {
             SessionSource::Timers => "live".into(),
         }
     }
+}
+
+/// The process a live session traces (`-c cmd` / `-p pid` in the console). It is opened on
+/// the session's thread (debugger APIs answer only the thread that attached), held stopped
+/// until the first run, let go between runs and grabbed again for the next one.
+pub struct SessionTarget {
+    pub request: TargetRequest,
+    pub open: OpenTarget,
+    pub provider: PidProvider,
+}
+
+/// The session's side of its target.
+struct WorkerTarget {
+    pid: u32,
+    created: bool,
+    /// The process as opened, until the first run takes it.
+    held: Option<Box<dyn TargetProcess>>,
+    open: OpenTarget,
+    provider: PidProvider,
+    /// The process has ended (how), or can no longer be grabbed.
+    gone: Option<String>,
 }
 
 /// A compiled program ready to run, with the options its text set.
@@ -158,16 +181,54 @@ pub struct Session {
 impl Session {
     /// Starts a session's worker thread; it waits for a [`Command::Run`].
     pub fn start(source: SessionSource, catalog: Arc<Catalog>, refresh: Duration) -> Session {
+        match Self::start_traced(source, catalog, refresh, None) {
+            Ok((s, _)) => s,
+            Err(_) => unreachable!("a session without a target always starts"),
+        }
+    }
+
+    /// [`Session::start`] on the live clock with a target process: it is started or grabbed
+    /// before this returns, with its pid (for `$target`), or the reason it could not be.
+    pub fn start_with_target(
+        catalog: Arc<Catalog>,
+        refresh: Duration,
+        target: SessionTarget,
+    ) -> Result<(Session, u32), String> {
+        Self::start_traced(SessionSource::Timers, catalog, refresh, Some(target))
+            .map(|(s, pid)| (s, pid.unwrap_or(0)))
+    }
+
+    fn start_traced(
+        source: SessionSource,
+        catalog: Arc<Catalog>,
+        refresh: Duration,
+        target: Option<SessionTarget>,
+    ) -> Result<(Session, Option<u32>), String> {
         let (ctx, crx) = mpsc::channel();
         let (utx, urx) = mpsc::channel();
+        let (ready_tx, ready_rx) = mpsc::channel::<Result<Option<u32>, String>>();
         let worker = std::thread::Builder::new()
             .name("dtx-engine".into())
             .spawn(move || {
+                let target = match target.map(|t| open_target(t, &utx)) {
+                    None => None,
+                    Some(Ok(t)) => Some(t),
+                    Some(Err(e)) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let mut status = Status::new(source.label());
+                if let Some(t) = &target {
+                    status.source = format!("pid {}", t.pid);
+                }
+                let _ = ready_tx.send(Ok(target.as_ref().map(|t| t.pid)));
                 let mut w = Worker {
+                    target,
                     commands: crx,
                     updates: utx,
                     catalog,
-                    status: Status::new(source.label()),
+                    status,
                     source,
                     default_refresh: refresh,
                     refresh,
@@ -179,13 +240,20 @@ impl Session {
                     symbols: Box::new(NoSymbols),
                 };
                 w.serve();
+                w.release_target();
             })
-            .ok();
-        Session {
-            commands: ctx,
-            updates: urx,
-            worker,
-        }
+            .map_err(|e| format!("failed to start the engine thread: {e}"))?;
+        let pid = ready_rx
+            .recv()
+            .map_err(|_| "the engine thread ended".to_string())??;
+        Ok((
+            Session {
+                commands: ctx,
+                updates: urx,
+                worker: Some(worker),
+            },
+            pid,
+        ))
     }
 
     /// Sends a command; false when the session has ended.
@@ -238,6 +306,57 @@ impl SharedOutput {
     }
 }
 
+/// Opens a session's target on the worker thread; a started process's output goes to the
+/// session's log, line by line.
+fn open_target(t: SessionTarget, updates: &Sender<Update>) -> Result<WorkerTarget, String> {
+    let opened = (t.open)(&t.request, true)?;
+    if let Some(out) = opened.output {
+        let updates = updates.clone();
+        let _ = std::thread::Builder::new()
+            .name("dtx-target-output".into())
+            .spawn(move || forward_output(out, &updates));
+    }
+    Ok(WorkerTarget {
+        pid: opened.process.pid(),
+        created: opened.created,
+        held: Some(opened.process),
+        open: t.open,
+        provider: t.provider,
+        gone: None,
+    })
+}
+
+/// Sends what a target prints as [`Update::Output`], a line (or 4 KiB) at a time, until it
+/// closes its output.
+fn forward_output(mut from: impl std::io::Read, updates: &Sender<Update>) {
+    let mut buf = [0u8; 4096];
+    let mut line = Vec::new();
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        line.extend_from_slice(&buf[..n]);
+        if let Some(end) = line.iter().rposition(|&b| b == b'\n') {
+            let rest = line.split_off(end + 1);
+            let text = String::from_utf8_lossy(&line).into_owned();
+            line = rest;
+            if updates.send(Update::Output(text)).is_err() {
+                return;
+            }
+        } else if line.len() >= buf.len() {
+            let text = String::from_utf8_lossy(&line).into_owned();
+            line.clear();
+            if updates.send(Update::Output(text)).is_err() {
+                return;
+            }
+        }
+    }
+    if !line.is_empty() {
+        let _ = updates.send(Update::Output(String::from_utf8_lossy(&line).into_owned()));
+    }
+}
+
 /// How a run ended, for the worker's loop.
 enum Outcome {
     /// The run is over; wait for the next command.
@@ -248,6 +367,7 @@ enum Outcome {
 }
 
 struct Worker {
+    target: Option<WorkerTarget>,
     commands: Receiver<Command>,
     updates: Sender<Update>,
     catalog: Arc<Catalog>,
@@ -561,33 +681,101 @@ impl Worker {
 
     /// The live event source the program's probes need (perf events on Linux), if any; a
     /// failure to open it is reported and the run goes on with the timers alone.
-    #[cfg(target_os = "linux")]
+    /// The live sources the program needs: the kernel's events (perf events on Linux) and the
+    /// target process. A failure to open one is reported and the run goes on without it.
     fn open_live(&mut self, engine: &mut Engine) -> Option<Box<dyn EventSource>> {
-        use crate::sources::perf::live::{open_for, PerfConfig};
         let stacks = engine
             .runs
             .iter()
             .any(|r| super::uses_stacks(&r.vm.program));
-        let config = PerfConfig {
-            stacks,
-            ring_bytes: 4 << 20,
-        };
-        match open_for(engine, &config) {
-            Ok(None) => None,
-            Ok(Some((src, symbols))) => {
-                self.symbols = Box::new(symbols);
-                Some(Box::new(src))
-            }
-            Err(e) => {
-                let _ = self.updates.send(Update::Error(e));
-                None
+        let mut sources: Vec<Box<dyn EventSource>> = Vec::new();
+        let mut named = false;
+        #[cfg(target_os = "linux")]
+        {
+            use crate::sources::perf::live::{open_for, PerfConfig};
+            let config = PerfConfig {
+                stacks,
+                ring_bytes: 4 << 20,
+            };
+            match open_for(engine, &config) {
+                Ok(None) => {}
+                Ok(Some((src, symbols))) => {
+                    self.symbols = Box::new(symbols);
+                    named = true;
+                    sources.push(Box::new(src));
+                }
+                Err(e) => {
+                    let _ = self.updates.send(Update::Error(e));
+                }
             }
         }
+        if let Some(src) = self.open_target_source(engine, stacks, !named) {
+            sources.push(Box::new(src));
+        }
+        crate::sources::merged::MergedSource::new(sources).simplify()
     }
 
-    #[cfg(not(target_os = "linux"))]
-    fn open_live(&mut self, _engine: &mut Engine) -> Option<Box<dyn EventSource>> {
-        None
+    /// The target as a run's source: the process held since the session started, or grabbed
+    /// again (it ran untraced since the last run).
+    fn open_target_source(
+        &mut self,
+        engine: &Engine,
+        stacks: bool,
+        name_stacks: bool,
+    ) -> Option<PidSource> {
+        let t = self.target.as_mut()?;
+        if t.gone.is_some() {
+            return None;
+        }
+        let process = match t.held.take() {
+            Some(p) => p,
+            None => match (t.open)(&TargetRequest::Pid(t.pid), false) {
+                Ok(o) => o.process,
+                Err(e) => {
+                    t.gone = Some(e.clone());
+                    self.status.source = format!("pid {} (gone)", t.pid);
+                    let _ = self.updates.send(Update::Error(e));
+                    return None;
+                }
+            },
+        };
+        if name_stacks {
+            self.symbols = Box::new(crate::symbols::UserSymbols(t.provider.clone()));
+        }
+        let mut src = PidSource::new(process, t.provider.clone(), engine);
+        src.want_ustack = stacks;
+        src.announce = false;
+        src.created = t.created;
+        Some(src)
+    }
+
+    /// A live source ended: when the session has a target, it was the target exiting.
+    fn source_ended(&mut self, status: Option<i32>) {
+        let Some(t) = self.target.as_mut() else {
+            return;
+        };
+        let how = match status {
+            Some(0) | None => format!("pid {} has exited", t.pid),
+            Some(c) if c > 128 => format!("pid {} terminated by signal {}", t.pid, c - 128),
+            Some(c) => format!("pid {} exited with status {c}", t.pid),
+        };
+        self.status.source = format!("pid {} (exited)", t.pid);
+        let _ = writeln!(self.output, "dtx: {how}");
+        t.gone = Some(how);
+    }
+
+    /// At the end of the session: a target that no run used is ended if dtx started it (as
+    /// dtrace does), else let go.
+    fn release_target(&mut self) {
+        if let Some(t) = self.target.as_mut() {
+            if let Some(mut p) = t.held.take() {
+                if t.created {
+                    p.terminate();
+                } else {
+                    p.detach(&[]);
+                }
+            }
+        }
     }
 }
 
@@ -634,6 +822,7 @@ impl EventSource for CommandPump<'_> {
                     // events until the refresh (or the deadline), then the commands
                     let until = now.saturating_add(wait.as_nanos() as u64).min(deadline);
                     if let SourceState::Ended(status) = live.pump(until, engine) {
+                        self.worker.source_ended(status);
                         return SourceState::Ended(status);
                     }
                     // then every command waiting, without blocking

@@ -42,6 +42,23 @@ pub fn standalone_vm(src: &str) -> Result<(Vm, Vec<ProbeInfo>), String> {
     Ok((vm, probes))
 }
 
+/// An engine on the live clock running `src` over the standard catalog, its output discarded:
+/// what tests of event sources pump.
+pub fn standalone_engine(src: &str) -> Result<super::Engine, String> {
+    let (vm, _) = standalone_vm(src)?;
+    let consumer = super::consumer::Consumer::new(
+        Box::new(std::io::sink()),
+        super::consumer::ConsumerOptions::from_options(&DOptions::new(), "dtx", true, false),
+    );
+    Ok(super::Engine::new(
+        vec![("standalone.d".into(), vm.program.clone())],
+        VmOptions::default(),
+        &Catalog::standard(),
+        Box::new(super::clock::LiveClock::new()),
+        consumer,
+    ))
+}
+
 /// The first probe of the standard catalog matching `desc` (`BEGIN`, `profile:::tick-1s`).
 pub fn standard_probe(desc: &str) -> Option<ProbeInfo> {
     Catalog::standard()

@@ -3,4 +3,5 @@
 
 pub mod debugger;
 pub mod etl;
+pub mod merged;
 pub mod perf;

@@ -78,6 +78,8 @@ pub struct App {
     catalog: Arc<Catalog>,
     /// Where `Open` looks for scripts.
     pub script_dir: PathBuf,
+    /// The session's target process (`$target`), or 0.
+    pub target: u32,
     /// When the editor last changed and has not been checked since.
     check_due: Option<Instant>,
 }
@@ -102,11 +104,12 @@ impl App {
             trace,
             catalog,
             script_dir: PathBuf::from("dscripts"),
+            target: 0,
             check_due: None,
         }
     }
 
-    fn say(&mut self, text: impl Into<String>, error: bool) {
+    pub(crate) fn say(&mut self, text: impl Into<String>, error: bool) {
         self.message = Some(Message {
             text: text.into(),
             error,
@@ -117,7 +120,7 @@ impl App {
     pub fn compile_editor(&self) -> Result<ProgramSpec, Diagnostic> {
         let text = self.editor.text();
         let name = self.editor.file_label();
-        compile_text(&text, &name, &self.catalog)
+        compile_for(&text, &name, &self.catalog, self.target)
     }
 
     /// Compiles the script and, when it compiles, asks the engine to run it; a compile error
@@ -450,6 +453,16 @@ pub fn compile_text(
     file_name: &str,
     catalog: &Catalog,
 ) -> Result<ProgramSpec, Diagnostic> {
+    compile_for(text, file_name, catalog, 0)
+}
+
+/// [`compile_text`] with `$target` set to the session's target process.
+pub fn compile_for(
+    text: &str,
+    file_name: &str,
+    catalog: &Catalog,
+    target: u32,
+) -> Result<ProgramSpec, Diagnostic> {
     let mut options = DOptions::new();
     let c = compile(
         CompileInput {
@@ -460,7 +473,7 @@ pub fn compile_text(
                 defaultargs: true,
                 vars: vec![
                     ("pid".into(), std::process::id() as u64),
-                    ("target".into(), 0),
+                    ("target".into(), target as u64),
                 ],
             },
             cpp: None,

@@ -48,6 +48,8 @@ pub struct ConsoleOptions {
     pub keys: Option<PathBuf>,
     /// How often the engine sends snapshots.
     pub refresh: Duration,
+    /// The process to trace (`-c`/`-p`), opened by the session.
+    pub target: Option<crate::engine::session::SessionTarget>,
 }
 
 /// The console's keys file when `--keys` is not given: `$XDG_CONFIG_HOME/dtx/keys.toml`.
@@ -59,14 +61,20 @@ fn default_keys_file() -> Option<PathBuf> {
     p.exists().then_some(p)
 }
 
-/// Builds the console's state: theme, keys, the script.
-pub fn build_app(opts: &ConsoleOptions) -> Result<App, String> {
+/// The editor's text for a target process and no script: calls of the program's functions.
+const TARGET_SKELETON: &str = "pid$target:a.out::entry\n{\n\t@calls[probefunc] = count();\n}\n";
+
+/// Builds the console's state: theme, keys, the script; `target` is the pid of the session's
+/// target process, or 0.
+pub fn build_app(opts: &ConsoleOptions, target: u32) -> Result<App, String> {
     let trace = matches!(opts.source, SessionSource::Trace { .. });
-    let mut app = App::new(
-        opts.catalog.clone(),
-        Status::new(opts.source.label()),
-        trace,
-    );
+    let label = if target != 0 {
+        format!("pid {target}")
+    } else {
+        opts.source.label()
+    };
+    let mut app = App::new(opts.catalog.clone(), Status::new(label), trace);
+    app.target = target;
     if let Some(t) = &opts.theme {
         app.theme = theme::Theme::load(t)?;
     }
@@ -85,6 +93,14 @@ pub fn build_app(opts: &ConsoleOptions) -> Result<App, String> {
         }
     } else if let Some(t) = &opts.text {
         app.editor.set_text(t);
+    } else if target != 0 {
+        // a target waits at its start for the first run: offer a clause for its functions
+        app.editor.set_text(TARGET_SKELETON);
+        app.say(
+            format!("pid {target} is stopped; run the script to start tracing it"),
+            false,
+        );
+        return Ok(app);
     } else if let Some((name, text)) = dashboards::default_for(&opts.catalog) {
         // no script: the default dashboard, running
         app.editor.set_text(text);
@@ -99,9 +115,15 @@ pub fn build_app(opts: &ConsoleOptions) -> Result<App, String> {
 }
 
 /// Runs the console until the user quits. Returns the exit status.
-pub fn run(opts: ConsoleOptions) -> Result<i32, String> {
-    let mut app = build_app(&opts)?;
-    let session = Session::start(opts.source.clone(), opts.catalog.clone(), opts.refresh);
+pub fn run(mut opts: ConsoleOptions) -> Result<i32, String> {
+    let (session, target) = match opts.target.take() {
+        Some(t) => Session::start_with_target(opts.catalog.clone(), opts.refresh, t)?,
+        None => (
+            Session::start(opts.source.clone(), opts.catalog.clone(), opts.refresh),
+            0,
+        ),
+    };
+    let mut app = build_app(&opts, target)?;
     // over a trace, count what each probe fires in the background for the browser
     let counts = match &opts.source {
         SessionSource::Trace { path, etw } => Some(spawn_counts(path.clone(), etw.clone())),

@@ -94,6 +94,13 @@ fn waitpid(pid: i32, flags: i32) -> Result<(u32, i32), i32> {
 impl LinuxTarget {
     /// Starts `argv` traced; it is stopped at its exec when this returns.
     pub fn spawn(argv: &[String]) -> Result<LinuxTarget, String> {
+        Self::spawn_with_output(argv, None)
+    }
+
+    /// [`LinuxTarget::spawn`], with the target's stdout and stderr going to `output` (a file
+    /// descriptor the caller owns; the console reads it into its log) and its stdin from
+    /// /dev/null, when given.
+    pub fn spawn_with_output(argv: &[String], output: Option<i32>) -> Result<LinuxTarget, String> {
         let shown = argv.first().cloned().unwrap_or_default();
         let cargs: Vec<CString> = argv
             .iter()
@@ -107,6 +114,7 @@ impl LinuxTarget {
         }
         let mut ptrs: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
         ptrs.push(std::ptr::null());
+        let dev_null = c"/dev/null";
         let mut fds = [0; 2];
         // SAFETY: fds is a valid array of two ints.
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -118,9 +126,17 @@ impl LinuxTarget {
             return Err(format!("failed to execute {shown}: {}", strerror(errno())));
         }
         if pid == 0 {
-            // SAFETY: child side of fork: ptrace, execvp, write and _exit only.
+            // SAFETY: child side of fork: open, dup2, ptrace, execvp, write and _exit only.
             unsafe {
                 libc::close(fds[0]);
+                if let Some(fd) = output {
+                    let null = libc::open(dev_null.as_ptr(), libc::O_RDONLY);
+                    if null >= 0 {
+                        libc::dup2(null, 0);
+                    }
+                    libc::dup2(fd, 1);
+                    libc::dup2(fd, 2);
+                }
                 libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0);
                 libc::execvp(ptrs[0], ptrs.as_ptr());
                 let e = *libc::__errno_location();
@@ -642,6 +658,22 @@ impl TargetProcess for LinuxTarget {
             }
         }
         ptrace(libc::PTRACE_DETACH, child, 0, 0);
+    }
+
+    fn terminate(&mut self) {
+        self.disarm();
+        if self.exited.is_some() {
+            return;
+        }
+        // SAFETY: killing the process dtx started; the tracer reaps it below.
+        unsafe { libc::kill(self.pid as i32, libc::SIGKILL) };
+        while let Ok((tid, st)) = waitpid(self.pid as i32, 0) {
+            if tid == self.pid && (libc::WIFEXITED(st) || libc::WIFSIGNALED(st)) {
+                break;
+            }
+        }
+        self.held.clear();
+        self.threads.clear();
     }
 
     fn detach(&mut self, restore: &[(u64, u8)]) {

@@ -154,6 +154,10 @@ pub trait TargetProcess {
     /// Writes back the original bytes, stops every thread (rewinding those stopped just
     /// after a breakpoint) and detaches: the process runs on untraced.
     fn detach(&mut self, restore: &[(u64, u8)]);
+    /// Ends the process (one dtx started that no run used), as dtrace does at exit.
+    fn terminate(&mut self) {
+        self.detach(&[]);
+    }
     /// `/proc/PID/maps`-style text of the target's mappings and its executable's path.
     fn maps(&self) -> Option<(String, String)>;
     /// The target's command name and parent pid.
@@ -672,3 +676,23 @@ mod tests {
         assert_eq!(u[8], 5); // R_RDI
     }
 }
+
+/// The process a run traces: one to start (`-c`), or one running already (`-p`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TargetRequest {
+    Command(Vec<String>),
+    Pid(u32),
+}
+
+/// A target process, stopped and ready for a [`PidSource`].
+pub struct OpenedTarget {
+    pub process: Box<dyn TargetProcess>,
+    /// Whether dtx started it.
+    pub created: bool,
+    /// The started process's stdout and stderr, when they were asked for.
+    pub output: Option<std::fs::File>,
+}
+
+/// Opens a target on the calling thread (debugger APIs answer only the thread that attached);
+/// `capture` asks for a started process's output as a pipe instead of dtx's terminal.
+pub type OpenTarget = fn(&TargetRequest, bool) -> Result<OpenedTarget, String>;

@@ -1,0 +1,144 @@
+//! Several live sources as one: a traced process (`pid` probes) together with the kernel's
+//! events (`syscall`, `sched`, ...) in one run. Each source is pumped in turn for a short
+//! slice, so none waits on another for longer than [`SLICE_NS`]; the run ends when any source
+//! ends (a `-c` target that exits ends the run, as in dtrace).
+
+use crate::engine::{Engine, EventSource, SourceState};
+
+/// The longest one source is pumped while another may have events waiting.
+pub const SLICE_NS: u64 = 5_000_000;
+
+pub struct MergedSource {
+    sources: Vec<Box<dyn EventSource>>,
+}
+
+impl MergedSource {
+    pub fn new(sources: Vec<Box<dyn EventSource>>) -> Self {
+        MergedSource { sources }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sources.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.sources.len()
+    }
+
+    /// The one source itself when there is only one, else the merge; `None` when empty.
+    pub fn simplify(mut self) -> Option<Box<dyn EventSource>> {
+        match self.sources.len() {
+            0 => None,
+            1 => self.sources.pop(),
+            _ => Some(Box::new(self)),
+        }
+    }
+}
+
+impl EventSource for MergedSource {
+    fn pump(&mut self, deadline: u64, engine: &mut Engine) -> SourceState {
+        if self.sources.len() == 1 {
+            return self.sources[0].pump(deadline, engine);
+        }
+        loop {
+            for s in self.sources.iter_mut() {
+                let slice = engine.now_ns().saturating_add(SLICE_NS).min(deadline);
+                if let SourceState::Ended(status) = s.pump(slice, engine) {
+                    return SourceState::Ended(status);
+                }
+                if engine.done() {
+                    return SourceState::Running;
+                }
+            }
+            if engine.now_ns() >= deadline {
+                return SourceState::Running;
+            }
+        }
+    }
+
+    fn finish(&mut self, engine: &mut Engine) {
+        for s in self.sources.iter_mut() {
+            s.finish(engine);
+        }
+    }
+
+    fn stop(&mut self) {
+        for s in self.sources.iter_mut() {
+            s.stop();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::standalone::standalone_engine;
+
+    /// A source that records its pumps and ends after `ends_after` of them.
+    struct Counting {
+        pumps: std::rc::Rc<std::cell::Cell<u32>>,
+        ends_after: Option<u32>,
+        stopped: std::rc::Rc<std::cell::Cell<bool>>,
+    }
+
+    impl EventSource for Counting {
+        fn pump(&mut self, deadline: u64, engine: &mut Engine) -> SourceState {
+            self.pumps.set(self.pumps.get() + 1);
+            if Some(self.pumps.get()) == self.ends_after {
+                return SourceState::Ended(Some(3));
+            }
+            // wait out the slice, as a source with nothing to deliver does
+            while engine.now_ns() < deadline {
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+            SourceState::Running
+        }
+        fn stop(&mut self) {
+            self.stopped.set(true);
+        }
+    }
+
+    fn counting(ends_after: Option<u32>) -> (Counting, std::rc::Rc<std::cell::Cell<u32>>) {
+        let pumps = std::rc::Rc::new(std::cell::Cell::new(0));
+        (
+            Counting {
+                pumps: pumps.clone(),
+                ends_after,
+                stopped: Default::default(),
+            },
+            pumps,
+        )
+    }
+
+    #[test]
+    fn every_source_gets_turns_and_the_first_end_ends_the_run() {
+        let mut engine = standalone_engine("BEGIN { }").unwrap();
+        let (a, pa) = counting(None);
+        let (b, pb) = counting(Some(4));
+        let sa = a.stopped.clone();
+        let mut m = MergedSource::new(vec![Box::new(a), Box::new(b)]);
+        let far = engine.now_ns() + 10_000_000_000;
+        assert_eq!(m.pump(far, &mut engine), SourceState::Ended(Some(3)));
+        assert_eq!(pb.get(), 4);
+        // a got its slice before each of b's pumps
+        assert_eq!(pa.get(), 4);
+        m.stop();
+        assert!(sa.get());
+    }
+
+    #[test]
+    fn a_pump_returns_at_its_deadline() {
+        let mut engine = standalone_engine("BEGIN { }").unwrap();
+        let (a, _) = counting(None);
+        let (b, _) = counting(None);
+        let mut m = MergedSource::new(vec![Box::new(a), Box::new(b)]);
+        let start = engine.now_ns();
+        assert_eq!(
+            m.pump(start + 20_000_000, &mut engine),
+            SourceState::Running
+        );
+        assert!(engine.now_ns() >= start + 20_000_000);
+        assert!(m.simplify().is_some());
+        assert!(MergedSource::new(Vec::new()).simplify().is_none());
+    }
+}
