@@ -271,3 +271,28 @@ fn every_size_draws_without_panic() {
     let s = render(&mut a, 20, 5);
     assert!(s.contains("Aggreg"), "{s}");
 }
+
+#[test]
+fn browser_shows_the_members_of_struct_arguments() {
+    let mut a = app();
+    a.browser = dtx::tui::probe_tree::ProbeTree::new(vec![dtx::probes::ProbeInfo {
+        id: 1,
+        provider: "proc".into(),
+        module: String::new(),
+        function: String::new(),
+        name: "exec-success".into(),
+        arg_types: vec!["psinfo_t *".into(), "int".into()],
+    }]);
+    a.focus = Focus::Browser;
+    type_text(&mut a, "exec");
+    let leaf = a.browser.rows().iter().position(|r| r.leaf).unwrap();
+    a.browser.selected = leaf;
+    let screen = render(&mut a, 100, 40);
+    assert!(screen.contains("args[0] psinfo_t *"), "{screen}");
+    assert!(screen.contains("->pr_pid"), "{screen}");
+    assert!(screen.contains("pid_t"), "{screen}");
+    check_snapshot("browser_struct_args_100x40", &screen);
+    // a small pane keeps the tree and drops members first
+    let small = render(&mut a, 60, 12);
+    assert!(!small.contains("->pr_pid"), "{small}");
+}

@@ -7,6 +7,7 @@ pub mod ast;
 pub mod builtins;
 pub mod check;
 pub mod cpp;
+pub mod describe;
 pub mod diag;
 pub mod lexer;
 pub mod library;

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use crate::lang::describe::{Field, TypeBook};
 use crate::probes::ProbeInfo;
 
 /// One visible row of the tree.
@@ -38,6 +39,24 @@ pub struct ProbeTree {
     open: HashSet<String>,
     rows: Vec<Row>,
     pub selected: usize,
+    /// The members of argument types looked up so far (the type library loads on first use).
+    fields: std::cell::RefCell<ArgFields>,
+}
+
+/// What the browser knows of argument types: the library, and each type's members.
+#[derive(Default)]
+struct ArgFields {
+    book: Option<Option<TypeBook>>,
+    known: HashMap<String, Option<Vec<Field>>>,
+}
+
+/// One argument of the selected probe, with the members of the struct it points to (for a
+/// translated argument, the translated struct's: `fileinfo_t *` shows `fi_pathname`, ...).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArgDetail {
+    pub index: usize,
+    pub ty: String,
+    pub fields: Vec<Field>,
 }
 
 impl ProbeTree {
@@ -57,6 +76,7 @@ impl ProbeTree {
             open: HashSet::new(),
             rows: Vec::new(),
             selected: 0,
+            fields: Default::default(),
         };
         t.rebuild();
         t
@@ -131,6 +151,38 @@ impl ProbeTree {
         }
         let n = self.rows.len() as isize;
         self.selected = (self.selected as isize + delta).clamp(0, n - 1) as usize;
+    }
+
+    /// The selected probe's arguments, with the members of their structs.
+    pub fn arg_details(&self) -> Vec<ArgDetail> {
+        let Some(p) = self.selected_probe() else {
+            return Vec::new();
+        };
+        let mut cache = self.fields.borrow_mut();
+        let cache = &mut *cache;
+        p.arg_types
+            .iter()
+            .enumerate()
+            .map(|(index, ty)| {
+                let fields = cache
+                    .known
+                    .entry(ty.clone())
+                    .or_insert_with(|| {
+                        cache
+                            .book
+                            .get_or_insert_with(TypeBook::new)
+                            .as_mut()
+                            .and_then(|b| b.fields(ty))
+                    })
+                    .clone()
+                    .unwrap_or_default();
+                ArgDetail {
+                    index,
+                    ty: ty.clone(),
+                    fields,
+                }
+            })
+            .collect()
     }
 
     /// A clause for the selected row, to insert into the editor.

@@ -42,11 +42,34 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
                 ),
                 Style::default().fg(t.probe),
             ))];
-            for (i, ty) in p.arg_types.iter().enumerate().take(4) {
+            // the arguments, and the members of the structs they point to, in at most half
+            // the pane
+            let room = (inner.height as usize / 2).max(2);
+            for a in tree.arg_details() {
+                if d.len() >= room {
+                    break;
+                }
                 d.push(Line::from(Span::styled(
-                    fit(&format!(" args[{i}] {ty}"), w),
+                    fit(&format!(" args[{}] {}", a.index, a.ty), w),
                     t.dimmed(),
                 )));
+                let arrow = if a.ty.trim_end().ends_with('*') {
+                    "->"
+                } else {
+                    "."
+                };
+                let shown = room.saturating_sub(d.len());
+                // names in full where the pane allows, types after them
+                let longest = a.fields.iter().map(|f| f.name.chars().count()).max();
+                let nw = (longest.unwrap_or(0) + 3 + arrow.len() + 1).min(w * 2 / 3);
+                for f in a.fields.iter().take(shown) {
+                    let name = fit(&format!("   {arrow}{}", f.name), nw);
+                    let pad = nw.saturating_sub(name.chars().count());
+                    d.push(Line::from(vec![
+                        Span::styled(format!("{name}{}", " ".repeat(pad)), t.base()),
+                        Span::styled(fit(&f.ty, w.saturating_sub(nw)), t.dimmed()),
+                    ]));
+                }
             }
             d
         }
