@@ -485,3 +485,51 @@ fn interrupt_detaches_and_target_finishes() {
     assert_eq!(st.code(), Some(7));
     assert!(rest.contains("loop finished"), "{rest}");
 }
+
+const QSORT: &str = r#"
+#include <stdlib.h>
+#include <stdio.h>
+__attribute__((noinline)) int cmp(const void *a, const void *b) {
+    return *(const int *)a - *(const int *)b;
+}
+__attribute__((noinline)) int sort_them(int *v, int n) {
+    qsort(v, n, sizeof(int), cmp);
+    return v[0] + v[n - 1];
+}
+int main(void) {
+    int v[] = { 5, 3, 9, 1 };
+    printf("%d\n", sort_them(v, 4));
+    return 0;
+}
+"#;
+
+/// A user stack through libc, which keeps no frame pointers: `.eh_frame` carries the walk past
+/// `qsort`'s frames to the program's own callers.
+#[test]
+fn ustack_unwinds_through_code_without_frame_pointers() {
+    let Some(env) = Env::new() else { return };
+    // the program itself without frame pointers too
+    let prog = env
+        .build("qsort", QSORT, &["-O2", "-fomit-frame-pointer"])
+        .unwrap();
+    let out = dtx(&[
+        "-q",
+        "-n",
+        "pid$target:a.out:cmp:entry /n++ == 0/ { ustack(); }",
+        "-c",
+        &cmd(&prog, ""),
+    ]);
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{se}");
+    let frames: Vec<&str> = so
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert!(frames[0].contains("`cmp"), "{so}");
+    let libc = frames.iter().position(|f| f.starts_with("libc.so"));
+    let sort = frames.iter().position(|f| f.contains("`sort_them"));
+    let main = frames.iter().position(|f| f.contains("`main"));
+    assert!(libc.is_some() && sort.is_some() && main.is_some(), "{so}");
+    assert!(libc < sort && sort < main, "{so}");
+}

@@ -40,6 +40,8 @@ pub struct ElfImage {
     pub first_load: u64,
     /// Link-time entry point.
     pub entry: u64,
+    /// `.eh_frame`'s index, for unwinding through code without frame pointers.
+    frames: Option<super::cfi::CallFrames>,
 }
 
 /// The names of one address range, each with its [`rank`].
@@ -132,6 +134,7 @@ impl ElfImage {
             aliases.push(names.into_iter().map(|(_, n)| n).collect());
         }
         let entry = file.entry();
+        let frames = super::cfi::CallFrames::parse(&file, &data);
         Ok(ElfImage {
             path: path.to_string(),
             data,
@@ -141,7 +144,13 @@ impl ElfImage {
             segments,
             first_load,
             entry,
+            frames,
         })
+    }
+
+    /// How to find the caller at link-time address `addr`, from `.eh_frame`.
+    pub fn frame_rule(&self, addr: u64) -> Option<super::cfi::FrameRule> {
+        self.frames.as_ref()?.rule(&self.data, addr)
     }
 
     /// The function with this name (any of its aliases).

@@ -2,6 +2,7 @@
 //! their ELF symbol tables, and address → `module`function+0xoff` lookup for `ustack()`.
 //! Parsing is platform-neutral; only reading `/proc` needs Linux.
 
+pub mod cfi;
 pub mod decode;
 pub mod elf;
 pub mod elf_table;

@@ -195,39 +195,32 @@ struct Site {
     rtld: bool,
 }
 
-/// Walks frame pointers: `pc`, the return address (at `[rsp]` when the frame is not set up
-/// yet: at a function's entry or its `ret`), then the `rbp` chain. Innermost first.
+/// Walks a user stack, innermost first: each frame by its module's `.eh_frame` rules where it
+/// has them (code without frame pointers), else by the `rbp` chain; at a function's entry or
+/// its `ret` (`at_edge`) the return address is at `[rsp]`.
 pub fn walk_stack(
     t: &dyn TargetProcess,
+    modules: &ProcessModules,
     regs: &Regs,
     at_edge: bool,
     max: usize,
     out: &mut Vec<u64>,
 ) {
-    out.clear();
-    out.push(regs.rip);
-    let mut rbp = regs.gpr[RBP];
-    if at_edge {
+    use crate::symbols::cfi::{unwind, StepRegs};
+    let read = |addr: u64| {
         let mut b = [0u8; 8];
-        if t.read_memory(regs.gpr[RSP], &mut b) {
-            out.push(u64::from_le_bytes(b));
-        }
-    }
-    let mut prev = regs.gpr[RSP];
-    while out.len() < max && rbp != 0 && rbp.is_multiple_of(8) && rbp >= prev {
-        let mut b = [0u8; 16];
-        if !t.read_memory(rbp, &mut b) {
-            break;
-        }
-        let next = u64::from_le_bytes(b[..8].try_into().unwrap_or_default());
-        let ret = u64::from_le_bytes(b[8..].try_into().unwrap_or_default());
-        if ret == 0 {
-            break;
-        }
-        out.push(ret);
-        prev = rbp;
-        rbp = next;
-    }
+        t.read_memory(addr, &mut b).then(|| u64::from_le_bytes(b))
+    };
+    let rule_at = |pc: u64| {
+        let m = modules.module_at(pc)?;
+        m.image.frame_rule(pc.wrapping_sub(m.bias))
+    };
+    let start = StepRegs {
+        pc: regs.rip,
+        rsp: regs.gpr[RSP],
+        rbp: regs.gpr[RBP],
+    };
+    unwind(start, at_edge, max, &rule_at, &read, out);
 }
 
 /// The `pid` provider's event source: one traced process.
@@ -470,7 +463,14 @@ impl PidSource {
             if self.want_ustack {
                 let at_edge = matches!(kind, SiteKind::Entry | SiteKind::Return { .. });
                 let mut frames = std::mem::take(&mut self.ustack);
-                walk_stack(&*self.target, regs, at_edge, 100, &mut frames);
+                walk_stack(
+                    &*self.target,
+                    &self.modules,
+                    regs,
+                    at_edge,
+                    100,
+                    &mut frames,
+                );
                 self.ustack = frames;
             }
             let mem = TargetMemory(&*self.target);
