@@ -32,10 +32,10 @@ __attribute__((noinline)) double dtxt_middle(double x) { return dtxt_leaf(x) + 1
 int main(int argc, char **argv) {
   double ms = argc > 1 ? atof(argv[1]) : 1000, x = 0;
   struct timespec a, b;
-  clock_gettime(CLOCK_MONOTONIC, &a);
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
   do {
     x = dtxt_middle(x);
-    clock_gettime(CLOCK_MONOTONIC, &b);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
   } while ((b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) / 1e6 < ms);
   printf("%f\n", x);
   return 0;
@@ -221,7 +221,8 @@ fn profile_samples_carry_stacks_naming_the_program_functions() {
     // the program spins in dtxt_leaf: most samples name it, with its module
     assert!(out.contains("dtxt_spin`dtxt_leaf"), "{out}\n{err}");
     assert!(out.contains("dtxt_spin`main"), "{out}\n{err}");
-    // a second of one busy thread at 997 Hz: hundreds of samples with a user PC
+    // a second of CPU time of one thread at 997 Hz (it spins on its own CPU clock, so a
+    // loaded machine stretches the wall time, not the samples): hundreds with a user PC
     let user_samples: u64 = out
         .lines()
         .map(|l| l.split_whitespace().collect::<Vec<_>>())
