@@ -529,6 +529,10 @@ impl Engine {
                     cx.cpu = ev.cpu as u32;
                     cx.psargs = &psargs;
                     cx.proc_start = proc_start;
+                    let mem = crate::sources::etl::EventMemory {
+                        payload: &mem,
+                        event: dec,
+                    };
                     cx.memory = &mem;
                     if stack_source.0.is_some() {
                         stack_source.stack_of(ev, f.tid, &mut kstack, &mut ustack);

@@ -101,8 +101,12 @@ pub mod subr {
     pub const WSTRINGOF: u32 = 49;
     /// Windows port: length of a wide string.
     pub const WSTRLEN: u32 = 50;
+    /// dtx: a decoded field of the firing's ETW event, by name, as a number.
+    pub const ETWFIELD: u32 = 51;
+    /// dtx: a decoded field of the firing's ETW event, by name, as a string.
+    pub const ETWFIELD_STR: u32 = 52;
     /// Highest subroutine number.
-    pub const MAX: u32 = 50;
+    pub const MAX: u32 = 52;
 }
 
 /// libdtrace action numbers (`DT_ACT_*`).  They start right after the last
@@ -245,6 +249,8 @@ pub enum Origin {
     /// In FreeBSD/OpenDTrace's table only (`execargs`); the id exists in the
     /// port's headers.
     FreeBsd,
+    /// A dtx extension with no counterpart in any DTrace (`etwfield`, `etwfield_str`).
+    Dtx,
     /// Not a compiler built-in: an `inline` defined by the D library scripts
     /// (`psinfo.d`, `sched.d`, ...).  Those with pointer types are produced by
     /// a translator (`xlate <psinfo_t *>`), so their members are computed
@@ -482,6 +488,8 @@ pub const BUILTINS: &[Builtin] = &[
     action("discard", act::DISCARD, "void(int)", "1.0"),
     scalar("epid", var::EPID, "uint_t", "1.0"),
     scalar("errno", var::ERRNO, "int", "1.0"),
+    sub("etwfield", subr::ETWFIELD, "int64_t(const char *)", "1.0").with_origin(Origin::Dtx),
+    sub("etwfield_str", subr::ETWFIELD_STR, "string(const char *)", "1.0").with_origin(Origin::Dtx),
     scalar("etwtimestamp", var::ETWTIMESTAMP, "int64_t", "1.0").with_origin(Origin::Windows),
     scalar("etwwalltimestamp", var::ETWWALLTIMESTAMP, "int64_t", "1.0")
         .with_origin(Origin::Windows),

@@ -2,6 +2,7 @@
 //! events into probe firings.
 
 mod dtrace;
+pub mod dnet;
 pub mod etw;
 pub mod linux;
 pub mod pid;

@@ -24,11 +24,18 @@ impl TraceSource {
         let file = EtlFile::open_path(path)?;
         Ok(TraceSource {
             file,
-            decoder: Decoder::new(),
+            decoder: TraceSource::new_decoder(),
             state: SystemState::new(),
             name: path.to_string(),
             stacks: None,
         })
+    }
+
+    /// A decoder with the manifests dtx ships (the .NET runtime's) loaded.
+    pub fn new_decoder() -> Decoder {
+        let mut d = Decoder::new();
+        d.load_manifest_str(crate::providers::dnet::MANIFEST);
+        d
     }
 
     /// Collects the trace's stacks (StackWalk events, stack keys, STACK_TRACE items) so that
@@ -193,6 +200,45 @@ impl AddressSpace for PayloadMemory<'_> {
             *b = if p < 4 { head[p] } else { self.payload[p - 4] };
         }
         Ok(())
+    }
+}
+
+/// An event's payload plus its decoded fields: what `etwfield("Name")` and
+/// `etwfield_str("Name")` read.
+pub struct EventMemory<'a, 'd> {
+    pub payload: &'a PayloadMemory<'a>,
+    pub event: &'a DecodedEvent<'d>,
+}
+
+impl EventMemory<'_, '_> {
+    fn field(&self, name: &[u8]) -> Option<&crate::etw::decode::Value<'_>> {
+        let name = std::str::from_utf8(name).ok()?;
+        self.event.get(name)
+    }
+}
+
+impl AddressSpace for EventMemory<'_, '_> {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
+        self.payload.read(addr, buf)
+    }
+
+    fn event_field(&self, name: &[u8]) -> Option<u64> {
+        use crate::etw::decode::Value;
+        match self.field(name)? {
+            Value::F64(f) => Some(*f as i64 as u64),
+            v => v.as_u64(),
+        }
+    }
+
+    fn event_field_str(&self, name: &[u8], out: &mut Vec<u8>) -> bool {
+        let Some(v) = self.field(name) else {
+            return false;
+        };
+        match v.as_str() {
+            Some(s) => out.extend_from_slice(s.as_bytes()),
+            None => out.extend_from_slice(v.to_string().as_bytes()),
+        }
+        true
     }
 }
 
