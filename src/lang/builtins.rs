@@ -489,7 +489,13 @@ pub const BUILTINS: &[Builtin] = &[
     scalar("epid", var::EPID, "uint_t", "1.0"),
     scalar("errno", var::ERRNO, "int", "1.0"),
     sub("etwfield", subr::ETWFIELD, "int64_t(const char *)", "1.0").with_origin(Origin::Dtx),
-    sub("etwfield_str", subr::ETWFIELD_STR, "string(const char *)", "1.0").with_origin(Origin::Dtx),
+    sub(
+        "etwfield_str",
+        subr::ETWFIELD_STR,
+        "string(const char *)",
+        "1.0",
+    )
+    .with_origin(Origin::Dtx),
     scalar("etwtimestamp", var::ETWTIMESTAMP, "int64_t", "1.0").with_origin(Origin::Windows),
     scalar("etwwalltimestamp", var::ETWWALLTIMESTAMP, "int64_t", "1.0")
         .with_origin(Origin::Windows),

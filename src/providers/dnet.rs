@@ -76,7 +76,12 @@ const fn r(name: &'static str, event: u16, fields: &'static [&'static str]) -> D
     }
 }
 
-const METHOD: &[&str] = &["MethodStartAddress", "MethodSize", "MethodID", "MethodToken"];
+const METHOD: &[&str] = &[
+    "MethodStartAddress",
+    "MethodSize",
+    "MethodID",
+    "MethodToken",
+];
 const MODULE: &[&str] = &["ModuleID", "AssemblyID", "ModuleFlags"];
 const ASSEMBLY: &[&str] = &["AssemblyID", "AppDomainID", "AssemblyFlags"];
 const APPDOMAIN: &[&str] = &["AppDomainID", "AppDomainFlags", "AppDomainIndex"];
@@ -84,22 +89,87 @@ const CLR_ONLY: &[&str] = &["ClrInstanceID"];
 
 /// The probes, in the port's order (its event ids), then the rundown provider's.
 pub const PROBES: &[DnetProbe] = &[
-    p("event", "runtime", 187, &["ClrInstanceID", "Sku", "StartupFlags"]),
-    p("event", "excp", 80, &["ExceptionEIP", "ExceptionHRESULT", "ExceptionFlags"]),
+    p(
+        "event",
+        "runtime",
+        187,
+        &["ClrInstanceID", "Sku", "StartupFlags"],
+    ),
+    p(
+        "event",
+        "excp",
+        80,
+        &["ExceptionEIP", "ExceptionHRESULT", "ExceptionFlags"],
+    ),
     p("lock", "lck-wait", 81, &["ContentionFlags"]),
     p("lock", "lck-done", 91, &["ContentionFlags"]),
-    p("thread", "thr-start", 50, &["ActiveWorkerThreadCount", "RetiredWorkerThreadCount"]),
-    p("thread", "thr-stop", 51, &["ActiveWorkerThreadCount", "RetiredWorkerThreadCount"]),
-    p("thread", "thr-retire", 52, &["ActiveWorkerThreadCount", "RetiredWorkerThreadCount"]),
-    p("thread", "thr-unretire", 53, &["ActiveWorkerThreadCount", "RetiredWorkerThreadCount"]),
-    p("thread", "io-start", 44, &["IOThreadCount", "RetiredIOThreads"]),
-    p("thread", "io-exit", 45, &["IOThreadCount", "RetiredIOThreads"]),
-    p("thread", "io-retire", 46, &["IOThreadCount", "RetiredIOThreads"]),
-    p("thread", "io-unretire", 47, &["IOThreadCount", "RetiredIOThreads"]),
-    p("thread", "adj", 54, &["AverageThroughput", "NewWorkerThreadCount", "Reason"]),
-    p("thread", "adj-adj", 55, &["AverageThroughput", "NewWorkerThreadCount", "Reason"]),
+    p(
+        "thread",
+        "thr-start",
+        50,
+        &["ActiveWorkerThreadCount", "RetiredWorkerThreadCount"],
+    ),
+    p(
+        "thread",
+        "thr-stop",
+        51,
+        &["ActiveWorkerThreadCount", "RetiredWorkerThreadCount"],
+    ),
+    p(
+        "thread",
+        "thr-retire",
+        52,
+        &["ActiveWorkerThreadCount", "RetiredWorkerThreadCount"],
+    ),
+    p(
+        "thread",
+        "thr-unretire",
+        53,
+        &["ActiveWorkerThreadCount", "RetiredWorkerThreadCount"],
+    ),
+    p(
+        "thread",
+        "io-start",
+        44,
+        &["IOThreadCount", "RetiredIOThreads"],
+    ),
+    p(
+        "thread",
+        "io-exit",
+        45,
+        &["IOThreadCount", "RetiredIOThreads"],
+    ),
+    p(
+        "thread",
+        "io-retire",
+        46,
+        &["IOThreadCount", "RetiredIOThreads"],
+    ),
+    p(
+        "thread",
+        "io-unretire",
+        47,
+        &["IOThreadCount", "RetiredIOThreads"],
+    ),
+    p(
+        "thread",
+        "adj",
+        54,
+        &["AverageThroughput", "NewWorkerThreadCount", "Reason"],
+    ),
+    p(
+        "thread",
+        "adj-adj",
+        55,
+        &["AverageThroughput", "NewWorkerThreadCount", "Reason"],
+    ),
     p("thread", "adj-stats", 56, &["Duration", "Throughput"]),
-    p("jit", "method-jit-begin", 145, &["MethodID", "ModuleID", "MethodToken", "MethodILSize"]),
+    p(
+        "jit",
+        "method-jit-begin",
+        145,
+        &["MethodID", "ModuleID", "MethodToken", "MethodILSize"],
+    ),
     p("jit", "method-load", 143, METHOD),
     p("jit", "method-unload", 144, METHOD),
     p("jit", "static-method-load", 136, METHOD),
@@ -108,18 +178,69 @@ pub const PROBES: &[DnetProbe] = &[
     p("jit", "inline-success", 185, CLR_ONLY),
     p("jit", "tailcall-fail", 189, CLR_ONLY),
     p("jit", "tailcall-success", 188, CLR_ONLY),
-    p("interop", "stub-gen", 88, &["ModuleID", "StubMethodID", "StubFlags", "ManagedInteropMethodToken"]),
-    p("interop", "stub-hit", 89, &["ModuleID", "StubMethodID", "ManagedInteropMethodToken"]),
-    p("arm", "thr-create", 85, &["ManagedThreadID", "AppDomainID", "Flags", "ManagedThreadIndex", "OSThreadID"]),
+    p(
+        "interop",
+        "stub-gen",
+        88,
+        &[
+            "ModuleID",
+            "StubMethodID",
+            "StubFlags",
+            "ManagedInteropMethodToken",
+        ],
+    ),
+    p(
+        "interop",
+        "stub-hit",
+        89,
+        &["ModuleID", "StubMethodID", "ManagedInteropMethodToken"],
+    ),
+    p(
+        "arm",
+        "thr-create",
+        85,
+        &[
+            "ManagedThreadID",
+            "AppDomainID",
+            "Flags",
+            "ManagedThreadIndex",
+            "OSThreadID",
+        ],
+    ),
     p("arm", "mem-allocate", 83, &["AppDomainID", "Allocated"]),
-    p("arm", "mem-survive", 84, &["AppDomainID", "Survived", "ProcessSurvived"]),
+    p(
+        "arm",
+        "mem-survive",
+        84,
+        &["AppDomainID", "Survived", "ProcessSurvived"],
+    ),
     p("arm", "thr-enter", 87, &["ManagedThreadID", "AppDomainID"]),
     p("arm", "thr-exit", 86, &["ManagedThreadID", "AppDomainID"]),
-    p("security", "strongname-start", 181, &["VerificationFlags", "ErrorCode"]),
-    p("security", "strongname-end", 182, &["VerificationFlags", "ErrorCode"]),
-    p("security", "authcode-start", 183, &["VerificationFlags", "ErrorCode"]),
+    p(
+        "security",
+        "strongname-start",
+        181,
+        &["VerificationFlags", "ErrorCode"],
+    ),
+    p(
+        "security",
+        "strongname-end",
+        182,
+        &["VerificationFlags", "ErrorCode"],
+    ),
+    p(
+        "security",
+        "authcode-start",
+        183,
+        &["VerificationFlags", "ErrorCode"],
+    ),
     // the port's spelling
-    p("security", "authocode-end", 184, &["VerificationFlags", "ErrorCode"]),
+    p(
+        "security",
+        "authocode-end",
+        184,
+        &["VerificationFlags", "ErrorCode"],
+    ),
     p("loader", "appdomain-load", 156, APPDOMAIN),
     p("loader", "appdomain-unload", 157, APPDOMAIN),
     p("loader", "assembly-load", 154, ASSEMBLY),
@@ -129,14 +250,38 @@ pub const PROBES: &[DnetProbe] = &[
     p("loader", "module-range", 158, CLR_ONLY),
     p("gc", "gc-start", 1, &["Count", "Depth", "Reason", "Type"]),
     p("gc", "gc-end", 2, &["Count", "Depth"]),
-    p("gc", "heapstat", 4, &["GenerationSize0", "GenerationSize1", "GenerationSize2", "GenerationSize3", "TotalPromotedSize0", "TotalPromotedSize1"]),
+    p(
+        "gc",
+        "heapstat",
+        4,
+        &[
+            "GenerationSize0",
+            "GenerationSize1",
+            "GenerationSize2",
+            "GenerationSize3",
+            "TotalPromotedSize0",
+            "TotalPromotedSize1",
+        ],
+    ),
     p("gc", "seg-create", 5, &["Address", "Size", "Type"]),
     p("gc", "seg-free", 6, &["Address"]),
     p("gc", "resume-begin", 7, CLR_ONLY),
     p("gc", "resume-end", 3, CLR_ONLY),
     p("gc", "suspend-start", 9, &["Reason", "Count"]),
     p("gc", "suspend-end", 8, CLR_ONLY),
-    p("gc", "allocate-tick", 10, &["AllocationAmount", "AllocationKind", "AllocationAmount64", "TypeID", "HeapIndex", "Address"]),
+    p(
+        "gc",
+        "allocate-tick",
+        10,
+        &[
+            "AllocationAmount",
+            "AllocationKind",
+            "AllocationAmount64",
+            "TypeID",
+            "HeapIndex",
+            "Address",
+        ],
+    ),
     p("gc", "finalizer-begin", 14, CLR_ONLY),
     p("gc", "finalizer-end", 13, &["Count"]),
     p("gc", "conc-thr-create", 11, CLR_ONLY),
@@ -273,7 +418,12 @@ mod tests {
     fn probes_have_unique_names_and_match_by_group() {
         let mut seen = std::collections::HashSet::new();
         for d in PROBES {
-            assert!(seen.insert((d.function, d.name)), "{}:{}", d.function, d.name);
+            assert!(
+                seen.insert((d.function, d.name)),
+                "{}:{}",
+                d.function,
+                d.name
+            );
             assert!(d.fields.len() <= 6, "{}", d.name);
         }
         let gc = DnetProvider.matching(&ProbeDesc::parse("dnet::gc:").unwrap());
@@ -289,14 +439,23 @@ mod tests {
         let mut d = crate::etw::decode::Decoder::new();
         assert!(d.load_manifest_str(MANIFEST) > 30);
         for (id, v) in [(1u16, 2u8), (2, 1), (10, 4), (143, 1), (145, 1), (80, 1)] {
-            let s = d.schema(RUNTIME, id, v).unwrap_or_else(|| panic!("{id} v{v}"));
+            let s = d
+                .schema(RUNTIME, id, v)
+                .unwrap_or_else(|| panic!("{id} v{v}"));
             assert!(!s.top.is_empty());
         }
         let s = d.schema(RUNTIME, 1, 2).unwrap();
         let names: Vec<&str> = s.top.iter().map(|&i| s.props[i].name.as_str()).collect();
         assert_eq!(
             names,
-            ["Count", "Depth", "Reason", "Type", "ClrInstanceID", "ClientSequenceNumber"]
+            [
+                "Count",
+                "Depth",
+                "Reason",
+                "Type",
+                "ClrInstanceID",
+                "ClientSequenceNumber"
+            ]
         );
         assert!(d.schema(RUNDOWN, 144, 1).is_some());
     }

@@ -1,8 +1,8 @@
 //! Providers: each one names its probes, lists them for `dtx -l`, and (in the runtime) turns
 //! events into probe firings.
 
-mod dtrace;
 pub mod dnet;
+mod dtrace;
 pub mod etw;
 pub mod linux;
 pub mod pid;

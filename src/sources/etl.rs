@@ -49,6 +49,15 @@ impl TraceSource {
             if ev.kernel_group == Some(STACK_WALK) {
                 let dec = decoder.decode(&ev);
                 m.observe(&ev, Some(&dec));
+            } else if crate::providers::dnet::is_dotnet(&ev) {
+                // the runtime logs an event's managed stack in a ClrStackWalk event after it
+                match crate::providers::dnet::clr_stack(&ev) {
+                    Some(frames) => m.stack_of_previous(ev.tid, frames),
+                    None => {
+                        m.observe(&ev, None);
+                        m.await_stack(&ev);
+                    }
+                }
             } else if !ev.extended.is_empty() {
                 m.observe(&ev, None);
             }
