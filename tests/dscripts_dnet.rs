@@ -177,6 +177,23 @@ fn gc_and_jit_arguments_decode() {
 }
 
 #[test]
+fn dnet_ustack_is_the_clr_stack_with_method_names() {
+    let Some(dir) = shared() else { return };
+    let out = dtx(&[
+        "-q",
+        "-E",
+        &format!("{}/perfview_net.4.5.2.x64.etl.zip", dir.display()),
+        "-n",
+        "dnet::gc:gc-start /pid == 3676/ { @[ustack()] = count(); } END { trunc(@, 1); }",
+    ]);
+    // the test program's GCs come from DateTime.Now in Main; the frames of JIT-compiled code
+    // are named from the runtime's MethodLoadVerbose events
+    let main = out.find("Test.Program.Main+0x").expect(&out);
+    let now = out.find("System.DateTime.get_Now+0x").expect(&out);
+    assert!(now < main, "innermost first: {out}");
+}
+
+#[test]
 fn dns_fields_by_name_and_wstringof() {
     let Some(dir) = shared() else { return };
     let trace = format!("{}/perfview_net.4.5.2.x64.etl.zip", dir.display());

@@ -387,6 +387,38 @@ pub fn firings(
     }
 }
 
+/// A method the runtime compiled or loaded, with its code range: what names the frames of
+/// JIT-compiled code in stacks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ManagedMethod {
+    pub pid: u32,
+    pub start: u64,
+    pub size: u64,
+    /// `Namespace.Name`.
+    pub name: String,
+}
+
+/// The method a MethodLoadVerbose/MethodUnloadVerbose (or rundown MethodDC*Verbose) event
+/// describes, if `ev` is one.
+pub fn managed_method(ev: &EventRecord<'_>, dec: &DecodedEvent<'_>) -> Option<ManagedMethod> {
+    if !is_dotnet(ev) || !matches!(ev.id, 143 | 144) {
+        return None;
+    }
+    let start = dec.u64("MethodStartAddress")?;
+    let size = dec.u64("MethodSize")?;
+    let name = match (dec.str("MethodNamespace"), dec.str("MethodName")) {
+        (Some(ns), Some(n)) if !ns.is_empty() => format!("{ns}.{n}"),
+        (_, Some(n)) => n.to_string(),
+        _ => return None,
+    };
+    (size > 0).then_some(ManagedMethod {
+        pid: ev.pid,
+        start,
+        size,
+        name,
+    })
+}
+
 /// The frames of a ClrStackWalk event (ClrInstanceID u16, two reserved bytes, a u32 frame
 /// count, then the frames, pointer-sized), innermost first.
 pub fn clr_stack(ev: &EventRecord<'_>) -> Option<Vec<u64>> {

@@ -17,6 +17,9 @@ pub struct TraceSource {
     /// Every stack of the trace, collected before the run (a stack's records come after the
     /// event it belongs to), when the program records stacks.
     pub stacks: Option<StackMatcher>,
+    /// The .NET methods the trace's runtime events describe (collected with the stacks), to
+    /// name frames of JIT-compiled code.
+    pub managed_methods: Vec<crate::providers::dnet::ManagedMethod>,
 }
 
 impl TraceSource {
@@ -28,6 +31,7 @@ impl TraceSource {
             state: SystemState::new(),
             name: path.to_string(),
             stacks: None,
+            managed_methods: Vec::new(),
         })
     }
 
@@ -42,7 +46,8 @@ impl TraceSource {
     /// each event can be given its stack when it fires.
     pub fn collect_stacks(&mut self) {
         let mut m = StackMatcher::new();
-        let decoder = Decoder::new();
+        let decoder = TraceSource::new_decoder();
+        let mut methods = Vec::new();
         let mut it = self.file.events();
         while let Some(r) = it.next_event() {
             let Ok(ev) = r else { continue };
@@ -56,6 +61,10 @@ impl TraceSource {
                     None => {
                         m.observe(&ev, None);
                         m.await_stack(&ev);
+                        if matches!(ev.id, 143 | 144) {
+                            let dec = decoder.decode(&ev);
+                            methods.extend(crate::providers::dnet::managed_method(&ev, &dec));
+                        }
                     }
                 }
             } else if !ev.extended.is_empty() {
@@ -63,6 +72,7 @@ impl TraceSource {
             }
         }
         self.stacks = Some(m);
+        self.managed_methods = methods;
     }
 
     /// The kernel and user frames of an event's stack, innermost first.
