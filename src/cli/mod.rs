@@ -218,7 +218,7 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
                 .map_err(|e| e.to_string())?;
             src.scan_providers(&mut etw);
             // the walk for the run starts from fresh state
-            src.decoder = crate::etw::decode::Decoder::new();
+            src.decoder = crate::sources::etl::TraceSource::new_decoder();
             Some((src, etw.clone()))
         }
         Some(path) => {

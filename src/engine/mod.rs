@@ -449,7 +449,11 @@ impl Engine {
             eprintln!("{}: warning: {e}", self.consumer.prog());
         }
         // stacks print with the modules the trace had loaded
-        self.consumer.symbols = Box::new(crate::symbols::TraceSymbols::from_state(&source.state));
+        let mut symbols = crate::symbols::TraceSymbols::from_state(&source.state);
+        symbols.add_methods(
+            (source.managed_methods.iter()).map(|m| (m.pid, m.start, m.size, m.name.as_str())),
+        );
+        self.consumer.symbols = Box::new(symbols);
         self.end()
     }
 
@@ -529,6 +533,10 @@ impl Engine {
                     cx.cpu = ev.cpu as u32;
                     cx.psargs = &psargs;
                     cx.proc_start = proc_start;
+                    let mem = crate::sources::etl::EventMemory {
+                        payload: &mem,
+                        event: dec,
+                    };
                     cx.memory = &mem;
                     if stack_source.0.is_some() {
                         stack_source.stack_of(ev, f.tid, &mut kstack, &mut ustack);

@@ -101,8 +101,14 @@ pub mod subr {
     pub const WSTRINGOF: u32 = 49;
     /// Windows port: length of a wide string.
     pub const WSTRLEN: u32 = 50;
-    /// Highest subroutine number.
+    /// Highest subroutine number of DTrace's (the actions' numbers follow it, as libdtrace's).
     pub const MAX: u32 = 50;
+    /// dtx's own subroutines, numbered apart from every DTrace id.
+    pub const DTX_BASE: u32 = 0x0a00;
+    /// dtx: a decoded field of the firing's ETW event, by name, as a number.
+    pub const ETWFIELD: u32 = DTX_BASE;
+    /// dtx: a decoded field of the firing's ETW event, by name, as a string.
+    pub const ETWFIELD_STR: u32 = DTX_BASE + 1;
 }
 
 /// libdtrace action numbers (`DT_ACT_*`).  They start right after the last
@@ -245,6 +251,8 @@ pub enum Origin {
     /// In FreeBSD/OpenDTrace's table only (`execargs`); the id exists in the
     /// port's headers.
     FreeBsd,
+    /// A dtx extension with no counterpart in any DTrace (`etwfield`, `etwfield_str`).
+    Dtx,
     /// Not a compiler built-in: an `inline` defined by the D library scripts
     /// (`psinfo.d`, `sched.d`, ...).  Those with pointer types are produced by
     /// a translator (`xlate <psinfo_t *>`), so their members are computed
@@ -482,6 +490,14 @@ pub const BUILTINS: &[Builtin] = &[
     action("discard", act::DISCARD, "void(int)", "1.0"),
     scalar("epid", var::EPID, "uint_t", "1.0"),
     scalar("errno", var::ERRNO, "int", "1.0"),
+    sub("etwfield", subr::ETWFIELD, "int64_t(const char *)", "1.0").with_origin(Origin::Dtx),
+    sub(
+        "etwfield_str",
+        subr::ETWFIELD_STR,
+        "string(const char *)",
+        "1.0",
+    )
+    .with_origin(Origin::Dtx),
     scalar("etwtimestamp", var::ETWTIMESTAMP, "int64_t", "1.0").with_origin(Origin::Windows),
     scalar("etwwalltimestamp", var::ETWWALLTIMESTAMP, "int64_t", "1.0")
         .with_origin(Origin::Windows),
@@ -1063,6 +1079,7 @@ mod tests {
         assert_eq!(lookup("curpsinfo").unwrap().proto, "psinfo_t *");
         assert_eq!(lookup("curpsinfo").unwrap().origin, Origin::DLibrary);
         assert_eq!(lookup("wstringof").unwrap().origin, Origin::Windows);
+        assert_eq!(lookup("etwfield_str").unwrap().origin, Origin::Dtx);
         assert_eq!(lookup("zonename").unwrap().origin, Origin::Illumos);
         assert_eq!(lookup("self").unwrap().kind, BuiltinKind::Scope);
         assert_eq!(lookup("sym").unwrap().id, lookup("func").unwrap().id);
@@ -1070,7 +1087,11 @@ mod tests {
         // Subroutine and action ids never overlap.
         for b in BUILTINS {
             match b.kind {
-                BuiltinKind::Subroutine => assert!(b.id <= subr::MAX, "{}", b.name),
+                BuiltinKind::Subroutine => assert!(
+                    b.id <= subr::MAX || (b.origin == Origin::Dtx && b.id >= subr::DTX_BASE),
+                    "{}",
+                    b.name
+                ),
                 BuiltinKind::Action => assert!(b.id >= act::BASE && b.id < agg::BASE),
                 BuiltinKind::AggFunc => assert!(b.id > agg::BASE && b.id <= agg::LLQUANTIZE),
                 _ => {}

@@ -102,6 +102,7 @@ impl Catalog {
     pub fn with_etw(etw: &crate::providers::etw::EtwProbes) -> Self {
         let mut p = crate::providers::standard();
         p.extend(crate::providers::etw::providers(etw));
+        p.push(Box::new(crate::providers::dnet::DnetProvider));
         Catalog::new(p)
     }
 }

@@ -166,7 +166,7 @@ impl EtwProbes {
         }
         Interest {
             kernel,
-            named: self.named.values().any(|id| enabled(*id)),
+            named: self.named.values().any(|id| enabled(*id)) || super::dnet::any_enabled(enabled),
         }
     }
 
@@ -328,6 +328,7 @@ impl EtwProbes {
                 }
             }
         }
+        super::dnet::firings(ev, dec, pid, tid, enabled, out);
     }
 }
 

@@ -1,6 +1,7 @@
 //! Providers: each one names its probes, lists them for `dtx -l`, and (in the runtime) turns
 //! events into probe firings.
 
+pub mod dnet;
 mod dtrace;
 pub mod etw;
 pub mod linux;

@@ -17,6 +17,9 @@ pub struct TraceSource {
     /// Every stack of the trace, collected before the run (a stack's records come after the
     /// event it belongs to), when the program records stacks.
     pub stacks: Option<StackMatcher>,
+    /// The .NET methods the trace's runtime events describe (collected with the stacks), to
+    /// name frames of JIT-compiled code.
+    pub managed_methods: Vec<crate::providers::dnet::ManagedMethod>,
 }
 
 impl TraceSource {
@@ -24,29 +27,52 @@ impl TraceSource {
         let file = EtlFile::open_path(path)?;
         Ok(TraceSource {
             file,
-            decoder: Decoder::new(),
+            decoder: TraceSource::new_decoder(),
             state: SystemState::new(),
             name: path.to_string(),
             stacks: None,
+            managed_methods: Vec::new(),
         })
+    }
+
+    /// A decoder with the manifests dtx ships (the .NET runtime's) loaded.
+    pub fn new_decoder() -> Decoder {
+        let mut d = Decoder::new();
+        d.load_manifest_str(crate::providers::dnet::MANIFEST);
+        d
     }
 
     /// Collects the trace's stacks (StackWalk events, stack keys, STACK_TRACE items) so that
     /// each event can be given its stack when it fires.
     pub fn collect_stacks(&mut self) {
         let mut m = StackMatcher::new();
-        let decoder = Decoder::new();
+        let decoder = TraceSource::new_decoder();
+        let mut methods = Vec::new();
         let mut it = self.file.events();
         while let Some(r) = it.next_event() {
             let Ok(ev) = r else { continue };
             if ev.kernel_group == Some(STACK_WALK) {
                 let dec = decoder.decode(&ev);
                 m.observe(&ev, Some(&dec));
+            } else if crate::providers::dnet::is_dotnet(&ev) {
+                // the runtime logs an event's managed stack in a ClrStackWalk event after it
+                match crate::providers::dnet::clr_stack(&ev) {
+                    Some(frames) => m.stack_of_previous(ev.tid, frames),
+                    None => {
+                        m.observe(&ev, None);
+                        m.await_stack(&ev);
+                        if matches!(ev.id, 143 | 144) {
+                            let dec = decoder.decode(&ev);
+                            methods.extend(crate::providers::dnet::managed_method(&ev, &dec));
+                        }
+                    }
+                }
             } else if !ev.extended.is_empty() {
                 m.observe(&ev, None);
             }
         }
         self.stacks = Some(m);
+        self.managed_methods = methods;
     }
 
     /// The kernel and user frames of an event's stack, innermost first.
@@ -193,6 +219,45 @@ impl AddressSpace for PayloadMemory<'_> {
             *b = if p < 4 { head[p] } else { self.payload[p - 4] };
         }
         Ok(())
+    }
+}
+
+/// An event's payload plus its decoded fields: what `etwfield("Name")` and
+/// `etwfield_str("Name")` read.
+pub struct EventMemory<'a, 'd> {
+    pub payload: &'a PayloadMemory<'a>,
+    pub event: &'a DecodedEvent<'d>,
+}
+
+impl EventMemory<'_, '_> {
+    fn field(&self, name: &[u8]) -> Option<&crate::etw::decode::Value<'_>> {
+        let name = std::str::from_utf8(name).ok()?;
+        self.event.get(name)
+    }
+}
+
+impl AddressSpace for EventMemory<'_, '_> {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
+        self.payload.read(addr, buf)
+    }
+
+    fn event_field(&self, name: &[u8]) -> Option<u64> {
+        use crate::etw::decode::Value;
+        match self.field(name)? {
+            Value::F64(f) => Some(*f as i64 as u64),
+            v => v.as_u64(),
+        }
+    }
+
+    fn event_field_str(&self, name: &[u8], out: &mut Vec<u8>) -> bool {
+        let Some(v) = self.field(name) else {
+            return false;
+        };
+        match v.as_str() {
+            Some(s) => out.extend_from_slice(s.as_bytes()),
+            None => out.extend_from_slice(v.to_string().as_bytes()),
+        }
+        true
     }
 }
 

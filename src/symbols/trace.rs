@@ -19,6 +19,9 @@ struct Module {
 pub struct TraceSymbols {
     kernel: Vec<Module>,
     user: HashMap<u32, Vec<Module>>,
+    /// Code ranges of managed (JIT-compiled or precompiled .NET) methods by process, looked up
+    /// before the images: a precompiled method lies inside its image.
+    methods: HashMap<u32, Vec<Module>>,
 }
 
 fn modules<'a>(images: impl Iterator<Item = &'a crate::etw::state::Image>) -> Vec<Module> {
@@ -60,9 +63,28 @@ impl TraceSymbols {
         t
     }
 
+    /// Adds the code ranges of .NET methods: (pid, start, size, name).
+    pub fn add_methods<'a>(&mut self, methods: impl Iterator<Item = (u32, u64, u64, &'a str)>) {
+        for (pid, start, size, name) in methods {
+            self.methods.entry(pid).or_default().push(Module {
+                base: start,
+                end: start.saturating_add(size),
+                name: name.to_string(),
+            });
+        }
+        for v in self.methods.values_mut() {
+            v.sort_by_key(|m| m.base);
+            v.dedup_by_key(|m| m.base);
+        }
+    }
+
     fn module(&self, pid: Option<u32>, addr: u64) -> Option<&Module> {
-        pid.and_then(|p| self.user.get(&p))
+        pid.and_then(|p| self.methods.get(&p))
             .and_then(|m| find(m, addr))
+            .or_else(|| {
+                pid.and_then(|p| self.user.get(&p))
+                    .and_then(|m| find(m, addr))
+            })
             .or_else(|| find(&self.kernel, addr))
     }
 
@@ -106,7 +128,7 @@ mod tests {
 
     #[test]
     fn frames_by_module_and_offset() {
-        let t = TraceSymbols {
+        let mut t = TraceSymbols {
             kernel: vec![Module {
                 base: 0xfffff800_00000000,
                 end: 0xfffff800_00100000,
@@ -122,11 +144,26 @@ mod tests {
             )]
             .into_iter()
             .collect(),
+            methods: HashMap::new(),
         };
         assert_eq!(t.kernel(0xfffff800_00001234), "ntoskrnl.exe+0x1234");
         assert_eq!(t.user(7, 0x400010), "app.exe+0x10");
         assert_eq!(t.user(8, 0x400010), "0x400010");
         assert_eq!(t.umod(7, 0x400010), "app.exe");
         assert_eq!(t.kernel(0x10), "0x10");
+        // .NET methods: a precompiled one inside its image wins, the rest of the image stays
+        t.add_methods(
+            [
+                (7, 0x401000, 0x100, "System.String.Concat"),
+                (7, 0x401000, 0x100, "System.String.Concat"),
+                (7, 0x7f0000, 0x20, "App.Main"),
+            ]
+            .into_iter(),
+        );
+        assert_eq!(t.user(7, 0x401010), "System.String.Concat+0x10");
+        assert_eq!(t.user(7, 0x401200), "app.exe+0x1200");
+        assert_eq!(t.user(7, 0x7f0004), "App.Main+0x4");
+        assert_eq!(t.user(7, 0x7f0024), "0x7f0024");
+        assert_eq!(t.methods[&7].len(), 2);
     }
 }

@@ -282,6 +282,17 @@ impl Vm {
                     self.result(&out)?
                 }
             }
+            // dtx: the firing event's decoded fields by name (0 / "" when it has no such field)
+            "etwfield" => {
+                let field = self.str_arg(args, 0, cx)?;
+                cx.memory.event_field(subr_cstr(&field)).unwrap_or(0)
+            }
+            "etwfield_str" => {
+                let field = self.str_arg(args, 0, cx)?;
+                cx.memory.event_field_str(subr_cstr(&field), &mut out);
+                out.truncate(strsize.saturating_sub(1));
+                self.result(&out)?
+            }
             "ddi_pathname" => self.result(b"")?,
             // kernel objects that do not exist outside illumos
             "mutex_owned"
@@ -325,4 +336,9 @@ fn is_progeny(pid: u64, ppid: u64, ancestor: u64) -> bool {
         cur = next;
     }
     false
+}
+
+/// The bytes of a D string before its NUL.
+fn subr_cstr(s: &[u8]) -> &[u8] {
+    s.iter().position(|&c| c == 0).map_or(s, |n| &s[..n])
 }

@@ -66,6 +66,16 @@ pub trait AddressSpace {
     fn write(&self, addr: u64, _data: &[u8]) -> Result<(), Fault> {
         Err(Fault::BadAddr(addr))
     }
+    /// The decoded field `name` of the event behind the firing as a number (`etwfield()`),
+    /// when the firing has an event with that field.
+    fn event_field(&self, _name: &[u8]) -> Option<u64> {
+        None
+    }
+    /// The decoded field `name` as text (`etwfield_str()`), appended to `out`; false when the
+    /// firing has no such field.
+    fn event_field_str(&self, _name: &[u8], _out: &mut Vec<u8>) -> bool {
+        false
+    }
 }
 
 /// An address space with nothing mapped: every access faults.

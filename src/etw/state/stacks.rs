@@ -20,6 +20,9 @@ pub struct StackMatcher {
     refs: HashMap<(i64, u32), Vec<(u64, bool)>>,
     /// Key definitions.
     keys: HashMap<u64, Vec<u64>>,
+    /// By thread: the raw timestamp of the last event whose stack comes in a later event of
+    /// the same thread (the .NET runtime's ClrStackWalk follows the event it belongs to).
+    awaiting: HashMap<u32, i64>,
 }
 
 impl StackMatcher {
@@ -90,6 +93,23 @@ impl StackMatcher {
         }
     }
 
+    /// Notes an event whose stack, if any, comes in the next stack event of its thread
+    /// ([`StackMatcher::stack_of_previous`]).
+    pub fn await_stack(&mut self, ev: &EventRecord<'_>) {
+        self.awaiting.insert(ev.tid, ev.raw_timestamp);
+    }
+
+    /// Gives `frames` (a stack event's, e.g. ClrStackWalk's) to the event of thread `tid` noted
+    /// by [`StackMatcher::await_stack`], unless that event already has a stack.
+    pub fn stack_of_previous(&mut self, tid: u32, frames: Vec<u64>) {
+        if let Some(ts) = self.awaiting.remove(&tid) {
+            let e = self.direct.entry((ts, tid)).or_default();
+            if e.is_empty() {
+                *e = frames;
+            }
+        }
+    }
+
     /// The stack of the event with this raw timestamp on this thread: direct frames, then
     /// key-resolved kernel frames, then user frames. Keys not yet defined are skipped.
     pub fn stack(&self, raw_timestamp: i64, tid: u32) -> Option<Vec<u64>> {
@@ -122,4 +142,51 @@ fn le64(c: &[u8]) -> u64 {
     let mut a = [0u8; 8];
     a.copy_from_slice(&c[..8]);
     u64::from_le_bytes(a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::etw::record::{Guid, HeaderKind};
+
+    fn ev(ts: i64, tid: u32) -> EventRecord<'static> {
+        EventRecord {
+            header_type: 0,
+            kind: HeaderKind::EventHeader,
+            flags: 0,
+            provider: Guid::default(),
+            kernel_group: None,
+            id: 1,
+            version: 0,
+            channel: 0,
+            level: 0,
+            opcode: 0,
+            task: 0,
+            keyword: 0,
+            pid: 1,
+            tid,
+            cpu: 0,
+            raw_timestamp: ts,
+            time_ns: 0,
+            wall_ns: 0,
+            pointer_size: 8,
+            activity_id: Guid::default(),
+            payload: &[],
+            extended: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_following_stack_event_belongs_to_the_threads_previous_event() {
+        let mut m = StackMatcher::new();
+        m.await_stack(&ev(100, 7));
+        m.await_stack(&ev(105, 8));
+        m.stack_of_previous(7, vec![0x10, 0x20]);
+        // a second stack event with no event before it on that thread is dropped
+        m.stack_of_previous(7, vec![0x30]);
+        assert_eq!(m.stack(100, 7), Some(vec![0x10, 0x20]));
+        assert_eq!(m.stack(105, 8), None);
+        m.stack_of_previous(8, vec![0x40]);
+        assert_eq!(m.stack(105, 8), Some(vec![0x40]));
+    }
 }

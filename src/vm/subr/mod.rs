@@ -73,6 +73,7 @@ pub fn returns_string(name: &str) -> bool {
             | "tolower"
             | "toupper"
             | "wstringof"
+            | "etwfield_str"
     )
 }
 

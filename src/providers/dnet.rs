@@ -1,0 +1,494 @@
+//! The `dnet` provider: the .NET runtime's ETW events (Microsoft-Windows-DotNETRuntime and its
+//! rundown provider) as probes by group, with the Windows DTrace port's probe names:
+//! `dnet::gc:gc-start`, `dnet::jit:method-load`, `dnet::event:excp`, ...
+//!
+//! Arguments, as in the port: `arg0` = pointer to the payload (the 4-byte header of the ETW
+//! provider probes precedes it), `arg1` = payload size, `arg2` = 0/1 for a 32/64-bit event,
+//! `arg3` = event version. dtx adds the decoded fields each probe's table row names as
+//! `arg4..arg9` (for `gc-start`: count, depth, reason, type), and every field by name through
+//! `etwfield("Name")` / `etwfield_str("Name")`.
+//!
+//! The fields come from the EventMetadata a trace carries, else from the runtime's manifest that
+//! dtx ships ([`MANIFEST`], `assets/manifests/dotnet-runtime.man`).
+
+use super::etw::{EtwFiring, PAYLOAD_BASE};
+use super::Provider;
+use crate::etw::decode::DecodedEvent;
+use crate::etw::record::{EventRecord, Guid, HeaderKind};
+use crate::probes::{ProbeDesc, ProbeInfo};
+
+/// Microsoft-Windows-DotNETRuntime {e13c0d23-ccbc-4e12-931b-d9cc2eee27e4}.
+pub const RUNTIME: Guid = Guid {
+    data1: 0xe13c0d23,
+    data2: 0xccbc,
+    data3: 0x4e12,
+    data4: [0x93, 0x1b, 0xd9, 0xcc, 0x2e, 0xee, 0x27, 0xe4],
+};
+
+/// Microsoft-Windows-DotNETRuntimeRundown {a669021c-c450-4609-a035-5af59af4df18}.
+pub const RUNDOWN: Guid = Guid {
+    data1: 0xa669021c,
+    data2: 0xc450,
+    data3: 0x4609,
+    data4: [0xa0, 0x35, 0x5a, 0xf5, 0x9a, 0xf4, 0xdf, 0x18],
+};
+
+/// The part of the runtime's instrumentation manifest dtx needs (written here from the public
+/// event documentation); the decoder loads it so traces without EventMetadata decode too.
+pub const MANIFEST: &str = include_str!("../../assets/manifests/dotnet-runtime.man");
+
+/// The ClrStackWalk event (runtime id 82): the managed stack of the event before it on the
+/// same thread.
+pub const CLR_STACK_WALK: u16 = 82;
+
+/// One probe: `dnet::<function>:<name>`, fired by one event of one provider.
+pub struct DnetProbe {
+    pub function: &'static str,
+    pub name: &'static str,
+    pub rundown: bool,
+    pub event: u16,
+    /// Decoded fields given as `arg4..`.
+    pub fields: &'static [&'static str],
+}
+
+const fn p(
+    function: &'static str,
+    name: &'static str,
+    event: u16,
+    fields: &'static [&'static str],
+) -> DnetProbe {
+    DnetProbe {
+        function,
+        name,
+        rundown: false,
+        event,
+        fields,
+    }
+}
+
+const fn r(name: &'static str, event: u16, fields: &'static [&'static str]) -> DnetProbe {
+    DnetProbe {
+        function: "rundown",
+        name,
+        rundown: true,
+        event,
+        fields,
+    }
+}
+
+const METHOD: &[&str] = &[
+    "MethodStartAddress",
+    "MethodSize",
+    "MethodID",
+    "MethodToken",
+];
+const MODULE: &[&str] = &["ModuleID", "AssemblyID", "ModuleFlags"];
+const ASSEMBLY: &[&str] = &["AssemblyID", "AppDomainID", "AssemblyFlags"];
+const APPDOMAIN: &[&str] = &["AppDomainID", "AppDomainFlags", "AppDomainIndex"];
+const CLR_ONLY: &[&str] = &["ClrInstanceID"];
+
+/// The probes, in the port's order (its event ids), then the rundown provider's.
+pub const PROBES: &[DnetProbe] = &[
+    p(
+        "event",
+        "runtime",
+        187,
+        &["ClrInstanceID", "Sku", "StartupFlags"],
+    ),
+    p(
+        "event",
+        "excp",
+        80,
+        &["ExceptionEIP", "ExceptionHRESULT", "ExceptionFlags"],
+    ),
+    p("lock", "lck-wait", 81, &["ContentionFlags"]),
+    p("lock", "lck-done", 91, &["ContentionFlags"]),
+    p(
+        "thread",
+        "thr-start",
+        50,
+        &["ActiveWorkerThreadCount", "RetiredWorkerThreadCount"],
+    ),
+    p(
+        "thread",
+        "thr-stop",
+        51,
+        &["ActiveWorkerThreadCount", "RetiredWorkerThreadCount"],
+    ),
+    p(
+        "thread",
+        "thr-retire",
+        52,
+        &["ActiveWorkerThreadCount", "RetiredWorkerThreadCount"],
+    ),
+    p(
+        "thread",
+        "thr-unretire",
+        53,
+        &["ActiveWorkerThreadCount", "RetiredWorkerThreadCount"],
+    ),
+    p(
+        "thread",
+        "io-start",
+        44,
+        &["IOThreadCount", "RetiredIOThreads"],
+    ),
+    p(
+        "thread",
+        "io-exit",
+        45,
+        &["IOThreadCount", "RetiredIOThreads"],
+    ),
+    p(
+        "thread",
+        "io-retire",
+        46,
+        &["IOThreadCount", "RetiredIOThreads"],
+    ),
+    p(
+        "thread",
+        "io-unretire",
+        47,
+        &["IOThreadCount", "RetiredIOThreads"],
+    ),
+    p(
+        "thread",
+        "adj",
+        54,
+        &["AverageThroughput", "NewWorkerThreadCount", "Reason"],
+    ),
+    p(
+        "thread",
+        "adj-adj",
+        55,
+        &["AverageThroughput", "NewWorkerThreadCount", "Reason"],
+    ),
+    p("thread", "adj-stats", 56, &["Duration", "Throughput"]),
+    p(
+        "jit",
+        "method-jit-begin",
+        145,
+        &["MethodID", "ModuleID", "MethodToken", "MethodILSize"],
+    ),
+    p("jit", "method-load", 143, METHOD),
+    p("jit", "method-unload", 144, METHOD),
+    p("jit", "static-method-load", 136, METHOD),
+    p("jit", "static-method-unload", 137, METHOD),
+    p("jit", "inline-fail", 186, CLR_ONLY),
+    p("jit", "inline-success", 185, CLR_ONLY),
+    p("jit", "tailcall-fail", 189, CLR_ONLY),
+    p("jit", "tailcall-success", 188, CLR_ONLY),
+    p(
+        "interop",
+        "stub-gen",
+        88,
+        &[
+            "ModuleID",
+            "StubMethodID",
+            "StubFlags",
+            "ManagedInteropMethodToken",
+        ],
+    ),
+    p(
+        "interop",
+        "stub-hit",
+        89,
+        &["ModuleID", "StubMethodID", "ManagedInteropMethodToken"],
+    ),
+    p(
+        "arm",
+        "thr-create",
+        85,
+        &[
+            "ManagedThreadID",
+            "AppDomainID",
+            "Flags",
+            "ManagedThreadIndex",
+            "OSThreadID",
+        ],
+    ),
+    p("arm", "mem-allocate", 83, &["AppDomainID", "Allocated"]),
+    p(
+        "arm",
+        "mem-survive",
+        84,
+        &["AppDomainID", "Survived", "ProcessSurvived"],
+    ),
+    p("arm", "thr-enter", 87, &["ManagedThreadID", "AppDomainID"]),
+    p("arm", "thr-exit", 86, &["ManagedThreadID", "AppDomainID"]),
+    p(
+        "security",
+        "strongname-start",
+        181,
+        &["VerificationFlags", "ErrorCode"],
+    ),
+    p(
+        "security",
+        "strongname-end",
+        182,
+        &["VerificationFlags", "ErrorCode"],
+    ),
+    p(
+        "security",
+        "authcode-start",
+        183,
+        &["VerificationFlags", "ErrorCode"],
+    ),
+    // the port's spelling
+    p(
+        "security",
+        "authocode-end",
+        184,
+        &["VerificationFlags", "ErrorCode"],
+    ),
+    p("loader", "appdomain-load", 156, APPDOMAIN),
+    p("loader", "appdomain-unload", 157, APPDOMAIN),
+    p("loader", "assembly-load", 154, ASSEMBLY),
+    p("loader", "assembly-unload", 155, ASSEMBLY),
+    p("loader", "module-load", 152, MODULE),
+    p("loader", "module-unload", 153, MODULE),
+    p("loader", "module-range", 158, CLR_ONLY),
+    p("gc", "gc-start", 1, &["Count", "Depth", "Reason", "Type"]),
+    p("gc", "gc-end", 2, &["Count", "Depth"]),
+    p(
+        "gc",
+        "heapstat",
+        4,
+        &[
+            "GenerationSize0",
+            "GenerationSize1",
+            "GenerationSize2",
+            "GenerationSize3",
+            "TotalPromotedSize0",
+            "TotalPromotedSize1",
+        ],
+    ),
+    p("gc", "seg-create", 5, &["Address", "Size", "Type"]),
+    p("gc", "seg-free", 6, &["Address"]),
+    p("gc", "resume-begin", 7, CLR_ONLY),
+    p("gc", "resume-end", 3, CLR_ONLY),
+    p("gc", "suspend-start", 9, &["Reason", "Count"]),
+    p("gc", "suspend-end", 8, CLR_ONLY),
+    p(
+        "gc",
+        "allocate-tick",
+        10,
+        &[
+            "AllocationAmount",
+            "AllocationKind",
+            "AllocationAmount64",
+            "TypeID",
+            "HeapIndex",
+            "Address",
+        ],
+    ),
+    p("gc", "finalizer-begin", 14, CLR_ONLY),
+    p("gc", "finalizer-end", 13, &["Count"]),
+    p("gc", "conc-thr-create", 11, CLR_ONLY),
+    p("gc", "conc-thr-exit", 12, CLR_ONLY),
+    r("method-dcstart", 143, METHOD),
+    r("method-dcend", 144, METHOD),
+    r("module-dcstart", 153, MODULE),
+    r("module-dcend", 154, MODULE),
+    r("assembly-dcstart", 155, ASSEMBLY),
+    r("assembly-dcend", 156, ASSEMBLY),
+    r("appdomain-dcstart", 157, APPDOMAIN),
+    r("appdomain-dcend", 158, APPDOMAIN),
+    r("runtime", 187, &["ClrInstanceID", "Sku", "StartupFlags"]),
+];
+
+/// Probe ids of `dnet` (after the kernel providers', before the named providers').
+pub const FIRST_ID: u64 = 150_000;
+
+/// The catalog's view of one probe.
+fn info(i: usize, d: &DnetProbe) -> ProbeInfo {
+    let mut arg_types = vec![
+        "char *".to_string(),
+        "uint32_t".to_string(),
+        "int".to_string(),
+        "int".to_string(),
+    ];
+    arg_types.extend(d.fields.iter().map(|_| "uint64_t".to_string()));
+    ProbeInfo {
+        id: FIRST_ID + i as u64,
+        provider: "dnet".to_string(),
+        module: String::new(),
+        function: d.function.to_string(),
+        name: d.name.to_string(),
+        arg_types,
+    }
+}
+
+/// The `dnet` provider for the probe catalog.
+pub struct DnetProvider;
+
+impl Provider for DnetProvider {
+    fn name(&self) -> &str {
+        "dnet"
+    }
+
+    fn matching(&self, desc: &ProbeDesc) -> Vec<ProbeInfo> {
+        self.list()
+            .into_iter()
+            .filter(|p| super::fields_match(desc, &p.module, &p.function, &p.name))
+            .collect()
+    }
+
+    fn list(&self) -> Vec<ProbeInfo> {
+        PROBES.iter().enumerate().map(|(i, d)| info(i, d)).collect()
+    }
+}
+
+/// Whether a program enabled any `dnet` probe (the runtime's events must then be decoded).
+pub fn any_enabled(enabled: &dyn Fn(u64) -> bool) -> bool {
+    (0..PROBES.len()).any(|i| enabled(FIRST_ID + i as u64))
+}
+
+/// Whether a record comes from one of the .NET runtime's providers.
+pub fn is_dotnet(ev: &EventRecord<'_>) -> bool {
+    ev.kind == HeaderKind::EventHeader && (ev.provider == RUNTIME || ev.provider == RUNDOWN)
+}
+
+/// The `dnet` probes one event fires (at most one: a probe per event id and provider).
+pub fn firings(
+    ev: &EventRecord<'_>,
+    dec: &DecodedEvent<'_>,
+    pid: u32,
+    tid: u32,
+    enabled: &dyn Fn(u64) -> bool,
+    out: &mut Vec<EtwFiring>,
+) {
+    if !is_dotnet(ev) {
+        return;
+    }
+    let rundown = ev.provider == RUNDOWN;
+    for (i, d) in PROBES.iter().enumerate() {
+        if d.event != ev.id || d.rundown != rundown {
+            continue;
+        }
+        let id = FIRST_ID + i as u64;
+        if !enabled(id) {
+            continue;
+        }
+        let mut args = [0u64; 10];
+        args[0] = PAYLOAD_BASE;
+        args[1] = ev.payload.len() as u64;
+        args[2] = (ev.pointer_size == 8) as u64;
+        args[3] = ev.version as u64;
+        for (slot, field) in args[4..].iter_mut().zip(d.fields) {
+            *slot = dec.u64(field).unwrap_or(0);
+        }
+        out.push(EtwFiring {
+            probe: id,
+            args,
+            pid,
+            tid,
+        });
+    }
+}
+
+/// A method the runtime compiled or loaded, with its code range: what names the frames of
+/// JIT-compiled code in stacks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ManagedMethod {
+    pub pid: u32,
+    pub start: u64,
+    pub size: u64,
+    /// `Namespace.Name`.
+    pub name: String,
+}
+
+/// The method a MethodLoadVerbose/MethodUnloadVerbose (or rundown MethodDC*Verbose) event
+/// describes, if `ev` is one.
+pub fn managed_method(ev: &EventRecord<'_>, dec: &DecodedEvent<'_>) -> Option<ManagedMethod> {
+    if !is_dotnet(ev) || !matches!(ev.id, 143 | 144) {
+        return None;
+    }
+    let start = dec.u64("MethodStartAddress")?;
+    let size = dec.u64("MethodSize")?;
+    let name = match (dec.str("MethodNamespace"), dec.str("MethodName")) {
+        (Some(ns), Some(n)) if !ns.is_empty() => format!("{ns}.{n}"),
+        (_, Some(n)) => n.to_string(),
+        _ => return None,
+    };
+    (size > 0).then_some(ManagedMethod {
+        pid: ev.pid,
+        start,
+        size,
+        name,
+    })
+}
+
+/// The frames of a ClrStackWalk event (ClrInstanceID u16, two reserved bytes, a u32 frame
+/// count, then the frames, pointer-sized), innermost first.
+pub fn clr_stack(ev: &EventRecord<'_>) -> Option<Vec<u64>> {
+    if ev.provider != RUNTIME || ev.id != CLR_STACK_WALK {
+        return None;
+    }
+    let b = ev.payload;
+    let count = u32::from_le_bytes(b.get(4..8)?.try_into().ok()?) as usize;
+    let step = if ev.pointer_size == 4 { 4 } else { 8 };
+    let frames = b.get(8..)?;
+    Some(
+        frames
+            .chunks_exact(step)
+            .take(count)
+            .map(|c| {
+                let mut a = [0u8; 8];
+                a[..step].copy_from_slice(c);
+                u64::from_le_bytes(a)
+            })
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probes_have_unique_names_and_match_by_group() {
+        let mut seen = std::collections::HashSet::new();
+        for d in PROBES {
+            assert!(
+                seen.insert((d.function, d.name)),
+                "{}:{}",
+                d.function,
+                d.name
+            );
+            assert!(d.fields.len() <= 6, "{}", d.name);
+        }
+        let gc = DnetProvider.matching(&ProbeDesc::parse("dnet::gc:").unwrap());
+        assert!(gc.iter().any(|p| p.name == "gc-start"));
+        assert!(gc.iter().all(|p| p.function == "gc"));
+        let one = DnetProvider.matching(&ProbeDesc::parse("dnet::jit:method-load").unwrap());
+        assert_eq!(one.len(), 1);
+        assert_eq!(one[0].arg_types.len(), 8);
+    }
+
+    #[test]
+    fn manifest_defines_the_probed_events() {
+        let mut d = crate::etw::decode::Decoder::new();
+        assert!(d.load_manifest_str(MANIFEST) > 30);
+        for (id, v) in [(1u16, 2u8), (2, 1), (10, 4), (143, 1), (145, 1), (80, 1)] {
+            let s = d
+                .schema(RUNTIME, id, v)
+                .unwrap_or_else(|| panic!("{id} v{v}"));
+            assert!(!s.top.is_empty());
+        }
+        let s = d.schema(RUNTIME, 1, 2).unwrap();
+        let names: Vec<&str> = s.top.iter().map(|&i| s.props[i].name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "Count",
+                "Depth",
+                "Reason",
+                "Type",
+                "ClrInstanceID",
+                "ClientSequenceNumber"
+            ]
+        );
+        assert!(d.schema(RUNDOWN, 144, 1).is_some());
+    }
+}
