@@ -88,8 +88,11 @@ pub struct Decoder {
     /// TraceLogging schemas, parsed once per distinct metadata blob (extended item 11): by the
     /// blob's hash, then the blob. Field names are kept as places in the blob, so that every
     /// record names its fields from its own copy of the metadata.
-    tl_schemas: std::cell::RefCell<FastMap<u64, Vec<(Box<[u8]>, Schema<tlg::NameAt>)>>>,
+    tl_schemas: std::cell::RefCell<FastMap<u64, Vec<TlSchema>>>,
 }
+
+/// A TraceLogging metadata blob and the schema parsed from it.
+type TlSchema = (Box<[u8]>, Schema<tlg::NameAt>);
 
 impl Decoder {
     pub fn new() -> Decoder {
