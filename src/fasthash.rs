@@ -72,6 +72,7 @@ impl Hasher for FastHasher {
 
 pub type FastBuild = BuildHasherDefault<FastHasher>;
 pub type FastMap<K, V> = std::collections::HashMap<K, V, FastBuild>;
+pub type FastSet<K> = std::collections::HashSet<K, FastBuild>;
 
 /// Hash of a byte string.
 #[inline]

@@ -490,6 +490,9 @@ impl Engine {
                 }
                 let t = ev.time_ns;
                 self.advance_to(t);
+                if !interest.get().may_fire(ev) {
+                    return true;
+                }
                 firings.clear();
                 let runs = &self.runs;
                 etw.firings(

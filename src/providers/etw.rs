@@ -71,11 +71,48 @@ pub struct Interest {
     named: bool,
 }
 
+/// The bits of `names` in [`Interest::kernel`], computed at compile time (`const { .. }` at
+/// every use) rather than by comparing strings for every record.
+const fn kernel_mask(names: &[(&str, &str)]) -> u64 {
+    const fn eq(a: &str, b: &str) -> bool {
+        let (a, b) = (a.as_bytes(), b.as_bytes());
+        if a.len() != b.len() {
+            return false;
+        }
+        let mut i = 0;
+        while i < a.len() {
+            if a[i] != b[i] {
+                return false;
+            }
+            i += 1;
+        }
+        true
+    }
+    let mut mask = 0u64;
+    let mut j = 0;
+    while j < names.len() {
+        let mut i = 0;
+        while i < KERNEL_PROBES.len() {
+            if eq(KERNEL_PROBES[i].0, names[j].0) && eq(KERNEL_PROBES[i].1, names[j].1) {
+                mask |= 1 << i;
+            }
+            i += 1;
+        }
+        j += 1;
+    }
+    mask
+}
+
 impl Interest {
-    fn any(&self, names: &[(&str, &str)]) -> bool {
-        names.iter().any(|(p, n)| {
-            kernel_id(p, n).is_some_and(|id| self.kernel & (1 << (id - FIRST_ID)) != 0)
-        })
+    fn any(&self, mask: u64) -> bool {
+        self.kernel & mask != 0
+    }
+
+    /// Whether a record may fire any enabled probe: [`Interest::wants`] it, or `diag:::events`
+    /// (which fires for every record) is enabled. A record for which this is false fires
+    /// nothing, so a trace walk need not map it to firings.
+    pub fn may_fire(&self, ev: &EventRecord<'_>) -> bool {
+        self.any(const { kernel_mask(&[("diag", "events")]) }) || self.wants(ev)
     }
 
     /// Whether a record must be decoded: a probe it fires needs its fields (or, with no thread
@@ -85,29 +122,37 @@ impl Interest {
             return false;
         }
         let named_provider = ev.kind == HeaderKind::EventHeader || ev.kernel_group.is_none();
-        if ev.tid == u32::MAX && (self.kernel != 0 || (self.named && named_provider)) {
+        // a record with no thread id in its header (PerfInfo) has it in its payload: needed
+        // when diag:::events fires for it (the other probes are asked for below)
+        if ev.tid == u32::MAX && self.any(const { kernel_mask(&[("diag", "events")]) }) {
             return true;
         }
         let kernel = match (ev.kernel_group, ev.opcode) {
-            (Some(group::THREAD), 36) => self.any(&[("sched", "on-cpu"), ("sched", "off-cpu")]),
-            (Some(group::THREAD), 50) => self.any(&[("sched", "wakeup")]),
-            (Some(group::PROCESS), 1 | 2) => self.any(&[("proc", "start"), ("proc", "exit")]),
+            (Some(group::THREAD), 36) => {
+                self.any(const { kernel_mask(&[("sched", "on-cpu"), ("sched", "off-cpu")]) })
+            }
+            (Some(group::THREAD), 50) => self.any(const { kernel_mask(&[("sched", "wakeup")]) }),
+            (Some(group::PROCESS), 1 | 2) => {
+                self.any(const { kernel_mask(&[("proc", "start"), ("proc", "exit")]) })
+            }
             (Some(group::THREAD), 1 | 2) => {
-                self.any(&[("proc", "lwp-start"), ("proc", "lwp-exit")])
+                self.any(const { kernel_mask(&[("proc", "lwp-start"), ("proc", "lwp-exit")]) })
             }
-            (Some(group::IMAGE), 10 | 2) => {
-                self.any(&[("proc", "module-load"), ("proc", "module-unload")])
+            (Some(group::IMAGE), 10 | 2) => self
+                .any(const { kernel_mask(&[("proc", "module-load"), ("proc", "module-unload")]) }),
+            (Some(group::DISK_IO), 10..=13) => {
+                self.any(const { kernel_mask(&[("io", "start"), ("io", "done")]) })
             }
-            (Some(group::DISK_IO), 10..=13) => self.any(&[("io", "start"), ("io", "done")]),
-            (Some(group::PAGE_FAULT), 32) => self.any(&[("pf", "hardflt")]),
-            (Some(group::PERF_INFO), 46) => self.any(&[("profile", "sample-1ms")]),
+            (Some(group::PAGE_FAULT), 32) => self.any(const { kernel_mask(&[("pf", "hardflt")]) }),
+            (Some(group::PERF_INFO), 46) => {
+                self.any(const { kernel_mask(&[("profile", "sample-1ms")]) })
+            }
             (Some(group::PERF_INFO), 51 | 52) => {
-                self.any(&[("syscall", "entry"), ("syscall", "return")])
+                self.any(const { kernel_mask(&[("syscall", "entry"), ("syscall", "return")]) })
             }
-            (Some(group::PERF_INFO), 67) => self.any(&[("isr", "isr")]),
-            (Some(group::PERF_INFO), 66 | 68 | 69) => {
-                self.any(&[("dpc", "dpc"), ("dpc", "timer"), ("dpc", "thread")])
-            }
+            (Some(group::PERF_INFO), 67) => self.any(const { kernel_mask(&[("isr", "isr")]) }),
+            (Some(group::PERF_INFO), 66 | 68 | 69) => self
+                .any(const { kernel_mask(&[("dpc", "dpc"), ("dpc", "timer"), ("dpc", "thread")]) }),
             _ => false,
         };
         kernel || (self.named && named_provider)

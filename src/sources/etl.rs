@@ -3,7 +3,7 @@
 
 use crate::etw::decode::{DecodedEvent, Decoder};
 use crate::etw::reader::{EtlError, EtlFile};
-use crate::etw::record::EventRecord;
+use crate::etw::record::{EventRecord, HeaderKind};
 use crate::etw::state::{StackMatcher, SystemState};
 use crate::providers::etw::{EtwProbes, PAYLOAD_BASE};
 use crate::vm::{AddressSpace, Fault};
@@ -86,18 +86,35 @@ impl TraceSource {
         StackSource::frames(self.stacks.as_ref(), ev, tid, kernel, user)
     }
 
-    /// A first pass: the providers the trace names (for `-l` and `<provider>:::events`) and the
-    /// schemas its metadata records carry.
+    /// A first look at the trace: the providers it names (for `-l` and `<provider>:::events`)
+    /// and the schemas its metadata records carry. Only provider events are read (kernel
+    /// records are stepped over unbuilt): first the metadata (EventMetadata schemas and value
+    /// maps, TraceLogging provider traits), then one decoding per kind of event (provider,
+    /// id, version, opcode), in time order so that providers are numbered as they appear.
     pub fn scan_providers(&mut self, probes: &mut EtwProbes) {
-        let mut it = self.file.events();
+        let mut it = self.file.events_in_file_order().skip_kernel_records();
+        while let Some(r) = it.next_event() {
+            if let Ok(ev) = r {
+                self.decoder.observe(&ev);
+            }
+        }
+        let mut seen = crate::fasthash::FastSet::default();
+        let mut it = self.file.events().skip_kernel_records();
         while let Some(r) = it.next_event() {
             let Ok(ev) = r else { continue };
-            self.decoder.observe(&ev);
-            if ev.kernel_group.is_none() {
-                let dec = self.decoder.decode(&ev);
-                if dec.is_named() && !dec.provider.is_empty() {
-                    probes.add_named(dec.provider);
-                }
+            let key = (
+                ev.kind == HeaderKind::EventHeader,
+                ev.provider,
+                ev.id,
+                ev.version,
+                ev.opcode,
+            );
+            if ev.kernel_group.is_some() || !seen.insert(key) {
+                continue;
+            }
+            let dec = self.decoder.decode(&ev);
+            if dec.is_named() && !dec.provider.is_empty() {
+                probes.add_named(dec.provider);
             }
         }
     }

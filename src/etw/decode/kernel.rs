@@ -1434,5 +1434,22 @@ pub static LAYOUTS: &[Layout] = &[
 
 /// The layout of a kernel or KernelTraceControl event.
 pub fn layout_for(source: Source, opcode: u8, version: u8) -> Option<&'static Layout> {
-    super::layout::find(LAYOUTS, source, opcode, version)
+    // an index by (source, opcode), built once: a linear search of LAYOUTS cost more than the
+    // decoding itself
+    type Index = crate::fasthash::FastMap<(Source, u8), Vec<&'static Layout>>;
+    static INDEX: std::sync::OnceLock<Index> = std::sync::OnceLock::new();
+    let index = INDEX.get_or_init(|| {
+        let mut m = Index::default();
+        for l in LAYOUTS {
+            for (op, _) in l.opcodes {
+                m.entry((l.source, *op)).or_default().push(l);
+            }
+        }
+        m
+    });
+    index
+        .get(&(source, opcode))?
+        .iter()
+        .find(|l| l.versions.contains(&version))
+        .copied()
 }

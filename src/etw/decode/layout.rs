@@ -27,7 +27,7 @@ pub const fn fv(name: &'static str, ty: FieldType, since: u8) -> Field {
 }
 
 /// Where events of a layout come from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Source {
     /// A kernel (system/perfinfo header) group: `HookId >> 8`.
     Kernel(u8),

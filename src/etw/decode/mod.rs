@@ -85,7 +85,14 @@ pub struct Decoder {
     tl_providers: FastMap<Guid, String>,
     /// Value maps from EventMetadata (EVENT_MAP_INFO) by provider, then map name.
     maps: FastMap<Guid, FastMap<String, tdh::ValueMap>>,
+    /// TraceLogging schemas, parsed once per distinct metadata blob (extended item 11): by the
+    /// blob's hash, then the blob. Field names are kept as places in the blob, so that every
+    /// record names its fields from its own copy of the metadata.
+    tl_schemas: std::cell::RefCell<FastMap<u64, Vec<TlSchema>>>,
 }
+
+/// A TraceLogging metadata blob and the schema parsed from it.
+type TlSchema = (Box<[u8]>, Schema<tlg::NameAt>);
 
 impl Decoder {
     pub fn new() -> Decoder {
@@ -183,7 +190,23 @@ impl Decoder {
                     .iter()
                     .find(|x| x.ext_type == tlg::EXT_SCHEMA_TL)
                 {
-                    if let Some(s) = tlg::parse_metadata(meta.data) {
+                    let blob = meta.data;
+                    let hash = {
+                        use std::hash::{BuildHasher, Hasher};
+                        let mut h = crate::fasthash::FastBuild::default().build_hasher();
+                        h.write(blob);
+                        h.finish()
+                    };
+                    let mut cache = self.tl_schemas.borrow_mut();
+                    let same = cache.entry(hash).or_default();
+                    let i = match same.iter().position(|(b, _)| **b == *blob) {
+                        Some(i) => Some(i),
+                        None => tlg::parse_metadata(blob).map(|s| {
+                            same.push((blob.into(), tlg::NameAt::schema(&s, blob)));
+                            same.len() - 1
+                        }),
+                    };
+                    if let Some(s) = i.map(|i| &same[i].1) {
                         let provider = ev
                             .extended
                             .iter()
@@ -191,10 +214,11 @@ impl Decoder {
                             .and_then(|t| tlg::provider_name(t.data))
                             .or_else(|| self.tl_providers.get(&ev.provider).map(String::as_str))
                             .unwrap_or("");
-                        let (fields, complete) = decode_with(&s, &|p| p.name, payload, ptr);
+                        let (fields, complete) =
+                            decode_with(s, &|p| p.name.get(blob), payload, ptr);
                         return DecodedEvent {
                             provider,
-                            name: s.name,
+                            name: s.name.get(blob),
                             source: SchemaSource::TraceLogging,
                             fields,
                             complete,
@@ -246,15 +270,13 @@ impl Decoder {
         let Some(maps) = self.maps.get(&provider) else {
             return d;
         };
-        for (name, value) in &mut d.fields {
-            let Some(map) = s
-                .top
-                .iter()
-                .filter_map(|&i| s.props.get(i))
-                .find(|p| p.name == *name)
-                .and_then(|p| p.map.as_deref())
-                .and_then(|m| maps.get(m))
-            else {
+        // the fields come out in the order of the schema's top-level properties
+        for ((_, value), p) in d
+            .fields
+            .iter_mut()
+            .zip(s.top.iter().filter_map(|&i| s.props.get(i)))
+        {
+            let Some(map) = p.map.as_deref().and_then(|m| maps.get(m)) else {
                 continue;
             };
             if let Some(v) = value.as_u64() {

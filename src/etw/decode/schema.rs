@@ -84,7 +84,16 @@ pub fn decode_with<'p, 'a, S>(
     payload: &'a [u8],
     ptr: u8,
 ) -> (Vec<(&'a str, Value<'a>)>, bool) {
-    let mut vals = vec![None; schema.props.len()];
+    // the values of earlier properties (lengths and counts refer to them): on the stack for
+    // the usual schema, so that decoding allocates only the fields it returns
+    let mut small = [None; 32];
+    let mut large = Vec::new();
+    let vals: &mut [Option<u64>] = if schema.props.len() <= small.len() {
+        &mut small[..schema.props.len()]
+    } else {
+        large.resize(schema.props.len(), None);
+        &mut large
+    };
     let mut pos = 0usize;
     let mut out = Vec::with_capacity(schema.top.len());
     let ok = walk(
@@ -94,7 +103,7 @@ pub fn decode_with<'p, 'a, S>(
         payload,
         &mut pos,
         ptr,
-        &mut vals,
+        vals,
         &mut out,
         0,
     );

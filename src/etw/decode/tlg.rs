@@ -162,3 +162,78 @@ pub fn provider_name(traits: &[u8]) -> Option<&str> {
     let mut pos = 2;
     cstr(traits, &mut pos)
 }
+
+/// A name inside a metadata blob: its byte offset and length. A schema parsed once keeps its
+/// names this way and every record with the same blob reads them from its own copy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NameAt {
+    pub offset: u32,
+    pub len: u32,
+}
+
+impl NameAt {
+    /// The place of `name`, a slice of `blob`.
+    fn of(name: &str, blob: &[u8]) -> NameAt {
+        let offset = (name.as_ptr() as usize).wrapping_sub(blob.as_ptr() as usize);
+        NameAt {
+            offset: offset.min(blob.len()) as u32,
+            len: name.len() as u32,
+        }
+    }
+
+    /// The name in a blob equal to the one it was parsed from ("" if it is not).
+    #[inline]
+    pub fn get(self, blob: &[u8]) -> &str {
+        let (o, n) = (self.offset as usize, self.len as usize);
+        blob.get(o..o + n)
+            .and_then(|b| std::str::from_utf8(b).ok())
+            .unwrap_or("")
+    }
+
+    /// A schema parsed from `blob` with its names turned into places in it.
+    pub fn schema(s: &Schema<&str>, blob: &[u8]) -> Schema<NameAt> {
+        Schema {
+            provider: NameAt::default(),
+            name: NameAt::of(s.name, blob),
+            props: s
+                .props
+                .iter()
+                .map(|p| Prop {
+                    name: NameAt::of(p.name, blob),
+                    ty: p.ty,
+                    count: p.count,
+                    len: p.len,
+                    members: p.members.clone(),
+                    map: None,
+                })
+                .collect(),
+            top: s.top.clone(),
+            source: s.source,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_kept_as_places_read_back_from_another_copy() {
+        // size, one tag byte, event "Ev", field "a" u32, field "bc" UTF-16 string
+        let mut blob = vec![0u8, 0, 0];
+        blob.extend_from_slice(b"Ev\0a\0");
+        blob.push(8);
+        blob.extend_from_slice(b"bc\0");
+        blob.push(1);
+        let n = blob.len() as u16;
+        blob[..2].copy_from_slice(&n.to_le_bytes());
+        let s = parse_metadata(&blob).unwrap();
+        let plan = NameAt::schema(&s, &blob);
+        let copy = blob.clone();
+        assert_eq!(plan.name.get(&copy), "Ev");
+        let names: Vec<&str> = plan.props.iter().map(|p| p.name.get(&copy)).collect();
+        assert_eq!(names, ["a", "bc"]);
+        assert_eq!(plan.props[1].ty, FieldType::Utf16Z);
+        assert_eq!(NameAt { offset: 99, len: 2 }.get(&copy), "");
+    }
+}

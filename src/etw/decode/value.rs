@@ -272,6 +272,12 @@ pub(crate) fn le_ptr(b: &[u8], o: usize, ptr: u8) -> Option<u64> {
 
 /// Decodes UTF-16LE bytes (lossy), stopping at the first NUL.
 pub fn utf16_string(b: &[u8]) -> String {
+    utf16z_string(b).0
+}
+
+/// Decodes a NUL-terminated UTF-16LE string (lossy) at the start of `b` in one pass: the text
+/// and the offset after its terminator (`b.len()` when it is unterminated).
+pub fn utf16z_string(b: &[u8]) -> (String, usize) {
     // most ETW text (paths, names) is ASCII: copy its low bytes straight across
     let mut ascii = Vec::with_capacity(b.len() / 2);
     let mut i = 0;
@@ -292,18 +298,25 @@ pub fn utf16_string(b: &[u8]) -> String {
             break;
         }
         if lo == 0 {
-            return String::from_utf8(ascii).unwrap_or_default();
+            return (String::from_utf8(ascii).unwrap_or_default(), i + 2);
         }
         ascii.push(lo);
         i += 2;
     }
     let mut s = String::from_utf8(ascii).unwrap_or_default();
-    let units = b[i.min(b.len())..]
-        .chunks_exact(2)
-        .map(|c| u16::from_le_bytes([c[0], c[1]]))
-        .take_while(|u| *u != 0);
+    let mut next = b.len();
+    let mut units = b[i.min(b.len())..].chunks_exact(2).enumerate();
+    let units = std::iter::from_fn(|| {
+        let (k, c) = units.next()?;
+        let u = u16::from_le_bytes([c[0], c[1]]);
+        if u == 0 {
+            next = i + 2 * k + 2;
+            return None;
+        }
+        Some(u)
+    });
     s.extend(char::decode_utf16(units).map(|r| r.unwrap_or('\u{fffd}')));
-    s
+    (s, next)
 }
 
 /// 8-bit text: borrowed when it is valid UTF-8, else Latin-1.
@@ -316,19 +329,6 @@ pub fn ansi_string(b: &[u8]) -> Cow<'_, str> {
         Ok(s) => Cow::Borrowed(s),
         Err(_) => Cow::Owned(b.iter().map(|c| *c as char).collect()),
     }
-}
-
-/// Position of the end (exclusive of the terminator) of a NUL-terminated UTF-16 string at `o`,
-/// and the offset after the terminator. An unterminated string runs to the end.
-fn utf16z_end(b: &[u8], o: usize) -> (usize, usize) {
-    let mut i = o;
-    while i + 1 < b.len() {
-        if b[i] == 0 && b[i + 1] == 0 {
-            return (i, i + 2);
-        }
-        i += 2;
-    }
-    (b.len(), b.len())
 }
 
 /// Reads one value of `ty` at `pos`. `len` is a fixed or parameter length for string/binary
@@ -402,9 +402,8 @@ pub fn read_value<'a>(
             }
         }
         Utf16Z => {
-            b.get(p..)?;
-            let (end, next) = utf16z_end(b, p);
-            (Value::Str(Cow::Owned(utf16_string(&b[p..end]))), next)
+            let (text, used) = utf16z_string(b.get(p..)?);
+            (Value::Str(Cow::Owned(text)), p + used)
         }
         Utf16N => {
             let n = match len {
@@ -480,6 +479,27 @@ mod utf16_tests {
         ] {
             assert_eq!(utf16_string(&enc(s)), s);
         }
+    }
+
+    #[test]
+    fn finds_the_terminator_wherever_it_falls() {
+        for text in ["abcdefghijkl", "h\u{e9}llo w\u{f6}rld \u{263a}"] {
+            for cut in 0..text.chars().count() {
+                let head: String = text.chars().take(cut).collect();
+                let mut b = enc(&head);
+                let end = b.len();
+                b.extend_from_slice(&[0, 0]);
+                b.extend(enc("tail"));
+                assert_eq!(super::utf16z_string(&b), (head, end + 2));
+            }
+        }
+        // U+0100 has a zero low byte but is not a terminator; unterminated runs to the end
+        let b = enc("\u{100}\u{100}\u{100}\u{100}x");
+        assert_eq!(
+            super::utf16z_string(&b),
+            ("\u{100}".repeat(4) + "x", b.len())
+        );
+        assert_eq!(super::utf16z_string(&[b'a', 0, b'b']), ("a".to_string(), 3));
     }
 
     #[test]

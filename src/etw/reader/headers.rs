@@ -376,6 +376,31 @@ fn message_record<'a>(
     Ok((r, size))
 }
 
+/// The offset after the kernel (system/compact/perfinfo) record at `off` when it is a whole,
+/// well-formed one, without building it: walks that need no kernel records step over them.
+/// `None` for any other record, the end marker, or damage (which `parse_record` reports).
+#[inline]
+pub fn skip_kernel_record(buf: &[u8], off: usize, end: usize) -> Option<usize> {
+    let marker = u32_at(buf, off)?;
+    if marker >> 24 & 0xC0 != 0xC0 {
+        return None;
+    }
+    let base = match (marker >> 16) as u8 {
+        SYSTEM32 | SYSTEM64 => 0x20,
+        COMPACT32 | COMPACT64 => 0x18,
+        PERFINFO32 | PERFINFO64 => 0x10,
+        _ => return None,
+    };
+    let version_word = marker as u16;
+    let extra =
+        if version_word & 0x8000 != 0 { 8 } else { 0 } + ((version_word >> 8) & 7) as usize * 8;
+    let size = u16_at(buf, off + 4)? as usize;
+    if size < base + extra || off + size > end.min(buf.len()) {
+        return None;
+    }
+    Some(off + align8(size))
+}
+
 /// The raw timestamp of the record at `off`, without building the record (for merge ordering).
 #[inline]
 pub fn record_timestamp(buf: &[u8], off: usize) -> Option<i64> {

@@ -51,6 +51,8 @@ pub struct Events<'f> {
     /// While `current` is set: the earliest timestamp any other buffer can deliver.
     limit: i64,
     header_error_pending: bool,
+    /// Step over kernel (system/compact/perfinfo) records without delivering them.
+    skip_kernel: bool,
 }
 
 impl<'f> Events<'f> {
@@ -71,7 +73,16 @@ impl<'f> Events<'f> {
             release: None,
             limit: i64::MIN,
             header_error_pending: file.header_error.is_some(),
+            skip_kernel: false,
         }
+    }
+
+    /// Leaves out the kernel (system/compact/perfinfo) records: they are stepped over by their
+    /// size, never built. For passes that look only at provider events (a scan for the
+    /// providers and metadata a trace carries). Damaged records are still reported.
+    pub fn skip_kernel_records(mut self) -> Self {
+        self.skip_kernel = true;
+        self
     }
 
     fn error(&self, offset: u64, message: String) -> EtlError {
@@ -194,8 +205,17 @@ impl<'f> Events<'f> {
     #[inline]
     fn head_ts(&self, slot: usize) -> Option<i64> {
         let c = self.slots.get(slot)?.as_ref()?;
-        let pos = c.pos.get();
+        let mut pos = c.pos.get();
         let b = self.cursor_bytes(slot);
+        if self.skip_kernel {
+            while pos < c.end {
+                match super::headers::skip_kernel_record(b, pos, c.end) {
+                    Some(next) => pos = next,
+                    None => break,
+                }
+            }
+            c.pos.set(pos);
+        }
         let at_end = pos >= c.end || super::buffer::u32_at(b, pos) == Some(0xFFFF_FFFF);
         if at_end {
             let t = c.truncated.take();
