@@ -1,0 +1,349 @@
+//! Providers built from ETW events: `diag` (every record), the kernel providers of the Windows
+//! DTrace port (`sched`, `proc`, `io`, `isr`, `dpc`, `syscall`, `profile:::sample-N`) and, by
+//! name, the providers an `.etl` file carries (`microsoft-windows-dns-client:::events`).
+//!
+//! [`EtwProbes::firings`] maps one decoded event to the probes it fires, with `arg0..` and the
+//! thread the firing runs in.
+
+use std::collections::BTreeMap;
+
+use super::Provider;
+use crate::etw::decode::DecodedEvent;
+use crate::etw::record::{EventRecord, HeaderKind};
+use crate::etw::state::SystemState;
+use crate::probes::{glob_match, ProbeDesc, ProbeInfo};
+
+mod io;
+mod perf;
+mod pf;
+mod proc;
+mod sched;
+pub mod table;
+
+pub use table::group;
+use table::{Area, GROUPS, KERNEL_PROBES};
+
+/// First probe id of the ETW providers (after dtrace's and profile's).
+const FIRST_ID: u64 = 100_000;
+/// First id of the named providers found in a trace.
+const FIRST_NAMED_ID: u64 = 200_000;
+
+fn kernel_id(provider: &str, name: &str) -> Option<u64> {
+    table::position(provider, name).map(|i| FIRST_ID + i as u64)
+}
+
+/// Which ETW probes a program enabled, in the form [`Interest::wants`] asks about for every
+/// record: whether the record must be decoded for them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Interest {
+    /// Bit `op` of `opcodes[group]`: a kernel event (group, opcode) fires an enabled probe.
+    opcodes: [u128; GROUPS],
+    /// Any kernel probe is enabled.
+    kernel: bool,
+    /// Any named provider's probe is enabled.
+    named: bool,
+}
+
+impl Default for Interest {
+    fn default() -> Self {
+        Interest {
+            opcodes: [0; GROUPS],
+            kernel: false,
+            named: false,
+        }
+    }
+}
+
+impl Interest {
+    /// Whether a record must be decoded: a probe it fires needs its fields (or, with no thread
+    /// id in its header, the thread id in its payload).
+    pub fn wants(&self, ev: &EventRecord<'_>) -> bool {
+        if !self.kernel && !self.named {
+            return false;
+        }
+        let named_provider = ev.kind == HeaderKind::EventHeader || ev.kernel_group.is_none();
+        if ev.tid == u32::MAX && (self.kernel || (self.named && named_provider)) {
+            return true;
+        }
+        let kernel = match ev.kernel_group {
+            Some(g) if (g as usize) < GROUPS && ev.opcode < 128 => {
+                self.opcodes[g as usize] >> ev.opcode & 1 == 1
+            }
+            _ => false,
+        };
+        kernel || (self.named && named_provider)
+    }
+}
+
+/// What the area modules see of one decoded event.
+pub(crate) struct EventCx<'a, 'e> {
+    pub ev: &'a EventRecord<'e>,
+    pub dec: &'a DecodedEvent<'e>,
+    pub state: &'a SystemState,
+    /// The thread and process of the event (from its header, or its payload and the state).
+    pub tid: u32,
+    pub pid: u32,
+}
+
+impl EventCx<'_, '_> {
+    /// The process of a thread, from the system state (0 when unknown).
+    pub fn pid_of(&self, tid: u32) -> u32 {
+        self.state.thread(tid).map(|t| t.pid).unwrap_or(0)
+    }
+}
+
+/// Where an area module puts the firings of one probe.
+pub(crate) struct Emit<'o> {
+    probe: u64,
+    out: &'o mut Vec<EtwFiring>,
+}
+
+impl Emit<'_> {
+    pub fn push(&mut self, args: [u64; 10], pid: u32, tid: u32) {
+        self.out.push(EtwFiring {
+            probe: self.probe,
+            args,
+            pid,
+            tid,
+        });
+    }
+}
+
+/// One probe firing produced by an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EtwFiring {
+    pub probe: u64,
+    pub args: [u64; 10],
+    /// The thread (and its process) the firing runs in.
+    pub pid: u32,
+    pub tid: u32,
+}
+
+/// The ETW providers of one run, including the named providers of a trace.
+#[derive(Clone, Debug, Default)]
+pub struct EtwProbes {
+    /// Lower-case provider name → probe id of its `events` probe.
+    named: BTreeMap<String, u64>,
+}
+
+impl EtwProbes {
+    pub fn new() -> Self {
+        EtwProbes::default()
+    }
+
+    /// Makes `<name>:::events` available for a provider seen in a trace.
+    pub fn add_named(&mut self, provider: &str) {
+        let key = provider.to_ascii_lowercase();
+        if key.is_empty() || kernel_id(&key, "events").is_some() || self.named.contains_key(&key) {
+            return;
+        }
+        let id = FIRST_NAMED_ID + self.named.len() as u64;
+        self.named.insert(key, id);
+    }
+
+    fn all(&self) -> Vec<ProbeInfo> {
+        let mut v: Vec<ProbeInfo> = KERNEL_PROBES
+            .iter()
+            .enumerate()
+            .map(|(i, k)| probe(FIRST_ID + i as u64, k.provider, k.name))
+            .collect();
+        v.extend(self.named.iter().map(|(p, id)| probe(*id, p, "events")));
+        v
+    }
+
+    /// What the enabled probes need decoded (see [`Interest::wants`]).
+    pub fn interest(&self, enabled: &dyn Fn(u64) -> bool) -> Interest {
+        let mut it = Interest::default();
+        for (i, k) in KERNEL_PROBES.iter().enumerate() {
+            if enabled(FIRST_ID + i as u64) {
+                it.kernel = true;
+                for &(g, op) in k.events {
+                    it.opcodes[g as usize] |= 1 << op;
+                }
+            }
+        }
+        it.named = self.named.values().any(|id| enabled(*id));
+        it
+    }
+
+    /// The probes one event fires; `enabled` says which probe ids a program uses.
+    pub fn firings(
+        &self,
+        ev: &EventRecord<'_>,
+        dec: &DecodedEvent<'_>,
+        state: &SystemState,
+        enabled: &dyn Fn(u64) -> bool,
+        out: &mut Vec<EtwFiring>,
+    ) {
+        let tid = if ev.tid == u32::MAX {
+            dec.u64("ThreadId").map(|t| t as u32).unwrap_or(0)
+        } else {
+            ev.tid
+        };
+        let pid = if ev.pid != u32::MAX && ev.pid != 0 {
+            ev.pid
+        } else {
+            state.thread(tid).map(|t| t.pid).unwrap_or(0)
+        };
+        let cx = EventCx {
+            ev,
+            dec,
+            state,
+            tid,
+            pid,
+        };
+        let payload_args = |id: u64| -> [u64; 10] {
+            let mut a = [0u64; 10];
+            a[0] = id;
+            a[1] = ev.opcode as u64;
+            a[2] = PAYLOAD_BASE;
+            a[3] = ev.payload.len() as u64;
+            a
+        };
+        let events_id = FIRST_ID; // diag:::events
+        if enabled(events_id) {
+            Emit {
+                probe: events_id,
+                out,
+            }
+            .push(payload_args(ev.id as u64), pid, tid);
+        }
+        if let Some(g) = ev.kernel_group {
+            for i in table::probes_of(g, ev.opcode) {
+                let id = FIRST_ID + i as u64;
+                if !enabled(id) {
+                    continue;
+                }
+                let k = &KERNEL_PROBES[i];
+                let mut emit = Emit { probe: id, out };
+                match k.area {
+                    Area::Diag => {}
+                    Area::Sched => sched::fire(&cx, k.name, &mut emit),
+                    Area::Proc => proc::fire(&cx, k.name, &mut emit),
+                    Area::Io => io::fire(&cx, k.name, &mut emit),
+                    Area::Perf => perf::fire(&cx, k.name, &mut emit),
+                    Area::Pf => pf::fire(&cx, k.name, &mut emit),
+                }
+            }
+        }
+        if ev.kind == HeaderKind::EventHeader || ev.kernel_group.is_none() {
+            let key = dec.provider.to_ascii_lowercase();
+            if let Some(&id) = self.named.get(&key) {
+                if enabled(id) {
+                    out.push(EtwFiring {
+                        probe: id,
+                        args: payload_args(ev.id as u64),
+                        pid,
+                        tid,
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// Where an event's payload appears to D (`arg2`): 4 bytes before it hold the event id (u16),
+/// the version (u8) and 0/1 for a 32/64-bit event (u8), as in the Windows port.
+pub const PAYLOAD_BASE: u64 = 0x0000_7e00_0000_0004;
+
+fn probe(id: u64, provider: &str, name: &str) -> ProbeInfo {
+    ProbeInfo {
+        id,
+        provider: provider.to_string(),
+        module: String::new(),
+        function: String::new(),
+        name: name.to_string(),
+        arg_types: Vec::new(),
+    }
+}
+
+/// Probes are listed under their own provider names; this adapter exposes one of them.
+pub struct EtwProvider {
+    pub name: String,
+    pub probes: EtwProbes,
+}
+
+impl Provider for EtwProvider {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn matching(&self, desc: &ProbeDesc) -> Vec<ProbeInfo> {
+        self.list()
+            .into_iter()
+            .filter(|p| {
+                glob_match(&desc.module, &p.module)
+                    && glob_match(&desc.function, &p.function)
+                    && (glob_match(&desc.name, &p.name)
+                        || (p.name == "sample-1ms"
+                            && desc.name.starts_with("sample-")
+                            && desc.is_exact()))
+            })
+            .collect()
+    }
+
+    fn list(&self) -> Vec<ProbeInfo> {
+        self.probes
+            .all()
+            .into_iter()
+            .filter(|p| p.provider == self.name)
+            .collect()
+    }
+}
+
+/// One catalog provider per ETW provider name.
+pub fn providers(probes: &EtwProbes) -> Vec<Box<dyn Provider + Send + Sync>> {
+    let mut names: Vec<String> = probes.all().into_iter().map(|p| p.provider).collect();
+    names.sort();
+    names.dedup();
+    names
+        .into_iter()
+        .filter(|n| n != "profile")
+        .map(|name| {
+            Box::new(EtwProvider {
+                name,
+                probes: probes.clone(),
+            }) as Box<dyn Provider + Send + Sync>
+        })
+        .collect()
+}
+
+/// The `profile` provider's `sample-N` probe, for the catalog's profile provider.
+pub fn sample_probe() -> ProbeInfo {
+    probe(
+        kernel_id("profile", "sample-1ms").unwrap_or(FIRST_ID),
+        "profile",
+        "sample-1ms",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_probes_have_stable_ids_and_names() {
+        let p = EtwProbes::new();
+        let all = p.all();
+        assert!(all
+            .iter()
+            .any(|x| x.provider == "sched" && x.name == "on-cpu"));
+        let ids: std::collections::HashSet<u64> = all.iter().map(|x| x.id).collect();
+        assert_eq!(ids.len(), all.len());
+        let mut p = EtwProbes::new();
+        p.add_named("Microsoft-Windows-DNS-Client");
+        p.add_named("microsoft-windows-dns-client");
+        assert_eq!(p.named.len(), 1);
+        let provs = providers(&p);
+        assert!(provs
+            .iter()
+            .any(|x| x.name() == "microsoft-windows-dns-client"));
+        let sched = provs.iter().find(|x| x.name() == "sched").unwrap();
+        assert_eq!(
+            sched
+                .matching(&ProbeDesc::parse("sched:::on-cpu").unwrap())
+                .len(),
+            1
+        );
+    }
+}
