@@ -13,10 +13,16 @@ use crate::etw::record::{EventRecord, HeaderKind};
 use crate::etw::state::SystemState;
 use crate::probes::{glob_match, ProbeDesc, ProbeInfo};
 
+mod diag;
+mod fsinfo;
+mod hwconfig;
 mod io;
+pub mod native;
+mod net;
 mod perf;
 mod pf;
 mod proc;
+mod reg;
 mod sched;
 pub mod table;
 
@@ -55,6 +61,12 @@ impl Default for Interest {
 }
 
 impl Interest {
+    /// Whether an enabled probe reads file names (then the walk first collects the names the
+    /// trace's rundown gives, see `TraceSource::collect_file_names`).
+    pub fn needs_file_names(&self) -> bool {
+        self.opcodes[group::FILE_IO as usize] & 1 << 36 != 0
+    }
+
     /// Whether a record must be decoded: a probe it fires needs its fields (or, with no thread
     /// id in its header, the thread id in its payload).
     pub fn wants(&self, ev: &EventRecord<'_>) -> bool {
@@ -95,17 +107,85 @@ impl EventCx<'_, '_> {
 /// Where an area module puts the firings of one probe.
 pub(crate) struct Emit<'o> {
     probe: u64,
-    out: &'o mut Vec<EtwFiring>,
+    out: &'o mut EtwFirings,
 }
 
 impl Emit<'_> {
     pub fn push(&mut self, args: [u64; 10], pid: u32, tid: u32) {
-        self.out.push(EtwFiring {
+        self.out.list.push(EtwFiring {
             probe: self.probe,
             args,
             pid,
             tid,
+            native: (0, 0),
         });
+    }
+
+    /// A firing with a native structure of `size` bytes that `fill` writes; its address is
+    /// [`native::NATIVE_BASE`].
+    pub fn push_native(
+        &mut self,
+        args: [u64; 10],
+        pid: u32,
+        tid: u32,
+        size: usize,
+        fill: impl FnOnce(&mut native::NativeWriter<'_>),
+    ) {
+        let start = self.out.native.len();
+        self.out.native.resize(start + size, 0);
+        fill(&mut native::NativeWriter::new(
+            &mut self.out.native[start..],
+        ));
+        self.out.list.push(EtwFiring {
+            probe: self.probe,
+            args,
+            pid,
+            tid,
+            native: (start as u32, (start + size) as u32),
+        });
+    }
+}
+
+impl<'a> IntoIterator for &'a EtwFirings {
+    type Item = &'a EtwFiring;
+    type IntoIter = std::slice::Iter<'a, EtwFiring>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.list.iter()
+    }
+}
+
+/// The firings of one event, with the native structures their arguments point at.
+#[derive(Clone, Debug, Default)]
+pub struct EtwFirings {
+    pub list: Vec<EtwFiring>,
+    native: Vec<u8>,
+}
+
+impl EtwFirings {
+    pub fn new() -> Self {
+        EtwFirings::default()
+    }
+
+    pub fn clear(&mut self) {
+        self.list.clear();
+        self.native.clear();
+    }
+
+    pub fn iter(&self) -> std::slice::Iter<'_, EtwFiring> {
+        self.list.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// The native structure of a firing (mapped at [`native::NATIVE_BASE`]), empty if none.
+    pub fn native_of(&self, f: &EtwFiring) -> &[u8] {
+        &self.native[f.native.0 as usize..f.native.1 as usize]
     }
 }
 
@@ -117,6 +197,8 @@ pub struct EtwFiring {
     /// The thread (and its process) the firing runs in.
     pub pid: u32,
     pub tid: u32,
+    /// Its native structure in [`EtwFirings`] (start, end).
+    native: (u32, u32),
 }
 
 /// The ETW providers of one run, including the named providers of a trace.
@@ -145,7 +227,22 @@ impl EtwProbes {
         let mut v: Vec<ProbeInfo> = KERNEL_PROBES
             .iter()
             .enumerate()
-            .map(|(i, k)| probe(FIRST_ID + i as u64, k.provider, k.name))
+            .map(|(i, k)| {
+                let mut p = probe(FIRST_ID + i as u64, k.provider, k.name);
+                p.arg_types = k
+                    .args
+                    .iter()
+                    .map(|a| a.xlate.unwrap_or(a.native).to_string())
+                    .collect();
+                if k.args.iter().any(|a| a.xlate.is_some()) {
+                    p.arg_native = k
+                        .args
+                        .iter()
+                        .map(|a| if a.xlate.is_some() { a.native } else { "" }.to_string())
+                        .collect();
+                }
+                p
+            })
             .collect();
         v.extend(self.named.iter().map(|(p, id)| probe(*id, p, "events")));
         v
@@ -160,6 +257,11 @@ impl EtwProbes {
                 for &(g, op) in k.events {
                     it.opcodes[g as usize] |= 1 << op;
                 }
+                if table::needs_file_names(k) {
+                    for &(g, op) in table::FILE_NAME_EVENTS {
+                        it.opcodes[g as usize] |= 1 << op;
+                    }
+                }
             }
         }
         it.named = self.named.values().any(|id| enabled(*id));
@@ -173,7 +275,7 @@ impl EtwProbes {
         dec: &DecodedEvent<'_>,
         state: &SystemState,
         enabled: &dyn Fn(u64) -> bool,
-        out: &mut Vec<EtwFiring>,
+        out: &mut EtwFirings,
     ) {
         let tid = if ev.tid == u32::MAX {
             dec.u64("ThreadId").map(|t| t as u32).unwrap_or(0)
@@ -201,12 +303,22 @@ impl EtwProbes {
             a
         };
         let events_id = FIRST_ID; // diag:::events
+        let before = out.list.len();
         if enabled(events_id) {
             Emit {
                 probe: events_id,
                 out,
             }
             .push(payload_args(ev.id as u64), pid, tid);
+        }
+        if ev.provider == diag::LOST_EVENT && enabled(diag::LOST_ID) {
+            diag::lost(
+                &cx,
+                &mut Emit {
+                    probe: diag::LOST_ID,
+                    out,
+                },
+            );
         }
         if let Some(g) = ev.kernel_group {
             for i in table::probes_of(g, ev.opcode) {
@@ -223,6 +335,10 @@ impl EtwProbes {
                     Area::Io => io::fire(&cx, k.name, &mut emit),
                     Area::Perf => perf::fire(&cx, k.name, &mut emit),
                     Area::Pf => pf::fire(&cx, k.name, &mut emit),
+                    Area::Fsinfo => fsinfo::fire(&cx, k.name, &mut emit),
+                    Area::Net => net::fire(&cx, k, &mut emit),
+                    Area::Reg => reg::fire(&cx, k.name, &mut emit),
+                    Area::Hwconfig | Area::Pmc => emit.push(hwconfig::payload_args(&cx), pid, tid),
                 }
             }
         }
@@ -230,14 +346,21 @@ impl EtwProbes {
             let key = dec.provider.to_ascii_lowercase();
             if let Some(&id) = self.named.get(&key) {
                 if enabled(id) {
-                    out.push(EtwFiring {
-                        probe: id,
-                        args: payload_args(ev.id as u64),
-                        pid,
-                        tid,
-                    });
+                    Emit { probe: id, out }.push(payload_args(ev.id as u64), pid, tid);
                 }
             }
+        }
+        // diag:::ignored: the record fired nothing else of the program
+        let others = out.list[before..]
+            .iter()
+            .filter(|f| f.probe != events_id)
+            .count();
+        if others == 0 && enabled(diag::IGNORED_ID) {
+            Emit {
+                probe: diag::IGNORED_ID,
+                out,
+            }
+            .push(payload_args(ev.id as u64), pid, tid);
         }
     }
 }
@@ -254,6 +377,7 @@ fn probe(id: u64, provider: &str, name: &str) -> ProbeInfo {
         function: String::new(),
         name: name.to_string(),
         arg_types: Vec::new(),
+        arg_native: Vec::new(),
     }
 }
 
