@@ -43,7 +43,8 @@ typedef struct tcpip_msg udpip_msg_t;
 
 typedef struct ipinfo {
 	uint8_t ip_ver;			/* IP version (4, 6) */
-	uint16_t ip_plength;		/* payload length */
+	uint32_t ip_plength;		/* payload length (32-bit: an ETW send of a segmentation
+					   offload is larger than 64 KB) */
 	string ip_saddr;		/* source address */
 	string ip_daddr;		/* destination address */
 	uint32_t ip_connid;		/* connection identifier */

@@ -1039,8 +1039,18 @@ impl Checker<'_> {
         let inode = self.lower(lw, input)?;
         let bound = vec![(tr.input_name.clone(), tr.input, inode)];
         let mexpr = mexpr.clone();
-        self.with_bindings(lw, bound, |c, lw| c.lower(lw, &mexpr))
-            .map(Some)
+        let v = self.with_bindings(lw, bound, |c, lw| c.lower(lw, &mexpr))?;
+        // an integer member has its member's type (`int r_status = R->r_status` of a 64-bit
+        // native value reads as an int)
+        let mty = self.types.member(out, name).map(|m| m.ty);
+        Ok(Some(match mty.map(|t| (t, self.val_kind(t))) {
+            Some((t, ValKind::Int { size, signed })) if self.types.is_integer(t) => Node::Cast {
+                value: Box::new(v),
+                size,
+                signed,
+            },
+            _ => v,
+        }))
     }
 
     /// Runs `f` with names bound to lowered values of the given types (translator inputs,

@@ -471,3 +471,175 @@ mod tests {
         );
     }
 }
+
+/// The whole path of a translated argument on synthetic FileIo and Registry events (no trace
+/// has them): event → firing with its native structure → `args[0]->...` in a compiled clause.
+#[cfg(test)]
+mod xlate_tests {
+    use super::*;
+    use crate::etw::decode::Decoder;
+    use crate::etw::record::Guid;
+    use crate::lang::options::DOptions;
+    use crate::lang::types::DataModel;
+    use crate::lang::{compile, CompileInput, MacroEnv, SourceKind};
+    use crate::probes::{Catalog, ProbeCatalog};
+    use crate::sources::etl::PayloadMemory;
+    use crate::vm::{Datum, FiringCtx, Record, Vm, VmOptions};
+    use std::sync::Arc;
+
+    fn kernel_event(group: u8, opcode: u8, version: u8, payload: &[u8]) -> EventRecord<'_> {
+        EventRecord {
+            header_type: 0,
+            kind: HeaderKind::System,
+            flags: 0,
+            provider: Guid::default(),
+            kernel_group: Some(group),
+            id: 0,
+            version,
+            channel: 0,
+            level: 0,
+            opcode,
+            task: 0,
+            keyword: 0,
+            pid: 40,
+            tid: 41,
+            cpu: 0,
+            raw_timestamp: 0,
+            time_ns: 5,
+            wall_ns: 5,
+            pointer_size: 8,
+            activity_id: Guid::default(),
+            payload,
+            extended: Vec::new(),
+        }
+    }
+
+    /// The values a clause traces when `ev` fires its probe.
+    fn traced(src: &str, ev: &EventRecord<'_>, state: &SystemState) -> Vec<String> {
+        let etw = EtwProbes::new();
+        let catalog = Catalog::with_etw(&etw);
+        let mut opts = DOptions::new();
+        let c = compile(
+            CompileInput {
+                text: src,
+                kind: SourceKind::File,
+                macros: MacroEnv::default(),
+                cpp: None,
+                file_name: "t.d",
+                model: DataModel::Lp64,
+            },
+            &mut opts,
+            &catalog,
+        )
+        .unwrap();
+        let program = Arc::new(c.ir);
+        let mut vm = Vm::new(program.clone(), VmOptions::from_options(&opts));
+        let mut probes = std::collections::HashMap::new();
+        for (i, clause) in program.clauses.iter().enumerate() {
+            for d in &clause.probes {
+                for p in catalog.matching(d) {
+                    vm.enable(p.id, i);
+                    probes.insert(p.id, p);
+                }
+            }
+        }
+        let decoder = Decoder::new();
+        let dec = decoder.decode(ev);
+        let mut out = EtwFirings::new();
+        etw.firings(ev, &dec, state, &|id| probes.contains_key(&id), &mut out);
+        assert_eq!(out.len(), 1);
+        for f in &out {
+            let mem = PayloadMemory {
+                id: ev.id,
+                version: ev.version,
+                wide: true,
+                payload: ev.payload,
+                native: out.native_of(f),
+            };
+            let mut cx = FiringCtx::synthetic(&probes[&f.probe], 1, 1, b"x");
+            cx.args = f.args;
+            cx.memory = &mem;
+            vm.fire(&cx);
+        }
+        vm.records
+            .iter()
+            .flat_map(|(_, r)| match r {
+                Record::Data { values, .. } => values
+                    .iter()
+                    .map(|d| match d {
+                        Datum::Int { value, .. } => value.to_string(),
+                        Datum::Str(s) | Datum::Bytes(s) => {
+                            let n = s.iter().position(|&b| b == 0).unwrap_or(s.len());
+                            String::from_utf8_lossy(&s[..n]).into_owned()
+                        }
+                        other => format!("{other:?}"),
+                    })
+                    .collect::<Vec<_>>(),
+                _ => Vec::new(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn fsinfo_read_translates_to_fileinfo() {
+        // FileIo Read v3: Offset, IrpPtr, FileObject, FileKey, TTID, IoSize, IoFlags
+        let mut p = Vec::new();
+        p.extend_from_slice(&4096u64.to_le_bytes());
+        p.extend_from_slice(&0xaaaau64.to_le_bytes());
+        p.extend_from_slice(&0xf00du64.to_le_bytes());
+        p.extend_from_slice(&0u64.to_le_bytes());
+        p.extend_from_slice(&41u32.to_le_bytes());
+        p.extend_from_slice(&512u32.to_le_bytes());
+        p.extend_from_slice(&0u32.to_le_bytes());
+        let ev = kernel_event(group::FILE_IO, 67, 3, &p);
+        let mut state = SystemState::new();
+        state.set_file_name(0xf00d, "\\Device\\HarddiskVolume2\\data\\a.txt");
+        let got = traced(
+            "fsinfo:::read { trace(args[0]->fi_pathname); trace(args[0]->fi_name);
+               trace(args[0]->fi_dirname); trace(args[0]->fi_offset);
+               trace(args[0]->fi_bcount); trace((uint64_t)args[0]->fi_irp); }",
+            &ev,
+            &state,
+        );
+        assert_eq!(
+            got,
+            [
+                "\\Device\\HarddiskVolume2\\data\\a.txt",
+                "a.txt",
+                "\\Device\\HarddiskVolume2\\data",
+                "4096",
+                "512",
+                "43690"
+            ]
+        );
+    }
+
+    #[test]
+    fn reg_queryvalue_translates_to_registry() {
+        // Registry v2: InitialTime, Status, Index, KeyHandle, KeyName
+        let mut p = Vec::new();
+        p.extend_from_slice(&77i64.to_le_bytes());
+        p.extend_from_slice(&0xc000_0034u32.to_le_bytes());
+        p.extend_from_slice(&3u32.to_le_bytes());
+        p.extend_from_slice(&0x1234u64.to_le_bytes());
+        for c in "\\REGISTRY\\MACHINE\\SOFTWARE".encode_utf16().chain([0]) {
+            p.extend_from_slice(&c.to_le_bytes());
+        }
+        let ev = kernel_event(group::REGISTRY, 16, 2, &p);
+        let got = traced(
+            "reg:::queryvalue { trace(args[0]->r_rname); trace(args[0]->r_index);
+               trace(args[0]->r_status); trace(args[0]->r_intime); }",
+            &ev,
+            &SystemState::new(),
+        );
+        assert_eq!(
+            got,
+            [
+                "\\REGISTRY\\MACHINE\\SOFTWARE",
+                "3",
+                (0xc000_0034u32 as i32).to_string().as_str(),
+                "77"
+            ]
+        );
+    }
+}
