@@ -58,7 +58,11 @@ fn area_scripts_match_their_golden_output() {
         }
         let want = std::fs::read(&golden)
             .unwrap_or_else(|e| panic!("{}: {e}; run with UPDATE_GOLDEN=1", golden.display()));
-        assert!(out == want, "{script}: output differs from {}", golden.display());
+        assert!(
+            out == want,
+            "{script}: output differs from {}",
+            golden.display()
+        );
     }
 }
 
