@@ -281,6 +281,7 @@ fn browser_shows_the_members_of_struct_arguments() {
         module: String::new(),
         function: String::new(),
         name: "exec-success".into(),
+        arg_native: Vec::new(),
         arg_types: vec!["psinfo_t *".into(), "int".into()],
     }]);
     a.focus = Focus::Browser;

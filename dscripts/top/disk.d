@@ -7,8 +7,9 @@
 #pragma D option quiet
 
 io:::done
+/args[0]->b_flags & (B_READ | B_WRITE)/
 {
-	@ios[execname, arg3 ? "write" : "read"] = count();
-	@bytes[execname, arg3 ? "write" : "read"] = sum(arg0);
-	@size = quantize(arg0);
+	@ios[execname, args[0]->b_flags & B_WRITE ? "write" : "read"] = count();
+	@bytes[execname, args[0]->b_flags & B_WRITE ? "write" : "read"] = sum(args[0]->b_bcount);
+	@size = quantize(args[0]->b_bcount);
 }

@@ -468,7 +468,7 @@ impl Engine {
         between: &mut dyn FnMut(&mut Engine) -> bool,
     ) -> Vec<String> {
         use crate::sources::etl::PayloadMemory;
-        let mut firings = Vec::new();
+        let mut firings = crate::providers::etw::EtwFirings::new();
         let mut execname = Vec::new();
         let mut psargs = Vec::new();
         let (mut kstack, mut ustack) = (Vec::new(), Vec::new());
@@ -477,6 +477,9 @@ impl Engine {
         let stack_source = crate::sources::etl::StackSource(stacks);
         // decode only what the enabled probes read (recomputed when the programs change)
         let interest = std::cell::Cell::new(etw.interest(&|id| self.is_enabled(id)));
+        if interest.get().needs_file_names() {
+            source.collect_file_names();
+        }
         let mut generation = self.generation;
         source.walk_filtered(
             |ev| interest.get().wants(ev),
@@ -527,6 +530,7 @@ impl Engine {
                         version: ev.version,
                         wide: ev.pointer_size == 8,
                         payload: ev.payload,
+                        native: firings.native_of(f),
                     };
                     let mut cx = FiringCtx::synthetic(p, t, ev.wall_ns, &execname);
                     cx.args = f.args;

@@ -18,6 +18,9 @@ pub const FILES: &[(&str, &str)] = &[
     ("unistd.d", include_str!("../../dscripts/lib/unistd.d")),
     ("regs.d", include_str!("../../dscripts/lib/regs.d")),
     ("psinfo.d", include_str!("../../dscripts/lib/psinfo.d")),
+    ("io.d", include_str!("../../dscripts/lib/io.d")),
+    ("net.d", include_str!("../../dscripts/lib/net.d")),
+    ("registry.d", include_str!("../../dscripts/lib/registry.d")),
 ];
 
 /// The checked library: its types and definitions, to install into a program's checker.

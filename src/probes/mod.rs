@@ -17,6 +17,10 @@ pub struct ProbeInfo {
     pub name: String,
     /// D types of `args[0..]`, as type text (e.g. `"psinfo_t *"`).
     pub arg_types: Vec<String>,
+    /// Native types of `arg0..` where `args[N]` is translated (DTrace's `dtargd_native`; the
+    /// translated type is `arg_types[N]`); empty when no argument is translated, `""` for one
+    /// that is not.
+    pub arg_native: Vec<String>,
 }
 
 impl ProbeInfo {

@@ -11,7 +11,7 @@
 //! The fields come from the EventMetadata a trace carries, else from the runtime's manifest that
 //! dtx ships ([`MANIFEST`], `assets/manifests/dotnet-runtime.man`).
 
-use super::etw::{EtwFiring, PAYLOAD_BASE};
+use super::etw::{EtwFirings, PAYLOAD_BASE};
 use super::Provider;
 use crate::etw::decode::DecodedEvent;
 use crate::etw::record::{EventRecord, Guid, HeaderKind};
@@ -315,6 +315,7 @@ fn info(i: usize, d: &DnetProbe) -> ProbeInfo {
         module: String::new(),
         function: d.function.to_string(),
         name: d.name.to_string(),
+        arg_native: Vec::new(),
         arg_types,
     }
 }
@@ -356,7 +357,7 @@ pub fn firings(
     pid: u32,
     tid: u32,
     enabled: &dyn Fn(u64) -> bool,
-    out: &mut Vec<EtwFiring>,
+    out: &mut EtwFirings,
 ) {
     if !is_dotnet(ev) {
         return;
@@ -378,12 +379,7 @@ pub fn firings(
         for (slot, field) in args[4..].iter_mut().zip(d.fields) {
             *slot = dec.u64(field).unwrap_or(0);
         }
-        out.push(EtwFiring {
-            probe: id,
-            args,
-            pid,
-            tid,
-        });
+        out.push(id, args, pid, tid);
     }
 }
 

@@ -52,6 +52,7 @@ impl Provider for DtraceProvider {
                 } else {
                     Vec::new()
                 },
+                arg_native: Vec::new(),
             })
             .collect()
     }

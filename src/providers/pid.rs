@@ -432,6 +432,7 @@ fn add_probe(
         function: function.to_string(),
         name: name.to_string(),
         arg_types: Vec::new(),
+        arg_native: Vec::new(),
     };
     st.by_key.insert(key, st.probes.len());
     st.probes.push(PidProbe {

@@ -88,6 +88,7 @@ fn probe(id: u64, name: &str) -> ProbeInfo {
         function: String::new(),
         name: name.to_string(),
         arg_types: args,
+        arg_native: Vec::new(),
     }
 }
 

@@ -5,6 +5,7 @@ use crate::etw::decode::{DecodedEvent, Decoder};
 use crate::etw::reader::{EtlError, EtlFile};
 use crate::etw::record::{EventRecord, HeaderKind};
 use crate::etw::state::{StackMatcher, SystemState};
+use crate::providers::etw::native::NATIVE_BASE;
 use crate::providers::etw::{EtwProbes, PAYLOAD_BASE};
 use crate::vm::{AddressSpace, Fault};
 
@@ -20,6 +21,8 @@ pub struct TraceSource {
     /// The .NET methods the trace's runtime events describe (collected with the stacks), to
     /// name frames of JIT-compiled code.
     pub managed_methods: Vec<crate::providers::dnet::ManagedMethod>,
+    /// Whether [`TraceSource::collect_file_names`] ran.
+    files_collected: bool,
 }
 
 impl TraceSource {
@@ -32,6 +35,7 @@ impl TraceSource {
             name: path.to_string(),
             stacks: None,
             managed_methods: Vec::new(),
+            files_collected: false,
         })
     }
 
@@ -73,6 +77,33 @@ impl TraceSource {
         }
         self.stacks = Some(m);
         self.managed_methods = methods;
+    }
+
+    /// A pass over the trace for the names of file objects (FileIo name, create and rundown
+    /// events), so that the io, fsinfo and pf probes know a file's name even when its rundown
+    /// comes at the end of the trace. Done once per source.
+    pub fn collect_file_names(&mut self) {
+        if self.files_collected {
+            return;
+        }
+        self.files_collected = true;
+        let decoder = Decoder::new();
+        let mut it = self.file.events();
+        while let Some(r) = it.next_event() {
+            let Ok(ev) = r else { continue };
+            if ev.kernel_group != Some(crate::providers::etw::group::FILE_IO)
+                || !matches!(ev.opcode, 0 | 32 | 36 | 64)
+            {
+                continue;
+            }
+            let dec = decoder.decode(&ev);
+            let name = dec.str("FileName").or_else(|| dec.str("OpenPath"));
+            if let (Some(obj), Some(name)) = (dec.u64("FileObject"), name) {
+                if !name.is_empty() {
+                    self.state.set_file_name(obj, name);
+                }
+            }
+        }
     }
 
     /// The kernel and user frames of an event's stack, innermost first.
@@ -123,7 +154,7 @@ impl TraceSource {
     /// the console's probe browser shows next to each probe.
     pub fn probe_counts(&mut self, probes: &EtwProbes) -> std::collections::HashMap<u64, u64> {
         let mut counts = std::collections::HashMap::new();
-        let mut firings = Vec::new();
+        let mut firings = crate::providers::etw::EtwFirings::new();
         self.walk(
             |ev, dec, state| {
                 firings.clear();
@@ -214,10 +245,23 @@ pub struct PayloadMemory<'a> {
     pub version: u8,
     pub wide: bool,
     pub payload: &'a [u8],
+    /// The firing's native structure (translated arguments), at [`NATIVE_BASE`].
+    pub native: &'a [u8],
 }
 
 impl AddressSpace for PayloadMemory<'_> {
     fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
+        if let Some(off) = addr.checked_sub(NATIVE_BASE) {
+            let off = off as usize;
+            let end = off.checked_add(buf.len()).ok_or(Fault::BadAddr(addr))?;
+            if off < self.native.len() || self.native.is_empty() {
+                if end > self.native.len() {
+                    return Err(Fault::BadAddr(addr));
+                }
+                buf.copy_from_slice(&self.native[off..end]);
+                return Ok(());
+            }
+        }
         let start = PAYLOAD_BASE - 4;
         let off = addr.checked_sub(start).ok_or(Fault::BadAddr(addr))? as usize;
         let total = 4 + self.payload.len();
@@ -324,6 +368,7 @@ mod tests {
             version: 2,
             wide: true,
             payload: &[9, 8, 7],
+            native: &[],
         };
         let mut b = [0u8; 7];
         m.read(PAYLOAD_BASE - 4, &mut b).unwrap();

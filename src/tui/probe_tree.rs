@@ -291,6 +291,7 @@ mod tests {
             function: f.into(),
             name: n.into(),
             arg_types: vec!["int".into()],
+            arg_native: Vec::new(),
         }
     }
 

@@ -598,6 +598,18 @@ const TCP_CONNECT6: &[Field] = &[
 ];
 
 const PAGE_FAULT: &[Field] = &[f("VirtualAddress", Ptr), f("ProgramCounter", Ptr)];
+const VIRTUAL_ALLOC: &[Field] = &[
+    f("BaseAddress", Ptr),
+    f("RegionSize", Ptr),
+    f("ProcessId", U32),
+    f("Flags", HexI32),
+];
+const IMAGE_LOAD_BACKED: &[Field] = &[
+    f("FileObject", Ptr),
+    f("DeviceChar", U32),
+    f("FileChar", U16),
+    f("LoadFlags", U16),
+];
 const HARD_FAULT: &[Field] = &[
     f("InitialTime", I64),
     f("ReadOffset", U64),
@@ -1191,6 +1203,22 @@ pub static LAYOUTS: &[Layout] = &[
         PAGE_FAULT,
     ),
     k(K_PF, "PageFault", &[(32, "HardFault")], 2, 3, HARD_FAULT),
+    k(
+        K_PF,
+        "PageFault",
+        &[(98, "VirtualAlloc"), (99, "VirtualFree")],
+        2,
+        3,
+        VIRTUAL_ALLOC,
+    ),
+    k(
+        K_PF,
+        "PageFault",
+        &[(105, "ImageLoadBacked")],
+        2,
+        3,
+        IMAGE_LOAD_BACKED,
+    ),
     k(
         K_PERF,
         "PerfInfo",

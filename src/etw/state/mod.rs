@@ -75,6 +75,11 @@ pub struct SystemState {
     /// ImageID / DbgID facts that arrived before their image, by (pid, base).
     pending_ids: HashMap<(u32, u64), (Option<String>, Option<PdbInfo>)>,
     stacks: StackMatcher,
+    /// File names by file object (or file key), from the FileIo name, create and rundown
+    /// events that were decoded.
+    files: HashMap<u64, String>,
+    /// The first record's raw timestamp and ns since the start: the session clock's rate.
+    clock0: Option<(i64, u64)>,
 }
 
 impl SystemState {
@@ -85,6 +90,9 @@ impl SystemState {
     /// Feeds one event (in timestamp order) with its decoded form.
     pub fn observe(&mut self, ev: &EventRecord<'_>, decoded: Option<&DecodedEvent<'_>>) {
         self.stacks.observe(ev, decoded);
+        if self.clock0.is_none() && ev.time_ns > 0 {
+            self.clock0 = Some((ev.raw_timestamp, ev.time_ns));
+        }
         let Some(d) = decoded else { return };
         match (d.provider, d.name) {
             ("Process", "Start" | "DCStart" | "DCEnd" | "End" | "Defunct") => {
@@ -102,6 +110,14 @@ impl SystemState {
                 }
             }
             ("Image", "Load" | "DCStart" | "DCEnd") => self.on_image_load(d),
+            ("FileIo", "Name" | "FileCreate" | "FileRundown" | "Create") => {
+                let name = d.str("FileName").or_else(|| d.str("OpenPath"));
+                if let (Some(obj), Some(name)) = (d.u64("FileObject"), name) {
+                    if !name.is_empty() {
+                        self.files.insert(obj, name.to_string());
+                    }
+                }
+            }
             ("Image", "Unload") => {
                 if let (Some(pid), Some(base)) = (d.u64("ProcessId"), d.u64("ImageBase")) {
                     if let Some(p) = self.processes.get_mut(&(pid as u32)) {
@@ -278,6 +294,33 @@ impl SystemState {
             imgs.get(i.checked_sub(1)?).filter(|im| im.contains(addr))
         };
         find(pid).or_else(|| find(0))
+    }
+
+    /// The name of a file object (or file key), when a FileIo name, create or rundown event
+    /// gave it.
+    pub fn file_name(&self, file_object: u64) -> Option<&str> {
+        if file_object == 0 {
+            return None;
+        }
+        self.files.get(&file_object).map(|s| s.as_str())
+    }
+
+    /// Records the name of a file object (the trace's pre-pass of rundown names).
+    pub fn set_file_name(&mut self, file_object: u64, name: &str) {
+        self.files
+            .entry(file_object)
+            .or_insert_with(|| name.to_string());
+    }
+
+    /// A duration in the session clock's ticks (`ev` is the current record), in ns.
+    pub fn ticks_to_ns(&self, ev: &EventRecord<'_>, ticks: u64) -> u64 {
+        match self.clock0 {
+            Some((raw0, ns0)) if ev.raw_timestamp > raw0 && ev.time_ns > ns0 => {
+                let per = (ev.time_ns - ns0) as f64 / (ev.raw_timestamp - raw0) as f64;
+                (ticks as f64 * per) as u64
+            }
+            _ => 0,
+        }
     }
 
     /// The stack matcher fed by `observe`.

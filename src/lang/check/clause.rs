@@ -10,7 +10,17 @@ use crate::probes::ProbeDesc;
 
 impl Checker<'_> {
     pub(crate) fn clause(&mut self, c: &Clause) -> DResult<()> {
-        let mut arg_types: Option<Vec<String>> = None;
+        self.clause_probe_args(c)?;
+        let r = self.clause_body(c);
+        self.probe_args = None;
+        self.probe_xlate.clear();
+        r
+    }
+
+    /// The types of `args[]` of the probes a clause enables (when they all agree), and the
+    /// native types of the translated ones.
+    pub(crate) fn clause_probe_args(&mut self, c: &Clause) -> DResult<()> {
+        let mut arg_types: Option<(Vec<String>, Vec<String>)> = None;
         let mut first = true;
         for p in &c.probes {
             let (desc, line) = match p {
@@ -41,15 +51,36 @@ impl Checker<'_> {
                 ));
             }
             for m in matched {
+                let these = (m.arg_types.clone(), m.arg_native.clone());
                 if first {
-                    arg_types = Some(m.arg_types.clone());
+                    arg_types = Some(these);
                     first = false;
-                } else if arg_types.as_ref() != Some(&m.arg_types) {
-                    arg_types = Some(Vec::new());
+                } else if arg_types.as_ref() != Some(&these) {
+                    arg_types = Some((Vec::new(), Vec::new()));
                 }
             }
         }
-        self.probe_args = arg_types.map(|v| v.iter().map(|t| self.type_from_text(t)).collect());
+        self.probe_xlate.clear();
+        if let Some((types, native)) = &arg_types {
+            for (i, n) in native.iter().enumerate() {
+                let Some(x) = types.get(i) else { break };
+                if n.is_empty() || n == x {
+                    continue;
+                }
+                let names: crate::lang::parser::TypeNames =
+                    self.types.type_names().cloned().collect();
+                let parse = |t: &str| crate::lang::parser::parse_type_name(t, names.clone());
+                if let (Ok(nt), Ok(xt)) = (parse(n), parse(x)) {
+                    self.probe_xlate.insert(i, (nt, xt));
+                }
+            }
+        }
+        self.probe_args =
+            arg_types.map(|(v, _)| v.iter().map(|t| self.type_from_text(t)).collect());
+        Ok(())
+    }
+
+    fn clause_body(&mut self, c: &Clause) -> DResult<()> {
         // DTrace cooks the actions first; if they refer to a variable the predicate creates,
         // it cooks the predicate first and then the actions.
         let mut cx = ClauseCx::default();
@@ -90,7 +121,6 @@ impl Checker<'_> {
                 self.statements(body, &mut cx)?;
             }
         }
-        self.probe_args = None;
         Ok(())
     }
 

@@ -172,6 +172,24 @@ impl Checker<'_> {
                 }
             }
         }
+        self.clause_probe_args(c)?;
+        let lowered = self.lower_clause_body(lw, c);
+        self.probe_args = None;
+        self.probe_xlate.clear();
+        let (predicate, body) = lowered?;
+        Ok(ir::Clause {
+            probes,
+            predicate,
+            body,
+            line: c.line,
+        })
+    }
+
+    fn lower_clause_body(
+        &mut self,
+        lw: &mut Lowering,
+        c: &Clause,
+    ) -> DResult<(Option<Node>, Vec<IStmt>)> {
         let predicate = match &c.predicate {
             Some(p) => Some(self.lower(lw, p)?),
             None => None,
@@ -180,12 +198,44 @@ impl Checker<'_> {
             Some(b) => self.lower_stmts(lw, b)?,
             None => Vec::new(),
         };
-        Ok(ir::Clause {
-            probes,
-            predicate,
-            body,
-            line: c.line,
-        })
+        Ok((predicate, body))
+    }
+
+    /// `args[N]` where the clause's probes translate argument N: the same as
+    /// `xlate<T>((native)argN)` (DTrace applies the probe's translator to its native argument).
+    fn args_xlate(&mut self, e: &Expr) -> DResult<Option<Expr>> {
+        if self.probe_xlate.is_empty() {
+            return Ok(None);
+        }
+        let ExprKind::Index { base, keys } = &e.kind else {
+            return Ok(None);
+        };
+        match &base.kind {
+            ExprKind::Ident(n) if n == "args" && keys.len() == 1 => {}
+            _ => return Ok(None),
+        }
+        if self.globals.contains_key("args") {
+            return Ok(None);
+        }
+        let Some(i) = self.expr(&keys[0])?.konst else {
+            return Ok(None);
+        };
+        let Some((native, xlate)) = usize::try_from(i)
+            .ok()
+            .and_then(|i| self.probe_xlate.get(&i))
+        else {
+            return Ok(None);
+        };
+        let line = e.line;
+        let arg = Expr::new(ExprKind::Ident(format!("arg{i}")), line);
+        let cast = Expr::new(
+            ExprKind::Cast(Box::new(native.clone()), Box::new(arg)),
+            line,
+        );
+        Ok(Some(Expr::new(
+            ExprKind::Xlate(Box::new(xlate.clone()), Box::new(cast)),
+            line,
+        )))
     }
 
     fn lower_stmts(&mut self, lw: &mut Lowering, body: &[Stmt]) -> DResult<Vec<IStmt>> {
@@ -849,6 +899,9 @@ impl Checker<'_> {
                             }
                         }
                         if n == "args" {
+                            if let Some(x) = self.args_xlate(e)? {
+                                return Ok(LValue::Value(self.lower(lw, &x)?));
+                            }
                             let i = self.lower(lw, &keys[0])?;
                             return Ok(LValue::Value(Node::Args {
                                 index: Box::new(i),
@@ -959,6 +1012,9 @@ impl Checker<'_> {
         name: &str,
         arrow: bool,
     ) -> DResult<Option<Node>> {
+        if let Some(x) = self.args_xlate(base)? {
+            return self.lower_xlate_member(lw, &x, name, arrow);
+        }
         let ExprKind::Xlate(tn, input) = &base.kind else {
             return Ok(None);
         };
@@ -983,8 +1039,18 @@ impl Checker<'_> {
         let inode = self.lower(lw, input)?;
         let bound = vec![(tr.input_name.clone(), tr.input, inode)];
         let mexpr = mexpr.clone();
-        self.with_bindings(lw, bound, |c, lw| c.lower(lw, &mexpr))
-            .map(Some)
+        let v = self.with_bindings(lw, bound, |c, lw| c.lower(lw, &mexpr))?;
+        // an integer member has its member's type (`int r_status = R->r_status` of a 64-bit
+        // native value reads as an int)
+        let mty = self.types.member(out, name).map(|m| m.ty);
+        Ok(Some(match mty.map(|t| (t, self.val_kind(t))) {
+            Some((t, ValKind::Int { size, signed })) if self.types.is_integer(t) => Node::Cast {
+                value: Box::new(v),
+                size,
+                signed,
+            },
+            _ => v,
+        }))
     }
 
     /// Runs `f` with names bound to lowered values of the given types (translator inputs,

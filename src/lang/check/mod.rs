@@ -89,6 +89,8 @@ pub struct Checker<'a> {
     next_var_id: u32,
     /// Set while cooking the clause's probe arguments (`args[]` types), if known.
     pub(crate) probe_args: Option<Vec<TypeId>>,
+    /// The translated `args[N]` of the clause's probes: N → (native type, translated type).
+    pub(crate) probe_xlate: HashMap<usize, (ast::TypeName, ast::TypeName)>,
     /// Types of prototype texts already parsed (`"const char *"` → id).
     pub(crate) text_types: HashMap<String, TypeId>,
     /// Inline expansion depth, for recursive inlines.
@@ -112,6 +114,7 @@ impl<'a> Checker<'a> {
             enum_consts: HashMap::new(),
             next_var_id: 1,
             probe_args: None,
+            probe_xlate: HashMap::new(),
             inline_depth: 0,
             text_types: HashMap::new(),
             uses_destructive: false,

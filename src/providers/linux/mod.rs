@@ -71,6 +71,7 @@ fn probe(id: u64, provider: &str, function: &str, name: &str) -> ProbeInfo {
         function: function.to_string(),
         name: name.to_string(),
         arg_types: Vec::new(),
+        arg_native: Vec::new(),
     }
 }
 

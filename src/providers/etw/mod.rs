@@ -1,0 +1,674 @@
+//! Providers built from ETW events: `diag` (every record), the kernel providers of the Windows
+//! DTrace port (`sched`, `proc`, `io`, `isr`, `dpc`, `syscall`, `profile:::sample-N`) and, by
+//! name, the providers an `.etl` file carries (`microsoft-windows-dns-client:::events`).
+//!
+//! [`EtwProbes::firings`] maps one decoded event to the probes it fires, with `arg0..` and the
+//! thread the firing runs in.
+
+use std::collections::BTreeMap;
+
+use super::Provider;
+use crate::etw::decode::DecodedEvent;
+use crate::etw::record::{EventRecord, HeaderKind};
+use crate::etw::state::SystemState;
+use crate::probes::{glob_match, ProbeDesc, ProbeInfo};
+
+mod diag;
+mod fsinfo;
+mod hwconfig;
+mod io;
+pub mod native;
+mod net;
+mod perf;
+mod pf;
+mod proc;
+mod reg;
+mod sched;
+pub mod table;
+
+pub use table::group;
+use table::{Area, GROUPS, KERNEL_PROBES};
+
+/// First probe id of the ETW providers (after dtrace's and profile's).
+const FIRST_ID: u64 = 100_000;
+/// First id of the named providers found in a trace.
+const FIRST_NAMED_ID: u64 = 200_000;
+
+fn kernel_id(provider: &str, name: &str) -> Option<u64> {
+    table::position(provider, name).map(|i| FIRST_ID + i as u64)
+}
+
+/// Which ETW probes a program enabled, in the form [`Interest::wants`] asks about for every
+/// record: whether the record must be decoded for them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Interest {
+    /// Bit `op` of `opcodes[group]`: a kernel event (group, opcode) fires an enabled probe.
+    opcodes: [u128; GROUPS],
+    /// Any kernel probe is enabled.
+    kernel: bool,
+    /// Any named provider's probe is enabled.
+    named: bool,
+    /// A probe that fires for every record (`diag:::events`, `diag:::ignored`) is enabled.
+    every: bool,
+    /// `diag:::lostevent` is enabled.
+    lost: bool,
+}
+
+impl Default for Interest {
+    fn default() -> Self {
+        Interest {
+            opcodes: [0; GROUPS],
+            kernel: false,
+            named: false,
+            every: false,
+            lost: false,
+        }
+    }
+}
+
+impl Interest {
+    /// Whether an enabled probe reads file names (then the walk first collects the names the
+    /// trace's rundown gives, see `TraceSource::collect_file_names`).
+    pub fn needs_file_names(&self) -> bool {
+        self.opcodes[group::FILE_IO as usize] & 1 << 36 != 0
+    }
+
+    /// Whether a record must be decoded: a probe it fires needs its fields (or, with no thread
+    /// id in its header, the thread id in its payload).
+    pub fn wants(&self, ev: &EventRecord<'_>) -> bool {
+        if !self.kernel && !self.named {
+            return false;
+        }
+        let named_provider = ev.kind == HeaderKind::EventHeader || ev.kernel_group.is_none();
+        // a record with no thread id in its header (PerfInfo) has it in its payload: needed
+        // when a probe fires for every record; the kernel probes of the record ask below
+        if ev.tid == u32::MAX && (self.every || (self.named && named_provider)) {
+            return true;
+        }
+        let kernel = match ev.kernel_group {
+            Some(g) if (g as usize) < GROUPS && ev.opcode < 128 => {
+                self.opcodes[g as usize] >> ev.opcode & 1 == 1
+            }
+            _ => false,
+        };
+        kernel || (self.named && named_provider)
+    }
+
+    /// Whether a record may fire any enabled probe: [`Interest::wants`] it, or a probe that
+    /// fires for every record is enabled. A record for which this is false fires nothing, so a
+    /// trace walk need not map it to firings.
+    pub fn may_fire(&self, ev: &EventRecord<'_>) -> bool {
+        self.every || (self.lost && ev.provider == diag::LOST_EVENT) || self.wants(ev)
+    }
+}
+
+/// What the area modules see of one decoded event.
+pub(crate) struct EventCx<'a, 'e> {
+    pub ev: &'a EventRecord<'e>,
+    pub dec: &'a DecodedEvent<'e>,
+    pub state: &'a SystemState,
+    /// The thread and process of the event (from its header, or its payload and the state).
+    pub tid: u32,
+    pub pid: u32,
+}
+
+impl EventCx<'_, '_> {
+    /// The process of a thread, from the system state (0 when unknown).
+    pub fn pid_of(&self, tid: u32) -> u32 {
+        self.state.thread(tid).map(|t| t.pid).unwrap_or(0)
+    }
+}
+
+/// Where an area module puts the firings of one probe.
+pub(crate) struct Emit<'o> {
+    probe: u64,
+    out: &'o mut EtwFirings,
+}
+
+impl Emit<'_> {
+    pub fn push(&mut self, args: [u64; 10], pid: u32, tid: u32) {
+        self.out.list.push(EtwFiring {
+            probe: self.probe,
+            args,
+            pid,
+            tid,
+            native: (0, 0),
+        });
+    }
+
+    /// A firing with a native structure of `size` bytes that `fill` writes; its address is
+    /// [`native::NATIVE_BASE`].
+    pub fn push_native(
+        &mut self,
+        args: [u64; 10],
+        pid: u32,
+        tid: u32,
+        size: usize,
+        fill: impl FnOnce(&mut native::NativeWriter<'_>),
+    ) {
+        let start = self.out.native.len();
+        self.out.native.resize(start + size, 0);
+        fill(&mut native::NativeWriter::new(
+            &mut self.out.native[start..],
+        ));
+        self.out.list.push(EtwFiring {
+            probe: self.probe,
+            args,
+            pid,
+            tid,
+            native: (start as u32, (start + size) as u32),
+        });
+    }
+}
+
+impl<'a> IntoIterator for &'a EtwFirings {
+    type Item = &'a EtwFiring;
+    type IntoIter = std::slice::Iter<'a, EtwFiring>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.list.iter()
+    }
+}
+
+/// The firings of one event, with the native structures their arguments point at.
+#[derive(Clone, Debug, Default)]
+pub struct EtwFirings {
+    pub list: Vec<EtwFiring>,
+    native: Vec<u8>,
+}
+
+impl EtwFirings {
+    pub fn new() -> Self {
+        EtwFirings::default()
+    }
+
+    pub fn clear(&mut self) {
+        self.list.clear();
+        self.native.clear();
+    }
+
+    /// A firing of `probe` with plain arguments (no native structure).
+    pub fn push(&mut self, probe: u64, args: [u64; 10], pid: u32, tid: u32) {
+        self.list.push(EtwFiring {
+            probe,
+            args,
+            pid,
+            tid,
+            native: (0, 0),
+        });
+    }
+
+    pub fn iter(&self) -> std::slice::Iter<'_, EtwFiring> {
+        self.list.iter()
+    }
+
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// The native structure of a firing (mapped at [`native::NATIVE_BASE`]), empty if none.
+    pub fn native_of(&self, f: &EtwFiring) -> &[u8] {
+        &self.native[f.native.0 as usize..f.native.1 as usize]
+    }
+}
+
+/// One probe firing produced by an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EtwFiring {
+    pub probe: u64,
+    pub args: [u64; 10],
+    /// The thread (and its process) the firing runs in.
+    pub pid: u32,
+    pub tid: u32,
+    /// Its native structure in [`EtwFirings`] (start, end).
+    native: (u32, u32),
+}
+
+/// The ETW providers of one run, including the named providers of a trace.
+#[derive(Clone, Debug, Default)]
+pub struct EtwProbes {
+    /// Lower-case provider name → probe id of its `events` probe.
+    named: BTreeMap<String, u64>,
+}
+
+impl EtwProbes {
+    pub fn new() -> Self {
+        EtwProbes::default()
+    }
+
+    /// Makes `<name>:::events` available for a provider seen in a trace.
+    pub fn add_named(&mut self, provider: &str) {
+        let key = provider.to_ascii_lowercase();
+        if key.is_empty() || kernel_id(&key, "events").is_some() || self.named.contains_key(&key) {
+            return;
+        }
+        let id = FIRST_NAMED_ID + self.named.len() as u64;
+        self.named.insert(key, id);
+    }
+
+    fn all(&self) -> Vec<ProbeInfo> {
+        let mut v: Vec<ProbeInfo> = KERNEL_PROBES
+            .iter()
+            .enumerate()
+            .map(|(i, k)| {
+                let mut p = probe(FIRST_ID + i as u64, k.provider, k.name);
+                p.arg_types = k
+                    .args
+                    .iter()
+                    .map(|a| a.xlate.unwrap_or(a.native).to_string())
+                    .collect();
+                if k.args.iter().any(|a| a.xlate.is_some()) {
+                    p.arg_native = k
+                        .args
+                        .iter()
+                        .map(|a| if a.xlate.is_some() { a.native } else { "" }.to_string())
+                        .collect();
+                }
+                p
+            })
+            .collect();
+        v.extend(self.named.iter().map(|(p, id)| probe(*id, p, "events")));
+        v
+    }
+
+    /// What the enabled probes need decoded (see [`Interest::wants`]).
+    pub fn interest(&self, enabled: &dyn Fn(u64) -> bool) -> Interest {
+        let mut it = Interest::default();
+        for (i, k) in KERNEL_PROBES.iter().enumerate() {
+            if enabled(FIRST_ID + i as u64) {
+                it.kernel = true;
+                for &(g, op) in k.events {
+                    it.opcodes[g as usize] |= 1 << op;
+                }
+                if table::needs_file_names(k) {
+                    for &(g, op) in table::FILE_NAME_EVENTS {
+                        it.opcodes[g as usize] |= 1 << op;
+                    }
+                }
+            }
+        }
+        it.named = self.named.values().any(|id| enabled(*id)) || super::dnet::any_enabled(enabled);
+        it.every = enabled(FIRST_ID) || enabled(diag::IGNORED_ID);
+        it.lost = enabled(diag::LOST_ID);
+        it
+    }
+
+    /// The probes one event fires; `enabled` says which probe ids a program uses.
+    pub fn firings(
+        &self,
+        ev: &EventRecord<'_>,
+        dec: &DecodedEvent<'_>,
+        state: &SystemState,
+        enabled: &dyn Fn(u64) -> bool,
+        out: &mut EtwFirings,
+    ) {
+        let tid = if ev.tid == u32::MAX {
+            dec.u64("ThreadId").map(|t| t as u32).unwrap_or(0)
+        } else {
+            ev.tid
+        };
+        let pid = if ev.pid != u32::MAX && ev.pid != 0 {
+            ev.pid
+        } else {
+            state.thread(tid).map(|t| t.pid).unwrap_or(0)
+        };
+        let cx = EventCx {
+            ev,
+            dec,
+            state,
+            tid,
+            pid,
+        };
+        let payload_args = |id: u64| -> [u64; 10] {
+            let mut a = [0u64; 10];
+            a[0] = id;
+            a[1] = ev.opcode as u64;
+            a[2] = PAYLOAD_BASE;
+            a[3] = ev.payload.len() as u64;
+            a
+        };
+        let events_id = FIRST_ID; // diag:::events
+        let before = out.list.len();
+        if enabled(events_id) {
+            Emit {
+                probe: events_id,
+                out,
+            }
+            .push(payload_args(ev.id as u64), pid, tid);
+        }
+        if ev.provider == diag::LOST_EVENT && enabled(diag::LOST_ID) {
+            diag::lost(
+                &cx,
+                &mut Emit {
+                    probe: diag::LOST_ID,
+                    out,
+                },
+            );
+        }
+        if let Some(g) = ev.kernel_group {
+            for i in table::probes_of(g, ev.opcode) {
+                let id = FIRST_ID + i as u64;
+                if !enabled(id) {
+                    continue;
+                }
+                let k = &KERNEL_PROBES[i];
+                let mut emit = Emit { probe: id, out };
+                match k.area {
+                    Area::Diag => {}
+                    Area::Sched => sched::fire(&cx, k.name, &mut emit),
+                    Area::Proc => proc::fire(&cx, k.name, &mut emit),
+                    Area::Io => io::fire(&cx, k.name, &mut emit),
+                    Area::Perf => perf::fire(&cx, k.name, &mut emit),
+                    Area::Pf => pf::fire(&cx, k.name, &mut emit),
+                    Area::Fsinfo => fsinfo::fire(&cx, k.name, &mut emit),
+                    Area::Net => net::fire(&cx, k, &mut emit),
+                    Area::Reg => reg::fire(&cx, k.name, &mut emit),
+                    Area::Hwconfig | Area::Pmc => emit.push(hwconfig::payload_args(&cx), pid, tid),
+                }
+            }
+        }
+        if ev.kind == HeaderKind::EventHeader || ev.kernel_group.is_none() {
+            let key = dec.provider.to_ascii_lowercase();
+            if let Some(&id) = self.named.get(&key) {
+                if enabled(id) {
+                    Emit { probe: id, out }.push(payload_args(ev.id as u64), pid, tid);
+                }
+            }
+        }
+        super::dnet::firings(ev, dec, pid, tid, enabled, out);
+        // diag:::ignored: the record fired nothing else of the program
+        let others = out.list[before..]
+            .iter()
+            .filter(|f| f.probe != events_id)
+            .count();
+        if others == 0 && enabled(diag::IGNORED_ID) {
+            Emit {
+                probe: diag::IGNORED_ID,
+                out,
+            }
+            .push(payload_args(ev.id as u64), pid, tid);
+        }
+    }
+}
+
+/// Where an event's payload appears to D (`arg2`): 4 bytes before it hold the event id (u16),
+/// the version (u8) and 0/1 for a 32/64-bit event (u8), as in the Windows port.
+pub const PAYLOAD_BASE: u64 = 0x0000_7e00_0000_0004;
+
+fn probe(id: u64, provider: &str, name: &str) -> ProbeInfo {
+    ProbeInfo {
+        id,
+        provider: provider.to_string(),
+        module: String::new(),
+        function: String::new(),
+        name: name.to_string(),
+        arg_types: Vec::new(),
+        arg_native: Vec::new(),
+    }
+}
+
+/// Probes are listed under their own provider names; this adapter exposes one of them.
+pub struct EtwProvider {
+    pub name: String,
+    pub probes: EtwProbes,
+}
+
+impl Provider for EtwProvider {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn matching(&self, desc: &ProbeDesc) -> Vec<ProbeInfo> {
+        self.list()
+            .into_iter()
+            .filter(|p| {
+                glob_match(&desc.module, &p.module)
+                    && glob_match(&desc.function, &p.function)
+                    && (glob_match(&desc.name, &p.name)
+                        || (p.name == "sample-1ms"
+                            && desc.name.starts_with("sample-")
+                            && desc.is_exact()))
+            })
+            .collect()
+    }
+
+    fn list(&self) -> Vec<ProbeInfo> {
+        self.probes
+            .all()
+            .into_iter()
+            .filter(|p| p.provider == self.name)
+            .collect()
+    }
+}
+
+/// One catalog provider per ETW provider name.
+pub fn providers(probes: &EtwProbes) -> Vec<Box<dyn Provider + Send + Sync>> {
+    let mut names: Vec<String> = probes.all().into_iter().map(|p| p.provider).collect();
+    names.sort();
+    names.dedup();
+    names
+        .into_iter()
+        .filter(|n| n != "profile")
+        .map(|name| {
+            Box::new(EtwProvider {
+                name,
+                probes: probes.clone(),
+            }) as Box<dyn Provider + Send + Sync>
+        })
+        .collect()
+}
+
+/// The `profile` provider's `sample-N` probe, for the catalog's profile provider.
+pub fn sample_probe() -> ProbeInfo {
+    probe(
+        kernel_id("profile", "sample-1ms").unwrap_or(FIRST_ID),
+        "profile",
+        "sample-1ms",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_probes_have_stable_ids_and_names() {
+        let p = EtwProbes::new();
+        let all = p.all();
+        assert!(all
+            .iter()
+            .any(|x| x.provider == "sched" && x.name == "on-cpu"));
+        let ids: std::collections::HashSet<u64> = all.iter().map(|x| x.id).collect();
+        assert_eq!(ids.len(), all.len());
+        let mut p = EtwProbes::new();
+        p.add_named("Microsoft-Windows-DNS-Client");
+        p.add_named("microsoft-windows-dns-client");
+        assert_eq!(p.named.len(), 1);
+        let provs = providers(&p);
+        assert!(provs
+            .iter()
+            .any(|x| x.name() == "microsoft-windows-dns-client"));
+        let sched = provs.iter().find(|x| x.name() == "sched").unwrap();
+        assert_eq!(
+            sched
+                .matching(&ProbeDesc::parse("sched:::on-cpu").unwrap())
+                .len(),
+            1
+        );
+    }
+}
+
+/// The whole path of a translated argument on synthetic FileIo and Registry events (no trace
+/// has them): event → firing with its native structure → `args[0]->...` in a compiled clause.
+#[cfg(test)]
+mod xlate_tests {
+    use super::*;
+    use crate::etw::decode::Decoder;
+    use crate::etw::record::Guid;
+    use crate::lang::options::DOptions;
+    use crate::lang::types::DataModel;
+    use crate::lang::{compile, CompileInput, MacroEnv, SourceKind};
+    use crate::probes::{Catalog, ProbeCatalog};
+    use crate::sources::etl::PayloadMemory;
+    use crate::vm::{Datum, FiringCtx, Record, Vm, VmOptions};
+    use std::sync::Arc;
+
+    fn kernel_event(group: u8, opcode: u8, version: u8, payload: &[u8]) -> EventRecord<'_> {
+        EventRecord {
+            header_type: 0,
+            kind: HeaderKind::System,
+            flags: 0,
+            provider: Guid::default(),
+            kernel_group: Some(group),
+            id: 0,
+            version,
+            channel: 0,
+            level: 0,
+            opcode,
+            task: 0,
+            keyword: 0,
+            pid: 40,
+            tid: 41,
+            cpu: 0,
+            raw_timestamp: 0,
+            time_ns: 5,
+            wall_ns: 5,
+            pointer_size: 8,
+            activity_id: Guid::default(),
+            payload,
+            extended: Vec::new(),
+        }
+    }
+
+    /// The values a clause traces when `ev` fires its probe.
+    fn traced(src: &str, ev: &EventRecord<'_>, state: &SystemState) -> Vec<String> {
+        let etw = EtwProbes::new();
+        let catalog = Catalog::with_etw(&etw);
+        let mut opts = DOptions::new();
+        let c = compile(
+            CompileInput {
+                text: src,
+                kind: SourceKind::File,
+                macros: MacroEnv::default(),
+                cpp: None,
+                file_name: "t.d",
+                model: DataModel::Lp64,
+            },
+            &mut opts,
+            &catalog,
+        )
+        .unwrap();
+        let program = Arc::new(c.ir);
+        let mut vm = Vm::new(program.clone(), VmOptions::from_options(&opts));
+        let mut probes = std::collections::HashMap::new();
+        for (i, clause) in program.clauses.iter().enumerate() {
+            for d in &clause.probes {
+                for p in catalog.matching(d) {
+                    vm.enable(p.id, i);
+                    probes.insert(p.id, p);
+                }
+            }
+        }
+        let decoder = Decoder::new();
+        let dec = decoder.decode(ev);
+        let mut out = EtwFirings::new();
+        etw.firings(ev, &dec, state, &|id| probes.contains_key(&id), &mut out);
+        assert_eq!(out.len(), 1);
+        for f in &out {
+            let mem = PayloadMemory {
+                id: ev.id,
+                version: ev.version,
+                wide: true,
+                payload: ev.payload,
+                native: out.native_of(f),
+            };
+            let mut cx = FiringCtx::synthetic(&probes[&f.probe], 1, 1, b"x");
+            cx.args = f.args;
+            cx.memory = &mem;
+            vm.fire(&cx);
+        }
+        vm.records
+            .iter()
+            .flat_map(|(_, r)| match r {
+                Record::Data { values, .. } => values
+                    .iter()
+                    .map(|d| match d {
+                        Datum::Int { value, .. } => value.to_string(),
+                        Datum::Str(s) | Datum::Bytes(s) => {
+                            let n = s.iter().position(|&b| b == 0).unwrap_or(s.len());
+                            String::from_utf8_lossy(&s[..n]).into_owned()
+                        }
+                        other => format!("{other:?}"),
+                    })
+                    .collect::<Vec<_>>(),
+                _ => Vec::new(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn fsinfo_read_translates_to_fileinfo() {
+        // FileIo Read v3: Offset, IrpPtr, FileObject, FileKey, TTID, IoSize, IoFlags
+        let mut p = Vec::new();
+        p.extend_from_slice(&4096u64.to_le_bytes());
+        p.extend_from_slice(&0xaaaau64.to_le_bytes());
+        p.extend_from_slice(&0xf00du64.to_le_bytes());
+        p.extend_from_slice(&0u64.to_le_bytes());
+        p.extend_from_slice(&41u32.to_le_bytes());
+        p.extend_from_slice(&512u32.to_le_bytes());
+        p.extend_from_slice(&0u32.to_le_bytes());
+        let ev = kernel_event(group::FILE_IO, 67, 3, &p);
+        let mut state = SystemState::new();
+        state.set_file_name(0xf00d, "\\Device\\HarddiskVolume2\\data\\a.txt");
+        let got = traced(
+            "fsinfo:::read { trace(args[0]->fi_pathname); trace(args[0]->fi_name);
+               trace(args[0]->fi_dirname); trace(args[0]->fi_offset);
+               trace(args[0]->fi_bcount); trace((uint64_t)args[0]->fi_irp); }",
+            &ev,
+            &state,
+        );
+        assert_eq!(
+            got,
+            [
+                "\\Device\\HarddiskVolume2\\data\\a.txt",
+                "a.txt",
+                "\\Device\\HarddiskVolume2\\data",
+                "4096",
+                "512",
+                "43690"
+            ]
+        );
+    }
+
+    #[test]
+    fn reg_queryvalue_translates_to_registry() {
+        // Registry v2: InitialTime, Status, Index, KeyHandle, KeyName
+        let mut p = Vec::new();
+        p.extend_from_slice(&77i64.to_le_bytes());
+        p.extend_from_slice(&0xc000_0034u32.to_le_bytes());
+        p.extend_from_slice(&3u32.to_le_bytes());
+        p.extend_from_slice(&0x1234u64.to_le_bytes());
+        for c in "\\REGISTRY\\MACHINE\\SOFTWARE".encode_utf16().chain([0]) {
+            p.extend_from_slice(&c.to_le_bytes());
+        }
+        let ev = kernel_event(group::REGISTRY, 16, 2, &p);
+        let got = traced(
+            "reg:::queryvalue { trace(args[0]->r_rname); trace(args[0]->r_index);
+               trace(args[0]->r_status); trace(args[0]->r_intime); }",
+            &ev,
+            &SystemState::new(),
+        );
+        assert_eq!(
+            got,
+            [
+                "\\REGISTRY\\MACHINE\\SOFTWARE",
+                "3",
+                (0xc000_0034u32 as i32).to_string().as_str(),
+                "77"
+            ]
+        );
+    }
+}

@@ -1,0 +1,186 @@
+//! The area scripts of `dscripts/` (disk I/O, file I/O, page faults, TCP/UDP, hardware
+//! configuration) over the real traces that have their events, compared with their golden
+//! output in `tests/golden/<area>/` (`UPDATE_GOLDEN=1` rewrites it after an intended change);
+//! the scripts whose events no trace has (registry, fsinfo) must compile. Also: how often each
+//! kernel provider's probes fire on each trace, against the event counts of
+//! `expected_counts.json`. Skips when `../shared/etl` is absent.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+const DIAGHUB_KERNEL: &str = "perfview_diaghub-dotnetcore3.1-win-x64-diagsession.zip:diaghub-dotnetcore3.1-win-x64-diagsession/diaghub.kernel.1.etl";
+
+fn shared() -> Option<PathBuf> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/etl");
+    if p.join("perfview_net.4.5.2.x64.etl.zip").exists() {
+        Some(p)
+    } else {
+        eprintln!("skipped: ../shared/etl is not here");
+        None
+    }
+}
+
+fn dtx(args: &[&str]) -> (bool, Vec<u8>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_dtx"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        out.stdout,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn area_scripts_match_their_golden_output() {
+    let Some(etl) = shared() else { return };
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let cases = [
+        ("io/iosnoop", "randomascii_slow_ppt_trace.etl.zip"),
+        ("io/iotop", "perfview_net.4.5.2.x64.etl.zip"),
+        ("fileio/filebyproc", "perfview_net.4.5.2.x64.etl.zip"),
+        ("pf/hardfaults", "perfview_net.4.5.2.x86.etl.zip"),
+        ("net/tcpudp", "perfview_net.4.5.2.x86.etl.zip"),
+        ("hwconfig/hwconfig", DIAGHUB_KERNEL),
+    ];
+    for (script, trace) in cases {
+        let s = root.join("dscripts").join(format!("{script}.d"));
+        let t = etl.join(trace);
+        let (ok, out, err) = dtx(&["-E", t.to_str().unwrap(), "-s", s.to_str().unwrap()]);
+        assert!(ok, "{script}: {err}");
+        assert!(err.is_empty(), "{script}: {err}");
+        let golden = root.join("tests/golden").join(format!("{script}.out"));
+        if std::env::var_os("UPDATE_GOLDEN").is_some() {
+            std::fs::create_dir_all(golden.parent().unwrap()).unwrap();
+            std::fs::write(&golden, &out).unwrap();
+            continue;
+        }
+        let want = std::fs::read(&golden)
+            .unwrap_or_else(|e| panic!("{}: {e}; run with UPDATE_GOLDEN=1", golden.display()));
+        assert!(
+            out == want,
+            "{script}: output differs from {}",
+            golden.display()
+        );
+    }
+}
+
+#[test]
+fn scripts_without_a_trace_compile() {
+    let Some(etl) = shared() else { return };
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let t = etl.join("perfview_net.4.5.2.x64.etl.zip");
+    for script in ["reg/registry", "fileio/fsinfo"] {
+        let s = root.join("dscripts").join(format!("{script}.d"));
+        let (ok, _, err) = dtx(&["-e", "-E", t.to_str().unwrap(), "-s", s.to_str().unwrap()]);
+        assert!(ok, "{script}: {err}");
+    }
+}
+
+/// `provider:::name count` lines of every firing of the kernel providers on a trace.
+fn probe_counts(trace: &str) -> Vec<String> {
+    let etl = shared().unwrap();
+    let t = etl.join(trace);
+    let (ok, out, err) = dtx(&[
+        "-q",
+        "-E",
+        t.to_str().unwrap(),
+        "-n",
+        "io:::,fsinfo:::,pf:::,tcpip:::,udpip:::,reg:::,hwconfig:::,pmc:::,diag:::lostevent \
+         { @[probeprov, probename] = count(); } END { printa(\"%s:::%s %@d\\n\", @); }",
+    ]);
+    assert!(ok, "{trace}: {err}");
+    let mut v: Vec<String> = String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect();
+    v.sort();
+    v
+}
+
+fn lines(s: &str) -> Vec<String> {
+    let mut v: Vec<String> = s.split(',').map(|x| x.trim().to_string()).collect();
+    v.sort();
+    v
+}
+
+/// Expected counts: DiskIo 10+11+14 (done) and 12+13+15 (start), TcpIp and UdpIp opcodes of
+/// IPv4 + IPv6, PageFault 32, SystemConfig opcodes, PerfInfo 73, from expected_counts.json.
+#[test]
+fn kernel_probes_fire_once_per_event() {
+    if shared().is_none() {
+        return;
+    }
+    let config_net = "hwconfig:::cpu 1, hwconfig:::disk-log 1, hwconfig:::disk-optical 1, \
+        hwconfig:::disk-phy 1, hwconfig:::dpi 1, hwconfig:::ide 2, hwconfig:::network 1, \
+        hwconfig:::nic 3, hwconfig:::platform 1, hwconfig:::pnp 78, hwconfig:::power 1, \
+        hwconfig:::service 157, pmc:::sample-src 1";
+    assert_eq!(
+        probe_counts("perfview_net.4.5.2.x64.etl.zip"),
+        lines(&format!(
+            "{config_net}, io:::done 1231, io:::start 1231, pf:::hardflt 153, \
+             tcpip:::send 240, tcpip:::receive 250, udpip:::send 7, udpip:::receive 29"
+        ))
+    );
+    assert_eq!(
+        probe_counts("perfview_net.4.5.2.x86.etl.zip"),
+        lines(&format!(
+            "{config_net}, io:::done 2393, io:::start 2393, pf:::hardflt 394, \
+             tcpip:::send 234, tcpip:::receive 242, tcpip:::accept 1, tcpip:::disconnect 1, \
+             udpip:::send 28, udpip:::receive 20"
+        ))
+    );
+    assert_eq!(
+        probe_counts("randomascii_slow_ppt_trace.etl.zip"),
+        lines(
+            "hwconfig:::cpu 1, hwconfig:::disk-log 1, hwconfig:::disk-phy 1, hwconfig:::ide 2, \
+             hwconfig:::irq 24, hwconfig:::nic 10, hwconfig:::platform 1, hwconfig:::pnp 155, \
+             hwconfig:::power 1, hwconfig:::service 178, hwconfig:::video 3, \
+             pmc:::sample-src 1, io:::done 361, pf:::hardflt 1"
+        )
+    );
+    assert_eq!(
+        probe_counts(DIAGHUB_KERNEL),
+        lines(
+            "hwconfig:::boot 1, hwconfig:::code-integrity 1, hwconfig:::cpu 1, \
+             hwconfig:::dev-family 1, hwconfig:::disk-log 2, hwconfig:::disk-phy 2, \
+             hwconfig:::dpi 1, hwconfig:::flight-ids 1, hwconfig:::ide 2, hwconfig:::irq 13, \
+             hwconfig:::nic 3, hwconfig:::platform 1, hwconfig:::pnp 101, hwconfig:::power 1, \
+             hwconfig:::processor 4, hwconfig:::service 269, hwconfig:::telemetry 1, \
+             hwconfig:::virtualization 1"
+        )
+    );
+}
+
+/// Translated arguments read what the event said: io:::done's file names come from the FileIo
+/// rundown, TCP addresses and ports from the TcpIp payload.
+#[test]
+fn translated_args_carry_the_event_fields() {
+    let Some(etl) = shared() else { return };
+    let t = etl.join("perfview_net.4.5.2.x64.etl.zip");
+    let (ok, out, err) = dtx(&[
+        "-q",
+        "-E",
+        t.to_str().unwrap(),
+        "-n",
+        "io:::done /args[2]->fi_name == \"clr.dll\"/ { @io[args[1]->dev_statname] = count(); }
+         io:::done /args[2]->fi_pathname == \"<none>\"/ { @none = count(); }
+         tcpip:::send { @tcp[args[0]->ip_ver, args[1]->tcp_dport] = sum(args[0]->ip_plength); }
+         END { printa(\"io %s %@d\\n\", @io); printa(\"none %@d\\n\", @none);
+               printa(\"tcp %d %d %@d\\n\", @tcp); }",
+    ]);
+    assert!(ok, "{err}");
+    let out = String::from_utf8(out).unwrap();
+    assert!(out.contains("io disk0 670\n"), "{out}");
+    assert!(out.contains("tcp 6 445 "), "{out}");
+    // a few I/Os (the logger's own, metadata) name no file the rundown knows
+    let none: u64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("none "))
+        .map(|n| n.trim().parse().unwrap())
+        .unwrap_or(0);
+    assert!(none < 100, "{out}");
+}
