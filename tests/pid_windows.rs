@@ -304,3 +304,103 @@ fn bad_targets() {
     assert_eq!(out.status.code(), Some(1), "{se}");
     assert!(se.starts_with("dtx: failed to grab pid 999999: "), "{se}");
 }
+
+#[test]
+fn threads() {
+    let Some(dir) = fixtures() else { return };
+    // the entry is emulated (push rbp); the offset-4 probe's instruction is single-stepped,
+    // with the other threads held meanwhile
+    let out = dtx(&[
+        "-q",
+        "-n",
+        "pid$target:a.out:work:entry { @t[tid] = count(); @e = count(); } \
+         pid$target:a.out:work:return { @r = count(); } \
+         pid$target:a.out:work:4 { @s = count(); } \
+         END { printa(\"entries %@d\\n\", @e); printa(\"returns %@d\\n\", @r); \
+               printa(\"stepped %@d\\n\", @s); printa(\"tid %@d\\n\", @t); }",
+        "-c",
+        &prog(&dir, "threads"),
+    ]);
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{se}");
+    assert!(so.contains("threads done\n"), "{so}");
+    assert!(so.contains("entries 4000\n"), "{so}");
+    assert!(so.contains("returns 4000\n"), "{so}");
+    assert!(so.contains("stepped 4000\n"), "{so}");
+    assert_eq!(so.matches("tid 1000\n").count(), 4, "{so}");
+}
+
+#[test]
+fn dll_loaded_while_tracing() {
+    let Some(dir) = fixtures() else { return };
+    let lib = dir.join("pidlib.dll");
+    if !lib.is_file() {
+        eprintln!("skipping: no pidlib.dll in {}", dir.display());
+        return;
+    }
+    // the module does not exist when the script is compiled (-Z); its probes are created at
+    // its LOAD_DLL event
+    let out = dtx(&[
+        "-q",
+        "-Z",
+        "-n",
+        "pid$target:pidlib:libfunc:entry { @c = count(); @s = sum(arg0); } \
+         pid$target:pidlib.dll:libfunc:return { @r = sum(arg1); } \
+         END { printa(\"calls %@d\\n\", @c); printa(\"args %@d\\n\", @s); printa(\"rets %@d\\n\", @r); }",
+        "-c",
+        &prog(&dir, &format!("dl {}", lib.display())),
+    ]);
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{se}");
+    assert!(so.contains("dl 63\n"), "{so}");
+    assert!(so.contains("calls 7\n"), "{so}{se}");
+    assert!(so.contains("args 21\n"), "{so}");
+    assert!(so.contains("rets 63\n"), "{so}");
+}
+
+#[link(name = "kernel32")]
+extern "system" {
+    fn GenerateConsoleCtrlEvent(event: u32, group: u32) -> i32;
+}
+
+#[test]
+fn interrupt_detaches_and_target_finishes() {
+    use std::os::windows::process::CommandExt;
+    let Some(dir) = fixtures() else { return };
+    let (mut child, mut stdout) = start_loop(&dir, "300");
+    const CREATE_NEW_PROCESS_GROUP: u32 = 0x200;
+    const CTRL_BREAK_EVENT: u32 = 1;
+    let d = Command::new(env!("CARGO_BIN_EXE_dtx"))
+        .args([
+            "-q",
+            "-n",
+            "pid$target:a.out:tick:entry { @n = count(); } END { printa(\"ticks %@d\\n\", @n); }",
+        ])
+        .args(["-p", &child.id().to_string()])
+        .creation_flags(CREATE_NEW_PROCESS_GROUP)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    // SAFETY: a console control event to the process group of the dtx we started.
+    let sent = unsafe { GenerateConsoleCtrlEvent(CTRL_BREAK_EVENT, d.id()) } != 0;
+    let out = d.wait_with_output().unwrap();
+    let (so, se) = text(&out);
+    assert!(sent, "GenerateConsoleCtrlEvent failed");
+    assert!(out.status.success(), "{se}");
+    let n: u64 = so
+        .lines()
+        .find_map(|l| l.strip_prefix("ticks "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{so}{se}"));
+    // interrupted while the target still ran
+    assert!(n > 0 && n < 300, "{so}");
+    // the breakpoints are gone and the target runs to its own end
+    let st = child.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    assert_eq!(st.code(), Some(7), "{rest}");
+    assert!(rest.contains("loop finished"), "{rest}");
+}
