@@ -397,21 +397,25 @@ impl PidSource {
         if new.is_empty() {
             return;
         }
-        let mut created = Vec::new();
+        // each new probe with the descriptions that made it
+        let mut created: Vec<(ProbeInfo, Vec<ProbeDesc>)> = Vec::new();
         for d in &self.descs {
-            if let Ok(v) = self.provider.create_in(pid, d, &new) {
-                created.extend(v);
+            for info in self.provider.create_in(pid, d, &new).unwrap_or_default() {
+                match created.iter_mut().find(|(i, _)| i.id == info.id) {
+                    Some((_, by)) => by.push(d.clone()),
+                    None => created.push((info, vec![d.clone()])),
+                }
             }
         }
         if created.is_empty() {
             return;
         }
         let probes = self.provider.probes_of(pid);
-        for info in created {
+        for (info, by) in created {
             if engine.is_enabled(info.id) {
                 continue;
             }
-            engine.enable_probe(info.clone());
+            engine.enable_created_probe(info.clone(), &by);
             if let Some(p) = probes.iter().find(|p| p.info.id == info.id) {
                 let sites = p.sites.clone();
                 self.plant(&info, &sites);
