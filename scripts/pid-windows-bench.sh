@@ -3,7 +3,8 @@
 # target resumes. `hits.exe N` calls hit() N times; (time of dtx -c 'hits.exe N' - time for
 # 0 calls) / N is the cost per hit. Best of three for each of: an empty clause (the debugger
 # loop alone), count(), an aggregation keyed on an argument, the return probe (emulated ret)
-# and an offset probe whose instruction is single-stepped (trap flag).
+# and an offset probe whose instruction is single-stepped (trap flag); then the floor: a bare C
+# debugger loop (scripts/wine/debug_floor.c: wait, get/set context, continue per int3).
 #
 # Called by `scripts/pid-windows-check.sh bench` (which builds dtx.exe and the test programs);
 # alone it needs DTX_EXE (Linux path of dtx.exe) and FIXTURES (folder of hits.exe).
@@ -49,3 +50,11 @@ for row in "empty clause|pid\$target:a.out:hit:entry {}" \
     awk -v l="$label" -v a="$t0" -v b="$tn" -v n="$N" \
         'BEGIN { printf "  %-28s %8.2f us/hit\n", l, (b - a) / n / 1000 }'
 done
+
+x86_64-w64-mingw32-gcc -O2 -o "$FIXTURES/debug_floor.exe" "$ROOT/scripts/wine/debug_floor.c"
+floor=""
+for _ in 1 2 3; do
+    f=$("$WINE" "$FIXTURES/debug_floor.exe" "$N" | tr -d '\r')
+    if [ -z "$floor" ] || awk -v a="$f" -v b="$floor" 'BEGIN { exit !(a < b) }'; then floor=$f; fi
+done
+printf '  %-28s %8.2f us/trap\n' "floor (bare C debug loop)" "$floor"

@@ -107,7 +107,12 @@ fn entry_return_counts_args_and_return_values() {
     assert!(so.contains("many 1 2 3 4 5 6 7 8\n"), "{so}");
     assert!(so.contains("main returns 3 from pidwin.exe`main\n"), "{so}");
     // a non-quiet run tells the exit status
-    let out = dtx(&["-n", "pid$target:a.out:say:entry {}", "-c", &prog(&dir, "1")]);
+    let out = dtx(&[
+        "-n",
+        "pid$target:a.out:say:entry {}",
+        "-c",
+        &prog(&dir, "1"),
+    ]);
     let (_, se) = text(&out);
     assert!(se.contains("exited with status 3"), "{se}");
 }
@@ -163,7 +168,13 @@ fn offsets_copyinstr_and_ustack() {
         ("pid$target:a.out:add:beginning", "D_PROC_NAME"),
         ("pid$target:a.out:nosuchfunc:entry", "D_PROC_FUNC"),
     ] {
-        let out = dtx(&["-xerrtags", "-n", &format!("{d} {{}}"), "-c", &prog(&dir, "1")]);
+        let out = dtx(&[
+            "-xerrtags",
+            "-n",
+            &format!("{d} {{}}"),
+            "-c",
+            &prog(&dir, "1"),
+        ]);
         let (_, se) = text(&out);
         assert!(se.contains(&format!("[{tag}]")), "{d}: {se}");
     }

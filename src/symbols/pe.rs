@@ -18,10 +18,7 @@ pub struct PeFunction {
 /// `[begin, end)` link-time ranges of the `.pdata` entries, sorted by begin.
 pub fn runtime_functions(file: &object::File<'_>) -> Vec<(u64, u64)> {
     let base = file.relative_address_base();
-    let Some(data) = file
-        .section_by_name(".pdata")
-        .and_then(|s| s.data().ok())
-    else {
+    let Some(data) = file.section_by_name(".pdata").and_then(|s| s.data().ok()) else {
         return Vec::new();
     };
     let mut v: Vec<(u64, u64)> = data
@@ -82,7 +79,12 @@ pub fn functions(file: &object::File<'_>) -> Vec<PeFunction> {
             Err(_) => {
                 let section_end = in_code(addr).map_or(addr, |(_, e)| e);
                 let i = starts.partition_point(|&s| s <= addr);
-                starts.get(i).copied().unwrap_or(section_end).min(section_end) - addr
+                starts
+                    .get(i)
+                    .copied()
+                    .unwrap_or(section_end)
+                    .min(section_end)
+                    - addr
             }
         };
         if size > 0 {
@@ -133,7 +135,10 @@ mod tests {
         let fns = functions(&file);
         let add = fns.iter().find(|f| f.name == "add").expect("add");
         // sized by its .pdata entry
-        let entry = pdata.iter().find(|(b, _)| *b == add.addr).expect("pdata of add");
+        let entry = pdata
+            .iter()
+            .find(|(b, _)| *b == add.addr)
+            .expect("pdata of add");
         assert_eq!(add.size, entry.1 - entry.0);
         assert!(add.global);
 
@@ -175,8 +180,17 @@ mod tests {
         let m = crate::symbols::parse_maps(maps);
         assert_eq!(m.len(), 1);
         assert_eq!(crate::symbols::basename(&m[0].path), "KERNEL32.dll");
-        assert!(crate::symbols::short_name_matches("kernel32", "KERNEL32.dll"));
-        assert!(crate::symbols::short_name_matches("kernel32.dll", "KERNEL32.dll"));
-        assert!(!crate::symbols::short_name_matches("kernel", "KERNEL32.dll"));
+        assert!(crate::symbols::short_name_matches(
+            "kernel32",
+            "KERNEL32.dll"
+        ));
+        assert!(crate::symbols::short_name_matches(
+            "kernel32.dll",
+            "KERNEL32.dll"
+        ));
+        assert!(!crate::symbols::short_name_matches(
+            "kernel",
+            "KERNEL32.dll"
+        ));
     }
 }

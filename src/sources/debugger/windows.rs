@@ -22,10 +22,9 @@ use windows_sys::Win32::Storage::FileSystem::GetFinalPathNameByHandleW;
 use windows_sys::Win32::System::Diagnostics::Debug::{
     ContinueDebugEvent, DebugActiveProcess, DebugActiveProcessStop, DebugSetProcessKillOnExit,
     FlushInstructionCache, GetThreadContext, ReadProcessMemory, SetThreadContext,
-    WaitForDebugEvent, WriteProcessMemory, CONTEXT, CONTEXT_FULL_AMD64,
-    CREATE_PROCESS_DEBUG_EVENT, CREATE_THREAD_DEBUG_EVENT, DEBUG_EVENT, EXCEPTION_DEBUG_EVENT,
-    EXIT_PROCESS_DEBUG_EVENT, EXIT_THREAD_DEBUG_EVENT, LOAD_DLL_DEBUG_EVENT,
-    UNLOAD_DLL_DEBUG_EVENT,
+    WaitForDebugEvent, WriteProcessMemory, CONTEXT, CONTEXT_FULL_AMD64, CREATE_PROCESS_DEBUG_EVENT,
+    CREATE_THREAD_DEBUG_EVENT, DEBUG_EVENT, EXCEPTION_DEBUG_EVENT, EXIT_PROCESS_DEBUG_EVENT,
+    EXIT_THREAD_DEBUG_EVENT, LOAD_DLL_DEBUG_EVENT, UNLOAD_DLL_DEBUG_EVENT,
 };
 use windows_sys::Win32::System::ProcessStatus::{
     K32EnumProcessModulesEx, K32GetModuleFileNameExW, K32GetModuleInformation, LIST_MODULES_ALL,
@@ -406,7 +405,10 @@ impl WindowsTarget {
     }
 
     fn thread(&self, tid: u32) -> HANDLE {
-        self.threads.get(&tid).copied().unwrap_or(std::ptr::null_mut())
+        self.threads
+            .get(&tid)
+            .copied()
+            .unwrap_or(std::ptr::null_mut())
     }
 
     /// The size of the image mapped at `base` (its PE header's SizeOfImage).
@@ -430,7 +432,8 @@ impl WindowsTarget {
             let mut buf = [0u16; 1024];
             // SAFETY: a file handle the debug event gave us; buf is large enough or the call
             // reports the size needed.
-            let n = unsafe { GetFinalPathNameByHandleW(file, buf.as_mut_ptr(), buf.len() as u32, 0) };
+            let n =
+                unsafe { GetFinalPathNameByHandleW(file, buf.as_mut_ptr(), buf.len() as u32, 0) };
             if n > 0 && (n as usize) < buf.len() {
                 path = clean_path(&String::from_utf16_lossy(&buf[..n as usize]));
             }
@@ -510,11 +513,8 @@ impl WindowsTarget {
                     self.process = info.hProcess;
                     self.threads.insert(tid, info.hThread);
                     let base = info.lpBaseOfImage as u64;
-                    let path = self.module_path(
-                        info.hFile,
-                        info.lpImageName as u64,
-                        info.fUnicode != 0,
-                    );
+                    let path =
+                        self.module_path(info.hFile, info.lpImageName as u64, info.fUnicode != 0);
                     self.exe = path.clone();
                     let end = base + self.image_size(base);
                     self.modules.push(Module { base, end, path });
