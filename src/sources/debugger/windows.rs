@@ -291,7 +291,7 @@ impl WindowsTarget {
             CloseHandle(pi.hProcess);
         }
         let mut t = WindowsTarget::new(pi.dwProcessId, true);
-        t.to_loader_break()
+        t.run_to_loader_break()
             .map_err(|e| format!("failed to execute {shown}: {e}"))?;
         Ok(t)
     }
@@ -309,13 +309,13 @@ impl WindowsTarget {
             return Err(grab_err(error_text(e)));
         }
         let mut t = WindowsTarget::new(pid, false);
-        t.to_loader_break().map_err(grab_err)?;
+        t.run_to_loader_break().map_err(grab_err)?;
         Ok(t)
     }
 
     /// Answers events until the loader's breakpoint (creation) or break-in (attach), and holds
     /// it.
-    fn to_loader_break(&mut self) -> Result<(), String> {
+    fn run_to_loader_break(&mut self) -> Result<(), String> {
         loop {
             match self.next(INFINITE) {
                 Some(DebugEvent::Stopped {
