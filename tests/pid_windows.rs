@@ -372,17 +372,12 @@ fn dll_loaded_while_tracing() {
 #[link(name = "kernel32")]
 extern "system" {
     fn GenerateConsoleCtrlEvent(event: u32, group: u32) -> i32;
-    fn AllocConsole() -> i32;
 }
 
 #[test]
 fn interrupt_detaches_and_target_finishes() {
     use std::os::windows::process::CommandExt;
     let Some(dir) = fixtures() else { return };
-    // a console for dtx to share with this test (a headless Wine test has none): console
-    // control events go to the processes of one console
-    // SAFETY: plain call; fails harmlessly when this process has a console already.
-    unsafe { AllocConsole() };
     let (mut child, mut stdout) = start_loop(&dir, "300");
     const CREATE_NEW_PROCESS_GROUP: u32 = 0x200;
     const CTRL_BREAK_EVENT: u32 = 1;
