@@ -32,7 +32,12 @@ fn kill(pid: u32) {
     unsafe { libc::kill(pid as i32, libc::SIGKILL) };
 }
 
-#[cfg(not(target_os = "linux"))]
+#[cfg(windows)]
+fn kill(pid: u32) {
+    crate::sources::debugger::windows::kill(pid);
+}
+
+#[cfg(not(any(target_os = "linux", windows)))]
 fn kill(_pid: u32) {}
 
 /// The command line's `-c cmd` or `-p pid`, checked.
@@ -155,7 +160,47 @@ pub fn open_target(req: &TargetRequest, capture: bool) -> Result<OpenedTarget, S
     })
 }
 
-#[cfg(not(target_os = "linux"))]
+/// The run-time address of `main` (else the entry point) of the program in `maps`.
+#[cfg(windows)]
+fn main_address(maps: &str, exe: &str) -> Option<u64> {
+    let mut cache = std::collections::HashMap::new();
+    let mods = crate::symbols::ProcessModules::from_maps(maps, exe, &mut cache);
+    let m = mods.modules.iter().find(|m| m.is_exec)?;
+    let at = m
+        .image
+        .function("main")
+        .map(|f| f.addr)
+        .unwrap_or(m.image.entry);
+    (at != 0).then(|| at.wrapping_add(m.bias))
+}
+
+#[cfg(windows)]
+fn start(argv: &[String]) -> Result<Target, String> {
+    use crate::sources::debugger::windows::WindowsTarget;
+    let mut t = WindowsTarget::spawn(argv)?;
+    let pid = t.pid();
+    // run to main: the C runtime is set up and the libraries it loads are there
+    if let Some(addr) = t.maps().and_then(|(maps, exe)| main_address(&maps, &exe)) {
+        t.run_to(addr)?;
+    }
+    Ok(Target {
+        pid,
+        created: true,
+        process: Some(Box::new(t)),
+    })
+}
+
+#[cfg(windows)]
+fn grab(pid: u32) -> Result<Target, String> {
+    let t = crate::sources::debugger::windows::WindowsTarget::attach(pid)?;
+    Ok(Target {
+        pid,
+        created: false,
+        process: Some(Box::new(t)),
+    })
+}
+
+#[cfg(not(any(target_os = "linux", windows)))]
 fn start(argv: &[String]) -> Result<Target, String> {
     Err(format!(
         "failed to execute {}: the debugger loop is not available on this system yet",
@@ -163,7 +208,7 @@ fn start(argv: &[String]) -> Result<Target, String> {
     ))
 }
 
-#[cfg(not(target_os = "linux"))]
+#[cfg(not(any(target_os = "linux", windows)))]
 fn grab(pid: u32) -> Result<Target, String> {
     Err(format!(
         "failed to grab pid {pid}: the debugger loop is not available on this system yet"

@@ -239,6 +239,26 @@ impl Engine {
         self.probes.entry(p.id).or_insert(p);
     }
 
+    /// Enables a probe that the descriptions `created_by` made (a pid probe of a module that
+    /// appeared while tracing): their clauses fire for it even where the probe's fields do
+    /// not match their text (a module named without its extension or version).
+    pub fn enable_created_probe(&mut self, p: ProbeInfo, created_by: &[crate::probes::ProbeDesc]) {
+        for run in &mut self.runs {
+            let program = run.vm.program.clone();
+            for (ci, c) in program.clauses.iter().enumerate() {
+                for d in &c.probes {
+                    if created_by.contains(d)
+                        || (crate::probes::glob_match(&d.provider, &p.provider)
+                            && crate::providers::fields_match(d, &p.module, &p.function, &p.name))
+                    {
+                        run.vm.enable(p.id, ci);
+                    }
+                }
+            }
+        }
+        self.probes.entry(p.id).or_insert(p);
+    }
+
     /// Every probe the programs enabled.
     pub fn enabled_probes(&self) -> impl Iterator<Item = &ProbeInfo> {
         self.probes.values()

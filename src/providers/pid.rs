@@ -102,7 +102,14 @@ pub struct PidProvider {
 
 impl Default for PidProvider {
     fn default() -> Self {
-        Self::new(Box::new(ProcReader))
+        #[cfg(windows)]
+        {
+            Self::new(Box::new(crate::sources::debugger::windows::ModuleReader))
+        }
+        #[cfg(not(windows))]
+        {
+            Self::new(Box::new(ProcReader))
+        }
     }
 }
 

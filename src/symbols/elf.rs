@@ -1,5 +1,6 @@
 //! ELF images: the function symbols (`.symtab`, else `.dynsym`) and the bytes of the loadable
-//! segments of one executable or shared library, read from its file.
+//! segments of one executable or shared library, read from its file. PE images (Windows) take
+//! the same shape: their sections are the segments and their functions come from [`super::pe`].
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -83,7 +84,13 @@ impl ElfImage {
                 filesz,
             });
         }
-        let first_load = segments.iter().map(|s| s.vaddr).min().unwrap_or(0) & !0xfff;
+        // where the image's first byte is at link time: the image base of a PE (its headers
+        // are mapped there), the first loadable segment's page for ELF
+        let first_load = if file.format() == object::BinaryFormat::Pe {
+            file.relative_address_base()
+        } else {
+            segments.iter().map(|s| s.vaddr).min().unwrap_or(0) & !0xfff
+        };
         // (addr, size) → names with rank
         let mut ranges: HashMap<(u64, u64), RankedNames> = HashMap::new();
         let mut collect = |syms: &mut dyn Iterator<Item = object::Symbol<'_, '_>>| {
@@ -105,11 +112,20 @@ impl ElfImage {
             }
             n
         };
-        let found = collect(&mut file.symbols());
-        if found == 0 {
+        let pe = file.format() == object::BinaryFormat::Pe;
+        if pe {
+            // COFF symbols and exports, sized from .pdata
+            for f in super::pe::functions(&file) {
+                let r = rank(f.global, false, &f.name);
+                let names = ranges.entry((f.addr, f.size)).or_default();
+                if !names.iter().any(|(_, n)| *n == f.name) {
+                    names.push((r, f.name));
+                }
+            }
+        } else if collect(&mut file.symbols()) == 0 {
             collect(&mut file.dynamic_symbols());
         }
-        if ranges.is_empty() && file.entry() != 0 {
+        if ranges.is_empty() && file.entry() != 0 && !pe {
             // a stripped program: find `main` from the code at the entry point
             if let Some((addr, size)) = stripped_main(&file, &segments, &data) {
                 ranges.insert((addr, size), vec![((0, 0, 4), "main".to_string())]);

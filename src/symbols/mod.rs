@@ -9,6 +9,7 @@ pub mod elf_table;
 pub mod kallsyms;
 pub mod live;
 pub mod maps;
+pub mod pe;
 pub mod trace;
 
 use std::collections::HashMap;
@@ -32,7 +33,7 @@ pub struct Mapping {
 pub fn parse_maps(text: &str) -> Vec<Mapping> {
     maps::parse(text)
         .into_iter()
-        .filter(|m| m.path.starts_with('/'))
+        .filter(|m| m.path.starts_with('/') || is_windows_path(&m.path))
         .map(|m| Mapping {
             start: m.start,
             end: m.end,
@@ -70,16 +71,31 @@ impl LoadedModule {
 }
 
 /// dtrace accepts a library named without its version suffix (`libc` for `libc.so.6`,
-/// `libc.so` too).
+/// `libc.so` too); a Windows module without its extension and in any case (`kernel32` for
+/// `KERNEL32.dll`).
 fn short_name_matches(pattern: &str, name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    if (lower.ends_with(".dll") || lower.ends_with(".exe"))
+        && (lower == pattern.to_ascii_lowercase()
+            || lower[..lower.len() - 4] == pattern.to_ascii_lowercase())
+    {
+        return true;
+    }
     name.strip_prefix(pattern).is_some_and(|rest| {
         rest.starts_with(".so") || (pattern.contains(".so") && rest.starts_with('.'))
     })
 }
 
-/// Base name of a path.
+/// `C:\...`, `\\server\...`: an absolute Windows path (module lists of Windows targets).
+fn is_windows_path(p: &str) -> bool {
+    let b = p.as_bytes();
+    (b.len() > 2 && b[0].is_ascii_alphabetic() && b[1] == b':' && b[2] == b'\\')
+        || p.starts_with("\\\\")
+}
+
+/// Base name of a path (`/` or, for Windows paths, `\\` separated).
 pub fn basename(path: &str) -> &str {
-    path.rsplit('/').next().unwrap_or(path)
+    path.rsplit(['/', '\\']).next().unwrap_or(path)
 }
 
 /// The modules of one process.

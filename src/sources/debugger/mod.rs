@@ -10,6 +10,8 @@
 
 #[cfg(target_os = "linux")]
 pub mod linux;
+#[cfg(windows)]
+pub mod windows;
 
 use std::collections::HashMap;
 
@@ -98,6 +100,9 @@ pub enum Stop {
     Fork { child: u32, vfork: bool },
     /// The thread called exec: the address space is new.
     Exec,
+    /// A module was loaded or unloaded (Windows' LOAD_DLL / UNLOAD_DLL): the module list is
+    /// read again and probes of new modules are created.
+    Modules,
 }
 
 /// How the traced process ended.
@@ -126,6 +131,11 @@ pub enum DebugEvent {
 /// A process under the debugger's control. Every call happens on the thread that created it.
 pub trait TargetProcess {
     fn pid(&self) -> u32;
+    /// The Windows x64 calling convention (arguments in rcx rdx r8 r9, then on the stack
+    /// above 32 bytes of home space) rather than System V's.
+    fn win64(&self) -> bool {
+        false
+    }
     /// Reads target memory; false when any byte is unreadable.
     fn read_memory(&self, addr: u64, buf: &mut [u8]) -> bool;
     /// Writes target memory, read-only code pages too.
@@ -235,8 +245,9 @@ pub struct PidSource {
     descs: Vec<ProbeDesc>,
     /// Collect `ustack()` frames at firings.
     pub want_ustack: bool,
-    /// Some clause reads `arg6`..`arg9` (or `args[]`): read them from the stack at a hit.
-    stack_args: bool,
+    /// How many arguments the clauses read (`argN` up to N-1; `args[]`: all ten): those past
+    /// the ABI's registers are read from the stack at a hit.
+    args_used: usize,
     /// Print dtrace's notice when the process ends.
     pub announce: bool,
     /// Whether dtx started the process (`-c`).
@@ -278,14 +289,20 @@ impl PidSource {
             ppid,
             descs,
             want_ustack: false,
-            stack_args: engine.runs.iter().any(|r| {
-                let mut found = false;
-                crate::vm::visit_nodes(&r.vm.program, &mut |n| {
-                    found |= matches!(n, crate::ir::Node::Arg(i) if *i >= 6)
-                        || matches!(n, crate::ir::Node::Args { .. });
-                });
-                found
-            }),
+            args_used: engine
+                .runs
+                .iter()
+                .map(|r| {
+                    let mut used = 0;
+                    crate::vm::visit_nodes(&r.vm.program, &mut |n| match n {
+                        crate::ir::Node::Arg(i) => used = used.max(*i as usize + 1),
+                        crate::ir::Node::Args { .. } => used = 10,
+                        _ => {}
+                    });
+                    used
+                })
+                .max()
+                .unwrap_or(0),
             announce: true,
             created: false,
             ustack: Vec::with_capacity(64),
@@ -377,21 +394,25 @@ impl PidSource {
         if new.is_empty() {
             return;
         }
-        let mut created = Vec::new();
+        // each new probe with the descriptions that made it
+        let mut created: Vec<(ProbeInfo, Vec<ProbeDesc>)> = Vec::new();
         for d in &self.descs {
-            if let Ok(v) = self.provider.create_in(pid, d, &new) {
-                created.extend(v);
+            for info in self.provider.create_in(pid, d, &new).unwrap_or_default() {
+                match created.iter_mut().find(|(i, _)| i.id == info.id) {
+                    Some((_, by)) => by.push(d.clone()),
+                    None => created.push((info, vec![d.clone()])),
+                }
             }
         }
         if created.is_empty() {
             return;
         }
         let probes = self.provider.probes_of(pid);
-        for info in created {
+        for (info, by) in created {
             if engine.is_enabled(info.id) {
                 continue;
             }
-            engine.enable_probe(info.clone());
+            engine.enable_created_probe(info.clone(), &by);
             if let Some(p) = probes.iter().find(|p| p.info.id == info.id) {
                 let sites = p.sites.clone();
                 self.plant(&info, &sites);
@@ -431,8 +452,13 @@ impl PidSource {
     ) {
         let uregs = regs.uregs();
         let g = &regs.gpr;
-        let mut entry_args = [g[RDI], g[RSI], g[RDX], g[RCX], g[R8], g[R9], 0, 0, 0, 0];
-        let mut stack_read = !self.stack_args;
+        let win64 = self.target.win64();
+        let mut entry_args = if win64 {
+            [g[RCX], g[RDX], g[R8], g[R9], 0, 0, 0, 0, 0, 0]
+        } else {
+            [g[RDI], g[RSI], g[RDX], g[RCX], g[R8], g[R9], 0, 0, 0, 0]
+        };
+        let mut stack_read = self.args_used <= if win64 { 4 } else { 6 };
         let now = engine.now_ns();
         let wall = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -446,11 +472,18 @@ impl PidSource {
                 SiteKind::Return { offset } => [*offset, g[RAX], g[RDX], 0, 0, 0, 0, 0, 0, 0],
                 _ => {
                     if !stack_read {
-                        // arguments past the sixth are on the stack, above the return address
-                        let mut b = [0u8; 32];
-                        if self.target.read_memory(g[RSP] + 8, &mut b) {
-                            for i in 0..4 {
-                                entry_args[6 + i] = u64::from_le_bytes(
+                        // arguments past the registers are on the stack, above the return
+                        // address (and, on Windows, the four registers' home space)
+                        let (first, at) = if win64 {
+                            (4, g[RSP] + 0x28)
+                        } else {
+                            (6, g[RSP] + 8)
+                        };
+                        let mut b = [0u8; 48];
+                        let n = (10 - first) * 8;
+                        if self.target.read_memory(at, &mut b[..n]) {
+                            for i in 0..10 - first {
+                                entry_args[first + i] = u64::from_le_bytes(
                                     b[i * 8..i * 8 + 8].try_into().unwrap_or_default(),
                                 );
                             }
@@ -621,6 +654,10 @@ impl EventSource for PidSource {
                         }
                         self.target.resume(tid, 0);
                     }
+                    Stop::Modules => {
+                        self.modules_changed(engine);
+                        self.target.resume(tid, 0);
+                    }
                     Stop::Exec => {
                         // the breakpoints went with the old image
                         self.sites.clear();
@@ -650,7 +687,11 @@ pub fn monotonic_ns() -> u64 {
     {
         linux::monotonic_ns()
     }
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(windows)]
+    {
+        windows::monotonic_ns()
+    }
+    #[cfg(not(any(target_os = "linux", windows)))]
     {
         0
     }
