@@ -3,4 +3,5 @@
 
 pub mod debugger;
 pub mod etl;
+pub mod etw_live;
 pub mod perf;
