@@ -104,7 +104,7 @@ fi
 # the library's unit tests, the binaries' and every integration test (each Linux-only test file
 # is compiled out for Windows; the rest skip with a message where a facility is missing)
 status=0
-"${NICE[@]}" "${GNU_CARGO[@]}" test --release "${BUILD_STD[@]}" --lib --bins --tests || status=$?
+"${NICE[@]}" "${GNU_CARGO[@]}" test --release "${BUILD_STD[@]}" --no-fail-fast --lib --bins --tests || status=$?
 /usr/lib/wine/wineserver -k 2>/dev/null || true
 phase "tests under wine finished with status $status"
 exit "$status"
