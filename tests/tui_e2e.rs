@@ -2,6 +2,8 @@
 //! script is typed and run, its aggregation table shows the right top row (the row the batch
 //! command line prints last), the script is edited and re-run, and the new table appears — all
 //! in one process, which then quits cleanly and restores the terminal.
+//! Unix only: the pseudo-terminal is a Unix pty (Wine has no ConPTY for the Windows build).
+#![cfg(unix)]
 
 #[path = "support/pty.rs"]
 mod pty;

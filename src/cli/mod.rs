@@ -221,15 +221,29 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
             src.decoder = crate::sources::etl::TraceSource::new_decoder();
             Some((src, etw.clone()))
         }
+        #[cfg(not(windows))]
         Some(path) => {
             return Err(format!(
                 "{}: live ETW tracing needs Windows; on this system -E reads an existing .etl file",
                 path.display()
             ))
         }
+        // Windows: -E with a file that does not exist traces live and logs to that file
+        #[cfg(windows)]
+        Some(_) => None,
         None => None,
     };
+    #[cfg(windows)]
+    let live_etw = crate::sources::etw_live::LiveEtw::for_programs(
+        &args.programs,
+        args.etl.clone().filter(|_| trace.is_none()),
+    );
     let mut catalog = if trace.is_some() {
+        Catalog::with_etw(&etw)
+    } else if cfg!(windows) {
+        // live ETW: the kernel providers and the user providers the programs name
+        #[cfg(windows)]
+        let etw = live_etw.etw.clone();
         Catalog::with_etw(&etw)
     } else {
         // live: on Linux this includes the perf-backed kernel providers
@@ -362,6 +376,12 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
     let pid_run = PidRun {
         target,
         provider: pid_provider,
+        live_etw: None,
+    };
+    #[cfg(windows)]
+    let pid_run = PidRun {
+        live_etw: Some(live_etw),
+        ..pid_run
     };
     run_programs(
         prog, args, &opts, &catalog, &programs, compiled, out, trace, pid_run,
@@ -372,6 +392,9 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
 struct PidRun {
     target: Option<target::Target>,
     provider: crate::providers::pid::PidProvider,
+    /// Windows: the ETW providers of a live run and the file to log to.
+    #[cfg_attr(not(windows), allow(dead_code))]
+    live_etw: Option<crate::sources::etw_live::LiveEtw>,
 }
 
 /// Opens the console (`--tui`, or no program on a terminal) with the command line's program.
@@ -460,6 +483,15 @@ fn run_programs(
         None => open_perf(prog, &mut engine, opts, compiled_uses_stacks)?,
         Some(_) => None,
     };
+    #[cfg(windows)]
+    let etw_live = match (&trace, &pid_run.live_etw) {
+        (None, Some(live)) => crate::sources::etw_live::windows::open_for(
+            &engine,
+            &live.etw,
+            live.log_file.as_deref(),
+        )?,
+        _ => None,
+    };
     for (p, r) in programs.iter().zip(&engine.runs) {
         let src = match p.kind {
             SourceKind::File => messages::ProgramSource::Script,
@@ -499,6 +531,16 @@ fn run_programs(
             }
             #[cfg(target_os = "linux")]
             if let Some(src) = perf.take() {
+                sources.push(Box::new(src));
+            }
+            // Windows: live ETW alone (its losses are reported after the run), or merged
+            #[cfg(windows)]
+            if let Some(mut src) = etw_live {
+                if sources.is_empty() {
+                    let status = engine.run_live(&mut src);
+                    src.report_losses(prog);
+                    return Ok(status);
+                }
                 sources.push(Box::new(src));
             }
             match crate::sources::merged::MergedSource::new(sources).simplify() {

@@ -487,11 +487,7 @@ impl Engine {
         etw: &crate::providers::etw::EtwProbes,
         between: &mut dyn FnMut(&mut Engine) -> bool,
     ) -> Vec<String> {
-        use crate::sources::etl::PayloadMemory;
-        let mut firings = crate::providers::etw::EtwFirings::new();
-        let mut execname = Vec::new();
-        let mut psargs = Vec::new();
-        let (mut kstack, mut ustack) = (Vec::new(), Vec::new());
+        let mut scratch = EventScratch::default();
         let stacks = source.stacks.take();
         let mut errors = Vec::new();
         let stack_source = crate::sources::etl::StackSource(stacks);
@@ -511,67 +507,11 @@ impl Engine {
                     generation = self.generation;
                     interest.set(etw.interest(&|id| self.is_enabled(id)));
                 }
-                let t = ev.time_ns;
-                self.advance_to(t);
+                self.advance_to(ev.time_ns);
                 if !interest.get().may_fire(ev) {
                     return true;
                 }
-                firings.clear();
-                let runs = &self.runs;
-                etw.firings(
-                    ev,
-                    dec,
-                    state,
-                    &|id| runs.iter().any(|r| r.vm.is_enabled(id)),
-                    &mut firings,
-                );
-                let Engine {
-                    runs,
-                    probes,
-                    consumer,
-                    exit,
-                    firings: fired,
-                    ..
-                } = &mut *self;
-                for f in &firings {
-                    let Some(p) = probes.get(&f.probe) else {
-                        continue;
-                    };
-                    execname.clear();
-                    psargs.clear();
-                    let mut proc_start = 0;
-                    if let Some(proc_) = state.process(f.pid) {
-                        execname.extend(proc_.name.to_ascii_lowercase().bytes());
-                        psargs.extend_from_slice(proc_.command_line.as_bytes());
-                        proc_start = proc_.start_ns.unwrap_or(0);
-                    }
-                    let mem = PayloadMemory {
-                        id: ev.id,
-                        version: ev.version,
-                        wide: ev.pointer_size == 8,
-                        payload: ev.payload,
-                        native: firings.native_of(f),
-                    };
-                    let mut cx = FiringCtx::synthetic(p, t, ev.wall_ns, &execname);
-                    cx.args = f.args;
-                    cx.pid = f.pid as u64;
-                    cx.tid = f.tid as u64;
-                    cx.ppid = state.process(f.pid).map(|p| p.parent as u64).unwrap_or(0);
-                    cx.cpu = ev.cpu as u32;
-                    cx.psargs = &psargs;
-                    cx.proc_start = proc_start;
-                    let mem = crate::sources::etl::EventMemory {
-                        payload: &mem,
-                        event: dec,
-                    };
-                    cx.memory = &mem;
-                    if stack_source.0.is_some() {
-                        stack_source.stack_of(ev, f.tid, &mut kstack, &mut ustack);
-                        cx.stack = &kstack;
-                        cx.ustack = &ustack;
-                    }
-                    *fired += fire_runs(runs, consumer, probes, exit, &cx);
-                }
+                self.fire_event(ev, dec, state, etw, &stack_source, &mut scratch);
                 true
             },
             |e| errors.push(e.to_string()),
@@ -579,6 +519,96 @@ impl Engine {
         source.stacks = stack_source.0;
         errors
     }
+
+    /// Fires what one decoded ETW record maps to in every program: the step shared by a
+    /// recorded trace ([`Engine::walk_trace`]) and live ETW (`sources::etw_live`). `state` is
+    /// the system state as of this record; stacks come from `stacks` when it holds any. The
+    /// caller moves time (trace time, or the live clock).
+    pub fn fire_event(
+        &mut self,
+        ev: &crate::etw::record::EventRecord<'_>,
+        dec: &crate::etw::decode::DecodedEvent<'_>,
+        state: &crate::etw::state::SystemState,
+        etw: &crate::providers::etw::EtwProbes,
+        stacks: &crate::sources::etl::StackSource,
+        scratch: &mut EventScratch,
+    ) {
+        use crate::sources::etl::PayloadMemory;
+        let t = self.trace_time.unwrap_or(ev.time_ns);
+        let EventScratch {
+            firings,
+            execname,
+            psargs,
+            kstack,
+            ustack,
+        } = scratch;
+        firings.clear();
+        let runs = &self.runs;
+        etw.firings(
+            ev,
+            dec,
+            state,
+            &|id| runs.iter().any(|r| r.vm.is_enabled(id)),
+            firings,
+        );
+        let Engine {
+            runs,
+            probes,
+            consumer,
+            exit,
+            firings: fired,
+            ..
+        } = &mut *self;
+        for f in firings.iter() {
+            let Some(p) = probes.get(&f.probe) else {
+                continue;
+            };
+            execname.clear();
+            psargs.clear();
+            let mut proc_start = 0;
+            if let Some(proc_) = state.process(f.pid) {
+                execname.extend(proc_.name.to_ascii_lowercase().bytes());
+                psargs.extend_from_slice(proc_.command_line.as_bytes());
+                proc_start = proc_.start_ns.unwrap_or(0);
+            }
+            let mem = PayloadMemory {
+                id: ev.id,
+                version: ev.version,
+                wide: ev.pointer_size == 8,
+                payload: ev.payload,
+                native: firings.native_of(f),
+            };
+            let mem = crate::sources::etl::EventMemory {
+                payload: &mem,
+                event: dec,
+            };
+            let mut cx = FiringCtx::synthetic(p, t, ev.wall_ns, execname);
+            cx.args = f.args;
+            cx.pid = f.pid as u64;
+            cx.tid = f.tid as u64;
+            cx.ppid = state.process(f.pid).map(|p| p.parent as u64).unwrap_or(0);
+            cx.cpu = ev.cpu as u32;
+            cx.psargs = psargs;
+            cx.proc_start = proc_start;
+            cx.memory = &mem;
+            if stacks.0.is_some() {
+                stacks.stack_of(ev, f.tid, kstack, ustack);
+                cx.stack = kstack;
+                cx.ustack = ustack;
+            }
+            *fired += fire_runs(runs, consumer, probes, exit, &cx);
+        }
+    }
+}
+
+/// Buffers [`Engine::fire_event`] reuses from one record to the next.
+#[derive(Default)]
+pub struct EventScratch {
+    firings: crate::providers::etw::EtwFirings,
+    execname: Vec<u8>,
+    psargs: Vec<u8>,
+    kstack: Vec<u64>,
+    ustack: Vec<u64>,
 }
 
 /// Runs one firing in every program that enabled its probe (see [`Engine::fire`]); returns

@@ -217,7 +217,7 @@ impl TraceSource {
 /// Whether the system state needs a record decoded: process, thread (not the context switches
 /// and ready-thread events), image and image-id records. (Stack walks are matched to their
 /// events before the run, by [`TraceSource::collect_stacks`].)
-fn state_needs(ev: &EventRecord<'_>) -> bool {
+pub(crate) fn state_needs(ev: &EventRecord<'_>) -> bool {
     use crate::providers::etw::group;
     match ev.kernel_group {
         Some(group::PROCESS | group::IMAGE) => true,

@@ -3,5 +3,6 @@
 
 pub mod debugger;
 pub mod etl;
+pub mod etw_live;
 pub mod merged;
 pub mod perf;

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# The Windows check of dtx, run on Debian Linux (CI runs it after the Linux tests):
+#   (a) clippy for x86_64-pc-windows-msvc with rustup's toolchain (type-checks every cfg(windows)
+#       path; skipped with a message when that target's std is not installed),
+#   (b) a full cross build of dtx for x86_64-pc-windows-gnu with Debian's cargo/rustc, -Zbuild-std
+#       and the mingw-w64 linker,
+#   (c) the tests that make sense on Windows (the library's unit tests and the integration tests)
+#       run under Wine; tests of Linux-only facilities (ptrace, perf events, pseudo-terminals) are
+#       compiled out for Windows or skip with a message.
+# Debian's packages are installed when missing (needs root and apt); the Wine prefix and the build
+# directories are kept, so a second run only rebuilds what changed.
+#
+# Environment: WINEPREFIX (default ~/.cache/dtx/wine), DTX_WIN_SKIP_CLIPPY=1, DTX_WIN_SKIP_TESTS=1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+GNU_TARGET=x86_64-pc-windows-gnu
+MSVC_TARGET=x86_64-pc-windows-msvc
+# separate from the Linux build directory (target/release, target/debug)
+MSVC_DIR=$ROOT/target/win-msvc
+GNU_DIR=$ROOT/target/win-gnu
+NICE=(nice -n 10)
+t0=$(date +%s)
+phase() { echo "windows-check: $1 ($(($(date +%s) - t0)) s)"; }
+
+# 1. Debian packages: Debian's rustc with its own std source (the std of the Windows targets must
+#    be built with the compiler it came with), the mingw-w64 linker and Wine.
+PACKAGES=(rustc-web cargo-web rust-web-src gcc-mingw-w64-x86-64-win32 wine64)
+missing=()
+for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+        echo "windows-check: missing Debian packages (${missing[*]}); install them as root with apt-get" >&2
+        exit 1
+    fi
+    phase "installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y --no-install-recommends "${missing[@]}" ||
+        { apt-get update && apt-get install -y --no-install-recommends "${missing[@]}"; }
+fi
+# the dependencies need a recent compiler: bookworm has rustc-web 1.85, bookworm-security 1.96
+MIN_RUSTC=88
+rustc_minor() { /usr/bin/rustc --version 2>/dev/null | sed -n 's/^rustc 1\.\([0-9]*\).*/\1/p'; }
+if [ "$(rustc_minor)" -lt "$MIN_RUSTC" ] 2>/dev/null; then
+    if [ "$(id -u)" != 0 ]; then
+        echo "windows-check: /usr/bin/rustc is $(/usr/bin/rustc --version); 1.$MIN_RUSTC or later is needed (rustc-web from bookworm-security)" >&2
+        exit 1
+    fi
+    phase "upgrading rustc-web (bookworm-security)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update
+    apt-get install -y --no-install-recommends rustc-web cargo-web rust-web-src
+fi
+phase "packages ready: $(/usr/bin/rustc --version)"
+
+# 2. a headless Wine prefix (console programs need no display), made once
+WINE=/usr/lib/wine/wine64
+export WINEPREFIX=${WINEPREFIX:-${XDG_CACHE_HOME:-$HOME/.cache}/dtx/wine}
+export WINEDEBUG=${WINEDEBUG:--all}
+unset DISPLAY WAYLAND_DISPLAY
+if [ ! -f "$WINEPREFIX/system.reg" ]; then
+    mkdir -p "$WINEPREFIX"
+    "$WINE" cmd /c ver >/dev/null 2>&1 || true
+    /usr/lib/wine/wineserver -w || true
+fi
+[ -d "$WINEPREFIX/drive_c/windows/system32" ] ||
+    { echo "windows-check: could not make the Wine prefix $WINEPREFIX" >&2; exit 1; }
+# the ProcessPrng stand-in (Wine 8 has no bcryptprimitives.dll), rebuilt when its source changes
+DLL=$WINEPREFIX/drive_c/windows/system32/bcryptprimitives.dll
+if [ ! -f "$DLL" ] || [ scripts/windows/bcryptprimitives.c -nt "$DLL" ] || [ scripts/windows/bcryptprimitives.def -nt "$DLL" ]; then
+    x86_64-w64-mingw32-gcc -O2 -shared -o "$DLL" \
+        scripts/windows/bcryptprimitives.c scripts/windows/bcryptprimitives.def -ladvapi32
+fi
+phase "wine prefix $WINEPREFIX ready"
+
+# (a) clippy for the MSVC target with rustup's toolchain (no C compiler or linker involved)
+if [ "${DTX_WIN_SKIP_CLIPPY:-}" = 1 ]; then
+    echo "windows-check: skipping clippy (DTX_WIN_SKIP_CLIPPY=1)"
+elif command -v rustup >/dev/null && rustup target list --installed 2>/dev/null | grep -qx "$MSVC_TARGET"; then
+    CARGO_TARGET_DIR=$MSVC_DIR "${NICE[@]}" cargo clippy --target "$MSVC_TARGET" --all-targets -- -D warnings
+    phase "clippy --target $MSVC_TARGET clean"
+else
+    echo "windows-check: skipping clippy: rustup's std for $MSVC_TARGET is not installed (rustup target add $MSVC_TARGET)"
+fi
+
+# (b) + (c) Debian's compiler, called explicitly so that rustup's toolchains stay untouched
+export RUSTC=/usr/bin/rustc RUSTDOC=/usr/bin/rustdoc
+export RUSTC_BOOTSTRAP=1 # lets Debian's stable compiler take -Zbuild-std
+export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER=x86_64-w64-mingw32-gcc
+export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER=$WINE
+export CARGO_TARGET_DIR=$GNU_DIR
+GNU_CARGO=(/usr/bin/cargo)
+BUILD_STD=(-Zbuild-std=std,panic_abort --target "$GNU_TARGET")
+"${NICE[@]}" "${GNU_CARGO[@]}" build --release "${BUILD_STD[@]}" --bins
+phase "cross build for $GNU_TARGET done: $GNU_DIR/$GNU_TARGET/release/dtx.exe"
+"$WINE" "$GNU_DIR/$GNU_TARGET/release/dtx.exe" -q -n 'BEGIN { printf("dtx.exe under wine: %d\n", 6 * 7); exit(0); }'
+
+if [ "${DTX_WIN_SKIP_TESTS:-}" = 1 ]; then
+    echo "windows-check: skipping the tests under Wine (DTX_WIN_SKIP_TESTS=1)"
+    exit 0
+fi
+# the library's unit tests, the binaries' and every integration test (each Linux-only test file
+# is compiled out for Windows; the rest skip with a message where a facility is missing)
+status=0
+"${NICE[@]}" "${GNU_CARGO[@]}" test --release "${BUILD_STD[@]}" --no-fail-fast --lib --bins --tests || status=$?
+/usr/lib/wine/wineserver -k 2>/dev/null || true
+phase "tests under wine finished with status $status"
+exit "$status"

@@ -1,0 +1,444 @@
+//! Live ETW: the sessions the enabled probes need, their records fed through the same
+//! decoders, system state, providers and engine step as `-E file.etl`.
+//!
+//! * [`raw`]: `EVENT_RECORD` mirrors and their conversion to the shared `EventRecord`;
+//! * [`plan`]: the kernel flags, stack walks and user providers a run needs;
+//! * this module: the `EventRecordCallback` ([`event_record_callback`]) that ProcessTrace
+//!   calls on its worker thread, and [`EtwLiveSource`], the engine's `EventSource` that takes
+//!   the copied records from it;
+//! * `windows` (cfg(windows)): starting, enabling and stopping the sessions — the only part
+//!   that needs Windows, and the only part not exercised by the tests (Wine's OpenTrace is a
+//!   stub).
+
+pub mod plan;
+pub mod raw;
+#[cfg(windows)]
+pub mod windows;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+
+use crate::engine::{Engine, EventScratch, EventSource, SourceState};
+use crate::etw::decode::{DecodedEvent, Decoder};
+use crate::etw::reader::logfile::TimeBase;
+use crate::etw::record::Guid;
+use crate::etw::state::{StackMatcher, SystemState};
+use crate::providers::etw::EtwProbes;
+use crate::sources::etl::StackSource;
+use crate::vm::FiringCtx;
+use raw::{LiveEvent, RawEventRecord};
+
+/// Records held between the callback and the engine before the callback starts dropping them
+/// (and counting them as lost).
+pub const QUEUE_RECORDS: usize = 1 << 16;
+
+/// The provider of the real-time loss records ETW inserts (`RT_LostEvent`).
+pub const RT_LOST_EVENT: Guid = Guid {
+    data1: 0x6a39_9ae0,
+    data2: 0x4bc6,
+    data3: 0x4de9,
+    data4: [0x87, 0x0b, 0x36, 0x57, 0xf8, 0x94, 0x7e, 0x7e],
+};
+
+/// What the callback sends to the engine's side.
+pub enum LiveMessage {
+    Event(LiveEvent),
+    /// The session ended (ProcessTrace returned), with its error code when it failed.
+    Ended(u32),
+}
+
+/// The state the callback reaches through `EVENT_RECORD.UserContext`.
+pub struct CallbackContext {
+    tx: SyncSender<LiveMessage>,
+    /// Records dropped because the engine fell behind.
+    pub dropped: AtomicU64,
+}
+
+impl CallbackContext {
+    /// A context and the receiving end for [`EtwLiveSource`].
+    pub fn channel(capacity: usize) -> (Box<CallbackContext>, Receiver<LiveMessage>) {
+        let (tx, rx) = std::sync::mpsc::sync_channel(capacity);
+        (
+            Box::new(CallbackContext {
+                tx,
+                dropped: AtomicU64::new(0),
+            }),
+            rx,
+        )
+    }
+
+    /// Tells the engine's side the session is over (never blocks: when the queue is full the
+    /// engine is stopping the session anyway).
+    pub fn end(&self, code: u32) {
+        let _ = self.tx.try_send(LiveMessage::Ended(code));
+    }
+
+    /// Sends one record (ProcessTrace's thread; also how a Windows layer passes records it
+    /// makes itself, e.g. TDH metadata).
+    pub fn send(&self, ev: LiveEvent) {
+        match self.tx.try_send(LiveMessage::Event(ev)) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(TrySendError::Disconnected(_)) => {}
+        }
+    }
+}
+
+/// The `EventRecordCallback` of every live session: copies the record (its buffers are only
+/// valid during the call) and queues it for the engine. `UserContext` is the session's
+/// [`CallbackContext`].
+///
+/// # Safety
+/// `rec` must be a valid record as ETW passes it, whose `user_context` is a live
+/// `CallbackContext` (what the session set in `EVENT_TRACE_LOGFILEW.Context`).
+pub unsafe extern "system" fn event_record_callback(rec: *mut RawEventRecord) {
+    let Some(rec) = rec.as_ref() else { return };
+    let Some(cx) = (rec.user_context as *const CallbackContext).as_ref() else {
+        return;
+    };
+    cx.send(LiveEvent::copy_from(rec));
+}
+
+/// A session the source owns: stopped with it (and on drop).
+pub trait LiveSession: Send {
+    fn stop(&mut self);
+}
+
+/// What [`EtwLiveSource`] counted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LiveCounts {
+    pub records: u64,
+    /// Events ETW reported lost (RT_LostEvent records).
+    pub lost_by_etw: u64,
+    /// Records dropped between the callback and the engine.
+    pub dropped: u64,
+}
+
+/// Live ETW as an engine event source: records come from [`event_record_callback`] through a
+/// queue, and each is decoded, applied to the system state and fired exactly as a trace's.
+pub struct EtwLiveSource {
+    rx: Receiver<LiveMessage>,
+    context: Box<CallbackContext>,
+    decoder: Decoder,
+    state: SystemState,
+    stacks: StackSource,
+    etw: EtwProbes,
+    time: TimeBase,
+    /// Engine clock (ns) at the session's time 0: live records fire on the engine's clock.
+    clock_origin: Option<u64>,
+    scratch: EventScratch,
+    lost_probe: Option<u64>,
+    seen_dropped: u64,
+    pub counts: LiveCounts,
+    sessions: Vec<Box<dyn LiveSession>>,
+    ended: Option<u32>,
+}
+
+impl EtwLiveSource {
+    /// A source reading from `rx` (fed by `context`'s callback); `time` converts the session's
+    /// raw timestamps; `stacks` keeps the stacks ETW attaches to records.
+    pub fn new(
+        context: Box<CallbackContext>,
+        rx: Receiver<LiveMessage>,
+        etw: EtwProbes,
+        time: TimeBase,
+        stacks: bool,
+    ) -> EtwLiveSource {
+        EtwLiveSource {
+            rx,
+            context,
+            decoder: Decoder::new(),
+            state: SystemState::new(),
+            stacks: StackSource(stacks.then(StackMatcher::new)),
+            etw,
+            time,
+            clock_origin: None,
+            scratch: EventScratch::default(),
+            lost_probe: None,
+            seen_dropped: 0,
+            counts: LiveCounts::default(),
+            sessions: Vec::new(),
+            ended: None,
+        }
+    }
+
+    /// The context to pass as `EVENT_TRACE_LOGFILEW.Context` (and `UserContext` in tests):
+    /// it stays at this address while the source lives.
+    pub fn context_ptr(&self) -> *mut std::ffi::c_void {
+        &*self.context as *const CallbackContext as *mut std::ffi::c_void
+    }
+
+    /// Hands over a session to stop with this source.
+    pub fn own(&mut self, session: Box<dyn LiveSession>) {
+        self.sessions.push(session);
+    }
+
+    /// The system state rebuilt from the session's records so far.
+    pub fn state(&self) -> &SystemState {
+        &self.state
+    }
+
+    /// The error code the session ended with, once it ended.
+    pub fn ended(&self) -> Option<u32> {
+        self.ended
+    }
+
+    /// Decodes and fires one record: the same decode → state → providers → engine step as a
+    /// trace's walk (`Engine::fire_event`).
+    pub fn deliver(&mut self, ev: &LiveEvent, engine: &mut Engine) {
+        self.counts.records += 1;
+        let mut rec = ev.record(&self.time);
+        if rec.provider == RT_LOST_EVENT {
+            self.counts.lost_by_etw += 1;
+            // 32: events lost, 33: buffers lost, 34: the log file could not be written
+            let kind = rec.opcode.saturating_sub(32) as u64;
+            self.fire_lost(engine, 1, kind);
+            return;
+        }
+        let origin = *self
+            .clock_origin
+            .get_or_insert_with(|| engine.now_ns().saturating_sub(rec.time_ns));
+        rec.time_ns += origin;
+        self.decoder.observe(&rec);
+        let interest = self.etw.interest(&|id| engine.is_enabled(id));
+        if let Some(m) = self.stacks.0.as_mut() {
+            m.observe(&rec, None);
+        }
+        if crate::sources::etl::state_needs(&rec) || interest.wants(&rec) {
+            let dec = self.decoder.decode(&rec);
+            self.state.observe(&rec, Some(&dec));
+            engine.fire_event(
+                &rec,
+                &dec,
+                &self.state,
+                &self.etw,
+                &self.stacks,
+                &mut self.scratch,
+            );
+        } else {
+            self.state.observe(&rec, None);
+            engine.fire_event(
+                &rec,
+                &DecodedEvent::skipped(),
+                &self.state,
+                &self.etw,
+                &self.stacks,
+                &mut self.scratch,
+            );
+        }
+    }
+
+    /// Fires `diag:::lostevent` (arg0: how many, arg1: 0 events, 1 buffers, 2 log file,
+    /// 3 dropped by dtx's queue) when a program enabled it.
+    fn fire_lost(&mut self, engine: &mut Engine, n: u64, kind: u64) {
+        let probe = match self.lost_probe {
+            Some(id) => id,
+            None => {
+                let Some(p) = engine
+                    .enabled_probes()
+                    .find(|p| p.provider == "diag" && p.name == "lostevent")
+                else {
+                    return;
+                };
+                self.lost_probe = Some(p.id);
+                p.id
+            }
+        };
+        let Some(p) = engine.probe_info(probe).cloned() else {
+            return;
+        };
+        let now = engine.now_ns();
+        let mut cx = FiringCtx::synthetic(&p, now, now, b"dtx");
+        cx.args[0] = n;
+        cx.args[1] = kind;
+        engine.fire(&cx);
+    }
+
+    fn check_dropped(&mut self, engine: &mut Engine) {
+        let d = self.context.dropped.load(Ordering::Relaxed);
+        if d > self.seen_dropped {
+            let n = d - self.seen_dropped;
+            self.seen_dropped = d;
+            self.counts.dropped = d;
+            self.fire_lost(engine, n, 3);
+        }
+    }
+}
+
+impl EventSource for EtwLiveSource {
+    fn pump(&mut self, deadline: u64, engine: &mut Engine) -> SourceState {
+        loop {
+            if engine.done() {
+                return SourceState::Running;
+            }
+            self.check_dropped(engine);
+            let now = engine.now_ns();
+            let msg = match self.rx.try_recv() {
+                Ok(m) => m,
+                Err(_) if now >= deadline => return SourceState::Running,
+                Err(_) => {
+                    let wait = std::time::Duration::from_nanos((deadline - now).min(50_000_000));
+                    match self.rx.recv_timeout(wait) {
+                        Ok(m) => m,
+                        Err(RecvTimeoutError::Timeout) => continue,
+                        Err(RecvTimeoutError::Disconnected) => return SourceState::Ended(None),
+                    }
+                }
+            };
+            match msg {
+                LiveMessage::Event(ev) => self.deliver(&ev, engine),
+                LiveMessage::Ended(code) => {
+                    self.ended = Some(code);
+                    return SourceState::Ended(None);
+                }
+            }
+        }
+    }
+
+    fn finish(&mut self, engine: &mut Engine) {
+        // what the queue already holds still counts
+        while !engine.exited() {
+            match self.rx.try_recv() {
+                Ok(LiveMessage::Event(ev)) => self.deliver(&ev, engine),
+                _ => break,
+            }
+        }
+    }
+
+    fn stop(&mut self) {
+        for s in &mut self.sessions {
+            s.stop();
+        }
+        self.sessions.clear();
+    }
+}
+
+impl Drop for EtwLiveSource {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+impl EtwLiveSource {
+    /// Says on stderr what was lost, as dtrace reports drops.
+    pub fn report_losses(&self, prog: &str) {
+        if self.counts.lost_by_etw > 0 {
+            eprintln!(
+                "{prog}: {} ETW loss reports (events or buffers lost by the session)",
+                self.counts.lost_by_etw
+            );
+        }
+        if self.counts.dropped > 0 {
+            eprintln!(
+                "{prog}: {} events dropped (the engine fell behind the session)",
+                self.counts.dropped
+            );
+        }
+    }
+}
+
+/// The ETW side of a live run on Windows: the providers the programs name (kernel ones and
+/// user providers by name or GUID) and the file to also log to (`-E file.etl` where the file
+/// does not exist).
+#[derive(Clone, Debug, Default)]
+pub struct LiveEtw {
+    pub etw: EtwProbes,
+    pub log_file: Option<std::path::PathBuf>,
+}
+
+impl LiveEtw {
+    /// From the command line's programs (`-s` files are read; one that cannot be read is left
+    /// to the compiler to report).
+    pub fn for_programs(
+        programs: &[crate::cli::args::ProgramSource],
+        log_file: Option<std::path::PathBuf>,
+    ) -> LiveEtw {
+        use crate::cli::args::ProgramSource;
+        let mut etw = EtwProbes::new();
+        for p in programs {
+            let text = match p {
+                ProgramSource::Script(path) => std::fs::read_to_string(path).unwrap_or_default(),
+                ProgramSource::Probe(_, t) => t.clone(),
+            };
+            for name in named_providers_in(&text) {
+                etw.add_named(&name);
+            }
+        }
+        LiveEtw { etw, log_file }
+    }
+}
+
+/// Providers that are dtx's own or the kernel's, never a user ETW provider.
+const BUILT_IN: &[&str] = &[
+    "dtrace", "profile", "tick", "pid", "fpid", "diag", "sched", "proc", "io", "isr", "dpc",
+    "syscall", "pf", "fsinfo", "reg", "tcpip", "udpip", "pmc", "dnet", "hwconfig", "lockstat",
+];
+
+/// The provider names of the probe descriptions in a D program (`name:::probe`,
+/// `name:mod:func:probe`) that may be user ETW providers: names and GUIDs, lower-case, with no
+/// glob characters, in order of first appearance.
+pub fn named_providers_in(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let is_name = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '{' | '}');
+    for line in text.lines() {
+        let line = line.split("//").next().unwrap_or("");
+        let mut rest = line;
+        while let Some(i) = rest.find(':') {
+            let before = &rest[..i];
+            let start = before
+                .char_indices()
+                .rev()
+                .find(|(_, c)| !is_name(*c))
+                .map(|(j, c)| j + c.len_utf8())
+                .unwrap_or(0);
+            let name = before[start..].trim_matches(|c| c == '{' || c == '}');
+            // a description has three colons (`a:::b` or `a:b:c:d`); `?:` or `::` in
+            // expressions have fewer
+            let after = &rest[i..];
+            let colons = after
+                .chars()
+                .take_while(|c| *c != '{' && *c != '/' && !c.is_whitespace() && *c != ',')
+                .filter(|c| *c == ':')
+                .count();
+            if colons == 3
+                && !name.is_empty()
+                && !name.starts_with(|c: char| c.is_ascii_digit() && !name.contains('-'))
+            {
+                let lower = name.to_ascii_lowercase();
+                if !BUILT_IN.contains(&lower.as_str()) && !out.contains(&lower) {
+                    out.push(lower);
+                }
+            }
+            // skip this whole description
+            let skip = after
+                .find(|c: char| c == '{' || c == '/' || c.is_whitespace() || c == ',')
+                .unwrap_or(after.len());
+            rest = &after[skip.max(1)..];
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn provider_names_come_from_probe_descriptions() {
+        let d = "microsoft-windows-dns-client:::events, sched:::on-cpu\n\
+                 {1c95126e-7eea-49a9-a3fe-a378b03ddb4d}:::events /pid == 4/ { x = a ? b : c; }\n\
+                 Microsoft-Windows-Kernel-Process:mod:func:name { @[execname] = count(); }\n\
+                 // other-provider:::events\n\
+                 profile:::tick-1s { exit(0); }";
+        assert_eq!(
+            named_providers_in(d),
+            vec![
+                "microsoft-windows-dns-client",
+                "1c95126e-7eea-49a9-a3fe-a378b03ddb4d",
+                "microsoft-windows-kernel-process",
+            ]
+        );
+    }
+}

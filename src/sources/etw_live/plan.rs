@@ -1,0 +1,388 @@
+//! What a live ETW session must enable for the probes a run enabled: the kernel logger's
+//! enable flags, the kernel events that need stack walks (those whose clauses record stacks),
+//! and the user-mode providers to enable by name or GUID with their keywords and level.
+//! Platform-neutral: the Windows layer only turns a [`SessionPlan`] into system calls.
+
+use crate::engine::Engine;
+use crate::etw::record::Guid;
+use crate::probes::ProbeInfo;
+use crate::providers::etw::group;
+
+/// `EVENT_TRACE_FLAG_*` of the kernel logger.
+pub mod kernel_flag {
+    pub const PROCESS: u32 = 0x0000_0001;
+    pub const THREAD: u32 = 0x0000_0002;
+    pub const IMAGE_LOAD: u32 = 0x0000_0004;
+    pub const CSWITCH: u32 = 0x0000_0010;
+    pub const DPC: u32 = 0x0000_0020;
+    pub const INTERRUPT: u32 = 0x0000_0040;
+    pub const SYSTEMCALL: u32 = 0x0000_0080;
+    pub const DISK_IO: u32 = 0x0000_0100;
+    pub const DISK_FILE_IO: u32 = 0x0000_0200;
+    pub const DISK_IO_INIT: u32 = 0x0000_0400;
+    pub const DISPATCHER: u32 = 0x0000_0800;
+    pub const MEMORY_PAGE_FAULTS: u32 = 0x0000_1000;
+    pub const MEMORY_HARD_FAULTS: u32 = 0x0000_2000;
+    pub const NETWORK_TCPIP: u32 = 0x0001_0000;
+    pub const REGISTRY: u32 = 0x0002_0000;
+    pub const DRIVER: u32 = 0x0080_0000;
+    pub const PROFILE: u32 = 0x0100_0000;
+    pub const FILE_IO: u32 = 0x0200_0000;
+    pub const FILE_IO_INIT: u32 = 0x0400_0000;
+}
+
+use kernel_flag as k;
+
+const REGISTRY: u8 = 0x09;
+const TCPIP: u8 = 0x06;
+const UDPIP: u8 = 0x08;
+
+/// What one kernel probe needs from the kernel logger.
+struct KernelNeed {
+    provider: &'static str,
+    /// Probe names it covers (`*` for all of the provider's probes).
+    names: &'static [&'static str],
+    flags: u32,
+    /// The (kernel group, event type) records the probe fires on: stack walks are asked for
+    /// these when the probe's clauses record stacks.
+    events: &'static [(u8, u8)],
+}
+
+/// The kernel providers' needs, by provider and probe name. Process and thread records are
+/// always on with any kernel probe: execname, pid and the thread's process come from them.
+const KERNEL_NEEDS: &[KernelNeed] = &[
+    KernelNeed {
+        provider: "sched",
+        names: &["on-cpu", "off-cpu"],
+        flags: k::CSWITCH | k::DISPATCHER,
+        events: &[(group::THREAD, 36)],
+    },
+    KernelNeed {
+        provider: "sched",
+        names: &["*"],
+        flags: k::CSWITCH | k::DISPATCHER,
+        events: &[(group::THREAD, 50)],
+    },
+    KernelNeed {
+        provider: "proc",
+        names: &["module-load", "module-unload"],
+        flags: k::PROCESS | k::THREAD | k::IMAGE_LOAD,
+        events: &[(group::IMAGE, 10), (group::IMAGE, 2)],
+    },
+    KernelNeed {
+        provider: "proc",
+        names: &["*"],
+        flags: k::PROCESS | k::THREAD,
+        events: &[
+            (group::PROCESS, 1),
+            (group::PROCESS, 2),
+            (group::THREAD, 1),
+            (group::THREAD, 2),
+        ],
+    },
+    KernelNeed {
+        provider: "io",
+        names: &["*"],
+        flags: k::DISK_IO | k::DISK_IO_INIT | k::DRIVER,
+        events: &[
+            (group::DISK_IO, 10),
+            (group::DISK_IO, 11),
+            (group::DISK_IO, 12),
+            (group::DISK_IO, 13),
+        ],
+    },
+    KernelNeed {
+        provider: "fsinfo",
+        names: &["*"],
+        flags: k::FILE_IO | k::FILE_IO_INIT | k::DISK_FILE_IO,
+        events: &[
+            (group::FILE_IO, 64),
+            (group::FILE_IO, 67),
+            (group::FILE_IO, 68),
+        ],
+    },
+    KernelNeed {
+        provider: "reg",
+        names: &["*"],
+        flags: k::REGISTRY,
+        events: &[
+            (REGISTRY, 10),
+            (REGISTRY, 11),
+            (REGISTRY, 14),
+            (REGISTRY, 16),
+        ],
+    },
+    KernelNeed {
+        provider: "pf",
+        names: &["*"],
+        flags: k::MEMORY_PAGE_FAULTS | k::MEMORY_HARD_FAULTS,
+        events: &[(group::PAGE_FAULT, 32)],
+    },
+    KernelNeed {
+        provider: "tcpip",
+        names: &["*"],
+        flags: k::NETWORK_TCPIP,
+        events: &[(TCPIP, 10), (TCPIP, 11), (TCPIP, 12), (TCPIP, 15)],
+    },
+    KernelNeed {
+        provider: "udpip",
+        names: &["*"],
+        flags: k::NETWORK_TCPIP,
+        events: &[(UDPIP, 10), (UDPIP, 11)],
+    },
+    KernelNeed {
+        provider: "profile",
+        names: &["sample-*"],
+        flags: k::PROFILE,
+        events: &[(group::PERF_INFO, 46)],
+    },
+    KernelNeed {
+        provider: "dpc",
+        names: &["*"],
+        flags: k::DPC,
+        events: &[
+            (group::PERF_INFO, 66),
+            (group::PERF_INFO, 68),
+            (group::PERF_INFO, 69),
+        ],
+    },
+    KernelNeed {
+        provider: "isr",
+        names: &["*"],
+        flags: k::INTERRUPT,
+        events: &[(group::PERF_INFO, 67)],
+    },
+    KernelNeed {
+        provider: "syscall",
+        names: &["*"],
+        flags: k::SYSTEMCALL,
+        events: &[(group::PERF_INFO, 51), (group::PERF_INFO, 52)],
+    },
+    KernelNeed {
+        provider: "diag",
+        names: &["events"],
+        flags: k::PROCESS | k::THREAD | k::IMAGE_LOAD,
+        events: &[],
+    },
+];
+
+/// Providers that are not ETW's: their probes need no session.
+const NOT_ETW: &[&str] = &["dtrace", "profile", "tick", "pid", "fpid", "diag"];
+
+/// `TRACE_LEVEL_VERBOSE`: every event of a user provider.
+pub const LEVEL_VERBOSE: u8 = 5;
+
+/// A user-mode provider to enable in the user session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UserProvider {
+    /// The name the probes gave (a provider name, or a GUID's text).
+    pub name: String,
+    /// Known when the name is a GUID; otherwise resolved from the system's provider list.
+    pub guid: Option<Guid>,
+    /// MatchAnyKeyword (all bits: every event).
+    pub keywords: u64,
+    pub level: u8,
+    /// Whether events of this provider need their stacks (EVENT_ENABLE_PROPERTY_STACK_TRACE).
+    pub stacks: bool,
+}
+
+/// Everything a live run asks of ETW.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SessionPlan {
+    /// The kernel logger's `EnableFlags` (0: no kernel session).
+    pub kernel_flags: u32,
+    /// Kernel (group, event type) records to stack-walk, sorted.
+    pub stack_events: Vec<(u8, u8)>,
+    pub user: Vec<UserProvider>,
+}
+
+impl SessionPlan {
+    /// The plan for the probes `probes`; `wants_stack(p)` says whether a clause that `p`
+    /// fires records stacks.
+    pub fn for_probes<'a>(
+        probes: impl IntoIterator<Item = &'a ProbeInfo>,
+        wants_stack: &dyn Fn(&ProbeInfo) -> bool,
+    ) -> SessionPlan {
+        let mut plan = SessionPlan::default();
+        for p in probes {
+            let mut kernel = false;
+            for need in KERNEL_NEEDS.iter().filter(|n| n.provider == p.provider) {
+                kernel = true;
+                if !need
+                    .names
+                    .iter()
+                    .any(|n| crate::probes::glob_match(n, &p.name))
+                {
+                    continue;
+                }
+                plan.kernel_flags |= need.flags | k::PROCESS | k::THREAD;
+                if wants_stack(p) {
+                    plan.stack_events.extend_from_slice(need.events);
+                    // stacks print by module: the images must be known
+                    plan.kernel_flags |= k::IMAGE_LOAD;
+                }
+                // the first matching entry of a provider decides
+                break;
+            }
+            if kernel || NOT_ETW.contains(&p.provider.as_str()) || p.provider.is_empty() {
+                continue;
+            }
+            let stacks = wants_stack(p);
+            match plan.user.iter_mut().find(|u| u.name == p.provider) {
+                Some(u) => u.stacks |= stacks,
+                None => plan.user.push(UserProvider {
+                    name: p.provider.clone(),
+                    guid: Guid::parse(&p.provider),
+                    keywords: u64::MAX,
+                    level: LEVEL_VERBOSE,
+                    stacks,
+                }),
+            }
+        }
+        plan.stack_events.sort_unstable();
+        plan.stack_events.dedup();
+        plan
+    }
+
+    /// The plan for what `engine`'s programs enabled: a probe needs stacks when a clause
+    /// that names it calls `stack()`/`ustack()` (or keys on a stack).
+    pub fn for_engine(engine: &Engine) -> SessionPlan {
+        let mut stack_clauses = Vec::new();
+        for run in &engine.runs {
+            let program = &run.vm.program;
+            for c in &program.clauses {
+                let one = crate::ir::Program {
+                    clauses: vec![c.clone()],
+                    ..(**program).clone()
+                };
+                if crate::engine::uses_stacks(&one) {
+                    stack_clauses.extend(c.probes.iter().cloned());
+                }
+            }
+        }
+        let wants_stack = |p: &ProbeInfo| {
+            stack_clauses.iter().any(|d| {
+                crate::probes::glob_match(&d.provider, &p.provider)
+                    && crate::providers::fields_match(d, &p.module, &p.function, &p.name)
+            })
+        };
+        let mut probes: Vec<&ProbeInfo> = engine.enabled_probes().collect();
+        probes.sort_by_key(|p| p.id);
+        SessionPlan::for_probes(probes, &wants_stack)
+    }
+
+    /// Whether the kernel logger is needed.
+    pub fn needs_kernel(&self) -> bool {
+        self.kernel_flags != 0
+    }
+
+    /// Whether any session is needed at all.
+    pub fn is_empty(&self) -> bool {
+        self.kernel_flags == 0 && self.user.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn probe(provider: &str, name: &str) -> ProbeInfo {
+        ProbeInfo {
+            id: 1,
+            provider: provider.into(),
+            module: String::new(),
+            function: String::new(),
+            name: name.into(),
+            arg_types: Vec::new(),
+        }
+    }
+
+    fn plan(probes: &[(&str, &str)], stacks: bool) -> SessionPlan {
+        let v: Vec<ProbeInfo> = probes.iter().map(|(p, n)| probe(p, n)).collect();
+        SessionPlan::for_probes(&v, &|_| stacks)
+    }
+
+    #[test]
+    fn kernel_flags_follow_the_probes() {
+        let base = k::PROCESS | k::THREAD;
+        assert_eq!(
+            plan(&[("sched", "on-cpu")], false).kernel_flags,
+            base | k::CSWITCH | k::DISPATCHER
+        );
+        assert_eq!(plan(&[("proc", "exit")], false).kernel_flags, base);
+        assert_eq!(
+            plan(&[("proc", "module-load")], false).kernel_flags,
+            base | k::IMAGE_LOAD
+        );
+        assert_eq!(
+            plan(&[("io", "start")], false).kernel_flags,
+            base | k::DISK_IO | k::DISK_IO_INIT | k::DRIVER
+        );
+        assert_eq!(
+            plan(&[("fsinfo", "read")], false).kernel_flags,
+            base | k::FILE_IO | k::FILE_IO_INIT | k::DISK_FILE_IO
+        );
+        assert_eq!(
+            plan(&[("reg", "open")], false).kernel_flags,
+            base | k::REGISTRY
+        );
+        assert_eq!(
+            plan(&[("pf", "hardflt")], false).kernel_flags,
+            base | k::MEMORY_PAGE_FAULTS | k::MEMORY_HARD_FAULTS
+        );
+        assert_eq!(
+            plan(&[("tcpip", "send"), ("udpip", "recv")], false).kernel_flags,
+            base | k::NETWORK_TCPIP
+        );
+        assert_eq!(
+            plan(&[("profile", "sample-1ms")], false).kernel_flags,
+            base | k::PROFILE
+        );
+        assert_eq!(
+            plan(
+                &[("dpc", "dpc"), ("isr", "isr"), ("syscall", "entry")],
+                false
+            )
+            .kernel_flags,
+            base | k::DPC | k::INTERRUPT | k::SYSTEMCALL
+        );
+        // timers and dtrace's own probes need no session
+        let none = plan(&[("dtrace", "BEGIN"), ("profile", "tick-1s")], false);
+        assert!(none.is_empty(), "{none:?}");
+    }
+
+    #[test]
+    fn stacks_are_walked_only_for_clauses_that_record_them() {
+        assert!(plan(&[("sched", "on-cpu")], false).stack_events.is_empty());
+        let p = plan(&[("sched", "on-cpu"), ("profile", "sample-1ms")], true);
+        assert_eq!(
+            p.stack_events,
+            vec![(group::THREAD, 36), (group::PERF_INFO, 46)]
+        );
+        assert_ne!(p.kernel_flags & k::IMAGE_LOAD, 0);
+    }
+
+    #[test]
+    fn user_providers_by_name_or_guid() {
+        let p = plan(
+            &[
+                ("microsoft-windows-dns-client", "events"),
+                ("1c95126e-7eea-49a9-a3fe-a378b03ddb4d", "events"),
+                ("microsoft-windows-dns-client", "events"),
+            ],
+            false,
+        );
+        assert_eq!(p.kernel_flags, 0);
+        assert_eq!(p.user.len(), 2);
+        assert_eq!(p.user[0].name, "microsoft-windows-dns-client");
+        assert_eq!(p.user[0].guid, None);
+        assert_eq!(
+            p.user[1].guid,
+            Guid::parse("1c95126e-7eea-49a9-a3fe-a378b03ddb4d")
+        );
+        assert_eq!(
+            (p.user[0].keywords, p.user[0].level),
+            (u64::MAX, LEVEL_VERBOSE)
+        );
+    }
+}

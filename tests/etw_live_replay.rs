@@ -1,0 +1,214 @@
+//! The live ETW path replayed from real traces: every record of a `.etl` file is rebuilt as the
+//! `EVENT_RECORD` a live session would hand over (classic kernel records with their class GUID
+//! and the classic-header flag, EVENT_HEADER records with their extended items), passed through
+//! the very callback the Windows session registers (`event_record_callback`), and pumped into
+//! the engine by the live source. The output must equal what `-E file.etl` prints for the same
+//! script. Runs on Linux and under Wine; skips when `../shared/etl` is absent.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use dtx::engine::clock::LiveClock;
+use dtx::engine::consumer::{Consumer, ConsumerOptions};
+use dtx::engine::{Engine, EventSource};
+use dtx::lang::options::DOptions;
+use dtx::probes::Catalog;
+use dtx::providers::etw::EtwProbes;
+use dtx::sources::etl::TraceSource;
+use dtx::sources::etw_live::raw::{LiveEvent, RawRecordParts};
+use dtx::sources::etw_live::{event_record_callback, CallbackContext, EtwLiveSource};
+use dtx::tui::app::compile_text;
+use dtx::vm::VmOptions;
+
+#[derive(Clone, Default)]
+struct Shared(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Shared {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn trace(name: &str) -> Option<String> {
+    let p = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/etl")
+        .join(name);
+    if !p.exists() {
+        eprintln!("skipped: ../shared/etl/{name} is not here");
+        return None;
+    }
+    Some(p.to_string_lossy().into_owned())
+}
+
+fn engine(script: &str, catalog: &Catalog, out: &Shared) -> Engine {
+    let spec = compile_text(script, "replay.d", catalog).expect("script compiles");
+    let opts = DOptions::new();
+    let consumer = Consumer::new(
+        Box::new(out.clone()),
+        ConsumerOptions::from_options(&opts, "dtx", true, false),
+    );
+    Engine::new(
+        vec![("replay.d".into(), spec.program)],
+        VmOptions::from_options(&spec.options),
+        catalog,
+        Box::new(LiveClock::new()),
+        consumer,
+    )
+}
+
+/// (output of the `-E` path, output of the live path, records replayed, records dropped)
+fn both_paths(file: &str, script: &str) -> (String, String, u64, u64) {
+    let mut etw = EtwProbes::new();
+    let mut src = TraceSource::open(file).unwrap();
+    src.scan_providers(&mut etw);
+    let catalog = Catalog::with_etw(&etw);
+
+    // -E file.etl
+    let file_out = Shared::default();
+    let mut e = engine(script, &catalog, &file_out);
+    let mut walk = TraceSource::open(file).unwrap();
+    e.run_trace(&mut walk, &etw);
+
+    // live: the records as a session delivers them, through the session's callback
+    let live_out = Shared::default();
+    let mut e = engine(script, &catalog, &live_out);
+    let (context, rx) = CallbackContext::channel(4096);
+    let mut live = EtwLiveSource::new(context, rx, etw.clone(), *src.file.time_base(), false);
+    let ctx = live.context_ptr();
+    e.begin(false);
+    let mut batch = 0;
+    let mut events = src.file.events();
+    while let Some(r) = events.next_event() {
+        let Ok(ev) = r else { continue };
+        let copy = LiveEvent::from_record(&ev);
+        let mut parts = RawRecordParts::new(&copy, ctx);
+        let mut raw = parts.record();
+        // SAFETY: raw points at `copy` and `parts`, alive for the call; ctx is the source's
+        unsafe { event_record_callback(&mut raw) };
+        batch += 1;
+        if batch == 2048 {
+            batch = 0;
+            let now = e.now_ns();
+            live.pump(now, &mut e);
+        }
+    }
+    let now = e.now_ns();
+    live.pump(now, &mut e);
+    live.stop();
+    e.end();
+    let f = String::from_utf8(file_out.0.lock().unwrap().clone()).unwrap();
+    let l = String::from_utf8(live_out.0.lock().unwrap().clone()).unwrap();
+    (f, l, live.counts.records, live.counts.dropped)
+}
+
+fn check(file: &str, script: &str, min_lines: usize) {
+    let Some(path) = trace(file) else { return };
+    let (from_file, from_live, records, dropped) = both_paths(&path, script);
+    assert_eq!(dropped, 0, "the replay outran the queue");
+    assert!(records > 1000, "only {records} records replayed");
+    let lines = from_file.lines().filter(|l| !l.trim().is_empty()).count();
+    assert!(
+        lines >= min_lines,
+        "`-E` printed too little for {script}:\n{from_file}"
+    );
+    assert_eq!(
+        from_live, from_file,
+        "live replay and -E differ for {script} over {file}"
+    );
+    eprintln!("{file}: {records} records, {lines} lines of output agree");
+}
+
+#[test]
+fn on_cpu_by_execname_matches_the_file_path() {
+    check(
+        "randomascii_slow_ppt_trace.etl.zip",
+        "sched:::on-cpu { @[execname] = count(); }",
+        5,
+    );
+}
+
+#[test]
+fn process_and_thread_events_match_the_file_path() {
+    check(
+        "randomascii_slow_ppt_trace.etl.zip",
+        "proc:::lwp-start, proc:::lwp-exit, proc:::module-load { @[probename, execname] = count(); }",
+        3,
+    );
+}
+
+#[test]
+fn dns_client_events_match_the_file_path() {
+    check(
+        "perfview_net.4.5.2.x64.etl.zip",
+        "microsoft-windows-dns-client:::events { printf(\"%s %d %d %d %d\\n\", execname, pid, tid, cpu, arg0); @[execname, arg0] = count(); }",
+        5,
+    );
+}
+
+#[test]
+fn every_record_of_the_net_trace_matches_the_file_path() {
+    // diag:::events fires for every record: kernel, classic (MOF) and EVENT_HEADER ones alike
+    check(
+        "perfview_net.4.5.2.x64.etl.zip",
+        "diag:::events { @[execname, arg0, arg1] = count(); }",
+        50,
+    );
+}
+
+#[test]
+fn lost_events_fire_diag_lostevent() {
+    // ETW's real-time loss record (RT_LostEvent, opcode 32: events lost) reaches diag:::lostevent
+    let catalog = Catalog::with_etw(&EtwProbes::new());
+    let out = Shared::default();
+    let mut e = engine("diag:::lostevent { @[arg1] = sum(arg0); }", &catalog, &out);
+    let (context, rx) = CallbackContext::channel(16);
+    let mut live = EtwLiveSource::new(context, rx, EtwProbes::new(), Default::default(), false);
+    let ctx = live.context_ptr();
+    e.begin(false);
+    let mut header = dtx::sources::etw_live::raw::RawEventHeader {
+        flags: 0x0040,
+        provider_id: dtx::sources::etw_live::RT_LOST_EVENT.into(),
+        ..Default::default()
+    };
+    header.descriptor.opcode = 32;
+    let lost = LiveEvent {
+        header,
+        cpu: 0,
+        payload: Vec::new(),
+        extended: Vec::new(),
+    };
+    for _ in 0..3 {
+        let mut parts = RawRecordParts::new(&lost, ctx);
+        let mut raw = parts.record();
+        // SAFETY: as above
+        unsafe { event_record_callback(&mut raw) };
+    }
+    // a full queue: the callback drops and counts, the source reports it as lost (kind 3)
+    let filler = LiveEvent {
+        header: dtx::sources::etw_live::raw::RawEventHeader::default(),
+        ..lost.clone()
+    };
+    for _ in 0..20 {
+        let mut parts = RawRecordParts::new(&filler, ctx);
+        let mut raw = parts.record();
+        // SAFETY: as above
+        unsafe { event_record_callback(&mut raw) };
+    }
+    let now = e.now_ns();
+    live.pump(now, &mut e);
+    live.pump(e.now_ns(), &mut e);
+    e.end();
+    assert_eq!(live.counts.lost_by_etw, 3);
+    assert_eq!(live.counts.dropped, 7);
+    let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .filter(|v: &Vec<&str>| v.len() == 2)
+        .collect();
+    assert_eq!(rows, vec![vec!["0", "3"], vec!["3", "7"]], "{text}");
+}
