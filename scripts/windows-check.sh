@@ -105,6 +105,20 @@ fi
 # is compiled out for Windows; the rest skip with a message where a facility is missing)
 status=0
 "${NICE[@]}" "${GNU_CARGO[@]}" test --release "${BUILD_STD[@]}" --no-fail-fast --lib --bins --tests || status=$?
+# the pid provider's debugger loop on mingw-built programs (a test under Wine cannot run the
+# Linux compiler, so they are built here), one test at a time: each drives a debuggee
+FIXTURES=$GNU_DIR/pid-fixtures
+mkdir -p "$FIXTURES"
+for c in tests/pid_windows/*.c; do
+    name=$(basename "$c" .c)
+    case $name in
+        *.dll) x86_64-w64-mingw32-gcc -O0 -fno-omit-frame-pointer -shared -o "$FIXTURES/$name" "$c" ;;
+        *) x86_64-w64-mingw32-gcc -O0 -g -fno-omit-frame-pointer -o "$FIXTURES/$name.exe" "$c" ;;
+    esac
+done
+DTX_PID_WIN_FIXTURES=$(printf 'Z:%s' "$FIXTURES" | tr / '\\')
+export DTX_PID_WIN_FIXTURES
+"${NICE[@]}" "${GNU_CARGO[@]}" test --release "${BUILD_STD[@]}" --test pid_windows -- --test-threads=1 || status=$?
 /usr/lib/wine/wineserver -k 2>/dev/null || true
 phase "tests under wine finished with status $status"
 exit "$status"

@@ -237,12 +237,16 @@ pub fn version_text(prog: &str) -> String {
 }
 
 /// The program name dtrace uses in messages: the base name of `argv[0]`
-/// (`/` and `\` separators, drive prefix removed); `dtx` when absent.
+/// (`/` and `\` separators, drive prefix and a Windows `.exe` removed); `dtx` when absent.
 pub fn prog_name(argv0: &OsStr) -> String {
     let s = argv0.to_string_lossy();
     let s = s.rsplit(['/', '\\']).next().unwrap_or("");
     let s = match s.as_bytes() {
         [d, b':', ..] if d.is_ascii_alphabetic() => &s[2..],
+        _ => s,
+    };
+    let s = match s.len().checked_sub(4) {
+        Some(n) if n > 0 && s.is_char_boundary(n) && s[n..].eq_ignore_ascii_case(".exe") => &s[..n],
         _ => s,
     };
     if s.is_empty() {
@@ -896,6 +900,9 @@ mod tests {
         assert!(parse_pid("99999999999999999999999").is_err());
         assert_eq!(prog_name(OsStr::new("/a/b/dtx")), "dtx");
         assert_eq!(prog_name(OsStr::new("")), "dtx");
+        assert_eq!(prog_name(OsStr::new("C:\\tools\\dtx.EXE")), "dtx");
+        assert_eq!(prog_name(OsStr::new("Z:/w/dtrace.exe")), "dtrace");
+        assert_eq!(prog_name(OsStr::new(".exe")), ".exe");
     }
 
     #[test]

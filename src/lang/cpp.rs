@@ -1968,7 +1968,12 @@ mod tests {
                 let mut it = rest.splitn(2, ' ');
                 if let Some(Ok(n)) = it.next().map(|n| n.parse::<u32>()) {
                     line = n;
-                    file = it.next().unwrap_or("").trim_matches('"').to_string();
+                    // the name is a C string literal: `\\` and `\"` stand for `\` and `"`
+                    let quoted = it.next().unwrap_or("").trim_matches('"');
+                    file = quoted
+                        .replace("\\\\", "\u{0}")
+                        .replace("\\\"", "\"")
+                        .replace('\u{0}', "\\");
                     continue;
                 }
             }

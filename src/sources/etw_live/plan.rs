@@ -293,6 +293,7 @@ mod tests {
             module: String::new(),
             function: String::new(),
             name: name.into(),
+            arg_native: Vec::new(),
             arg_types: Vec::new(),
         }
     }
