@@ -689,6 +689,8 @@ impl Worker {
             .iter()
             .any(|r| super::uses_stacks(&r.vm.program));
         let mut sources: Vec<Box<dyn EventSource>> = Vec::new();
+        // whether the kernel source's resolver names user frames (else the target's does)
+        #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
         let mut named = false;
         #[cfg(target_os = "linux")]
         {

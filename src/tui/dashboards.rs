@@ -12,6 +12,11 @@ pub const DASHBOARDS: &[(&str, &str)] = &[
         include_str!("../../dscripts/top/switches.d"),
     ),
     ("top/disk.d", include_str!("../../dscripts/top/disk.d")),
+    ("top/files.d", include_str!("../../dscripts/top/files.d")),
+    (
+        "top/network.d",
+        include_str!("../../dscripts/top/network.d"),
+    ),
     (
         "top/syscalls.d",
         include_str!("../../dscripts/top/syscalls.d"),
