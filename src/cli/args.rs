@@ -825,9 +825,9 @@ mod tests {
             msg(&["-B", "-o", "f", "-n", "BEGIN"]),
             "dtx: -B not valid in combination with -o option"
         );
-        // Errors use the base name of argv[0].
+        // Errors use the base name of argv[0], without the `.exe` Windows may give it.
         let e = parse(&["C:\\bin\\dtx.exe".into(), "-k".into()]).unwrap_err();
-        assert_eq!(e.message.as_deref(), Some("dtx.exe: illegal option -- k"));
+        assert_eq!(e.message.as_deref(), Some("dtx: illegal option -- k"));
     }
 
     #[test]
