@@ -402,12 +402,19 @@ pub fn named_providers_in(text: &str) -> Vec<String> {
                 .take_while(|c| *c != '{' && *c != '/' && !c.is_whitespace() && *c != ',')
                 .filter(|c| *c == ':')
                 .count();
+            // a macro (`pid$target`, `$1`) is part of a provider name that is not ETW's
+            let macro_part = before[..start].ends_with('$');
             if colons == 3
                 && !name.is_empty()
+                && !macro_part
                 && !name.starts_with(|c: char| c.is_ascii_digit() && !name.contains('-'))
             {
                 let lower = name.to_ascii_lowercase();
-                if !BUILT_IN.contains(&lower.as_str()) && !out.contains(&lower) {
+                // `pid1234`, `fpid1234`: the provider of a process
+                let base = lower.trim_end_matches(|c: char| c.is_ascii_digit());
+                let process_provider = base.len() < lower.len() && BUILT_IN.contains(&base);
+                if !process_provider && !BUILT_IN.contains(&lower.as_str()) && !out.contains(&lower)
+                {
                     out.push(lower);
                 }
             }
@@ -431,7 +438,8 @@ mod tests {
                  {1c95126e-7eea-49a9-a3fe-a378b03ddb4d}:::events /pid == 4/ { x = a ? b : c; }\n\
                  Microsoft-Windows-Kernel-Process:mod:func:name { @[execname] = count(); }\n\
                  // other-provider:::events\n\
-                 profile:::tick-1s { exit(0); }";
+                 profile:::tick-1s { exit(0); }\n\
+                 pid$target:a.out:main:entry, pid123::f:return, fpid$1:::entry {}";
         assert_eq!(
             named_providers_in(d),
             vec![
