@@ -8,8 +8,7 @@
  * (src/providers/etw/net.rs): 64-bit integers, then the addresses already as text.
  */
 
-inline int AF_INET = 2;
-inline int AF_INET6 = 23;
+/* AF_INET and AF_INET6 are left to scripts, which declare them as on illumos */
 
 /* tcpip:::fail and udpip:::fail failure codes */
 inline int ERROR_INSUFFICIENT_RESOURCES = 1;

@@ -169,6 +169,15 @@ const KERNEL_NEEDS: &[KernelNeed] = &[
 /// Providers that are not ETW's: their probes need no session.
 const NOT_ETW: &[&str] = &["dtrace", "profile", "tick", "pid", "fpid", "diag"];
 
+/// Whether a provider's probes come from somewhere other than ETW: dtx's own, and the process
+/// providers `pidN` / `fpidN`.
+fn not_etw(provider: &str) -> bool {
+    let base = provider.trim_end_matches(|c: char| c.is_ascii_digit());
+    provider.is_empty()
+        || NOT_ETW.contains(&provider)
+        || (base.len() < provider.len() && matches!(base, "pid" | "fpid"))
+}
+
 /// `TRACE_LEVEL_VERBOSE`: every event of a user provider.
 pub const LEVEL_VERBOSE: u8 = 5;
 
@@ -224,15 +233,24 @@ impl SessionPlan {
                 // the first matching entry of a provider decides
                 break;
             }
-            if kernel || NOT_ETW.contains(&p.provider.as_str()) || p.provider.is_empty() {
+            if kernel || not_etw(&p.provider) {
                 continue;
             }
             let stacks = wants_stack(p);
-            match plan.user.iter_mut().find(|u| u.name == p.provider) {
+            // dnet's probes come from the .NET runtime's provider
+            let (name, guid) = if p.provider == "dnet" {
+                (
+                    "microsoft-windows-dotnetruntime".to_string(),
+                    Some(crate::providers::dnet::RUNTIME),
+                )
+            } else {
+                (p.provider.clone(), Guid::parse(&p.provider))
+            };
+            match plan.user.iter_mut().find(|u| u.name == name) {
                 Some(u) => u.stacks |= stacks,
                 None => plan.user.push(UserProvider {
-                    name: p.provider.clone(),
-                    guid: Guid::parse(&p.provider),
+                    name,
+                    guid,
                     keywords: u64::MAX,
                     level: LEVEL_VERBOSE,
                     stacks,
@@ -301,6 +319,25 @@ mod tests {
     fn plan(probes: &[(&str, &str)], stacks: bool) -> SessionPlan {
         let v: Vec<ProbeInfo> = probes.iter().map(|(p, n)| probe(p, n)).collect();
         SessionPlan::for_probes(&v, &|_| stacks)
+    }
+
+    #[test]
+    fn process_providers_need_no_session_and_dnet_is_the_runtime() {
+        assert!(plan(
+            &[
+                ("pid1234", "entry"),
+                ("fpid77", "entry"),
+                ("dtrace", "BEGIN")
+            ],
+            false
+        )
+        .is_empty());
+        let p = plan(&[("dnet", "gc-start")], true);
+        assert_eq!(p.user.len(), 1);
+        assert_eq!(p.user[0].guid, Some(crate::providers::dnet::RUNTIME));
+        assert!(p.user[0].stacks);
+        // a provider merely named like one stays a user provider
+        assert_eq!(plan(&[("pidgin", "events")], false).user.len(), 1);
     }
 
     #[test]
