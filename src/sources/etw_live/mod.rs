@@ -410,10 +410,9 @@ pub fn named_providers_in(text: &str) -> Vec<String> {
                 && !name.starts_with(|c: char| c.is_ascii_digit() && !name.contains('-'))
             {
                 let lower = name.to_ascii_lowercase();
-                // `pid1234`, `fpid1234`: the provider of a process
-                let base = lower.trim_end_matches(|c: char| c.is_ascii_digit());
-                let process_provider = base.len() < lower.len() && BUILT_IN.contains(&base);
-                if !process_provider && !BUILT_IN.contains(&lower.as_str()) && !out.contains(&lower)
+                if !plan::is_process_provider(&lower)
+                    && !BUILT_IN.contains(&lower.as_str())
+                    && !out.contains(&lower)
                 {
                     out.push(lower);
                 }

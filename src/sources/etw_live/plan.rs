@@ -169,13 +169,16 @@ const KERNEL_NEEDS: &[KernelNeed] = &[
 /// Providers that are not ETW's: their probes need no session.
 const NOT_ETW: &[&str] = &["dtrace", "profile", "tick", "pid", "fpid", "diag"];
 
-/// Whether a provider's probes come from somewhere other than ETW: dtx's own, and the process
-/// providers `pidN` / `fpidN`.
-fn not_etw(provider: &str) -> bool {
+/// Whether a provider name is that of one process's user functions: `pidN`, `fpidN`.
+pub fn is_process_provider(provider: &str) -> bool {
     let base = provider.trim_end_matches(|c: char| c.is_ascii_digit());
-    provider.is_empty()
-        || NOT_ETW.contains(&provider)
-        || (base.len() < provider.len() && matches!(base, "pid" | "fpid"))
+    base.len() < provider.len() && matches!(base, "pid" | "fpid")
+}
+
+/// Whether a provider's probes come from somewhere other than ETW: dtx's own, and the process
+/// providers.
+fn not_etw(provider: &str) -> bool {
+    provider.is_empty() || NOT_ETW.contains(&provider) || is_process_provider(provider)
 }
 
 /// `TRACE_LEVEL_VERBOSE`: every event of a user provider.
