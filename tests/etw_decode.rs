@@ -296,7 +296,7 @@ fn cswitch_and_processes_in_randomascii() {
         if state.image_at(pid, ip).is_some() {
             in_image += 1;
         }
-        if state.stacks().stack(e.raw_timestamp, tid).is_some() {
+        if state.stacks().stack(e.raw_timestamp, tid, e.cpu).is_some() {
             with_stack += 1;
         }
     }
@@ -327,7 +327,7 @@ fn stack_keys_and_pdbs_in_net452() {
         if e.kernel_group == Some(0x0F) && e.opcode == 46 {
             samples += 1;
             let tid = dec.decode(e).u64("ThreadId").unwrap() as u32;
-            resolved += state.stacks().stack(e.raw_timestamp, tid).is_some() as usize;
+            resolved += state.stacks().stack(e.raw_timestamp, tid, e.cpu).is_some() as usize;
         }
     }
     println!("samples {samples}, with stacks {resolved}");

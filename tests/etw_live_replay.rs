@@ -71,13 +71,23 @@ fn both_paths(file: &str, script: &str) -> (String, String, u64, u64) {
     let file_out = Shared::default();
     let mut e = engine(script, &catalog, &file_out);
     let mut walk = TraceSource::open(file).unwrap();
+    let stacks = e
+        .runs
+        .iter()
+        .any(|r| dtx::engine::uses_stacks(&r.vm.program));
+    if stacks {
+        walk.collect_stacks();
+    }
     e.run_trace(&mut walk, &etw);
 
     // live: the records as a session delivers them, through the session's callback
     let live_out = Shared::default();
     let mut e = engine(script, &catalog, &live_out);
     let (context, rx) = CallbackContext::channel(4096);
-    let mut live = EtwLiveSource::new(context, rx, etw.clone(), *src.file.time_base(), false);
+    // the session's plan says which kernel records get stack walks
+    let plan = dtx::sources::etw_live::plan::SessionPlan::for_engine(&e);
+    let mut live = EtwLiveSource::new(context, rx, etw.clone(), *src.file.time_base(), stacks)
+        .with_stack_events(&plan.stack_events);
     let ctx = live.context_ptr();
     e.begin(false);
     let mut batch = 0;
@@ -98,7 +108,9 @@ fn both_paths(file: &str, script: &str) -> (String, String, u64, u64) {
     }
     let now = e.now_ns();
     live.pump(now, &mut e);
+    live.finish(&mut e);
     live.stop();
+    live.closing(&mut e);
     e.end();
     let f = String::from_utf8(file_out.0.lock().unwrap().clone()).unwrap();
     let l = String::from_utf8(live_out.0.lock().unwrap().clone()).unwrap();
@@ -110,6 +122,10 @@ fn check(file: &str, script: &str, min_lines: usize) {
     let (from_file, from_live, records, dropped) = both_paths(&path, script);
     assert_eq!(dropped, 0, "the replay outran the queue");
     assert!(records > 1000, "only {records} records replayed");
+    if let Ok(d) = std::env::var("DTX_REPLAY_DUMP") {
+        std::fs::write(format!("{d}.file"), &from_file).unwrap();
+        std::fs::write(format!("{d}.live"), &from_live).unwrap();
+    }
     let lines = from_file.lines().filter(|l| !l.trim().is_empty()).count();
     assert!(
         lines >= min_lines,
@@ -156,6 +172,18 @@ fn every_record_of_the_net_trace_matches_the_file_path() {
         "perfview_net.4.5.2.x64.etl.zip",
         "diag:::events { @[execname, arg0, arg1] = count(); }",
         50,
+    );
+}
+
+#[test]
+fn kernel_stacks_attach_to_their_events_as_in_the_file_path() {
+    // a sample's kernel stack walk follows it, its user part comes when the thread returns
+    // to user mode (maybe on another CPU): the live source holds the sample until both have
+    // come, so stack() and ustack() are what they are over the file
+    check(
+        "randomascii_slow_ppt_trace.etl.zip",
+        "profile:::sample-* { @[stack(4), ustack(3)] = count(); }",
+        60,
     );
 }
 

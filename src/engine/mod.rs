@@ -414,6 +414,7 @@ impl Engine {
             source.finish(self);
         }
         source.stop();
+        source.closing(self);
         let _ = source_status;
         self.wait_status_check();
         self.end()
@@ -453,6 +454,9 @@ pub trait EventSource {
     fn finish(&mut self, _engine: &mut Engine) {}
     /// Stops the source: called once, before END (detach, close ring buffers, ...).
     fn stop(&mut self) {}
+    /// After [`EventSource::stop`], before END: hands the engine what END's output needs
+    /// from the source (e.g. the images that name stack frames).
+    fn closing(&mut self, _engine: &mut Engine) {}
 }
 
 impl Engine {
@@ -592,7 +596,7 @@ impl Engine {
             cx.proc_start = proc_start;
             cx.memory = &mem;
             if stacks.0.is_some() {
-                stacks.stack_of(ev, f.tid, kstack, ustack);
+                stacks.stack_of(ev, f.tid, dec.u64("InstructionPointer"), kstack, ustack);
                 cx.stack = kstack;
                 cx.ustack = ustack;
             }

@@ -868,8 +868,14 @@ impl EventSource for CommandPump<'_> {
     }
 
     fn stop(&mut self) {
-        if let Some(mut l) = self.live.take() {
+        if let Some(l) = self.live.as_mut() {
             l.stop();
+        }
+    }
+
+    fn closing(&mut self, engine: &mut Engine) {
+        if let Some(mut l) = self.live.take() {
+            l.closing(engine);
         }
     }
 }

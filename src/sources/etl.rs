@@ -106,17 +106,6 @@ impl TraceSource {
         }
     }
 
-    /// The kernel and user frames of an event's stack, innermost first.
-    pub fn stack_of(
-        &self,
-        ev: &EventRecord<'_>,
-        tid: u32,
-        kernel: &mut Vec<u64>,
-        user: &mut Vec<u64>,
-    ) {
-        StackSource::frames(self.stacks.as_ref(), ev, tid, kernel, user)
-    }
-
     /// A first look at the trace: the providers it names (for `-l` and `<provider>:::events`)
     /// and the schemas its metadata records carry. Only provider events are read (kernel
     /// records are stepped over unbuilt): first the metadata (EventMetadata schemas and value
@@ -227,10 +216,11 @@ pub(crate) fn state_needs(ev: &EventRecord<'_>) -> bool {
     }
 }
 
-const STACK_WALK: u8 = 0x18;
+/// The kernel group of StackWalk records.
+pub const STACK_WALK: u8 = 0x18;
 
 /// Kernel addresses: the upper half of the address space.
-fn is_kernel_address(pc: u64, pointer_size: u8) -> bool {
+pub fn is_kernel_address(pc: u64, pointer_size: u8) -> bool {
     if pointer_size == 4 {
         pc >= 0x8000_0000
     } else {
@@ -326,27 +316,33 @@ impl AddressSpace for EventMemory<'_, '_> {
 pub struct StackSource(pub Option<StackMatcher>);
 
 impl StackSource {
+    /// The kernel and user frames of the event's stack; `pc` (a sample's instruction
+    /// pointer) picks among stacks that share the event's timestamp and thread.
     pub fn stack_of(
         &self,
         ev: &EventRecord<'_>,
         tid: u32,
+        pc: Option<u64>,
         kernel: &mut Vec<u64>,
         user: &mut Vec<u64>,
     ) {
-        Self::frames(self.0.as_ref(), ev, tid, kernel, user)
+        Self::frames(self.0.as_ref(), ev, tid, pc, kernel, user)
     }
 
     fn frames(
         m: Option<&StackMatcher>,
         ev: &EventRecord<'_>,
         tid: u32,
+        pc: Option<u64>,
         kernel: &mut Vec<u64>,
         user: &mut Vec<u64>,
     ) {
         kernel.clear();
         user.clear();
         let Some(m) = m else { return };
-        let frames = m.stack(ev.raw_timestamp, tid).or_else(|| m.stack_for(ev));
+        let frames = m
+            .stack_at(ev.raw_timestamp, tid, ev.cpu, pc)
+            .or_else(|| m.stack_for(ev));
         for pc in frames.into_iter().flatten() {
             if is_kernel_address(pc, ev.pointer_size) {
                 kernel.push(pc);

@@ -67,6 +67,12 @@ impl EventSource for MergedSource {
             s.stop();
         }
     }
+
+    fn closing(&mut self, engine: &mut Engine) {
+        for s in self.sources.iter_mut() {
+            s.closing(engine);
+        }
+    }
 }
 
 #[cfg(test)]

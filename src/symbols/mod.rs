@@ -201,9 +201,88 @@ impl crate::agg::SymbolResolver for UserSymbols {
     }
 }
 
+/// Several resolvers asked in turn: each address takes the first answer that names it (an
+/// unnamed address prints as `0x...`). A run with a pid target and live ETW names the
+/// target's frames from its modules and the rest from the session's images.
+pub struct FirstNamed(pub Vec<Box<dyn crate::agg::SymbolResolver + Send>>);
+
+impl FirstNamed {
+    fn first(&self, f: impl Fn(&dyn crate::agg::SymbolResolver) -> String) -> String {
+        let mut last = String::new();
+        for r in &self.0 {
+            last = f(r.as_ref());
+            if !last.starts_with("0x") {
+                break;
+            }
+        }
+        last
+    }
+}
+
+impl crate::agg::SymbolResolver for FirstNamed {
+    fn kernel(&self, addr: u64) -> String {
+        self.first(|r| r.kernel(addr))
+    }
+    fn user(&self, pid: u32, addr: u64) -> String {
+        self.first(|r| r.user(pid, addr))
+    }
+    fn kmod(&self, addr: u64) -> String {
+        self.first(|r| r.kmod(addr))
+    }
+    fn umod(&self, pid: u32, addr: u64) -> String {
+        self.first(|r| r.umod(pid, addr))
+    }
+    fn kernel_func(&self, addr: u64) -> String {
+        self.first(|r| r.kernel_func(addr))
+    }
+    fn user_func(&self, pid: u32, addr: u64) -> String {
+        self.first(|r| r.user_func(pid, addr))
+    }
+    fn user_lookup(&self, pid: u32, addr: u64) -> crate::output::stack::Lookup {
+        let mut best = crate::output::stack::Lookup::None;
+        for r in &self.0 {
+            match r.user_lookup(pid, addr) {
+                crate::output::stack::Lookup::None => {}
+                l @ crate::output::stack::Lookup::Sym { .. } => return l,
+                l => {
+                    if matches!(best, crate::output::stack::Lookup::None) {
+                        best = l;
+                    }
+                }
+            }
+        }
+        best
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    struct Named(u64, &'static str);
+
+    impl crate::agg::SymbolResolver for Named {
+        fn kernel(&self, addr: u64) -> String {
+            if addr == self.0 {
+                self.1.to_string()
+            } else {
+                format!("0x{addr:x}")
+            }
+        }
+    }
+
+    #[test]
+    fn the_first_resolver_that_names_an_address_answers() {
+        let r = FirstNamed(vec![
+            Box::new(Named(1, "a`f+0x1")),
+            Box::new(Named(2, "b`g+0x2")),
+        ]);
+        use crate::agg::SymbolResolver;
+        assert_eq!(r.kernel(1), "a`f+0x1");
+        assert_eq!(r.kernel(2), "b`g+0x2");
+        assert_eq!(r.kernel(3), "0x3");
+        assert_eq!(r.kernel_func(2), "b`g");
+    }
 
     #[test]
     fn maps_lines() {

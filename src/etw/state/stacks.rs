@@ -11,18 +11,28 @@ use crate::etw::record::EventRecord;
 const EXT_STACK_TRACE32: u16 = 5;
 const EXT_STACK_TRACE64: u16 = 6;
 
+/// Which event a stack belongs to: its raw timestamp and thread, and for the idle threads
+/// (thread 0 on every CPU, sampled at the same tick on several CPUs) its CPU.
+type EventKey = (i64, u32, u16);
+
+fn event_key(raw_timestamp: i64, tid: u32, cpu: u16) -> EventKey {
+    (raw_timestamp, tid, if tid == 0 { cpu } else { u16::MAX })
+}
+
 /// Collects stacks and answers "which stack belongs to the event at (timestamp, thread)".
 #[derive(Default)]
 pub struct StackMatcher {
-    /// Direct frames by (event raw timestamp, thread); kernel part first when both came.
-    direct: HashMap<(i64, u32), Vec<u64>>,
-    /// Key references by (event raw timestamp, thread): (key, is_user).
-    refs: HashMap<(i64, u32), Vec<(u64, bool)>>,
+    /// Direct stacks by event key, in the order their records came. Two events of a thread
+    /// can share a timestamp, each with its own stack walk; a part that starts in user space
+    /// continues the stack before it (the user half of a walk).
+    direct: HashMap<EventKey, Vec<Vec<u64>>>,
+    /// Key references by event: (key, is_user).
+    refs: HashMap<EventKey, Vec<(u64, bool)>>,
     /// Key definitions.
     keys: HashMap<u64, Vec<u64>>,
     /// By thread: the raw timestamp of the last event whose stack comes in a later event of
     /// the same thread (the .NET runtime's ClrStackWalk follows the event it belongs to).
-    awaiting: HashMap<u32, i64>,
+    awaiting: HashMap<u32, EventKey>,
 }
 
 impl StackMatcher {
@@ -51,10 +61,8 @@ impl StackMatcher {
                     }
                 })
                 .collect();
-            self.direct
-                .entry((ev.raw_timestamp, ev.tid))
-                .or_default()
-                .extend(frames);
+            let k = event_key(ev.raw_timestamp, ev.tid, ev.cpu);
+            self.add_part(k, frames, ev.pointer_size);
         }
         let Some(d) = decoded else { return };
         if d.provider != "StackWalk" {
@@ -64,16 +72,18 @@ impl StackMatcher {
             Some(Value::Ptrs(v)) => v.clone(),
             _ => Vec::new(),
         };
+        // a stack walk is logged on the CPU of the event it belongs to
         let at = || {
-            Some((
+            Some(event_key(
                 d.u64("EventTimeStamp")? as i64,
                 d.u64("StackThread")? as u32,
+                ev.cpu,
             ))
         };
         match d.name {
             "Stack" => {
                 if let Some(k) = at() {
-                    self.direct.entry(k).or_default().extend(frames());
+                    self.add_part(k, frames(), ev.pointer_size);
                 }
             }
             "StackKeyKernel" | "StackKeyUser" => {
@@ -96,25 +106,46 @@ impl StackMatcher {
     /// Notes an event whose stack, if any, comes in the next stack event of its thread
     /// ([`StackMatcher::stack_of_previous`]).
     pub fn await_stack(&mut self, ev: &EventRecord<'_>) {
-        self.awaiting.insert(ev.tid, ev.raw_timestamp);
+        self.awaiting
+            .insert(ev.tid, event_key(ev.raw_timestamp, ev.tid, ev.cpu));
     }
 
     /// Gives `frames` (a stack event's, e.g. ClrStackWalk's) to the event of thread `tid` noted
     /// by [`StackMatcher::await_stack`], unless that event already has a stack.
     pub fn stack_of_previous(&mut self, tid: u32, frames: Vec<u64>) {
-        if let Some(ts) = self.awaiting.remove(&tid) {
-            let e = self.direct.entry((ts, tid)).or_default();
+        if let Some(k) = self.awaiting.remove(&tid) {
+            let e = self.direct.entry(k).or_default();
             if e.is_empty() {
-                *e = frames;
+                e.push(frames);
             }
         }
     }
 
-    /// The stack of the event with this raw timestamp on this thread: direct frames, then
-    /// key-resolved kernel frames, then user frames. Keys not yet defined are skipped.
-    pub fn stack(&self, raw_timestamp: i64, tid: u32) -> Option<Vec<u64>> {
-        let k = (raw_timestamp, tid);
-        let mut out = self.direct.get(&k).cloned().unwrap_or_default();
+    /// The stack of the event with this raw timestamp on this thread (and CPU, which tells
+    /// the idle threads apart): direct frames, then key-resolved kernel frames, then user
+    /// frames. Keys not yet defined are skipped.
+    pub fn stack(&self, raw_timestamp: i64, tid: u32, cpu: u16) -> Option<Vec<u64>> {
+        self.stack_at(raw_timestamp, tid, cpu, None)
+    }
+
+    /// As [`StackMatcher::stack`]; when several stacks share the event's key, the one whose
+    /// innermost frame is `pc` (a sample's instruction pointer), else the first.
+    pub fn stack_at(
+        &self,
+        raw_timestamp: i64,
+        tid: u32,
+        cpu: u16,
+        pc: Option<u64>,
+    ) -> Option<Vec<u64>> {
+        let k = event_key(raw_timestamp, tid, cpu);
+        let mut out = match self.direct.get(&k) {
+            Some(stacks) => pc
+                .and_then(|pc| stacks.iter().find(|s| s.first() == Some(&pc)))
+                .or(stacks.first())
+                .cloned()
+                .unwrap_or_default(),
+            None => Vec::new(),
+        };
         if let Some(refs) = self.refs.get(&k) {
             for user in [false, true] {
                 for (key, _) in refs.iter().filter(|(_, u)| *u == user) {
@@ -129,7 +160,38 @@ impl StackMatcher {
 
     /// The stack for an event record.
     pub fn stack_for(&self, ev: &EventRecord<'_>) -> Option<Vec<u64>> {
-        self.stack(ev.raw_timestamp, ev.tid)
+        self.stack(ev.raw_timestamp, ev.tid, ev.cpu)
+    }
+
+    /// Adds one stack walk record's frames to the event's stacks: a continuation of the last
+    /// stack when it starts in user space and that stack has no user frames yet, else a
+    /// stack of its own.
+    fn add_part(&mut self, k: EventKey, frames: Vec<u64>, pointer_size: u8) {
+        if frames.is_empty() {
+            return;
+        }
+        let stacks = self.direct.entry(k).or_default();
+        let user = |pc: u64| !crate::sources::etl::is_kernel_address(pc, pointer_size);
+        match stacks.last_mut() {
+            Some(last) if user(frames[0]) && !last.iter().any(|&pc| user(pc)) => {
+                last.extend(frames)
+            }
+            _ => stacks.push(frames),
+        }
+    }
+
+    /// Whether any stack part has come for the event.
+    pub fn has_stack(&self, raw_timestamp: i64, tid: u32, cpu: u16) -> bool {
+        let k = event_key(raw_timestamp, tid, cpu);
+        self.direct.contains_key(&k) || self.refs.contains_key(&k)
+    }
+
+    /// Drops the stacks of events before `raw_timestamp` (a live session's matcher would
+    /// otherwise grow for as long as it runs). Key definitions stay.
+    pub fn forget_before(&mut self, raw_timestamp: i64) {
+        self.direct.retain(|k, _| k.0 >= raw_timestamp);
+        self.refs.retain(|k, _| k.0 >= raw_timestamp);
+        self.awaiting.retain(|_, k| k.0 >= raw_timestamp);
     }
 
     /// (direct stacks, key references, key definitions) held.
@@ -184,9 +246,86 @@ mod tests {
         m.stack_of_previous(7, vec![0x10, 0x20]);
         // a second stack event with no event before it on that thread is dropped
         m.stack_of_previous(7, vec![0x30]);
-        assert_eq!(m.stack(100, 7), Some(vec![0x10, 0x20]));
-        assert_eq!(m.stack(105, 8), None);
+        assert_eq!(m.stack(100, 7, 0), Some(vec![0x10, 0x20]));
+        assert_eq!(m.stack(105, 8, 0), None);
         m.stack_of_previous(8, vec![0x40]);
-        assert_eq!(m.stack(105, 8), Some(vec![0x40]));
+        assert_eq!(m.stack(105, 8, 0), Some(vec![0x40]));
+    }
+}
+
+#[cfg(test)]
+mod idle_tests {
+    use super::*;
+    use crate::etw::record::{ExtendedItem, Guid, HeaderKind};
+
+    fn with_stack<'a>(ts: i64, tid: u32, cpu: u16, data: &'a [u8]) -> EventRecord<'a> {
+        EventRecord {
+            header_type: 0,
+            kind: HeaderKind::EventHeader,
+            flags: 0,
+            provider: Guid::default(),
+            kernel_group: None,
+            id: 1,
+            version: 0,
+            channel: 0,
+            level: 0,
+            opcode: 0,
+            task: 0,
+            keyword: 0,
+            pid: 0,
+            tid,
+            cpu,
+            raw_timestamp: ts,
+            time_ns: 0,
+            wall_ns: 0,
+            pointer_size: 8,
+            activity_id: Guid::default(),
+            payload: &[],
+            extended: vec![ExtendedItem {
+                ext_type: EXT_STACK_TRACE64,
+                data,
+            }],
+        }
+    }
+
+    fn item(pc: u64) -> Vec<u8> {
+        let mut d = vec![0u8; 8];
+        d.extend_from_slice(&pc.to_le_bytes());
+        d
+    }
+
+    #[test]
+    fn idle_threads_sampled_at_the_same_tick_keep_their_own_stacks() {
+        // every CPU's idle thread is thread 0: the same (timestamp, thread) on two CPUs
+        let (a, b, c) = (item(0xA), item(0xB), item(0x7ff0_0000_000c));
+        let mut m = StackMatcher::new();
+        m.observe(&with_stack(500, 0, 1, &a), None);
+        m.observe(&with_stack(500, 0, 2, &b), None);
+        assert_eq!(m.stack(500, 0, 1), Some(vec![0xA]));
+        assert_eq!(m.stack(500, 0, 2), Some(vec![0xB]));
+        // a real thread is one CPU at a time: its stack parts meet whatever CPU logged them,
+        // and a part starting in user space continues a kernel-only part
+        let (k1, k2) = (item(0xffff_f800_0000_1000), item(0xffff_f800_0000_2000));
+        m.observe(&with_stack(600, 9, 1, &k1), None);
+        m.observe(&with_stack(600, 9, 3, &c), None);
+        assert_eq!(
+            m.stack(600, 9, 0),
+            Some(vec![0xffff_f800_0000_1000, 0x7ff0_0000_000c])
+        );
+        assert!(m.has_stack(600, 9, 5));
+        // another event of the thread at the same tick has a stack of its own: the sample's
+        // instruction pointer picks it, else the first stack answers
+        m.observe(&with_stack(600, 9, 1, &k2), None);
+        assert_eq!(
+            m.stack_at(600, 9, 1, Some(0xffff_f800_0000_2000)),
+            Some(vec![0xffff_f800_0000_2000])
+        );
+        assert_eq!(
+            m.stack(600, 9, 1),
+            Some(vec![0xffff_f800_0000_1000, 0x7ff0_0000_000c])
+        );
+        m.forget_before(600);
+        assert!(!m.has_stack(500, 0, 1));
+        assert!(m.has_stack(600, 9, 1));
     }
 }

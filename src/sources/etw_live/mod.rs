@@ -15,6 +15,7 @@ pub mod raw;
 #[cfg(windows)]
 pub mod windows;
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
 
@@ -24,7 +25,7 @@ use crate::etw::reader::logfile::TimeBase;
 use crate::etw::record::Guid;
 use crate::etw::state::{StackMatcher, SystemState};
 use crate::providers::etw::EtwProbes;
-use crate::sources::etl::StackSource;
+use crate::sources::etl::{StackSource, STACK_WALK};
 use crate::vm::FiringCtx;
 use raw::{LiveEvent, RawEventRecord};
 
@@ -134,7 +135,48 @@ pub struct EtwLiveSource {
     pub counts: LiveCounts,
     sessions: Vec<Box<dyn LiveSession>>,
     ended: Option<u32>,
+    /// Kernel (group, event type) records whose stack walk follows them (the plan's).
+    stack_events: Vec<(u8, u8)>,
+    /// Records in arrival order, held while the first awaits its stack walk record.
+    held: VecDeque<Held>,
+    /// Raw timestamp of the newest record at the last pruning of the stacks, and the records
+    /// delivered since.
+    prune_mark: i64,
+    since_prune: u32,
+    /// The newest session time seen, and how long records wait for their stacks in it.
+    newest_ns: u64,
+    stack_wait_ns: u64,
 }
+
+/// A record waiting in [`EtwLiveSource::held`].
+struct Held {
+    ev: LiveEvent,
+    /// The stack it waits for, if it waits.
+    awaits: Option<StackWait>,
+    /// Engine time of its arrival.
+    arrived: u64,
+}
+
+/// The stack a held record waits for.
+struct StackWait {
+    raw_timestamp: i64,
+    tid: u32,
+    cpu: u16,
+    pointer_size: u8,
+    /// The record's time in the session.
+    time_ns: u64,
+}
+
+/// How long, in the session's time, a record waits for its stack walk records. ETW logs the
+/// kernel part right after the record, the user part when the thread returns to user mode:
+/// in the recorded traces 99.9% of user parts come within 3 ms, all within 115 ms.
+pub const STACK_WAIT_NS: u64 = 250_000_000;
+/// How long a record waits when the session goes quiet (no newer records come).
+const STACK_WAIT_QUIET_NS: u64 = 1_000_000_000;
+/// Records held at most while waiting for stacks.
+const HELD_MAX: usize = 1 << 16;
+/// Stacks are pruned every this many records, dropping those older than the previous pruning.
+const PRUNE_EVERY: u32 = 1 << 16;
 
 impl EtwLiveSource {
     /// A source reading from `rx` (fed by `context`'s callback); `time` converts the session's
@@ -161,7 +203,122 @@ impl EtwLiveSource {
             counts: LiveCounts::default(),
             sessions: Vec::new(),
             ended: None,
+            stack_events: Vec::new(),
+            held: VecDeque::new(),
+            prune_mark: i64::MIN,
+            since_prune: 0,
+            newest_ns: 0,
+            stack_wait_ns: STACK_WAIT_NS,
         }
+    }
+
+    /// The kernel records whose clauses want stacks (`SessionPlan::stack_events`): each is
+    /// held until its stack walk record arrives, so that it fires with its stack as it does
+    /// over a trace.
+    pub fn with_stack_events(mut self, events: &[(u8, u8)]) -> EtwLiveSource {
+        self.stack_events = events.to_vec();
+        self
+    }
+
+    /// Takes one record from the callback: stack walk records are matched at once, and
+    /// records fire in arrival order, each held until its stack has come (or a wait passed).
+    pub fn accept(&mut self, ev: LiveEvent, engine: &mut Engine) {
+        let Some(m) = self.stacks.0.as_mut() else {
+            self.deliver(&ev, engine);
+            return;
+        };
+        let rec = ev.record(&self.time);
+        self.newest_ns = self.newest_ns.max(rec.time_ns);
+        let awaits = match rec.kernel_group {
+            Some(STACK_WALK) => {
+                m.observe(&rec, Some(&self.decoder.decode(&rec)));
+                None
+            }
+            Some(g) if self.stack_events.binary_search(&(g, rec.opcode)).is_ok() => {
+                // kernel records name their thread in the payload when the header has none
+                let tid = if rec.tid == u32::MAX {
+                    self.decoder
+                        .decode(&rec)
+                        .u64("ThreadId")
+                        .map_or(u32::MAX, |t| t as u32)
+                } else {
+                    rec.tid
+                };
+                Some(StackWait {
+                    raw_timestamp: rec.raw_timestamp,
+                    tid,
+                    cpu: rec.cpu,
+                    pointer_size: rec.pointer_size,
+                    time_ns: rec.time_ns,
+                })
+            }
+            _ => None,
+        };
+        let arrived = engine.now_ns();
+        self.held.push_back(Held {
+            ev,
+            awaits,
+            arrived,
+        });
+        self.release(engine, false);
+    }
+
+    /// Fires the held records that may go: all with `all`, else up to the first that still
+    /// waits for its stack.
+    fn release(&mut self, engine: &mut Engine, all: bool) {
+        let now = engine.now_ns();
+        while let Some(h) = self.held.front() {
+            let waiting = match &h.awaits {
+                Some(w) if !all && self.held.len() < HELD_MAX => {
+                    let waited = self.newest_ns.saturating_sub(w.time_ns) >= self.stack_wait_ns
+                        || now.saturating_sub(h.arrived) >= STACK_WAIT_QUIET_NS;
+                    !waited && !self.stack_complete(w)
+                }
+                _ => false,
+            };
+            if waiting {
+                break;
+            }
+            let h = self.held.pop_front().expect("a front record");
+            self.deliver(&h.ev, engine);
+        }
+    }
+
+    /// Whether an event's stack has all its parts: ETW logs the kernel part right after the
+    /// event, and the user part when the thread next returns to user mode (later, maybe on
+    /// another CPU). Threads that never run in user mode (the idle threads, the System
+    /// process's) have only the kernel part.
+    fn stack_complete(&self, w: &StackWait) -> bool {
+        let Some(m) = self.stacks.0.as_ref() else {
+            return true;
+        };
+        let Some(frames) = m.stack(w.raw_timestamp, w.tid, w.cpu) else {
+            return false;
+        };
+        let user = frames
+            .iter()
+            .any(|&pc| !crate::sources::etl::is_kernel_address(pc, w.pointer_size));
+        user || w.tid == 0 || matches!(self.state.thread(w.tid).map(|t| t.pid), Some(0 | 4))
+    }
+
+    /// How long (in the session's time) a record waits for the rest of its stack; the
+    /// default is [`STACK_WAIT_NS`].
+    pub fn with_stack_wait(mut self, ns: u64) -> EtwLiveSource {
+        self.stack_wait_ns = ns;
+        self
+    }
+
+    /// Bounds the stacks kept: those of records older than the previous pruning go.
+    fn prune_stacks(&mut self, raw_timestamp: i64) {
+        self.since_prune += 1;
+        if self.since_prune < PRUNE_EVERY {
+            return;
+        }
+        self.since_prune = 0;
+        if let Some(m) = self.stacks.0.as_mut() {
+            m.forget_before(self.prune_mark);
+        }
+        self.prune_mark = raw_timestamp;
     }
 
     /// The context to pass as `EVENT_TRACE_LOGFILEW.Context` (and `UserContext` in tests):
@@ -204,7 +361,10 @@ impl EtwLiveSource {
         self.decoder.observe(&rec);
         let interest = self.etw.interest(&|id| engine.is_enabled(id));
         if let Some(m) = self.stacks.0.as_mut() {
-            m.observe(&rec, None);
+            // stack walk records were matched when they arrived ([`EtwLiveSource::accept`])
+            if rec.kernel_group != Some(STACK_WALK) {
+                m.observe(&rec, None);
+            }
         }
         if crate::sources::etl::state_needs(&rec) || interest.wants(&rec) {
             let dec = self.decoder.decode(&rec);
@@ -228,6 +388,7 @@ impl EtwLiveSource {
                 &mut self.scratch,
             );
         }
+        self.prune_stacks(rec.raw_timestamp);
     }
 
     /// Fires `diag:::lostevent` (arg0: how many, arg1: 0 events, 1 buffers, 2 log file,
@@ -277,6 +438,11 @@ impl EventSource for EtwLiveSource {
             let now = engine.now_ns();
             let msg = match self.rx.try_recv() {
                 Ok(m) => m,
+                Err(_) if !self.held.is_empty() && now >= deadline => {
+                    // records whose stacks did not come go after their wait
+                    self.release(engine, false);
+                    return SourceState::Running;
+                }
                 Err(_) if now >= deadline => return SourceState::Running,
                 Err(_) => {
                     let wait = std::time::Duration::from_nanos((deadline - now).min(50_000_000));
@@ -288,9 +454,10 @@ impl EventSource for EtwLiveSource {
                 }
             };
             match msg {
-                LiveMessage::Event(ev) => self.deliver(&ev, engine),
+                LiveMessage::Event(ev) => self.accept(ev, engine),
                 LiveMessage::Ended(code) => {
                     self.ended = Some(code);
+                    self.release(engine, true);
                     return SourceState::Ended(None);
                 }
             }
@@ -301,10 +468,21 @@ impl EventSource for EtwLiveSource {
         // what the queue already holds still counts
         while !engine.exited() {
             match self.rx.try_recv() {
-                Ok(LiveMessage::Event(ev)) => self.deliver(&ev, engine),
+                Ok(LiveMessage::Event(ev)) => self.accept(ev, engine),
                 _ => break,
             }
         }
+        self.release(engine, true);
+    }
+
+    fn closing(&mut self, engine: &mut Engine) {
+        // stacks print with the images the session saw, before what named frames already
+        let own = crate::symbols::TraceSymbols::from_state(&self.state);
+        let before = std::mem::replace(
+            &mut engine.consumer.symbols,
+            Box::new(crate::agg::NoSymbols),
+        );
+        engine.consumer.symbols = Box::new(crate::symbols::FirstNamed(vec![Box::new(own), before]));
     }
 
     fn stop(&mut self) {

@@ -333,7 +333,8 @@ pub fn open_for(
     }
     let (context, rx) = CallbackContext::channel(QUEUE_RECORDS);
     let stacks = !plan.stack_events.is_empty() || plan.user.iter().any(|u| u.stacks);
-    let mut source = EtwLiveSource::new(context, rx, etw.clone(), time_base(), stacks);
+    let mut source = EtwLiveSource::new(context, rx, etw.clone(), time_base(), stacks)
+        .with_stack_events(&plan.stack_events);
     let ctx = source.context_ptr();
     let user_log = log_file.map(|f| {
         if plan.needs_kernel() {
