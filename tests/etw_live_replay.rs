@@ -60,8 +60,11 @@ fn engine(script: &str, catalog: &Catalog, out: &Shared) -> Engine {
     )
 }
 
-/// (output of the `-E` path, output of the live path, records replayed, records dropped)
-fn both_paths(file: &str, script: &str) -> (String, String, u64, u64) {
+/// (output of the `-E` path, output of the live path, records replayed, records dropped).
+/// With `tdh`, the live replay leaves out the trace's EventMetadata records
+/// (a live session has none) and the callback's schema lookup answers with their blobs, as
+/// TdhGetEventInformation does on Windows.
+fn both_paths_with(file: &str, script: &str, tdh: bool) -> (String, String, u64, u64) {
     let mut etw = EtwProbes::new();
     let mut src = TraceSource::open(file).unwrap();
     src.scan_providers(&mut etw);
@@ -83,7 +86,45 @@ fn both_paths(file: &str, script: &str) -> (String, String, u64, u64) {
     // live: the records as a session delivers them, through the session's callback
     let live_out = Shared::default();
     let mut e = engine(script, &catalog, &live_out);
-    let (context, rx) = CallbackContext::channel(4096);
+    let (mut context, rx) = CallbackContext::channel(4096);
+    let metadata = dtx::etw::decode::kernel::EVENT_METADATA;
+    let lookups = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    if tdh {
+        use dtx::etw::decode::tdh;
+        // what TDH knows: each event's TRACE_EVENT_INFO, each provider's value maps by name
+        let mut infos = std::collections::HashMap::new();
+        let mut maps = std::collections::HashMap::new();
+        let mut events = src.file.events();
+        while let Some(r) = events.next_event() {
+            let Ok(ev) = r else { continue };
+            if ev.provider == metadata && ev.opcode == 32 {
+                if let Some(info) = tdh::parse_trace_event_info(ev.payload) {
+                    infos.insert(info.key, (ev.payload.to_vec(), info.schema));
+                }
+            }
+            if ev.provider == metadata && ev.opcode == 33 {
+                if let Some((provider, name, _)) = tdh::parse_event_map_info(ev.payload) {
+                    maps.insert((provider, name), ev.payload.to_vec());
+                }
+            }
+        }
+        let n = lookups.clone();
+        context = context.with_schema_lookup(Box::new(move |rec| {
+            let h = &rec.header;
+            let provider: dtx::etw::record::Guid = h.provider_id.into();
+            let (info, schema) = infos.get(&(provider, h.descriptor.id, h.descriptor.version))?;
+            n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let maps = schema
+                .props
+                .iter()
+                .filter_map(|p| maps.get(&(provider, p.map.clone()?)).cloned())
+                .collect();
+            Some(dtx::sources::etw_live::EventSchema {
+                event_info: info.clone(),
+                maps,
+            })
+        }));
+    }
     // the session's plan says which kernel records get stack walks
     let plan = dtx::sources::etw_live::plan::SessionPlan::for_engine(&e);
     let mut live = EtwLiveSource::new(context, rx, etw.clone(), *src.file.time_base(), stacks)
@@ -94,6 +135,9 @@ fn both_paths(file: &str, script: &str) -> (String, String, u64, u64) {
     let mut events = src.file.events();
     while let Some(r) = events.next_event() {
         let Ok(ev) = r else { continue };
+        if tdh && ev.provider == metadata {
+            continue;
+        }
         let copy = LiveEvent::from_record(&ev);
         let mut parts = RawRecordParts::new(&copy, ctx);
         let mut raw = parts.record();
@@ -112,14 +156,23 @@ fn both_paths(file: &str, script: &str) -> (String, String, u64, u64) {
     live.stop();
     live.closing(&mut e);
     e.end();
+    if tdh {
+        // one lookup per distinct manifest event, not one per record
+        let n = lookups.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(n > 0 && n < 1000, "{n} schema lookups");
+    }
     let f = String::from_utf8(file_out.0.lock().unwrap().clone()).unwrap();
     let l = String::from_utf8(live_out.0.lock().unwrap().clone()).unwrap();
     (f, l, live.counts.records, live.counts.dropped)
 }
 
 fn check(file: &str, script: &str, min_lines: usize) {
+    check_with(file, script, min_lines, false)
+}
+
+fn check_with(file: &str, script: &str, min_lines: usize, tdh: bool) {
     let Some(path) = trace(file) else { return };
-    let (from_file, from_live, records, dropped) = both_paths(&path, script);
+    let (from_file, from_live, records, dropped) = both_paths_with(&path, script, tdh);
     assert_eq!(dropped, 0, "the replay outran the queue");
     assert!(records > 1000, "only {records} records replayed");
     if let Ok(d) = std::env::var("DTX_REPLAY_DUMP") {
@@ -163,6 +216,17 @@ fn dns_client_events_match_the_file_path() {
         "microsoft-windows-dns-client:::events { printf(\"%s %d %d %d %d\\n\", execname, pid, tid, cpu, arg0); @[execname, arg0] = count(); }",
         5,
     );
+}
+
+#[test]
+fn manifest_fields_come_from_the_schema_lookup_without_metadata_records() {
+    // dnsqueries.d reads DNS-client fields by name: live, their schemas come from TDH
+    let script = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/dscripts/dns/dnsqueries.d"
+    ))
+    .unwrap();
+    check_with("perfview_net.4.5.2.x64.etl.zip", &script, 5, true);
 }
 
 #[test]

@@ -15,9 +15,10 @@ pub mod raw;
 #[cfg(windows)]
 pub mod windows;
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::Mutex;
 
 use crate::engine::{Engine, EventScratch, EventSource, SourceState};
 use crate::etw::decode::{DecodedEvent, Decoder};
@@ -44,15 +45,34 @@ pub const RT_LOST_EVENT: Guid = Guid {
 /// What the callback sends to the engine's side.
 pub enum LiveMessage {
     Event(LiveEvent),
+    /// The schema of the events that follow.
+    Schema(EventSchema),
     /// The session ended (ProcessTrace returned), with its error code when it failed.
     Ended(u32),
 }
+
+/// An event's schema as TDH gives it, in the shape a trace's EventMetadata records carry it.
+#[derive(Clone, Debug, Default)]
+pub struct EventSchema {
+    /// A TRACE_EVENT_INFO blob (TdhGetEventInformation).
+    pub event_info: Vec<u8>,
+    /// The value maps its fields name: each the provider GUID (16 bytes) then an
+    /// EVENT_MAP_INFO blob (TdhGetEventMapInformation).
+    pub maps: Vec<Vec<u8>>,
+}
+
+/// Finds the schema of a record a session delivers (on Windows, TDH).
+pub type SchemaLookup = Box<dyn Fn(&RawEventRecord) -> Option<EventSchema> + Send + Sync>;
 
 /// The state the callback reaches through `EVENT_RECORD.UserContext`.
 pub struct CallbackContext {
     tx: SyncSender<LiveMessage>,
     /// Records dropped because the engine fell behind.
     pub dropped: AtomicU64,
+    /// Where the schemas of manifest providers' events come from (live sessions carry no
+    /// EventMetadata records), and the events already looked up.
+    schema_lookup: Option<SchemaLookup>,
+    looked_up: Mutex<HashSet<(Guid, u16, u8)>>,
 }
 
 impl CallbackContext {
@@ -63,9 +83,46 @@ impl CallbackContext {
             Box::new(CallbackContext {
                 tx,
                 dropped: AtomicU64::new(0),
+                schema_lookup: None,
+                looked_up: Mutex::new(HashSet::new()),
             }),
             rx,
         )
+    }
+
+    /// Looks up the schema of each new manifest event (provider, id, version) with `lookup`
+    /// before its first record goes to the engine.
+    pub fn with_schema_lookup(mut self: Box<Self>, lookup: SchemaLookup) -> Box<Self> {
+        self.schema_lookup = Some(lookup);
+        self
+    }
+
+    /// Sends the schema of `rec`'s event first when it is a manifest event not seen before
+    /// (TraceLogging events carry their own; classic records have none to look up).
+    fn schema_of(&self, rec: &RawEventRecord) {
+        let Some(lookup) = &self.schema_lookup else {
+            return;
+        };
+        let h = &rec.header;
+        if h.flags & raw::flag::CLASSIC_HEADER != 0 || raw::has_tracelogging_schema(rec) {
+            return;
+        }
+        let key = (
+            Guid::from(h.provider_id),
+            h.descriptor.id,
+            h.descriptor.version,
+        );
+        let first = match self.looked_up.lock() {
+            Ok(mut seen) => seen.insert(key),
+            Err(_) => false,
+        };
+        if first {
+            if let Some(info) = lookup(rec) {
+                if self.tx.try_send(LiveMessage::Schema(info)).is_err() {
+                    self.dropped.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
     }
 
     /// Tells the engine's side the session is over (never blocks: when the queue is full the
@@ -99,6 +156,7 @@ pub unsafe extern "system" fn event_record_callback(rec: *mut RawEventRecord) {
     let Some(cx) = (rec.user_context as *const CallbackContext).as_ref() else {
         return;
     };
+    cx.schema_of(rec);
     cx.send(LiveEvent::copy_from(rec));
 }
 
@@ -308,6 +366,28 @@ impl EtwLiveSource {
         self
     }
 
+    /// Registers an event schema the callback looked up, as a trace's EventMetadata records
+    /// would (the decoder learns it the same way): EventInfo (type 32), EventMapInfo (33).
+    fn learn_schema(&mut self, schema: EventSchema) {
+        let parts = std::iter::once((32, schema.event_info))
+            .chain(schema.maps.into_iter().map(|m| (33, m)));
+        for (opcode, payload) in parts {
+            let mut header = raw::RawEventHeader {
+                flags: raw::flag::CLASSIC_HEADER,
+                provider_id: crate::etw::decode::kernel::EVENT_METADATA.into(),
+                ..Default::default()
+            };
+            header.descriptor.opcode = opcode;
+            let ev = LiveEvent {
+                header,
+                cpu: 0,
+                payload,
+                extended: Vec::new(),
+            };
+            self.decoder.observe(&ev.record(&self.time));
+        }
+    }
+
     /// Bounds the stacks kept: those of records older than the previous pruning go.
     fn prune_stacks(&mut self, raw_timestamp: i64) {
         self.since_prune += 1;
@@ -455,6 +535,7 @@ impl EventSource for EtwLiveSource {
             };
             match msg {
                 LiveMessage::Event(ev) => self.accept(ev, engine),
+                LiveMessage::Schema(info) => self.learn_schema(info),
                 LiveMessage::Ended(code) => {
                     self.ended = Some(code);
                     self.release(engine, true);
@@ -469,6 +550,7 @@ impl EventSource for EtwLiveSource {
         while !engine.exited() {
             match self.rx.try_recv() {
                 Ok(LiveMessage::Event(ev)) => self.accept(ev, engine),
+                Ok(LiveMessage::Schema(info)) => self.learn_schema(info),
                 _ => break,
             }
         }

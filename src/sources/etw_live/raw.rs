@@ -117,6 +117,21 @@ pub struct RawEventRecord {
     pub user_context: *mut std::ffi::c_void,
 }
 
+/// `EVENT_HEADER_EXT_TYPE_EVENT_SCHEMA_TL`: a TraceLogging event's own schema.
+pub const EXT_SCHEMA_TL: u16 = 11;
+
+/// Whether a record carries its TraceLogging schema (so that TDH need not be asked).
+pub fn has_tracelogging_schema(rec: &RawEventRecord) -> bool {
+    if rec.extended_data.is_null() || rec.header.flags & flag::EXTENDED_INFO == 0 {
+        return false;
+    }
+    // SAFETY: inside the callback ETW guarantees `extended_data_count` items at
+    // `extended_data` (the same contract as `LiveEvent::copy_from`)
+    let items =
+        unsafe { std::slice::from_raw_parts(rec.extended_data, rec.extended_data_count as usize) };
+    items.iter().any(|x| x.ext_type == EXT_SCHEMA_TL)
+}
+
 /// One record copied out of the session's buffers (the callback's `EVENT_RECORD` is only
 /// valid during the callback): header, payload and extended items.
 #[derive(Clone, Debug)]

@@ -332,6 +332,8 @@ pub fn open_for(
         }
     }
     let (context, rx) = CallbackContext::channel(QUEUE_RECORDS);
+    // manifest providers' events decode by name: their schemas come from TDH
+    let context = context.with_schema_lookup(Box::new(tdh_schema));
     let stacks = !plan.stack_events.is_empty() || plan.user.iter().any(|u| u.stacks);
     let mut source = EtwLiveSource::new(context, rx, etw.clone(), time_base(), stacks)
         .with_stack_events(&plan.stack_events);
@@ -426,6 +428,70 @@ pub fn open_for(
         }
     }
     Ok(Some(source))
+}
+
+/// Calls a TDH function that fills a caller-sized buffer: first for the size, then for the
+/// data (8-byte aligned, as the structures want).
+fn tdh_buffer(call: impl Fn(*mut u8, &mut u32) -> u32) -> Option<Vec<u8>> {
+    let mut size = 0u32;
+    let rc = call(std::ptr::null_mut(), &mut size);
+    if rc != ERROR_INSUFFICIENT_BUFFER || size == 0 {
+        return None;
+    }
+    let mut buf = vec![0u64; (size as usize).div_ceil(8)];
+    if call(buf.as_mut_ptr().cast(), &mut size) != ERROR_SUCCESS {
+        return None;
+    }
+    // SAFETY: buf holds at least `size` initialised bytes
+    let bytes = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), size as usize) };
+    Some(bytes.to_vec())
+}
+
+/// The schema of a record's event from TDH (the system's registered manifests): its
+/// TRACE_EVENT_INFO and the value maps its fields name. Called on ProcessTrace's thread,
+/// inside the callback, once per (provider, event id, version).
+fn tdh_schema(rec: &RawEventRecord) -> Option<super::EventSchema> {
+    // RawEventRecord mirrors EVENT_RECORD field for field (checked by the raw module's tests)
+    let ev = (rec as *const RawEventRecord).cast::<w::EVENT_RECORD>();
+    let event_info = tdh_buffer(|buf, size| {
+        // SAFETY: ev is the callback's valid record; buf/size describe a writable buffer
+        unsafe { w::TdhGetEventInformation(ev, 0, std::ptr::null(), buf.cast(), size) }
+    })?;
+    let info = crate::etw::decode::tdh::parse_trace_event_info(&event_info)?;
+    let provider = raw_guid_bytes(rec);
+    let mut maps = Vec::new();
+    let mut names: Vec<&String> = info
+        .schema
+        .props
+        .iter()
+        .filter_map(|p| p.map.as_ref())
+        .collect();
+    names.sort();
+    names.dedup();
+    for name in names {
+        let wide: Vec<u16> = name.encode_utf16().chain(Some(0)).collect();
+        let map = tdh_buffer(|buf, size| {
+            // SAFETY: as above; wide is NUL-terminated
+            unsafe { w::TdhGetEventMapInformation(ev, wide.as_ptr(), buf.cast(), size) }
+        });
+        if let Some(m) = map {
+            let mut payload = provider.to_vec();
+            payload.extend_from_slice(&m);
+            maps.push(payload);
+        }
+    }
+    Some(super::EventSchema { event_info, maps })
+}
+
+/// The record's provider GUID in its 16-byte on-disk form (as EventMapInfo records start).
+fn raw_guid_bytes(rec: &RawEventRecord) -> [u8; 16] {
+    let g = &rec.header.provider_id;
+    let mut b = [0u8; 16];
+    b[0..4].copy_from_slice(&g.data1.to_le_bytes());
+    b[4..6].copy_from_slice(&g.data2.to_le_bytes());
+    b[6..8].copy_from_slice(&g.data3.to_le_bytes());
+    b[8..16].copy_from_slice(&g.data4);
+    b
 }
 
 /// Stops the sessions a killed dtx may have left behind (called at start by `open_for`
