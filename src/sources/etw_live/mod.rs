@@ -374,6 +374,7 @@ impl LiveEtw {
 const BUILT_IN: &[&str] = &[
     "dtrace", "profile", "tick", "pid", "fpid", "diag", "sched", "proc", "io", "isr", "dpc",
     "syscall", "pf", "fsinfo", "reg", "tcpip", "udpip", "pmc", "dnet", "hwconfig", "lockstat",
+    "etw",
 ];
 
 /// The provider names of the probe descriptions in a D program (`name:::probe`,
