@@ -259,7 +259,12 @@ fn guid_probes_pass_the_event_header() {
     assert!(got["143"] > 0);
     // a malformed one is a compile error
     let out = run(
-        &["-E", &path, "-n", &format!("etw:{RUNTIME}:5_0x10:generic_event {{}}")],
+        &[
+            "-E",
+            &path,
+            "-n",
+            &format!("etw:{RUNTIME}:5_0x10:generic_event {{}}"),
+        ],
         &[],
     );
     assert_eq!(out.status.code(), Some(1));
@@ -312,7 +317,11 @@ fn listing_shows_keywords_and_the_catalog() {
         ],
         &[("DTX_PROVIDER_CATALOG", &catalog.to_string_lossy())],
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // without the catalog the description matches nothing: dtrace's D_PDESC_ZERO
     let out = run(
         &[

@@ -251,16 +251,28 @@ mod tests {
         assert!(text.contains(" 0x0000000000000001 GCKeyword\n"));
         let back = ProviderCatalog::from_text(&text).unwrap();
         assert_eq!(back, c);
-        assert_eq!(back.find("microsoft-windows-dotnetruntime").unwrap().keywords.len(), 2);
-        assert!(back.find("{e13c0d23-ccbc-4e12-931b-d9cc2eee27e4}").is_some());
+        assert_eq!(
+            back.find("microsoft-windows-dotnetruntime")
+                .unwrap()
+                .keywords
+                .len(),
+            2
+        );
+        assert!(back
+            .find("{e13c0d23-ccbc-4e12-931b-d9cc2eee27e4}")
+            .is_some());
         assert!(ProviderCatalog::from_text("dtx-provider-catalog 7\n")
             .unwrap_err()
             .contains("version"));
         assert!(ProviderCatalog::from_text("hello\n").is_err());
         let bad = "dtx-provider-catalog 1\nnot-a-guid Name\n";
-        assert!(ProviderCatalog::from_text(bad).unwrap_err().contains("line 2"));
+        assert!(ProviderCatalog::from_text(bad)
+            .unwrap_err()
+            .contains("line 2"));
         let bad = "dtx-provider-catalog 1\n 0x1 Orphan\n";
-        assert!(ProviderCatalog::from_text(bad).unwrap_err().contains("line 2"));
+        assert!(ProviderCatalog::from_text(bad)
+            .unwrap_err()
+            .contains("line 2"));
     }
 
     #[test]

@@ -875,14 +875,12 @@ mod tests {
     #[test]
     fn braced_guids_in_probe_descriptions() {
         let t = toks(
-            "etw:{1c95126e-7eea-49a9-a3fe-a378b03ddb4d}:0x05_0xff:generic_event { x }",
+            "etw:{1c95126e-7eea-49a9-a3fe-a378b03ddb4d}:0x05_0xff:generic_event {",
             Mode::Clause,
         );
         assert_eq!(
             t[0],
-            Tok::Pspec(
-                "etw:{1c95126e-7eea-49a9-a3fe-a378b03ddb4d}:0x05_0xff:generic_event".into()
-            )
+            Tok::Pspec("etw:{1c95126e-7eea-49a9-a3fe-a378b03ddb4d}:0x05_0xff:generic_event".into())
         );
         // a brace that is not a GUID still opens the clause
         let t = toks("a:::b{", Mode::Clause);

@@ -113,9 +113,10 @@ impl Decoder {
                     self.classic.insert(k, info.schema.clone());
                 } else {
                     let (guid, name) = (info.key.0, info.schema.provider.as_str());
-                    let p = self.providers.entry(guid).or_insert_with(|| {
-                        crate::etw::catalog::ProviderInfo::new(name, guid)
-                    });
+                    let p = self
+                        .providers
+                        .entry(guid)
+                        .or_insert_with(|| crate::etw::catalog::ProviderInfo::new(name, guid));
                     for (k, m) in &info.keywords {
                         p.add_keyword(k, *m);
                     }

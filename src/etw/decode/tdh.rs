@@ -88,9 +88,15 @@ fn keyword_names(b: &[u8], off: u32, keyword: u64) -> Vec<(String, u64)> {
         at += (s.encode_utf16().count() + 1) * 2;
         names.push(s);
     }
-    let low: Vec<u64> = (0..48).map(|i| 1u64 << i).filter(|m| keyword & m != 0).collect();
+    let low: Vec<u64> = (0..48)
+        .map(|i| 1u64 << i)
+        .filter(|m| keyword & m != 0)
+        .collect();
     let bits: Vec<u64> = if names.len() > low.len() {
-        (0..64).map(|i| 1u64 << i).filter(|m| keyword & m != 0).collect()
+        (0..64)
+            .map(|i| 1u64 << i)
+            .filter(|m| keyword & m != 0)
+            .collect()
     } else {
         low
     };

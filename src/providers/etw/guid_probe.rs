@@ -106,9 +106,10 @@ fn get_or_make(list: &RwLock<Vec<GuidProbe>>, desc: &ProbeDesc) -> Result<ProbeI
     let mut list = list
         .write()
         .map_err(|_| ProbeError::new("D_PDESC_ZERO", "etw probe list unavailable"))?;
-    if let Some(p) = list.iter().find(|p| {
-        p.guid == guid && p.level == level && p.keywords == keywords && p.event == event
-    }) {
+    if let Some(p) = list
+        .iter()
+        .find(|p| p.guid == guid && p.level == level && p.keywords == keywords && p.event == event)
+    {
         return Ok(p.info());
     }
     let id = FIRST_GUID_ID + list.len() as u64;
@@ -275,8 +276,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(prov.try_matching(&d2).unwrap(), a);
-        let d3 =
-            ProbeDesc::parse("etw:1c95126e-7eea-49a9-a3fe-a378b03ddb4d:0x4_0x1:3008").unwrap();
+        let d3 = ProbeDesc::parse("etw:1c95126e-7eea-49a9-a3fe-a378b03ddb4d:0x4_0x1:3008").unwrap();
         let b = prov.try_matching(&d3).unwrap();
         assert_ne!(a[0].id, b[0].id);
         assert_eq!(prov.list().len(), 2);

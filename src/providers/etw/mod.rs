@@ -422,7 +422,10 @@ impl EtwProbes {
 
     /// Every provider name: the kernel ones, then the named ones.
     fn provider_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = KERNEL_PROBES.iter().map(|k| k.provider.to_string()).collect();
+        let mut names: Vec<String> = KERNEL_PROBES
+            .iter()
+            .map(|k| k.provider.to_string())
+            .collect();
         names.sort();
         names.dedup();
         names.extend(self.named.keys().cloned());
@@ -701,8 +704,16 @@ mod tests {
         info.add_keyword("DnsQuery", 0x2);
         info.add_keyword("Events", 0x4);
         p.add_provider(&info);
-        let names: Vec<String> = p.all().into_iter().filter(|x| x.provider.starts_with("microsoft")).map(|x| x.name).collect();
-        assert_eq!(names, ["events", "dnsquery", "events-keyword", "capturestate"]);
+        let names: Vec<String> = p
+            .all()
+            .into_iter()
+            .filter(|x| x.provider.starts_with("microsoft"))
+            .map(|x| x.name)
+            .collect();
+        assert_eq!(
+            names,
+            ["events", "dnsquery", "events-keyword", "capturestate"]
+        );
         let provs = providers(&p);
         assert!(provs
             .iter()

@@ -369,8 +369,7 @@ impl LiveEtw {
         log_file: Option<std::path::PathBuf>,
     ) -> LiveEtw {
         let names = LiveEtw::provider_names(programs);
-        LiveEtw::with_catalog(&names, log_file, None, false)
-            .unwrap_or_else(|_| LiveEtw::default())
+        LiveEtw::with_catalog(&names, log_file, None, false).unwrap_or_else(|_| LiveEtw::default())
     }
 
     /// The user provider names (or GUIDs) the programs' probe descriptions name.

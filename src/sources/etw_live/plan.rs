@@ -463,7 +463,8 @@ mod tests {
         );
         assert_eq!((p.user[1].keywords, p.user[1].level), (0xa, 4));
         // events and capturestate need every keyword
-        let all = catalog.matching(&ProbeDesc::parse("microsoft-windows-dotnetruntime:::events").unwrap());
+        let all = catalog
+            .matching(&ProbeDesc::parse("microsoft-windows-dotnetruntime:::events").unwrap());
         let p = SessionPlan::for_probes(&all, &|_| false, &etw);
         assert_eq!(p.user[0].keywords, u64::MAX);
     }

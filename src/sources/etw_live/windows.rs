@@ -21,8 +21,8 @@ use super::plan::SessionPlan;
 use super::raw::RawEventRecord;
 use super::{event_record_callback, CallbackContext, EtwLiveSource, LiveSession, QUEUE_RECORDS};
 use crate::engine::Engine;
-use crate::etw::reader::logfile::{LogfileHeader, TimeBase};
 use crate::etw::catalog::{self, ProviderCatalog, ProviderInfo};
+use crate::etw::reader::logfile::{LogfileHeader, TimeBase};
 use crate::etw::record::Guid;
 use crate::providers::etw::EtwProbes;
 
@@ -346,9 +346,8 @@ fn parse_field_info_array(bytes: &[u8]) -> Vec<(String, u64)> {
             break;
         };
         let value = u64::from_le_bytes(v.try_into().unwrap_or([0; 8]));
-        let name = crate::etw::decode::value::utf16_string(
-            bytes.get(name_off as usize..).unwrap_or(&[]),
-        );
+        let name =
+            crate::etw::decode::value::utf16_string(bytes.get(name_off as usize..).unwrap_or(&[]));
         if !name.is_empty() {
             out.push((name, value));
         }
