@@ -348,3 +348,52 @@ fn listing_shows_keywords_and_the_catalog() {
     assert!(out.status.success());
     let _ = std::fs::remove_file(&catalog);
 }
+
+#[test]
+fn eventmetadata_names_keywords() {
+    // the x64 trace's EventMetadata (TRACE_EVENT_INFO) names the keywords of providers dtx has
+    // no manifest for; their masks are those of the providers' published manifests
+    let Some(dir) = shared() else { return };
+    let path = dir.join("perfview_net.4.5.2.x64.etl.zip");
+    let mut src = dtx::sources::etl::TraceSource::open(&path.to_string_lossy()).unwrap();
+    let mut etw = dtx::providers::etw::EtwProbes::new();
+    src.scan_providers(&mut etw);
+    let kw = |p: &str| -> Vec<(String, u64)> {
+        etw.named(p)
+            .unwrap_or_else(|| panic!("{p}"))
+            .keywords
+            .iter()
+            .map(|(n, m, _)| (n.clone(), *m))
+            .collect()
+    };
+    let file = kw("microsoft-windows-kernel-file");
+    assert!(
+        file.contains(&("kernel_file_keyword_fileio".into(), 0x20)),
+        "{file:?}"
+    );
+    assert!(
+        file.contains(&("kernel_file_keyword_create".into(), 0x80)),
+        "{file:?}"
+    );
+    let process = kw("microsoft-windows-kernel-process");
+    assert!(
+        process.contains(&("winevent_keyword_process".into(), 0x10)),
+        "{process:?}"
+    );
+    // and the probe counts what the headers say
+    let out = dtx(&[
+        "-q",
+        "-E",
+        &path.to_string_lossy(),
+        "-n",
+        "microsoft-windows-kernel-file:::kernel_file_keyword_fileio { @n = count(); }
+         END { printa(\"n %@d\\n\", @n); }",
+    ]);
+    let want = walk_keywords(
+        &path.to_string_lossy(),
+        "edd08927-9cc4-4e65-b970-c2560fb5c289",
+        &[0x20],
+    )[0];
+    assert!(want > 0);
+    assert_eq!(counts(&out).get("n").copied(), Some(want), "{out}");
+}

@@ -349,3 +349,34 @@ mod map_tests {
         assert!(parse_event_map_info(&p[..30]).is_none());
     }
 }
+
+#[cfg(test)]
+mod keyword_tests {
+    use super::*;
+
+    fn names_at(names: &[&str]) -> Vec<u8> {
+        let mut b = vec![0u8; 8];
+        for n in names {
+            b.extend(n.encode_utf16().chain([0]).flat_map(|u| u.to_le_bytes()));
+        }
+        b.extend([0, 0]);
+        b
+    }
+
+    #[test]
+    fn keyword_names_pair_with_the_set_bits() {
+        let b = names_at(&["FileIo", "Create"]);
+        // channel bit 63 is set too; two names pair with the two low bits
+        let k = keyword_names(&b, 8, 0x20 | 0x80 | 1 << 63);
+        assert_eq!(
+            k,
+            [("FileIo".to_string(), 0x20), ("Create".to_string(), 0x80)]
+        );
+        assert!(keyword_names(&b, 0, 0x20).is_empty());
+        // more names than low bits: the high bits are used as well
+        let b = names_at(&["A", "B"]);
+        assert_eq!(keyword_names(&b, 8, 0x1 | 1 << 50).len(), 2);
+        // an offset past the end names nothing and does not panic
+        assert!(keyword_names(&b, 4000, 0x1).is_empty());
+    }
+}
