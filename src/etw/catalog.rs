@@ -180,6 +180,32 @@ impl ProviderCatalog {
     }
 }
 
+/// The keywords of a PROVIDER_FIELD_INFOARRAY as TdhEnumerateProviderFieldInformation returns
+/// it: NumberOfElements u32, FieldType u32, then PROVIDER_FIELD_INFO { NameOffset u32,
+/// DescriptionOffset u32, Value u64 } each, the names UTF-16 at their offsets in the buffer.
+pub fn parse_field_info_array(bytes: &[u8]) -> Vec<(String, u64)> {
+    let u32_at = |o: usize| {
+        bytes
+            .get(o..o + 4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    let count = u32_at(0).unwrap_or(0) as usize;
+    let mut out = Vec::new();
+    for i in 0..count.min(64) {
+        let at = 8 + i * 16;
+        let (Some(name_off), Some(v)) = (u32_at(at), bytes.get(at + 8..at + 16)) else {
+            break;
+        };
+        let value = u64::from_le_bytes(v.try_into().unwrap_or([0; 8]));
+        let name =
+            crate::etw::decode::value::utf16_string(bytes.get(name_off as usize..).unwrap_or(&[]));
+        if !name.is_empty() {
+            out.push((name, value));
+        }
+    }
+    out
+}
+
 /// Names are written on one line: line breaks become spaces.
 fn one_line(s: &str) -> String {
     s.replace(['\r', '\n'], " ")
@@ -273,6 +299,35 @@ mod tests {
         assert!(ProviderCatalog::from_text(bad)
             .unwrap_err()
             .contains("line 2"));
+    }
+
+    #[test]
+    fn provider_field_info_array() {
+        // a count of 3 with two real entries: the third reads name text as its offset, which
+        // points past the buffer, and is skipped
+        let mut b = Vec::new();
+        b.extend(3u32.to_le_bytes());
+        b.extend(0u32.to_le_bytes()); // EventKeywordInformation
+        let names_at = 8 + 2 * 16;
+        let gc: Vec<u8> = "GCKeyword\0"
+            .encode_utf16()
+            .flat_map(|u| u.to_le_bytes())
+            .collect();
+        for (off, v) in [(names_at, 0x1u64), (names_at + gc.len(), 0x10)] {
+            b.extend((off as u32).to_le_bytes());
+            b.extend(0u32.to_le_bytes());
+            b.extend(v.to_le_bytes());
+        }
+        b.extend(&gc);
+        b.extend("JitKeyword\0".encode_utf16().flat_map(|u| u.to_le_bytes()));
+        assert_eq!(
+            parse_field_info_array(&b),
+            [
+                ("GCKeyword".to_string(), 0x1),
+                ("JitKeyword".to_string(), 0x10)
+            ]
+        );
+        assert!(parse_field_info_array(&[]).is_empty());
     }
 
     #[test]

@@ -327,32 +327,7 @@ pub fn provider_keywords(guid: Guid) -> Vec<(String, u64)> {
     let bytes: &[u8] =
         // SAFETY: the buffer is initialised u64s of at least `size` bytes
         unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), size as usize) };
-    parse_field_info_array(bytes)
-}
-
-/// PROVIDER_FIELD_INFOARRAY: NumberOfElements u32, FieldType u32, then PROVIDER_FIELD_INFO
-/// { NameOffset u32, DescriptionOffset u32, Value u64 } each, names as UTF-16 at their offsets.
-fn parse_field_info_array(bytes: &[u8]) -> Vec<(String, u64)> {
-    let u32_at = |o: usize| {
-        bytes
-            .get(o..o + 4)
-            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    };
-    let count = u32_at(0).unwrap_or(0) as usize;
-    let mut out = Vec::new();
-    for i in 0..count.min(64) {
-        let at = 8 + i * 16;
-        let (Some(name_off), Some(v)) = (u32_at(at), bytes.get(at + 8..at + 16)) else {
-            break;
-        };
-        let value = u64::from_le_bytes(v.try_into().unwrap_or([0; 8]));
-        let name =
-            crate::etw::decode::value::utf16_string(bytes.get(name_off as usize..).unwrap_or(&[]));
-        if !name.is_empty() {
-            out.push((name, value));
-        }
-    }
-    out
+    catalog::parse_field_info_array(bytes)
 }
 
 /// Every registered provider with its keywords, from TDH.
@@ -397,10 +372,13 @@ pub fn live_etw(
 ) -> Result<super::LiveEtw, String> {
     let names = super::LiveEtw::provider_names(programs);
     let needed: Vec<&String> = names.iter().filter(|n| Guid::parse(n).is_none()).collect();
-    let catalog = if needed.is_empty() && !list_all {
-        None
-    } else {
+    let catalog = if !needed.is_empty() {
         Some(provider_catalog(&needed)?)
+    } else if list_all {
+        // only for the listing: a system whose TDH cannot enumerate (Wine) lists without it
+        provider_catalog(&[]).ok()
+    } else {
+        None
     };
     super::LiveEtw::with_catalog(&names, log_file, catalog.as_ref(), list_all)
 }
