@@ -321,6 +321,10 @@ impl EtwProbes {
             return None;
         }
         if !self.named.contains_key(&key) {
+            if self.next_id + 2 > FIRST_GUID_ID {
+                // the range of named probes is full (hundreds of thousands of probes)
+                return None;
+            }
             let id = self.next_id;
             self.next_id += 2;
             self.named.insert(
@@ -354,7 +358,10 @@ impl EtwProbes {
         }
         for (k, mask) in &info.keywords {
             let name = keyword_probe_name(k);
-            if name.is_empty() || p.keywords.iter().any(|(n, m, _)| *n == name || m == mask) {
+            if name.is_empty()
+                || next >= FIRST_GUID_ID
+                || p.keywords.iter().any(|(n, m, _)| *n == name || m == mask)
+            {
                 continue;
             }
             p.keywords.push((name, *mask, next));
