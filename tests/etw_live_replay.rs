@@ -126,7 +126,7 @@ fn both_paths_with(file: &str, script: &str, tdh: bool) -> (String, String, u64,
         }));
     }
     // the session's plan says which kernel records get stack walks
-    let plan = dtx::sources::etw_live::plan::SessionPlan::for_engine(&e);
+    let plan = dtx::sources::etw_live::plan::SessionPlan::for_engine(&e, &etw);
     let mut live = EtwLiveSource::new(context, rx, etw.clone(), *src.file.time_base(), stacks)
         .with_stack_events(&plan.stack_events);
     let ctx = live.context_ptr();

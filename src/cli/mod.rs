@@ -217,6 +217,12 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
             let mut src = crate::sources::etl::TraceSource::open(&path.to_string_lossy())
                 .map_err(|e| e.to_string())?;
             src.scan_providers(&mut etw);
+            // the system's provider catalog, when one is cached (on Windows next to dtx.exe)
+            if let Some(c) = crate::etw::catalog::load_cached(false) {
+                for p in &c.providers {
+                    etw.add_provider(p);
+                }
+            }
             // the walk for the run starts from fresh state
             src.decoder = crate::sources::etl::TraceSource::new_decoder();
             Some((src, etw.clone()))
@@ -233,11 +239,18 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
         Some(_) => None,
         None => None,
     };
+    // live ETW: the user providers resolved through the system's provider catalog (cached
+    // next to the executable), every provider of it for -l
     #[cfg(windows)]
-    let live_etw = crate::sources::etw_live::LiveEtw::for_programs(
-        &args.programs,
-        args.etl.clone().filter(|_| trace.is_none()),
-    );
+    let live_etw = if trace.is_none() {
+        crate::sources::etw_live::windows::live_etw(
+            &args.programs,
+            args.etl.clone(),
+            args.list || args.tui || args.programs.is_empty(),
+        )?
+    } else {
+        crate::sources::etw_live::LiveEtw::default()
+    };
     let mut catalog = if trace.is_some() {
         Catalog::with_etw(&etw)
     } else if cfg!(windows) {

@@ -212,6 +212,11 @@ impl Engine {
     }
 
     /// Whether any program has `probe` enabled.
+    /// Changes whenever the set of programs (and so of enabled probes) changes.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
     pub fn is_enabled(&self, probe: u64) -> bool {
         self.runs.iter().any(|r| r.vm.is_enabled(probe))
     }

@@ -67,6 +67,18 @@ fn is_pspec_char(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"-$:_.`?*\\[]!".contains(&b)
 }
 
+/// The length of a `{xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx}` at the start of `b`, if there is one.
+fn braced_guid(b: &[u8]) -> Option<usize> {
+    let g = b.get(..38)?;
+    let ok = g[0] == b'{'
+        && g[37] == b'}'
+        && g[1..37].iter().enumerate().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => *c == b'-',
+            _ => c.is_ascii_hexdigit(),
+        });
+    ok.then_some(38)
+}
+
 impl<'a> Lexer<'a> {
     pub fn new(src: &'a str, macros: MacroEnv) -> Self {
         let n = macros.args.len();
@@ -256,8 +268,15 @@ impl<'a> Lexer<'a> {
                 // probe ids are integers at clause scope
             } else if is_pspec_start(c) {
                 let mut end = self.pos + 1;
-                while end < b.len() && is_pspec_char(b[end]) {
-                    end += 1;
+                while end < b.len() {
+                    if is_pspec_char(b[end]) {
+                        end += 1;
+                    } else if let Some(n) = braced_guid(&b[end..]).filter(|_| b[end - 1] == b':') {
+                        // a provider GUID in braces as a field (`etw:{guid}:...`)
+                        end += n;
+                    } else {
+                        break;
+                    }
                 }
                 let text = &self.src[self.pos..end];
                 self.pos = end;
@@ -851,6 +870,23 @@ mod tests {
             toks("typedef", Mode::Clause),
             vec![Tok::Kw(Keyword::Typedef)]
         );
+    }
+
+    #[test]
+    fn braced_guids_in_probe_descriptions() {
+        let t = toks(
+            "etw:{1c95126e-7eea-49a9-a3fe-a378b03ddb4d}:0x05_0xff:generic_event {",
+            Mode::Clause,
+        );
+        assert_eq!(
+            t[0],
+            Tok::Pspec("etw:{1c95126e-7eea-49a9-a3fe-a378b03ddb4d}:0x05_0xff:generic_event".into())
+        );
+        // a brace that is not a GUID still opens the clause
+        let t = toks("a:::b{", Mode::Clause);
+        assert_eq!(t[1], Tok::Punct(Punct::LBrace));
+        let t = toks("etw:{12", Mode::Clause);
+        assert_eq!(t[1], Tok::Punct(Punct::LBrace));
     }
 
     #[test]

@@ -21,6 +21,7 @@ pub const FILES: &[(&str, &str)] = &[
     ("io.d", include_str!("../../dscripts/lib/io.d")),
     ("net.d", include_str!("../../dscripts/lib/net.d")),
     ("registry.d", include_str!("../../dscripts/lib/registry.d")),
+    ("etw.d", include_str!("../../dscripts/lib/etw.d")),
 ];
 
 /// The checked library: its types and definitions, to install into a program's checker.

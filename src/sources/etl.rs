@@ -106,7 +106,8 @@ impl TraceSource {
         }
     }
 
-    /// A first look at the trace: the providers it names (for `-l` and `<provider>:::events`)
+    /// A first look at the trace: the providers it names (for `-l`, `<provider>:::events` and
+    /// the keyword probes; the providers of the manifests loaded join them)
     /// and the schemas its metadata records carry. Only provider events are read (kernel
     /// records are stepped over unbuilt): first the metadata (EventMetadata schemas and value
     /// maps, TraceLogging provider traits), then one decoding per kind of event (provider,
@@ -134,7 +135,24 @@ impl TraceSource {
             }
             let dec = self.decoder.decode(&ev);
             if dec.is_named() && !dec.provider.is_empty() {
-                probes.add_named(dec.provider);
+                let mut info = crate::etw::catalog::ProviderInfo::new(dec.provider, ev.provider);
+                if ev.kind == HeaderKind::EventHeader {
+                    if let Some(known) = self.decoder.provider_info(ev.provider) {
+                        info.keywords = known.keywords.clone();
+                    }
+                } else {
+                    // a classic provider's GUID is its event class's
+                    info.guid = crate::etw::record::Guid::default();
+                }
+                probes.add_provider(&info);
+            }
+        }
+        // the providers of the manifests loaded, with their keywords
+        let mut loaded: Vec<_> = self.decoder.providers().cloned().collect();
+        loaded.sort_by(|a, b| a.name.cmp(&b.name));
+        for p in &loaded {
+            if !p.name.is_empty() {
+                probes.add_provider(p);
             }
         }
     }

@@ -141,6 +141,39 @@ struct Tmpl {
     top: Vec<usize>,
 }
 
+/// The providers a manifest defines, with their named keywords (`<keyword name mask>`).
+pub fn parse_manifest_providers(xml: &str) -> Vec<crate::etw::catalog::ProviderInfo> {
+    let mut out: Vec<crate::etw::catalog::ProviderInfo> = Vec::new();
+    for t in tokens(xml) {
+        match t {
+            Tok::Open("provider", attrs, _) => {
+                if let Some(guid) = attr(&attrs, "guid").and_then(Guid::parse) {
+                    out.push(crate::etw::catalog::ProviderInfo::new(
+                        attr(&attrs, "name").unwrap_or(""),
+                        guid,
+                    ));
+                }
+            }
+            Tok::Open("keyword", attrs, _) => {
+                let mask = attr(&attrs, "mask").and_then(|m| {
+                    let m = m.trim();
+                    match m.strip_prefix("0x").or_else(|| m.strip_prefix("0X")) {
+                        Some(h) => u64::from_str_radix(h, 16).ok(),
+                        None => m.parse().ok(),
+                    }
+                });
+                if let (Some(p), Some(name), Some(mask)) =
+                    (out.last_mut(), attr(&attrs, "name"), mask)
+                {
+                    p.add_keyword(name, mask);
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
 /// Parses a manifest; returns the schemas it defines, keyed by (provider, event id, version).
 pub fn parse_manifest(xml: &str) -> Vec<(SchemaKey, Schema<String>)> {
     let toks = tokens(xml);

@@ -89,6 +89,8 @@ pub struct Decoder {
     /// blob's hash, then the blob. Field names are kept as places in the blob, so that every
     /// record names its fields from its own copy of the metadata.
     tl_schemas: std::cell::RefCell<FastMap<u64, Vec<TlSchema>>>,
+    /// Providers with their named keywords: from loaded manifests and EventMetadata records.
+    providers: FastMap<Guid, crate::etw::catalog::ProviderInfo>,
 }
 
 /// A TraceLogging metadata blob and the schema parsed from it.
@@ -109,6 +111,15 @@ impl Decoder {
             if let Some(info) = tdh::parse_trace_event_info(ev.payload) {
                 if let Some(k) = info.classic_key {
                     self.classic.insert(k, info.schema.clone());
+                } else {
+                    let (guid, name) = (info.key.0, info.schema.provider.as_str());
+                    let p = self
+                        .providers
+                        .entry(guid)
+                        .or_insert_with(|| crate::etw::catalog::ProviderInfo::new(name, guid));
+                    for (k, m) in &info.keywords {
+                        p.add_keyword(k, *m);
+                    }
                 }
                 // A manifest loaded from disk is not replaced by metadata (they agree, or the
                 // manifest is the newer truth).
@@ -138,6 +149,15 @@ impl Decoder {
 
     /// Registers the schemas of a manifest's XML text; returns how many events it defined.
     pub fn load_manifest_str(&mut self, xml: &str) -> usize {
+        for p in manifest::parse_manifest_providers(xml) {
+            let known = self
+                .providers
+                .entry(p.guid)
+                .or_insert_with(|| crate::etw::catalog::ProviderInfo::new(&p.name, p.guid));
+            for (k, m) in &p.keywords {
+                known.add_keyword(k, *m);
+            }
+        }
         let list = manifest::parse_manifest(xml);
         let n = list.len();
         for (k, s) in list {
@@ -160,6 +180,16 @@ impl Decoder {
             }
         }
         Ok(n)
+    }
+
+    /// A provider known from a manifest or EventMetadata, with its named keywords.
+    pub fn provider_info(&self, guid: Guid) -> Option<&crate::etw::catalog::ProviderInfo> {
+        self.providers.get(&guid)
+    }
+
+    /// Every provider known from manifests and EventMetadata.
+    pub fn providers(&self) -> impl Iterator<Item = &crate::etw::catalog::ProviderInfo> {
+        self.providers.values()
     }
 
     /// The schema registered for a manifest event, if any.

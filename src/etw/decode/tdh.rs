@@ -2,7 +2,7 @@
 //! turned into [`Schema`]s; and the TDH in/out type codes shared with manifests.
 
 use super::schema::{Count, Len, Prop, Schema, SchemaSource};
-use super::value::{le_u16, le_u32, utf16_string, FieldType};
+use super::value::{le_u16, le_u32, le_u64, utf16_string, FieldType};
 use crate::etw::record::Guid;
 
 /// The schema key: provider, event id, version (manifest events) — for classic (MOF) events the
@@ -67,6 +67,40 @@ pub struct EventInfo {
     /// The classic key (event GUID, opcode, version) when DecodingSource is WBEM.
     pub classic_key: Option<(Guid, u8, u8)>,
     pub schema: Schema<String>,
+    /// The event's keyword bits with their names (KeywordsNameOffset), as far as TDH named them.
+    pub keywords: Vec<(String, u64)>,
+}
+
+/// The keyword names of TRACE_EVENT_INFO (a list of strings ending with an empty one) paired
+/// with the set bits of the event's keyword, lowest bit first. Bits 48 and up (reserved for ETW
+/// and the channels) are only used when there are more names than bits below them.
+fn keyword_names(b: &[u8], off: u32, keyword: u64) -> Vec<(String, u64)> {
+    let mut names: Vec<String> = Vec::new();
+    let mut at = off as usize;
+    if off == 0 {
+        return Vec::new();
+    }
+    while at + 1 < b.len() && names.len() < 64 {
+        let s = utf16_string(&b[at..]);
+        if s.is_empty() {
+            break;
+        }
+        at += (s.encode_utf16().count() + 1) * 2;
+        names.push(s);
+    }
+    let low: Vec<u64> = (0..48)
+        .map(|i| 1u64 << i)
+        .filter(|m| keyword & m != 0)
+        .collect();
+    let bits: Vec<u64> = if names.len() > low.len() {
+        (0..64)
+            .map(|i| 1u64 << i)
+            .filter(|m| keyword & m != 0)
+            .collect()
+    } else {
+        low
+    };
+    names.into_iter().zip(bits).collect()
 }
 
 /// Parses a TRACE_EVENT_INFO blob.
@@ -78,6 +112,7 @@ pub fn parse_trace_event_info(b: &[u8]) -> Option<EventInfo> {
     let opcode = *b.get(37)?;
     let decoding = le_u32(b, 48)?;
     let provider_name = string_at(b, le_u32(b, 52)?).unwrap_or_else(|| provider.to_string());
+    let keywords = keyword_names(b, le_u32(b, 64)?, le_u64(b, 40)?);
     let task = string_at(b, le_u32(b, 68)?);
     let op = string_at(b, le_u32(b, 72)?);
     let ev_name = string_at(b, le_u32(b, 92)?);
@@ -167,6 +202,7 @@ pub fn parse_trace_event_info(b: &[u8]) -> Option<EventInfo> {
         key: (provider, id, version),
         classic_key: (decoding == 1).then_some((event_guid, opcode, version)),
         schema,
+        keywords,
     })
 }
 
@@ -311,5 +347,36 @@ mod map_tests {
         assert_eq!(m.name_of(3).as_deref(), Some("Read|Write"));
         assert_eq!(m.name_of(0x19).as_deref(), Some("Read|Sync|0x10"));
         assert!(parse_event_map_info(&p[..30]).is_none());
+    }
+}
+
+#[cfg(test)]
+mod keyword_tests {
+    use super::*;
+
+    fn names_at(names: &[&str]) -> Vec<u8> {
+        let mut b = vec![0u8; 8];
+        for n in names {
+            b.extend(n.encode_utf16().chain([0]).flat_map(|u| u.to_le_bytes()));
+        }
+        b.extend([0, 0]);
+        b
+    }
+
+    #[test]
+    fn keyword_names_pair_with_the_set_bits() {
+        let b = names_at(&["FileIo", "Create"]);
+        // channel bit 63 is set too; two names pair with the two low bits
+        let k = keyword_names(&b, 8, 0x20 | 0x80 | 1 << 63);
+        assert_eq!(
+            k,
+            [("FileIo".to_string(), 0x20), ("Create".to_string(), 0x80)]
+        );
+        assert!(keyword_names(&b, 0, 0x20).is_empty());
+        // more names than low bits: the high bits are used as well
+        let b = names_at(&["A", "B"]);
+        assert_eq!(keyword_names(&b, 8, 0x1 | 1 << 50).len(), 2);
+        // an offset past the end names nothing and does not panic
+        assert!(keyword_names(&b, 4000, 0x1).is_empty());
     }
 }

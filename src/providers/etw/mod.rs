@@ -1,20 +1,26 @@
 //! Providers built from ETW events: `diag` (every record), the kernel providers of the Windows
 //! DTrace port (`sched`, `proc`, `io`, `isr`, `dpc`, `syscall`, `profile:::sample-N`) and, by
-//! name, the providers an `.etl` file carries (`microsoft-windows-dns-client:::events`).
+//! name, the providers an `.etl` file carries, the manifests loaded and the system's provider
+//! catalog: `microsoft-windows-dns-client:::events`, one probe per named keyword
+//! (`microsoft-windows-dotnetruntime:::gc`), `:::capturestate`; and Microsoft's form by GUID,
+//! `etw:<guid>:0xLL_0xKKKKKKKKKKKKKKKK:<event id>|generic_event` ([`guid_probe`]).
 //!
 //! [`EtwProbes::firings`] maps one decoded event to the probes it fires, with `arg0..` and the
 //! thread the firing runs in.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
 
 use super::Provider;
+use crate::etw::catalog::{keyword_probe_name, ProviderInfo};
 use crate::etw::decode::DecodedEvent;
-use crate::etw::record::{EventRecord, HeaderKind};
+use crate::etw::record::{EventRecord, Guid, HeaderKind};
 use crate::etw::state::SystemState;
 use crate::probes::{glob_match, ProbeDesc, ProbeInfo};
 
 mod diag;
 mod fsinfo;
+pub mod guid_probe;
 mod hwconfig;
 mod io;
 pub mod native;
@@ -33,6 +39,8 @@ use table::{Area, GROUPS, KERNEL_PROBES};
 const FIRST_ID: u64 = 100_000;
 /// First id of the named providers found in a trace.
 const FIRST_NAMED_ID: u64 = 200_000;
+/// First id of the `etw:<guid>:...` probes (made on demand, up to the pid provider's ids).
+const FIRST_GUID_ID: u64 = 800_000;
 
 fn kernel_id(provider: &str, name: &str) -> Option<u64> {
     table::position(provider, name).map(|i| FIRST_ID + i as u64)
@@ -227,11 +235,68 @@ pub struct EtwFiring {
     native: (u32, u32),
 }
 
+/// A provider known by name, with its probes: `events`, one per named keyword, `capturestate`.
+#[derive(Clone, Debug)]
+pub struct NamedProvider {
+    /// As the manifest or the trace spells it.
+    pub display: String,
+    pub guid: Option<Guid>,
+    pub events: u64,
+    pub capturestate: u64,
+    /// (probe name, keyword mask, probe id).
+    pub keywords: Vec<(String, u64, u64)>,
+}
+
+/// What one probe of a named provider stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NamedProbe {
+    /// Every event of the provider.
+    Events,
+    /// Capture-state (rundown) events.
+    CaptureState,
+    /// Events with any of these keyword bits.
+    Keyword(u64),
+}
+
 /// The ETW providers of one run, including the named providers of a trace.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct EtwProbes {
-    /// Lower-case provider name → probe id of its `events` probe.
-    named: BTreeMap<String, u64>,
+    /// Lower-case provider name → its probes.
+    named: BTreeMap<String, NamedProvider>,
+    /// Provider GUID → key of `named` (events that did not decode still fire by GUID).
+    by_guid: std::collections::HashMap<Guid, String>,
+    next_id: u64,
+    /// The `etw:<guid>:...` probes, made on demand when a description names one; shared by
+    /// the clones of one run (the catalog's and the engine's).
+    guid_probes: Arc<RwLock<Vec<guid_probe::GuidProbe>>>,
+}
+
+impl Default for EtwProbes {
+    fn default() -> Self {
+        EtwProbes {
+            named: BTreeMap::new(),
+            by_guid: Default::default(),
+            next_id: FIRST_NAMED_ID,
+            guid_probes: Arc::default(),
+        }
+    }
+}
+
+/// Whether an event is a capture-state (rundown) event, which `<provider>:::capturestate` fires
+/// for: the standard opcodes win:DC_Start (3) and win:DC_Stop (4) that providers log when asked
+/// to capture their state (EVENT_CONTROL_CODE_CAPTURE_STATE) or at rundown; every event of a
+/// provider whose name ends in `Rundown` (the .NET runtime's rundown provider, whose events
+/// use opcodes of their own); and events whose name says DCStart, DCEnd, DCStop or Rundown
+/// (e.g. the runtime's `MethodDCEndVerbose`, Kernel-Process's `ProcessRundown`).
+pub fn is_capture_state(ev: &EventRecord<'_>, dec: &DecodedEvent<'_>, provider_key: &str) -> bool {
+    if matches!(ev.opcode, 3 | 4) || provider_key.ends_with("rundown") {
+        return true;
+    }
+    let name = dec.name.as_bytes();
+    ["dcstart", "dcend", "dcstop", "rundown"].iter().any(|w| {
+        name.windows(w.len())
+            .any(|x| x.eq_ignore_ascii_case(w.as_bytes()))
+    })
 }
 
 impl EtwProbes {
@@ -239,18 +304,143 @@ impl EtwProbes {
         EtwProbes::default()
     }
 
-    /// Makes `<name>:::events` available for a provider seen in a trace.
+    /// Makes `<name>:::events` and `<name>:::capturestate` available for a provider seen in a
+    /// trace.
     pub fn add_named(&mut self, provider: &str) {
-        let key = provider.to_ascii_lowercase();
-        if key.is_empty() || kernel_id(&key, "events").is_some() || self.named.contains_key(&key) {
-            return;
-        }
-        let id = FIRST_NAMED_ID + self.named.len() as u64;
-        self.named.insert(key, id);
+        self.named_entry(provider);
     }
 
-    fn all(&self) -> Vec<ProbeInfo> {
-        let mut v: Vec<ProbeInfo> = KERNEL_PROBES
+    fn named_entry(&mut self, provider: &str) -> Option<&mut NamedProvider> {
+        let key = provider.to_ascii_lowercase();
+        if key.is_empty()
+            || key.contains(|c: char| c.is_whitespace() || c == ':')
+            || kernel_id(&key, "events").is_some()
+            || key == "etw"
+            || key == "dnet"
+        {
+            return None;
+        }
+        if !self.named.contains_key(&key) {
+            if self.next_id + 2 > FIRST_GUID_ID {
+                // the range of named probes is full (hundreds of thousands of probes)
+                return None;
+            }
+            let id = self.next_id;
+            self.next_id += 2;
+            self.named.insert(
+                key.clone(),
+                NamedProvider {
+                    display: provider.to_string(),
+                    guid: None,
+                    events: id,
+                    capturestate: id + 1,
+                    keywords: Vec::new(),
+                },
+            );
+        }
+        self.named.get_mut(&key)
+    }
+
+    /// Adds a provider with its GUID and named keywords (`<name>:::<keyword>` probes), or the
+    /// keywords it did not have yet.
+    pub fn add_provider(&mut self, info: &ProviderInfo) {
+        if self.named_entry(&info.name).is_none() {
+            return;
+        }
+        let mut next = self.next_id;
+        let key = info.name.to_ascii_lowercase();
+        let Some(p) = self.named.get_mut(&key) else {
+            return;
+        };
+        if p.guid.is_none() && info.guid != Guid::default() {
+            p.guid = Some(info.guid);
+            self.by_guid.entry(info.guid).or_insert(key);
+        }
+        for (k, mask) in &info.keywords {
+            let name = keyword_probe_name(k);
+            if name.is_empty()
+                || next >= FIRST_GUID_ID
+                || p.keywords.iter().any(|(n, m, _)| *n == name || m == mask)
+            {
+                continue;
+            }
+            p.keywords.push((name, *mask, next));
+            next += 1;
+        }
+        self.next_id = self.next_id.max(next);
+    }
+
+    /// A provider known by name (lower case).
+    pub fn named(&self, provider: &str) -> Option<&NamedProvider> {
+        self.named.get(&provider.to_ascii_lowercase())
+    }
+
+    /// The provider and meaning of a named provider's probe, by probe id.
+    pub fn named_probe(&self, id: u64) -> Option<(&NamedProvider, NamedProbe)> {
+        if !(FIRST_NAMED_ID..FIRST_GUID_ID).contains(&id) {
+            return None;
+        }
+        self.named.values().find_map(|p| {
+            if p.events == id {
+                Some((p, NamedProbe::Events))
+            } else if p.capturestate == id {
+                Some((p, NamedProbe::CaptureState))
+            } else {
+                p.keywords
+                    .iter()
+                    .find(|k| k.2 == id)
+                    .map(|k| (p, NamedProbe::Keyword(k.1)))
+            }
+        })
+    }
+
+    /// The `etw:<guid>:...` probe with this id.
+    pub fn guid_probe(&self, id: u64) -> Option<guid_probe::GuidProbe> {
+        let list = self.guid_probes.read().ok()?;
+        list.iter().find(|g| g.id == id).cloned()
+    }
+
+    fn named_probes(&self, key: &str) -> Vec<ProbeInfo> {
+        let Some(p) = self.named.get(key) else {
+            return Vec::new();
+        };
+        let mut v = vec![probe(p.events, key, "events")];
+        v.extend(p.keywords.iter().map(|(n, _, id)| probe(*id, key, n)));
+        v.push(probe(p.capturestate, key, "capturestate"));
+        for x in &mut v {
+            x.arg_types = NAMED_ARGS.iter().map(|s| s.to_string()).collect();
+        }
+        v
+    }
+
+    /// The probes listed under one provider name.
+    fn list_of(&self, provider: &str) -> Vec<ProbeInfo> {
+        if provider == guid_probe::PROVIDER {
+            return guid_probe::list(&self.guid_probes);
+        }
+        if self.named.contains_key(provider) {
+            return self.named_probes(provider);
+        }
+        self.kernel_probes()
+            .into_iter()
+            .filter(|p| p.provider == provider)
+            .collect()
+    }
+
+    /// Every provider name: the kernel ones, then the named ones.
+    fn provider_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = KERNEL_PROBES
+            .iter()
+            .map(|k| k.provider.to_string())
+            .collect();
+        names.sort();
+        names.dedup();
+        names.extend(self.named.keys().cloned());
+        names
+    }
+
+    fn kernel_probes(&self) -> Vec<ProbeInfo> {
+        KERNEL_PROBES
             .iter()
             .enumerate()
             .map(|(i, k)| {
@@ -269,8 +459,15 @@ impl EtwProbes {
                 }
                 p
             })
-            .collect();
-        v.extend(self.named.iter().map(|(p, id)| probe(*id, p, "events")));
+            .collect()
+    }
+
+    #[cfg(test)]
+    fn all(&self) -> Vec<ProbeInfo> {
+        let mut v = self.kernel_probes();
+        for k in self.named.keys() {
+            v.extend(self.named_probes(k));
+        }
         v
     }
 
@@ -290,7 +487,10 @@ impl EtwProbes {
                 }
             }
         }
-        it.named = self.named.values().any(|id| enabled(*id)) || super::dnet::any_enabled(enabled);
+        it.named = self.named.values().any(|p| {
+            enabled(p.events) || enabled(p.capturestate) || p.keywords.iter().any(|k| enabled(k.2))
+        }) || super::dnet::any_enabled(enabled)
+            || guid_probe::any_enabled(&self.guid_probes, enabled);
         it.every = enabled(FIRST_ID) || enabled(diag::IGNORED_ID);
         it.lost = enabled(diag::LOST_ID);
         it
@@ -371,12 +571,30 @@ impl EtwProbes {
             }
         }
         if ev.kind == HeaderKind::EventHeader || ev.kernel_group.is_none() {
-            let key = dec.provider.to_ascii_lowercase();
-            if let Some(&id) = self.named.get(&key) {
-                if enabled(id) {
-                    Emit { probe: id, out }.push(payload_args(ev.id as u64), pid, tid);
+            let by_guid = match ev.kind {
+                HeaderKind::EventHeader => self.by_guid.get(&ev.provider),
+                _ => None,
+            };
+            let key = match by_guid {
+                Some(k) => std::borrow::Cow::Borrowed(k.as_str()),
+                None => std::borrow::Cow::Owned(dec.provider.to_ascii_lowercase()),
+            };
+            if let Some(p) = self.named.get(key.as_ref()) {
+                let args = payload_args(ev.id as u64);
+                if enabled(p.events) {
+                    out.push(p.events, args, pid, tid);
+                }
+                // an event with several keywords fires each matching keyword probe
+                for &(_, mask, id) in &p.keywords {
+                    if ev.keyword & mask != 0 && enabled(id) {
+                        out.push(id, args, pid, tid);
+                    }
+                }
+                if enabled(p.capturestate) && is_capture_state(ev, dec, &key) {
+                    out.push(p.capturestate, args, pid, tid);
                 }
             }
+            guid_probe::firings(&self.guid_probes, ev, enabled, pid, tid, out);
         }
         super::dnet::firings(ev, dec, pid, tid, enabled, out);
         // diag:::ignored: the record fired nothing else of the program
@@ -393,6 +611,9 @@ impl EtwProbes {
         }
     }
 }
+
+/// The argument types of a named provider's probes: event id, opcode, payload, payload size.
+const NAMED_ARGS: [&str; 4] = ["uint16_t", "uint8_t", "void *", "uint32_t"];
 
 /// Where an event's payload appears to D (`arg2`): 4 bytes before it hold the event id (u16),
 /// the version (u8) and 0/1 for a 32/64-bit event (u8), as in the Windows port.
@@ -413,7 +634,7 @@ fn probe(id: u64, provider: &str, name: &str) -> ProbeInfo {
 /// Probes are listed under their own provider names; this adapter exposes one of them.
 pub struct EtwProvider {
     pub name: String,
-    pub probes: EtwProbes,
+    pub probes: Arc<EtwProbes>,
 }
 
 impl Provider for EtwProvider {
@@ -436,29 +657,28 @@ impl Provider for EtwProvider {
     }
 
     fn list(&self) -> Vec<ProbeInfo> {
-        self.probes
-            .all()
-            .into_iter()
-            .filter(|p| p.provider == self.name)
-            .collect()
+        self.probes.list_of(&self.name)
     }
 }
 
-/// One catalog provider per ETW provider name.
+/// One catalog provider per ETW provider name, and `etw` for the probes by GUID.
 pub fn providers(probes: &EtwProbes) -> Vec<Box<dyn Provider + Send + Sync>> {
-    let mut names: Vec<String> = probes.all().into_iter().map(|p| p.provider).collect();
-    names.sort();
-    names.dedup();
-    names
+    let shared = Arc::new(probes.clone());
+    let mut v: Vec<Box<dyn Provider + Send + Sync>> = shared
+        .provider_names()
         .into_iter()
         .filter(|n| n != "profile")
         .map(|name| {
             Box::new(EtwProvider {
                 name,
-                probes: probes.clone(),
+                probes: shared.clone(),
             }) as Box<dyn Provider + Send + Sync>
         })
-        .collect()
+        .collect();
+    v.push(Box::new(guid_probe::GuidProvider {
+        probes: shared.guid_probes.clone(),
+    }));
+    v
 }
 
 /// The `profile` provider's `sample-N` probe, for the catalog's profile provider.
@@ -487,6 +707,20 @@ mod tests {
         p.add_named("Microsoft-Windows-DNS-Client");
         p.add_named("microsoft-windows-dns-client");
         assert_eq!(p.named.len(), 1);
+        let mut info = ProviderInfo::new("Microsoft-Windows-DNS-Client", Guid::default());
+        info.add_keyword("DnsQuery", 0x2);
+        info.add_keyword("Events", 0x4);
+        p.add_provider(&info);
+        let names: Vec<String> = p
+            .all()
+            .into_iter()
+            .filter(|x| x.provider.starts_with("microsoft"))
+            .map(|x| x.name)
+            .collect();
+        assert_eq!(
+            names,
+            ["events", "dnsquery", "events-keyword", "capturestate"]
+        );
         let provs = providers(&p);
         assert!(provs
             .iter()

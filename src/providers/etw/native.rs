@@ -91,6 +91,11 @@ impl<'a> NativeWriter<'a> {
         self.buf[off..off + 8].copy_from_slice(&v.to_le_bytes());
     }
 
+    /// Raw bytes at `off`.
+    pub fn bytes(&mut self, off: usize, b: &[u8]) {
+        self.buf[off..off + b.len()].copy_from_slice(b);
+    }
+
     /// A NUL-terminated copy of `s` (cut at a character boundary) in a `char[len]` member.
     pub fn str(&mut self, (off, len): (usize, usize), s: &str) {
         let mut n = s.len().min(len - 1);

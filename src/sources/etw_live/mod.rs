@@ -189,6 +189,8 @@ pub struct EtwLiveSource {
     clock_origin: Option<u64>,
     scratch: EventScratch,
     lost_probe: Option<u64>,
+    /// The engine generation [`EtwLiveSource::deliver`]'s interest was computed for.
+    interest: Option<(u64, crate::providers::etw::Interest)>,
     seen_dropped: u64,
     pub counts: LiveCounts,
     sessions: Vec<Box<dyn LiveSession>>,
@@ -257,6 +259,7 @@ impl EtwLiveSource {
             clock_origin: None,
             scratch: EventScratch::default(),
             lost_probe: None,
+            interest: None,
             seen_dropped: 0,
             counts: LiveCounts::default(),
             sessions: Vec::new(),
@@ -439,7 +442,16 @@ impl EtwLiveSource {
             .get_or_insert_with(|| engine.now_ns().saturating_sub(rec.time_ns));
         rec.time_ns += origin;
         self.decoder.observe(&rec);
-        let interest = self.etw.interest(&|id| engine.is_enabled(id));
+        // what the enabled probes need, recomputed when the programs change (a provider
+        // catalog makes this a walk over every known provider's probes)
+        let interest = match self.interest {
+            Some((g, it)) if g == engine.generation() => it,
+            _ => {
+                let it = self.etw.interest(&|id| engine.is_enabled(id));
+                self.interest = Some((engine.generation(), it));
+                it
+            }
+        };
         if let Some(m) = self.stacks.0.as_mut() {
             // stack walk records were matched when they arrived ([`EtwLiveSource::accept`])
             if rec.kernel_group != Some(STACK_WALK) {
@@ -610,23 +622,75 @@ pub struct LiveEtw {
 
 impl LiveEtw {
     /// From the command line's programs (`-s` files are read; one that cannot be read is left
-    /// to the compiler to report).
+    /// to the compiler to report), with no provider catalog: names are resolved when the
+    /// session starts.
     pub fn for_programs(
         programs: &[crate::cli::args::ProgramSource],
         log_file: Option<std::path::PathBuf>,
     ) -> LiveEtw {
+        let names = LiveEtw::provider_names(programs);
+        LiveEtw::with_catalog(&names, log_file, None, false).unwrap_or_else(|_| LiveEtw::default())
+    }
+
+    /// The user provider names (or GUIDs) the programs' probe descriptions name.
+    pub fn provider_names(programs: &[crate::cli::args::ProgramSource]) -> Vec<String> {
         use crate::cli::args::ProgramSource;
-        let mut etw = EtwProbes::new();
+        let mut names: Vec<String> = Vec::new();
         for p in programs {
             let text = match p {
                 ProgramSource::Script(path) => std::fs::read_to_string(path).unwrap_or_default(),
                 ProgramSource::Probe(_, t) => t.clone(),
             };
             for name in named_providers_in(&text) {
-                etw.add_named(&name);
+                if !names.contains(&name) {
+                    names.push(name);
+                }
             }
         }
-        LiveEtw { etw, log_file }
+        names
+    }
+
+    /// The providers `names` names, with their GUIDs and keywords from the system's provider
+    /// `catalog` (then a name it lacks is an error), and with `list_all` every provider of the
+    /// catalog (for `dtx -l`).
+    pub fn with_catalog(
+        names: &[String],
+        log_file: Option<std::path::PathBuf>,
+        catalog: Option<&crate::etw::catalog::ProviderCatalog>,
+        list_all: bool,
+    ) -> Result<LiveEtw, String> {
+        use crate::etw::catalog::ProviderInfo;
+        let mut etw = EtwProbes::new();
+        for name in names {
+            let known = catalog.and_then(|c| c.find(name));
+            match (Guid::parse(name), known) {
+                // a GUID stays the provider's name in the program's descriptions
+                (Some(guid), k) => {
+                    let mut info = ProviderInfo::new(name, guid);
+                    if let Some(k) = k {
+                        info.keywords = k.keywords.clone();
+                    }
+                    etw.add_provider(&info);
+                }
+                (None, Some(k)) => {
+                    let mut info = k.clone();
+                    info.name = name.clone();
+                    etw.add_provider(&info);
+                }
+                (None, None) if catalog.is_some() => {
+                    return Err(format!(
+                        "unknown ETW provider '{name}' (not registered on this system)"
+                    ))
+                }
+                (None, None) => etw.add_named(name),
+            }
+        }
+        if list_all {
+            for p in catalog.map(|c| c.providers.as_slice()).unwrap_or(&[]) {
+                etw.add_provider(p);
+            }
+        }
+        Ok(LiveEtw { etw, log_file })
     }
 }
 
@@ -634,6 +698,7 @@ impl LiveEtw {
 const BUILT_IN: &[&str] = &[
     "dtrace", "profile", "tick", "pid", "fpid", "diag", "sched", "proc", "io", "isr", "dpc",
     "syscall", "pf", "fsinfo", "reg", "tcpip", "udpip", "pmc", "dnet", "hwconfig", "lockstat",
+    "etw",
 ];
 
 /// The provider names of the probe descriptions in a D program (`name:::probe`,
@@ -690,6 +755,34 @@ pub fn named_providers_in(text: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn catalog_resolves_names_and_keywords() {
+        use crate::etw::catalog::{ProviderCatalog, ProviderInfo};
+        let dns = Guid::parse("1c95126e-7eea-49a9-a3fe-a378b03ddb4d").unwrap();
+        let mut info = ProviderInfo::new("Microsoft-Windows-DNS-Client", dns);
+        info.add_keyword("DnsQuery", 0x8);
+        let catalog = ProviderCatalog {
+            providers: vec![info, ProviderInfo::new("Other", Guid::default())],
+        };
+        let names = vec!["microsoft-windows-dns-client".to_string()];
+        let live = LiveEtw::with_catalog(&names, None, Some(&catalog), false).unwrap();
+        let p = live.etw.named("microsoft-windows-dns-client").unwrap();
+        assert_eq!(p.guid, Some(dns));
+        assert_eq!(p.keywords[0].0, "dnsquery");
+        assert!(live.etw.named("other").is_none());
+        let all = LiveEtw::with_catalog(&names, None, Some(&catalog), true).unwrap();
+        assert!(all.etw.named("other").is_some());
+        let e = LiveEtw::with_catalog(&["no-such-provider".into()], None, Some(&catalog), false)
+            .unwrap_err();
+        assert_eq!(
+            e,
+            "unknown ETW provider 'no-such-provider' (not registered on this system)"
+        );
+        // without a catalog a name is taken as it is (resolved when the session starts)
+        let live = LiveEtw::with_catalog(&["x-y".into()], None, None, false).unwrap();
+        assert!(live.etw.named("x-y").is_some());
+    }
 
     #[test]
     fn provider_names_come_from_probe_descriptions() {

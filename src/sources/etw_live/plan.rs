@@ -6,7 +6,7 @@
 use crate::engine::Engine;
 use crate::etw::record::Guid;
 use crate::probes::ProbeInfo;
-use crate::providers::etw::group;
+use crate::providers::etw::{group, guid_probe, EtwProbes, NamedProbe};
 
 /// `EVENT_TRACE_FLAG_*` of the kernel logger.
 pub mod kernel_flag {
@@ -184,6 +184,35 @@ fn not_etw(provider: &str) -> bool {
 /// `TRACE_LEVEL_VERBOSE`: every event of a user provider.
 pub const LEVEL_VERBOSE: u8 = 5;
 
+/// The user provider a probe needs enabled: its name, GUID when known, the keywords
+/// (MatchAnyKeyword) and level. `<name>:::events` and `:::capturestate` need every keyword,
+/// `<name>:::<keyword>` its keyword's mask, `etw:<guid>:0xLL_0xKK:...` level LL and keywords KK
+/// (0 meaning any: all levels, all keywords); dnet's probes the .NET runtime's provider.
+fn user_need(p: &ProbeInfo, etw: &EtwProbes) -> (String, Option<Guid>, u64, u8) {
+    if p.provider == "dnet" {
+        return (
+            "microsoft-windows-dotnetruntime".to_string(),
+            Some(crate::providers::dnet::RUNTIME),
+            u64::MAX,
+            LEVEL_VERBOSE,
+        );
+    }
+    if let Some((guid, level, kw)) = guid_probe::enable_of(p) {
+        let kw = if kw == 0 { u64::MAX } else { kw };
+        let level = if level == 0 { u8::MAX } else { level };
+        return (guid.to_string(), Some(guid), kw, level);
+    }
+    let guid = etw
+        .named(&p.provider)
+        .and_then(|n| n.guid)
+        .or_else(|| Guid::parse(&p.provider));
+    let keywords = match etw.named_probe(p.id) {
+        Some((_, NamedProbe::Keyword(mask))) => mask,
+        _ => u64::MAX,
+    };
+    (p.provider.clone(), guid, keywords, LEVEL_VERBOSE)
+}
+
 /// A user-mode provider to enable in the user session.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UserProvider {
@@ -214,6 +243,7 @@ impl SessionPlan {
     pub fn for_probes<'a>(
         probes: impl IntoIterator<Item = &'a ProbeInfo>,
         wants_stack: &dyn Fn(&ProbeInfo) -> bool,
+        etw: &EtwProbes,
     ) -> SessionPlan {
         let mut plan = SessionPlan::default();
         for p in probes {
@@ -240,22 +270,20 @@ impl SessionPlan {
                 continue;
             }
             let stacks = wants_stack(p);
-            // dnet's probes come from the .NET runtime's provider
-            let (name, guid) = if p.provider == "dnet" {
-                (
-                    "microsoft-windows-dotnetruntime".to_string(),
-                    Some(crate::providers::dnet::RUNTIME),
-                )
-            } else {
-                (p.provider.clone(), Guid::parse(&p.provider))
-            };
-            match plan.user.iter_mut().find(|u| u.name == name) {
-                Some(u) => u.stacks |= stacks,
+            let (name, guid, keywords, level) = user_need(p, etw);
+            let same = |u: &UserProvider| u.name == name || (guid.is_some() && u.guid == guid);
+            match plan.user.iter_mut().find(|u| same(u)) {
+                Some(u) => {
+                    u.stacks |= stacks;
+                    u.keywords |= keywords;
+                    u.level = u.level.max(level);
+                    u.guid = u.guid.or(guid);
+                }
                 None => plan.user.push(UserProvider {
                     name,
                     guid,
-                    keywords: u64::MAX,
-                    level: LEVEL_VERBOSE,
+                    keywords,
+                    level,
                     stacks,
                 }),
             }
@@ -267,7 +295,7 @@ impl SessionPlan {
 
     /// The plan for what `engine`'s programs enabled: a probe needs stacks when a clause
     /// that names it calls `stack()`/`ustack()` (or keys on a stack).
-    pub fn for_engine(engine: &Engine) -> SessionPlan {
+    pub fn for_engine(engine: &Engine, etw: &EtwProbes) -> SessionPlan {
         let mut stack_clauses = Vec::new();
         for run in &engine.runs {
             let program = &run.vm.program;
@@ -289,7 +317,7 @@ impl SessionPlan {
         };
         let mut probes: Vec<&ProbeInfo> = engine.enabled_probes().collect();
         probes.sort_by_key(|p| p.id);
-        SessionPlan::for_probes(probes, &wants_stack)
+        SessionPlan::for_probes(probes, &wants_stack, etw)
     }
 
     /// Whether the kernel logger is needed.
@@ -321,7 +349,7 @@ mod tests {
 
     fn plan(probes: &[(&str, &str)], stacks: bool) -> SessionPlan {
         let v: Vec<ProbeInfo> = probes.iter().map(|(p, n)| probe(p, n)).collect();
-        SessionPlan::for_probes(&v, &|_| stacks)
+        SessionPlan::for_probes(&v, &|_| stacks, &EtwProbes::new())
     }
 
     #[test]
@@ -401,6 +429,44 @@ mod tests {
             vec![(group::THREAD, 36), (group::PERF_INFO, 46)]
         );
         assert_ne!(p.kernel_flags & k::IMAGE_LOAD, 0);
+    }
+
+    #[test]
+    fn keyword_and_guid_probes_set_keywords_and_level() {
+        use crate::etw::catalog::ProviderInfo;
+        use crate::probes::{Catalog, ProbeCatalog, ProbeDesc};
+        let runtime = Guid::parse("e13c0d23-ccbc-4e12-931b-d9cc2eee27e4").unwrap();
+        let mut info = ProviderInfo::new("Microsoft-Windows-DotNETRuntime", runtime);
+        info.add_keyword("GCKeyword", 0x1);
+        info.add_keyword("JitKeyword", 0x10);
+        let mut etw = EtwProbes::new();
+        etw.add_provider(&info);
+        let catalog = Catalog::with_etw(&etw);
+        let mut probes = Vec::new();
+        for d in [
+            "microsoft-windows-dotnetruntime:::gc",
+            "microsoft-windows-dotnetruntime:::jit",
+            "etw:{1c95126e-7eea-49a9-a3fe-a378b03ddb4d}:0x04_0x0000000000000002:3008",
+            "etw:1c95126e-7eea-49a9-a3fe-a378b03ddb4d:0x02_0x8:generic_event",
+        ] {
+            probes.extend(catalog.matching(&ProbeDesc::parse(d).unwrap()));
+        }
+        assert_eq!(probes.len(), 4);
+        let p = SessionPlan::for_probes(&probes, &|_| false, &etw);
+        assert_eq!(p.user.len(), 2, "{p:?}");
+        assert_eq!(p.user[0].guid, Some(runtime));
+        assert_eq!((p.user[0].keywords, p.user[0].level), (0x11, LEVEL_VERBOSE));
+        // one provider by GUID: keywords OR'ed, the highest level
+        assert_eq!(
+            p.user[1].guid,
+            Guid::parse("1c95126e-7eea-49a9-a3fe-a378b03ddb4d")
+        );
+        assert_eq!((p.user[1].keywords, p.user[1].level), (0xa, 4));
+        // events and capturestate need every keyword
+        let all = catalog
+            .matching(&ProbeDesc::parse("microsoft-windows-dotnetruntime:::events").unwrap());
+        let p = SessionPlan::for_probes(&all, &|_| false, &etw);
+        assert_eq!(p.user[0].keywords, u64::MAX);
     }
 
     #[test]

@@ -21,6 +21,7 @@ use super::plan::SessionPlan;
 use super::raw::RawEventRecord;
 use super::{event_record_callback, CallbackContext, EtwLiveSource, LiveSession, QUEUE_RECORDS};
 use crate::engine::Engine;
+use crate::etw::catalog::{self, ProviderCatalog, ProviderInfo};
 use crate::etw::reader::logfile::{LogfileHeader, TimeBase};
 use crate::etw::record::Guid;
 use crate::providers::etw::EtwProbes;
@@ -293,6 +294,95 @@ pub fn system_providers() -> Result<Vec<(String, Guid)>, String> {
     Ok(out)
 }
 
+/// The named keywords of one provider (TdhEnumerateProviderFieldInformation with
+/// EventKeywordInformation); none for providers that define none or are not manifest-based.
+pub fn provider_keywords(guid: Guid) -> Vec<(String, u64)> {
+    let g = win_guid(guid);
+    let mut size = 0u32;
+    // SAFETY: sizing call with a null buffer
+    let rc = unsafe {
+        w::TdhEnumerateProviderFieldInformation(
+            &g,
+            w::EventKeywordInformation,
+            std::ptr::null_mut(),
+            &mut size,
+        )
+    };
+    if rc != ERROR_INSUFFICIENT_BUFFER || size < 8 {
+        return Vec::new();
+    }
+    let mut buf = vec![0u64; (size as usize).div_ceil(8) + 1];
+    // SAFETY: buf holds at least `size` bytes, aligned for the structure
+    let rc = unsafe {
+        w::TdhEnumerateProviderFieldInformation(
+            &g,
+            w::EventKeywordInformation,
+            buf.as_mut_ptr().cast::<w::PROVIDER_FIELD_INFOARRAY>(),
+            &mut size,
+        )
+    };
+    if rc != ERROR_SUCCESS {
+        return Vec::new();
+    }
+    let bytes: &[u8] =
+        // SAFETY: the buffer is initialised u64s of at least `size` bytes
+        unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), size as usize) };
+    catalog::parse_field_info_array(bytes)
+}
+
+/// Every registered provider with its keywords, from TDH.
+pub fn enumerate_catalog() -> Result<ProviderCatalog, String> {
+    let mut providers: Vec<ProviderInfo> = system_providers()?
+        .into_iter()
+        .map(|(name, guid)| {
+            let mut p = ProviderInfo::new(&name, guid);
+            for (k, m) in provider_keywords(guid) {
+                p.add_keyword(&k, m);
+            }
+            p
+        })
+        .collect();
+    providers.sort_by_key(|p| p.name.to_ascii_lowercase());
+    Ok(ProviderCatalog { providers })
+}
+
+/// The system's provider catalog: the cache next to the executable when it is fresh and knows
+/// every name in `needed`, else enumerated from TDH again and the cache rewritten (a cache that
+/// cannot be written is not an error: the catalog is simply enumerated next time too).
+pub fn provider_catalog(needed: &[&String]) -> Result<ProviderCatalog, String> {
+    if let Some(c) = catalog::load_cached(true) {
+        if needed.iter().all(|n| c.find(n).is_some()) {
+            return Ok(c);
+        }
+    }
+    let c = enumerate_catalog()?;
+    if let Some(path) = catalog::catalog_path() {
+        let _ = c.save(&path);
+    }
+    Ok(c)
+}
+
+/// The ETW side of a live run: the user providers the programs name, resolved through the
+/// provider catalog (an unknown name is an error here, before anything starts), and with
+/// `list_all` (`dtx -l`) every provider of the catalog.
+pub fn live_etw(
+    programs: &[crate::cli::args::ProgramSource],
+    log_file: Option<std::path::PathBuf>,
+    list_all: bool,
+) -> Result<super::LiveEtw, String> {
+    let names = super::LiveEtw::provider_names(programs);
+    let needed: Vec<&String> = names.iter().filter(|n| Guid::parse(n).is_none()).collect();
+    let catalog = if !needed.is_empty() {
+        Some(provider_catalog(&needed)?)
+    } else if list_all {
+        // only for the listing: a system whose TDH cannot enumerate (Wine) lists without it
+        provider_catalog(&[]).ok()
+    } else {
+        None
+    };
+    super::LiveEtw::with_catalog(&names, log_file, catalog.as_ref(), list_all)
+}
+
 /// Starts the sessions the engine's enabled probes need and returns the source that feeds
 /// their records to the engine (None when no probe needs ETW). With `log_file`, the records
 /// are also written to that file (the kernel session's, or the user session's when there is
@@ -302,17 +392,27 @@ pub fn open_for(
     etw: &EtwProbes,
     log_file: Option<&Path>,
 ) -> Result<Option<EtwLiveSource>, String> {
-    let plan = SessionPlan::for_engine(engine);
+    let plan = SessionPlan::for_engine(engine, etw);
     if plan.is_empty() {
         return Ok(None);
     }
     // user providers by name: the system's list; an unknown name is an error before anything starts
     let mut user = Vec::new();
     if !plan.user.is_empty() {
-        let known = if plan.user.iter().any(|u| u.guid.is_none()) {
-            system_providers()?
-        } else {
+        let missing: Vec<&String> = plan
+            .user
+            .iter()
+            .filter(|u| u.guid.is_none())
+            .map(|u| &u.name)
+            .collect();
+        let known: Vec<(String, Guid)> = if missing.is_empty() {
             Vec::new()
+        } else {
+            provider_catalog(&missing)?
+                .providers
+                .into_iter()
+                .map(|p| (p.name, p.guid))
+                .collect()
         };
         for u in &plan.user {
             let guid = match u.guid {
