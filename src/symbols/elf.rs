@@ -114,8 +114,13 @@ impl ElfImage {
         };
         let pe = file.format() == object::BinaryFormat::Pe;
         if pe {
-            // COFF symbols and exports, sized from .pdata
-            for f in super::pe::functions(&file) {
+            // COFF symbols, exports and the PDB's functions, sized from the PDB or .pdata
+            let pdb = super::pdb::symbols_for_image(
+                &file,
+                std::path::Path::new(path),
+                &super::pdb::SymbolPath::from_env(),
+            );
+            for f in super::pe::functions_with_pdb(&file, pdb.as_ref()) {
                 let r = rank(f.global, false, &f.name);
                 let names = ranges.entry((f.addr, f.size)).or_default();
                 if !names.iter().any(|(_, n)| *n == f.name) {

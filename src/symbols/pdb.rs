@@ -315,7 +315,11 @@ fn store_candidates(store: &Path, id: &PdbId, out: &mut Vec<PathBuf>) {
 
 /// Finds the PDB that matches `id`: the path the image records, beside the image
 /// (`image_path`), then `symbol_path`. Returns the first candidate whose GUID and age match.
-pub fn find_pdb(id: &PdbId, image_path: Option<&Path>, symbol_path: &SymbolPath) -> Option<PathBuf> {
+pub fn find_pdb(
+    id: &PdbId,
+    image_path: Option<&Path>,
+    symbol_path: &SymbolPath,
+) -> Option<PathBuf> {
     let mut candidates = vec![PathBuf::from(&id.path)];
     let mut ext = String::new();
     if let Some(img) = image_path {
@@ -329,8 +333,7 @@ pub fn find_pdb(id: &PdbId, image_path: Option<&Path>, symbol_path: &SymbolPath)
     }
     candidates.extend(symbol_path.candidates(id, &ext));
     candidates.into_iter().find(|c| {
-        c.is_file()
-            && pdb_identity(c).is_ok_and(|(guid, age)| guid == id.guid && age == id.age)
+        c.is_file() && pdb_identity(c).is_ok_and(|(guid, age)| guid == id.guid && age == id.age)
     })
 }
 
@@ -487,7 +490,9 @@ pub(crate) mod tests {
             syms.function_at(add.rva + 1).map(|f| f.name.as_str()),
             Some("add")
         );
-        assert!(syms.function_at(add.rva + add.size).is_none_or(|f| f.name != "add"));
+        assert!(syms
+            .function_at(add.rva + add.size)
+            .is_none_or(|f| f.name != "add"));
     }
 
     #[test]
@@ -527,7 +532,10 @@ pub(crate) mod tests {
         assert!(err.contains("does not match"), "{err}");
         // the right one is found there
         std::fs::copy(&pdb, &place).unwrap();
-        assert_eq!(find_pdb(&id, Some(&img_elsewhere), &sp), Some(place.clone()));
+        assert_eq!(
+            find_pdb(&id, Some(&img_elsewhere), &sp),
+            Some(place.clone())
+        );
         // cache*dir and a plain folder work too; beside the image as well
         let sp2 = SymbolPath::parse(&format!("cache*{}", cache.path().display()));
         assert_eq!(find_pdb(&id, None, &sp2), Some(place.clone()));
@@ -545,5 +553,25 @@ pub(crate) mod tests {
         // an age the PDB does not have
         id.age += 1;
         assert_eq!(find_pdb(&id, Some(&exe), &sp), None);
+    }
+
+    #[test]
+    fn stripped_image_functions_come_from_its_pdb() {
+        let Some((_dir, exe, _pdb)) = clang_program("imgprog", PROGRAM) else {
+            return;
+        };
+        // the PDB lies beside the image
+        let img = crate::symbols::ElfImage::open(exe.to_str().unwrap()).unwrap();
+        let add = img.function("add").expect("add from the PDB").clone();
+        let triple = img.function("triple").expect("triple from the PDB").clone();
+        assert!(add.size > 0 && triple.size > 0);
+        assert_eq!(
+            img.function_at(add.addr + 1).map(|f| f.name.as_str()),
+            Some("add")
+        );
+        let code = img.bytes(add.addr, add.size).unwrap();
+        let insns = crate::symbols::decode::function(code, add.addr);
+        assert!(insns.iter().any(|i| i.returns), "{insns:?}");
+        assert!(img.function("main").is_some());
     }
 }
