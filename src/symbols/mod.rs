@@ -12,6 +12,7 @@ pub mod maps;
 pub mod pdb;
 pub mod pe;
 pub mod trace;
+pub mod unwind_info;
 
 use std::collections::HashMap;
 use std::sync::Arc;
