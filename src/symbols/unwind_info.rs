@@ -653,8 +653,10 @@ mod tests {
         // in f's body: rbp = rsp + 0x10; frame = rbp - 0x10 = 0x7f00; rsi saved at
         // frame + 0x18; the 0x28 allocation then rbx's push, then the return address
         let read = mem(&[(0x7f18, 0x66), (0x7f28, 0xbb), (0x7f30, 0x40_3000)]);
-        let mut r = Win64Regs::default();
-        r.rip = 0x1020;
+        let mut r = Win64Regs {
+            rip: 0x1020,
+            ..Default::default()
+        };
         r.gpr[RSP] = 0x7f00;
         r.gpr[RBP] = 0x7f10;
         assert!(table.step(&b, 0x1020, true, &mut r, &read));
@@ -664,8 +666,10 @@ mod tests {
         );
         // at offset 1 (after push rbx, before the allocation): only the push is undone
         let read = mem(&[(0x7f00, 0xbb), (0x7f08, 0x40_3000)]);
-        let mut r = Win64Regs::default();
-        r.rip = 0x1001;
+        let mut r = Win64Regs {
+            rip: 0x1001,
+            ..Default::default()
+        };
         r.gpr[RSP] = 0x7f00;
         assert!(table.step(&b, 0x1001, true, &mut r, &read));
         assert_eq!((r.rip, r.gpr[RSP], r.gpr[3]), (0x40_3000, 0x7f10, 0xbb));
@@ -676,8 +680,10 @@ mod tests {
             (0x7f08 + 0x28, 0xbb),
             (0x7f08 + 0x30, 0x40_4000),
         ]);
-        let mut r = Win64Regs::default();
-        r.rip = 0x2050;
+        let mut r = Win64Regs {
+            rip: 0x2050,
+            ..Default::default()
+        };
         r.gpr[RSP] = 0x7f00;
         r.gpr[RBP] = 0x7f08 + 0x10; // frame = rbp - 0x10, just above r12's slot
         assert!(table.step(&b, 0x2050, false, &mut r, &read));
@@ -685,8 +691,10 @@ mod tests {
         assert_eq!((r.rip, r.gpr[3]), (0x40_4000, 0xbb));
         // a leaf (no entry): the return address is on top
         let read = mem(&[(0x7f00, 0x40_5000)]);
-        let mut r = Win64Regs::default();
-        r.rip = 0x3000;
+        let mut r = Win64Regs {
+            rip: 0x3000,
+            ..Default::default()
+        };
         r.gpr[RSP] = 0x7f00;
         assert!(table.step(&b, 0x3000, true, &mut r, &read));
         assert_eq!((r.rip, r.gpr[RSP]), (0x40_5000, 0x7f08));
@@ -738,8 +746,10 @@ mod tests {
                 None
             }
         };
-        let mut start = Win64Regs::default();
-        start.rip = 0x1020;
+        let mut start = Win64Regs {
+            rip: 0x1020,
+            ..Default::default()
+        };
         start.gpr[RSP] = 0x7f00;
         start.gpr[RBP] = 0x7f40;
         let mut out = Vec::new();
