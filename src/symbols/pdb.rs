@@ -56,8 +56,9 @@ pub fn image_pdb_id(file: &object::File<'_>) -> Option<PdbId> {
     })
 }
 
-/// One function of a PDB: RVA, size (0 for a public symbol, whose size the PDB does not say),
-/// name, whether the name is global.
+/// One function of a PDB: RVA, size (a public symbol, whose size the PDB does not say, reaches
+/// to the next function or its section's end; 0 when the PDB records no sections), name,
+/// whether the name is global.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PdbFunction {
     pub rva: u32,
@@ -195,6 +196,33 @@ fn functions_of<'s, S: pdb2::Source<'s> + Send + 's>(
     out.extend(publics);
     out.sort_by(|a, b| a.rva.cmp(&b.rva).then(b.size.cmp(&a.size)));
     out.dedup_by(|b, a| a.rva == b.rva && a.name == b.name);
+    // a public symbol reaches to the next function, within its section (the image's section
+    // headers as the PDB recorded them)
+    let sections: Vec<(u32, u32)> = pdb
+        .sections()
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+        .iter()
+        .map(|h| {
+            let start = h.virtual_address;
+            (
+                start,
+                start.saturating_add(h.virtual_size.max(h.size_of_raw_data)),
+            )
+        })
+        .collect();
+    let starts: Vec<u32> = out.iter().map(|f| f.rva).collect();
+    for f in out.iter_mut().filter(|f| f.size == 0) {
+        let Some(&(_, end)) = sections.iter().find(|(s, e)| f.rva >= *s && f.rva < *e) else {
+            continue;
+        };
+        let next = starts[starts.partition_point(|&s| s <= f.rva)..]
+            .first()
+            .copied()
+            .unwrap_or(end);
+        f.size = next.min(end) - f.rva;
+    }
     Ok(PdbSymbols { functions: out })
 }
 
