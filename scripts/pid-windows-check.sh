@@ -47,15 +47,7 @@ prefix() {
 }
 
 fixtures() {
-    mkdir -p "$FIXTURES"
-    for c in "$ROOT"/tests/pid_windows/*.c; do
-        local name; name=$(basename "$c" .c)
-        # -O0 and frame pointers: every call is a call, ustack() walks rbp; symbols kept (COFF)
-        case $name in
-            *.dll) x86_64-w64-mingw32-gcc -O0 -fno-omit-frame-pointer -shared -o "$FIXTURES/$name" "$c" ;;
-            *) x86_64-w64-mingw32-gcc -O0 -g -fno-omit-frame-pointer -o "$FIXTURES/$name.exe" "$c" ;;
-        esac
-    done
+    "$ROOT/scripts/pid-windows-fixtures.sh" "$FIXTURES"
 }
 
 build() {

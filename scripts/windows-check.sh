@@ -24,8 +24,9 @@ t0=$(date +%s)
 phase() { echo "windows-check: $1 ($(($(date +%s) - t0)) s)"; }
 
 # 1. Debian packages: Debian's rustc with its own std source (the std of the Windows targets must
-#    be built with the compiler it came with), the mingw-w64 linker and Wine.
-PACKAGES=(rustc-web cargo-web rust-web-src gcc-mingw-w64-x86-64-win32 wine64)
+#    be built with the compiler it came with), the mingw-w64 linker, Wine, and clang + lld (the
+#    pid tests build a program with a PDB).
+PACKAGES=(rustc-web cargo-web rust-web-src gcc-mingw-w64-x86-64-win32 wine64 clang lld)
 missing=()
 for p in "${PACKAGES[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -108,14 +109,7 @@ status=0
 # the pid provider's debugger loop on mingw-built programs (a test under Wine cannot run the
 # Linux compiler, so they are built here), one test at a time: each drives a debuggee
 FIXTURES=$GNU_DIR/pid-fixtures
-mkdir -p "$FIXTURES"
-for c in tests/pid_windows/*.c; do
-    name=$(basename "$c" .c)
-    case $name in
-        *.dll) x86_64-w64-mingw32-gcc -O0 -fno-omit-frame-pointer -shared -o "$FIXTURES/$name" "$c" ;;
-        *) x86_64-w64-mingw32-gcc -O0 -g -fno-omit-frame-pointer -o "$FIXTURES/$name.exe" "$c" ;;
-    esac
-done
+scripts/pid-windows-fixtures.sh "$FIXTURES"
 DTX_PID_WIN_FIXTURES=$(printf 'Z:%s' "$FIXTURES" | tr / '\\')
 export DTX_PID_WIN_FIXTURES
 "${NICE[@]}" "${GNU_CARGO[@]}" test --release "${BUILD_STD[@]}" --test pid_windows -- --test-threads=1 || status=$?

@@ -426,3 +426,161 @@ fn interrupt_detaches_and_target_finishes() {
     assert_eq!(st.code(), Some(7), "{rest}");
     assert!(rest.contains("loop finished"), "{rest}");
 }
+
+/// The `ustack()` lines of a run's output: indented, naming a module.
+fn frames(so: &str) -> Vec<&str> {
+    so.lines()
+        .filter(|l| l.starts_with("  "))
+        .map(str::trim)
+        .filter(|l| l.contains('`') || l.contains(".dll") || l.contains(".exe"))
+        .collect()
+}
+
+#[test]
+fn ustack_unwinds_through_code_without_frame_pointers() {
+    let Some(dir) = fixtures() else { return };
+    let exe = dir.join("unwind.exe");
+    if !exe.is_file() {
+        eprintln!("skipping: {} was not built", exe.display());
+        return;
+    }
+    // main -> sort_them -> msvcrt's qsort -> cmp, all built without frame pointers: only
+    // .pdata/.xdata unwinding reaches main
+    let out = dtx(&[
+        "-q",
+        "-n",
+        "pid$target:a.out:cmp:entry /n++ == 0/ { ustack(); }",
+        "-c",
+        &exe.display().to_string(),
+    ]);
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{se}");
+    assert!(so.contains("sorted 63"), "{so}");
+    let f = frames(&so);
+    assert!(
+        f.first().is_some_and(|l| l.starts_with("unwind.exe`cmp")),
+        "{so}"
+    );
+    let crt = f
+        .iter()
+        .position(|l| l.to_ascii_lowercase().starts_with("msvcrt"));
+    let sort = f
+        .iter()
+        .position(|l| l.starts_with("unwind.exe`sort_them+0x"));
+    let main = f.iter().position(|l| l.starts_with("unwind.exe`main+0x"));
+    assert!(crt.is_some() && sort.is_some() && main.is_some(), "{so}");
+    assert!(crt < sort && sort < main, "{so}");
+}
+
+/// The clang-built, stripped copy of pidwin.exe and its PDB (the scripts build them when clang
+/// and lld are installed).
+fn pdb_program(dir: &std::path::Path) -> Option<(PathBuf, PathBuf)> {
+    let exe = dir.join("pidwin_pdb.exe");
+    let pdb = dir.join("pidwin_pdb.pdb");
+    if exe.is_file() && pdb.is_file() {
+        Some((exe, pdb))
+    } else {
+        eprintln!(
+            "skipping PDB test: {} was not built (clang and lld are needed)",
+            exe.display()
+        );
+        None
+    }
+}
+
+#[test]
+fn pdb_names_probes_of_a_stripped_program() {
+    let Some(dir) = fixtures() else { return };
+    let Some((exe, _pdb)) = pdb_program(&dir) else {
+        return;
+    };
+    // no COFF symbols, no exports: add, leaf and leaf2 are known from the PDB beside the image
+    let bytes = std::fs::read(&exe).unwrap();
+    let file = object::File::parse(&*bytes).unwrap();
+    assert!(dtx::symbols::pe::functions(&file)
+        .iter()
+        .all(|f| f.name != "add" && f.name != "leaf2"));
+    let script = "pid$target:a.out:add:entry { @e = count(); @a = sum(arg0); }
+        pid$target:a.out:add:return { @r = count(); @v = sum(arg1); }
+        pid$target:a.out:leaf2:entry { printf(\"in %s`%s\\n\", probemod, probefunc); ustack(); }
+        END { printa(\"entries %@d args %@d\\n\", @e, @a); printa(\"returns %@d values %@d\\n\", @r, @v); }";
+    let out = dtx(&["-q", "-n", script, "-c", &format!("{} 20", exe.display())]);
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{se}");
+    assert!(
+        so.contains(&format!("entries 20 args {}\n", (0..20).sum::<i32>())),
+        "{so}{se}"
+    );
+    assert!(
+        so.contains(&format!(
+            "returns 20 values {}\n",
+            (0..20).map(|i| i + 10).sum::<i32>()
+        )),
+        "{so}"
+    );
+    assert!(so.contains("in pidwin_pdb.exe`leaf2\n"), "{so}");
+    let f = frames(&so);
+    let leaf2 = f.iter().position(|l| *l == "pidwin_pdb.exe`leaf2");
+    let leaf = f
+        .iter()
+        .position(|l| l.starts_with("pidwin_pdb.exe`leaf+0x"));
+    let main = f
+        .iter()
+        .position(|l| l.starts_with("pidwin_pdb.exe`main+0x"));
+    assert!(
+        leaf2 == Some(0) && leaf == Some(1) && main == Some(2),
+        "{so}"
+    );
+}
+
+#[test]
+fn pdb_found_on_the_symbol_path() {
+    let Some(dir) = fixtures() else { return };
+    let Some((exe, pdb)) = pdb_program(&dir) else {
+        return;
+    };
+    // the image alone in a folder: its recorded PDB path (C:\build\...) does not exist
+    let alone = tempfile::tempdir().unwrap();
+    let copy = alone.path().join("pidwin_pdb.exe");
+    std::fs::copy(&exe, &copy).unwrap();
+    let run = |symbol_path: Option<&str>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_dtx"));
+        c.args([
+            "-q",
+            "-n",
+            "pid$target:a.out:add:entry { @[probefunc] = count(); }",
+            "-c",
+            &format!("{} 4", copy.display()),
+        ])
+        .stdin(Stdio::null())
+        .env_remove("_NT_ALT_SYMBOL_PATH")
+        .env_remove("_NT_SYMBOL_PATH");
+        if let Some(p) = symbol_path {
+            c.env("_NT_SYMBOL_PATH", p);
+        }
+        c.output().unwrap()
+    };
+    let out = run(None);
+    let (_, se) = text(&out);
+    assert!(
+        !out.status.success() && se.contains("failed to lookup 'add'"),
+        "{se}"
+    );
+    // a symbol server's downstream store holding it under name.pdb/<GUID><age>/
+    let bytes = std::fs::read(&copy).unwrap();
+    let file = object::File::parse(&*bytes).unwrap();
+    let id = dtx::symbols::pdb::image_pdb_id(&file).unwrap();
+    let store = tempfile::tempdir().unwrap();
+    let place = store.path().join("pidwin_pdb.pdb").join(id.store_key());
+    std::fs::create_dir_all(&place).unwrap();
+    std::fs::copy(&pdb, place.join("pidwin_pdb.pdb")).unwrap();
+    let sp = format!(
+        "{};srv*{}*https://msdl.microsoft.com/download/symbols",
+        alone.path().display(),
+        store.path().display()
+    );
+    let out = run(Some(&sp));
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{se}");
+    assert!(so.contains("add") && so.contains(" 4\n"), "{so}");
+}

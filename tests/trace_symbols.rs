@@ -60,3 +60,198 @@ fn kernel_and_user_frames_name_their_modules() {
     };
     assert!(u.contains("clr.dll") || u.contains("ntdll.dll"), "{u}");
 }
+
+/// A PDB built by clang + lld (for x86_64-w64-mingw32) in `dir`, or None after saying why.
+fn clang_pdb(dir: &std::path::Path) -> Option<PathBuf> {
+    let libgcc = Command::new("x86_64-w64-mingw32-gcc")
+        .arg("-print-libgcc-file-name")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    let Some(libgcc) = libgcc else {
+        eprintln!("skipped: x86_64-w64-mingw32-gcc is not installed");
+        return None;
+    };
+    let c = dir.join("standin.c");
+    std::fs::write(
+        &c,
+        "int standin_a(int x) { return x + 1; }\nint main(void) { return standin_a(1); }\n",
+    )
+    .ok()?;
+    let pdb = dir.join("standin.pdb");
+    let ok = Command::new("clang")
+        .args([
+            "--target=x86_64-w64-mingw32",
+            "-g",
+            "-gcodeview",
+            "-fuse-ld=lld",
+        ])
+        .arg(format!(
+            "-L{}",
+            std::path::Path::new(&libgcc).parent()?.display()
+        ))
+        .arg(format!("-Wl,--pdb={}", pdb.display()))
+        .arg(&c)
+        .arg("-o")
+        .arg(dir.join("standin.exe"))
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok || !pdb.is_file() {
+        eprintln!("skipped: clang and lld could not build a PDB (apt-get install clang lld)");
+        return None;
+    }
+    Some(pdb)
+}
+
+fn guid_bytes(g: &dtx::etw::record::Guid) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    b[0..4].copy_from_slice(&g.data1.to_le_bytes());
+    b[4..6].copy_from_slice(&g.data2.to_le_bytes());
+    b[6..8].copy_from_slice(&g.data3.to_le_bytes());
+    b[8..16].copy_from_slice(&g.data4);
+    b
+}
+
+/// The wiring of `-E` stacks to PDBs: a module's DbgID_RSDS identity from the trace, a PDB
+/// with that identity in a `srv*` store on `_NT_SYMBOL_PATH`, and the module's frames print as
+/// `module`function+0x..`. No PDB of the traced machine's DLLs is here, so the PDB is a
+/// stand-in: a clang-built one given the module's GUID and age (the names are its own).
+#[test]
+fn frames_named_by_a_pdb_found_on_the_symbol_path() {
+    let trace = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/etl/perfview_net.4.5.2.x64.etl.zip");
+    if !trace.exists() {
+        eprintln!("skipped: {} is not here", trace.display());
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let Some(pdb) = clang_pdb(dir.path()) else {
+        return;
+    };
+    let (guid, age) = dtx::symbols::pdb::pdb_identity(&pdb).unwrap();
+    let standin = dtx::symbols::pdb::read(&pdb, None).unwrap();
+    let program = "profile:::sample-1ms { @[ustack()] = count(); }";
+    let run = |symbol_path: Option<String>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_dtx"));
+        c.arg("-q").arg("-E").arg(&trace).args(["-n", program]);
+        c.env_remove("_NT_ALT_SYMBOL_PATH")
+            .env_remove("_NT_SYMBOL_PATH");
+        if let Some(p) = symbol_path {
+            c.env("_NT_SYMBOL_PATH", p);
+        }
+        let out = c.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let plain = run(None);
+    // (module, offset) of every frame
+    let frames: Vec<(String, u32)> = plain
+        .lines()
+        .filter_map(|l| {
+            let (m, o) = l.trim().split_once("+0x")?;
+            Some((m.to_string(), u32::from_str_radix(o, 16).ok()?))
+        })
+        .collect();
+    assert!(frames.len() > 100, "{} frames", frames.len());
+    let mut src = dtx::sources::etl::TraceSource::open(trace.to_str().unwrap()).unwrap();
+    src.walk(|_, _, _| true, |_| {});
+    // a module with a PDB identity some of whose frames lie in functions of the stand-in
+    let images: Vec<_> = src
+        .state
+        .processes()
+        .flat_map(|p| p.images.clone())
+        .collect();
+    let Some((module, info)) = frames.iter().find_map(|(m, o)| {
+        standin.function_at(*o)?;
+        // one identity for every image of that name (a 32-bit copy under WOW64 has another)
+        let mut ids = images
+            .iter()
+            .filter(|i| dtx::output::stack::basename(&i.file_name) == m)
+            .map(|i| i.pdb.clone());
+        let first = ids.next()??;
+        ids.all(|p| p.as_ref() == Some(&first))
+            .then(|| (m.clone(), first))
+    }) else {
+        eprintln!("skipped: no sampled frame falls in a function of the stand-in PDB");
+        return;
+    };
+    // the stand-in takes the module's GUID and age: the information stream holds age then
+    // GUID, the DBI stream's header (signature -1, version 19990903) the age
+    let mut bytes = std::fs::read(&pdb).unwrap();
+    let dbi_header: Vec<u8> = [(-1i32).to_le_bytes(), 19990903u32.to_le_bytes()]
+        .concat()
+        .into_iter()
+        .chain(age.to_le_bytes())
+        .collect();
+    let dbi: Vec<usize> = bytes
+        .windows(12)
+        .enumerate()
+        .filter(|(_, w)| *w == dbi_header.as_slice())
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(dbi.len(), 1, "the DBI header of the stand-in");
+    bytes[dbi[0] + 8..dbi[0] + 12].copy_from_slice(&info.age.to_le_bytes());
+    let from = guid_bytes(&guid);
+    let to = guid_bytes(&info.guid);
+    let at: Vec<usize> = bytes
+        .windows(16)
+        .enumerate()
+        .filter(|(_, w)| *w == from)
+        .map(|(i, _)| i)
+        .collect();
+    assert!(!at.is_empty());
+    for i in at {
+        bytes[i..i + 16].copy_from_slice(&to);
+        if i >= 4 && bytes[i - 4..i] == age.to_le_bytes() {
+            bytes[i - 4..i].copy_from_slice(&info.age.to_le_bytes());
+        }
+    }
+    let name = dtx::symbols::basename(&info.file_name).to_string();
+    let id = dtx::symbols::pdb::PdbId {
+        guid: info.guid,
+        age: info.age,
+        path: info.file_name.clone(),
+    };
+    let store = dir.path().join("store");
+    let place = store.join(&name).join(id.store_key());
+    std::fs::create_dir_all(&place).unwrap();
+    std::fs::write(place.join(&name), &bytes).unwrap();
+    assert_eq!(
+        dtx::symbols::pdb::pdb_identity(&place.join(&name)).unwrap(),
+        (info.guid, info.age)
+    );
+    let named = run(Some(format!(
+        "srv*{}*https://msdl.microsoft.com/download/symbols",
+        store.display()
+    )));
+    // line by line: the module's frames in a function of the stand-in are named by it, the
+    // rest is unchanged
+    let (p, n): (Vec<&str>, Vec<&str>) = (plain.lines().collect(), named.lines().collect());
+    assert_eq!(p.len(), n.len());
+    let mut renamed = 0;
+    for (a, b) in p.iter().zip(&n) {
+        let off = a
+            .trim()
+            .strip_prefix(&format!("{module}+0x"))
+            .and_then(|o| u32::from_str_radix(o, 16).ok());
+        match off.and_then(|o| Some((o, standin.function_at(o)?))) {
+            Some((o, f)) => {
+                let want = if o == f.rva {
+                    format!("{module}`{}", f.name)
+                } else {
+                    format!("{module}`{}+0x{:x}", f.name, o - f.rva)
+                };
+                assert_eq!(b.trim(), want);
+                renamed += 1;
+            }
+            None => assert_eq!(a, b),
+        }
+    }
+    println!("{module}: {renamed} frames named by the stand-in PDB");
+    assert!(renamed > 0);
+}

@@ -43,6 +43,8 @@ pub struct ElfImage {
     pub entry: u64,
     /// `.eh_frame`'s index, for unwinding through code without frame pointers.
     frames: Option<super::cfi::CallFrames>,
+    /// A PE image's `.pdata` (Windows x64 unwind data).
+    unwind: Option<super::unwind_info::UnwindTable>,
 }
 
 /// The names of one address range, each with its [`rank`].
@@ -114,8 +116,13 @@ impl ElfImage {
         };
         let pe = file.format() == object::BinaryFormat::Pe;
         if pe {
-            // COFF symbols and exports, sized from .pdata
-            for f in super::pe::functions(&file) {
+            // COFF symbols, exports and the PDB's functions, sized from the PDB or .pdata
+            let pdb = super::pdb::symbols_for_image(
+                &file,
+                std::path::Path::new(path),
+                &super::pdb::SymbolPath::from_env(),
+            );
+            for f in super::pe::functions_with_pdb(&file, pdb.as_ref()) {
                 let r = rank(f.global, false, &f.name);
                 let names = ranges.entry((f.addr, f.size)).or_default();
                 if !names.iter().any(|(_, n)| *n == f.name) {
@@ -151,6 +158,11 @@ impl ElfImage {
         }
         let entry = file.entry();
         let frames = super::cfi::CallFrames::parse(&file, &data);
+        let unwind = if pe {
+            super::unwind_info::UnwindTable::parse(&file)
+        } else {
+            None
+        };
         Ok(ElfImage {
             path: path.to_string(),
             data,
@@ -161,7 +173,24 @@ impl ElfImage {
             first_load,
             entry,
             frames,
+            unwind,
         })
+    }
+
+    /// Steps a Windows x64 frame at link-time address `pc` to its caller by the image's
+    /// `.pdata`/`.xdata` (see [`super::unwind_info::UnwindTable::step`]); `None` when the image
+    /// has no unwind data.
+    pub fn win64_step(
+        &self,
+        pc: u64,
+        innermost: bool,
+        regs: &mut super::unwind_info::Win64Regs,
+        read: &dyn Fn(u64) -> Option<u64>,
+    ) -> Option<bool> {
+        let table = self.unwind.as_ref()?;
+        let rva = u32::try_from(pc.checked_sub(self.first_load)?).ok()?;
+        let bytes = |rva: u32, len: usize| self.bytes(self.first_load + rva as u64, len as u64);
+        Some(table.step(&bytes, rva, innermost, regs, read))
     }
 
     /// How to find the caller at link-time address `addr`, from `.eh_frame`.

@@ -9,8 +9,10 @@ pub mod elf_table;
 pub mod kallsyms;
 pub mod live;
 pub mod maps;
+pub mod pdb;
 pub mod pe;
 pub mod trace;
+pub mod unwind_info;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -1,7 +1,8 @@
 //! Functions of PE images (Windows executables and DLLs): names from the COFF symbol table
-//! (mingw keeps one unless stripped) and the export table; sizes from the exception directory
-//! (`.pdata`: one RUNTIME_FUNCTION begin/end pair per function with unwind data), else up to
-//! the next known function or the section's end. Addresses are link-time (image base
+//! (mingw keeps one unless stripped), the export table and the image's PDB when one is found
+//! ([`super::pdb`]); sizes from the PDB's procedures, else the exception directory (`.pdata`:
+//! one RUNTIME_FUNCTION begin/end pair per function with unwind data), else up to the next
+//! known function or the section's end. Every name of one address gets the same size. Addresses are link-time (image base
 //! included), as for ELF. Platform-neutral: Linux tests read mingw-built images too.
 
 use object::{Object, ObjectSection, ObjectSymbol, SectionKind, SymbolKind};
@@ -33,8 +34,16 @@ pub fn runtime_functions(file: &object::File<'_>) -> Vec<(u64, u64)> {
     v
 }
 
-/// The functions of a PE image, with sizes.
+/// The functions of a PE image, with sizes, from its COFF symbols and exports.
 pub fn functions(file: &object::File<'_>) -> Vec<PeFunction> {
+    functions_with_pdb(file, None)
+}
+
+/// The functions of a PE image, with sizes: COFF symbols, exports and the functions of its PDB.
+pub fn functions_with_pdb(
+    file: &object::File<'_>,
+    pdb: Option<&super::pdb::PdbSymbols>,
+) -> Vec<PeFunction> {
     // code sections: [start, end)
     let code: Vec<(u64, u64)> = file
         .sections()
@@ -67,6 +76,24 @@ pub fn functions(file: &object::File<'_>) -> Vec<PeFunction> {
             }
         }
     }
+    // sizes the PDB states (its procedures), by address
+    let mut stated: std::collections::HashMap<u64, u64> = std::collections::HashMap::new();
+    if let Some(p) = pdb {
+        let base = file.relative_address_base();
+        for f in &p.functions {
+            let a = base + f.rva as u64;
+            if in_code(a).is_none() {
+                continue;
+            }
+            if f.size > 0 {
+                let s = stated.entry(a).or_insert(0);
+                *s = (*s).max(f.size as u64);
+            }
+            if !named.iter().any(|(x, n, _)| *x == a && *n == f.name) {
+                named.push((a, f.name.clone(), f.global));
+            }
+        }
+    }
     let pdata = runtime_functions(file);
     let mut starts: Vec<u64> = named.iter().map(|(a, _, _)| *a).collect();
     starts.extend(pdata.iter().map(|(b, _)| *b));
@@ -75,6 +102,7 @@ pub fn functions(file: &object::File<'_>) -> Vec<PeFunction> {
     let mut out = Vec::with_capacity(named.len());
     for (addr, name, global) in named {
         let size = match pdata.binary_search_by_key(&addr, |(b, _)| *b) {
+            _ if stated.contains_key(&addr) => stated[&addr],
             Ok(i) => pdata[i].1 - addr,
             Err(_) => {
                 let section_end = in_code(addr).map_or(addr, |(_, e)| e);

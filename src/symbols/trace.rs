@@ -1,8 +1,13 @@
 //! Names for the addresses of a recorded trace: the images its processes had loaded (from the
-//! Image rundown and load events), so a frame prints as `module+0xoffset` until PDB symbols are
-//! read. Kernel modules are the images of process 0.
+//! Image rundown and load events). A frame prints as `module`function+0xoffset` when the
+//! image's PDB (identified by the trace's KernelTraceControl DbgID_RSDS event: GUID, age, name)
+//! is found on the symbol path (`_NT_SYMBOL_PATH`, see [`super::pdb`]), else as
+//! `module+0xoffset`. Kernel modules are the images of process 0.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::pdb::{PdbId, PdbSymbols, SymbolPath};
 
 use crate::agg::SymbolResolver;
 use crate::etw::state::SystemState;
@@ -12,6 +17,34 @@ struct Module {
     base: u64,
     end: u64,
     name: String,
+    /// The functions of the image's PDB, when it was found.
+    pdb: Option<Arc<PdbSymbols>>,
+}
+
+/// The PDBs read for one trace, by identity (an image loaded in many processes is read once).
+struct PdbCache {
+    path: SymbolPath,
+    read: HashMap<(crate::etw::record::Guid, u32), Option<Arc<PdbSymbols>>>,
+}
+
+impl PdbCache {
+    fn symbols(&mut self, image: &crate::etw::state::Image) -> Option<Arc<PdbSymbols>> {
+        let info = image.pdb.as_ref()?;
+        let id = PdbId {
+            guid: info.guid,
+            age: info.age,
+            path: info.file_name.clone(),
+        };
+        let path = &self.path;
+        self.read
+            .entry((id.guid, id.age))
+            .or_insert_with(|| {
+                let image_path = std::path::Path::new(&image.file_name);
+                let found = super::pdb::find_pdb(&id, Some(image_path), path)?;
+                super::pdb::read(&found, Some(&id)).ok().map(Arc::new)
+            })
+            .clone()
+    }
 }
 
 /// The modules of a trace's processes, as the trace knew them when this was taken.
@@ -24,13 +57,17 @@ pub struct TraceSymbols {
     methods: HashMap<u32, Vec<Module>>,
 }
 
-fn modules<'a>(images: impl Iterator<Item = &'a crate::etw::state::Image>) -> Vec<Module> {
+fn modules<'a>(
+    images: impl Iterator<Item = &'a crate::etw::state::Image>,
+    pdbs: &mut PdbCache,
+) -> Vec<Module> {
     let mut v: Vec<Module> = images
         .filter(|i| i.size > 0)
         .map(|i| Module {
             base: i.base,
             end: i.base.saturating_add(i.size),
             name: crate::output::stack::basename(&i.file_name).to_string(),
+            pdb: pdbs.symbols(i),
         })
         .collect();
     v.sort_by_key(|m| m.base);
@@ -44,10 +81,22 @@ fn find(mods: &[Module], addr: u64) -> Option<&Module> {
 }
 
 impl TraceSymbols {
+    /// The modules of the trace's processes, with the PDBs found on `_NT_ALT_SYMBOL_PATH` /
+    /// `_NT_SYMBOL_PATH`.
     pub fn from_state(state: &SystemState) -> TraceSymbols {
+        Self::with_symbol_path(state, SymbolPath::from_env())
+    }
+
+    /// The modules of the trace's processes, with the PDBs found on `path` (or at the path
+    /// the trace records for each).
+    pub fn with_symbol_path(state: &SystemState, path: SymbolPath) -> TraceSymbols {
+        let mut pdbs = PdbCache {
+            path,
+            read: HashMap::new(),
+        };
         let mut t = TraceSymbols::default();
         for p in state.processes() {
-            let m = modules(p.images.iter());
+            let m = modules(p.images.iter(), &mut pdbs);
             if m.is_empty() {
                 continue;
             }
@@ -70,6 +119,7 @@ impl TraceSymbols {
                 base: start,
                 end: start.saturating_add(size),
                 name: name.to_string(),
+                pdb: None,
             });
         }
         for v in self.methods.values_mut() {
@@ -90,7 +140,11 @@ impl TraceSymbols {
 
     fn text(&self, pid: Option<u32>, addr: u64) -> String {
         match self.module(pid, addr) {
-            Some(m) => format!("{}+0x{:x}", m.name, addr - m.base),
+            Some(m) => match function_of(m, addr) {
+                Some((f, 0)) => format!("{}`{f}", m.name),
+                Some((f, off)) => format!("{}`{f}+0x{off:x}", m.name),
+                None => format!("{}+0x{:x}", m.name, addr - m.base),
+            },
             None => format!("0x{addr:x}"),
         }
     }
@@ -113,12 +167,32 @@ impl SymbolResolver for TraceSymbols {
             .map(|m| m.name.clone())
             .unwrap_or_else(|| format!("0x{addr:x}"))
     }
-    // a frame's function is not known without PDBs: keys by function merge by module offset
+    // `module`function` where the PDB names the function; without it, keys by function merge
+    // by module offset
     fn kernel_func(&self, addr: u64) -> String {
-        self.kernel(addr)
+        self.func_text(None, addr)
     }
     fn user_func(&self, pid: u32, addr: u64) -> String {
-        self.user(pid, addr)
+        self.func_text(Some(pid), addr)
+    }
+}
+
+/// The PDB function holding `addr` in module `m`, and the offset into it.
+fn function_of(m: &Module, addr: u64) -> Option<(&str, u64)> {
+    let rva = u32::try_from(addr.checked_sub(m.base)?).ok()?;
+    let f = m.pdb.as_ref()?.function_at(rva)?;
+    Some((f.name.as_str(), (rva - f.rva) as u64))
+}
+
+impl TraceSymbols {
+    fn func_text(&self, pid: Option<u32>, addr: u64) -> String {
+        match self.module(pid, addr) {
+            Some(m) => match function_of(m, addr) {
+                Some((f, _)) => format!("{}`{f}", m.name),
+                None => self.text(pid, addr),
+            },
+            None => self.text(pid, addr),
+        }
     }
 }
 
@@ -133,6 +207,7 @@ mod tests {
                 base: 0xfffff800_00000000,
                 end: 0xfffff800_00100000,
                 name: "ntoskrnl.exe".into(),
+                pdb: None,
             }],
             user: [(
                 7,
@@ -140,6 +215,7 @@ mod tests {
                     base: 0x400000,
                     end: 0x500000,
                     name: "app.exe".into(),
+                    pdb: None,
                 }],
             )]
             .into_iter()
@@ -165,5 +241,62 @@ mod tests {
         assert_eq!(t.user(7, 0x7f0004), "App.Main+0x4");
         assert_eq!(t.user(7, 0x7f0024), "0x7f0024");
         assert_eq!(t.methods[&7].len(), 2);
+    }
+
+    #[test]
+    fn frames_by_function_from_a_pdb_on_the_symbol_path() {
+        use crate::symbols::pdb::tests::{clang_program, PROGRAM};
+        let Some((_dir, exe, pdb)) = clang_program("traceprog", PROGRAM) else {
+            return;
+        };
+        let bytes = std::fs::read(&exe).unwrap();
+        let file = object::File::parse(&*bytes).unwrap();
+        let id = crate::symbols::pdb::image_pdb_id(&file).unwrap();
+        let syms = crate::symbols::pdb::read(&pdb, None).unwrap();
+        let add = syms.functions.iter().find(|f| f.name == "add").unwrap();
+        // a symbol server cache holding the PDB; the trace names it as built elsewhere
+        let cache = tempfile::tempdir().unwrap();
+        let place = cache.path().join("traceprog.pdb").join(id.store_key());
+        std::fs::create_dir_all(&place).unwrap();
+        std::fs::copy(&pdb, place.join("traceprog.pdb")).unwrap();
+        let image = |age: u32| crate::etw::state::Image {
+            base: 0x7ff6_0000_0000,
+            size: 0x20000,
+            file_name: r"\Device\HarddiskVolume3\apps\traceprog.exe".into(),
+            pdb: Some(crate::etw::state::PdbInfo {
+                guid: id.guid,
+                age,
+                file_name: r"C:\build\traceprog.pdb".into(),
+            }),
+            ..Default::default()
+        };
+        let cache_of = |path: &str| PdbCache {
+            path: SymbolPath::parse(&format!(
+                "srv*{path}*https://msdl.microsoft.com/download/symbols"
+            )),
+            read: HashMap::new(),
+        };
+        let mut pdbs = cache_of(&cache.path().display().to_string());
+        let imgs = [image(id.age)];
+        let t = TraceSymbols {
+            user: [(7, modules(imgs.iter(), &mut pdbs))].into_iter().collect(),
+            ..Default::default()
+        };
+        let at = 0x7ff6_0000_0000 + add.rva as u64;
+        assert_eq!(t.user(7, at + 2), "traceprog.exe`add+0x2");
+        assert_eq!(t.user(7, at), "traceprog.exe`add");
+        assert_eq!(t.user_func(7, at + 2), "traceprog.exe`add");
+        assert_eq!(t.umod(7, at + 2), "traceprog.exe");
+        // another age: that PDB does not match, frames keep module+offset
+        let mut pdbs = cache_of(&cache.path().display().to_string());
+        let imgs = [image(id.age + 1)];
+        let t = TraceSymbols {
+            user: [(7, modules(imgs.iter(), &mut pdbs))].into_iter().collect(),
+            ..Default::default()
+        };
+        assert_eq!(
+            t.user(7, at + 2),
+            format!("traceprog.exe+0x{:x}", add.rva + 2)
+        );
     }
 }

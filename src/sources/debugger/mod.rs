@@ -205,9 +205,10 @@ struct Site {
     rtld: bool,
 }
 
-/// Walks a user stack, innermost first: each frame by its module's `.eh_frame` rules where it
-/// has them (code without frame pointers), else by the `rbp` chain; at a function's entry or
-/// its `ret` (`at_edge`) the return address is at `[rsp]`.
+/// Walks a user stack, innermost first: each frame by its module's `.eh_frame` rules (ELF) or
+/// `.pdata`/`.xdata` unwind info (a Windows x64 target's PE images) where it has them (code
+/// without frame pointers), else by the `rbp` chain; at a function's entry or its `ret`
+/// (`at_edge`) the return address is at `[rsp]`.
 pub fn walk_stack(
     t: &dyn TargetProcess,
     modules: &ProcessModules,
@@ -221,6 +222,27 @@ pub fn walk_stack(
         let mut b = [0u8; 8];
         t.read_memory(addr, &mut b).then(|| u64::from_le_bytes(b))
     };
+    if t.win64() {
+        use crate::symbols::unwind_info::{walk, Win64Regs};
+        let step = |r: &mut Win64Regs, innermost: bool| {
+            // a return address may be just past its module's end: look up the call
+            let at = if innermost {
+                r.rip
+            } else {
+                r.rip.wrapping_sub(1)
+            };
+            let m = modules.module_at(at)?;
+            let bias = m.bias;
+            m.image
+                .win64_step(r.rip.wrapping_sub(bias), innermost, r, &read)
+        };
+        let start = Win64Regs {
+            gpr: regs.gpr,
+            rip: regs.rip,
+        };
+        walk(start, at_edge, max, &step, &read, out);
+        return;
+    }
     let rule_at = |pc: u64| {
         let m = modules.module_at(pc)?;
         m.image.frame_rule(pc.wrapping_sub(m.bias))

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Builds the pid provider's Windows test programs (tests/pid_windows/*.c) into DIR, for
+# tests/pid_windows.rs under Wine (a test running under Wine cannot call the Linux compilers):
+#   - every program with mingw gcc, -O0 and frame pointers (ustack() walks rbp), COFF symbols kept;
+#   - unwind.exe with -O2 -fomit-frame-pointer (ustack() needs .pdata/.xdata unwinding);
+#   - pidwin_pdb.exe: pidwin.c built by clang + lld with a PDB, stripped of its COFF symbols
+#     (names come from pidwin_pdb.pdb only; its debug record names C:\build\pidwin_pdb.pdb), when
+#     clang and lld are installed (else the PDB tests skip).
+#
+#   scripts/pid-windows-fixtures.sh DIR
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+DIR=${1:?usage: pid-windows-fixtures.sh DIR}
+mkdir -p "$DIR"
+for c in "$ROOT"/tests/pid_windows/*.c; do
+    name=$(basename "$c" .c)
+    case $name in
+        *.dll) x86_64-w64-mingw32-gcc -O0 -fno-omit-frame-pointer -shared -o "$DIR/$name" "$c" ;;
+        unwind) x86_64-w64-mingw32-gcc -O2 -fomit-frame-pointer -o "$DIR/$name.exe" "$c" ;;
+        *) x86_64-w64-mingw32-gcc -O0 -g -fno-omit-frame-pointer -o "$DIR/$name.exe" "$c" ;;
+    esac
+done
+if command -v clang >/dev/null && command -v ld.lld >/dev/null; then
+    libgcc=$(dirname "$(x86_64-w64-mingw32-gcc -print-libgcc-file-name)")
+    clang --target=x86_64-w64-mingw32 -O1 -g -gcodeview -fuse-ld=lld -L"$libgcc" \
+        -Wl,--pdb="$DIR/pidwin_pdb.pdb" '-Wl,-Xlink=-pdbaltpath:C:\build\pidwin_pdb.pdb' -s \
+        -o "$DIR/pidwin_pdb.exe" "$ROOT/tests/pid_windows/pidwin.c"
+else
+    echo "pid-windows-fixtures: clang/lld missing: no pidwin_pdb.exe (the PDB tests will skip)" >&2
+fi
