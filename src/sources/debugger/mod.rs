@@ -170,6 +170,13 @@ pub trait TargetProcess {
     }
     /// `/proc/PID/maps`-style text of the target's mappings and its executable's path.
     fn maps(&self) -> Option<(String, String)>;
+    /// Maps `len` bytes of read+execute memory in the target, as near `near` as its free
+    /// address space allows (for out-of-line copies of probed instructions), by having `tid`,
+    /// stopped at one of our breakpoints, make the system call. `None` where the platform
+    /// cannot: the debugger then single-steps those instructions in place.
+    fn map_code(&mut self, _tid: u32, _near: u64, _len: u64) -> Option<u64> {
+        None
+    }
     /// The target's command name and parent pid.
     fn identity(&self) -> (Vec<u8>, u64);
 }
@@ -194,11 +201,35 @@ impl AddressSpace for TargetMemory<'_> {
     }
 }
 
+/// Where a site's instruction runs out of line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum OutOfLine {
+    /// Not tried yet (done at the first hit, by the thread that hit it).
+    Unknown,
+    /// Relocated to this address of a scratch area.
+    At(u64),
+    /// Cannot be moved: emulated or single-stepped in place.
+    Never,
+}
+
+/// Executable memory mapped in the target for out-of-line instructions.
+struct Scratch {
+    base: u64,
+    used: u64,
+}
+
+/// Bytes of one scratch area.
+const SCRATCH_SIZE: u64 = 64 * 1024;
+
 /// One breakpoint.
 struct Site {
     original: u8,
     emulation: Emulation,
     len: u8,
+    /// The original instruction bytes (up to the longest x86 instruction).
+    code: [u8; 16],
+    code_len: u8,
+    ool: OutOfLine,
     /// The probes firing here, in creation order, with what each reports.
     probes: Vec<(ProbeInfo, SiteKind)>,
     /// The dynamic linker's module-list hook.
@@ -259,6 +290,12 @@ pub struct PidSource {
     running: bool,
     /// Hits of breakpoints, for benches and tests.
     pub hits: u64,
+    /// Scratch areas holding relocated instructions.
+    scratch: Vec<Scratch>,
+    /// Mapping a scratch area failed once: no more tries.
+    scratch_failed: bool,
+    /// Run instructions out of line (else emulate or single-step them in place).
+    pub out_of_line: bool,
 }
 
 impl PidSource {
@@ -310,6 +347,9 @@ impl PidSource {
             ended: false,
             running: false,
             hits: 0,
+            scratch: Vec::new(),
+            scratch_failed: false,
+            out_of_line: true,
         };
         let probes = s.provider.probes_of(pid);
         for p in probes {
@@ -327,18 +367,19 @@ impl PidSource {
                 site.probes.push((info.clone(), ps.kind));
                 continue;
             }
-            let mut b = [0u8; 1];
-            if !self.target.read_memory(ps.addr, &mut b)
-                || !self.target.write_code(ps.addr, &[0xcc])
-            {
+            let (code, code_len) = self.read_code(ps.addr);
+            if code_len == 0 || !self.target.write_code(ps.addr, &[0xcc]) {
                 continue;
             }
             self.sites.insert(
                 ps.addr,
                 Site {
-                    original: b[0],
+                    original: code[0],
                     emulation: ps.emulation,
                     len: ps.len,
+                    code,
+                    code_len,
+                    ool: OutOfLine::Unknown,
                     probes: vec![(info.clone(), ps.kind)],
                     rtld: false,
                 },
@@ -365,18 +406,89 @@ impl PidSource {
             s.rtld = true;
             return;
         }
-        let mut b = [0u8; 1];
-        if self.target.read_memory(addr, &mut b) && self.target.write_code(addr, &[0xcc]) {
+        let (code, code_len) = self.read_code(addr);
+        if code_len != 0 && self.target.write_code(addr, &[0xcc]) {
             self.sites.insert(
                 addr,
                 Site {
-                    original: b[0],
+                    original: code[0],
                     emulation,
                     len,
+                    code,
+                    code_len,
+                    ool: OutOfLine::Unknown,
                     probes: Vec::new(),
                     rtld: true,
                 },
             );
+        }
+    }
+
+    /// The bytes at `addr` before a breakpoint goes there: 16, or as many as are readable.
+    fn read_code(&self, addr: u64) -> ([u8; 16], u8) {
+        let mut b = [0u8; 16];
+        for n in [16usize, 8, 4, 2, 1] {
+            if self.target.read_memory(addr, &mut b[..n]) {
+                return (b, n as u8);
+            }
+        }
+        (b, 0)
+    }
+
+    /// The out-of-line copy of the instruction at `addr` (a site), made at its first hit by
+    /// `tid`: relocated into a scratch area near it (one is mapped when none has room or
+    /// reach). `None` when it cannot be moved.
+    fn out_of_line_at(&mut self, tid: u32, addr: u64) -> Option<u64> {
+        use crate::symbols::decode::{relocate, MAX_RELOCATED};
+        let site = self.sites.get(&addr)?;
+        match site.ool {
+            OutOfLine::At(a) => return Some(a),
+            OutOfLine::Never => return None,
+            OutOfLine::Unknown => {}
+        }
+        let code = site.code;
+        let code = &code[..site.code_len as usize];
+        let mut placed = None;
+        // movable at all (its own address is always in reach)
+        if self.out_of_line && relocate(code, addr, addr).is_some() {
+            for sc in &mut self.scratch {
+                if SCRATCH_SIZE - sc.used < MAX_RELOCATED as u64 {
+                    continue;
+                }
+                let at = sc.base + sc.used;
+                if let Some(bytes) = relocate(code, addr, at) {
+                    sc.used += (bytes.len() as u64).div_ceil(16) * 16;
+                    placed = Some((at, bytes));
+                    break;
+                }
+            }
+            if placed.is_none() && !self.scratch_failed {
+                match self.target.map_code(tid, addr, SCRATCH_SIZE) {
+                    Some(base) => {
+                        if let Some(bytes) = relocate(code, addr, base) {
+                            placed = Some((base, bytes.clone()));
+                            self.scratch.push(Scratch {
+                                base,
+                                used: (bytes.len() as u64).div_ceil(16) * 16,
+                            });
+                        } else {
+                            self.scratch.push(Scratch { base, used: 0 });
+                        }
+                    }
+                    None => self.scratch_failed = true,
+                }
+            }
+        }
+        let ool = match placed {
+            Some((at, bytes)) if self.target.write_code(at, &bytes) => OutOfLine::At(at),
+            _ => OutOfLine::Never,
+        };
+        if let Some(site) = self.sites.get_mut(&addr) {
+            site.ool = ool;
+        }
+        match ool {
+            OutOfLine::At(a) => Some(a),
+            _ => None,
         }
     }
 
@@ -529,6 +641,14 @@ impl PidSource {
         original: u8,
     ) -> Option<SourceState> {
         let next = addr + len as u64;
+        if !matches!(emulation, Emulation::Skip | Emulation::MovReg(..)) {
+            if let Some(at) = self.out_of_line_at(tid, addr) {
+                regs.rip = at;
+                self.target.set_regs(tid, regs);
+                self.target.resume(tid, 0);
+                return None;
+            }
+        }
         match emulation {
             Emulation::Skip => {
                 regs.rip = next;
@@ -659,8 +779,9 @@ impl EventSource for PidSource {
                         self.target.resume(tid, 0);
                     }
                     Stop::Exec => {
-                        // the breakpoints went with the old image
+                        // the breakpoints and scratch areas went with the old image
                         self.sites.clear();
+                        self.scratch.clear();
                         self.exec_lost = true;
                         self.target.resume(tid, 0);
                     }
