@@ -533,3 +533,100 @@ fn ustack_unwinds_through_code_without_frame_pointers() {
     assert!(libc.is_some() && sort.is_some() && main.is_some(), "{so}");
     assert!(libc < sort && sort < main, "{so}");
 }
+
+/// A function whose instructions are each of a kind the debugger moves out of line: RIP-relative
+/// load and `lea`, a direct and an indirect call, a conditional and an unconditional jump,
+/// `leave`, `ret`. Run in four threads so that hits of the same site overlap.
+const KINDS: &str = r#"
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+__attribute__((used)) int data = 5;
+__attribute__((noinline, used)) int twice(int x) { return 2 * x; }
+__attribute__((used)) int (*volatile fp)(int) = twice;
+__attribute__((naked, noinline)) int kinds(int x) {
+    __asm__ volatile(
+        "push %rbp\n"
+        "mov %rsp, %rbp\n"
+        "sub $16, %rsp\n"
+        "mov data(%rip), %eax\n"
+        "lea data(%rip), %rcx\n"
+        "add (%rcx), %eax\n"
+        "add %edi, %eax\n"
+        "mov %eax, -4(%rbp)\n"
+        "call twice\n"
+        "add %eax, -4(%rbp)\n"
+        "mov fp(%rip), %rdx\n"
+        "call *%rdx\n"
+        "add %eax, -4(%rbp)\n"
+        "test $1, %edi\n"
+        "jz 1f\n"
+        "addl $100, -4(%rbp)\n"
+        "jmp 2f\n"
+        "1: addl $1000, -4(%rbp)\n"
+        "2: mov -4(%rbp), %eax\n"
+        "leave\n"
+        "ret\n");
+}
+static long n;
+void *run(void *a) { long s = 0; for (long i = 0; i < n; i++) s += kinds((int)i); return (void *)s; }
+int main(int argc, char **argv) {
+    n = argc > 1 ? atol(argv[1]) : 7;
+    pthread_t t[4];
+    long total = 0;
+    for (int i = 0; i < 4; i++) pthread_create(&t[i], 0, run, 0);
+    for (int i = 0; i < 4; i++) { void *r; pthread_join(t[i], &r); total += (long)r; }
+    printf("kinds total %ld\n", total);
+    return 0;
+}
+"#;
+
+#[test]
+fn relocated_instruction_kinds() {
+    let Some(env) = Env::new() else { return };
+    let prog = env.build("kinds", KINDS, &["-pthread"]).unwrap();
+    let direct = Command::new(&prog).arg("7").output().unwrap();
+    let direct = String::from_utf8_lossy(&direct.stdout).into_owned();
+    // 10 + 5x, plus 100 (odd x) or 1000 (even), over x = 0..7, four times
+    let expect: i64 = 4 * (0..7).map(|x| 10 + 5 * x + if x % 2 == 1 { 100 } else { 1000 }).sum::<i64>();
+    assert_eq!(direct.trim(), format!("kinds total {expect}"));
+    let out = dtx(&[
+        "-q",
+        "-n",
+        "pid$target:a.out:kinds: { @[probename] = count(); } \
+         pid$target:a.out:twice:entry { @calls = count(); @stk[ustack(2)] = count(); } \
+         END { printa(\"%s %@d\\n\", @); printa(\"twice %@d\\n\", @calls); printa(@stk); }",
+        "-c",
+        &cmd(&prog, "7"),
+    ]);
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{se}");
+    // the program computes the same: every relocated instruction did what it does in place
+    assert!(so.contains(&direct), "{so}");
+    let counts: Vec<(String, u64)> = so
+        .lines()
+        .filter_map(|l| {
+            let (name, c) = l.trim().split_once(' ')?;
+            Some((name.to_string(), c.trim().parse().ok()?))
+        })
+        .filter(|(name, _)| name != "twice" && name != "kinds")
+        .collect();
+    let get = |n: &str| counts.iter().find(|(k, _)| k == n).map(|(_, c)| *c);
+    assert_eq!(get("entry"), Some(28), "{so}");
+    assert_eq!(get("return"), Some(28), "{so}");
+    // each offset: 28 hits, but the two instructions of odd x (12 hits) and the one of even
+    // x (16 hits)
+    let offsets: Vec<u64> = counts
+        .iter()
+        .filter(|(k, _)| k.chars().all(|c| c.is_ascii_hexdigit()))
+        .map(|(_, c)| *c)
+        .collect();
+    assert_eq!(offsets.len(), 21, "{so}");
+    assert_eq!(offsets.iter().filter(|&&c| c == 12).count(), 2, "{so}");
+    assert_eq!(offsets.iter().filter(|&&c| c == 16).count(), 1, "{so}");
+    assert_eq!(offsets.iter().filter(|&&c| c == 28).count(), 18, "{so}");
+    // both calls reached twice with the caller's own return address on the stack
+    assert!(so.contains("twice 56\n"), "{so}");
+    // two call sites, each frame inside kinds (not in the scratch area)
+    assert_eq!(so.matches("kinds`kinds+0x").count(), 2, "{so}");
+}
