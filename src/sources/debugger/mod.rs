@@ -247,11 +247,23 @@ pub fn walk_stack(
     max: usize,
     out: &mut Vec<u64>,
 ) {
-    use crate::symbols::cfi::{unwind, StepRegs};
     let read = |addr: u64| {
         let mut b = [0u8; 8];
         t.read_memory(addr, &mut b).then(|| u64::from_le_bytes(b))
     };
+    walk_stack_in(&read, modules, regs, at_edge, max, out);
+}
+
+/// [`walk_stack`] over any source of stack words (a copy of the stack taken by the kernel).
+pub fn walk_stack_in(
+    read: &dyn Fn(u64) -> Option<u64>,
+    modules: &ProcessModules,
+    regs: &Regs,
+    at_edge: bool,
+    max: usize,
+    out: &mut Vec<u64>,
+) {
+    use crate::symbols::cfi::{unwind, StepRegs};
     let rule_at = |pc: u64| {
         let m = modules.module_at(pc)?;
         m.image.frame_rule(pc.wrapping_sub(m.bias))
@@ -261,7 +273,83 @@ pub fn walk_stack(
         rsp: regs.gpr[RSP],
         rbp: regs.gpr[RBP],
     };
-    unwind(start, at_edge, max, &rule_at, &read, out);
+    unwind(start, at_edge, max, &rule_at, read, out);
+}
+
+/// Why the clauses of process `pid`'s probes need the target stopped at each hit (they read
+/// or write its memory, or act on the process), or `None` when a copy of its registers and
+/// stack taken at the hit is all they read: then a kernel uprobe can serve them.
+pub fn stopped_target_needed(engine: &Engine, pid: u32) -> Option<String> {
+    use crate::ir::{ActionKind, Node};
+    let provider = format!("pid{pid}");
+    for r in &engine.runs {
+        for c in &r.vm.program.clauses {
+            if !c
+                .probes
+                .iter()
+                .any(|d| crate::probes::glob_match(&d.provider, &provider))
+            {
+                continue;
+            }
+            let why = std::cell::RefCell::new(None::<String>);
+            let note = |w: Option<&str>| {
+                let mut why = why.borrow_mut();
+                if let (Some(w), None) = (w, &*why) {
+                    *why = Some(w.to_string());
+                }
+            };
+            crate::vm::visit_clause(
+                c,
+                &mut |n| {
+                    let w = match n {
+                        Node::Load { .. } | Node::Bitfield { .. } => Some("a memory load"),
+                        Node::Stringof(_) => Some("stringof()"),
+                        Node::Call { name, .. } if name.starts_with("copy") => Some(*name),
+                        _ => None,
+                    };
+                    note(w);
+                },
+                &mut |a| {
+                    let w = match a {
+                        ActionKind::Copyout => Some("copyout()"),
+                        ActionKind::Copyoutstr => Some("copyoutstr()"),
+                        ActionKind::Stop => Some("stop()"),
+                        ActionKind::Raise => Some("raise()"),
+                        ActionKind::System(_) => Some("system()"),
+                        ActionKind::Jstack { .. } => Some("jstack()"),
+                        ActionKind::Tracemem => Some("tracemem()"),
+                        _ => None,
+                    };
+                    note(w);
+                },
+            );
+            if let Some(w) = why.into_inner() {
+                return Some(format!("the clause at line {} uses {w}", c.line));
+            }
+        }
+    }
+    None
+}
+
+/// A pid source handed over to another backend: the target (still stopped, breakpoints
+/// removed) and where each enabled probe fires.
+pub struct PidPlan {
+    pub target: Box<dyn TargetProcess>,
+    pub modules: ProcessModules,
+    pub execname: Vec<u8>,
+    pub ppid: u64,
+    pub want_ustack: bool,
+    pub args_used: usize,
+    pub announce: bool,
+    pub created: bool,
+    /// Run-time address of each site and the probes firing there.
+    pub sites: Vec<(u64, Vec<(ProbeInfo, SiteKind)>)>,
+    /// For sites that are the one `ret` of their function and fire only `return` probes: the
+    /// function's entry (a return probe there, a uretprobe, catches the same returns).
+    pub return_of: HashMap<u64, u64>,
+    /// Descriptions of this process's probes that matched none at the start (they may name a
+    /// module loaded later).
+    pub unmatched: Vec<ProbeDesc>,
 }
 
 /// The `pid` provider's event source: one traced process.
@@ -489,6 +577,84 @@ impl PidSource {
         match ool {
             OutOfLine::At(a) => Some(a),
             _ => None,
+        }
+    }
+
+    /// The traced process.
+    pub fn pid(&self) -> u32 {
+        self.target.pid()
+    }
+
+    /// Descriptions of this process's probes that matched no enabled probe.
+    fn unmatched(&self, engine: &Engine) -> Vec<ProbeDesc> {
+        let provider = format!("pid{}", self.target.pid());
+        self.descs
+            .iter()
+            .filter(|d| {
+                !engine.enabled_probes().any(|p| {
+                    p.provider == provider
+                        && (d.module == "a.out" || crate::probes::glob_match(&d.module, &p.module))
+                        && crate::probes::glob_match(&d.function, &p.function)
+                        && crate::probes::glob_match(&d.name, &p.name)
+                })
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// Whether a description of this process's probes matched none (it may name a module
+    /// loaded later).
+    pub fn has_unmatched(&self, engine: &Engine) -> bool {
+        !self.unmatched(engine).is_empty()
+    }
+
+    /// Takes the breakpoints out (the target stays stopped) and hands the target and its probe
+    /// sites over (to the uprobe backend).
+    pub fn into_plan(self, engine: &Engine) -> PidPlan {
+        for (addr, s) in &self.sites {
+            self.target.write_code(*addr, &[s.original]);
+        }
+        let unmatched = self.unmatched(engine);
+        let probes = self.provider.probes_of(self.target.pid());
+        let mut return_of = HashMap::new();
+        for (addr, site) in &self.sites {
+            let only_returns = !site.probes.is_empty()
+                && site.probes.iter().all(|(info, kind)| {
+                    matches!(kind, SiteKind::Return { .. })
+                        && probes
+                            .iter()
+                            .find(|p| p.info.id == info.id)
+                            .is_some_and(|p| p.sites.len() == 1)
+                });
+            if !only_returns || site.original != 0xc3 {
+                continue;
+            }
+            let entry = self.modules.module_at(*addr).and_then(|m| {
+                let f = m.image.function_at(addr.wrapping_sub(m.bias))?;
+                Some(f.addr.wrapping_add(m.bias))
+            });
+            if let Some(e) = entry {
+                return_of.insert(*addr, e);
+            }
+        }
+        let sites = self
+            .sites
+            .into_iter()
+            .filter(|(_, s)| !s.probes.is_empty())
+            .map(|(a, s)| (a, s.probes))
+            .collect();
+        PidPlan {
+            target: self.target,
+            modules: self.modules,
+            execname: self.execname,
+            ppid: self.ppid,
+            want_ustack: self.want_ustack,
+            args_used: self.args_used,
+            announce: self.announce,
+            created: self.created,
+            sites,
+            return_of,
+            unmatched,
         }
     }
 
