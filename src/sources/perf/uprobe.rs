@@ -1,8 +1,7 @@
-//! The `pid` provider's kernel backend on Linux: one `uprobe` perf event per probe site (the
-//! `uprobe` PMU: `config1` the module's path, `config2` the file offset of the instruction),
-//! opened on every thread of the target and CPU with `inherit` (threads it creates later
-//! follow),
-//! sampling the user registers and, for `ustack()` or stack arguments, a copy of the user
+//! The `pid` provider's kernel backend on Linux: one `uprobe` perf event per probe site and CPU
+//! (the `uprobe` PMU: `config1` the module's path, `config2` the file offset of the
+//! instruction; samples of processes other than the target are dropped), sampling the user
+//! registers and, for `ustack()` or stack arguments, a copy of the user
 //! stack. The target never stops: the kernel records the hit in a ring buffer and the
 //! clauses run here afterwards, over the sampled registers and stack. So this backend serves
 //! only clauses that read nothing else of the target (see
@@ -26,9 +25,6 @@ use crate::providers::pid::SiteKind;
 use crate::sources::debugger::{walk_stack_in, PidPlan, Regs, RSP};
 use crate::symbols::ProcessModules;
 use crate::vm::{AddressSpace, Fault, FiringCtx};
-
-/// `perf_event_attr.flags`: `inherit` (bit 1).
-const INHERIT: u64 = 1 << 1;
 
 /// The dynamic PMU type of uprobes, or why there is none.
 pub fn pmu_type() -> Result<u32, String> {
@@ -122,8 +118,7 @@ pub struct UprobeSource {
 }
 
 impl UprobeSource {
-    /// Opens the uprobes of `plan`'s sites on every thread of its (stopped) target, then lets
-    /// the target go.
+    /// Opens the uprobes of `plan`'s sites while its target is stopped, then lets it go.
     pub fn open(plan: PidPlan) -> Result<UprobeSource, String> {
         let pmu = pmu_type()?;
         let mut target = plan.target;
@@ -133,10 +128,6 @@ impl UprobeSource {
             .ok_or_else(|| format!("pid {pid}: cannot read its mappings"))?;
         let stack = plan.want_ustack || plan.args_used > 6;
         let stack_bytes: u32 = if plan.want_ustack { 8 * 1024 } else { 64 };
-        let tids: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/task"))
-            .map_err(|e| format!("pid {pid}: {e}"))?
-            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-            .collect();
         // a function's only `ret` is probed by a uretprobe at its entry: the kernel single-steps
         // a `ret` out of line (two traps), where the return trampoline costs one
         let retbit = retprobe_bit();
@@ -158,12 +149,14 @@ impl UprobeSource {
         let data_bytes = (pages * 4096) as u32;
         let mut events = Vec::new();
         let mut by_id = HashMap::new();
-        // per-task events with `inherit` cannot be mapped unless bound to a CPU: one event
-        // per (thread, site, CPU), each CPU's events writing into one ring
+        // one event per (site, CPU), each CPU's events writing into one ring. Not per task:
+        // the threads a task creates do not inherit uprobe events (their hits were never
+        // delivered here), so the events see every process that runs the code and the samples
+        // of others are dropped by pid
         let cpus = online_cpus();
         let mut leaders: Vec<Option<Ring>> = cpus.iter().map(|_| None).collect();
-        for &tid in &tids {
-            'sites: for (i, (path, off, config)) in locations.iter().enumerate() {
+        {
+            for (i, (path, off, config)) in locations.iter().enumerate() {
                 for (c, &cpu) in cpus.iter().enumerate() {
                     let mut a = PerfEventAttr {
                         kind: pmu,
@@ -179,16 +172,11 @@ impl UprobeSource {
                             | if stack { sample::STACK_USER } else { 0 },
                         sample_regs_user: x86_reg::MASK,
                         sample_stack_user: if stack { stack_bytes } else { 0 },
-                        flags: INHERIT,
                         ..Default::default()
                     };
                     a = finish(a, data_bytes);
-                    let fd = match perf_event_open(&a, tid as i32, cpu as i32) {
+                    let fd = match perf_event_open(&a, -1, cpu as i32) {
                         Ok(fd) => fd,
-                        // a thread that ended meanwhile
-                        Err(e) if e.raw_os_error() == Some(libc::ESRCH) && tid != pid => {
-                            break 'sites
-                        }
                         Err(e) => {
                             return Err(open_error(
                                 &format!("uprobe {}:0x{off:x}", path.to_string_lossy()),
