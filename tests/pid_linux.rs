@@ -153,29 +153,29 @@ fn entry_return_counts_args_and_return_values() {
               printa("argsum %@d\n", @argsum); printa("b %@d\n", @b); printa("retsum %@d\n", @retsum); }
     "#;
     for mode in MODES {
-    let out = dtx_mode(mode, &["-q", "-n", script, "-c", &cmd(&prog, "50")]);
-    let (so, se) = text(&out);
-    assert!(out.status.success(), "{se}");
-    // the target's own output is there, unchanged
-    let direct_out = String::from_utf8_lossy(&direct.stdout);
-    assert!(so.contains(direct_out.trim()), "{so}");
-    assert_eq!(direct.status.code(), Some(3));
-    assert!(so.contains("entries 50\n"), "{so}");
-    assert!(so.contains("returns 50\n"), "{so}");
-    assert!(
-        so.contains(&format!("argsum {}\n", (0..50).sum::<i32>())),
-        "{so}"
-    );
-    assert!(so.contains("b 10\n"), "{so}");
-    assert!(
-        so.contains(&format!(
-            "retsum {}\n",
-            (0..50).map(|i| i + 10).sum::<i32>()
-        )),
-        "{so}"
-    );
-    assert!(so.contains("many 1 2 3 4 5 6 7 8\n"), "{so}");
-    assert!(so.contains("main returns 3 from prog`main\n"), "{so}");
+        let out = dtx_mode(mode, &["-q", "-n", script, "-c", &cmd(&prog, "50")]);
+        let (so, se) = text(&out);
+        assert!(out.status.success(), "{se}");
+        // the target's own output is there, unchanged
+        let direct_out = String::from_utf8_lossy(&direct.stdout);
+        assert!(so.contains(direct_out.trim()), "{so}");
+        assert_eq!(direct.status.code(), Some(3));
+        assert!(so.contains("entries 50\n"), "{so}");
+        assert!(so.contains("returns 50\n"), "{so}");
+        assert!(
+            so.contains(&format!("argsum {}\n", (0..50).sum::<i32>())),
+            "{so}"
+        );
+        assert!(so.contains("b 10\n"), "{so}");
+        assert!(
+            so.contains(&format!(
+                "retsum {}\n",
+                (0..50).map(|i| i + 10).sum::<i32>()
+            )),
+            "{so}"
+        );
+        assert!(so.contains("many 1 2 3 4 5 6 7 8\n"), "{so}");
+        assert!(so.contains("main returns 3 from prog`main\n"), "{so}");
     }
     // quiet runs do not announce; a non-quiet run tells the exit status
     let out = dtx(&[
@@ -299,7 +299,7 @@ fn threads() {
     let Some(env) = Env::new() else { return };
     let prog = env.build("threads", THREADS, &["-pthread"]).unwrap();
     for mode in MODES {
-    let out = dtx_mode(mode, &[
+        let out = dtx_mode(mode, &[
         "-q",
         "-n",
         "pid$target:a.out:work:entry { @t[tid] = count(); @e = count(); } \
@@ -308,12 +308,12 @@ fn threads() {
         "-c",
         prog.to_str().unwrap(),
     ]);
-    let (so, se) = text(&out);
-    assert!(out.status.success(), "{se}");
-    assert!(so.contains("threads done\n"), "{so}");
-    assert!(so.contains("entries 4000\n"), "{so}");
-    assert!(so.contains("returns 4000\n"), "{so}");
-    assert_eq!(so.matches("tid 1000\n").count(), 4, "{so}");
+        let (so, se) = text(&out);
+        assert!(out.status.success(), "{se}");
+        assert!(so.contains("threads done\n"), "{so}");
+        assert!(so.contains("entries 4000\n"), "{so}");
+        assert!(so.contains("returns 4000\n"), "{so}");
+        assert_eq!(so.matches("tid 1000\n").count(), 4, "{so}");
     }
 }
 
@@ -529,27 +529,30 @@ fn ustack_unwinds_through_code_without_frame_pointers() {
         .build("qsort", QSORT, &["-O2", "-fomit-frame-pointer"])
         .unwrap();
     for mode in MODES {
-    let out = dtx_mode(mode, &[
-        "-q",
-        "-n",
-        "pid$target:a.out:cmp:entry /n++ == 0/ { ustack(); }",
-        "-c",
-        &cmd(&prog, ""),
-    ]);
-    let (so, se) = text(&out);
-    assert!(out.status.success(), "{se}");
-    // the stack's lines (with uprobes the clause's output may follow the program's)
-    let frames: Vec<&str> = so
-        .lines()
-        .map(str::trim)
-        .filter(|l| l.contains('`'))
-        .collect();
-    assert!(frames[0].contains("`cmp"), "{so}");
-    let libc = frames.iter().position(|f| f.starts_with("libc.so"));
-    let sort = frames.iter().position(|f| f.contains("`sort_them"));
-    let main = frames.iter().position(|f| f.contains("`main"));
-    assert!(libc.is_some() && sort.is_some() && main.is_some(), "{so}");
-    assert!(libc < sort && sort < main, "{so}");
+        let out = dtx_mode(
+            mode,
+            &[
+                "-q",
+                "-n",
+                "pid$target:a.out:cmp:entry /n++ == 0/ { ustack(); }",
+                "-c",
+                &cmd(&prog, ""),
+            ],
+        );
+        let (so, se) = text(&out);
+        assert!(out.status.success(), "{se}");
+        // the stack's lines (with uprobes the clause's output may follow the program's)
+        let frames: Vec<&str> = so
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.contains('`'))
+            .collect();
+        assert!(frames[0].contains("`cmp"), "{so}");
+        let libc = frames.iter().position(|f| f.starts_with("libc.so"));
+        let sort = frames.iter().position(|f| f.contains("`sort_them"));
+        let main = frames.iter().position(|f| f.contains("`main"));
+        assert!(libc.is_some() && sort.is_some() && main.is_some(), "{so}");
+        assert!(libc < sort && sort < main, "{so}");
     }
 }
 
@@ -607,17 +610,23 @@ fn relocated_instruction_kinds() {
     let direct = Command::new(&prog).arg("7").output().unwrap();
     let direct = String::from_utf8_lossy(&direct.stdout).into_owned();
     // 10 + 5x, plus 100 (odd x) or 1000 (even), over x = 0..7, four times
-    let expect: i64 = 4 * (0..7).map(|x| 10 + 5 * x + if x % 2 == 1 { 100 } else { 1000 }).sum::<i64>();
+    let expect: i64 = 4
+        * (0..7)
+            .map(|x| 10 + 5 * x + if x % 2 == 1 { 100 } else { 1000 })
+            .sum::<i64>();
     assert_eq!(direct.trim(), format!("kinds total {expect}"));
-    let out = dtx_mode("ptrace", &[
-        "-q",
-        "-n",
-        "pid$target:a.out:kinds: { @[probename] = count(); } \
+    let out = dtx_mode(
+        "ptrace",
+        &[
+            "-q",
+            "-n",
+            "pid$target:a.out:kinds: { @[probename] = count(); } \
          pid$target:a.out:twice:entry { @calls = count(); @stk[ustack(2)] = count(); } \
          END { printa(\"%s %@d\\n\", @); printa(\"twice %@d\\n\", @calls); printa(@stk); }",
-        "-c",
-        &cmd(&prog, "7"),
-    ]);
+            "-c",
+            &cmd(&prog, "7"),
+        ],
+    );
     let (so, se) = text(&out);
     assert!(out.status.success(), "{se}");
     // the program computes the same: every relocated instruction did what it does in place
@@ -689,20 +698,38 @@ fn uprobe_backend_counts_args_and_untraced_target() {
                   END { printa(\"entries %@d\\n\", @e); printa(\"returns %@d\\n\", @r); \
                   printa(\"args %@d\\n\", @a); printa(\"values %@d\\n\", @v); \
                   printa(\"offset %@d\\n\", @o); printa(@s); }";
-    let out = dtx_mode("uprobe", &["-q", "-n", script, "-c", prog.to_str().unwrap()]);
+    let out = dtx_mode(
+        "uprobe",
+        &["-q", "-n", script, "-c", prog.to_str().unwrap()],
+    );
     let (so, se) = text(&out);
     assert!(out.status.success(), "{se}");
     assert!(so.contains("entries 300\n"), "{so}");
     assert!(so.contains("returns 300\n"), "{so}");
-    assert!(so.contains(&format!("args {}\n", (0..300).sum::<i32>())), "{so}");
-    assert!(so.contains(&format!("values {}\n", (1..301).sum::<i32>())), "{so}");
-    assert!(so.contains(&format!("sum {}\n", (1..301).sum::<i32>())), "{so}");
+    assert!(
+        so.contains(&format!("args {}\n", (0..300).sum::<i32>())),
+        "{so}"
+    );
+    assert!(
+        so.contains(&format!("values {}\n", (1..301).sum::<i32>())),
+        "{so}"
+    );
+    assert!(
+        so.contains(&format!("sum {}\n", (1..301).sum::<i32>())),
+        "{so}"
+    );
     // the target ran untraced: no debugger stopped it
     assert!(so.contains("TracerPid:\t0\n"), "{so}");
     // the ptrace loop on the same program: same counts, and it was traced
-    let out = dtx_mode("ptrace", &["-q", "-n", script, "-c", prog.to_str().unwrap()]);
+    let out = dtx_mode(
+        "ptrace",
+        &["-q", "-n", script, "-c", prog.to_str().unwrap()],
+    );
     let (so2, _) = text(&out);
-    assert!(so2.contains("entries 300\n") && so2.contains("returns 300\n"), "{so2}");
+    assert!(
+        so2.contains("entries 300\n") && so2.contains("returns 300\n"),
+        "{so2}"
+    );
     assert!(!so2.contains("TracerPid:\t0\n"), "{so2}");
     // the return offset and the pc agree between the backends (a uretprobe reports the ret)
     let ret_lines = |s: &str| -> Vec<String> {
@@ -788,7 +815,8 @@ fn uprobe_backend_refuses_clauses_that_read_the_target() {
     let (so, se) = text(&out);
     assert_eq!(out.status.code(), Some(1), "{so}{se}");
     assert!(
-        se.contains("pidmode=uprobe") && se.contains("copyinstr") || se.contains("uprobes are unavailable"),
+        se.contains("pidmode=uprobe") && se.contains("copyinstr")
+            || se.contains("uprobes are unavailable"),
         "{se}"
     );
     assert_eq!(se.lines().count(), 1, "{se}");

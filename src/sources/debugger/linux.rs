@@ -858,7 +858,11 @@ impl TargetProcess for LinuxTarget {
         r.rdx = (libc::PROT_READ | libc::PROT_EXEC) as u64;
         r.r10 = (libc::MAP_PRIVATE
             | libc::MAP_ANONYMOUS
-            | if at != 0 { libc::MAP_FIXED_NOREPLACE } else { 0 }) as u64;
+            | if at != 0 {
+                libc::MAP_FIXED_NOREPLACE
+            } else {
+                0
+            }) as u64;
         r.r8 = u64::MAX;
         r.r9 = 0;
         r.rip = syscall_at;
@@ -897,9 +901,7 @@ impl TargetProcess for LinuxTarget {
             if pending != 0 {
                 // a signal that came during the call: delivered again once the thread runs
                 // SAFETY: signalling a thread of the target.
-                unsafe {
-                    libc::syscall(libc::SYS_tgkill, self.pid as i32, tid as i32, pending)
-                };
+                unsafe { libc::syscall(libc::SYS_tgkill, self.pid as i32, tid as i32, pending) };
             }
         }
         ptrace(libc::PTRACE_SETREGS, tid, 0, &saved as *const _ as usize);

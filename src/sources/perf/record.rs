@@ -72,7 +72,9 @@ impl UserSample<'_> {
             return None;
         }
         let at = (mask & ((1u64 << index) - 1)).count_ones() as usize * 8;
-        Some(u64::from_le_bytes(self.regs.get(at..at + 8)?.try_into().ok()?))
+        Some(u64::from_le_bytes(
+            self.regs.get(at..at + 8)?.try_into().ok()?,
+        ))
     }
 }
 

@@ -16,7 +16,8 @@ use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use super::live::{
-    event_id, finish, mono_ns, online_cpus, open_error, perf_event_open, PerfEventAttr, Ring, IOC_SET_OUTPUT,
+    event_id, finish, mono_ns, online_cpus, open_error, perf_event_open, PerfEventAttr, Ring,
+    IOC_SET_OUTPUT,
 };
 use super::record::{self, kind, sample, x86_reg};
 use crate::engine::{Engine, EventSource, SourceState};
@@ -357,14 +358,7 @@ impl UprobeSource {
                     walk_stack_in(&read, &self.modules, &caller, false, 99, &mut self.ustack);
                     self.ustack.insert(0, site);
                 } else {
-                    walk_stack_in(
-                        &read,
-                        &self.modules,
-                        &regs,
-                        at_edge,
-                        100,
-                        &mut self.ustack,
-                    );
+                    walk_stack_in(&read, &self.modules, &regs, at_edge, 100, &mut self.ustack);
                 }
             }
             let mut cx = FiringCtx::synthetic(info, now, wall, &self.execname);
