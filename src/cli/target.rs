@@ -294,7 +294,7 @@ pub fn backend(
             return Ok(Some(Box::new(src)));
         }
         let plan = src.into_plan(engine);
-        return Ok(Some(Box::new(UprobeSource::open(plan)?)));
+        Ok(Some(Box::new(UprobeSource::open(plan)?)))
     }
     #[cfg(not(target_os = "linux"))]
     {
