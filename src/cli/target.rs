@@ -266,7 +266,8 @@ pub fn source(
 /// loop, or (Linux) kernel uprobes. `auto` takes uprobes when every clause on the target's
 /// probes reads nothing but the registers and stack of a hit (no `copyin`, `copyinstr`,
 /// `copyout`, memory loads, `stop()`, `raise()`, `system()`), every description matched probes
-/// at the start (uprobes do not follow `dlopen`), and the system has uprobes.
+/// at the start (uprobes do not follow `dlopen`), every site is in the main executable (a
+/// uprobe in a shared library traps in every process mapping it), and the system has uprobes.
 pub fn backend(
     src: Option<PidSource>,
     mode: Option<&str>,
@@ -290,7 +291,8 @@ pub fn backend(
                 ));
             }
             pmu_type().map_err(|e| format!("pidmode=uprobe: {e}"))?;
-        } else if needs.is_some() || unmatched || pmu_type().is_err() {
+        } else if needs.is_some() || unmatched || !src.sites_in_executable() || pmu_type().is_err()
+        {
             return Ok(Some(Box::new(src)));
         }
         let plan = src.into_plan(engine);

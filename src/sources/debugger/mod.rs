@@ -602,6 +602,14 @@ impl PidSource {
             .collect()
     }
 
+    /// Whether every probe site is in the target's main executable (a uprobe in a shared
+    /// library traps in every process that maps it).
+    pub fn sites_in_executable(&self) -> bool {
+        self.sites.iter().all(|(a, s)| {
+            s.probes.is_empty() || self.modules.module_at(*a).is_some_and(|m| m.is_exec)
+        })
+    }
+
     /// Whether a description of this process's probes matched none (it may name a module
     /// loaded later).
     pub fn has_unmatched(&self, engine: &Engine) -> bool {

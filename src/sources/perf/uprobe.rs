@@ -23,7 +23,9 @@ use super::record::{self, kind, sample, x86_reg};
 use crate::engine::{Engine, EventSource, SourceState};
 use crate::probes::ProbeInfo;
 use crate::providers::pid::SiteKind;
-use crate::sources::debugger::{walk_stack_in, PidPlan, Regs, RSP};
+use crate::sources::debugger::{
+    walk_stack_in, DebugEvent, ExitStatus, PidPlan, Regs, TargetProcess, RSP,
+};
 use crate::symbols::ProcessModules;
 use crate::vm::{AddressSpace, Fault, FiringCtx};
 
@@ -63,6 +65,44 @@ pub fn file_offset(maps: &str, addr: u64) -> Option<(String, u64)> {
         return Some((path, addr - start + off));
     }
     None
+}
+
+/// The place of a target handed on (its methods are never called).
+struct Gone(u32);
+
+impl TargetProcess for Gone {
+    fn pid(&self) -> u32 {
+        self.0
+    }
+    fn read_memory(&self, _: u64, _: &mut [u8]) -> bool {
+        false
+    }
+    fn write_memory(&self, _: u64, _: &[u8]) -> bool {
+        false
+    }
+    fn regs(&self, _: u32) -> Option<Regs> {
+        None
+    }
+    fn set_regs(&self, _: u32, _: &Regs) -> bool {
+        false
+    }
+    fn resume(&mut self, _: u32, _: i32) {}
+    fn step(&mut self, _: u32) {}
+    fn resume_all(&mut self) {}
+    fn wait(&mut self, _: Option<u64>) -> DebugEvent {
+        DebugEvent::Exited(ExitStatus::Code(0))
+    }
+    fn wait_thread(&mut self, _: u32) -> DebugEvent {
+        DebugEvent::Exited(ExitStatus::Code(0))
+    }
+    fn release_child(&mut self, _: u32, _: &[(u64, u8)]) {}
+    fn detach(&mut self, _: &[(u64, u8)]) {}
+    fn maps(&self) -> Option<(String, String)> {
+        None
+    }
+    fn identity(&self) -> (Vec<u8>, u64) {
+        (Vec::new(), 0)
+    }
 }
 
 /// The sampled stack of a hit as the clause's address space: bytes from the stack pointer up;
@@ -119,14 +159,40 @@ pub struct UprobeSource {
 }
 
 impl UprobeSource {
-    /// Opens the uprobes of `plan`'s sites while its target is stopped, then lets it go.
-    pub fn open(plan: PidPlan) -> Result<UprobeSource, String> {
-        let pmu = pmu_type()?;
-        let mut target = plan.target;
+    /// Opens the uprobes of `plan`'s sites while its target is stopped, then lets it go. On an
+    /// error, a target dtx started is killed and a grabbed one let go.
+    pub fn open(mut plan: PidPlan) -> Result<UprobeSource, String> {
+        let created = plan.created;
+        let pid = plan.target.pid();
+        let target = std::mem::replace(&mut plan.target, Box::new(Gone(pid)));
+        Self::open_with(plan, target).map_err(|(e, mut target)| {
+            if created {
+                target.terminate();
+            } else {
+                target.detach(&[]);
+            }
+            e
+        })
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn open_with(
+        plan: PidPlan,
+        mut target: Box<dyn TargetProcess>,
+    ) -> Result<UprobeSource, (String, Box<dyn TargetProcess>)> {
+        macro_rules! bail {
+            ($e:expr) => {
+                match $e {
+                    Ok(v) => v,
+                    Err(e) => return Err((e, target)),
+                }
+            };
+        }
+        let pmu = bail!(pmu_type());
         let pid = target.pid();
-        let (maps, _) = target
+        let (maps, _) = bail!(target
             .maps()
-            .ok_or_else(|| format!("pid {pid}: cannot read its mappings"))?;
+            .ok_or_else(|| format!("pid {pid}: cannot read its mappings")));
         let stack = plan.want_ustack || plan.args_used > 6;
         let stack_bytes: u32 = if plan.want_ustack { 8 * 1024 } else { 64 };
         // a function's only `ret` is probed by a uretprobe at its entry: the kernel single-steps
@@ -140,10 +206,10 @@ impl UprobeSource {
                 _ => (*addr, 0),
             };
             returns.push(config != 0);
-            let (path, off) = file_offset(&maps, at).ok_or_else(|| {
+            let (path, off) = bail!(file_offset(&maps, at).ok_or_else(|| {
                 format!("pid {pid}: no module file maps 0x{at:x} (cannot place a uprobe)")
-            })?;
-            let path = CString::new(path).map_err(|_| format!("pid {pid}: bad module path"))?;
+            }));
+            let path = bail!(CString::new(path).map_err(|_| format!("pid {pid}: bad module path")));
             locations.push((path, off, config));
         }
         let pages = if plan.want_ustack { 4096 } else { 1024 };
@@ -179,18 +245,19 @@ impl UprobeSource {
                     let fd = match perf_event_open(&a, -1, cpu as i32) {
                         Ok(fd) => fd,
                         Err(e) => {
-                            return Err(open_error(
+                            let e = open_error(
                                 &format!("uprobe {}:0x{off:x}", path.to_string_lossy()),
                                 &e,
-                            ))
+                            );
+                            return Err((e, target));
                         }
                     };
-                    by_id.insert(event_id(&fd)?, i);
+                    by_id.insert(bail!(event_id(&fd)), i);
                     match &leaders[c] {
                         None => {
-                            let ring = Ring::map(fd, cpu, pages).map_err(|e| {
+                            let ring = bail!(Ring::map(fd, cpu, pages).map_err(|e| {
                                 format!("could not enable tracing: perf ring buffer: {e}")
-                            })?;
+                            }));
                             leaders[c] = Some(ring);
                         }
                         Some(l) => {
@@ -199,10 +266,11 @@ impl UprobeSource {
                                 libc::ioctl(fd.as_raw_fd(), IOC_SET_OUTPUT, l.fd.as_raw_fd())
                             };
                             if r != 0 {
-                                return Err(format!(
+                                let e = format!(
                                     "could not enable tracing: perf set-output: {}",
                                     std::io::Error::last_os_error()
-                                ));
+                                );
+                                return Err((e, target));
                             }
                             events.push(fd);
                         }
