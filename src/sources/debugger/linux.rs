@@ -927,3 +927,32 @@ impl TargetProcess for LinuxTarget {
         (comm, ppid)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_range_near_code() {
+        let maps = "\
+555555554000-555555556000 r-xp 00000000 08:01 1 /prog
+555555556000-555555558000 rw-p 00002000 08:01 1 /prog
+7ffff7dd0000-7ffff7ff0000 r-xp 00000000 08:01 2 /lib/ld.so
+";
+        // just past the program, a guard page away
+        let at = free_range_near(maps, 0x555555555000, 0x10000).unwrap();
+        assert_eq!(at, 0x555555559000);
+        // near the library: below it
+        let at = free_range_near(maps, 0x7ffff7de0000, 0x10000).unwrap();
+        assert_eq!(at, 0x7ffff7dd0000 - 0x1000 - 0x10000);
+        // nothing within reach of an address far from every gap's edge is refused
+        let full = "0-7fffffff0000 rw-p 00000000 00:00 0\n";
+        assert_eq!(free_range_near(full, 0x4000_0000, 0x1000), None);
+    }
+
+    #[test]
+    fn mappings_in_address_order() {
+        let m = mappings("2000-3000 r-xp 0 0:0 0 /a\n1000-2000 rw-p 0 0:0 0 /b\n");
+        assert_eq!(m, [(0x1000, 0x2000, false), (0x2000, 0x3000, true)]);
+    }
+}
