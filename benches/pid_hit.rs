@@ -1,9 +1,13 @@
-//! Cost of one pid probe hit on Linux: the target stops at the breakpoint, the clause runs,
-//! the target resumes. A C program calls `hit()` N times; the time of `dtx -c 'prog N'` for
-//! N calls less the time for 0 calls, divided by N, is the cost per hit. Measured for an empty
-//! clause (the debugger loop alone), for `count()`, for an aggregation on an argument, at a
-//! `return` (emulated `ret`), at an offset whose instruction is single-stepped, and for gdb
-//! with a breakpoint command list on the same program. Best of three runs each.
+//! Cost of one pid probe hit on Linux. A C program calls `hit()` N times; the time of
+//! `dtx -c 'prog N'` for N calls less the time for 0 calls, divided by N, is the cost per hit
+//! (wall clock, best of three; and the CPU time of dtx and the target together, which the
+//! load of a shared machine disturbs less). Measured for both backends of the `pid` provider:
+//! `-x pidmode=ptrace` (the target stops at the breakpoint, the clause runs, the target
+//! resumes; the probed instruction runs out of line) and `-x pidmode=uprobe` (a kernel uprobe
+//! samples the registers, the target never stops) — for an empty clause (the loop alone),
+//! `count()`, an aggregation on an argument, a `return` probe and an offset probe — next to
+//! the floors of this machine (a C tracer doing only trap/GETREGS/SETREGS/CONT; a C program
+//! counting a bare uprobe) and gdb with a breakpoint command list on the same program.
 //!
 //! `cargo bench --bench pid_hit` (needs gcc; gdb for its line; ptrace allowed).
 
@@ -67,20 +71,122 @@ fn floor(dir: &Path) -> Option<f64> {
     Some(best)
 }
 
-fn best_of_3(f: &dyn Fn() -> bool) -> Option<f64> {
+/// The machine's uprobe floor: a C program that opens one counting uprobe (`RET`: a
+/// uretprobe) on its child and runs it; prints the seconds the child ran.
+const UPROBE_FLOOR: &str = r#"
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+int main(int argc, char **argv) {
+    int type = atoi(argv[1]); const char *path = argv[2];
+    unsigned long off = strtoul(argv[3], 0, 0); int ret = atoi(argv[4]);
+    int go[2]; if (pipe(go)) return 1;
+    pid_t p = fork();
+    if (p == 0) { char c; if (read(go[0], &c, 1) != 1) _exit(1);
+        execl(path, path, argv[5], (char *)0); _exit(127); }
+    struct perf_event_attr a; memset(&a, 0, sizeof a);
+    a.type = type; a.size = sizeof a; a.config = ret; a.config1 = (unsigned long)path;
+    a.config2 = off;
+    int fd = syscall(SYS_perf_event_open, &a, p, -1, -1, 0);
+    if (fd < 0) { kill(p, 9); return 1; }
+    struct timespec t0, t1; clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (write(go[1], "x", 1) != 1) return 1;
+    int st; waitpid(p, &st, 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    long long n = 0; if (read(fd, &n, sizeof n) != sizeof n) return 1;
+    printf("%lld %.6f\n", n, (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
+    return 0;
+}
+"#;
+
+/// Per-hit µs of the uprobe floor at file offset `off` of `prog` (entry, or `ret` for a
+/// uretprobe): (time of N calls less time of 0) / N.
+fn uprobe_floor(dir: &Path, prog: &Path, off: u64, ret: bool, n: u64) -> Option<f64> {
+    let ty = std::fs::read_to_string("/sys/bus/event_source/devices/uprobe/type").ok()?;
+    let c = dir.join("upfloor.c");
+    std::fs::write(&c, UPROBE_FLOOR).ok()?;
+    let exe = dir.join("upfloor");
+    Command::new("gcc")
+        .args(["-O2", "-o"])
+        .arg(&exe)
+        .arg(&c)
+        .status()
+        .ok()?;
+    let run = |k: u64| -> Option<f64> {
+        let out = Command::new(&exe)
+            .args([
+                ty.trim(),
+                &prog.display().to_string(),
+                &format!("0x{off:x}"),
+            ])
+            .arg(if ret { "1" } else { "0" })
+            .arg(k.to_string())
+            .output()
+            .ok()?;
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let mut f = text.split_whitespace();
+        let hits: u64 = f.next()?.parse().ok()?;
+        (hits == k).then_some(())?;
+        f.next()?.parse().ok()
+    };
     let mut best = f64::MAX;
     for _ in 0..3 {
+        best = best.min(run(n)? - run(0)?);
+    }
+    Some(best / n as f64 * 1e6)
+}
+
+/// The file offset of function `name` in the ELF file `prog`.
+fn file_offset_of(prog: &Path, name: &str) -> Option<u64> {
+    use object::{Object, ObjectSegment, ObjectSymbol};
+    let data = std::fs::read(prog).ok()?;
+    let file = object::File::parse(&*data).ok()?;
+    let addr = file.symbols().find(|s| s.name() == Ok(name))?.address();
+    file.segments().find_map(|seg| {
+        let (start, size) = (seg.address(), seg.size());
+        (addr >= start && addr < start + size).then(|| addr - start + seg.file_range().0)
+    })
+}
+
+/// CPU seconds (user + system) of the waited-for children so far.
+fn children_cpu() -> f64 {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: getrusage fills the struct.
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) };
+        let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
+        t(u.ru_utime) + t(u.ru_stime)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        0.0
+    }
+}
+
+/// Best wall-clock and best CPU seconds of three runs.
+fn best_of_3(f: &dyn Fn() -> bool) -> Option<(f64, f64)> {
+    let (mut best, mut best_cpu) = (f64::MAX, f64::MAX);
+    for _ in 0..3 {
+        let c = children_cpu();
         let t = Instant::now();
         if !f() {
             return None;
         }
         best = best.min(t.elapsed().as_secs_f64());
+        best_cpu = best_cpu.min(children_cpu() - c);
     }
-    Some(best)
+    Some((best, best_cpu))
 }
 
-fn dtx_run(prog: &Path, n: u64, script: &str) -> bool {
+fn dtx_run(prog: &Path, n: u64, script: &str, mode: &str) -> bool {
     Command::new(env!("CARGO_BIN_EXE_dtx"))
+        .args(["-x", &format!("pidmode={mode}")])
         .args(["-q", "-n", script, "-c", &format!("{} {n}", prog.display())])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -103,10 +209,14 @@ fn gdb_run(prog: &Path, n: u64, cmds: &Path) -> bool {
         .unwrap_or(false)
 }
 
-fn per_hit(n: u64, run: &dyn Fn(u64) -> bool) -> Option<f64> {
+/// µs per hit: wall clock and CPU time.
+fn per_hit(n: u64, run: &dyn Fn(u64) -> bool) -> Option<(f64, f64)> {
     let base = best_of_3(&|| run(0))?;
     let full = best_of_3(&|| run(n))?;
-    Some((full - base) / n as f64 * 1e6)
+    Some((
+        (full.0 - base.0) / n as f64 * 1e6,
+        (full.1 - base.1).max(0.0) / n as f64 * 1e6,
+    ))
 }
 
 fn build(dir: &Path) -> Option<PathBuf> {
@@ -141,17 +251,21 @@ fn main() {
     // `cargo test` runs this without `--bench`: a short smoke run only
     let full = std::env::args().any(|a| a == "--bench");
     if !full {
-        let ok = dtx_run(&prog, 100, "pid$target:a.out:hit:entry { @c = count(); }");
+        let ok = dtx_run(
+            &prog,
+            100,
+            "pid$target:a.out:hit:entry { @c = count(); }",
+            "ptrace",
+        );
         println!("pid_hit: smoke run {}", if ok { "ok" } else { "failed" });
         return;
     }
     let n = 200_000;
-    println!("pid_hit: {n} calls of hit(); µs per hit (best of 3, less the run with 0 calls)");
+    println!(
+        "pid_hit: {n} calls of hit(); µs per hit, wall clock (best of 3, less the run with 0 calls) / CPU of dtx + target"
+    );
     let cases: [(&str, &str); 5] = [
-        (
-            "entry (emulated push), empty clause",
-            "pid$target:a.out:hit:entry {}",
-        ),
+        ("entry, empty clause", "pid$target:a.out:hit:entry {}"),
         (
             "entry, @c = count()",
             "pid$target:a.out:hit:entry { @c = count(); }",
@@ -161,21 +275,48 @@ fn main() {
             "pid$target:a.out:hit:entry { @[arg0 % 16] = sum(arg0); }",
         ),
         (
-            "return (emulated ret), count()",
+            "return, count()",
             "pid$target:a.out:hit:return { @c = count(); }",
         ),
         (
-            "offset 4 (single-stepped), count()",
+            "offset 4 (a store), count()",
             "pid$target:a.out:hit:4 { @c = count(); }",
         ),
     ];
     if let Some(us) = floor(dir.path()) {
-        println!("  ptrace floor: C tracer, trap + GETREGS/SETREGS + CONT  {us:>8.2} µs");
+        println!("  floor  ptrace: C tracer, trap + GETREGS/SETREGS + CONT   {us:>8.2}");
     }
-    for (label, script) in cases {
-        match per_hit(n, &|k| dtx_run(&prog, k, script)) {
-            Some(us) => println!("  dtx {label:<40} {us:>8.2} µs"),
-            None => println!("  dtx {label:<40} failed (ptrace not allowed?)"),
+    match file_offset_of(&prog, "hit") {
+        Some(off) => {
+            for (label, ret) in [("uprobe at entry", false), ("uretprobe", true)] {
+                match uprobe_floor(dir.path(), &prog, off, ret, n) {
+                    Some(us) => println!("  floor  C program counting a {label:<24} {us:>8.2}"),
+                    None => println!("  floor  {label}: skipped (uprobes unavailable)"),
+                }
+            }
+        }
+        None => println!("  floor  uprobe: skipped (no symbol hit)"),
+    }
+    let plain = per_hit(n, &|k| {
+        Command::new(&prog)
+            .arg(k.to_string())
+            .status()
+            .map(|_| true)
+            .unwrap_or(false)
+    });
+    if let Some((us, _)) = plain {
+        println!("  untraced call of hit()                                {us:>8.3}");
+    }
+    for mode in ["ptrace", "uprobe"] {
+        for (label, script) in cases {
+            match per_hit(n, &|k| dtx_run(&prog, k, script, mode)) {
+                Some((us, cpu)) => {
+                    println!("  dtx {mode:<6} {label:<36} {us:>8.2} / {cpu:>6.2} cpu")
+                }
+                None => {
+                    println!("  dtx {mode:<6} {label:<36} failed (ptrace or uprobes not allowed?)")
+                }
+            }
         }
     }
     let cmds = dir.path().join("gdb.cmds");
@@ -189,7 +330,9 @@ fn main() {
     }
     let gn = 20_000;
     match per_hit(gn, &|k| gdb_run(&prog, k, &cmds)) {
-        Some(us) => println!("  gdb break + command list ({gn} calls)        {us:>8.2} µs"),
+        Some((us, cpu)) => {
+            println!("  gdb break + command list ({gn} calls)          {us:>8.2} / {cpu:>6.2} cpu")
+        }
         None => println!("  gdb: failed"),
     }
 }

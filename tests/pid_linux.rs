@@ -116,6 +116,18 @@ fn dtx(args: &[&str]) -> Output {
         .expect("run dtx")
 }
 
+/// [`dtx`] with `-x pidmode=MODE` first.
+fn dtx_mode(mode: &str, args: &[&str]) -> Output {
+    let m = format!("pidmode={mode}");
+    let mut v = vec!["-x", m.as_str()];
+    v.extend_from_slice(args);
+    dtx(&v)
+}
+
+/// The backends the tests run the same checks over: the ptrace loop, and `auto` (kernel
+/// uprobes where the clauses allow and the system has them, else the ptrace loop again).
+const MODES: [&str; 2] = ["ptrace", "auto"];
+
 fn text(o: &Output) -> (String, String) {
     (
         String::from_utf8_lossy(&o.stdout).into_owned(),
@@ -140,29 +152,31 @@ fn entry_return_counts_args_and_return_values() {
         END { printa("entries %@d\n", @entries); printa("returns %@d\n", @returns);
               printa("argsum %@d\n", @argsum); printa("b %@d\n", @b); printa("retsum %@d\n", @retsum); }
     "#;
-    let out = dtx(&["-q", "-n", script, "-c", &cmd(&prog, "50")]);
-    let (so, se) = text(&out);
-    assert!(out.status.success(), "{se}");
-    // the target's own output is there, unchanged
-    let direct_out = String::from_utf8_lossy(&direct.stdout);
-    assert!(so.contains(direct_out.trim()), "{so}");
-    assert_eq!(direct.status.code(), Some(3));
-    assert!(so.contains("entries 50\n"), "{so}");
-    assert!(so.contains("returns 50\n"), "{so}");
-    assert!(
-        so.contains(&format!("argsum {}\n", (0..50).sum::<i32>())),
-        "{so}"
-    );
-    assert!(so.contains("b 10\n"), "{so}");
-    assert!(
-        so.contains(&format!(
-            "retsum {}\n",
-            (0..50).map(|i| i + 10).sum::<i32>()
-        )),
-        "{so}"
-    );
-    assert!(so.contains("many 1 2 3 4 5 6 7 8\n"), "{so}");
-    assert!(so.contains("main returns 3 from prog`main\n"), "{so}");
+    for mode in MODES {
+        let out = dtx_mode(mode, &["-q", "-n", script, "-c", &cmd(&prog, "50")]);
+        let (so, se) = text(&out);
+        assert!(out.status.success(), "{se}");
+        // the target's own output is there, unchanged
+        let direct_out = String::from_utf8_lossy(&direct.stdout);
+        assert!(so.contains(direct_out.trim()), "{so}");
+        assert_eq!(direct.status.code(), Some(3));
+        assert!(so.contains("entries 50\n"), "{so}");
+        assert!(so.contains("returns 50\n"), "{so}");
+        assert!(
+            so.contains(&format!("argsum {}\n", (0..50).sum::<i32>())),
+            "{so}"
+        );
+        assert!(so.contains("b 10\n"), "{so}");
+        assert!(
+            so.contains(&format!(
+                "retsum {}\n",
+                (0..50).map(|i| i + 10).sum::<i32>()
+            )),
+            "{so}"
+        );
+        assert!(so.contains("many 1 2 3 4 5 6 7 8\n"), "{so}");
+        assert!(so.contains("main returns 3 from prog`main\n"), "{so}");
+    }
     // quiet runs do not announce; a non-quiet run tells the exit status
     let out = dtx(&[
         "-n",
@@ -284,7 +298,8 @@ fn offsets_copyinstr_and_ustack() {
 fn threads() {
     let Some(env) = Env::new() else { return };
     let prog = env.build("threads", THREADS, &["-pthread"]).unwrap();
-    let out = dtx(&[
+    for mode in MODES {
+        let out = dtx_mode(mode, &[
         "-q",
         "-n",
         "pid$target:a.out:work:entry { @t[tid] = count(); @e = count(); } \
@@ -293,12 +308,13 @@ fn threads() {
         "-c",
         prog.to_str().unwrap(),
     ]);
-    let (so, se) = text(&out);
-    assert!(out.status.success(), "{se}");
-    assert!(so.contains("threads done\n"), "{so}");
-    assert!(so.contains("entries 4000\n"), "{so}");
-    assert!(so.contains("returns 4000\n"), "{so}");
-    assert_eq!(so.matches("tid 1000\n").count(), 4, "{so}");
+        let (so, se) = text(&out);
+        assert!(out.status.success(), "{se}");
+        assert!(so.contains("threads done\n"), "{so}");
+        assert!(so.contains("entries 4000\n"), "{so}");
+        assert!(so.contains("returns 4000\n"), "{so}");
+        assert_eq!(so.matches("tid 1000\n").count(), 4, "{so}");
+    }
 }
 
 #[test]
@@ -427,7 +443,15 @@ fn flowindent_over_pid_probes() {
     ]);
     let (so, se) = text(&out);
     assert!(out.status.success(), "{se}");
-    let lines: Vec<&str> = so.lines().map(str::trim_end).collect();
+    // the CPU column is the hit's CPU under uprobes: compare the rest
+    let lines: Vec<String> = so
+        .lines()
+        .map(str::trim_end)
+        .map(|l| match l.get(..3) {
+            Some(c) if c.trim().parse::<u32>().is_ok() => format!("  0{}", &l[3..]),
+            _ => l.to_string(),
+        })
+        .collect();
     let i = lines
         .iter()
         .position(|l| l.starts_with("CPU FUNCTION"))
@@ -512,24 +536,310 @@ fn ustack_unwinds_through_code_without_frame_pointers() {
     let prog = env
         .build("qsort", QSORT, &["-O2", "-fomit-frame-pointer"])
         .unwrap();
-    let out = dtx(&[
-        "-q",
-        "-n",
-        "pid$target:a.out:cmp:entry /n++ == 0/ { ustack(); }",
-        "-c",
-        &cmd(&prog, ""),
-    ]);
+    for mode in MODES {
+        let out = dtx_mode(
+            mode,
+            &[
+                "-q",
+                "-n",
+                "pid$target:a.out:cmp:entry /n++ == 0/ { ustack(); }",
+                "-c",
+                &cmd(&prog, ""),
+            ],
+        );
+        let (so, se) = text(&out);
+        assert!(out.status.success(), "{se}");
+        // the stack's lines (with uprobes the clause's output may follow the program's)
+        let frames: Vec<&str> = so
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.contains('`'))
+            .collect();
+        assert!(frames[0].contains("`cmp"), "{so}");
+        let libc = frames.iter().position(|f| f.starts_with("libc.so"));
+        let sort = frames.iter().position(|f| f.contains("`sort_them"));
+        let main = frames.iter().position(|f| f.contains("`main"));
+        assert!(libc.is_some() && sort.is_some() && main.is_some(), "{so}");
+        assert!(libc < sort && sort < main, "{so}");
+    }
+}
+
+/// A function whose instructions are each of a kind the debugger moves out of line: RIP-relative
+/// load and `lea`, a direct and an indirect call, a conditional and an unconditional jump,
+/// `leave`, `ret`. Run in four threads so that hits of the same site overlap.
+const KINDS: &str = r#"
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+__attribute__((used)) int data = 5;
+__attribute__((noinline, used)) int twice(int x) { return 2 * x; }
+__attribute__((used)) int (*volatile fp)(int) = twice;
+__attribute__((naked, noinline)) int kinds(int x) {
+    __asm__ volatile(
+        "push %rbp\n"
+        "mov %rsp, %rbp\n"
+        "sub $16, %rsp\n"
+        "mov data(%rip), %eax\n"
+        "lea data(%rip), %rcx\n"
+        "add (%rcx), %eax\n"
+        "add %edi, %eax\n"
+        "mov %eax, -4(%rbp)\n"
+        "call twice\n"
+        "add %eax, -4(%rbp)\n"
+        "mov fp(%rip), %rdx\n"
+        "call *%rdx\n"
+        "add %eax, -4(%rbp)\n"
+        "test $1, %edi\n"
+        "jz 1f\n"
+        "addl $100, -4(%rbp)\n"
+        "jmp 2f\n"
+        "1: addl $1000, -4(%rbp)\n"
+        "2: mov -4(%rbp), %eax\n"
+        "leave\n"
+        "ret\n");
+}
+static long n;
+void *run(void *a) { long s = 0; for (long i = 0; i < n; i++) s += kinds((int)i); return (void *)s; }
+int main(int argc, char **argv) {
+    n = argc > 1 ? atol(argv[1]) : 7;
+    pthread_t t[4];
+    long total = 0;
+    for (int i = 0; i < 4; i++) pthread_create(&t[i], 0, run, 0);
+    for (int i = 0; i < 4; i++) { void *r; pthread_join(t[i], &r); total += (long)r; }
+    printf("kinds total %ld\n", total);
+    return 0;
+}
+"#;
+
+#[test]
+fn relocated_instruction_kinds() {
+    let Some(env) = Env::new() else { return };
+    let prog = env.build("kinds", KINDS, &["-pthread"]).unwrap();
+    let direct = Command::new(&prog).arg("7").output().unwrap();
+    let direct = String::from_utf8_lossy(&direct.stdout).into_owned();
+    // 10 + 5x, plus 100 (odd x) or 1000 (even), over x = 0..7, four times
+    let expect: i64 = 4
+        * (0..7)
+            .map(|x| 10 + 5 * x + if x % 2 == 1 { 100 } else { 1000 })
+            .sum::<i64>();
+    assert_eq!(direct.trim(), format!("kinds total {expect}"));
+    let out = dtx_mode(
+        "ptrace",
+        &[
+            "-q",
+            "-n",
+            "pid$target:a.out:kinds: { @[probename] = count(); } \
+         pid$target:a.out:twice:entry { @calls = count(); @stk[ustack(2)] = count(); } \
+         END { printa(\"%s %@d\\n\", @); printa(\"twice %@d\\n\", @calls); printa(@stk); }",
+            "-c",
+            &cmd(&prog, "7"),
+        ],
+    );
     let (so, se) = text(&out);
     assert!(out.status.success(), "{se}");
+    // the program computes the same: every relocated instruction did what it does in place
+    assert!(so.contains(&direct), "{so}");
+    let counts: Vec<(String, u64)> = so
+        .lines()
+        .filter_map(|l| {
+            let (name, c) = l.trim().split_once(' ')?;
+            Some((name.to_string(), c.trim().parse().ok()?))
+        })
+        .filter(|(name, _)| name != "twice" && name != "kinds")
+        .collect();
+    let get = |n: &str| counts.iter().find(|(k, _)| k == n).map(|(_, c)| *c);
+    assert_eq!(get("entry"), Some(28), "{so}");
+    assert_eq!(get("return"), Some(28), "{so}");
+    // each offset: 28 hits, but the two instructions of odd x (12 hits) and the one of even
+    // x (16 hits)
+    let offsets: Vec<u64> = counts
+        .iter()
+        .filter(|(k, _)| k.chars().all(|c| c.is_ascii_hexdigit()))
+        .map(|(_, c)| *c)
+        .collect();
+    assert_eq!(offsets.len(), 21, "{so}");
+    assert_eq!(offsets.iter().filter(|&&c| c == 12).count(), 2, "{so}");
+    assert_eq!(offsets.iter().filter(|&&c| c == 16).count(), 1, "{so}");
+    assert_eq!(offsets.iter().filter(|&&c| c == 28).count(), 18, "{so}");
+    // both calls reached twice with the caller's own return address on the stack
+    assert!(so.contains("twice 56\n"), "{so}");
+    // two call sites, each frame inside kinds (not in the scratch area)
+    assert_eq!(so.matches("kinds`kinds+0x").count(), 2, "{so}");
+}
+
+/// Calls `f` 300 times, then tells whether it is being traced (`TracerPid`).
+const TRACED: &str = r#"
+#include <stdio.h>
+#include <string.h>
+__attribute__((noinline)) int f(int x) { return x + 1; }
+int main(void) {
+    int s = 0;
+    for (int i = 0; i < 300; i++) s += f(i);
+    char line[256];
+    FILE *fp = fopen("/proc/self/status", "r");
+    while (fp && fgets(line, sizeof line, fp))
+        if (!strncmp(line, "TracerPid:", 10)) printf("%s", line);
+    printf("sum %d\n", s);
+    return 0;
+}
+"#;
+
+/// Whether the kernel offers uprobes through perf (else the uprobe tests skip).
+fn uprobes() -> bool {
+    let ok = std::path::Path::new("/sys/bus/event_source/devices/uprobe/type").exists();
+    if !ok {
+        eprintln!("skipping uprobe tests: this kernel has no uprobe PMU");
+    }
+    ok
+}
+
+#[test]
+fn uprobe_backend_counts_args_and_untraced_target() {
+    let Some(env) = Env::new() else { return };
+    if !uprobes() {
+        return;
+    }
+    let prog = env.build("traced", TRACED, &[]).unwrap();
+    let script = "pid$target:a.out:f:entry { @e = count(); @a = sum(arg0); } \
+                  pid$target:a.out:f:return { @r = count(); @v = sum(arg1); @o = max(arg0); \
+                  @s[ustack(1)] = count(); } \
+                  END { printa(\"entries %@d\\n\", @e); printa(\"returns %@d\\n\", @r); \
+                  printa(\"args %@d\\n\", @a); printa(\"values %@d\\n\", @v); \
+                  printa(\"offset %@d\\n\", @o); printa(@s); }";
+    let out = dtx_mode(
+        "uprobe",
+        &["-q", "-n", script, "-c", prog.to_str().unwrap()],
+    );
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{se}");
+    assert!(so.contains("entries 300\n"), "{so}");
+    assert!(so.contains("returns 300\n"), "{so}");
+    assert!(
+        so.contains(&format!("args {}\n", (0..300).sum::<i32>())),
+        "{so}"
+    );
+    assert!(
+        so.contains(&format!("values {}\n", (1..301).sum::<i32>())),
+        "{so}"
+    );
+    assert!(
+        so.contains(&format!("sum {}\n", (1..301).sum::<i32>())),
+        "{so}"
+    );
+    // the target ran untraced: no debugger stopped it
+    assert!(so.contains("TracerPid:\t0\n"), "{so}");
+    // the ptrace loop on the same program: same counts, and it was traced
+    let out = dtx_mode(
+        "ptrace",
+        &["-q", "-n", script, "-c", prog.to_str().unwrap()],
+    );
+    let (so2, _) = text(&out);
+    assert!(
+        so2.contains("entries 300\n") && so2.contains("returns 300\n"),
+        "{so2}"
+    );
+    assert!(!so2.contains("TracerPid:\t0\n"), "{so2}");
+    // the return offset and the pc agree between the backends (a uretprobe reports the ret)
+    let ret_lines = |s: &str| -> Vec<String> {
+        s.lines()
+            .filter(|l| l.starts_with("offset ") || l.contains("traced`f"))
+            .map(|l| l.trim().to_string())
+            .collect()
+    };
+    assert_eq!(ret_lines(&so).len(), 2, "{so}");
+    assert!(ret_lines(&so)[1].starts_with("traced`f+0x"), "{so}");
+    assert_eq!(ret_lines(&so), ret_lines(&so2), "{so}\n---\n{so2}");
+}
+
+#[test]
+fn uprobe_backend_threads_stack_arguments_and_ustack() {
+    let Some(env) = Env::new() else { return };
+    if !uprobes() {
+        return;
+    }
+    let prog = env.build("threads", THREADS, &["-pthread"]).unwrap();
+    let out = dtx_mode(
+        "uprobe",
+        &[
+            "-q",
+            "-n",
+            "pid$target:a.out:work:entry { @e = count(); @t[tid] = count(); } \
+             END { printa(\"entries %@d\\n\", @e); printa(\"tid %@d\\n\", @t); }",
+            "-c",
+            prog.to_str().unwrap(),
+        ],
+    );
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{se}");
+    assert!(so.contains("entries 4000\n"), "{so}");
+    assert_eq!(so.matches("tid 1000\n").count(), 4, "{so}");
+    // arguments past the registers come from the sampled stack; ustack() walks it
+    let prog = env.build("prog", PROG, &[]).unwrap();
+    let out = dtx_mode(
+        "uprobe",
+        &[
+            "-q",
+            "-n",
+            "pid$target:a.out:many:entry { printf(\"many %d %d %d %d %d %d %d %d\\n\", \
+             arg0, arg1, arg2, arg3, arg4, arg5, arg6, arg7); } \
+             pid$target:a.out:leaf2:entry { ustack(); }",
+            "-c",
+            &cmd(&prog, "2"),
+        ],
+    );
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{se}");
+    assert!(so.contains("many 1 2 3 4 5 6 7 8\n"), "{so}");
     let frames: Vec<&str> = so
         .lines()
         .map(str::trim)
-        .filter(|l| !l.is_empty())
+        .filter(|l| l.contains('`'))
         .collect();
-    assert!(frames[0].contains("`cmp"), "{so}");
-    let libc = frames.iter().position(|f| f.starts_with("libc.so"));
-    let sort = frames.iter().position(|f| f.contains("`sort_them"));
-    let main = frames.iter().position(|f| f.contains("`main"));
-    assert!(libc.is_some() && sort.is_some() && main.is_some(), "{so}");
-    assert!(libc < sort && sort < main, "{so}");
+    assert_eq!(frames.first(), Some(&"prog`leaf2"), "{so}");
+    assert!(
+        frames.get(1).is_some_and(|f| f.starts_with("prog`leaf+0x")),
+        "{so}"
+    );
+    assert!(
+        frames.get(2).is_some_and(|f| f.starts_with("prog`main+0x")),
+        "{so}"
+    );
+}
+
+#[test]
+fn uprobe_backend_refuses_clauses_that_read_the_target() {
+    let Some(env) = Env::new() else { return };
+    let prog = env.build("prog", PROG, &[]).unwrap();
+    let out = dtx_mode(
+        "uprobe",
+        &[
+            "-q",
+            "-n",
+            "pid$target:a.out:say:entry { printf(\"%s\\n\", copyinstr(arg0)); }",
+            "-c",
+            &cmd(&prog, "1"),
+        ],
+    );
+    let (so, se) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{so}{se}");
+    assert!(
+        se.contains("pidmode=uprobe") && se.contains("copyinstr")
+            || se.contains("uprobes are unavailable"),
+        "{se}"
+    );
+    assert_eq!(se.lines().count(), 1, "{se}");
+    // auto takes the ptrace loop for it
+    let out = dtx(&[
+        "-q",
+        "-n",
+        "pid$target:a.out:say:entry { printf(\"%s\\n\", copyinstr(arg0)); }",
+        "-c",
+        &cmd(&prog, "1"),
+    ]);
+    let (so, _) = text(&out);
+    assert!(so.contains("hello pid\n"), "{so}");
+    // an unknown mode
+    let out = dtx_mode("fast", &["-n", "BEGIN { exit(0); }"]);
+    let (_, se) = text(&out);
+    assert!(!out.status.success() && se.contains("pidmode"), "{se}");
 }

@@ -537,10 +537,11 @@ fn run_programs(
                 quiet,
                 compiled_uses_stacks,
             )?;
+            let pid_source = target::backend(pid_source, opts.str_value("pidmode"), &engine)?;
             // the target and the kernel's events, together when a program has both
             let mut sources: Vec<Box<dyn crate::engine::EventSource>> = Vec::new();
             if let Some(src) = pid_source {
-                sources.push(Box::new(src));
+                sources.push(src);
             }
             #[cfg(target_os = "linux")]
             if let Some(src) = perf.take() {

@@ -261,3 +261,49 @@ pub fn source(
     src.created = target.created;
     Ok(Some(src))
 }
+
+/// The backend of a run's pid probes (`-x pidmode=auto|ptrace|uprobe`): the ptrace debugger
+/// loop, or (Linux) kernel uprobes. `auto` takes uprobes when every clause on the target's
+/// probes reads nothing but the registers and stack of a hit (no `copyin`, `copyinstr`,
+/// `copyout`, memory loads, `stop()`, `raise()`, `system()`), every description matched probes
+/// at the start (uprobes do not follow `dlopen`), every site is in the main executable (a
+/// uprobe in a shared library traps in every process mapping it), and the system has uprobes.
+pub fn backend(
+    src: Option<PidSource>,
+    mode: Option<&str>,
+    engine: &crate::engine::Engine,
+) -> Result<Option<Box<dyn crate::engine::EventSource>>, String> {
+    let Some(src) = src else { return Ok(None) };
+    let mode = mode.unwrap_or("auto");
+    if mode == "ptrace" {
+        return Ok(Some(Box::new(src)));
+    }
+    #[cfg(target_os = "linux")]
+    {
+        use crate::sources::debugger::stopped_target_needed;
+        use crate::sources::perf::uprobe::{pmu_type, UprobeSource};
+        let needs = stopped_target_needed(engine, src.pid());
+        let unmatched = src.has_unmatched(engine);
+        if mode == "uprobe" {
+            if let Some(why) = needs {
+                return Err(format!(
+                    "pidmode=uprobe: {why}, which needs the target stopped at each hit (use -x pidmode=ptrace)"
+                ));
+            }
+            pmu_type().map_err(|e| format!("pidmode=uprobe: {e}"))?;
+        } else if needs.is_some() || unmatched || !src.sites_in_executable() || pmu_type().is_err()
+        {
+            return Ok(Some(Box::new(src)));
+        }
+        let plan = src.into_plan(engine);
+        Ok(Some(Box::new(UprobeSource::open(plan)?)))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = engine;
+        if mode == "uprobe" {
+            return Err("pidmode=uprobe: uprobes are a Linux facility".into());
+        }
+        Ok(Some(Box::new(src)))
+    }
+}

@@ -186,6 +186,7 @@ pub const OPTIONS: &[OptionDef] = &[
     rt("jstackframes", OptKind::Bool),
     rt("jstackstrsize", OptKind::Size),
     rt("nspec", OptKind::Bool),
+    rt("pidmode", OptKind::Enum(&["auto", "ptrace", "uprobe"])),
     rt("specsize", OptKind::Size),
     rt("stackframes", OptKind::Bool),
     rt("statusrate", OptKind::Rate),

@@ -3,7 +3,8 @@
 //! calls), and which instructions the debugger may emulate instead of single-stepping.
 
 use iced_x86::{
-    Code, Decoder, DecoderOptions, FlowControl, Instruction, Mnemonic, OpKind, Register,
+    Code, ConditionCode, Decoder, DecoderOptions, Encoder, FlowControl, Instruction, Mnemonic,
+    OpKind, Register,
 };
 
 /// What a probed instruction does, as far as the debugger's step-over cares.
@@ -126,6 +127,93 @@ pub fn emulation(ins: &Instruction) -> Emulation {
     }
 }
 
+/// The most bytes [`relocate`] writes for one instruction.
+pub const MAX_RELOCATED: usize = 48;
+
+/// `jmp qword [rip+0]` followed by the absolute target: a jump anywhere, 14 bytes.
+fn jump_to(out: &mut Vec<u8>, target: u64) {
+    out.extend_from_slice(&[0xff, 0x25, 0, 0, 0, 0]);
+    out.extend_from_slice(&target.to_le_bytes());
+}
+
+/// Pushes `ret` as a return address without touching the flags or any register:
+/// `push rax; mov rax, ret; xchg [rsp], rax`.
+fn push_return(out: &mut Vec<u8>, ret: u64) {
+    out.push(0x50);
+    out.extend_from_slice(&[0x48, 0xb8]);
+    out.extend_from_slice(&ret.to_le_bytes());
+    out.extend_from_slice(&[0x48, 0x87, 0x04, 0x24]);
+}
+
+fn encode_at(ins: &Instruction, at: u64, out: &mut Vec<u8>) -> Option<()> {
+    let mut enc = Encoder::new(64);
+    enc.encode(ins, at).ok()?;
+    out.extend_from_slice(&enc.take_buffer());
+    Some(())
+}
+
+/// Code to run out of line, at address `at`, in place of the instruction `code` starts with
+/// (at run-time address `ip`): the instruction re-encoded for its new address (RIP-relative
+/// operands keep their targets), then a jump back to the instruction after it. Branches are
+/// rewritten: `jmp rel` becomes an absolute jump, `jcc rel` a near `jcc` choosing between two
+/// absolute jumps, `call rel` and `call r/m` push the original return address and jump. `ret`
+/// runs as it is. `None` for what cannot be moved (a RIP-relative operand out of reach of
+/// `at`, `loop`/`jrcxz`, an indirect call through `rsp`, far transfers, invalid code): the
+/// debugger single-steps those in place.
+pub fn relocate(code: &[u8], ip: u64, at: u64) -> Option<Vec<u8>> {
+    let mut dec = Decoder::with_ip(64, code, ip, DecoderOptions::NONE);
+    let ins = dec.decode();
+    if ins.is_invalid() {
+        return None;
+    }
+    let next = ins.next_ip();
+    let mut out = Vec::with_capacity(MAX_RELOCATED);
+    match ins.flow_control() {
+        FlowControl::Next => {
+            encode_at(&ins, at, &mut out)?;
+            jump_to(&mut out, next);
+        }
+        FlowControl::Return if matches!(ins.code(), Code::Retnq | Code::Retnq_imm16) => {
+            encode_at(&ins, at, &mut out)?;
+        }
+        FlowControl::UnconditionalBranch if ins.is_jmp_short_or_near() => {
+            jump_to(&mut out, ins.near_branch_target());
+        }
+        FlowControl::ConditionalBranch if ins.is_jcc_short_or_near() => {
+            let cc = ins.condition_code();
+            if cc == ConditionCode::None {
+                return None;
+            }
+            // jcc +14 (over the fall-through jump) to the taken jump
+            out.extend_from_slice(&[0x0f, 0x80 + (cc as u8 - 1), 14, 0, 0, 0]);
+            jump_to(&mut out, next);
+            jump_to(&mut out, ins.near_branch_target());
+        }
+        FlowControl::Call if ins.is_call_near() => {
+            push_return(&mut out, next);
+            jump_to(&mut out, ins.near_branch_target());
+        }
+        FlowControl::IndirectCall if ins.is_call_near_indirect() => {
+            // the operand is read after the push: not when it depends on rsp
+            let uses_rsp = ins.op0_kind() == OpKind::Memory
+                && (ins.memory_base() == Register::RSP || ins.memory_index() == Register::RSP)
+                || ins.op0_kind() == OpKind::Register && ins.op0_register() == Register::RSP;
+            if uses_rsp || ins.code() != Code::Call_rm64 {
+                return None;
+            }
+            push_return(&mut out, next);
+            let mut jmp = ins;
+            jmp.set_code(Code::Jmp_rm64);
+            encode_at(&jmp, at + out.len() as u64, &mut out)?;
+        }
+        FlowControl::IndirectBranch if ins.is_jmp_near_indirect() => {
+            encode_at(&ins, at, &mut out)?;
+        }
+        _ => return None,
+    }
+    (out.len() <= MAX_RELOCATED).then_some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,5 +245,88 @@ mod tests {
         assert_eq!(v[3].emulation, Emulation::SubRsp(16));
         assert_eq!(v[4].emulation, Emulation::Step);
         assert_eq!(v[7].emulation, Emulation::Ret);
+    }
+
+    /// Decodes relocated code at `at`: each instruction with its memory or branch target.
+    fn listing(code: &[u8], at: u64) -> Vec<Instruction> {
+        let mut dec = Decoder::with_ip(64, code, at, DecoderOptions::NONE);
+        let mut v = Vec::new();
+        while dec.can_decode() {
+            v.push(dec.decode());
+        }
+        v
+    }
+
+    /// The absolute target of `jmp [rip+0]` followed by 8 bytes, at `i` of `code`.
+    fn abs_jump(code: &[u8], i: usize) -> u64 {
+        assert_eq!(&code[i..i + 6], &[0xff, 0x25, 0, 0, 0, 0]);
+        u64::from_le_bytes(code[i + 6..i + 14].try_into().unwrap())
+    }
+
+    #[test]
+    fn relocates_rip_relative_operands() {
+        // lea rax, [rip+0x100] at 0x40_0000: the operand is 0x40_0107
+        let code = [0x48, 0x8d, 0x05, 0x00, 0x01, 0x00, 0x00];
+        let at = 0x7000_0000;
+        let r = relocate(&code, 0x40_0000, at).unwrap();
+        let l = listing(&r[..r.len() - 14], at);
+        assert_eq!(l.len(), 1);
+        assert_eq!(l[0].code(), Code::Lea_r64_m);
+        assert!(l[0].is_ip_rel_memory_operand());
+        assert_eq!(l[0].ip_rel_memory_address(), 0x40_0107);
+        assert_eq!(abs_jump(&r, r.len() - 14), 0x40_0007);
+        // out of reach of a RIP-relative displacement
+        assert_eq!(relocate(&code, 0x40_0000, 0x7f00_0000_0000), None);
+    }
+
+    #[test]
+    fn relocates_plain_instructions_and_ret() {
+        // push rbp: itself, then back
+        let r = relocate(&[0x55], 0x1000, 0x9000).unwrap();
+        assert_eq!(r[0], 0x55);
+        assert_eq!(abs_jump(&r, 1), 0x1001);
+        assert_eq!(r.len(), 15);
+        // sub rsp, 0x10
+        let r = relocate(&[0x48, 0x83, 0xec, 0x10], 0x1000, 0x9000).unwrap();
+        assert_eq!(&r[..4], &[0x48, 0x83, 0xec, 0x10]);
+        assert_eq!(abs_jump(&r, 4), 0x1004);
+        // ret and ret 8: as they are, nothing after
+        assert_eq!(relocate(&[0xc3], 0x1000, 0x9000).unwrap(), [0xc3]);
+        assert_eq!(
+            relocate(&[0xc2, 0x08, 0x00], 0x1000, 0x9000).unwrap(),
+            [0xc2, 0x08, 0x00]
+        );
+    }
+
+    #[test]
+    fn rewrites_branches_and_calls() {
+        // jmp rel32 to 0x2000
+        let r = relocate(&[0xe9, 0xfb, 0x0f, 0x00, 0x00], 0x1000, 0x9000).unwrap();
+        assert_eq!(abs_jump(&r, 0), 0x2000);
+        // je +0x10 (short): jcc near to the taken jump, fall-through first
+        let r = relocate(&[0x74, 0x10], 0x1000, 0x9000).unwrap();
+        assert_eq!(&r[..6], &[0x0f, 0x84, 14, 0, 0, 0]);
+        assert_eq!(abs_jump(&r, 6), 0x1002);
+        assert_eq!(abs_jump(&r, 20), 0x1012);
+        // call rel32 to 0x3000 from 0x1000: pushes 0x1005, then jumps
+        let r = relocate(&[0xe8, 0xfb, 0x1f, 0x00, 0x00], 0x1000, 0x9000).unwrap();
+        let l = listing(&r[..r.len() - 14], 0x9000);
+        let codes: Vec<Code> = l.iter().map(|i| i.code()).collect();
+        assert_eq!(
+            codes,
+            [Code::Push_r64, Code::Mov_r64_imm64, Code::Xchg_rm64_r64]
+        );
+        assert_eq!(l[1].immediate64(), 0x1005);
+        assert_eq!(abs_jump(&r, r.len() - 14), 0x3000);
+        // call [rip+0x10]: the same memory operand, as a jmp
+        let r = relocate(&[0xff, 0x15, 0x10, 0x00, 0x00, 0x00], 0x1000, 0x9000).unwrap();
+        let l = listing(&r, 0x9000);
+        assert_eq!(l[1].immediate64(), 0x1006);
+        assert_eq!(l[3].code(), Code::Jmp_rm64);
+        assert_eq!(l[3].ip_rel_memory_address(), 0x1016);
+        // call [rsp+8], loop, int3: not moved
+        assert_eq!(relocate(&[0xff, 0x54, 0x24, 0x08], 0x1000, 0x9000), None);
+        assert_eq!(relocate(&[0xe2, 0x10], 0x1000, 0x9000), None);
+        assert_eq!(relocate(&[0xcc], 0x1000, 0x9000), None);
     }
 }

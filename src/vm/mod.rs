@@ -429,6 +429,33 @@ pub fn visit_nodes(p: &Program, f: &mut impl FnMut(&Node)) {
     }
 }
 
+/// Visits every node of one clause (predicate and body) and every action kind it has.
+pub fn visit_clause(
+    c: &crate::ir::Clause,
+    nodes: &mut impl FnMut(&Node),
+    actions: &mut impl FnMut(&crate::ir::ActionKind),
+) {
+    fn acts(body: &[Stmt], f: &mut impl FnMut(&crate::ir::ActionKind)) {
+        for s in body {
+            match s {
+                Stmt::If {
+                    then, otherwise, ..
+                } => {
+                    acts(then, f);
+                    acts(otherwise, f);
+                }
+                Stmt::Action(a) => f(&a.kind),
+                Stmt::Eval(_) => {}
+            }
+        }
+    }
+    if let Some(pr) = &c.predicate {
+        walk(pr, nodes);
+    }
+    walk_stmts(&c.body, nodes);
+    acts(&c.body, actions);
+}
+
 fn walk(n: &Node, f: &mut impl FnMut(&Node)) {
     f(n);
     match n {

@@ -65,6 +65,8 @@ pub struct LinuxTarget {
     exited: Option<ExitStatus>,
     /// The registers last read, by thread, until it runs again (saves a read in `set_regs`).
     last_regs: std::cell::Cell<Option<(u32, libc::user_regs_struct)>>,
+    /// The address of a `syscall` instruction in the target's code, for [`TargetProcess::map_code`].
+    syscall_insn: Option<u64>,
 }
 
 fn ptrace(req: libc::c_uint, tid: u32, addr: usize, data: usize) -> libc::c_long {
@@ -251,7 +253,43 @@ impl LinuxTarget {
             armed: None,
             exited: None,
             last_regs: std::cell::Cell::new(None),
+            syscall_insn: None,
         })
+    }
+
+    /// A `syscall` instruction (the bytes 0f 05, wherever they are) in executable memory of
+    /// the target, the vDSO's first.
+    fn find_syscall_insn(&self, maps: &str) -> Option<u64> {
+        let mut ranges: Vec<(u64, u64)> = Vec::new();
+        for line in maps.lines() {
+            let vdso = line.ends_with("[vdso]");
+            let Some(&(s, e, x)) = mappings(line).first() else {
+                continue;
+            };
+            if x && (vdso || !line.ends_with(']')) {
+                if vdso {
+                    ranges.insert(0, (s, e));
+                } else {
+                    ranges.push((s, e));
+                }
+            }
+        }
+        let mut buf = vec![0u8; 64 * 1024];
+        for (s, e) in ranges {
+            let mut at = s;
+            while at < e {
+                let n = ((e - at) as usize).min(buf.len());
+                if !self.read_memory(at, &mut buf[..n]) {
+                    break;
+                }
+                if let Some(i) = buf[..n].windows(2).position(|w| w == [0x0f, 0x05]) {
+                    return Some(at + i as u64);
+                }
+                // a pair split across the chunk boundary is found by overlapping by one byte
+                at += (n as u64).max(2) - 1;
+            }
+        }
+        None
     }
 
     /// Runs a stopped, just-started target to `addr` (its `main`) with a temporary breakpoint,
@@ -415,6 +453,7 @@ impl LinuxTarget {
                 Stop::Fork { child, vfork }
             }
             libc::PTRACE_EVENT_EXEC => {
+                self.syscall_insn = None;
                 if self.vforked.remove(&tid) {
                     self.threads.remove(&tid);
                     ptrace(libc::PTRACE_DETACH, tid, 0, 0);
@@ -455,6 +494,63 @@ fn vm_rw(pid: u32, addr: u64, buf: *mut u8, len: usize, write: bool) -> bool {
         }
     };
     n == len as isize
+}
+
+/// The mappings of `/proc/PID/maps` text: (start, end, executable), in address order.
+fn mappings(maps: &str) -> Vec<(u64, u64, bool)> {
+    let mut v: Vec<(u64, u64, bool)> = maps
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let (a, b) = f.next()?.split_once('-')?;
+            let perms = f.next()?;
+            Some((
+                u64::from_str_radix(a, 16).ok()?,
+                u64::from_str_radix(b, 16).ok()?,
+                perms.as_bytes().get(2) == Some(&b'x'),
+            ))
+        })
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+/// A page-aligned free range of `len` bytes in the address space `maps` describes, as near
+/// `near` as there is one (within 1 GiB, so that RIP-relative operands of code near `near`
+/// stay in reach), above the first 16 MiB and below the user half's top.
+pub fn free_range_near(maps: &str, near: u64, len: u64) -> Option<u64> {
+    const PAGE: u64 = 4096;
+    const REACH: u64 = 1 << 30;
+    const LOW: u64 = 16 << 20;
+    const TOP: u64 = 0x7fff_ffff_0000;
+    let len = len.div_ceil(PAGE) * PAGE;
+    let m = mappings(maps);
+    let mut best: Option<(u64, u64)> = None;
+    let mut prev_end = LOW;
+    for (start, end) in m
+        .iter()
+        .map(|&(s, e, _)| (s, e))
+        .chain(std::iter::once((TOP, TOP)))
+    {
+        // one guard page either side of the gap
+        let lo = prev_end.saturating_add(PAGE);
+        let hi = start.saturating_sub(PAGE);
+        if hi > lo && hi - lo >= len {
+            let at = if near < lo {
+                lo
+            } else if near + len > hi {
+                hi - len
+            } else {
+                near & !(PAGE - 1)
+            };
+            let d = at.abs_diff(near);
+            if d < REACH && best.is_none_or(|(_, bd)| d < bd) {
+                best = Some((at, d));
+            }
+        }
+        prev_end = prev_end.max(end);
+    }
+    best.map(|(at, _)| at)
 }
 
 fn make_timer() -> Option<libc::timer_t> {
@@ -737,6 +833,81 @@ impl TargetProcess for LinuxTarget {
         Some((maps, exe))
     }
 
+    fn map_code(&mut self, tid: u32, near: u64, len: u64) -> Option<u64> {
+        let (maps, _) = self.maps()?;
+        let syscall_at = match self.syscall_insn {
+            Some(a) => a,
+            None => {
+                let a = self.find_syscall_insn(&maps)?;
+                self.syscall_insn = Some(a);
+                a
+            }
+        };
+        let at = free_range_near(&maps, near, len).unwrap_or(0);
+        // SAFETY: user_regs_struct is plain data filled by the kernel.
+        let mut saved: libc::user_regs_struct = unsafe { std::mem::zeroed() };
+        if ptrace(libc::PTRACE_GETREGS, tid, 0, &mut saved as *mut _ as usize) != 0 {
+            return None;
+        }
+        self.last_regs.set(None);
+        let mut r = saved;
+        r.rax = libc::SYS_mmap as u64;
+        r.orig_rax = u64::MAX;
+        r.rdi = at;
+        r.rsi = len;
+        r.rdx = (libc::PROT_READ | libc::PROT_EXEC) as u64;
+        r.r10 = (libc::MAP_PRIVATE
+            | libc::MAP_ANONYMOUS
+            | if at != 0 {
+                libc::MAP_FIXED_NOREPLACE
+            } else {
+                0
+            }) as u64;
+        r.r8 = u64::MAX;
+        r.r9 = 0;
+        r.rip = syscall_at;
+        let mut result = None;
+        if ptrace(libc::PTRACE_SETREGS, tid, 0, &r as *const _ as usize) == 0 {
+            let mut pending = 0;
+            loop {
+                ptrace(libc::PTRACE_SINGLESTEP, tid, 0, 0);
+                match waitpid(tid as i32, 0) {
+                    Ok((_, st)) if libc::WIFSTOPPED(st) => {
+                        let sig = libc::WSTOPSIG(st);
+                        if sig == libc::SIGTRAP && (st >> 16) == 0 {
+                            break;
+                        }
+                        if (st >> 16) == 0 {
+                            pending = sig;
+                        }
+                    }
+                    Ok((_, st)) => {
+                        // the thread died meanwhile
+                        let _ = self.event(tid, st);
+                        return None;
+                    }
+                    Err(libc::EINTR) => {}
+                    Err(_) => return None,
+                }
+            }
+            // SAFETY: as above.
+            let mut after: libc::user_regs_struct = unsafe { std::mem::zeroed() };
+            if ptrace(libc::PTRACE_GETREGS, tid, 0, &mut after as *mut _ as usize) == 0
+                && after.rip == syscall_at + 2
+                && (after.rax as i64) > 0
+            {
+                result = Some(after.rax);
+            }
+            if pending != 0 {
+                // a signal that came during the call: delivered again once the thread runs
+                // SAFETY: signalling a thread of the target.
+                unsafe { libc::syscall(libc::SYS_tgkill, self.pid as i32, tid as i32, pending) };
+            }
+        }
+        ptrace(libc::PTRACE_SETREGS, tid, 0, &saved as *const _ as usize);
+        result
+    }
+
     fn identity(&self) -> (Vec<u8>, u64) {
         let comm = std::fs::read(format!("/proc/{}/comm", self.pid))
             .map(|mut c| {
@@ -754,5 +925,34 @@ impl TargetProcess for LinuxTarget {
             })
             .unwrap_or(0);
         (comm, ppid)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_range_near_code() {
+        let maps = "\
+555555554000-555555556000 r-xp 00000000 08:01 1 /prog
+555555556000-555555558000 rw-p 00002000 08:01 1 /prog
+7ffff7dd0000-7ffff7ff0000 r-xp 00000000 08:01 2 /lib/ld.so
+";
+        // just past the program, a guard page away
+        let at = free_range_near(maps, 0x555555555000, 0x10000).unwrap();
+        assert_eq!(at, 0x555555559000);
+        // near the library: below it
+        let at = free_range_near(maps, 0x7ffff7de0000, 0x10000).unwrap();
+        assert_eq!(at, 0x7ffff7dd0000 - 0x1000 - 0x10000);
+        // nothing within reach of an address far from every gap's edge is refused
+        let full = "0-7fffffff0000 rw-p 00000000 00:00 0\n";
+        assert_eq!(free_range_near(full, 0x4000_0000, 0x1000), None);
+    }
+
+    #[test]
+    fn mappings_in_address_order() {
+        let m = mappings("2000-3000 r-xp 0 0:0 0 /a\n1000-2000 rw-p 0 0:0 0 /b\n");
+        assert_eq!(m, [(0x1000, 0x2000, false), (0x2000, 0x3000, true)]);
     }
 }

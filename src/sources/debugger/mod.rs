@@ -170,6 +170,13 @@ pub trait TargetProcess {
     }
     /// `/proc/PID/maps`-style text of the target's mappings and its executable's path.
     fn maps(&self) -> Option<(String, String)>;
+    /// Maps `len` bytes of read+execute memory in the target, as near `near` as its free
+    /// address space allows (for out-of-line copies of probed instructions), by having `tid`,
+    /// stopped at one of our breakpoints, make the system call. `None` where the platform
+    /// cannot: the debugger then single-steps those instructions in place.
+    fn map_code(&mut self, _tid: u32, _near: u64, _len: u64) -> Option<u64> {
+        None
+    }
     /// The target's command name and parent pid.
     fn identity(&self) -> (Vec<u8>, u64);
 }
@@ -194,11 +201,35 @@ impl AddressSpace for TargetMemory<'_> {
     }
 }
 
+/// Where a site's instruction runs out of line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum OutOfLine {
+    /// Not tried yet (done at the first hit, by the thread that hit it).
+    Unknown,
+    /// Relocated to this address of a scratch area.
+    At(u64),
+    /// Cannot be moved: emulated or single-stepped in place.
+    Never,
+}
+
+/// Executable memory mapped in the target for out-of-line instructions.
+struct Scratch {
+    base: u64,
+    used: u64,
+}
+
+/// Bytes of one scratch area.
+const SCRATCH_SIZE: u64 = 64 * 1024;
+
 /// One breakpoint.
 struct Site {
     original: u8,
     emulation: Emulation,
     len: u8,
+    /// The original instruction bytes (up to the longest x86 instruction).
+    code: [u8; 16],
+    code_len: u8,
+    ool: OutOfLine,
     /// The probes firing here, in creation order, with what each reports.
     probes: Vec<(ProbeInfo, SiteKind)>,
     /// The dynamic linker's module-list hook.
@@ -217,7 +248,6 @@ pub fn walk_stack(
     max: usize,
     out: &mut Vec<u64>,
 ) {
-    use crate::symbols::cfi::{unwind, StepRegs};
     let read = |addr: u64| {
         let mut b = [0u8; 8];
         t.read_memory(addr, &mut b).then(|| u64::from_le_bytes(b))
@@ -243,6 +273,19 @@ pub fn walk_stack(
         walk(start, at_edge, max, &step, &read, out);
         return;
     }
+    walk_stack_in(&read, modules, regs, at_edge, max, out);
+}
+
+/// [`walk_stack`] over any source of stack words (a copy of the stack taken by the kernel).
+pub fn walk_stack_in(
+    read: &dyn Fn(u64) -> Option<u64>,
+    modules: &ProcessModules,
+    regs: &Regs,
+    at_edge: bool,
+    max: usize,
+    out: &mut Vec<u64>,
+) {
+    use crate::symbols::cfi::{unwind, StepRegs};
     let rule_at = |pc: u64| {
         let m = modules.module_at(pc)?;
         m.image.frame_rule(pc.wrapping_sub(m.bias))
@@ -252,7 +295,83 @@ pub fn walk_stack(
         rsp: regs.gpr[RSP],
         rbp: regs.gpr[RBP],
     };
-    unwind(start, at_edge, max, &rule_at, &read, out);
+    unwind(start, at_edge, max, &rule_at, read, out);
+}
+
+/// Why the clauses of process `pid`'s probes need the target stopped at each hit (they read
+/// or write its memory, or act on the process), or `None` when a copy of its registers and
+/// stack taken at the hit is all they read: then a kernel uprobe can serve them.
+pub fn stopped_target_needed(engine: &Engine, pid: u32) -> Option<String> {
+    use crate::ir::{ActionKind, Node};
+    let provider = format!("pid{pid}");
+    for r in &engine.runs {
+        for c in &r.vm.program.clauses {
+            if !c
+                .probes
+                .iter()
+                .any(|d| crate::probes::glob_match(&d.provider, &provider))
+            {
+                continue;
+            }
+            let why = std::cell::RefCell::new(None::<String>);
+            let note = |w: Option<&str>| {
+                let mut why = why.borrow_mut();
+                if let (Some(w), None) = (w, &*why) {
+                    *why = Some(w.to_string());
+                }
+            };
+            crate::vm::visit_clause(
+                c,
+                &mut |n| {
+                    let w = match n {
+                        Node::Load { .. } | Node::Bitfield { .. } => Some("a memory load"),
+                        Node::Stringof(_) => Some("stringof()"),
+                        Node::Call { name, .. } if name.starts_with("copy") => Some(*name),
+                        _ => None,
+                    };
+                    note(w);
+                },
+                &mut |a| {
+                    let w = match a {
+                        ActionKind::Copyout => Some("copyout()"),
+                        ActionKind::Copyoutstr => Some("copyoutstr()"),
+                        ActionKind::Stop => Some("stop()"),
+                        ActionKind::Raise => Some("raise()"),
+                        ActionKind::System(_) => Some("system()"),
+                        ActionKind::Jstack { .. } => Some("jstack()"),
+                        ActionKind::Tracemem => Some("tracemem()"),
+                        _ => None,
+                    };
+                    note(w);
+                },
+            );
+            if let Some(w) = why.into_inner() {
+                return Some(format!("the clause at line {} uses {w}", c.line));
+            }
+        }
+    }
+    None
+}
+
+/// A pid source handed over to another backend: the target (still stopped, breakpoints
+/// removed) and where each enabled probe fires.
+pub struct PidPlan {
+    pub target: Box<dyn TargetProcess>,
+    pub modules: ProcessModules,
+    pub execname: Vec<u8>,
+    pub ppid: u64,
+    pub want_ustack: bool,
+    pub args_used: usize,
+    pub announce: bool,
+    pub created: bool,
+    /// Run-time address of each site and the probes firing there.
+    pub sites: Vec<(u64, Vec<(ProbeInfo, SiteKind)>)>,
+    /// For sites that are the one `ret` of their function and fire only `return` probes: the
+    /// function's entry (a return probe there, a uretprobe, catches the same returns).
+    pub return_of: HashMap<u64, u64>,
+    /// Descriptions of this process's probes that matched none at the start (they may name a
+    /// module loaded later).
+    pub unmatched: Vec<ProbeDesc>,
 }
 
 /// The `pid` provider's event source: one traced process.
@@ -281,6 +400,12 @@ pub struct PidSource {
     running: bool,
     /// Hits of breakpoints, for benches and tests.
     pub hits: u64,
+    /// Scratch areas holding relocated instructions.
+    scratch: Vec<Scratch>,
+    /// Mapping a scratch area failed once: no more tries.
+    scratch_failed: bool,
+    /// Run instructions out of line (else emulate or single-step them in place).
+    pub out_of_line: bool,
 }
 
 impl PidSource {
@@ -332,6 +457,9 @@ impl PidSource {
             ended: false,
             running: false,
             hits: 0,
+            scratch: Vec::new(),
+            scratch_failed: false,
+            out_of_line: true,
         };
         let probes = s.provider.probes_of(pid);
         for p in probes {
@@ -349,18 +477,19 @@ impl PidSource {
                 site.probes.push((info.clone(), ps.kind));
                 continue;
             }
-            let mut b = [0u8; 1];
-            if !self.target.read_memory(ps.addr, &mut b)
-                || !self.target.write_code(ps.addr, &[0xcc])
-            {
+            let (code, code_len) = self.read_code(ps.addr);
+            if code_len == 0 || !self.target.write_code(ps.addr, &[0xcc]) {
                 continue;
             }
             self.sites.insert(
                 ps.addr,
                 Site {
-                    original: b[0],
+                    original: code[0],
                     emulation: ps.emulation,
                     len: ps.len,
+                    code,
+                    code_len,
+                    ool: OutOfLine::Unknown,
                     probes: vec![(info.clone(), ps.kind)],
                     rtld: false,
                 },
@@ -387,18 +516,175 @@ impl PidSource {
             s.rtld = true;
             return;
         }
-        let mut b = [0u8; 1];
-        if self.target.read_memory(addr, &mut b) && self.target.write_code(addr, &[0xcc]) {
+        let (code, code_len) = self.read_code(addr);
+        if code_len != 0 && self.target.write_code(addr, &[0xcc]) {
             self.sites.insert(
                 addr,
                 Site {
-                    original: b[0],
+                    original: code[0],
                     emulation,
                     len,
+                    code,
+                    code_len,
+                    ool: OutOfLine::Unknown,
                     probes: Vec::new(),
                     rtld: true,
                 },
             );
+        }
+    }
+
+    /// The bytes at `addr` before a breakpoint goes there: 16, or as many as are readable.
+    fn read_code(&self, addr: u64) -> ([u8; 16], u8) {
+        let mut b = [0u8; 16];
+        for n in [16usize, 8, 4, 2, 1] {
+            if self.target.read_memory(addr, &mut b[..n]) {
+                return (b, n as u8);
+            }
+        }
+        (b, 0)
+    }
+
+    /// The out-of-line copy of the instruction at `addr` (a site), made at its first hit by
+    /// `tid`: relocated into a scratch area near it (one is mapped when none has room or
+    /// reach). `None` when it cannot be moved.
+    fn out_of_line_at(&mut self, tid: u32, addr: u64) -> Option<u64> {
+        use crate::symbols::decode::{relocate, MAX_RELOCATED};
+        let site = self.sites.get(&addr)?;
+        match site.ool {
+            OutOfLine::At(a) => return Some(a),
+            OutOfLine::Never => return None,
+            OutOfLine::Unknown => {}
+        }
+        let code = site.code;
+        let code = &code[..site.code_len as usize];
+        let mut placed = None;
+        // movable at all (its own address is always in reach)
+        if self.out_of_line && relocate(code, addr, addr).is_some() {
+            for sc in &mut self.scratch {
+                if SCRATCH_SIZE - sc.used < MAX_RELOCATED as u64 {
+                    continue;
+                }
+                let at = sc.base + sc.used;
+                if let Some(bytes) = relocate(code, addr, at) {
+                    sc.used += (bytes.len() as u64).div_ceil(16) * 16;
+                    placed = Some((at, bytes));
+                    break;
+                }
+            }
+            if placed.is_none() && !self.scratch_failed {
+                match self.target.map_code(tid, addr, SCRATCH_SIZE) {
+                    Some(base) => {
+                        if let Some(bytes) = relocate(code, addr, base) {
+                            placed = Some((base, bytes.clone()));
+                            self.scratch.push(Scratch {
+                                base,
+                                used: (bytes.len() as u64).div_ceil(16) * 16,
+                            });
+                        } else {
+                            self.scratch.push(Scratch { base, used: 0 });
+                        }
+                    }
+                    None => self.scratch_failed = true,
+                }
+            }
+        }
+        let ool = match placed {
+            Some((at, bytes)) if self.target.write_code(at, &bytes) => OutOfLine::At(at),
+            _ => OutOfLine::Never,
+        };
+        if let Some(site) = self.sites.get_mut(&addr) {
+            site.ool = ool;
+        }
+        match ool {
+            OutOfLine::At(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    /// The traced process.
+    pub fn pid(&self) -> u32 {
+        self.target.pid()
+    }
+
+    /// Descriptions of this process's probes that matched no enabled probe.
+    fn unmatched(&self, engine: &Engine) -> Vec<ProbeDesc> {
+        let provider = format!("pid{}", self.target.pid());
+        self.descs
+            .iter()
+            .filter(|d| {
+                !engine.enabled_probes().any(|p| {
+                    p.provider == provider
+                        && (d.module == "a.out" || crate::probes::glob_match(&d.module, &p.module))
+                        && crate::probes::glob_match(&d.function, &p.function)
+                        && crate::probes::glob_match(&d.name, &p.name)
+                })
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// Whether every probe site is in the target's main executable (a uprobe in a shared
+    /// library traps in every process that maps it).
+    pub fn sites_in_executable(&self) -> bool {
+        self.sites.iter().all(|(a, s)| {
+            s.probes.is_empty() || self.modules.module_at(*a).is_some_and(|m| m.is_exec)
+        })
+    }
+
+    /// Whether a description of this process's probes matched none (it may name a module
+    /// loaded later).
+    pub fn has_unmatched(&self, engine: &Engine) -> bool {
+        !self.unmatched(engine).is_empty()
+    }
+
+    /// Takes the breakpoints out (the target stays stopped) and hands the target and its probe
+    /// sites over (to the uprobe backend).
+    pub fn into_plan(self, engine: &Engine) -> PidPlan {
+        for (addr, s) in &self.sites {
+            self.target.write_code(*addr, &[s.original]);
+        }
+        let unmatched = self.unmatched(engine);
+        let probes = self.provider.probes_of(self.target.pid());
+        let mut return_of = HashMap::new();
+        for (addr, site) in &self.sites {
+            let only_returns = !site.probes.is_empty()
+                && site.probes.iter().all(|(info, kind)| {
+                    matches!(kind, SiteKind::Return { .. })
+                        && probes
+                            .iter()
+                            .find(|p| p.info.id == info.id)
+                            .is_some_and(|p| p.sites.len() == 1)
+                });
+            if !only_returns || site.original != 0xc3 {
+                continue;
+            }
+            let entry = self.modules.module_at(*addr).and_then(|m| {
+                let f = m.image.function_at(addr.wrapping_sub(m.bias))?;
+                Some(f.addr.wrapping_add(m.bias))
+            });
+            if let Some(e) = entry {
+                return_of.insert(*addr, e);
+            }
+        }
+        let sites = self
+            .sites
+            .into_iter()
+            .filter(|(_, s)| !s.probes.is_empty())
+            .map(|(a, s)| (a, s.probes))
+            .collect();
+        PidPlan {
+            target: self.target,
+            modules: self.modules,
+            execname: self.execname,
+            ppid: self.ppid,
+            want_ustack: self.want_ustack,
+            args_used: self.args_used,
+            announce: self.announce,
+            created: self.created,
+            sites,
+            return_of,
+            unmatched,
         }
     }
 
@@ -551,6 +837,14 @@ impl PidSource {
         original: u8,
     ) -> Option<SourceState> {
         let next = addr + len as u64;
+        if !matches!(emulation, Emulation::Skip | Emulation::MovReg(..)) {
+            if let Some(at) = self.out_of_line_at(tid, addr) {
+                regs.rip = at;
+                self.target.set_regs(tid, regs);
+                self.target.resume(tid, 0);
+                return None;
+            }
+        }
         match emulation {
             Emulation::Skip => {
                 regs.rip = next;
@@ -681,8 +975,9 @@ impl EventSource for PidSource {
                         self.target.resume(tid, 0);
                     }
                     Stop::Exec => {
-                        // the breakpoints went with the old image
+                        // the breakpoints and scratch areas went with the old image
                         self.sites.clear();
+                        self.scratch.clear();
                         self.exec_lost = true;
                         self.target.resume(tid, 0);
                     }

@@ -29,33 +29,33 @@ use crate::vm::{AddressSpace, Fault, FiringCtx};
 /// `struct perf_event_attr` (`PERF_ATTR_SIZE_VER8`, 136 bytes).
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
-struct PerfEventAttr {
-    kind: u32,
-    size: u32,
-    config: u64,
-    sample_period: u64,
-    sample_type: u64,
-    read_format: u64,
-    flags: u64,
-    wakeup_watermark: u32,
-    bp_type: u32,
-    config1: u64,
-    config2: u64,
-    branch_sample_type: u64,
-    sample_regs_user: u64,
-    sample_stack_user: u32,
-    clockid: i32,
-    sample_regs_intr: u64,
-    aux_watermark: u32,
-    sample_max_stack: u16,
-    reserved_2: u16,
-    aux_sample_size: u32,
-    reserved_3: u32,
-    sig_data: u64,
-    config3: u64,
+pub(super) struct PerfEventAttr {
+    pub(super) kind: u32,
+    pub(super) size: u32,
+    pub(super) config: u64,
+    pub(super) sample_period: u64,
+    pub(super) sample_type: u64,
+    pub(super) read_format: u64,
+    pub(super) flags: u64,
+    pub(super) wakeup_watermark: u32,
+    pub(super) bp_type: u32,
+    pub(super) config1: u64,
+    pub(super) config2: u64,
+    pub(super) branch_sample_type: u64,
+    pub(super) sample_regs_user: u64,
+    pub(super) sample_stack_user: u32,
+    pub(super) clockid: i32,
+    pub(super) sample_regs_intr: u64,
+    pub(super) aux_watermark: u32,
+    pub(super) sample_max_stack: u16,
+    pub(super) reserved_2: u16,
+    pub(super) aux_sample_size: u32,
+    pub(super) reserved_3: u32,
+    pub(super) sig_data: u64,
+    pub(super) config3: u64,
 }
 
-const ATTR_SIZE: u32 = std::mem::size_of::<PerfEventAttr>() as u32;
+pub(super) const ATTR_SIZE: u32 = std::mem::size_of::<PerfEventAttr>() as u32;
 
 const TYPE_SOFTWARE: u32 = 1;
 const TYPE_TRACEPOINT: u32 = 2;
@@ -63,7 +63,7 @@ const SW_CPU_CLOCK: u64 = 0;
 const SW_DUMMY: u64 = 9;
 
 /// `perf_event_attr` flag bits.
-mod flag {
+pub(super) mod flag {
     pub const COMM: u64 = 1 << 9;
     pub const TASK: u64 = 1 << 13;
     pub const WATERMARK: u64 = 1 << 14;
@@ -72,7 +72,7 @@ mod flag {
     pub const USE_CLOCKID: u64 = 1 << 25;
 }
 
-const IOC_SET_OUTPUT: libc::c_ulong = 0x2405;
+pub(super) const IOC_SET_OUTPUT: libc::c_ulong = 0x2405;
 const IOC_SET_FILTER: libc::c_ulong = 0x4008_2406;
 const IOC_ID: libc::c_ulong = 0x8008_2407;
 const FLAG_FD_CLOEXEC: libc::c_ulong = 8;
@@ -89,7 +89,7 @@ fn is_kernel_pc(pc: u64) -> bool {
     pc >= 0xffff_8000_0000_0000
 }
 
-fn perf_event_open(attr: &PerfEventAttr, pid: i32, cpu: i32) -> io::Result<OwnedFd> {
+pub(super) fn perf_event_open(attr: &PerfEventAttr, pid: i32, cpu: i32) -> io::Result<OwnedFd> {
     // SAFETY: the attribute is a valid, fully initialised perf_event_attr of `size` bytes.
     let fd = unsafe {
         libc::syscall(
@@ -109,7 +109,7 @@ fn perf_event_open(attr: &PerfEventAttr, pid: i32, cpu: i32) -> io::Result<Owned
 }
 
 /// The message for a failed `perf_event_open`.
-fn open_error(what: &str, e: &io::Error) -> String {
+pub(super) fn open_error(what: &str, e: &io::Error) -> String {
     match e.raw_os_error() {
         Some(libc::EACCES) | Some(libc::EPERM) => {
             format!("could not enable tracing: perf events need root (or CAP_PERFMON): {what}: {e}")
@@ -181,7 +181,7 @@ fn load_format(root: &Path, system: &str, name: &str) -> Result<EventFormat, Str
 }
 
 /// The CPUs listed in `/sys/devices/system/cpu/online` (`0-3,5`).
-fn online_cpus() -> Vec<u32> {
+pub(super) fn online_cpus() -> Vec<u32> {
     let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
     let mut v = Vec::new();
     for part in text.trim().split(',') {
@@ -202,18 +202,18 @@ fn online_cpus() -> Vec<u32> {
 }
 
 /// One CPU's ring buffer.
-struct Ring {
+pub(super) struct Ring {
     base: *mut u8,
     len: usize,
     data_off: usize,
     data_size: u64,
     tail: u64,
-    fd: OwnedFd,
+    pub(super) fd: OwnedFd,
     cpu: u32,
 }
 
 impl Ring {
-    fn map(fd: OwnedFd, cpu: u32, pages: usize) -> io::Result<Ring> {
+    pub(super) fn map(fd: OwnedFd, cpu: u32, pages: usize) -> io::Result<Ring> {
         // SAFETY: sysconf has no preconditions.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
         let len = (pages + 1) * page;
@@ -266,7 +266,7 @@ impl Ring {
     }
 
     /// Copies every complete record written since the last drain to `out` and frees the space.
-    fn drain(&mut self, out: &mut Vec<u8>) {
+    pub(super) fn drain(&mut self, out: &mut Vec<u8>) {
         let head = self.head().load(Ordering::Acquire);
         let n = head.wrapping_sub(self.tail).min(self.data_size) as usize;
         if n == 0 {
@@ -511,7 +511,7 @@ pub struct PerfSource {
     lost: Vec<u64>,
 }
 
-fn mono_ns() -> u64 {
+pub(super) fn mono_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -1118,7 +1118,7 @@ fn io_key(dev: u64, sector: u64) -> u64 {
 }
 
 /// Attribute fields every event shares: size, the clock, the sample-id trailer, wakeups.
-fn finish(mut a: PerfEventAttr, data_bytes: u32) -> PerfEventAttr {
+pub(super) fn finish(mut a: PerfEventAttr, data_bytes: u32) -> PerfEventAttr {
     a.size = ATTR_SIZE;
     a.flags |= flag::SAMPLE_ID_ALL | flag::USE_CLOCKID | flag::WATERMARK;
     a.clockid = libc::CLOCK_MONOTONIC;
@@ -1126,7 +1126,7 @@ fn finish(mut a: PerfEventAttr, data_bytes: u32) -> PerfEventAttr {
     a
 }
 
-fn event_id(fd: &OwnedFd) -> Result<u64, String> {
+pub(super) fn event_id(fd: &OwnedFd) -> Result<u64, String> {
     let mut id = 0u64;
     // SAFETY: PERF_EVENT_IOC_ID writes one u64.
     let r = unsafe { libc::ioctl(fd.as_raw_fd(), IOC_ID, &mut id as *mut u64) };

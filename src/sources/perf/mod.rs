@@ -7,3 +7,5 @@ pub mod record;
 
 #[cfg(target_os = "linux")]
 pub mod live;
+#[cfg(target_os = "linux")]
+pub mod uprobe;
