@@ -219,5 +219,28 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+/// The C preprocessor (`-C`) over a megabyte of clauses that use function-like macros, and
+/// over plain text with no directives.
+fn bench_cpp(c: &mut Criterion) {
+    use dtx::lang::cpp::{preprocess, CppOptions};
+    let mut src = String::from("#define VAL 5\n#define F(a) ((a) + VAL)\n");
+    while src.len() < 1_000_000 {
+        src.push_str(
+            "syscall::read:entry /pid == $target/ { @[probefunc] = count(); x = F(VAL); }\n",
+        );
+    }
+    let plain = "BEGIN { trace(1); }\n".repeat(50_000);
+    let opts = CppOptions::default();
+    let mut g = c.benchmark_group("cpp");
+    g.sample_size(10);
+    for (name, text) in [("macros-1MB", &src), ("plain-1MB", &plain)] {
+        g.throughput(Throughput::Bytes(text.len() as u64));
+        g.bench_function(name, |b| {
+            b.iter(|| preprocess(std::hint::black_box(text), "bench.d", &opts).unwrap())
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench, bench_cpp);
 criterion_main!(benches);

@@ -2588,26 +2588,19 @@ mod tests {
     }
 
     #[test]
-    fn large_input_is_fast() {
+    fn a_megabyte_of_input_expands_every_line() {
+        // (its speed is measured by benches/parse.rs, `cpp`)
         let mut src = String::from("#define VAL 5\n#define F(a) ((a) + VAL)\n");
+        let mut clauses = 0;
         while src.len() < 1_000_000 {
             src.push_str("syscall::read:entry /pid == $target/ { @[probefunc] = count(); x = F(VAL); } /* c */\n");
             src.push_str("tick-1s { printf(\"%d\\n\", 1); }\n");
+            clauses += 1;
         }
-        let t = std::time::Instant::now();
         let out = pp(&src).unwrap();
-        let el = t.elapsed();
-        assert!(out.contains("x = ((5) + 5);"));
-        // Generous limits for unoptimised (debug) test builds.
-        let (lim1, lim2) = if cfg!(debug_assertions) {
-            (8000, 4000)
-        } else {
-            (900, 500)
-        };
-        assert!(el.as_millis() < lim1, "took {el:?}");
-        let plain = "BEGIN { trace(1); }\n".repeat(50_000);
-        let t = std::time::Instant::now();
-        pp(&plain).unwrap();
-        assert!(t.elapsed().as_millis() < lim2);
+        assert_eq!(out.matches("x = ((5) + 5);").count(), clauses);
+        assert!(!out.contains("F(") && !out.contains("/* c */"));
+        // every line is kept (plus the line marker), so diagnostics keep their line numbers
+        assert_eq!(out.lines().count(), src.lines().count() + 1);
     }
 }
