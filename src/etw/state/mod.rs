@@ -148,9 +148,9 @@ impl SystemState {
                     return;
                 };
                 let pdb = PdbInfo {
-                    guid: *guid,
+                    guid,
                     age: d.u64("Age").unwrap_or(0) as u32,
-                    file_name: d.str("PdbFileName").unwrap_or("").to_string(),
+                    file_name: d.str("PdbFileName").as_deref().unwrap_or("").to_string(),
                 };
                 match self.image_mut(pid as u32, base) {
                     Some(img) => img.pdb = Some(pdb),
@@ -170,8 +170,8 @@ impl SystemState {
             pid,
             parent: d.u64("ParentId").unwrap_or(0) as u32,
             session: d.u64("SessionId").unwrap_or(0) as u32,
-            name: d.str("ImageFileName").unwrap_or("").to_string(),
-            command_line: d.str("CommandLine").unwrap_or("").to_string(),
+            name: d.str("ImageFileName").as_deref().unwrap_or("").to_string(),
+            command_line: d.str("CommandLine").as_deref().unwrap_or("").to_string(),
             unique_key: d.u64("UniqueProcessKey").unwrap_or(0),
             start_ns: (d.name == "Start").then_some(ev.time_ns),
             end_ns: None,
@@ -236,7 +236,7 @@ impl SystemState {
         let mut img = Image {
             base,
             size: d.u64("ImageSize").unwrap_or(0),
-            file_name: d.str("FileName").unwrap_or("").to_string(),
+            file_name: d.str("FileName").as_deref().unwrap_or("").to_string(),
             time_date_stamp: d.u64("TimeDateStamp").unwrap_or(0) as u32,
             checksum: d.u64("ImageChecksum").unwrap_or(0) as u32,
             original_name: None,
