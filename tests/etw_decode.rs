@@ -86,6 +86,9 @@ fn read_all_ways(d: &DecodedEvent<'_>) -> usize {
         if seen.insert(n.to_string()) {
             let got = d.get(n).map(|g| format!("{g:?}"));
             assert_eq!(got, Some(format!("{v:?}")), "{} {} {n}", d.provider, d.name);
+            let [picked, none] = d.pick([n, "no such field"]);
+            assert_eq!(picked.map(|g| format!("{g:?}")), got);
+            assert!(none.is_none());
             if let Some(t) = v.text() {
                 assert_eq!(d.str(n).as_deref(), Some(&*t));
             }

@@ -188,6 +188,24 @@ impl<'a> DecodedEvent<'a> {
         self.fields().find_value(name)
     }
 
+    /// Several fields by name in one pass over the payload (what one `get` per name would give,
+    /// without stepping over the fields before each again): `None` for a name the event lacks.
+    pub fn pick<const N: usize>(&self, names: [&str; N]) -> [Option<Value<'_>>; N] {
+        let mut out: [Option<Value<'_>>; N] = std::array::from_fn(|_| None);
+        let mut left = N;
+        let mut f = self.fields();
+        while left > 0 {
+            let Some((n, at)) = f.next_span() else { break };
+            if let Some(i) = names.iter().position(|x| *x == n) {
+                if out[i].is_none() {
+                    out[i] = f.value_at(&at);
+                    left -= 1;
+                }
+            }
+        }
+        out
+    }
+
     /// A numeric field by name.
     pub fn u64(&self, name: &str) -> Option<u64> {
         self.get(name)?.as_u64()
@@ -588,7 +606,7 @@ impl Decoder {
                     }
                 }
                 if let Some(s) = self.schemas.get(&(ev.provider, ev.id, ev.version)) {
-                    return self.from_schema(ev.provider, s, payload, ptr);
+                    return self.with_schema(ev.provider, s, payload, ptr);
                 }
                 raw("", payload)
             }
@@ -612,7 +630,7 @@ impl Decoder {
                     };
                 }
                 if let Some(s) = self.classic.get(&(ev.provider, ev.opcode, ev.version)) {
-                    return self.from_schema(ev.provider, s, payload, ptr);
+                    return self.with_schema(ev.provider, s, payload, ptr);
                 }
                 raw("", payload)
             }
@@ -622,7 +640,7 @@ impl Decoder {
 
 impl Decoder {
     /// An event read with a manifest/EventMetadata schema and its provider's value maps.
-    fn from_schema<'a>(
+    fn with_schema<'a>(
         &'a self,
         provider: Guid,
         schema: &'a Schema<String>,

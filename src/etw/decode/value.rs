@@ -432,6 +432,33 @@ pub fn value_end(
     if pos > b.len() {
         return None;
     }
+    if let Some(n) = ty.fixed_size(ptr) {
+        if !matches!(ty, FieldType::Chars(_) | FieldType::Bytes(_)) && b.len() - pos >= n {
+            // integers: their value (array counts and lengths refer to them); the others
+            // are stepped over by size
+            let v = match n {
+                1 => Some(b[pos] as u64),
+                2 if ty == FieldType::U16Be => {
+                    Some(u16::from_be_bytes([b[pos], b[pos + 1]]) as u64)
+                }
+                2 => le_u16(b, pos).map(u64::from),
+                4 if !matches!(ty, FieldType::F32 | FieldType::IpV4) => {
+                    le_u32(b, pos).map(u64::from)
+                }
+                8 if ty != FieldType::F64 => le_u64(b, pos),
+                _ => None,
+            };
+            let v = match ty {
+                FieldType::I8 => v.map(|x| x as i8 as i64 as u64),
+                FieldType::I16 => v.map(|x| x as i16 as i64 as u64),
+                FieldType::I32 => v.map(|x| x as i32 as i64 as u64),
+                FieldType::Bool8 | FieldType::Bool32 => v.map(|x| (x != 0) as u64),
+                FieldType::AnsiChar | FieldType::Utf16Char => None,
+                _ => v,
+            };
+            return Some((v, pos + n));
+        }
+    }
     if ty == FieldType::Frames {
         let step = ptr as usize;
         return Some((None, pos + (b.len() - pos) / step * step));
@@ -620,6 +647,70 @@ mod utf16_tests {
             ("\u{100}".repeat(4) + "x", b.len())
         );
         assert_eq!(super::utf16z_string(&[b'a', 0, b'b']), ("a".to_string(), 3));
+    }
+
+    #[test]
+    fn stepping_over_a_value_agrees_with_reading_it() {
+        use super::FieldType::*;
+        let types = [
+            I8,
+            U8,
+            I16,
+            U16,
+            I32,
+            U32,
+            I64,
+            U64,
+            Ptr,
+            SizeT,
+            U16Be,
+            HexI32,
+            HexI64,
+            F32,
+            F64,
+            Bool32,
+            Bool8,
+            Guid,
+            FileTime,
+            SystemTime,
+            Sid,
+            WmiSid,
+            AnsiZ,
+            Utf16Z,
+            Utf16N,
+            AnsiN,
+            CountedUtf16,
+            CountedAnsi,
+            CountedBinary,
+            HexDump,
+            IpV4,
+            IpV6,
+            Frames,
+            Utf16Char,
+            AnsiChar,
+            Binary,
+            Chars(3),
+            Bytes(5),
+        ];
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for round in 0..4000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let n = (seed % 40) as usize;
+            let b: Vec<u8> = (0..n).map(|i| (seed >> (i % 8 * 8)) as u8 & 0x8f).collect();
+            let ty = types[round % types.len()];
+            let ptr = if round % 2 == 0 { 4 } else { 8 };
+            let pos = (seed >> 40) as usize % (n + 2);
+            let read = super::read_value(ty, &b, pos, ptr, None)
+                .filter(|_| pos <= b.len())
+                .map(|(v, next)| (v.as_u64(), next));
+            assert_eq!(
+                super::value_end(ty, &b, pos, ptr, None),
+                read,
+                "{ty:?} {b:?} @{pos}"
+            );
+        }
     }
 
     #[test]
