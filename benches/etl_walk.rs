@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion, Throughput};
-use dtx::etw::decode::Decoder;
+use dtx::etw::decode::{Decoder, Value};
 use dtx::etw::reader::{open_zip_member, zip_etl_members, EtlFile};
 
 fn shared() -> Option<PathBuf> {
@@ -55,12 +55,32 @@ fn walk(etl: &EtlFile, merged: bool) -> u64 {
     n
 }
 
-/// Walks every record in time order and decodes its payload (schemas learnt on the way), counting
-/// the events that decoded to named fields.
+/// Folds a value into a checksum the way a consumer reads it: numbers as numbers, strings
+/// converted to UTF-8 text (into a reused buffer, as `etwfield_str` does), arrays and structs
+/// element by element.
+fn touch(v: &Value<'_>, text: &mut Vec<u8>) -> u64 {
+    match v {
+        Value::Str(_) | Value::Utf16(_) | Value::Mapped { .. } => {
+            text.clear();
+            v.write_text(text);
+            text.len() as u64
+        }
+        Value::Array(items) => items.iter().map(|v| touch(v, text)).sum(),
+        Value::Struct(fields) => fields.iter().map(|(_, v)| touch(v, text)).sum(),
+        Value::Bytes(b) | Value::Sid(b) => b.len() as u64,
+        Value::Ptrs(p) => p.len() as u64,
+        v => v.as_u64().unwrap_or(1),
+    }
+}
+
+/// Walks every record in time order, decodes its payload (schemas learnt on the way) and reads
+/// every field's value through the public API ([`touch`]); counts the events that decoded to
+/// named fields.
 fn walk_decode(etl: &EtlFile) -> (u64, u64) {
     let mut dec = Decoder::new();
     let (mut n, mut named) = (0u64, 0u64);
-    let mut acc = 0usize;
+    let mut acc = 0u64;
+    let mut text = Vec::new();
     let mut it = etl.events();
     while let Some(r) = it.next_event() {
         if let Ok(ev) = r {
@@ -70,7 +90,9 @@ fn walk_decode(etl: &EtlFile) -> (u64, u64) {
             if d.is_named() {
                 named += 1;
             }
-            acc = acc.wrapping_add(d.fields.len());
+            d.for_each_field(|name, v| {
+                acc = acc.wrapping_add(name.len() as u64 + touch(v, &mut text));
+            });
         }
     }
     black_box(acc);

@@ -216,11 +216,12 @@ fn synthetic_trace_decodes() {
                 );
                 assert_eq!(ev.payload, b"payload");
                 assert_eq!(ev.extended.len(), 2);
+                let items: Vec<_> = ev.extended.iter().collect();
                 assert_eq!(
-                    (ev.extended[0].ext_type, ev.extended[0].data),
+                    (items[0].ext_type, items[0].data),
                     (12, &b"\x09\x00prov\0"[..])
                 );
-                assert_eq!(ev.extended[1].data, &[0x22; 16]);
+                assert_eq!(items[1].data, &[0x22; 16]);
             }
             _ => assert_eq!(ev.kernel_group, Some(0)),
         }

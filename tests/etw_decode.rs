@@ -7,7 +7,7 @@ mod walker;
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use dtx::etw::decode::{kernel, Decoder, SchemaSource, Value};
+use dtx::etw::decode::{kernel, DecodedEvent, Decoder, SchemaSource, Value};
 use dtx::etw::record::{EventRecord, Guid, HeaderKind};
 use dtx::etw::state::SystemState;
 
@@ -70,6 +70,33 @@ fn files() -> Option<Vec<PathBuf>> {
     Some(files)
 }
 
+/// Reads every field of a decoded event the three ways the view offers (the iterator, the
+/// callback, each name on its own, which steps over the fields before it without reading
+/// them) and checks that they agree; returns the number of fields.
+fn read_all_ways(d: &DecodedEvent<'_>) -> usize {
+    // Debug text, so that a NaN float still equals itself
+    let by_iter: Vec<String> = d.fields().map(|(n, v)| format!("{n}={v:?}")).collect();
+    let mut by_callback = Vec::new();
+    let whole = d.for_each_field(|n, v| by_callback.push(format!("{n}={v:?}")));
+    assert_eq!(by_iter, by_callback, "{} {}", d.provider, d.name);
+    assert_eq!(whole, d.is_complete(), "{} {}", d.provider, d.name);
+    assert_eq!(d.field_count(), by_iter.len(), "{} {}", d.provider, d.name);
+    let mut seen = HashSet::new();
+    for (n, v) in d.fields() {
+        if seen.insert(n.to_string()) {
+            let got = d.get(n).map(|g| format!("{g:?}"));
+            assert_eq!(got, Some(format!("{v:?}")), "{} {} {n}", d.provider, d.name);
+            let [picked, none] = d.pick([n, "no such field"]);
+            assert_eq!(picked.map(|g| format!("{g:?}")), got);
+            assert!(none.is_none());
+            if let Some(t) = v.text() {
+                assert_eq!(d.str(n).as_deref(), Some(&*t));
+            }
+        }
+    }
+    by_iter.len()
+}
+
 fn short(p: &Path) -> String {
     p.file_name().unwrap().to_string_lossy().to_string()
 }
@@ -101,6 +128,7 @@ fn every_event_decodes() {
         let mut unknown: BTreeMap<String, usize> = BTreeMap::new();
         for e in &evs {
             let d = dec.decode(e);
+            read_all_ways(&d);
             if d.is_named() {
                 named += 1;
             }
@@ -115,12 +143,12 @@ fn every_event_decodes() {
             if e.kind == HeaderKind::EventHeader && e.extended.iter().any(|x| x.ext_type == 11) {
                 tl += 1;
                 if d.source != SchemaSource::TraceLogging
-                    || !d.complete
-                    || d.fields.is_empty() && !e.payload.is_empty()
+                    || !d.is_complete()
+                    || d.field_count() == 0 && !e.payload.is_empty()
                 {
                     tl_bad += 1;
                     if tl_bad < 3 {
-                        eprintln!("TL not decoded: {} {:?} {:?}", short(f), d.name, d.fields);
+                        eprintln!("TL not decoded: {} {d:?}", short(f));
                     }
                 }
             }
@@ -184,8 +212,8 @@ fn event_map_info_names_values() {
         let mut example = None;
         for e in &evs {
             let d = dec.decode(e);
-            for (n, v) in &d.fields {
-                if let Value::Mapped { value, name } = v {
+            for (n, v) in d.fields() {
+                if let Value::Mapped { value, name } = &v {
                     mapped += 1;
                     // the name is the map's, the number is still there
                     assert_eq!(v.as_u64(), Some(*value));
@@ -244,12 +272,12 @@ fn cswitch_and_processes_in_randomascii() {
         let d = dec.decode(e);
         if d.provider == "Thread" && d.name == "CSwitch" {
             cswitch += 1;
-            assert!(d.complete);
+            assert!(d.is_complete());
             let new = d.u64("NewThreadId").unwrap();
             let old = d.u64("OldThreadId").unwrap();
             same += (new == old) as usize;
             let prio = |n| match d.get(n) {
-                Some(Value::I64(v)) => *v,
+                Some(Value::I64(v)) => v,
                 _ => -1,
             };
             assert!((0..32).contains(&prio("NewThreadPriority")), "{d:?}");
@@ -379,7 +407,7 @@ fn mutated_payloads_do_not_panic() {
                 ev.opcode = *op;
                 ev.version = *l.versions.start();
                 ev.pointer_size = if round % 2 == 0 { 4 } else { 8 };
-                let _ = dec.decode(&ev);
+                read_all_ways(&dec.decode(&ev));
             }
         }
     }
@@ -418,7 +446,7 @@ fn mutated_payloads_do_not_panic() {
             ext_type: 11,
             data: if round % 2 == 0 { &m } else { tl_meta },
         });
-        let _ = d2.decode(&ev);
+        read_all_ways(&d2.decode(&ev));
     }
 }
 
@@ -445,7 +473,7 @@ fn blank(payload: &[u8]) -> EventRecord<'_> {
         pointer_size: 8,
         activity_id: Guid::default(),
         payload,
-        extended: Vec::new(),
+        extended: Default::default(),
     }
 }
 
@@ -480,12 +508,13 @@ fn manifest_schemas_decode() {
     let d = dec.decode(&ev);
     assert_eq!(d.name, "Hello");
     assert_eq!(d.provider, "Test-Provider");
-    assert!(d.complete, "{d:?}");
+    assert!(d.is_complete(), "{d:?}");
     assert_eq!(
         d.get("Values"),
-        Some(&Value::Array(vec![Value::U64(1), Value::U64(2)]))
+        Some(Value::Array(vec![Value::U64(1), Value::U64(2)]))
     );
-    assert_eq!(d.str("Name"), Some("hi"));
+    assert_eq!(d.get("Name"), Some(Value::Utf16(&[b'h', 0, b'i', 0])));
+    assert_eq!(d.str("Name").as_deref(), Some("hi"));
     assert_eq!(d.u64("Port"), Some(443));
     assert!(dtx::etw::decode::list_layouts()
         .iter()
@@ -527,8 +556,7 @@ fn dump_samples() {
                 && seen.insert((d.provider, d.name))
             {
                 let s: Vec<String> = d
-                    .fields
-                    .iter()
+                    .fields()
                     .map(|(n, v)| {
                         format!("{n}={}", v.to_string().chars().take(60).collect::<String>())
                     })

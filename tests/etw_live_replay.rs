@@ -271,7 +271,7 @@ fn lost_events_fire_diag_lostevent() {
         header,
         cpu: 0,
         payload: Vec::new(),
-        extended: Vec::new(),
+        extended: Default::default(),
     };
     for _ in 0..3 {
         let mut parts = RawRecordParts::new(&lost, ctx);

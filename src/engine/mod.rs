@@ -501,23 +501,24 @@ impl Engine {
         let mut errors = Vec::new();
         let stack_source = crate::sources::etl::StackSource(stacks);
         // decode only what the enabled probes read (recomputed when the programs change)
-        let interest = std::cell::Cell::new(etw.interest(&|id| self.is_enabled(id)));
-        if interest.get().needs_file_names() {
+        // borrowed, not copied, per record (the probe masks make it a large value)
+        let interest = std::cell::RefCell::new(etw.interest(&|id| self.is_enabled(id)));
+        if interest.borrow().needs_file_names() {
             source.collect_file_names();
         }
         let mut generation = self.generation;
         source.walk_filtered(
-            |ev| interest.get().wants(ev),
+            |ev| interest.borrow().wants(ev),
             |ev, dec, state| {
                 if self.done() || !between(self) {
                     return false;
                 }
                 if self.generation != generation {
                     generation = self.generation;
-                    interest.set(etw.interest(&|id| self.is_enabled(id)));
+                    *interest.borrow_mut() = etw.interest(&|id| self.is_enabled(id));
                 }
                 self.advance_to(ev.time_ns);
-                if !interest.get().may_fire(ev) {
+                if !interest.borrow().may_fire(ev) {
                     return true;
                 }
                 self.fire_event(ev, dec, state, etw, &stack_source, &mut scratch);

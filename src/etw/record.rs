@@ -83,6 +83,102 @@ pub struct ExtendedItem<'a> {
     pub data: &'a [u8],
 }
 
+/// The extended data items of a record: the bytes of the record's item list (checked by the
+/// header parser, read item by item when iterated: a record costs no allocation), or items
+/// gathered one by one (a live `EVENT_RECORD`'s item array, tests).
+#[derive(Clone, Debug, Default)]
+pub struct ExtendedItems<'a> {
+    /// Item headers (size u16, type u16, linkage u16, data size u16) each followed by the
+    /// item's data, `size` bytes in all.
+    raw: &'a [u8],
+    items: Vec<ExtendedItem<'a>>,
+}
+
+impl<'a> ExtendedItems<'a> {
+    /// The items of an EVENT_HEADER record's list; `raw` must hold whole items (sizes of at
+    /// least 8 bytes, data within their item), as the header parser checks.
+    pub fn from_raw(raw: &'a [u8]) -> ExtendedItems<'a> {
+        ExtendedItems {
+            raw,
+            items: Vec::new(),
+        }
+    }
+
+    /// Adds an item after the others.
+    pub fn push(&mut self, item: ExtendedItem<'a>) {
+        if !self.raw.is_empty() {
+            let raw: Vec<ExtendedItem<'a>> = self.iter().collect();
+            self.raw = &[];
+            self.items = raw;
+        }
+        self.items.push(item);
+    }
+
+    pub fn iter(&self) -> ExtendedIter<'_, 'a> {
+        ExtendedIter {
+            raw: self.raw,
+            items: self.items.iter(),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.iter().count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.raw.is_empty() && self.items.is_empty()
+    }
+}
+
+/// Equal when they hold the same items, however they were gathered.
+impl PartialEq for ExtendedItems<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.iter().eq(other.iter())
+    }
+}
+
+impl<'a> FromIterator<ExtendedItem<'a>> for ExtendedItems<'a> {
+    fn from_iter<I: IntoIterator<Item = ExtendedItem<'a>>>(iter: I) -> Self {
+        ExtendedItems {
+            raw: &[],
+            items: iter.into_iter().collect(),
+        }
+    }
+}
+
+impl<'s, 'a> IntoIterator for &'s ExtendedItems<'a> {
+    type Item = ExtendedItem<'a>;
+    type IntoIter = ExtendedIter<'s, 'a>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+/// The items of an [`ExtendedItems`], in record order.
+pub struct ExtendedIter<'s, 'a> {
+    raw: &'a [u8],
+    items: std::slice::Iter<'s, ExtendedItem<'a>>,
+}
+
+impl<'a> Iterator for ExtendedIter<'_, 'a> {
+    type Item = ExtendedItem<'a>;
+
+    #[inline]
+    fn next(&mut self) -> Option<ExtendedItem<'a>> {
+        if let Some(x) = self.items.next() {
+            return Some(*x);
+        }
+        let h = self.raw.get(..8)?;
+        let size = u16::from_le_bytes([h[0], h[1]]) as usize;
+        let ext_type = u16::from_le_bytes([h[2], h[3]]);
+        let data_size = u16::from_le_bytes([h[6], h[7]]) as usize;
+        let data = self.raw.get(8..8 + data_size)?;
+        self.raw = self.raw.get(size.max(8)..).unwrap_or(&[]);
+        Some(ExtendedItem { ext_type, data })
+    }
+}
+
 /// An event: header fields, descriptor, context, payload and extended items.
 #[derive(Clone, Debug)]
 pub struct EventRecord<'a> {
@@ -115,7 +211,7 @@ pub struct EventRecord<'a> {
     pub pointer_size: u8,
     pub activity_id: Guid,
     pub payload: &'a [u8],
-    pub extended: Vec<ExtendedItem<'a>>,
+    pub extended: ExtendedItems<'a>,
 }
 
 #[cfg(test)]

@@ -100,7 +100,7 @@ impl TraceSource {
             let name = dec.str("FileName").or_else(|| dec.str("OpenPath"));
             if let (Some(obj), Some(name)) = (dec.u64("FileObject"), name) {
                 if !name.is_empty() {
-                    self.state.set_file_name(obj, name);
+                    self.state.set_file_name(obj, &name);
                 }
             }
         }
@@ -299,7 +299,7 @@ pub struct EventMemory<'a, 'd> {
 }
 
 impl EventMemory<'_, '_> {
-    fn field(&self, name: &[u8]) -> Option<&crate::etw::decode::Value<'_>> {
+    fn field(&self, name: &[u8]) -> Option<crate::etw::decode::Value<'_>> {
         let name = std::str::from_utf8(name).ok()?;
         self.event.get(name)
     }
@@ -313,7 +313,7 @@ impl AddressSpace for EventMemory<'_, '_> {
     fn event_field(&self, name: &[u8]) -> Option<u64> {
         use crate::etw::decode::Value;
         match self.field(name)? {
-            Value::F64(f) => Some(*f as i64 as u64),
+            Value::F64(f) => Some(f as i64 as u64),
             v => v.as_u64(),
         }
     }
@@ -322,10 +322,7 @@ impl AddressSpace for EventMemory<'_, '_> {
         let Some(v) = self.field(name) else {
             return false;
         };
-        match v.as_str() {
-            Some(s) => out.extend_from_slice(s.as_bytes()),
-            None => out.extend_from_slice(v.to_string().as_bytes()),
-        }
+        v.write_text(out);
         true
     }
 }

@@ -174,7 +174,7 @@ fn blank<'a>(ht: u8, kind: HeaderKind, cpu: u16) -> EventRecord<'a> {
         pointer_size: ptr,
         activity_id: Guid::default(),
         payload: &[],
-        extended: Vec::new(),
+        extended: Default::default(),
     }
 }
 

@@ -18,44 +18,192 @@ pub mod tlg;
 pub mod value;
 
 use crate::fasthash::FastMap;
+use std::borrow::Cow;
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::etw::record::{EventRecord, Guid, HeaderKind};
 pub use layout::{Field, Layout, Source};
 pub use schema::SchemaSource;
-use schema::{decode_with, Schema};
+use schema::{Prop, Schema, SchemaCursor};
 use tdh::SchemaKey;
 pub use value::{FieldType, Value};
 
-/// A decoded event: names borrow the decoder's schemas, the record's metadata, or static tables;
-/// values borrow the payload where they can.
-#[derive(Clone, Debug, PartialEq)]
+/// A decoded event: a view over the record's payload with the schema that names its fields.
+/// Nothing is read until it is asked for: [`DecodedEvent::get`] steps over the fields before the
+/// one named (computing their offsets, building no value), [`DecodedEvent::fields`] reads them
+/// in order. Strings stay in the payload (UTF-16 as [`Value::Utf16`]) until converted. Making
+/// one allocates nothing.
+#[derive(Clone)]
 pub struct DecodedEvent<'a> {
     /// Provider or kernel class name ("Thread", "Microsoft-Windows-DNS-Client", ...).
     pub provider: &'a str,
     /// Event name ("CSwitch", "ImageId", a TraceLogging event name, ...).
     pub name: &'a str,
     pub source: SchemaSource,
-    pub fields: Vec<(&'a str, Value<'a>)>,
-    /// False when the payload ended before the schema did (the fields decoded so far are kept).
-    pub complete: bool,
+    view: View<'a>,
+}
+
+/// What a [`DecodedEvent`] reads its fields with.
+#[derive(Clone)]
+enum View<'a> {
+    /// No fields (an event left undecoded).
+    Empty,
+    /// One field: the whole payload (raw events, EventMetadata blobs).
+    Whole(&'static str, &'a [u8]),
+    /// A static kernel/KernelTraceControl layout.
+    Layout {
+        layout: &'static Layout,
+        payload: &'a [u8],
+        ptr: u8,
+        version: u8,
+    },
+    /// A manifest/EventMetadata schema, with the provider's value maps.
+    Schema {
+        schema: &'a Schema<String>,
+        maps: Option<&'a FastMap<String, tdh::ValueMap>>,
+        payload: &'a [u8],
+        ptr: u8,
+    },
+    /// A TraceLogging schema, shared with the decoder's cache.
+    TraceLogging {
+        schema: Arc<Schema<String>>,
+        payload: &'a [u8],
+        ptr: u8,
+    },
 }
 
 impl<'a> DecodedEvent<'a> {
-    /// An event left undecoded because nothing needs its fields (no allocation).
+    /// An event left undecoded because nothing needs its fields.
     pub fn skipped() -> DecodedEvent<'static> {
         DecodedEvent {
             provider: "",
             name: "",
             source: SchemaSource::Raw,
-            fields: Vec::new(),
-            complete: true,
+            view: View::Empty,
         }
     }
 
-    /// A field by name.
-    pub fn get(&self, name: &str) -> Option<&Value<'a>> {
-        self.fields.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
+    /// The fields in payload order, each read as it is reached.
+    pub fn fields(&self) -> Fields<'_, 'a> {
+        let state = match &self.view {
+            View::Empty => FieldsState::Done,
+            View::Whole(name, b) => FieldsState::Whole(name, b),
+            View::Layout {
+                layout,
+                payload,
+                ptr,
+                version,
+            } => FieldsState::Layout {
+                fields: layout.fields,
+                payload,
+                ptr: *ptr,
+                version: *version,
+                next: 0,
+                pos: 0,
+            },
+            View::Schema {
+                schema,
+                maps,
+                payload,
+                ptr,
+            } => FieldsState::Schema(SchemaCursor::new(schema, payload, *ptr), *maps),
+            View::TraceLogging {
+                schema,
+                payload,
+                ptr,
+            } => FieldsState::Schema(SchemaCursor::new(schema, payload, *ptr), None),
+        };
+        Fields {
+            state,
+            short: false,
+        }
+    }
+
+    /// Reads every field in payload order, handing each name and value to `f` (the fastest
+    /// way to read them all); returns false when the payload ended before the schema did.
+    pub fn for_each_field(&self, mut f: impl FnMut(&str, &Value<'_>)) -> bool {
+        match &self.view {
+            View::Empty => true,
+            View::Whole(name, b) => {
+                f(name, &Value::Bytes(b));
+                true
+            }
+            View::Layout {
+                layout,
+                payload,
+                ptr,
+                version,
+            } => {
+                let mut pos = 0;
+                for fl in layout.fields {
+                    if fl.since > *version {
+                        continue;
+                    }
+                    // fields past the end of the payload are left out (older builds omit
+                    // trailing fields); trailing bytes the layout does not name are ignored
+                    if pos >= payload.len() {
+                        return false;
+                    }
+                    let Some((v, end)) = value::read_value(fl.ty, payload, pos, *ptr, None) else {
+                        return false;
+                    };
+                    f(fl.name, &v);
+                    release(v);
+                    pos = end;
+                }
+                true
+            }
+            View::Schema {
+                schema,
+                maps,
+                payload,
+                ptr,
+            } => {
+                let mut c = SchemaCursor::new(schema, payload, *ptr);
+                while let Some((p, v)) = c.next_value(&|p: &Prop<String>| p.name.as_str()) {
+                    let v = mapped(*maps, p, v);
+                    f(&p.name, &v);
+                    release(v);
+                }
+                !c.short
+            }
+            View::TraceLogging {
+                schema,
+                payload,
+                ptr,
+            } => {
+                let mut c = SchemaCursor::new(schema, payload, *ptr);
+                while let Some((p, v)) = c.next_value(&|p: &Prop<String>| p.name.as_str()) {
+                    f(&p.name, &v);
+                    release(v);
+                }
+                !c.short
+            }
+        }
+    }
+
+    /// A field by name (the first of that name).
+    pub fn get(&self, name: &str) -> Option<Value<'_>> {
+        self.fields().find_value(name)
+    }
+
+    /// Several fields by name in one pass over the payload (what one `get` per name would give,
+    /// without stepping over the fields before each again): `None` for a name the event lacks.
+    pub fn pick<const N: usize>(&self, names: [&str; N]) -> [Option<Value<'_>>; N] {
+        let mut out: [Option<Value<'_>>; N] = std::array::from_fn(|_| None);
+        let mut left = N;
+        let mut f = self.fields();
+        while left > 0 {
+            let Some((n, at)) = f.next_span() else { break };
+            if let Some(i) = names.iter().position(|x| *x == n) {
+                if out[i].is_none() {
+                    out[i] = f.value_at(&at);
+                    left -= 1;
+                }
+            }
+        }
+        out
     }
 
     /// A numeric field by name.
@@ -63,14 +211,243 @@ impl<'a> DecodedEvent<'a> {
         self.get(name)?.as_u64()
     }
 
-    /// A string field by name.
-    pub fn str(&self, name: &str) -> Option<&str> {
-        self.get(name)?.as_str()
+    /// A string field by name (UTF-16 converted; a mapped integer's name).
+    pub fn str(&self, name: &str) -> Option<Cow<'_, str>> {
+        self.get(name)?.into_text()
+    }
+
+    /// How many fields the payload holds.
+    pub fn field_count(&self) -> usize {
+        let mut f = self.fields();
+        let mut n = 0;
+        while f.next_span().is_some() {
+            n += 1;
+        }
+        n
+    }
+
+    /// False when the payload ended before the schema did (the fields before that point are
+    /// still read).
+    pub fn is_complete(&self) -> bool {
+        let mut f = self.fields();
+        while f.next_span().is_some() {}
+        !f.short
     }
 
     /// True when the event decoded to named fields (not raw).
     pub fn is_named(&self) -> bool {
         self.source != SchemaSource::Raw
+    }
+}
+
+impl std::fmt::Debug for DecodedEvent<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let fields: Vec<(&str, Value<'_>)> = self.fields().collect();
+        f.debug_struct("DecodedEvent")
+            .field("provider", &self.provider)
+            .field("name", &self.name)
+            .field("source", &self.source)
+            .field("fields", &fields)
+            .field("complete", &self.is_complete())
+            .finish()
+    }
+}
+
+/// The fields of a [`DecodedEvent`], read one after the other.
+pub struct Fields<'s, 'a> {
+    state: FieldsState<'s, 'a>,
+    /// Set once the payload ended before the schema did.
+    short: bool,
+}
+
+enum FieldsState<'s, 'a> {
+    Done,
+    Whole(&'static str, &'a [u8]),
+    Layout {
+        fields: &'static [Field],
+        payload: &'a [u8],
+        ptr: u8,
+        version: u8,
+        next: usize,
+        pos: usize,
+    },
+    Schema(
+        SchemaCursor<'s, 'a, String>,
+        Option<&'s FastMap<String, tdh::ValueMap>>,
+    ),
+}
+
+/// Where the field a [`Fields`] stepped to lies.
+enum At<'a> {
+    Whole(&'a [u8]),
+    Layout(FieldType, usize),
+    Schema(schema::Span),
+}
+
+impl<'s, 'a> Fields<'s, 'a> {
+    /// Steps to the next field: its name and where it lies, building no value.
+    fn next_span(&mut self) -> Option<(&'s str, At<'a>)> {
+        match &mut self.state {
+            FieldsState::Done => None,
+            FieldsState::Whole(name, b) => {
+                let (name, b): (&'static str, &'a [u8]) = (name, b);
+                self.state = FieldsState::Done;
+                Some((name, At::Whole(b)))
+            }
+            FieldsState::Layout {
+                fields,
+                payload,
+                ptr,
+                version,
+                next,
+                pos,
+            } => {
+                let fl = loop {
+                    let fl = fields.get(*next)?;
+                    *next += 1;
+                    if fl.since <= *version {
+                        break fl;
+                    }
+                };
+                // fields past the end of the payload are left out (older builds omit
+                // trailing fields); trailing bytes the layout does not name are ignored
+                let here = *pos;
+                match (here < payload.len())
+                    .then(|| value::value_end(fl.ty, payload, here, *ptr, None))
+                    .flatten()
+                {
+                    Some((_, end)) => *pos = end,
+                    None => {
+                        self.short = true;
+                        self.state = FieldsState::Done;
+                        return None;
+                    }
+                }
+                Some((fl.name, At::Layout(fl.ty, here)))
+            }
+            FieldsState::Schema(c, _) => {
+                let r = c.next_span();
+                self.short = c.short;
+                let (p, span) = r?;
+                Some((p.name.as_str(), At::Schema(span)))
+            }
+        }
+    }
+
+    /// The value of the field [`Fields::next_span`] stepped to.
+    fn value_at(&mut self, at: &At<'a>) -> Option<Value<'s>>
+    where
+        'a: 's,
+    {
+        match (&mut self.state, at) {
+            (_, At::Whole(b)) => Some(Value::Bytes(b)),
+            (FieldsState::Layout { payload, ptr, .. }, At::Layout(ty, pos)) => {
+                value::read_value(*ty, payload, *pos, *ptr, None).map(|(v, _)| v)
+            }
+            (FieldsState::Schema(c, maps), At::Schema(span)) => {
+                let maps = *maps;
+                let v = c.value(span, &|p: &Prop<String>| p.name.as_str())?;
+                Some(mapped(maps, c.prop(span.prop)?, v))
+            }
+            _ => None,
+        }
+    }
+
+    /// The value of the first field called `name`, stepping over (not reading) the others.
+    fn find_value(mut self, name: &str) -> Option<Value<'s>>
+    where
+        'a: 's,
+    {
+        while let Some((n, at)) = self.next_span() {
+            if n == name {
+                return self.value_at(&at);
+            }
+        }
+        None
+    }
+}
+
+/// Drops a value, inline for the kinds that own nothing (most of them: numbers and views of
+/// the payload), so that reading a field costs no call to drop it.
+#[inline(always)]
+fn release(v: Value<'_>) {
+    match v {
+        Value::Str(Cow::Owned(_))
+        | Value::Ptrs(_)
+        | Value::Array(_)
+        | Value::Struct(_)
+        | Value::Mapped { .. } => drop(v),
+        v => std::mem::forget(v),
+    }
+}
+
+/// A top-level value with its value map applied, when the trace gave the property's map.
+fn mapped<'s>(
+    maps: Option<&'s FastMap<String, tdh::ValueMap>>,
+    p: &'s Prop<String>,
+    v: Value<'s>,
+) -> Value<'s> {
+    let Some(m) = p.map.as_deref() else {
+        return v;
+    };
+    if let Some(map) = maps.and_then(|maps| maps.get(m)) {
+        if let Some(n) = v.as_u64() {
+            if let Some(name) = map.name_of(n) {
+                return Value::Mapped { value: n, name };
+            }
+        }
+    }
+    v
+}
+
+impl<'s, 'a: 's> Iterator for Fields<'s, 'a> {
+    type Item = (&'s str, Value<'s>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match &mut self.state {
+            FieldsState::Layout {
+                fields,
+                payload,
+                ptr,
+                version,
+                next,
+                pos,
+            } => {
+                let fl = loop {
+                    let fl = fields.get(*next)?;
+                    *next += 1;
+                    if fl.since <= *version {
+                        break fl;
+                    }
+                };
+                // as in `next_span`: fields past the end of the payload are left out
+                let got = (*pos < payload.len())
+                    .then(|| value::read_value(fl.ty, payload, *pos, *ptr, None))
+                    .flatten();
+                match got {
+                    Some((v, end)) => {
+                        *pos = end;
+                        Some((fl.name, v))
+                    }
+                    None => {
+                        self.short = true;
+                        self.state = FieldsState::Done;
+                        None
+                    }
+                }
+            }
+            FieldsState::Schema(c, maps) => {
+                let maps = *maps;
+                let r = c.next_value(&|p: &Prop<String>| p.name.as_str());
+                self.short = c.short;
+                let (p, v) = r?;
+                Some((p.name.as_str(), mapped(maps, p, v)))
+            }
+            _ => {
+                let (n, at) = self.next_span()?;
+                Some((n, self.value_at(&at)?))
+            }
+        }
     }
 }
 
@@ -93,8 +470,9 @@ pub struct Decoder {
     providers: FastMap<Guid, crate::etw::catalog::ProviderInfo>,
 }
 
-/// A TraceLogging metadata blob and the schema parsed from it.
-type TlSchema = (Box<[u8]>, Schema<tlg::NameAt>);
+/// A TraceLogging metadata blob, the place of the event name in it and the schema parsed from
+/// it (shared with the events decoded with it).
+type TlSchema = (Box<[u8]>, tlg::NameAt, Arc<Schema<String>>);
 
 impl Decoder {
     pub fn new() -> Decoder {
@@ -229,14 +607,15 @@ impl Decoder {
                     };
                     let mut cache = self.tl_schemas.borrow_mut();
                     let same = cache.entry(hash).or_default();
-                    let i = match same.iter().position(|(b, _)| **b == *blob) {
+                    let i = match same.iter().position(|(b, _, _)| **b == *blob) {
                         Some(i) => Some(i),
                         None => tlg::parse_metadata(blob).map(|s| {
-                            same.push((blob.into(), tlg::NameAt::schema(&s, blob)));
+                            let name = tlg::NameAt::of(s.name, blob);
+                            same.push((blob.into(), name, Arc::new(tlg::owned(&s))));
                             same.len() - 1
                         }),
                     };
-                    if let Some(s) = i.map(|i| &same[i].1) {
+                    if let Some((_, name, s)) = i.map(|i| &same[i]) {
                         let provider = ev
                             .extended
                             .iter()
@@ -244,19 +623,20 @@ impl Decoder {
                             .and_then(|t| tlg::provider_name(t.data))
                             .or_else(|| self.tl_providers.get(&ev.provider).map(String::as_str))
                             .unwrap_or("");
-                        let (fields, complete) =
-                            decode_with(s, &|p| p.name.get(blob), payload, ptr);
                         return DecodedEvent {
                             provider,
-                            name: s.name.get(blob),
+                            name: name.get(blob),
                             source: SchemaSource::TraceLogging,
-                            fields,
-                            complete,
+                            view: View::TraceLogging {
+                                schema: s.clone(),
+                                payload,
+                                ptr,
+                            },
                         };
                     }
                 }
                 if let Some(s) = self.schemas.get(&(ev.provider, ev.id, ev.version)) {
-                    return self.mapped(ev.provider, s, from_schema(s, payload, ptr));
+                    return self.with_schema(ev.provider, s, payload, ptr);
                 }
                 raw("", payload)
             }
@@ -276,12 +656,11 @@ impl Decoder {
                         provider: "EventMetadata",
                         name,
                         source: SchemaSource::Kernel,
-                        fields: vec![("Info", Value::Bytes(payload))],
-                        complete: true,
+                        view: View::Whole("Info", payload),
                     };
                 }
                 if let Some(s) = self.classic.get(&(ev.provider, ev.opcode, ev.version)) {
-                    return self.mapped(ev.provider, s, from_schema(s, payload, ptr));
+                    return self.with_schema(ev.provider, s, payload, ptr);
                 }
                 raw("", payload)
             }
@@ -290,32 +669,25 @@ impl Decoder {
 }
 
 impl Decoder {
-    /// Names the values of the fields that have a value map the trace carried.
-    fn mapped<'a>(
+    /// An event read with a manifest/EventMetadata schema and its provider's value maps.
+    fn with_schema<'a>(
         &'a self,
         provider: Guid,
-        s: &'a Schema<String>,
-        mut d: DecodedEvent<'a>,
+        schema: &'a Schema<String>,
+        payload: &'a [u8],
+        ptr: u8,
     ) -> DecodedEvent<'a> {
-        let Some(maps) = self.maps.get(&provider) else {
-            return d;
-        };
-        // the fields come out in the order of the schema's top-level properties
-        for ((_, value), p) in d
-            .fields
-            .iter_mut()
-            .zip(s.top.iter().filter_map(|&i| s.props.get(i)))
-        {
-            let Some(map) = p.map.as_deref().and_then(|m| maps.get(m)) else {
-                continue;
-            };
-            if let Some(v) = value.as_u64() {
-                if let Some(n) = map.name_of(v) {
-                    *value = Value::Mapped { value: v, name: n };
-                }
-            }
+        DecodedEvent {
+            provider: &schema.provider,
+            name: &schema.name,
+            source: schema.source,
+            view: View::Schema {
+                schema,
+                maps: self.maps.get(&provider),
+                payload,
+                ptr,
+            },
         }
-        d
     }
 
     /// How many value maps the trace has given so far.
@@ -325,24 +697,16 @@ impl Decoder {
 }
 
 fn from_layout<'a>(l: &'static Layout, ev: &EventRecord<'a>, ptr: u8) -> DecodedEvent<'a> {
-    let (fields, complete) = l.decode(ev.payload, ptr, ev.version);
     DecodedEvent {
         provider: l.class,
         name: l.event_name(ev.opcode).unwrap_or(""),
         source: SchemaSource::Kernel,
-        fields,
-        complete,
-    }
-}
-
-fn from_schema<'a>(s: &'a Schema<String>, payload: &'a [u8], ptr: u8) -> DecodedEvent<'a> {
-    let (fields, complete) = decode_with(s, &|p| p.name.as_str(), payload, ptr);
-    DecodedEvent {
-        provider: &s.provider,
-        name: &s.name,
-        source: s.source,
-        fields,
-        complete,
+        view: View::Layout {
+            layout: l,
+            payload: ev.payload,
+            ptr,
+            version: ev.version,
+        },
     }
 }
 
@@ -351,8 +715,7 @@ fn raw<'a>(provider: &'a str, payload: &'a [u8]) -> DecodedEvent<'a> {
         provider,
         name: "",
         source: SchemaSource::Raw,
-        fields: vec![("Payload", Value::Bytes(payload))],
-        complete: true,
+        view: View::Whole("Payload", payload),
     }
 }
 

@@ -163,6 +163,28 @@ pub fn provider_name(traits: &[u8]) -> Option<&str> {
     cstr(traits, &mut pos)
 }
 
+/// A schema parsed from a record's metadata with its names copied out of the record.
+pub fn owned(s: &Schema<&str>) -> Schema<String> {
+    Schema {
+        provider: s.provider.to_string(),
+        name: s.name.to_string(),
+        props: s
+            .props
+            .iter()
+            .map(|p| Prop {
+                name: p.name.to_string(),
+                ty: p.ty,
+                count: p.count,
+                len: p.len,
+                members: p.members.clone(),
+                map: None,
+            })
+            .collect(),
+        top: s.top.clone(),
+        source: s.source,
+    }
+}
+
 /// A name inside a metadata blob: its byte offset and length. A schema parsed once keeps its
 /// names this way and every record with the same blob reads them from its own copy.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -173,7 +195,7 @@ pub struct NameAt {
 
 impl NameAt {
     /// The place of `name`, a slice of `blob`.
-    fn of(name: &str, blob: &[u8]) -> NameAt {
+    pub fn of(name: &str, blob: &[u8]) -> NameAt {
         let offset = (name.as_ptr() as usize).wrapping_sub(blob.as_ptr() as usize);
         NameAt {
             offset: offset.min(blob.len()) as u32,

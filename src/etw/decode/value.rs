@@ -123,7 +123,8 @@ impl FieldType {
     }
 }
 
-/// A decoded field value. Strings borrow the payload when they are valid 8-bit/UTF-8 text.
+/// A decoded field value. Strings borrow the payload: 8-bit text when it is valid UTF-8, and
+/// UTF-16 text always (as its raw bytes, converted only when asked: [`Value::text`]).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value<'a> {
     U64(u64),
@@ -133,6 +134,9 @@ pub enum Value<'a> {
     /// An address or pointer-sized value.
     Ptr(u64),
     Str(Cow<'a, str>),
+    /// UTF-16LE text as it lies in the payload (no terminator); the text stops at the first
+    /// NUL code unit, if any.
+    Utf16(&'a [u8]),
     Guid(Guid),
     Bytes(&'a [u8]),
     /// A SID in its binary form.
@@ -153,7 +157,7 @@ pub enum Value<'a> {
     },
 }
 
-impl Value<'_> {
+impl<'a> Value<'a> {
     /// The value as an unsigned integer, when it is numeric.
     pub fn as_u64(&self) -> Option<u64> {
         match *self {
@@ -164,10 +168,34 @@ impl Value<'_> {
         }
     }
 
-    pub fn as_str(&self) -> Option<&str> {
+    /// The value as text, when it is a string (UTF-16 converted) or a mapped name.
+    pub fn text(&self) -> Option<Cow<'_, str>> {
+        match self {
+            Value::Str(s) | Value::Mapped { name: s, .. } => Some(Cow::Borrowed(s)),
+            Value::Utf16(b) => Some(Cow::Owned(utf16_string(b))),
+            _ => None,
+        }
+    }
+
+    /// [`Value::text`], keeping the borrow of the payload where there is one.
+    pub fn into_text(self) -> Option<Cow<'a, str>> {
         match self {
             Value::Str(s) | Value::Mapped { name: s, .. } => Some(s),
+            Value::Utf16(b) => Some(Cow::Owned(utf16_string(b))),
             _ => None,
+        }
+    }
+
+    /// Appends the value as UTF-8 text to `out`, as [`Value::text`] or, for the other kinds,
+    /// as it displays; UTF-16 is converted straight into `out`.
+    pub fn write_text(&self, out: &mut Vec<u8>) {
+        match self {
+            Value::Str(s) | Value::Mapped { name: s, .. } => out.extend_from_slice(s.as_bytes()),
+            Value::Utf16(b) => utf16_into(b, out),
+            v => {
+                use std::io::Write;
+                let _ = write!(out, "{v}");
+            }
         }
     }
 
@@ -202,6 +230,7 @@ impl std::fmt::Display for Value<'_> {
             Value::Bool(v) => write!(f, "{v}"),
             Value::Ptr(v) => write!(f, "{v:#x}"),
             Value::Str(s) => write!(f, "{s}"),
+            Value::Utf16(b) => write!(f, "{}", utf16_string(b)),
             Value::Guid(g) => write!(f, "{g}"),
             Value::Bytes(b) => {
                 for x in b.iter() {
@@ -319,6 +348,65 @@ pub fn utf16z_string(b: &[u8]) -> (String, usize) {
     (s, next)
 }
 
+/// Appends UTF-16LE text (lossy, stopping at the first NUL) to `out` as UTF-8.
+pub fn utf16_into(b: &[u8], out: &mut Vec<u8>) {
+    out.reserve(b.len() / 2);
+    let mut i = 0;
+    // ASCII copies straight across, four code units at a time while none is the terminator
+    while let Some(w) = b.get(i..i + 8) {
+        let w = u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
+        if w & 0xff80_ff80_ff80_ff80 != 0
+            || w.wrapping_sub(0x0001_0001_0001_0001) & 0x8000_8000_8000_8000 != 0
+        {
+            break;
+        }
+        out.extend_from_slice(&[w as u8, (w >> 16) as u8, (w >> 32) as u8, (w >> 48) as u8]);
+        i += 8;
+    }
+    while i + 1 < b.len() {
+        let (lo, hi) = (b[i], b[i + 1]);
+        if hi != 0 || lo >= 0x80 {
+            break;
+        }
+        if lo == 0 {
+            return;
+        }
+        out.push(lo);
+        i += 2;
+    }
+    let units = b[i..]
+        .chunks_exact(2)
+        .map(|c| u16::from_le_bytes([c[0], c[1]]))
+        .take_while(|u| *u != 0);
+    let mut buf = [0u8; 4];
+    for c in char::decode_utf16(units) {
+        out.extend_from_slice(c.unwrap_or('\u{fffd}').encode_utf8(&mut buf).as_bytes());
+    }
+}
+
+/// The length in bytes of the NUL-terminated UTF-16LE text at the start of `b` (without the
+/// terminator) and the offset after the terminator (`b.len()` when it is unterminated; an odd
+/// trailing byte is left out of the text).
+#[inline]
+pub fn utf16z_extent(b: &[u8]) -> (usize, usize) {
+    let mut i = 0;
+    // four code units at a time while none of them is zero
+    while let Some(w) = b.get(i..i + 8) {
+        let w = u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
+        if w.wrapping_sub(0x0001_0001_0001_0001) & !w & 0x8000_8000_8000_8000 != 0 {
+            break;
+        }
+        i += 8;
+    }
+    while i + 1 < b.len() {
+        if b[i] == 0 && b[i + 1] == 0 {
+            return (i, i + 2);
+        }
+        i += 2;
+    }
+    (i, b.len())
+}
+
 /// 8-bit text: borrowed when it is valid UTF-8, else Latin-1.
 pub fn ansi_string(b: &[u8]) -> Cow<'_, str> {
     let b = match b.iter().position(|c| *c == 0) {
@@ -331,9 +419,67 @@ pub fn ansi_string(b: &[u8]) -> Cow<'_, str> {
     }
 }
 
+/// Steps over one value of `ty` at `pos` as [`read_value`] reads it, building nothing that
+/// allocates: its integer value when it is numeric, and the position after it.
+#[inline]
+pub fn value_end(
+    ty: FieldType,
+    b: &[u8],
+    pos: usize,
+    ptr: u8,
+    len: Option<usize>,
+) -> Option<(Option<u64>, usize)> {
+    if pos > b.len() {
+        return None;
+    }
+    if let Some(n) = ty.fixed_size(ptr) {
+        if !matches!(ty, FieldType::Chars(_) | FieldType::Bytes(_)) && b.len() - pos >= n {
+            // integers: their value (array counts and lengths refer to them); the others
+            // are stepped over by size
+            let v = match n {
+                1 => Some(b[pos] as u64),
+                2 if ty == FieldType::U16Be => {
+                    Some(u16::from_be_bytes([b[pos], b[pos + 1]]) as u64)
+                }
+                2 => le_u16(b, pos).map(u64::from),
+                4 if !matches!(ty, FieldType::F32 | FieldType::IpV4) => {
+                    le_u32(b, pos).map(u64::from)
+                }
+                8 if ty != FieldType::F64 => le_u64(b, pos),
+                _ => None,
+            };
+            let v = match ty {
+                FieldType::I8 => v.map(|x| x as i8 as i64 as u64),
+                FieldType::I16 => v.map(|x| x as i16 as i64 as u64),
+                FieldType::I32 => v.map(|x| x as i32 as i64 as u64),
+                FieldType::Bool8 | FieldType::Bool32 => v.map(|x| (x != 0) as u64),
+                FieldType::AnsiChar | FieldType::Utf16Char => None,
+                _ => v,
+            };
+            return Some((v, pos + n));
+        }
+    }
+    if ty == FieldType::Frames {
+        let step = ptr as usize;
+        return Some((None, pos + (b.len() - pos) / step * step));
+    }
+    if ty == FieldType::AnsiZ {
+        let rest = &b[pos..];
+        return Some((
+            None,
+            rest.iter()
+                .position(|c| *c == 0)
+                .map_or(b.len(), |n| pos + n + 1),
+        ));
+    }
+    let (v, next) = read_value(ty, b, pos, ptr, len)?;
+    Some((v.as_u64(), next))
+}
+
 /// Reads one value of `ty` at `pos`. `len` is a fixed or parameter length for string/binary
 /// types (chars for UTF-16, bytes otherwise). Returns the value and the position after it, or
 /// `None` when the payload is too short.
+#[inline]
 pub fn read_value<'a>(
     ty: FieldType,
     b: &'a [u8],
@@ -351,7 +497,7 @@ pub fn read_value<'a>(
         Bool8 => (Value::Bool(*b.get(p)? != 0), p + 1),
         I16 => (Value::I64(le_u16(b, p)? as i16 as i64), p + 2),
         U16 => (Value::U64(le_u16(b, p)? as u64), p + 2),
-        Utf16Char => (Value::Str(Cow::Owned(utf16_string(fixed(2)?))), p + 2),
+        Utf16Char => (Value::Utf16(fixed(2)?), p + 2),
         U16Be => (
             Value::U64(u16::from_be_bytes(fixed(2)?.try_into().ok()?) as u64),
             p + 2,
@@ -402,15 +548,16 @@ pub fn read_value<'a>(
             }
         }
         Utf16Z => {
-            let (text, used) = utf16z_string(b.get(p..)?);
-            (Value::Str(Cow::Owned(text)), p + used)
+            let rest = b.get(p..)?;
+            let (text, used) = utf16z_extent(rest);
+            (Value::Utf16(&rest[..text]), p + used)
         }
         Utf16N => {
             let n = match len {
                 Some(n) => n.checked_mul(2)?,
                 None => b.len().checked_sub(p)?,
             };
-            (Value::Str(Cow::Owned(utf16_string(fixed(n)?))), p + n)
+            (Value::Utf16(fixed(n)?), p + n)
         }
         AnsiN => {
             let n = len.unwrap_or(b.len().checked_sub(p)?);
@@ -425,7 +572,7 @@ pub fn read_value<'a>(
             } as usize;
             let body = b.get(p + 2..p + 2 + n)?;
             let v = match ty {
-                CountedUtf16 | RevCountedUtf16 => Value::Str(Cow::Owned(utf16_string(body))),
+                CountedUtf16 | RevCountedUtf16 => Value::Utf16(body),
                 CountedBinary => Value::Bytes(body),
                 _ => Value::Str(ansi_string(body)),
             };
@@ -500,6 +647,98 @@ mod utf16_tests {
             ("\u{100}".repeat(4) + "x", b.len())
         );
         assert_eq!(super::utf16z_string(&[b'a', 0, b'b']), ("a".to_string(), 3));
+    }
+
+    #[test]
+    fn stepping_over_a_value_agrees_with_reading_it() {
+        use super::FieldType::*;
+        let types = [
+            I8,
+            U8,
+            I16,
+            U16,
+            I32,
+            U32,
+            I64,
+            U64,
+            Ptr,
+            SizeT,
+            U16Be,
+            HexI32,
+            HexI64,
+            F32,
+            F64,
+            Bool32,
+            Bool8,
+            Guid,
+            FileTime,
+            SystemTime,
+            Sid,
+            WmiSid,
+            AnsiZ,
+            Utf16Z,
+            Utf16N,
+            AnsiN,
+            CountedUtf16,
+            CountedAnsi,
+            CountedBinary,
+            HexDump,
+            IpV4,
+            IpV6,
+            Frames,
+            Utf16Char,
+            AnsiChar,
+            Binary,
+            Chars(3),
+            Bytes(5),
+        ];
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for round in 0..4000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let n = (seed % 40) as usize;
+            let b: Vec<u8> = (0..n).map(|i| (seed >> (i % 8 * 8)) as u8 & 0x8f).collect();
+            let ty = types[round % types.len()];
+            let ptr = if round % 2 == 0 { 4 } else { 8 };
+            let pos = (seed >> 40) as usize % (n + 2);
+            let read = super::read_value(ty, &b, pos, ptr, None)
+                .filter(|_| pos <= b.len())
+                .map(|(v, next)| (v.as_u64(), next));
+            assert_eq!(
+                super::value_end(ty, &b, pos, ptr, None),
+                read,
+                "{ty:?} {b:?} @{pos}"
+            );
+        }
+    }
+
+    #[test]
+    fn views_convert_like_the_eager_reader() {
+        let texts = [
+            "",
+            "abc",
+            "abcdefgh",
+            "C:\\Windows\\System32\\ntdll.dll",
+            "h\u{e9}llo w\u{f6}rld \u{263a} \u{1f600}",
+        ];
+        for text in texts {
+            for tail in [&b""[..], &[0, 0][..], &[0, 0, b'x', 0][..], &[b'y'][..]] {
+                let mut b = enc(text);
+                b.extend_from_slice(tail);
+                let (len, next) = super::utf16z_extent(&b);
+                let (s, eager_next) = super::utf16z_string(&b);
+                assert_eq!(next, eager_next, "{text:?} {tail:?}");
+                assert_eq!(len, enc(text).len(), "{text:?} {tail:?}");
+                let mut out = Vec::new();
+                super::utf16_into(&b, &mut out);
+                assert_eq!(String::from_utf8(out).unwrap(), s);
+                let (v, end) = super::read_value(super::FieldType::Utf16Z, &b, 0, 8, None).unwrap();
+                assert_eq!(end, next);
+                assert_eq!(v.text().as_deref(), Some(text));
+                assert_eq!(v.to_string(), text);
+            }
+        }
     }
 
     #[test]

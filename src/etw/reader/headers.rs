@@ -3,7 +3,7 @@
 
 use super::buffer::{i64_at, u16_at, u32_at, u64_at};
 use super::logfile::TimeBase;
-use crate::etw::record::{EventRecord, ExtendedItem, Guid, HeaderKind};
+use crate::etw::record::{EventRecord, ExtendedItems, Guid, HeaderKind};
 
 pub const SYSTEM32: u8 = 0x01;
 pub const SYSTEM64: u8 = 0x02;
@@ -123,7 +123,7 @@ fn blank<'a>(header_type: u8, kind: HeaderKind, cpu: u16, pointer_size: u8) -> E
         pointer_size,
         activity_id: Guid::default(),
         payload: &[],
-        extended: Vec::new(),
+        extended: ExtendedItems::default(),
     }
 }
 
@@ -301,10 +301,10 @@ fn event_header_record<'a>(
     time.stamp(&mut r, ts);
     let mut p = HEADER;
     if r.flags & EVENT_HEADER_FLAG_EXTENDED_INFO != 0 {
-        r.extended = Vec::with_capacity(3);
+        let first = p;
         loop {
             let item = rec.get(p..size).ok_or_else(cut)?;
-            let (Some(item_size), Some(ext_type), Some(linkage), Some(data_size)) = (
+            let (Some(item_size), Some(_), Some(linkage), Some(data_size)) = (
                 u16_at(item, 0),
                 u16_at(item, 2),
                 u16_at(item, 4),
@@ -320,13 +320,13 @@ fn event_header_record<'a>(
                     "extended item at +{p:#x} has size {item_size:#x} / data {data_size:#x}, record is {size:#x} bytes"
                 ));
             }
-            let data = item.get(8..8 + data_size).ok_or_else(cut)?;
-            r.extended.push(ExtendedItem { ext_type, data });
             p += item_size;
             if linkage & 1 == 0 {
                 break;
             }
         }
+        // the items are read from these bytes when asked (their sizes checked above)
+        r.extended = ExtendedItems::from_raw(rec.get(first..p).ok_or_else(cut)?);
     }
     r.payload = rec.get(p..size).ok_or_else(cut)?;
     Ok((r, size))

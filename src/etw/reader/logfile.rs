@@ -128,6 +128,8 @@ pub struct TimeBase {
     /// Raw timestamp corresponding to `start_time`.
     ts0: i64,
     freq: i64,
+    /// Nanoseconds per tick when that is a whole number (0 otherwise).
+    ns_per_tick: i64,
     start_unix_ns: i64,
     start_filetime: i64,
 }
@@ -143,6 +145,7 @@ impl TimeBase {
             clock_type: h.clock_type,
             ts0: h.header_timestamp,
             freq,
+            ns_per_tick: whole_ns_per_tick(freq),
             start_unix_ns: h.start_unix_ns(),
             start_filetime: h.start_time,
         }
@@ -155,11 +158,13 @@ impl TimeBase {
             return ts.wrapping_sub(self.start_filetime).saturating_mul(100);
         }
         let d = ts.wrapping_sub(self.ts0);
-        if self.freq == 10_000_000 {
-            return d.saturating_mul(100);
+        if self.ns_per_tick != 0 {
+            return d.saturating_mul(self.ns_per_tick);
         }
-        if self.freq <= 1_000_000_000 && 1_000_000_000 % self.freq == 0 {
-            return d.saturating_mul(1_000_000_000 / self.freq);
+        // one division while d·10⁹ fits in an i64 (up to 9.2·10⁹ ticks: an hour at 2.5 GHz,
+        // days at the usual QPC rates); the same floor as the split below
+        if (0..=i64::MAX / 1_000_000_000).contains(&d) && self.freq > 0 {
+            return d * 1_000_000_000 / self.freq;
         }
         let whole = d / self.freq;
         let frac = d % self.freq;
@@ -181,12 +186,22 @@ impl TimeBase {
     }
 }
 
+/// 10⁹ / freq when it is a whole number, else 0.
+fn whole_ns_per_tick(freq: i64) -> i64 {
+    if freq > 0 && freq <= 1_000_000_000 && 1_000_000_000 % freq == 0 {
+        1_000_000_000 / freq
+    } else {
+        0
+    }
+}
+
 impl Default for TimeBase {
     fn default() -> Self {
         TimeBase {
             clock_type: 1,
             ts0: 0,
             freq: 10_000_000,
+            ns_per_tick: 100,
             start_unix_ns: 0,
             start_filetime: 0,
         }

@@ -7,8 +7,6 @@
 //! the file; compressed ones are decompressed into recycled vectors.
 
 use std::cell::Cell;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 use super::buffer::{BufferInfo, BUFFER_HEADER_SIZE};
 use super::headers::{parse_record, record_timestamp, Step};
@@ -25,6 +23,9 @@ struct Cursor {
     owned: Vec<u8>,
     compressed: bool,
     pos: Cell<usize>,
+    /// The timestamp of the record at `pos` once [`Events::head_ts`] has looked (`None`: not
+    /// yet), so that a record's timestamp is read once however often the merge asks.
+    head: Cell<Option<Option<i64>>>,
     end: usize,
     /// Bytes of the buffer missing from the file (truncated last buffer); reported at the end.
     truncated: Cell<Option<String>>,
@@ -43,8 +44,9 @@ pub struct Events<'f> {
     next_pending: usize,
     slots: Vec<Option<Cursor>>,
     free_vecs: Vec<Vec<u8>>,
-    /// (next timestamp, buffer index, slot) of every active cursor except `current`.
-    heap: BinaryHeap<Reverse<(i64, usize, usize)>>,
+    /// (next timestamp, buffer index, slot) of every active cursor except `current`: a few
+    /// (about one per CPU), so a scan for the smallest beats a heap.
+    heap: Vec<(i64, usize, usize)>,
     current: Option<usize>,
     /// A slot whose record was handed out last and must be released on the next call.
     release: Option<usize>,
@@ -68,7 +70,7 @@ impl<'f> Events<'f> {
             next_pending: 0,
             slots: Vec::new(),
             free_vecs: Vec::new(),
-            heap: BinaryHeap::new(),
+            heap: Vec::new(),
             current: None,
             release: None,
             limit: i64::MIN,
@@ -98,9 +100,27 @@ impl<'f> Events<'f> {
         Some(self.file.index[i as usize].sort_ts)
     }
 
+    /// Index in `heap` of the earliest waiting cursor.
+    #[inline]
+    fn heap_min(&self) -> Option<usize> {
+        let mut best: Option<(usize, (i64, usize))> = None;
+        for (i, &(ts, idx, _)) in self.heap.iter().enumerate() {
+            if best.is_none_or(|(_, b)| (ts, idx) < b) {
+                best = Some((i, (ts, idx)));
+            }
+        }
+        best.map(|(i, _)| i)
+    }
+
+    /// The timestamp of the earliest waiting cursor.
+    #[inline]
+    fn heap_peek_ts(&self) -> Option<i64> {
+        self.heap.iter().map(|h| h.0).min()
+    }
+
     /// The timestamp before which no not-yet-activated or other active record can come.
     fn limit_ts(&self) -> i64 {
-        let heap_ts = self.heap.peek().map(|r| r.0 .0).unwrap_or(i64::MAX);
+        let heap_ts = self.heap_peek_ts().unwrap_or(i64::MAX);
         heap_ts.min(self.pending_ts().unwrap_or(i64::MAX))
     }
 
@@ -134,6 +154,7 @@ impl<'f> Events<'f> {
             owned: Vec::new(),
             compressed: h.is_compressed(),
             pos: Cell::new(BUFFER_HEADER_SIZE),
+            head: Cell::new(None),
             end: 0,
             truncated: Cell::new(None),
             range: (start, raw.len()),
@@ -193,20 +214,23 @@ impl<'f> Events<'f> {
         Ok(Some(slot))
     }
 
-    fn cursor_bytes(&self, slot: usize) -> &[u8] {
-        match self.slots.get(slot).and_then(Option::as_ref) {
-            Some(c) => bytes_of(self.file, c),
-            None => &[],
-        }
-    }
-
     /// Timestamp of the next record of a cursor: None at its end; damaged records and a pending
     /// truncation report sort first.
     #[inline]
     fn head_ts(&self, slot: usize) -> Option<i64> {
         let c = self.slots.get(slot)?.as_ref()?;
+        if let Some(known) = c.head.get() {
+            return known;
+        }
+        let head = self.look_ahead(c);
+        c.head.set(Some(head));
+        head
+    }
+
+    /// What [`Events::head_ts`] caches.
+    fn look_ahead(&self, c: &Cursor) -> Option<i64> {
         let mut pos = c.pos.get();
-        let b = self.cursor_bytes(slot);
+        let b = bytes_of(self.file, c);
         if self.skip_kernel {
             while pos < c.end {
                 match super::headers::skip_kernel_record(b, pos, c.end) {
@@ -230,7 +254,7 @@ impl<'f> Events<'f> {
         match self.head_ts(slot) {
             Some(ts) => {
                 let idx = self.slots[slot].as_ref().map(|c| c.index).unwrap_or(0);
-                self.heap.push(Reverse((ts, idx, slot)));
+                self.heap.push((ts, idx, slot));
             }
             None => self.free_slot(slot),
         }
@@ -272,7 +296,7 @@ impl<'f> Events<'f> {
             }
             // Activate buffers that may hold the next record.
             if let Some(pts) = self.pending_ts() {
-                let heap_ts = self.heap.peek().map(|r| r.0 .0);
+                let heap_ts = self.heap_peek_ts();
                 let take = if self.merged {
                     heap_ts.is_none_or(|h| pts <= h)
                 } else {
@@ -289,7 +313,7 @@ impl<'f> Events<'f> {
                     continue;
                 }
             }
-            let Reverse((_, _, slot)) = self.heap.pop()?;
+            let (_, _, slot) = self.heap.swap_remove(self.heap_min()?);
             self.current = Some(slot);
             self.limit = self.limit_ts();
         };
@@ -304,6 +328,7 @@ impl<'f> Events<'f> {
         let (msg, at) = match step {
             Step::Record(r, next) => {
                 c.pos.set(next);
+                c.head.set(None);
                 return Some(Ok(r));
             }
             // The end of a truncated buffer: report where the data stops.
@@ -319,6 +344,7 @@ impl<'f> Events<'f> {
             },
         };
         c.pos.set(c.end);
+        c.head.set(None);
         let (offset, msg) = if c.compressed {
             (
                 c.offset,

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 pub use stacks::StackMatcher;
 
-use crate::etw::decode::DecodedEvent;
+use crate::etw::decode::{DecodedEvent, Value};
 use crate::etw::record::{EventRecord, Guid};
 
 /// A process as known from Process Start/DCStart/End/DCEnd/Defunct events.
@@ -148,9 +148,9 @@ impl SystemState {
                     return;
                 };
                 let pdb = PdbInfo {
-                    guid: *guid,
+                    guid,
                     age: d.u64("Age").unwrap_or(0) as u32,
-                    file_name: d.str("PdbFileName").unwrap_or("").to_string(),
+                    file_name: d.str("PdbFileName").as_deref().unwrap_or("").to_string(),
                 };
                 match self.image_mut(pid as u32, base) {
                     Some(img) => img.pdb = Some(pdb),
@@ -162,17 +162,33 @@ impl SystemState {
     }
 
     fn on_process(&mut self, ev: &EventRecord<'_>, d: &DecodedEvent<'_>) {
-        let Some(pid) = d.u64("ProcessId").map(|p| p as u32) else {
+        // one pass over the payload for all the fields
+        let [pid, parent, session, name, command_line, unique_key, exit_status] = d.pick([
+            "ProcessId",
+            "ParentId",
+            "SessionId",
+            "ImageFileName",
+            "CommandLine",
+            "UniqueProcessKey",
+            "ExitStatus",
+        ]);
+        let num = |v: &Option<Value<'_>>| v.as_ref().and_then(Value::as_u64);
+        let text = |v: Option<Value<'_>>| {
+            v.and_then(Value::into_text)
+                .map(|t| t.into_owned())
+                .unwrap_or_default()
+        };
+        let Some(pid) = num(&pid).map(|p| p as u32) else {
             return;
         };
         let starting = matches!(d.name, "Start" | "DCStart");
         let info = Process {
             pid,
-            parent: d.u64("ParentId").unwrap_or(0) as u32,
-            session: d.u64("SessionId").unwrap_or(0) as u32,
-            name: d.str("ImageFileName").unwrap_or("").to_string(),
-            command_line: d.str("CommandLine").unwrap_or("").to_string(),
-            unique_key: d.u64("UniqueProcessKey").unwrap_or(0),
+            parent: num(&parent).unwrap_or(0) as u32,
+            session: num(&session).unwrap_or(0) as u32,
+            name: text(name),
+            command_line: text(command_line),
+            unique_key: num(&unique_key).unwrap_or(0),
             start_ns: (d.name == "Start").then_some(ev.time_ns),
             end_ns: None,
             exit_status: None,
@@ -198,15 +214,16 @@ impl SystemState {
         }
         if !starting && d.name != "DCEnd" {
             p.end_ns = Some(ev.time_ns);
-            p.exit_status = d
-                .get("ExitStatus")
-                .and_then(|v| v.as_u64())
-                .map(|v| v as i32 as i64);
+            p.exit_status = num(&exit_status).map(|v| v as i32 as i64);
         }
     }
 
     fn on_thread(&mut self, ev: &EventRecord<'_>, d: &DecodedEvent<'_>) {
-        let (Some(tid), Some(pid)) = (d.u64("TThreadId"), d.u64("ProcessId")) else {
+        let [tid, pid, name] = d.pick(["TThreadId", "ProcessId", "ThreadName"]);
+        let (Some(tid), Some(pid)) = (
+            tid.as_ref().and_then(Value::as_u64),
+            pid.as_ref().and_then(Value::as_u64),
+        ) else {
             return;
         };
         let t = self.threads.entry(tid as u32).or_default();
@@ -220,8 +237,8 @@ impl SystemState {
         if d.name == "Start" {
             t.start_ns = Some(ev.time_ns);
         }
-        if let Some(n) = d.str("ThreadName").filter(|n| !n.is_empty()) {
-            t.name = Some(n.to_string());
+        if let Some(n) = name.and_then(Value::into_text).filter(|n| !n.is_empty()) {
+            t.name = Some(n.into_owned());
         }
         if d.name == "End" {
             t.end_ns = Some(ev.time_ns);
@@ -229,16 +246,28 @@ impl SystemState {
     }
 
     fn on_image_load(&mut self, d: &DecodedEvent<'_>) {
-        let (Some(pid), Some(base)) = (d.u64("ProcessId"), d.u64("ImageBase")) else {
+        let [pid, base, size, file_name, time_date_stamp, checksum] = d.pick([
+            "ProcessId",
+            "ImageBase",
+            "ImageSize",
+            "FileName",
+            "TimeDateStamp",
+            "ImageChecksum",
+        ]);
+        let num = |v: &Option<Value<'_>>| v.as_ref().and_then(Value::as_u64);
+        let (Some(pid), Some(base)) = (num(&pid), num(&base)) else {
             return;
         };
         let pid = pid as u32;
         let mut img = Image {
             base,
-            size: d.u64("ImageSize").unwrap_or(0),
-            file_name: d.str("FileName").unwrap_or("").to_string(),
-            time_date_stamp: d.u64("TimeDateStamp").unwrap_or(0) as u32,
-            checksum: d.u64("ImageChecksum").unwrap_or(0) as u32,
+            size: num(&size).unwrap_or(0),
+            file_name: file_name
+                .and_then(Value::into_text)
+                .map(|t| t.into_owned())
+                .unwrap_or_default(),
+            time_date_stamp: num(&time_date_stamp).unwrap_or(0) as u32,
+            checksum: num(&checksum).unwrap_or(0) as u32,
             original_name: None,
             pdb: None,
         };

@@ -234,7 +234,7 @@ mod tests {
             pointer_size: 8,
             activity_id: Guid::default(),
             payload: &[],
-            extended: Vec::new(),
+            extended: Default::default(),
         }
     }
 

@@ -10,8 +10,9 @@ use super::{Emit, EventCx};
 pub(super) fn fire(cx: &EventCx<'_, '_>, _name: &str, out: &mut Emit<'_>) {
     let dec = cx.dec;
     let obj = dec.u64("FileObject").unwrap_or(0);
-    let name = dec
-        .str("OpenPath")
+    let open_path = dec.str("OpenPath");
+    let name = open_path
+        .as_deref()
         .or_else(|| cx.state.file_name(obj))
         .or_else(|| cx.state.file_name(dec.u64("FileKey").unwrap_or(0)))
         .unwrap_or("");
@@ -44,7 +45,10 @@ pub(super) fn fire(cx: &EventCx<'_, '_>, _name: &str, out: &mut Emit<'_>) {
         w.u64(wfileinfo::FILEOBJ, obj);
         w.u64(wfileinfo::INFOCLASS, dec.u64("InfoClass").unwrap_or(0));
         if directory {
-            w.str(wfileinfo::DPATTERN, dec.str("FileName").unwrap_or(""));
+            w.str(
+                wfileinfo::DPATTERN,
+                dec.str("FileName").as_deref().unwrap_or(""),
+            );
         }
         w.str(wfileinfo::NAME, name);
     });

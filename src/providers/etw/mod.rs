@@ -773,7 +773,7 @@ mod xlate_tests {
             pointer_size: 8,
             activity_id: Guid::default(),
             payload,
-            extended: Vec::new(),
+            extended: Default::default(),
         }
     }
 

@@ -14,6 +14,6 @@ pub(super) fn fire(cx: &EventCx<'_, '_>, _name: &str, out: &mut Emit<'_>) {
         w.u64(reginfo::STATUS, dec.u64("Status").unwrap_or(0));
         w.u64(reginfo::TIME, dec.u64("InitialTime").unwrap_or(0));
         w.u64(reginfo::HANDLE, dec.u64("KeyHandle").unwrap_or(0));
-        w.str(reginfo::NAME, dec.str("KeyName").unwrap_or(""));
+        w.str(reginfo::NAME, dec.str("KeyName").as_deref().unwrap_or(""));
     });
 }

@@ -454,10 +454,12 @@ mod tests {
             pointer_size: 8,
             activity_id: Guid::default(),
             payload: &payload,
-            extended: vec![ExtendedItem {
+            extended: [ExtendedItem {
                 ext_type: 6,
                 data: &stack,
-            }],
+            }]
+            .into_iter()
+            .collect(),
         };
         let live = LiveEvent::from_record(&ev);
         let mut parts = RawRecordParts::new(&live, std::ptr::null_mut());
