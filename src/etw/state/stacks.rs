@@ -281,10 +281,12 @@ mod idle_tests {
             pointer_size: 8,
             activity_id: Guid::default(),
             payload: &[],
-            extended: vec![ExtendedItem {
+            extended: [ExtendedItem {
                 ext_type: EXT_STACK_TRACE64,
                 data,
-            }],
+            }]
+            .into_iter()
+            .collect(),
         }
     }
 
