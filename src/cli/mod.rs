@@ -502,6 +502,7 @@ fn run_programs(
             &engine,
             &live.etw,
             live.log_file.as_deref(),
+            args.etl_process_all,
         )?,
         _ => None,
     };

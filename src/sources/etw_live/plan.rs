@@ -166,6 +166,28 @@ const KERNEL_NEEDS: &[KernelNeed] = &[
     },
 ];
 
+/// The kernel flags of the high-frequency events (context switches, ready threads, DPCs,
+/// interrupts, system calls). When a live run also logs to a file (`-E new.etl`), these go to
+/// a session of their own that only writes the file; `-gE` processes them live too.
+pub const HIGH_FREQUENCY: u32 = k::CSWITCH | k::DISPATCHER | k::DPC | k::INTERRUPT | k::SYSTEMCALL;
+
+/// The kernel records those flags enable (their stack walks go with them).
+fn is_high_frequency(event: (u8, u8)) -> bool {
+    matches!(
+        event,
+        (group::THREAD, 36 | 50) | (group::PERF_INFO, 51 | 52 | 66..=69)
+    )
+}
+
+/// The part of a plan that is logged to a file only (see [`SessionPlan::split_logged_only`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LoggedOnly {
+    /// Enable flags of the file-only kernel session (with process, thread and image records,
+    /// so that the file names its processes on its own).
+    pub kernel_flags: u32,
+    pub stack_events: Vec<(u8, u8)>,
+}
+
 /// Providers that are not ETW's: their probes need no session.
 const NOT_ETW: &[&str] = &["dtrace", "profile", "tick", "pid", "fpid", "diag"];
 
@@ -320,6 +342,29 @@ impl SessionPlan {
         SessionPlan::for_probes(probes, &wants_stack, etw)
     }
 
+    /// Takes the high-frequency kernel events out of the plan, for a session that only logs
+    /// them (`-E new.etl` without `-g`): None when the plan has none.
+    pub fn split_logged_only(&mut self) -> Option<LoggedOnly> {
+        let flags = self.kernel_flags & HIGH_FREQUENCY;
+        if flags == 0 {
+            return None;
+        }
+        self.kernel_flags &= !HIGH_FREQUENCY;
+        if self.kernel_flags & !(k::PROCESS | k::THREAD | k::IMAGE_LOAD) == 0 {
+            // only the bookkeeping the high-frequency probes asked for is left: no session
+            self.kernel_flags = 0;
+        }
+        let (logged, live): (Vec<_>, Vec<_>) = self
+            .stack_events
+            .iter()
+            .partition(|e| is_high_frequency(**e));
+        self.stack_events = live;
+        Some(LoggedOnly {
+            kernel_flags: flags | k::PROCESS | k::THREAD | k::IMAGE_LOAD,
+            stack_events: logged,
+        })
+    }
+
     /// Whether the kernel logger is needed.
     pub fn needs_kernel(&self) -> bool {
         self.kernel_flags != 0
@@ -334,6 +379,42 @@ impl SessionPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn high_frequency_events_split_off_for_logging_only() {
+        let mut p = plan(
+            &[("sched", "on-cpu"), ("syscall", "entry"), ("io", "start")],
+            true,
+        );
+        let logged = p
+            .split_logged_only()
+            .expect("sched and syscall are high-frequency");
+        assert_eq!(
+            logged.kernel_flags & HIGH_FREQUENCY,
+            k::CSWITCH | k::DISPATCHER | k::SYSTEMCALL
+        );
+        assert!(logged.kernel_flags & k::PROCESS != 0);
+        assert_eq!(
+            logged.stack_events,
+            vec![
+                (group::THREAD, 36),
+                (group::PERF_INFO, 51),
+                (group::PERF_INFO, 52)
+            ]
+        );
+        // io stays live, with its stack walks
+        assert_eq!(p.kernel_flags & HIGH_FREQUENCY, 0);
+        assert!(p.kernel_flags & k::DISK_IO != 0);
+        assert!(p.stack_events.iter().all(|e| e.0 == group::DISK_IO));
+        // nothing but high-frequency probes: no live kernel session at all
+        let mut p = plan(&[("sched", "on-cpu")], false);
+        assert!(p.split_logged_only().is_some());
+        assert!(!p.needs_kernel());
+        // nothing high-frequency: nothing to split
+        let mut p = plan(&[("proc", "start")], false);
+        assert_eq!(p.split_logged_only(), None);
+        assert!(p.needs_kernel());
+    }
 
     fn probe(provider: &str, name: &str) -> ProbeInfo {
         ProbeInfo {

@@ -29,6 +29,8 @@ use crate::providers::etw::EtwProbes;
 /// Session names: fixed, so that a session left behind by a killed dtx is found and stopped.
 pub const KERNEL_SESSION: &str = "dtx-kernel";
 pub const USER_SESSION: &str = "dtx-user";
+/// The kernel session that only logs the high-frequency events (`-E new.etl` without `-g`).
+pub const LOGGED_SESSION: &str = "dtx-hfreq";
 
 /// `INVALID_PROCESSTRACE_HANDLE`.
 const INVALID_TRACE: u64 = u64::MAX;
@@ -119,9 +121,23 @@ fn start_session(
     flags: u32,
     log_file: Option<&Path>,
 ) -> Result<w::CONTROLTRACE_HANDLE, String> {
+    start_session_as(name, mode, flags, log_file, true)
+}
+
+/// [`start_session`], real-time or (with a log file) only writing the file.
+fn start_session_as(
+    name: &str,
+    mode: u32,
+    flags: u32,
+    log_file: Option<&Path>,
+    real_time: bool,
+) -> Result<w::CONTROLTRACE_HANDLE, String> {
     stop_by_name(name);
     let n = wide(name);
     let mut p = Properties::new(log_file);
+    if !real_time && log_file.is_some() {
+        p.props.LogFileMode &= !w::EVENT_TRACE_REAL_TIME_MODE;
+    }
     p.props.LogFileMode |= mode;
     p.props.EnableFlags = flags;
     if mode & w::EVENT_TRACE_SYSTEM_LOGGER_MODE != 0 {
@@ -169,6 +185,54 @@ impl LiveSession for EtwSession {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+/// A session that only writes its log file: stopped (and its file closed) with the run.
+struct LoggingSession {
+    name: String,
+    stopped: bool,
+}
+
+impl LiveSession for LoggingSession {
+    fn stop(&mut self) {
+        if !self.stopped {
+            self.stopped = true;
+            stop_by_name(&self.name);
+        }
+    }
+}
+
+impl Drop for LoggingSession {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Asks the kernel session `h` for stack walks of these (group, event type) records.
+fn set_stack_walks(h: w::CONTROLTRACE_HANDLE, events: &[(u8, u8)]) {
+    if events.is_empty() {
+        return;
+    }
+    let ids: Vec<w::CLASSIC_EVENT_ID> = events
+        .iter()
+        .map(|(group, ty)| w::CLASSIC_EVENT_ID {
+            EventGuid: win_guid(crate::etw::reader::headers::kernel_group_guid(*group)),
+            Type: *ty,
+            Reserved: [0; 7],
+        })
+        .collect();
+    // SAFETY: ids is a valid array of CLASSIC_EVENT_ID
+    let rc = unsafe {
+        w::TraceSetInformation(
+            h,
+            w::TraceStackTracingInfo,
+            ids.as_ptr().cast(),
+            (ids.len() * std::mem::size_of::<w::CLASSIC_EVENT_ID>()) as u32,
+        )
+    };
+    if rc != ERROR_SUCCESS {
+        eprintln!("dtx: warning: kernel stack walking not enabled (error {rc})");
     }
 }
 
@@ -387,15 +451,26 @@ pub fn live_etw(
 /// their records to the engine (None when no probe needs ETW). With `log_file`, the records
 /// are also written to that file (the kernel session's, or the user session's when there is
 /// no kernel session; with both, the user session writes `<file>.user.etl`).
+///
+/// Logging without `process_all` (`-E new.etl`, not `-gE`), the high-frequency kernel events
+/// (context switches, DPCs, interrupts, system calls) are only written, by a session of their
+/// own, to `<file>.hfreq.etl`, for a later `-E` run; their probes do not fire live.
 pub fn open_for(
     engine: &Engine,
     etw: &EtwProbes,
     log_file: Option<&Path>,
+    process_all: bool,
 ) -> Result<Option<EtwLiveSource>, String> {
-    let plan = SessionPlan::for_engine(engine, etw);
+    let mut plan = SessionPlan::for_engine(engine, etw);
     if plan.is_empty() {
         return Ok(None);
     }
+    let logged_only = match log_file {
+        Some(f) if !process_all => plan
+            .split_logged_only()
+            .map(|l| (l, f.with_extension("hfreq.etl"))),
+        _ => None,
+    };
     // user providers by name: the system's list; an unknown name is an error before anything starts
     let mut user = Vec::new();
     if !plan.user.is_empty() {
@@ -452,30 +527,27 @@ pub fn open_for(
             plan.kernel_flags,
             log_file,
         )?;
-        if !plan.stack_events.is_empty() {
-            let ids: Vec<w::CLASSIC_EVENT_ID> = plan
-                .stack_events
-                .iter()
-                .map(|(group, ty)| w::CLASSIC_EVENT_ID {
-                    EventGuid: win_guid(crate::etw::reader::headers::kernel_group_guid(*group)),
-                    Type: *ty,
-                    Reserved: [0; 7],
-                })
-                .collect();
-            // SAFETY: ids is a valid array of CLASSIC_EVENT_ID
-            let rc = unsafe {
-                w::TraceSetInformation(
-                    h,
-                    w::TraceStackTracingInfo,
-                    ids.as_ptr().cast(),
-                    (ids.len() * std::mem::size_of::<w::CLASSIC_EVENT_ID>()) as u32,
-                )
-            };
-            if rc != ERROR_SUCCESS {
-                eprintln!("dtx: warning: kernel stack walking not enabled (error {rc})");
-            }
-        }
+        set_stack_walks(h, &plan.stack_events);
         source.own(Box::new(consume(KERNEL_SESSION, ctx)?));
+    }
+    if let Some((logged, file)) = logged_only {
+        let h = start_session_as(
+            LOGGED_SESSION,
+            w::EVENT_TRACE_SYSTEM_LOGGER_MODE,
+            logged.kernel_flags,
+            Some(&file),
+            false,
+        )?;
+        set_stack_walks(h, &logged.stack_events);
+        source.own(Box::new(LoggingSession {
+            name: LOGGED_SESSION.to_string(),
+            stopped: false,
+        }));
+        eprintln!(
+            "dtx: high-frequency kernel events are logged to {} without being processed \
+             (-gE processes them live)",
+            file.display()
+        );
     }
     if !user.is_empty() {
         let h = start_session(USER_SESSION, 0, 0, user_log.as_deref())?;
@@ -597,7 +669,7 @@ fn raw_guid_bytes(rec: &RawEventRecord) -> [u8; 16] {
 /// Stops the sessions a killed dtx may have left behind (called at start by `open_for`
 /// through `start_session`; exposed for `dtx` to clean up explicitly).
 pub fn stop_stale_sessions() -> usize {
-    [KERNEL_SESSION, USER_SESSION]
+    [KERNEL_SESSION, USER_SESSION, LOGGED_SESSION]
         .iter()
         .filter(|n| stop_by_name(n))
         .count()
