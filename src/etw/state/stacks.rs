@@ -211,7 +211,7 @@ mod tests {
     use super::*;
     use crate::etw::record::{Guid, HeaderKind};
 
-    fn ev(ts: i64, tid: u32) -> EventRecord<'static> {
+    pub(super) fn ev(ts: i64, tid: u32) -> EventRecord<'static> {
         EventRecord {
             header_type: 0,
             kind: HeaderKind::EventHeader,
@@ -256,37 +256,18 @@ mod tests {
 #[cfg(test)]
 mod idle_tests {
     use super::*;
-    use crate::etw::record::{ExtendedItem, Guid, HeaderKind};
+    use crate::etw::record::ExtendedItem;
 
-    fn with_stack<'a>(ts: i64, tid: u32, cpu: u16, data: &'a [u8]) -> EventRecord<'a> {
+    fn with_stack(ts: i64, tid: u32, cpu: u16, data: &[u8]) -> EventRecord<'_> {
         EventRecord {
-            header_type: 0,
-            kind: HeaderKind::EventHeader,
-            flags: 0,
-            provider: Guid::default(),
-            kernel_group: None,
-            id: 1,
-            version: 0,
-            channel: 0,
-            level: 0,
-            opcode: 0,
-            task: 0,
-            keyword: 0,
-            pid: 0,
-            tid,
             cpu,
-            raw_timestamp: ts,
-            time_ns: 0,
-            wall_ns: 0,
-            pointer_size: 8,
-            activity_id: Guid::default(),
-            payload: &[],
             extended: [ExtendedItem {
                 ext_type: EXT_STACK_TRACE64,
                 data,
             }]
             .into_iter()
             .collect(),
+            ..super::tests::ev(ts, tid)
         }
     }
 
