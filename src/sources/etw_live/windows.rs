@@ -315,6 +315,10 @@ fn time_base() -> TimeBase {
 
 /// The system's registered providers (name, GUID), from TDH.
 pub fn system_providers() -> Result<Vec<(String, Guid)>, String> {
+    if under_wine() {
+        // Wine's tdh.dll has the entry points as stubs that raise on call
+        return Err("the system's ETW provider list is not available under Wine".into());
+    }
     let mut size = 0u32;
     // SAFETY: sizing call with a null buffer
     let rc = unsafe { w::TdhEnumerateProviders(std::ptr::null_mut(), &mut size) };
@@ -600,6 +604,17 @@ pub fn open_for(
         }
     }
     Ok(Some(source))
+}
+
+/// Whether dtx runs under Wine (its ntdll exports `wine_get_version`), where TDH and live
+/// sessions are stubs.
+fn under_wine() -> bool {
+    use windows_sys::Win32::System::LibraryLoader::{GetModuleHandleA, GetProcAddress};
+    // SAFETY: NUL-terminated names; ntdll is loaded in every process
+    unsafe {
+        let ntdll = GetModuleHandleA(c"ntdll.dll".as_ptr().cast());
+        !ntdll.is_null() && GetProcAddress(ntdll, c"wine_get_version".as_ptr().cast()).is_some()
+    }
 }
 
 /// Calls a TDH function that fills a caller-sized buffer: first for the size, then for the
