@@ -129,8 +129,16 @@ impl ElfImage {
                     names.push((r, f.name));
                 }
             }
-        } else if collect(&mut file.symbols()) == 0 {
-            collect(&mut file.dynamic_symbols());
+        } else {
+            if collect(&mut file.symbols()) == 0 {
+                collect(&mut file.dynamic_symbols());
+            }
+            // MiniDebugInfo: the local functions of a stripped binary, in an xz-compressed ELF
+            if let Some(mini) = gnu_debugdata(&file) {
+                if let Ok(inner) = object::File::parse(&*mini) {
+                    collect(&mut inner.symbols());
+                }
+            }
         }
         if ranges.is_empty() && file.entry() != 0 && !pe {
             // a stripped program: find `main` from the code at the entry point
@@ -223,6 +231,16 @@ impl ElfImage {
         let start = (s.offset + addr - s.vaddr) as usize;
         self.data.get(start..start + len as usize)
     }
+}
+
+/// The ELF image in a `.gnu_debugdata` section (MiniDebugInfo, as Fedora ships its binaries:
+/// the symbols `strip` removed, xz-compressed), unpacked; None when absent or unreadable.
+fn gnu_debugdata(file: &object::File<'_>) -> Option<Vec<u8>> {
+    use object::ObjectSection;
+    let packed = file.section_by_name(".gnu_debugdata")?.data().ok()?;
+    let mut out = Vec::new();
+    lzma_rs::xz_decompress(&mut std::io::BufReader::new(packed), &mut out).ok()?;
+    Some(out)
 }
 
 fn segment_bytes<'d>(
