@@ -29,8 +29,9 @@ fn sh(dir: &Path, script: &str) -> bool {
     run(Command::new("sh").arg("-c").arg(script).current_dir(dir))
 }
 
-/// (program with full symbols, stripped with MiniDebugInfo, stripped without), or None.
-fn build() -> Option<(PathBuf, PathBuf, PathBuf)> {
+/// (program with full symbols, stripped with MiniDebugInfo, stripped without), or None. Each
+/// test builds in its own folder (`tag`): the tests run in parallel.
+fn build(tag: &str) -> Option<(PathBuf, PathBuf, PathBuf)> {
     for tool in ["gcc", "objcopy", "nm", "xz", "strip"] {
         if !run(Command::new("sh")
             .arg("-c")
@@ -40,7 +41,7 @@ fn build() -> Option<(PathBuf, PathBuf, PathBuf)> {
             return None;
         }
     }
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("minidebuginfo");
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("minidebuginfo-{tag}"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).ok()?;
     std::fs::write(dir.join("p.c"), PROGRAM).ok()?;
@@ -66,7 +67,7 @@ fn build() -> Option<(PathBuf, PathBuf, PathBuf)> {
 
 #[test]
 fn local_functions_come_from_gnu_debugdata() {
-    let Some((full, mini, bare)) = build() else {
+    let Some((full, mini, bare)) = build("symbols") else {
         return;
     };
     let open = |p: &Path| ElfImage::open(p.to_str().unwrap()).unwrap();
@@ -91,7 +92,7 @@ fn local_functions_come_from_gnu_debugdata() {
 
 #[test]
 fn pid_probes_a_static_function_of_a_stripped_program() {
-    let Some((_, mini, _)) = build() else {
+    let Some((_, mini, _)) = build("pid") else {
         return;
     };
     let out = Command::new(env!("CARGO_BIN_EXE_dtx"))

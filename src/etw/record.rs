@@ -214,6 +214,68 @@ pub struct EventRecord<'a> {
     pub extended: ExtendedItems<'a>,
 }
 
+/// An owned copy of a record (header fields, payload and extended items), for the few records a
+/// pass keeps after the walk has moved past their buffers.
+#[derive(Clone, Debug)]
+pub struct RecordCopy {
+    /// The header fields; its payload and items are empty (they are below).
+    head: EventRecord<'static>,
+    payload: Vec<u8>,
+    extended: Vec<(u16, Vec<u8>)>,
+}
+
+impl RecordCopy {
+    pub fn of(r: &EventRecord<'_>) -> RecordCopy {
+        RecordCopy {
+            head: EventRecord {
+                header_type: r.header_type,
+                kind: r.kind,
+                flags: r.flags,
+                provider: r.provider,
+                kernel_group: r.kernel_group,
+                id: r.id,
+                version: r.version,
+                channel: r.channel,
+                level: r.level,
+                opcode: r.opcode,
+                task: r.task,
+                keyword: r.keyword,
+                pid: r.pid,
+                tid: r.tid,
+                cpu: r.cpu,
+                raw_timestamp: r.raw_timestamp,
+                time_ns: r.time_ns,
+                wall_ns: r.wall_ns,
+                pointer_size: r.pointer_size,
+                activity_id: r.activity_id,
+                payload: &[],
+                extended: ExtendedItems::default(),
+            },
+            payload: r.payload.to_vec(),
+            extended: r
+                .extended
+                .iter()
+                .map(|x| (x.ext_type, x.data.to_vec()))
+                .collect(),
+        }
+    }
+
+    /// The record, borrowing the copy.
+    pub fn record(&self) -> EventRecord<'_> {
+        let mut r = self.head.clone();
+        r.payload = &self.payload;
+        r.extended = self
+            .extended
+            .iter()
+            .map(|(ext_type, data)| ExtendedItem {
+                ext_type: *ext_type,
+                data,
+            })
+            .collect();
+        r
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,7 +3,7 @@
 
 use crate::etw::decode::{DecodedEvent, Decoder};
 use crate::etw::reader::{EtlError, EtlFile};
-use crate::etw::record::{EventRecord, HeaderKind};
+use crate::etw::record::{EventRecord, HeaderKind, RecordCopy};
 use crate::etw::state::{StackMatcher, SystemState};
 use crate::providers::etw::native::NATIVE_BASE;
 use crate::providers::etw::{EtwProbes, PAYLOAD_BASE};
@@ -108,21 +108,24 @@ impl TraceSource {
 
     /// A first look at the trace: the providers it names (for `-l`, `<provider>:::events` and
     /// the keyword probes; the providers of the manifests loaded join them)
-    /// and the schemas its metadata records carry. Only provider events are read (kernel
-    /// records are stepped over unbuilt): first the metadata (EventMetadata schemas and value
-    /// maps, TraceLogging provider traits), then one decoding per kind of event (provider,
-    /// id, version, opcode), in time order so that providers are numbered as they appear.
+    /// and the schemas its metadata records carry. One pass in file order over the provider
+    /// events (kernel records are stepped over unbuilt) registers the metadata (EventMetadata
+    /// schemas and value maps, TraceLogging provider traits) and keeps the earliest record of
+    /// each kind of event (provider, id, version, opcode); those are then decoded in time order,
+    /// once the metadata is known, so that providers are numbered as they appear.
     pub fn scan_providers(&mut self, probes: &mut EtwProbes) {
+        // by kind: (raw timestamp, place in file order) of the earliest record, and a copy of it
+        let mut first: crate::fasthash::FastMap<_, ((i64, u64), RecordCopy)> =
+            crate::fasthash::FastMap::default();
         let mut it = self.file.events_in_file_order().skip_kernel_records();
-        while let Some(r) = it.next_event() {
-            if let Ok(ev) = r {
-                self.decoder.observe(&ev);
-            }
-        }
-        let mut seen = crate::fasthash::FastSet::default();
-        let mut it = self.file.events().skip_kernel_records();
+        let mut n = 0u64;
         while let Some(r) = it.next_event() {
             let Ok(ev) = r else { continue };
+            n += 1;
+            self.decoder.observe(&ev);
+            if ev.kernel_group.is_some() {
+                continue;
+            }
             let key = (
                 ev.kind == HeaderKind::EventHeader,
                 ev.provider,
@@ -130,9 +133,19 @@ impl TraceSource {
                 ev.version,
                 ev.opcode,
             );
-            if ev.kernel_group.is_some() || !seen.insert(key) {
-                continue;
+            let at = (ev.raw_timestamp, n);
+            match first.get_mut(&key) {
+                Some((t, _)) if *t <= at => {}
+                Some(slot) => *slot = (at, RecordCopy::of(&ev)),
+                None => {
+                    first.insert(key, (at, RecordCopy::of(&ev)));
+                }
             }
+        }
+        let mut first: Vec<_> = first.into_values().collect();
+        first.sort_by_key(|(at, _)| *at);
+        for (_, copy) in &first {
+            let ev = copy.record();
             let dec = self.decoder.decode(&ev);
             if dec.is_named() && !dec.provider.is_empty() {
                 let mut info = crate::etw::catalog::ProviderInfo::new(dec.provider, ev.provider);

@@ -2,6 +2,7 @@
 //! A small XML tokenizer covers what manifests use (elements, attributes, comments, CDATA,
 //! processing instructions, the five predefined entities).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use super::schema::{Count, Len, Prop, Schema, SchemaSource};
@@ -11,16 +12,21 @@ use crate::etw::record::Guid;
 /// One XML element start or end.
 #[derive(Debug)]
 enum Tok<'x> {
-    Open(&'x str, Vec<(&'x str, String)>, bool),
+    Open(&'x str, Vec<(&'x str, Cow<'x, str>)>, bool),
     Close(&'x str),
 }
 
-fn unescape(s: &str) -> String {
-    s.replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&quot;", "\"")
-        .replace("&apos;", "'")
-        .replace("&amp;", "&")
+fn unescape(s: &str) -> Cow<'_, str> {
+    if !s.contains('&') {
+        return Cow::Borrowed(s);
+    }
+    Cow::Owned(
+        s.replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&quot;", "\"")
+            .replace("&apos;", "'")
+            .replace("&amp;", "&"),
+    )
 }
 
 fn local(name: &str) -> &str {
@@ -92,8 +98,8 @@ fn tokens(x: &str) -> Vec<Tok<'_>> {
     out
 }
 
-fn attr<'a>(attrs: &'a [(&str, String)], k: &str) -> Option<&'a str> {
-    attrs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.as_str())
+fn attr<'a>(attrs: &'a [(&str, Cow<'_, str>)], k: &str) -> Option<&'a str> {
+    attrs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.as_ref())
 }
 
 fn in_type_code(s: &str) -> u16 {

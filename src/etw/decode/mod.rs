@@ -185,12 +185,26 @@ impl<'a> DecodedEvent<'a> {
 
     /// A field by name (the first of that name).
     pub fn get(&self, name: &str) -> Option<Value<'_>> {
+        if let View::Layout {
+            layout,
+            payload,
+            ptr,
+            version,
+        } = &self.view
+        {
+            let (ty, pos) = layout_place(layout.fields, payload, *ptr, *version, name)?;
+            return value::read_value(ty, payload, pos, *ptr, None).map(|(v, _)| v);
+        }
         self.fields().find_value(name)
     }
 
     /// Several fields by name in one pass over the payload (what one `get` per name would give,
     /// without stepping over the fields before each again): `None` for a name the event lacks.
     pub fn pick<const N: usize>(&self, names: [&str; N]) -> [Option<Value<'_>>; N] {
+        if let View::Layout { .. } = &self.view {
+            // a layout's fields are found by stepping over sizes: no pass to share
+            return names.map(|n| self.get(n));
+        }
         let mut out: [Option<Value<'_>>; N] = std::array::from_fn(|_| None);
         let mut left = N;
         let mut f = self.fields();
@@ -365,6 +379,40 @@ impl<'s, 'a> Fields<'s, 'a> {
         }
         None
     }
+}
+
+/// Where the first field called `name` of a static layout lies in a payload: its type and
+/// offset. The fields before it are stepped over by their sizes (read only when variable); `None`
+/// when the layout has no such field at this version or the payload ends before it.
+#[inline]
+fn layout_place(
+    fields: &[Field],
+    payload: &[u8],
+    ptr: u8,
+    version: u8,
+    name: &str,
+) -> Option<(FieldType, usize)> {
+    if !fields.iter().any(|fl| fl.name == name) {
+        return None;
+    }
+    let mut pos = 0;
+    for fl in fields {
+        if fl.since > version {
+            continue;
+        }
+        // as in `Fields::next_span`: fields past the end of the payload are left out
+        if pos >= payload.len() {
+            return None;
+        }
+        if fl.name == name {
+            return Some((fl.ty, pos));
+        }
+        pos = match fl.ty.fixed_size(ptr) {
+            Some(n) => pos + n,
+            None => value::value_end(fl.ty, payload, pos, ptr, None)?.1,
+        };
+    }
+    None
 }
 
 /// Drops a value, inline for the kinds that own nothing (most of them: numbers and views of

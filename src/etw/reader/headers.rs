@@ -128,7 +128,7 @@ fn blank<'a>(header_type: u8, kind: HeaderKind, cpu: u16, pointer_size: u8) -> E
 }
 
 /// Decodes the record at `off` in `buf` (a whole buffer, header included); records end at `end`.
-#[inline]
+#[inline(always)]
 pub fn parse_record<'a>(
     buf: &'a [u8],
     off: usize,
@@ -200,7 +200,7 @@ fn cut() -> String {
     "record header cut off at the end of its buffer".to_string()
 }
 
-#[inline]
+#[inline(always)]
 fn kernel_record<'a>(
     rec: &'a [u8],
     marker: u32,
@@ -244,7 +244,7 @@ fn kernel_record<'a>(
     Ok((r, size))
 }
 
-#[inline]
+#[inline(always)]
 fn classic_record<'a>(
     rec: &'a [u8],
     ty: u8,

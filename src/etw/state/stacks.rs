@@ -42,6 +42,9 @@ impl StackMatcher {
 
     /// Feeds one event (decoded, for kernel StackWalk events).
     pub fn observe(&mut self, ev: &EventRecord<'_>, decoded: Option<&DecodedEvent<'_>>) {
+        if decoded.is_none() && ev.extended.is_empty() {
+            return;
+        }
         for x in &ev.extended {
             let step = match x.ext_type {
                 EXT_STACK_TRACE32 => 4,

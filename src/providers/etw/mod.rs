@@ -33,7 +33,7 @@ mod sched;
 pub mod table;
 
 pub use table::group;
-use table::{Area, GROUPS, KERNEL_PROBES};
+use table::{Area, KernelProbe, GROUPS, KERNEL_PROBES};
 
 /// First probe id of the ETW providers (after dtrace's and profile's).
 const FIRST_ID: u64 = 100_000;
@@ -421,10 +421,7 @@ impl EtwProbes {
         if self.named.contains_key(provider) {
             return self.named_probes(provider);
         }
-        self.kernel_probes()
-            .into_iter()
-            .filter(|p| p.provider == provider)
-            .collect()
+        self.kernel_probes(|k| k.provider == provider)
     }
 
     /// Every provider name: the kernel ones, then the named ones.
@@ -439,10 +436,12 @@ impl EtwProbes {
         names
     }
 
-    fn kernel_probes(&self) -> Vec<ProbeInfo> {
+    /// The kernel probes `keep` says yes to.
+    fn kernel_probes(&self, keep: impl Fn(&KernelProbe) -> bool) -> Vec<ProbeInfo> {
         KERNEL_PROBES
             .iter()
             .enumerate()
+            .filter(|(_, k)| keep(k))
             .map(|(i, k)| {
                 let mut p = probe(FIRST_ID + i as u64, k.provider, k.name);
                 p.arg_types = k
@@ -464,7 +463,7 @@ impl EtwProbes {
 
     #[cfg(test)]
     fn all(&self) -> Vec<ProbeInfo> {
-        let mut v = self.kernel_probes();
+        let mut v = self.kernel_probes(|_| true);
         for k in self.named.keys() {
             v.extend(self.named_probes(k));
         }
