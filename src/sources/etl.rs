@@ -41,9 +41,15 @@ impl TraceSource {
 
     /// A decoder with the manifests dtx ships (the .NET runtime's) loaded.
     pub fn new_decoder() -> Decoder {
-        let mut d = Decoder::new();
-        d.load_manifest_str(crate::providers::dnet::MANIFEST);
-        d
+        thread_local! {
+            // parsed once per thread; every source starts from a copy
+            static SHIPPED: Decoder = {
+                let mut d = Decoder::new();
+                d.load_manifest_str(crate::providers::dnet::MANIFEST);
+                d
+            };
+        }
+        SHIPPED.with(Decoder::clone)
     }
 
     /// Collects the trace's stacks (StackWalk events, stack keys, STACK_TRACE items) so that

@@ -5,20 +5,50 @@
 //! `module+0xoffset`. Kernel modules are the images of process 0.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use super::pdb::{PdbId, PdbSymbols, SymbolPath};
 
 use crate::agg::SymbolResolver;
 use crate::etw::state::SystemState;
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 struct Module {
     base: u64,
     end: u64,
     name: String,
-    /// The functions of the image's PDB, when it was found.
-    pdb: Option<Arc<PdbSymbols>>,
+    /// The image's PDB, when the trace identifies it.
+    pdb: Option<LazyPdb>,
+}
+
+/// An image's PDB, looked for on the symbol path the first time a frame of the image is named
+/// (a trace loads hundreds of images; most runs name the frames of few or none).
+#[derive(Clone)]
+struct LazyPdb {
+    id: PdbId,
+    image_path: String,
+    cache: Arc<Mutex<PdbCache>>,
+    found: OnceLock<Option<Arc<PdbSymbols>>>,
+}
+
+impl LazyPdb {
+    fn get(&self) -> Option<&PdbSymbols> {
+        self.found
+            .get_or_init(|| match self.cache.lock() {
+                Ok(mut c) => c.symbols(&self.id, &self.image_path),
+                Err(_) => None,
+            })
+            .as_deref()
+    }
+}
+
+impl std::fmt::Debug for LazyPdb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LazyPdb")
+            .field("id", &self.id)
+            .field("found", &self.found.get().map(Option::is_some))
+            .finish()
+    }
 }
 
 /// The PDBs read for one trace, by identity (an image loaded in many processes is read once).
@@ -28,20 +58,14 @@ struct PdbCache {
 }
 
 impl PdbCache {
-    fn symbols(&mut self, image: &crate::etw::state::Image) -> Option<Arc<PdbSymbols>> {
-        let info = image.pdb.as_ref()?;
-        let id = PdbId {
-            guid: info.guid,
-            age: info.age,
-            path: info.file_name.clone(),
-        };
+    fn symbols(&mut self, id: &PdbId, image_path: &str) -> Option<Arc<PdbSymbols>> {
         let path = &self.path;
         self.read
             .entry((id.guid, id.age))
             .or_insert_with(|| {
-                let image_path = std::path::Path::new(&image.file_name);
-                let found = super::pdb::find_pdb(&id, Some(image_path), path)?;
-                super::pdb::read(&found, Some(&id)).ok().map(Arc::new)
+                let image_path = std::path::Path::new(image_path);
+                let found = super::pdb::find_pdb(id, Some(image_path), path)?;
+                super::pdb::read(&found, Some(id)).ok().map(Arc::new)
             })
             .clone()
     }
@@ -59,7 +83,7 @@ pub struct TraceSymbols {
 
 fn modules<'a>(
     images: impl Iterator<Item = &'a crate::etw::state::Image>,
-    pdbs: &mut PdbCache,
+    pdbs: &Arc<Mutex<PdbCache>>,
 ) -> Vec<Module> {
     let mut v: Vec<Module> = images
         .filter(|i| i.size > 0)
@@ -67,7 +91,16 @@ fn modules<'a>(
             base: i.base,
             end: i.base.saturating_add(i.size),
             name: crate::output::stack::basename(&i.file_name).to_string(),
-            pdb: pdbs.symbols(i),
+            pdb: i.pdb.as_ref().map(|info| LazyPdb {
+                id: PdbId {
+                    guid: info.guid,
+                    age: info.age,
+                    path: info.file_name.clone(),
+                },
+                image_path: i.file_name.clone(),
+                cache: pdbs.clone(),
+                found: OnceLock::new(),
+            }),
         })
         .collect();
     v.sort_by_key(|m| m.base);
@@ -90,13 +123,13 @@ impl TraceSymbols {
     /// The modules of the trace's processes, with the PDBs found on `path` (or at the path
     /// the trace records for each).
     pub fn with_symbol_path(state: &SystemState, path: SymbolPath) -> TraceSymbols {
-        let mut pdbs = PdbCache {
+        let pdbs = Arc::new(Mutex::new(PdbCache {
             path,
             read: HashMap::new(),
-        };
+        }));
         let mut t = TraceSymbols::default();
         for p in state.processes() {
-            let m = modules(p.images.iter(), &mut pdbs);
+            let m = modules(p.images.iter(), &pdbs);
             if m.is_empty() {
                 continue;
             }
@@ -180,7 +213,7 @@ impl SymbolResolver for TraceSymbols {
 /// The PDB function holding `addr` in module `m`, and the offset into it.
 fn function_of(m: &Module, addr: u64) -> Option<(&str, u64)> {
     let rva = u32::try_from(addr.checked_sub(m.base)?).ok()?;
-    let f = m.pdb.as_ref()?.function_at(rva)?;
+    let f = m.pdb.as_ref()?.get()?.function_at(rva)?;
     Some((f.name.as_str(), (rva - f.rva) as u64))
 }
 
@@ -270,16 +303,18 @@ mod tests {
             }),
             ..Default::default()
         };
-        let cache_of = |path: &str| PdbCache {
-            path: SymbolPath::parse(&format!(
-                "srv*{path}*https://msdl.microsoft.com/download/symbols"
-            )),
-            read: HashMap::new(),
+        let cache_of = |path: &str| {
+            Arc::new(Mutex::new(PdbCache {
+                path: SymbolPath::parse(&format!(
+                    "srv*{path}*https://msdl.microsoft.com/download/symbols"
+                )),
+                read: HashMap::new(),
+            }))
         };
-        let mut pdbs = cache_of(&cache.path().display().to_string());
+        let pdbs = cache_of(&cache.path().display().to_string());
         let imgs = [image(id.age)];
         let t = TraceSymbols {
-            user: [(7, modules(imgs.iter(), &mut pdbs))].into_iter().collect(),
+            user: [(7, modules(imgs.iter(), &pdbs))].into_iter().collect(),
             ..Default::default()
         };
         let at = 0x7ff6_0000_0000 + add.rva as u64;
@@ -288,10 +323,10 @@ mod tests {
         assert_eq!(t.user_func(7, at + 2), "traceprog.exe`add");
         assert_eq!(t.umod(7, at + 2), "traceprog.exe");
         // another age: that PDB does not match, frames keep module+offset
-        let mut pdbs = cache_of(&cache.path().display().to_string());
+        let pdbs = cache_of(&cache.path().display().to_string());
         let imgs = [image(id.age + 1)];
         let t = TraceSymbols {
-            user: [(7, modules(imgs.iter(), &mut pdbs))].into_iter().collect(),
+            user: [(7, modules(imgs.iter(), &pdbs))].into_iter().collect(),
             ..Default::default()
         };
         assert_eq!(

@@ -201,11 +201,39 @@ impl<'a> DecodedEvent<'a> {
     /// Several fields by name in one pass over the payload (what one `get` per name would give,
     /// without stepping over the fields before each again): `None` for a name the event lacks.
     pub fn pick<const N: usize>(&self, names: [&str; N]) -> [Option<Value<'_>>; N] {
-        if let View::Layout { .. } = &self.view {
-            // a layout's fields are found by stepping over sizes: no pass to share
-            return names.map(|n| self.get(n));
-        }
         let mut out: [Option<Value<'_>>; N] = std::array::from_fn(|_| None);
+        if let View::Layout {
+            layout,
+            payload,
+            ptr,
+            version,
+        } = &self.view
+        {
+            // one pass, stepping over the fields by their sizes
+            let (ptr, mut left, mut pos) = (*ptr, N, 0);
+            for fl in layout.fields {
+                if fl.since > *version {
+                    continue;
+                }
+                if left == 0 || pos >= payload.len() {
+                    break;
+                }
+                if let Some(i) = names.iter().position(|x| *x == fl.name) {
+                    if out[i].is_none() {
+                        out[i] = value::read_value(fl.ty, payload, pos, ptr, None).map(|(v, _)| v);
+                        left -= 1;
+                    }
+                }
+                pos = match fl.ty.fixed_size(ptr) {
+                    Some(n) => pos + n,
+                    None => match value::value_end(fl.ty, payload, pos, ptr, None) {
+                        Some((_, end)) => end,
+                        None => break,
+                    },
+                };
+            }
+            return out;
+        }
         let mut left = N;
         let mut f = self.fields();
         while left > 0 {
@@ -500,7 +528,7 @@ impl<'s, 'a: 's> Iterator for Fields<'s, 'a> {
 }
 
 /// The payload decoder with its schema registry.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct Decoder {
     /// Manifest-event schemas by (provider, id, version): EventMetadata and loaded manifests.
     schemas: FastMap<SchemaKey, Schema<String>>,

@@ -100,28 +100,30 @@ impl<'f> Events<'f> {
         Some(self.file.index[i as usize].sort_ts)
     }
 
-    /// Index in `heap` of the earliest waiting cursor.
+    /// In one scan: the index in `heap` of the earliest waiting cursor, and the earliest
+    /// timestamp of the others (`i64::MAX` when there are none).
     #[inline]
-    fn heap_min(&self) -> Option<usize> {
+    fn heap_min_and_next(&self) -> Option<(usize, i64)> {
         let mut best: Option<(usize, (i64, usize))> = None;
+        let mut next = i64::MAX;
         for (i, &(ts, idx, _)) in self.heap.iter().enumerate() {
-            if best.is_none_or(|(_, b)| (ts, idx) < b) {
-                best = Some((i, (ts, idx)));
+            match best {
+                Some((_, b)) if (ts, idx) >= b => next = next.min(ts),
+                _ => {
+                    if let Some((_, (bts, _))) = best {
+                        next = next.min(bts);
+                    }
+                    best = Some((i, (ts, idx)));
+                }
             }
         }
-        best.map(|(i, _)| i)
+        best.map(|(i, _)| (i, next))
     }
 
     /// The timestamp of the earliest waiting cursor.
     #[inline]
     fn heap_peek_ts(&self) -> Option<i64> {
         self.heap.iter().map(|h| h.0).min()
-    }
-
-    /// The timestamp before which no not-yet-activated or other active record can come.
-    fn limit_ts(&self) -> i64 {
-        let heap_ts = self.heap_peek_ts().unwrap_or(i64::MAX);
-        heap_ts.min(self.pending_ts().unwrap_or(i64::MAX))
     }
 
     fn free_slot(&mut self, slot: usize) {
@@ -327,9 +329,10 @@ impl<'f> Events<'f> {
                     continue;
                 }
             }
-            let (_, _, slot) = self.heap.swap_remove(self.heap_min()?);
+            let (i, others) = self.heap_min_and_next()?;
+            let (_, _, slot) = self.heap.swap_remove(i);
             self.current = Some(slot);
-            self.limit = self.limit_ts();
+            self.limit = others.min(self.pending_ts().unwrap_or(i64::MAX));
         };
         self.read_from(slot)
     }
