@@ -2,7 +2,6 @@
 //! library actions (`printa`, `clear`, `trunc`, ...) in record order, reports faults, and prints
 //! the remaining aggregations at the end.
 
-use std::collections::HashMap;
 use std::io::Write;
 
 use crate::agg::{NoSymbols, SortOptions, SymbolResolver};
@@ -146,7 +145,12 @@ impl Consumer {
     }
 
     /// Consumes the records of one firing of `vm`.
-    pub fn consume(&mut self, vm: &mut Vm, res: &FireResult, probes: &HashMap<u64, ProbeInfo>) {
+    pub fn consume(
+        &mut self,
+        vm: &mut Vm,
+        res: &FireResult,
+        probes: &crate::fasthash::FastMap<u64, ProbeInfo>,
+    ) {
         if vm.records.is_empty() && res.errors.is_empty() {
             // the common case of a live source: a clause that only aggregates
             return;

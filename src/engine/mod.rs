@@ -37,7 +37,7 @@ struct Timer {
 
 pub struct Engine {
     pub runs: Vec<ProgramRun>,
-    probes: HashMap<u64, ProbeInfo>,
+    probes: crate::fasthash::FastMap<u64, ProbeInfo>,
     timers: Vec<Timer>,
     clock: Box<dyn Clock>,
     pub consumer: Consumer,
@@ -71,7 +71,7 @@ impl Engine {
         let now = clock.now_ns();
         let mut engine = Engine {
             runs: Vec::new(),
-            probes: HashMap::new(),
+            probes: Default::default(),
             timers: Vec::new(),
             clock,
             consumer,
@@ -135,7 +135,7 @@ impl Engine {
             }
         }
         self.runs = runs;
-        self.probes = probes;
+        self.probes = probes.into_iter().collect();
         self.timers = timers;
     }
 
@@ -305,7 +305,16 @@ impl Engine {
 
     /// Trace time: fires every `tick-N`/`profile-N` due at or before `t` (ns since the trace
     /// start), in time order, then sets the time to `t`.
+    #[inline]
     pub fn advance_to(&mut self, t: u64) {
+        if !self.timers.is_empty() {
+            self.fire_timers_until(t);
+        }
+        self.trace_time = Some(t);
+    }
+
+    /// Fires the timers due at or before `t`, in time order.
+    fn fire_timers_until(&mut self, t: u64) {
         while let Some((i, due)) = self.next_timer() {
             if due > t || self.exit.is_some() {
                 break;
@@ -313,7 +322,6 @@ impl Engine {
             self.trace_time = Some(due);
             self.fire_timer(i);
         }
-        self.trace_time = Some(t);
     }
 
     /// The trace time now, when a trace drives the run.
@@ -577,7 +585,7 @@ impl Engine {
             psargs.clear();
             let mut proc_start = 0;
             if let Some(proc_) = state.process(f.pid) {
-                execname.extend(proc_.name.to_ascii_lowercase().bytes());
+                execname.extend(proc_.name.bytes().map(|b| b.to_ascii_lowercase()));
                 psargs.extend_from_slice(proc_.command_line.as_bytes());
                 proc_start = proc_.start_ns.unwrap_or(0);
             }
@@ -626,7 +634,7 @@ pub struct EventScratch {
 fn fire_runs(
     runs: &mut [ProgramRun],
     consumer: &mut Consumer,
-    probes: &HashMap<u64, ProbeInfo>,
+    probes: &crate::fasthash::FastMap<u64, ProbeInfo>,
     exit: &mut Option<i32>,
     cx: &FiringCtx,
 ) -> u64 {

@@ -185,15 +185,9 @@ impl<'a> DecodedEvent<'a> {
 
     /// A field by name (the first of that name).
     pub fn get(&self, name: &str) -> Option<Value<'_>> {
-        if let View::Layout {
-            layout,
-            payload,
-            ptr,
-            version,
-        } = &self.view
-        {
-            let (ty, pos) = layout_place(layout.fields, payload, *ptr, *version, name)?;
-            return value::read_value(ty, payload, pos, *ptr, None).map(|(v, _)| v);
+        if let Some((fields, payload, ptr, version)) = self.layout() {
+            let (ty, pos) = layout_place(fields, payload, ptr, version, name)?;
+            return value::read_value(ty, payload, pos, ptr, None).map(|(v, _)| v);
         }
         self.fields().find_value(name)
     }
@@ -202,17 +196,11 @@ impl<'a> DecodedEvent<'a> {
     /// without stepping over the fields before each again): `None` for a name the event lacks.
     pub fn pick<const N: usize>(&self, names: [&str; N]) -> [Option<Value<'_>>; N] {
         let mut out: [Option<Value<'_>>; N] = std::array::from_fn(|_| None);
-        if let View::Layout {
-            layout,
-            payload,
-            ptr,
-            version,
-        } = &self.view
-        {
+        if let Some((fields, payload, ptr, version)) = self.layout() {
             // one pass, stepping over the fields by their sizes
-            let (ptr, mut left, mut pos) = (*ptr, N, 0);
-            for fl in layout.fields {
-                if fl.since > *version {
+            let (mut left, mut pos) = (N, 0);
+            for fl in fields {
+                if fl.since > version {
                     continue;
                 }
                 if left == 0 || pos >= payload.len() {
@@ -256,6 +244,19 @@ impl<'a> DecodedEvent<'a> {
     /// A string field by name (UTF-16 converted; a mapped integer's name).
     pub fn str(&self, name: &str) -> Option<Cow<'_, str>> {
         self.get(name)?.into_text()
+    }
+
+    /// The parts of a static-layout view: fields, payload, pointer size, event version.
+    fn layout(&self) -> Option<(&'static [Field], &'a [u8], u8, u8)> {
+        match &self.view {
+            View::Layout {
+                layout,
+                payload,
+                ptr,
+                version,
+            } => Some((layout.fields, payload, *ptr, *version)),
+            _ => None,
+        }
     }
 
     /// How many fields the payload holds.
@@ -557,7 +558,15 @@ impl Decoder {
 
     /// Learns from a record: EventMetadata (TRACE_EVENT_INFO) schemas and TraceLogging provider
     /// names. Call it for every record, before `decode`.
+    #[inline]
     pub fn observe(&mut self, ev: &EventRecord<'_>) {
+        // kernel records carry no metadata
+        if ev.kernel_group.is_none() {
+            self.observe_provider_event(ev);
+        }
+    }
+
+    fn observe_provider_event(&mut self, ev: &EventRecord<'_>) {
         if ev.provider == kernel::EVENT_METADATA
             && ev.kind != HeaderKind::EventHeader
             && ev.opcode == 32

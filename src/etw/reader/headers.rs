@@ -181,19 +181,24 @@ pub fn parse_record<'a>(
     }
 }
 
+#[inline(always)]
 fn check_size(rec: &[u8], size: usize, header: usize, what: &str) -> Result<(), String> {
-    if size < header {
-        return Err(format!(
-            "{what} record size {size:#x} is smaller than its header ({header:#x})"
-        ));
-    }
-    if size > rec.len() {
-        return Err(format!(
-            "{what} record size {size:#x} runs past the end of its buffer ({:#x} bytes left)",
-            rec.len()
-        ));
+    if size < header || size > rec.len() {
+        return Err(size_error(rec, size, header, what));
     }
     Ok(())
+}
+
+#[cold]
+fn size_error(rec: &[u8], size: usize, header: usize, what: &str) -> String {
+    if size < header {
+        format!("{what} record size {size:#x} is smaller than its header ({header:#x})")
+    } else {
+        format!(
+            "{what} record size {size:#x} runs past the end of its buffer ({:#x} bytes left)",
+            rec.len()
+        )
+    }
 }
 
 fn cut() -> String {

@@ -41,10 +41,14 @@ impl StackMatcher {
     }
 
     /// Feeds one event (decoded, for kernel StackWalk events).
+    #[inline]
     pub fn observe(&mut self, ev: &EventRecord<'_>, decoded: Option<&DecodedEvent<'_>>) {
-        if decoded.is_none() && ev.extended.is_empty() {
-            return;
+        if decoded.is_some() || !ev.extended.is_empty() {
+            self.observe_parts(ev, decoded);
         }
+    }
+
+    fn observe_parts(&mut self, ev: &EventRecord<'_>, decoded: Option<&DecodedEvent<'_>>) {
         for x in &ev.extended {
             let step = match x.ext_type {
                 EXT_STACK_TRACE32 => 4,
