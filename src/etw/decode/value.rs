@@ -352,6 +352,31 @@ pub fn utf16z_string(b: &[u8]) -> (String, usize) {
 pub fn utf16_into(b: &[u8], out: &mut Vec<u8>) {
     out.reserve(b.len() / 2);
     let mut i = 0;
+    // ASCII, eight code units at a time while none is the terminator
+    #[cfg(target_arch = "x86_64")]
+    while i + 16 <= b.len() {
+        use std::arch::x86_64::{
+            __m128i, _mm_and_si128, _mm_cmpeq_epi16, _mm_loadu_si128, _mm_movemask_epi8,
+            _mm_packus_epi16, _mm_set1_epi16, _mm_setzero_si128, _mm_storel_epi64,
+        };
+        let mut ascii = [0u8; 16];
+        // SAFETY: the 16 bytes at `i` are inside `b` (checked above), the store writes 8 bytes
+        // of `ascii`; SSE2 is part of x86_64.
+        let all_ascii = unsafe {
+            let v = _mm_loadu_si128(b.as_ptr().add(i) as *const __m128i);
+            let zero = _mm_setzero_si128();
+            let nul = _mm_movemask_epi8(_mm_cmpeq_epi16(v, zero));
+            let high = _mm_and_si128(v, _mm_set1_epi16(0xff80u16 as i16));
+            let low7 = _mm_movemask_epi8(_mm_cmpeq_epi16(high, zero));
+            _mm_storel_epi64(ascii.as_mut_ptr() as *mut __m128i, _mm_packus_epi16(v, v));
+            nul == 0 && low7 == 0xffff
+        };
+        if !all_ascii {
+            break;
+        }
+        out.extend_from_slice(&ascii[..8]);
+        i += 16;
+    }
     // ASCII copies straight across, four code units at a time while none is the terminator
     while let Some(w) = b.get(i..i + 8) {
         let w = u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
@@ -390,6 +415,24 @@ pub fn utf16_into(b: &[u8], out: &mut Vec<u8>) {
 #[inline]
 pub fn utf16z_extent(b: &[u8]) -> (usize, usize) {
     let mut i = 0;
+    // eight code units at a time
+    #[cfg(target_arch = "x86_64")]
+    while i + 16 <= b.len() {
+        use std::arch::x86_64::{
+            __m128i, _mm_cmpeq_epi16, _mm_loadu_si128, _mm_movemask_epi8, _mm_setzero_si128,
+        };
+        // SAFETY: the 16 bytes at `i` are inside `b` (checked above); SSE2 is part of x86_64.
+        let zeros = unsafe {
+            let v = _mm_loadu_si128(b.as_ptr().add(i) as *const __m128i);
+            _mm_movemask_epi8(_mm_cmpeq_epi16(v, _mm_setzero_si128())) as u32
+        };
+        if zeros != 0 {
+            // the mask has two bits per zero unit: the first one's byte offset is even
+            let at = i + zeros.trailing_zeros() as usize;
+            return (at, at + 2);
+        }
+        i += 16;
+    }
     // four code units at a time while none of them is zero
     while let Some(w) = b.get(i..i + 8) {
         let w = u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
@@ -647,6 +690,38 @@ mod utf16_tests {
             ("\u{100}".repeat(4) + "x", b.len())
         );
         assert_eq!(super::utf16z_string(&[b'a', 0, b'b']), ("a".to_string(), 3));
+    }
+
+    #[test]
+    fn long_text_agrees_with_a_plain_decoding_wherever_the_terminator_or_a_wide_char_falls() {
+        // the 8- and 4-unit fast paths against char::decode_utf16, unit by unit
+        let plain = |b: &[u8]| -> (String, usize) {
+            let units: Vec<u16> = b
+                .chunks_exact(2)
+                .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                .collect();
+            let n = units.iter().position(|u| *u == 0);
+            let text = char::decode_utf16(units[..n.unwrap_or(units.len())].iter().copied())
+                .map(|c| c.unwrap_or('\u{fffd}'))
+                .collect();
+            (text, n.map_or(b.len(), |n| 2 * n + 2))
+        };
+        let base: Vec<char> = "0123456789abcdefghijklmnopqrstuvwxyzABCD".chars().collect();
+        for at in 0..base.len() {
+            for put in ['\0', '\u{e9}', '\u{100}', '\u{7f}', '\u{80}'] {
+                let mut t = base.clone();
+                t[at] = put;
+                let s: String = t.iter().collect();
+                for extra in [0usize, 1] {
+                    let mut b = enc(&s);
+                    b.resize(b.len() + extra, b'z');
+                    assert_eq!(super::utf16z_string(&b), plain(&b), "{s:?} +{extra}");
+                    let (len, next) = super::utf16z_extent(&b);
+                    assert_eq!(next, plain(&b).1, "{s:?}");
+                    assert_eq!(utf16_string(&b[..len]), plain(&b).0, "{s:?}");
+                }
+            }
+        }
     }
 
     #[test]
