@@ -345,13 +345,7 @@ impl<'s, 'a> Fields<'s, 'a> {
                 next,
                 pos,
             } => {
-                let fl = loop {
-                    let fl = fields.get(*next)?;
-                    *next += 1;
-                    if fl.since <= *version {
-                        break fl;
-                    }
-                };
+                let fl = next_field_at(fields, next, *version)?;
                 // fields past the end of the payload are left out (older builds omit
                 // trailing fields); trailing bytes the layout does not name are ignored
                 let here = *pos;
@@ -444,6 +438,22 @@ fn layout_place(
     None
 }
 
+/// The layout field at or after index `next` that events of `version` have; `next` moves past it.
+#[inline]
+fn next_field_at(
+    fields: &'static [Field],
+    next: &mut usize,
+    version: u8,
+) -> Option<&'static Field> {
+    loop {
+        let fl = fields.get(*next)?;
+        *next += 1;
+        if fl.since <= version {
+            return Some(fl);
+        }
+    }
+}
+
 /// Drops a value, inline for the kinds that own nothing (most of them: numbers and views of
 /// the payload), so that reading a field costs no call to drop it.
 #[inline(always)]
@@ -490,13 +500,7 @@ impl<'s, 'a: 's> Iterator for Fields<'s, 'a> {
                 next,
                 pos,
             } => {
-                let fl = loop {
-                    let fl = fields.get(*next)?;
-                    *next += 1;
-                    if fl.since <= *version {
-                        break fl;
-                    }
-                };
+                let fl = next_field_at(fields, next, *version)?;
                 // as in `next_span`: fields past the end of the payload are left out
                 let got = (*pos < payload.len())
                     .then(|| value::read_value(fl.ty, payload, *pos, *ptr, None))

@@ -203,9 +203,8 @@ pub struct EtwLiveSource {
     /// delivered since.
     prune_mark: i64,
     since_prune: u32,
-    /// The newest session time seen, and how long records wait for their stacks in it.
+    /// The newest session time seen (records wait [`STACK_WAIT_NS`] of it for their stacks).
     newest_ns: u64,
-    stack_wait_ns: u64,
 }
 
 /// A record waiting in [`EtwLiveSource::held`].
@@ -269,7 +268,6 @@ impl EtwLiveSource {
             prune_mark: i64::MIN,
             since_prune: 0,
             newest_ns: 0,
-            stack_wait_ns: STACK_WAIT_NS,
         }
     }
 
@@ -331,7 +329,7 @@ impl EtwLiveSource {
         while let Some(h) = self.held.front() {
             let waiting = match &h.awaits {
                 Some(w) if !all && self.held.len() < HELD_MAX => {
-                    let waited = self.newest_ns.saturating_sub(w.time_ns) >= self.stack_wait_ns
+                    let waited = self.newest_ns.saturating_sub(w.time_ns) >= STACK_WAIT_NS
                         || now.saturating_sub(h.arrived) >= STACK_WAIT_QUIET_NS;
                     !waited && !self.stack_complete(w)
                 }
@@ -360,13 +358,6 @@ impl EtwLiveSource {
             .iter()
             .any(|&pc| !crate::sources::etl::is_kernel_address(pc, w.pointer_size));
         user || w.tid == 0 || matches!(self.state.thread(w.tid).map(|t| t.pid), Some(0 | 4))
-    }
-
-    /// How long (in the session's time) a record waits for the rest of its stack; the
-    /// default is [`STACK_WAIT_NS`].
-    pub fn with_stack_wait(mut self, ns: u64) -> EtwLiveSource {
-        self.stack_wait_ns = ns;
-        self
     }
 
     /// Registers an event schema the callback looked up, as a trace's EventMetadata records
