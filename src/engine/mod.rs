@@ -8,7 +8,6 @@ pub mod session;
 pub mod snapshot;
 pub mod standalone;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -96,7 +95,7 @@ impl Engine {
         vm_opts: VmOptions,
         catalog: &dyn ProbeCatalog,
     ) {
-        let mut probes = HashMap::new();
+        let mut probes = crate::fasthash::FastMap::default();
         let mut runs = Vec::new();
         for (label, program) in programs {
             let mut vm = Vm::new(program.clone(), vm_opts.clone());
@@ -135,7 +134,7 @@ impl Engine {
             }
         }
         self.runs = runs;
-        self.probes = probes.into_iter().collect();
+        self.probes = probes;
         self.timers = timers;
     }
 
@@ -583,11 +582,12 @@ impl Engine {
             };
             execname.clear();
             psargs.clear();
-            let mut proc_start = 0;
+            let (mut proc_start, mut ppid) = (0, 0);
             if let Some(proc_) = state.process(f.pid) {
                 execname.extend(proc_.name.bytes().map(|b| b.to_ascii_lowercase()));
                 psargs.extend_from_slice(proc_.command_line.as_bytes());
                 proc_start = proc_.start_ns.unwrap_or(0);
+                ppid = proc_.parent as u64;
             }
             let mem = PayloadMemory {
                 id: ev.id,
@@ -604,7 +604,7 @@ impl Engine {
             cx.args = f.args;
             cx.pid = f.pid as u64;
             cx.tid = f.tid as u64;
-            cx.ppid = state.process(f.pid).map(|p| p.parent as u64).unwrap_or(0);
+            cx.ppid = ppid;
             cx.cpu = ev.cpu as u32;
             cx.psargs = psargs;
             cx.proc_start = proc_start;

@@ -195,33 +195,11 @@ impl<'a> DecodedEvent<'a> {
     /// Several fields by name in one pass over the payload (what one `get` per name would give,
     /// without stepping over the fields before each again): `None` for a name the event lacks.
     pub fn pick<const N: usize>(&self, names: [&str; N]) -> [Option<Value<'_>>; N] {
-        let mut out: [Option<Value<'_>>; N] = std::array::from_fn(|_| None);
-        if let Some((fields, payload, ptr, version)) = self.layout() {
-            // one pass, stepping over the fields by their sizes
-            let (mut left, mut pos) = (N, 0);
-            for fl in fields {
-                if fl.since > version {
-                    continue;
-                }
-                if left == 0 || pos >= payload.len() {
-                    break;
-                }
-                if let Some(i) = names.iter().position(|x| *x == fl.name) {
-                    if out[i].is_none() {
-                        out[i] = value::read_value(fl.ty, payload, pos, ptr, None).map(|(v, _)| v);
-                        left -= 1;
-                    }
-                }
-                pos = match fl.ty.fixed_size(ptr) {
-                    Some(n) => pos + n,
-                    None => match value::value_end(fl.ty, payload, pos, ptr, None) {
-                        Some((_, end)) => end,
-                        None => break,
-                    },
-                };
-            }
-            return out;
+        if self.layout().is_some() {
+            // a layout's field is found by stepping over sizes: `get` per name is as cheap
+            return names.map(|n| self.get(n));
         }
+        let mut out: [Option<Value<'_>>; N] = std::array::from_fn(|_| None);
         let mut left = N;
         let mut f = self.fields();
         while left > 0 {
