@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 
-use dtx::providers::dnet::{PROBES, RUNDOWN, RUNTIME};
+use dtx::providers::dnet::{arg0_xlate, PROBES, RUNDOWN, RUNTIME};
 
 fn shared() -> Option<PathBuf> {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/etl");
@@ -174,6 +174,119 @@ fn gc_and_jit_arguments_decode() {
         .map(|x| x.parse().unwrap())
         .collect();
     assert!(v[0] > 0x10000 && v[1] < 1 << 32, "{addr}");
+}
+
+/// The probes' `args[0]` (the port's `net*_t` types, translated in `dscripts/lib/dnet.d`):
+/// every typed probe prints its struct whole, and the members agree with the payload read at
+/// the offsets the runtime's event layouts give, in 64- and 32-bit processes.
+#[test]
+fn typed_args_are_the_ports_structs() {
+    let Some(dir) = shared() else { return };
+    let x64 = format!("{}/perfview_net.4.5.2.x64.etl.zip", dir.display());
+    let x86 = format!("{}/perfview_net.4.5.2.x86.etl.zip", dir.display());
+    let mut all = String::new();
+    let mut typed = 0;
+    for d in PROBES {
+        if let Some(t) = arg0_xlate(d) {
+            let name = t.trim_end_matches(" *");
+            all += &format!(
+                "dnet::{}:{} {{ n[\"{name}\"]++; }}\n\
+                 dnet::{}:{} /n[\"{name}\"] == 1/ {{ print(*args[0]); printf(\"\\n\"); }}\n",
+                d.function, d.name, d.function, d.name
+            );
+            typed += 1;
+        }
+    }
+    assert!(typed >= 40, "{typed} typed probes");
+    let script = std::env::temp_dir().join(format!("dtx-dnet-typed-{}.d", std::process::id()));
+    std::fs::write(&script, format!("#pragma D option quiet\n{all}")).unwrap();
+    let printed = dtx(&["-E", &x64, "-s", script.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&script);
+    for t in [
+        "netgc_t {",
+        "netgcalloctick_t {",
+        "netmodule_t {",
+        "netmethod_t {",
+        "netrt_t {",
+    ] {
+        assert!(printed.contains(t), "{t}: {printed}");
+    }
+    assert!(
+        printed.contains("string gc_typename = [ \"System."),
+        "{printed}"
+    );
+
+    let check = |trace: &str, prog: &str| -> BTreeMap<String, u64> {
+        let out = dtx(&[
+            "-q",
+            "-E",
+            trace,
+            "-n",
+            &format!("{prog} END {{ printa(\"%s %@d\\n\", @); }}"),
+        ]);
+        out.lines()
+            .filter_map(|l| {
+                let (k, v) = l.rsplit_once(' ')?;
+                Some((k.to_string(), v.parse().ok()?))
+            })
+            .collect()
+    };
+    for trace in [&x64, &x86] {
+        // GCStart: Count, Depth, Reason, Type (u32 each), ClrInstanceID (u16)
+        let gc = check(
+            trace,
+            "dnet::gc:gc-start { @[args[0]->gc_count == *(uint32_t *)arg0 && \
+             args[0]->gc_depth == *(uint32_t *)(arg0 + 4) && \
+             args[0]->gc_reason == *(uint32_t *)(arg0 + 8) && \
+             args[0]->gc_type == *(uint32_t *)(arg0 + 12) && \
+             args[0]->clr_instid == *(uint16_t *)(arg0 + 16) ? \"same\" : \"differs\"] = count(); }",
+        );
+        assert_eq!(gc.len(), 1, "{trace}: {gc:?}");
+        assert!(gc["same"] > 100, "{trace}: {gc:?}");
+        // GCAllocationTick: amount, kind, ClrInstanceID, the amount again as a u64, a
+        // pointer-sized TypeID, then the type name
+        let tick = check(
+            trace,
+            "dnet::gc:allocate-tick { this->ptr = arg2 ? 8 : 4; \
+             @[args[0]->gc_amt == *(uint32_t *)arg0 && \
+             args[0]->gc_kind == *(uint32_t *)(arg0 + 4) && \
+             args[0]->gc_amt64 == *(uint64_t *)(arg0 + 10) && \
+             args[0]->gc_typename == wstringof((wchar_t *)(arg0 + 18 + this->ptr)) && \
+             args[0]->gc_typename != \"\" ? \"same\" : \"differs\"] = count(); }",
+        );
+        assert_eq!(tick.len(), 1, "{trace}: {tick:?}");
+        assert!(tick["same"] > 1000, "{trace}: {tick:?}");
+        // MethodLoadVerbose: MethodID, ModuleID, MethodStartAddress (u64), MethodSize (u32)
+        let jit = check(
+            trace,
+            "dnet::jit:method-load { @[args[0]->clr_methid == *(uint64_t *)arg0 && \
+             args[0]->clr_start == *(uint64_t *)(arg0 + 16) && \
+             args[0]->clr_size == *(uint32_t *)(arg0 + 24) && \
+             args[0]->clr_name == wstringof((wchar_t *)(arg0 + 36 + \
+             2 * (wstrlen((wchar_t *)(arg0 + 36)) + 1))) ? \"same\" : \"differs\"] = count(); }",
+        );
+        assert_eq!(jit.len(), 1, "{trace}: {jit:?}");
+        assert!(jit["same"] > 200, "{trace}: {jit:?}");
+        // thread pool threads started: the worker count
+        let thr = check(
+            trace,
+            "dnet::thread:thr-start { @[args[0]->clr_thrco == *(uint32_t *)arg0 && \
+             args[0]->clr_thrco > 0 ? \"same\" : \"differs\"] = count(); }",
+        );
+        assert_eq!(thr.len(), 1, "{trace}: {thr:?}");
+        assert!(thr.contains_key("same"), "{trace}: {thr:?}");
+        // the exception both processes throw, with its HRESULT
+        let excp = check(
+            trace,
+            "dnet::event:excp { @[strjoin(args[0]->clr_excep, \
+             args[0]->clr_res == 0x80070002 ? \" ENOENT\" : \" other\")] = count(); }",
+        );
+        assert_eq!(
+            excp.get("System.IO.FileNotFoundException ENOENT"),
+            Some(&1),
+            "{trace}: {excp:?}"
+        );
+    }
 }
 
 #[test]

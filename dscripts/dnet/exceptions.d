@@ -2,8 +2,8 @@
  * .NET exceptions thrown, by process and exception type, with their messages.
  *
  * Needs the .NET runtime's exception events (Microsoft-Windows-DotNETRuntime,
- * ExceptionKeyword 0x8000): ExceptionThrown (80), through dnet::event:excp. Type and message
- * come from the event's decoded fields (etwfield_str).
+ * ExceptionKeyword 0x8000): ExceptionThrown (80), through dnet::event:excp, whose args[0] is
+ * the port's netexcp_t (type and message as text).
  *
  * Example:
  *   dtx -s dscripts/dnet/exceptions.d -E ../shared/etl/perfview_net.4.5.2.x64.etl.zip
@@ -13,8 +13,8 @@
 
 dnet::event:excp
 {
-	@types[execname, pid, etwfield_str("ExceptionType")] = count();
-	@messages[etwfield_str("ExceptionType"), etwfield_str("ExceptionMessage")] = count();
+	@types[execname, pid, args[0]->clr_excep] = count();
+	@messages[args[0]->clr_excep, args[0]->clr_excepmsg] = count();
 }
 
 END

@@ -4,7 +4,8 @@
  *
  * Needs the .NET runtime's GC events (Microsoft-Windows-DotNETRuntime, GCKeyword 0x1):
  * GCStart (1), GCSuspendEEBegin (9), GCRestartEEEnd (3), through the dnet provider's
- * dnet::gc:gc-start, dnet::gc:suspend-start and dnet::gc:resume-end probes.
+ * dnet::gc:gc-start (args[0] is the port's netgc_t), dnet::gc:suspend-start and
+ * dnet::gc:resume-end probes.
  *
  * Example:
  *   dtx -s dscripts/dnet/gc.d -E ../shared/etl/perfview_net.4.5.2.x64.etl.zip
@@ -19,17 +20,17 @@ dnet::gc:suspend-start
 
 /* .NET 4.5 logs GCStart twice (versions 1 and 2): count each GC once, by its number */
 dnet::gc:gc-start
-/gcnum[pid] != arg4/
+/gcnum[pid] != args[0]->gc_count/
 {
-	gcnum[pid] = arg4;
-	gen[pid] = arg5;
-	this->r = arg6;
+	gcnum[pid] = args[0]->gc_count;
+	gen[pid] = args[0]->gc_depth;
+	this->r = args[0]->gc_reason;
 	reason[pid] = this->r == 0 ? "small alloc" : this->r == 1 ? "induced" :
 	    this->r == 2 ? "low memory" : this->r == 3 ? "empty" :
 	    this->r == 4 ? "large alloc" : this->r == 5 ? "out of space (SOH)" :
 	    this->r == 6 ? "out of space (LOH)" : this->r == 7 ? "induced, not forced" :
 	    "other";
-	@gcs[execname, pid, arg5, reason[pid]] = count();
+	@gcs[execname, pid, gen[pid], reason[pid]] = count();
 }
 
 dnet::gc:resume-end

@@ -5,7 +5,8 @@
  * Needs Microsoft-Windows-DNS-Client events, read by field name with etwfield/etwfield_str:
  *   3006  query started    (QueryName, QueryType)
  *   3008  query completed  (QueryName, QueryStatus)
- *   1001  DNS server for an interface (Interface, Index, DynamicAddress, Address)
+ *   1001  DNS server for an interface (Interface, Index, DynamicAddress, Address: a
+ *         SOCKADDR, shown as address:port)
  * The field names come from the trace's EventMetadata (or a loaded manifest).
  *
  * Example:
@@ -39,7 +40,6 @@ END
 	printa("%-20s %-50s %6d %@6d\n", @queries);
 	printf("\n%-50s %8s %6s\n", "QUERY", "STATUS", "COUNT");
 	printa("%-50s %8d %@6d\n", @results);
-	printf("\n%-12s %5s %-8s %-58s %6s\n", "INTERFACE", "INDEX", "KIND", "SERVER (sockaddr)",
-	    "COUNT");
-	printa("%-12s %5d %-8s %-58s %@6d\n", @servers);
+	printf("\n%-12s %5s %-8s %-48s %6s\n", "INTERFACE", "INDEX", "KIND", "SERVER", "COUNT");
+	printa("%-12s %5d %-8s %-48s %@6d\n", @servers);
 }

@@ -22,6 +22,7 @@ pub const FILES: &[(&str, &str)] = &[
     ("net.d", include_str!("../../dscripts/lib/net.d")),
     ("registry.d", include_str!("../../dscripts/lib/registry.d")),
     ("etw.d", include_str!("../../dscripts/lib/etw.d")),
+    ("dnet.d", include_str!("../../dscripts/lib/dnet.d")),
 ];
 
 /// The checked library: its types and definitions, to install into a program's checker.

@@ -4,7 +4,8 @@
 //!
 //! Arguments, as in the port: `arg0` = pointer to the payload (the 4-byte header of the ETW
 //! provider probes precedes it), `arg1` = payload size, `arg2` = 0/1 for a 32/64-bit event,
-//! `arg3` = event version. dtx adds the decoded fields each probe's table row names as
+//! `arg3` = event version; `args[0]` is the port's typed view of the event (`netgc_t *`,
+//! `netexcp_t *`, ... [`arg0_xlate`], translators in `dscripts/lib/dnet.d`). dtx adds the decoded fields each probe's table row names as
 //! `arg4..arg9` (for `gc-start`: count, depth, reason, type), and every field by name through
 //! `etwfield("Name")` / `etwfield_str("Name")`.
 //!
@@ -300,6 +301,34 @@ pub const PROBES: &[DnetProbe] = &[
 /// Probe ids of `dnet` (after the kernel providers', before the named providers').
 pub const FIRST_ID: u64 = 150_000;
 
+/// The type `args[0]` has for a probe (translated from the payload pointer by
+/// `dscripts/lib/dnet.d`): the port's types, and dtx's `netmethod_t` for the method probes.
+pub fn arg0_xlate(d: &DnetProbe) -> Option<&'static str> {
+    Some(match (d.function, d.name) {
+        ("event" | "rundown", "runtime") => "netrt_t *",
+        ("event", "excp") => "netexcp_t *",
+        ("lock", _) => "netlck_t *",
+        ("thread", name) if !name.starts_with("adj") => "netthrinfo_t *",
+        ("jit", name) if name.starts_with("method") || name.starts_with("static") => {
+            "netmethod_t *"
+        }
+        ("rundown", "method-dcstart" | "method-dcend") => "netmethod_t *",
+        ("interop", _) => "netirop_t *",
+        ("arm", "thr-create") => "netthr_t *",
+        ("loader", "appdomain-load" | "appdomain-unload")
+        | ("rundown", "appdomain-dcstart" | "appdomain-dcend") => "netappdom_t *",
+        ("loader", "assembly-load" | "assembly-unload")
+        | ("rundown", "assembly-dcstart" | "assembly-dcend") => "netassm_t *",
+        ("loader", "module-load" | "module-unload")
+        | ("rundown", "module-dcstart" | "module-dcend") => "netmodule_t *",
+        ("gc", "gc-start" | "gc-end" | "suspend-start" | "finalizer-end") => "netgc_t *",
+        ("gc", "seg-create" | "seg-free") => "netgcseg_t *",
+        ("gc", "heapstat") => "netgcheapstat_t *",
+        ("gc", "allocate-tick") => "netgcalloctick_t *",
+        _ => return None,
+    })
+}
+
 /// The catalog's view of one probe.
 fn info(i: usize, d: &DnetProbe) -> ProbeInfo {
     let mut arg_types = vec![
@@ -309,13 +338,18 @@ fn info(i: usize, d: &DnetProbe) -> ProbeInfo {
         "int".to_string(),
     ];
     arg_types.extend(d.fields.iter().map(|_| "uint64_t".to_string()));
+    let mut arg_native = Vec::new();
+    if let Some(xlate) = arg0_xlate(d) {
+        arg_native = vec![String::new(); arg_types.len()];
+        arg_native[0] = std::mem::replace(&mut arg_types[0], xlate.to_string());
+    }
     ProbeInfo {
         id: FIRST_ID + i as u64,
         provider: "dnet".to_string(),
         module: String::new(),
         function: d.function.to_string(),
         name: d.name.to_string(),
-        arg_native: Vec::new(),
+        arg_native,
         arg_types,
     }
 }

@@ -87,12 +87,11 @@ impl Vm {
         }
     }
 
-    /// A load of `size` bytes, extended per `signed`.
+    /// A load of `size` bytes, extended per `signed`. As on x86 DTrace (illumos, FreeBSD and
+    /// the Windows port alike), a load need not be aligned: ETW payloads pack their fields, and
+    /// `*(uint64_t *)(p + 10)` is how D scripts read them.
     pub(crate) fn load_int(&self, addr: u64, size: u8, signed: bool, cx: &FiringCtx<'_>) -> R<u64> {
         let size = size.clamp(1, 8);
-        if decode(addr).is_none() && size > 1 && !addr.is_multiple_of(size as u64) {
-            return Err(Fault::BadAlign(addr));
-        }
         let mut b = [0u8; 8];
         self.read_bytes(addr, &mut b[..size as usize], cx)?;
         Ok(truncate(u64::from_le_bytes(b), size, signed))

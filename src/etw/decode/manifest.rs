@@ -136,6 +136,7 @@ fn out_type_code(s: &str) -> u16 {
         "Port" => 22,
         "IPv4" => 23,
         "IPv6" => 24,
+        "SocketAddress" => 25,
         _ => 0,
     }
 }

@@ -31,6 +31,7 @@ pub fn tdh_type(in_type: u16, out_type: u16, has_len: bool) -> FieldType {
         12 => F64,
         13 => Bool32,
         14 if out_type == 24 && !has_len => IpV6,
+        14 if out_type == 25 => SockAddr,
         14 => Binary,
         15 => Guid,
         16 => Ptr,

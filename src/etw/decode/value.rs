@@ -69,6 +69,9 @@ pub enum FieldType {
     IpV4,
     /// IPv6 address (16 bytes).
     IpV6,
+    /// A SOCKADDR (TDH out-type SocketAddress over binary): bytes of a fixed/parameter
+    /// length, shown as `address:port`.
+    SockAddr,
     /// The rest of the payload as pointer-sized addresses (stack frames).
     Frames,
     /// A structure; its members follow in the schema.
@@ -99,6 +102,7 @@ impl FieldType {
             AnsiZ | Utf16Z | Utf16N | AnsiN | CountedUtf16 | CountedAnsi | RevCountedUtf16
             | RevCountedAnsi | Guid | Sid | WmiSid | IpV4 | IpV6 | SystemTime => "string",
             Binary | CountedBinary | HexDump => "void *",
+            SockAddr => "string",
             Frames => "uintptr_t *",
             Struct => "struct",
             Chars(_) => "string",
@@ -145,6 +149,8 @@ pub enum Value<'a> {
     Ptrs(Vec<u64>),
     IpV4([u8; 4]),
     IpV6([u8; 16]),
+    /// A SOCKADDR's bytes (AF_INET or AF_INET6 display as `address:port`).
+    SockAddr(&'a [u8]),
     /// SYSTEMTIME fields: year, month, day-of-week, day, hour, minute, second, ms.
     SystemTime([u16; 8]),
     Array(Vec<Value<'a>>),
@@ -232,12 +238,8 @@ impl std::fmt::Display for Value<'_> {
             Value::Str(s) => write!(f, "{s}"),
             Value::Utf16(b) => write!(f, "{}", utf16_string(b)),
             Value::Guid(g) => write!(f, "{g}"),
-            Value::Bytes(b) => {
-                for x in b.iter() {
-                    write!(f, "{x:02x}")?;
-                }
-                Ok(())
-            }
+            Value::Bytes(b) => hex(f, b),
+            Value::SockAddr(b) => sockaddr(f, b),
             Value::Sid(b) => write!(f, "{}", Value::sid_string(b).unwrap_or_default()),
             Value::Ptrs(v) => {
                 let s: Vec<String> = v.iter().map(|x| format!("{x:#x}")).collect();
@@ -272,6 +274,38 @@ impl std::fmt::Display for Value<'_> {
                 write!(f, "}}")
             }
         }
+    }
+}
+
+fn hex(f: &mut std::fmt::Formatter<'_>, b: &[u8]) -> std::fmt::Result {
+    for x in b.iter() {
+        write!(f, "{x:02x}")?;
+    }
+    Ok(())
+}
+
+/// A SOCKADDR as TDH shows it: `10.0.0.1:53`, `[2001:db8::1]:53` (with `%scope` when the
+/// scope id is set); another family, or too few bytes for its own, as hex.
+fn sockaddr(f: &mut std::fmt::Formatter<'_>, b: &[u8]) -> std::fmt::Result {
+    /// AF_INET, and AF_INET6 as Windows numbers it (23).
+    const AF_INET: u16 = 2;
+    const AF_INET6: u16 = 23;
+    let port = |b: &[u8]| u16::from_be_bytes([b[2], b[3]]);
+    match le_u16(b, 0) {
+        Some(AF_INET) if b.len() >= 8 => {
+            let a: [u8; 4] = b[4..8].try_into().unwrap_or_default();
+            write!(f, "{}:{}", std::net::Ipv4Addr::from(a), port(b))
+        }
+        Some(AF_INET6) if b.len() >= 24 => {
+            let a: [u8; 16] = b[8..24].try_into().unwrap_or_default();
+            write!(f, "[{}", std::net::Ipv6Addr::from(a))?;
+            match le_u32(b, 24) {
+                Some(scope) if scope != 0 => write!(f, "%{scope}")?,
+                _ => {}
+            }
+            write!(f, "]:{}", port(b))
+        }
+        _ => hex(f, b),
     }
 }
 
@@ -632,6 +666,10 @@ pub fn read_value<'a>(
             let n = len.unwrap_or(b.len().checked_sub(p)?);
             (Value::Bytes(fixed(n)?), p + n)
         }
+        SockAddr => {
+            let n = len.unwrap_or(b.len().checked_sub(p)?);
+            (Value::SockAddr(fixed(n)?), p + n)
+        }
         Frames => {
             let rest = b.get(p..)?;
             let step = ptr as usize;
@@ -764,6 +802,7 @@ mod utf16_tests {
             Utf16Char,
             AnsiChar,
             Binary,
+            SockAddr,
             Chars(3),
             Bytes(5),
         ];
@@ -828,5 +867,37 @@ mod utf16_tests {
         // an odd trailing byte is ignored; a lone surrogate becomes U+FFFD
         assert_eq!(utf16_string(&[b'a', 0, b'b']), "a");
         assert_eq!(utf16_string(&[0x00, 0xd8, b'x', 0]), "\u{fffd}x");
+    }
+}
+
+#[cfg(test)]
+mod sockaddr_tests {
+    use super::{read_value, FieldType};
+    use crate::etw::decode::tdh::tdh_type;
+
+    fn shown(b: &[u8]) -> String {
+        let (v, end) = read_value(FieldType::SockAddr, b, 0, 8, Some(b.len())).unwrap();
+        assert_eq!(end, b.len());
+        v.to_string()
+    }
+
+    #[test]
+    fn socket_addresses_show_as_address_and_port() {
+        // binary with out-type SocketAddress, as the DNS client's server events declare it
+        assert_eq!(tdh_type(14, 25, true), FieldType::SockAddr);
+        let mut v4 = vec![2, 0, 0, 53, 10, 50, 10, 50];
+        v4.extend([0; 8]);
+        assert_eq!(shown(&v4), "10.50.10.50:53");
+        let mut v6 = vec![23, 0, 0x01, 0xbb, 0, 0, 0, 0];
+        v6.extend([
+            0x20, 0x01, 0x48, 0x98, 0, 0, 0, 0, 0, 0, 0, 0, 0x10, 0x50, 0x10, 0x50,
+        ]);
+        v6.extend([0, 0, 0, 0]);
+        assert_eq!(shown(&v6), "[2001:4898::1050:1050]:443");
+        v6[24] = 5;
+        assert_eq!(shown(&v6), "[2001:4898::1050:1050%5]:443");
+        // too short for its family, or another family: the bytes in hex
+        assert_eq!(shown(&v6[..20]), "170001bb00000000200148980000000000000000");
+        assert_eq!(shown(&[1, 0, 9]), "010009");
     }
 }
