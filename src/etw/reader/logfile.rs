@@ -130,6 +130,8 @@ pub struct TimeBase {
     freq: i64,
     /// Nanoseconds per tick when that is a whole number (0 otherwise).
     ns_per_tick: i64,
+    /// `n / freq` as a multiplication: see [`Reciprocal`].
+    recip: Reciprocal,
     start_unix_ns: i64,
     start_filetime: i64,
 }
@@ -146,6 +148,7 @@ impl TimeBase {
             ts0: h.header_timestamp,
             freq,
             ns_per_tick: whole_ns_per_tick(freq),
+            recip: Reciprocal::of(freq),
             start_unix_ns: h.start_unix_ns(),
             start_filetime: h.start_time,
         }
@@ -164,7 +167,7 @@ impl TimeBase {
         // one division while d·10⁹ fits in an i64 (up to 9.2·10⁹ ticks: an hour at 2.5 GHz,
         // days at the usual QPC rates); the same floor as the split below
         if (0..=i64::MAX / 1_000_000_000).contains(&d) && self.freq > 0 {
-            return d * 1_000_000_000 / self.freq;
+            return self.recip.div(d as u64 * 1_000_000_000) as i64;
         }
         let whole = d / self.freq;
         let frac = d % self.freq;
@@ -186,6 +189,35 @@ impl TimeBase {
     }
 }
 
+/// Floor division of any `n < 2⁶³` by a fixed divisor as a multiplication and a shift (a
+/// division per record is the slowest instruction of the walk). With `L = ⌈log₂ d⌉` and
+/// `m = ⌈2^(64+L) / d⌉`, `⌊n·m / 2^(64+L)⌋ = ⌊n / d⌋`: the error of `m`, `m·d − 2^(64+L)`, is
+/// below `d ≤ 2^L`, so `n` times it stays below `2^(63+L)`, too little to reach the next
+/// multiple; and `n·m < 2⁶³ · 2⁶⁵` fits a u128.
+#[derive(Clone, Copy, Debug)]
+struct Reciprocal {
+    m: u128,
+    shift: u32,
+}
+
+impl Reciprocal {
+    fn of(d: i64) -> Reciprocal {
+        let d = d.max(1) as u128;
+        let l = 128 - (d - 1).leading_zeros();
+        let shift = 64 + l;
+        Reciprocal {
+            m: (1u128 << shift).div_ceil(d),
+            shift,
+        }
+    }
+
+    #[inline(always)]
+    fn div(self, n: u64) -> u64 {
+        debug_assert!(n < 1 << 63);
+        ((n as u128 * self.m) >> self.shift) as u64
+    }
+}
+
 /// 10⁹ / freq when it is a whole number, else 0.
 fn whole_ns_per_tick(freq: i64) -> i64 {
     if freq > 0 && freq <= 1_000_000_000 && 1_000_000_000 % freq == 0 {
@@ -202,8 +234,54 @@ impl Default for TimeBase {
             ts0: 0,
             freq: 10_000_000,
             ns_per_tick: 100,
+            recip: Reciprocal::of(10_000_000),
             start_unix_ns: 0,
             start_filetime: 0,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Reciprocal;
+
+    #[test]
+    fn reciprocal_division_is_exact() {
+        let divisors = [
+            1i64,
+            2,
+            3,
+            7,
+            1 << 20,
+            2_337_919,
+            3_579_545,
+            10_000_000,
+            14_318_180,
+            2_600_000_000,
+            3_000_000_007,
+            (1 << 40) + 1,
+            i64::MAX,
+        ];
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        for d in divisors {
+            let r = Reciprocal::of(d);
+            let mut check = |n: u64| assert_eq!(r.div(n), n / d as u64, "{n} / {d}");
+            for n in [0, 1, d as u64 - 1, d as u64, d as u64 + 1, (1 << 63) - 1] {
+                check(n);
+            }
+            // multiples and their neighbours, where an inexact reciprocal shows first
+            for k in [1u64, 2, 1_000, 1 << 20, (1 << 62) / d as u64] {
+                let n = k.saturating_mul(d as u64).min((1 << 63) - 1);
+                check(n);
+                check(n.saturating_sub(1));
+            }
+            for _ in 0..20_000 {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                check(seed >> 1);
+                check((seed >> 1) % (1 << 40));
+            }
         }
     }
 }
