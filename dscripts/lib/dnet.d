@@ -1,9 +1,8 @@
 /*
  * The dnet provider's typed argument, as on the Windows DTrace port: the probes of the .NET
  * runtime's events give args[0] as one of the net*_t types below, translated from arg0 (the
- * payload, with the 4-byte header of the ETW probes before it: the event id is the uint16_t at
- * p - 4). Member names and types are the port's; dtx adds netmethod_t for the JIT and method
- * probes.
+ * payload). Member names and types are the port's (netirop_t's clr_modid is the 64-bit
+ * ModuleID); dtx adds netmethod_t for the JIT and method probes.
  *
  * The members are read by field name from the event the probe fired for (etwfield and
  * etwfield_str, which give 0 and "" for a field the event's version lacks), so they are right
@@ -56,13 +55,11 @@ inline int NET_GC_MANG_THR = 0x0;
 inline int NET_GC_NATIVE_THR = 0x1;
 #pragma D binding "1.0" NET_GC_NATIVE_THR
 
-/* the I/O thread events (44-47) name their counts differently from the worker ones (50-53) */
-inline int NET_EV_IOTHREAD_FIRST = 44;
-#pragma D binding "1.0" NET_EV_IOTHREAD_FIRST
-inline int NET_EV_IOTHREAD_LAST = 47;
-#pragma D binding "1.0" NET_EV_IOTHREAD_LAST
-
-/* thread pool threads: thr-start, thr-stop, thr-retire, thr-unretire, io-start ... io-unretire */
+/*
+ * thread pool threads: thr-start, thr-stop, thr-retire, thr-unretire (worker thread events
+ * 50-53) and io-start ... io-unretire (I/O thread events 44-47), which name their counts
+ * differently: an event has one name of each pair, the other reads as 0.
+ */
 typedef struct netthrinfo {
 	uint64_t clr_thrco;		/* active (or I/O) threads */
 	uint64_t clr_retireco;		/* retired threads */
@@ -70,22 +67,14 @@ typedef struct netthrinfo {
 } netthrinfo_t;
 
 translator netthrinfo_t < char *p > {
-	clr_thrco = *(uint16_t *)(p - 4) >= NET_EV_IOTHREAD_FIRST &&
-	    *(uint16_t *)(p - 4) <= NET_EV_IOTHREAD_LAST ?
-	    etwfield("IOThreadCount") : etwfield("ActiveWorkerThreadCount");
-	clr_retireco = *(uint16_t *)(p - 4) >= NET_EV_IOTHREAD_FIRST &&
-	    *(uint16_t *)(p - 4) <= NET_EV_IOTHREAD_LAST ?
-	    etwfield("RetiredIOThreads") : etwfield("RetiredWorkerThreadCount");
+	clr_thrco = etwfield("ActiveWorkerThreadCount") + etwfield("IOThreadCount");
+	clr_retireco = etwfield("RetiredWorkerThreadCount") + etwfield("RetiredIOThreads");
 	clr_instid = etwfield("ClrInstanceID");
 };
 
 translator netthrinfo_t < intptr_t p > {
-	clr_thrco = *(uint16_t *)(p - 4) >= NET_EV_IOTHREAD_FIRST &&
-	    *(uint16_t *)(p - 4) <= NET_EV_IOTHREAD_LAST ?
-	    etwfield("IOThreadCount") : etwfield("ActiveWorkerThreadCount");
-	clr_retireco = *(uint16_t *)(p - 4) >= NET_EV_IOTHREAD_FIRST &&
-	    *(uint16_t *)(p - 4) <= NET_EV_IOTHREAD_LAST ?
-	    etwfield("RetiredIOThreads") : etwfield("RetiredWorkerThreadCount");
+	clr_thrco = etwfield("ActiveWorkerThreadCount") + etwfield("IOThreadCount");
+	clr_retireco = etwfield("RetiredWorkerThreadCount") + etwfield("RetiredIOThreads");
 	clr_instid = etwfield("ClrInstanceID");
 };
 

@@ -265,7 +265,7 @@ mod tests {
         let mut seed = 0x2545_f491_4f6c_dd1du64;
         for d in divisors {
             let r = Reciprocal::of(d);
-            let mut check = |n: u64| assert_eq!(r.div(n), n / d as u64, "{n} / {d}");
+            let check = |n: u64| assert_eq!(r.div(n), n / d as u64, "{n} / {d}");
             for n in [0, 1, d as u64 - 1, d as u64, d as u64 + 1, (1 << 63) - 1] {
                 check(n);
             }
