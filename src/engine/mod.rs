@@ -504,15 +504,20 @@ impl Engine {
         between: &mut dyn FnMut(&mut Engine) -> bool,
     ) -> Vec<String> {
         let mut scratch = EventScratch::default();
-        let stacks = source.stacks.take();
-        let mut errors = Vec::new();
-        let stack_source = crate::sources::etl::StackSource(stacks);
         // decode only what the enabled probes read (recomputed when the programs change)
         // borrowed, not copied, per record (the probe masks make it a large value)
         let interest = std::cell::RefCell::new(etw.interest(&|id| self.is_enabled(id)));
         if interest.borrow().needs_file_names() {
             source.collect_file_names();
         }
+        if interest.borrow().needs_missed_stacks()
+            && !source.stacks.as_ref().is_some_and(|m| m.tracks_missed())
+        {
+            source.collect_stacks_with(true);
+        }
+        let stacks = source.stacks.take();
+        let mut errors = Vec::new();
+        let stack_source = crate::sources::etl::StackSource(stacks);
         let mut generation = self.generation;
         source.walk_filtered(
             |ev| interest.borrow().wants(ev),

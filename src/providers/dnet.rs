@@ -449,10 +449,15 @@ pub fn managed_method(ev: &EventRecord<'_>, dec: &DecodedEvent<'_>) -> Option<Ma
     })
 }
 
+/// Whether a record is the runtime's ClrStackWalk event.
+pub fn is_clr_stack(ev: &EventRecord<'_>) -> bool {
+    ev.kind == HeaderKind::EventHeader && ev.provider == RUNTIME && ev.id == CLR_STACK_WALK
+}
+
 /// The frames of a ClrStackWalk event (ClrInstanceID u16, two reserved bytes, a u32 frame
 /// count, then the frames, pointer-sized), innermost first.
 pub fn clr_stack(ev: &EventRecord<'_>) -> Option<Vec<u64>> {
-    if ev.provider != RUNTIME || ev.id != CLR_STACK_WALK {
+    if !is_clr_stack(ev) {
         return None;
     }
     let b = ev.payload;

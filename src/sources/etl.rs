@@ -55,7 +55,17 @@ impl TraceSource {
     /// Collects the trace's stacks (StackWalk events, stack keys, STACK_TRACE items) so that
     /// each event can be given its stack when it fires.
     pub fn collect_stacks(&mut self) {
+        self.collect_stacks_with(false)
+    }
+
+    /// [`TraceSource::collect_stacks`]; with `missed`, also finds the stack records that
+    /// belong to no event of the trace (for `diag:::missed-stack`, `missed-ustack` and
+    /// `missed-dnet-stack`), which the system state then knows.
+    pub fn collect_stacks_with(&mut self, missed: bool) {
         let mut m = StackMatcher::new();
+        if missed {
+            m.track_missed();
+        }
         let decoder = TraceSource::new_decoder();
         let mut methods = Vec::new();
         let mut it = self.file.events();
@@ -64,10 +74,13 @@ impl TraceSource {
             if ev.kernel_group == Some(STACK_WALK) {
                 let dec = decoder.decode(&ev);
                 m.observe(&ev, Some(&dec));
-            } else if crate::providers::dnet::is_dotnet(&ev) {
+                continue;
+            }
+            m.note_event(&ev);
+            if crate::providers::dnet::is_dotnet(&ev) {
                 // the runtime logs an event's managed stack in a ClrStackWalk event after it
                 match crate::providers::dnet::clr_stack(&ev) {
-                    Some(frames) => m.stack_of_previous(ev.tid, frames),
+                    Some(frames) => m.stack_of_previous(&ev, frames),
                     None => {
                         m.observe(&ev, None);
                         m.await_stack(&ev);
@@ -81,6 +94,8 @@ impl TraceSource {
                 m.observe(&ev, None);
             }
         }
+        m.resolve_missed();
+        self.state.set_missed_stacks(m.missed().clone());
         self.stacks = Some(m);
         self.managed_methods = methods;
     }
@@ -254,7 +269,7 @@ pub(crate) fn state_needs(ev: &EventRecord<'_>) -> bool {
 }
 
 /// The kernel group of StackWalk records.
-pub const STACK_WALK: u8 = 0x18;
+pub const STACK_WALK: u8 = crate::providers::etw::group::STACK_WALK;
 
 /// Kernel addresses: the upper half of the address space.
 pub fn is_kernel_address(pc: u64, pointer_size: u8) -> bool {

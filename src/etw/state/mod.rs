@@ -80,11 +80,28 @@ pub struct SystemState {
     files: HashMap<u64, String>,
     /// The first record's raw timestamp and ns since the start: the session clock's rate.
     clock0: Option<(i64, u64)>,
+    /// The stack records that belong to no event (`stacks::event_key` of the record itself),
+    /// as a trace's stack pass found them.
+    missed_stacks: crate::fasthash::FastSet<stacks::EventKey>,
 }
 
 impl SystemState {
     pub fn new() -> SystemState {
         SystemState::default()
+    }
+
+    /// Sets the stack records that belong to no event ([`StackMatcher::missed`]).
+    pub fn set_missed_stacks(&mut self, missed: crate::fasthash::FastSet<stacks::EventKey>) {
+        self.missed_stacks = missed;
+    }
+
+    /// Whether the stack record at this raw timestamp, holding thread `tid`'s stack, on this
+    /// CPU belongs to no event of the trace.
+    pub fn stack_missed(&self, raw_timestamp: i64, tid: u32, cpu: u16) -> bool {
+        !self.missed_stacks.is_empty()
+            && self
+                .missed_stacks
+                .contains(&stacks::event_key(raw_timestamp, tid, cpu))
     }
 
     /// Feeds one event (in timestamp order) with its decoded form.

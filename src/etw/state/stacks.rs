@@ -7,15 +7,16 @@ use std::collections::HashMap;
 
 use crate::etw::decode::{DecodedEvent, Value};
 use crate::etw::record::EventRecord;
+use crate::fasthash::FastSet;
 
 const EXT_STACK_TRACE32: u16 = 5;
 const EXT_STACK_TRACE64: u16 = 6;
 
 /// Which event a stack belongs to: its raw timestamp and thread, and for the idle threads
 /// (thread 0 on every CPU, sampled at the same tick on several CPUs) its CPU.
-type EventKey = (i64, u32, u16);
+pub type EventKey = (i64, u32, u16);
 
-fn event_key(raw_timestamp: i64, tid: u32, cpu: u16) -> EventKey {
+pub fn event_key(raw_timestamp: i64, tid: u32, cpu: u16) -> EventKey {
     (raw_timestamp, tid, if tid == 0 { cpu } else { u16::MAX })
 }
 
@@ -33,11 +34,71 @@ pub struct StackMatcher {
     /// By thread: the raw timestamp of the last event whose stack comes in a later event of
     /// the same thread (the .NET runtime's ClrStackWalk follows the event it belongs to).
     awaiting: HashMap<u32, EventKey>,
+    /// While [`StackMatcher::track_missed`] is on: what finds the stack walks that name no event.
+    tracker: Option<MissedTracker>,
+    tracked: bool,
+    /// The stack records that belong to no event of the trace, by their own key (their raw
+    /// timestamp, the thread whose stack they hold, their CPU); their frames are stored under
+    /// that key too, so a firing for the record itself has them.
+    missed: FastSet<EventKey>,
+}
+
+/// The facts for finding stack walks whose event the trace does not have.
+#[derive(Default)]
+struct MissedTracker {
+    /// The raw timestamp of every record that is not a stack walk. Only the time is compared:
+    /// the user half of a stack is logged when its thread returns to user mode, maybe on
+    /// another CPU, and some events (samples) give their thread in the payload; at the clock's
+    /// resolution another record at the very same tick is rare.
+    seen: FastSet<i64>,
+    /// Every StackWalk Stack record: the event it names and its own key.
+    walks: Vec<(EventKey, EventKey)>,
 }
 
 impl StackMatcher {
     pub fn new() -> StackMatcher {
         StackMatcher::default()
+    }
+
+    /// Looks, from now on, for the stack walks that name no event ([`StackMatcher::missed`]):
+    /// every record that is not a stack walk must then be given to
+    /// [`StackMatcher::note_event`], and [`StackMatcher::resolve_missed`] called at the end.
+    pub fn track_missed(&mut self) {
+        self.tracker = Some(MissedTracker::default());
+        self.tracked = true;
+    }
+
+    /// Whether the matcher looked for stack walks without an event.
+    pub fn tracks_missed(&self) -> bool {
+        self.tracked
+    }
+
+    /// Notes a record that is not a stack walk (when tracking missed stacks).
+    #[inline]
+    pub fn note_event(&mut self, ev: &EventRecord<'_>) {
+        if let Some(t) = &mut self.tracker {
+            t.seen.insert(ev.raw_timestamp);
+        }
+    }
+
+    /// Ends the tracking: a StackWalk Stack record whose event time no other record of the
+    /// trace has is missed; its frames are stored under its own key.
+    pub fn resolve_missed(&mut self) {
+        let Some(t) = self.tracker.take() else { return };
+        for (target, own) in t.walks {
+            if t.seen.contains(&target.0) {
+                continue;
+            }
+            if let Some(frames) = self.direct.get(&target).cloned() {
+                self.direct.entry(own).or_insert(frames);
+            }
+            self.missed.insert(own);
+        }
+    }
+
+    /// The stack records that belong to no event, by their own key ([`event_key`]).
+    pub fn missed(&self) -> &FastSet<EventKey> {
+        &self.missed
     }
 
     /// Feeds one event (decoded, for kernel StackWalk events).
@@ -91,6 +152,10 @@ impl StackMatcher {
             "Stack" => {
                 if let Some(k) = at() {
                     self.add_part(k, frames(), ev.pointer_size);
+                    if let Some(t) = &mut self.tracker {
+                        let own = event_key(ev.raw_timestamp, k.1, ev.cpu);
+                        t.walks.push((k, own));
+                    }
                 }
             }
             "StackKeyKernel" | "StackKeyUser" => {
@@ -117,13 +182,21 @@ impl StackMatcher {
             .insert(ev.tid, event_key(ev.raw_timestamp, ev.tid, ev.cpu));
     }
 
-    /// Gives `frames` (a stack event's, e.g. ClrStackWalk's) to the event of thread `tid` noted
-    /// by [`StackMatcher::await_stack`], unless that event already has a stack.
-    pub fn stack_of_previous(&mut self, tid: u32, frames: Vec<u64>) {
-        if let Some(k) = self.awaiting.remove(&tid) {
-            let e = self.direct.entry(k).or_default();
-            if e.is_empty() {
-                e.push(frames);
+    /// Gives `frames` (a stack event's, e.g. ClrStackWalk's) to the event of its thread noted
+    /// by [`StackMatcher::await_stack`], unless that event already has a stack. With no such
+    /// event the stack event is missed, and keeps the frames under its own key.
+    pub fn stack_of_previous(&mut self, stack_event: &EventRecord<'_>, frames: Vec<u64>) {
+        match self.awaiting.remove(&stack_event.tid) {
+            Some(k) => {
+                let e = self.direct.entry(k).or_default();
+                if e.is_empty() {
+                    e.push(frames);
+                }
+            }
+            None => {
+                let own = event_key(stack_event.raw_timestamp, stack_event.tid, stack_event.cpu);
+                self.direct.entry(own).or_default().push(frames);
+                self.missed.insert(own);
             }
         }
     }
@@ -250,13 +323,17 @@ mod tests {
         let mut m = StackMatcher::new();
         m.await_stack(&ev(100, 7));
         m.await_stack(&ev(105, 8));
-        m.stack_of_previous(7, vec![0x10, 0x20]);
-        // a second stack event with no event before it on that thread is dropped
-        m.stack_of_previous(7, vec![0x30]);
+        m.stack_of_previous(&ev(101, 7), vec![0x10, 0x20]);
+        // a second stack event with no event before it on that thread is missed: it keeps its
+        // frames under its own key
+        m.stack_of_previous(&ev(102, 7), vec![0x30]);
         assert_eq!(m.stack(100, 7, 0), Some(vec![0x10, 0x20]));
+        assert_eq!(m.stack(102, 7, 0), Some(vec![0x30]));
         assert_eq!(m.stack(105, 8, 0), None);
-        m.stack_of_previous(8, vec![0x40]);
+        m.stack_of_previous(&ev(106, 8), vec![0x40]);
         assert_eq!(m.stack(105, 8, 0), Some(vec![0x40]));
+        let missed: Vec<_> = m.missed().iter().copied().collect();
+        assert_eq!(missed, [event_key(102, 7, 0)]);
     }
 }
 

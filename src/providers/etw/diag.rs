@@ -1,15 +1,29 @@
 //! `diag`: `events` (every record), `ignored` (a record that fired no other probe of the
 //! program), `lostevent` (the RT_LostEvent records a real-time session writes when it loses
 //! events, buffers or its rundown: arg0 = the event's opcode, 32 events, 33 buffers, 34 rundown),
-//! `missed-stack` / `missed-ustack` (listed; over a file dtx does not know which events asked
-//! for stacks, so they do not fire).
+//! `missed-stack` / `missed-ustack` (a StackWalk stack that names an event the trace does not
+//! have: `missed-stack` when its frames start in the kernel, `missed-ustack` when in user space;
+//! arg0 = the raw timestamp of the event it names, arg1 = its thread, arg2 = its process,
+//! arg3 = the frames; `stack()` / `ustack()` are those frames), `missed-dnet-stack` (a .NET
+//! ClrStackWalk that follows no other runtime event of its thread: arg0 = ClrInstanceID,
+//! arg1 = the frames; `ustack()` is the managed stack). The stack pass over the trace
+//! (`TraceSource::collect_stacks_with`) finds the missed stacks; a live session has none.
 
-use super::table::{DIAG_IGNORED, DIAG_LOSTEVENT};
+use super::table::{
+    DIAG_IGNORED, DIAG_LOSTEVENT, DIAG_MISSED_DNET_STACK, DIAG_MISSED_STACK, DIAG_MISSED_USTACK,
+};
 use super::{Emit, EventCx, FIRST_ID};
+use crate::etw::decode::Value;
 use crate::etw::record::Guid;
 
 pub(super) const IGNORED_ID: u64 = FIRST_ID + DIAG_IGNORED as u64;
 pub(super) const LOST_ID: u64 = FIRST_ID + DIAG_LOSTEVENT as u64;
+pub(super) const MISSED_IDS: [u64; 3] = [
+    FIRST_ID + DIAG_MISSED_STACK as u64,
+    FIRST_ID + DIAG_MISSED_USTACK as u64,
+    FIRST_ID + DIAG_MISSED_DNET_STACK as u64,
+];
+pub(super) const MISSED_DNET_ID: u64 = MISSED_IDS[2];
 
 /// RT_LostEvent {6a399ae0-4bc6-4de9-870b-3657f8947e7e}.
 pub(super) const LOST_EVENT: Guid = Guid {
@@ -18,6 +32,54 @@ pub(super) const LOST_EVENT: Guid = Guid {
     data3: 0x4de9,
     data4: [0x87, 0x0b, 0x36, 0x57, 0xf8, 0x94, 0x7e, 0x7e],
 };
+
+/// `missed-stack` / `missed-ustack` for a StackWalk Stack record that names no event.
+pub(super) fn fire(cx: &EventCx<'_, '_>, name: &str, out: &mut Emit<'_>) {
+    let d = cx.dec;
+    let (Some(ts), Some(tid)) = (d.u64("EventTimeStamp"), d.u64("StackThread")) else {
+        return;
+    };
+    let tid = tid as u32;
+    if !cx.state.stack_missed(cx.ev.raw_timestamp, tid, cx.ev.cpu) {
+        return;
+    }
+    let Some(Value::Ptrs(frames)) = d.get("Stack") else {
+        return;
+    };
+    let Some(&first) = frames.first() else { return };
+    let user = !crate::sources::etl::is_kernel_address(first, cx.ev.pointer_size);
+    if user != (name == "missed-ustack") {
+        return;
+    }
+    let pid = d.u64("StackProcess").unwrap_or(0) as u32;
+    let mut a = [0u64; 10];
+    a[0] = ts;
+    a[1] = tid as u64;
+    a[2] = pid as u64;
+    a[3] = frames.len() as u64;
+    out.push(a, pid, tid);
+}
+
+/// `missed-dnet-stack` for a ClrStackWalk record that follows no event of its thread.
+pub(super) fn missed_dnet(cx: &EventCx<'_, '_>, out: &mut Emit<'_>) {
+    let ev = cx.ev;
+    if !crate::providers::dnet::is_clr_stack(ev)
+        || !cx.state.stack_missed(ev.raw_timestamp, ev.tid, ev.cpu)
+    {
+        return;
+    }
+    let word = |at: usize, n: usize| {
+        let mut b = [0u8; 8];
+        if let Some(s) = ev.payload.get(at..at + n) {
+            b[..n].copy_from_slice(s);
+        }
+        u64::from_le_bytes(b)
+    };
+    let mut a = [0u64; 10];
+    a[0] = word(0, 2);
+    a[1] = word(4, 4);
+    out.push(a, cx.pid, cx.tid);
+}
 
 pub(super) fn lost(cx: &EventCx<'_, '_>, out: &mut Emit<'_>) {
     let mut a = [0u64; 10];

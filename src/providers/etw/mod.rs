@@ -60,6 +60,8 @@ pub struct Interest {
     every: bool,
     /// `diag:::lostevent` is enabled.
     lost: bool,
+    /// A `diag:::missed-*` probe is enabled.
+    missed: bool,
 }
 
 impl Default for Interest {
@@ -70,6 +72,7 @@ impl Default for Interest {
             named: false,
             every: false,
             lost: false,
+            missed: false,
         }
     }
 }
@@ -79,6 +82,12 @@ impl Interest {
     /// trace's rundown gives, see `TraceSource::collect_file_names`).
     pub fn needs_file_names(&self) -> bool {
         self.opcodes[group::FILE_IO as usize] & 1 << 36 != 0
+    }
+
+    /// Whether an enabled probe fires for stacks that belong to no event (then the walk first
+    /// finds them: `TraceSource::collect_stacks_with`).
+    pub fn needs_missed_stacks(&self) -> bool {
+        self.missed
     }
 
     /// Whether a record must be decoded: a probe it fires needs its fields (or, with no thread
@@ -489,7 +498,9 @@ impl EtwProbes {
         it.named = self.named.values().any(|p| {
             enabled(p.events) || enabled(p.capturestate) || p.keywords.iter().any(|k| enabled(k.2))
         }) || super::dnet::any_enabled(enabled)
-            || guid_probe::any_enabled(&self.guid_probes, enabled);
+            || guid_probe::any_enabled(&self.guid_probes, enabled)
+            || enabled(diag::MISSED_DNET_ID);
+        it.missed = diag::MISSED_IDS.iter().any(|&id| enabled(id));
         it.every = enabled(FIRST_ID) || enabled(diag::IGNORED_ID);
         it.lost = enabled(diag::LOST_ID);
         it
@@ -556,7 +567,7 @@ impl EtwProbes {
                 let k = &KERNEL_PROBES[i];
                 let mut emit = Emit { probe: id, out };
                 match k.area {
-                    Area::Diag => {}
+                    Area::Diag => diag::fire(&cx, k.name, &mut emit),
                     Area::Sched => sched::fire(&cx, k.name, &mut emit),
                     Area::Proc => proc::fire(&cx, k.name, &mut emit),
                     Area::Io => io::fire(&cx, k.name, &mut emit),
@@ -596,6 +607,15 @@ impl EtwProbes {
             guid_probe::firings(&self.guid_probes, ev, enabled, pid, tid, out);
         }
         super::dnet::firings(ev, dec, pid, tid, enabled, out);
+        if enabled(diag::MISSED_DNET_ID) {
+            diag::missed_dnet(
+                &cx,
+                &mut Emit {
+                    probe: diag::MISSED_DNET_ID,
+                    out,
+                },
+            );
+        }
         // diag:::ignored: the record fired nothing else of the program
         let others = out.list[before..]
             .iter()

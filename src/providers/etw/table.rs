@@ -18,6 +18,7 @@ pub mod group {
     pub const CONFIG: u8 = 0x0B;
     pub const PERF_INFO: u8 = 0x0F;
     pub const IMAGE: u8 = 0x14;
+    pub const STACK_WALK: u8 = 0x18;
 }
 use group::*;
 
@@ -159,8 +160,29 @@ pub static KERNEL_PROBES: &[KernelProbe] = &[
     p("profile", "sample-1ms", Area::Perf, &[(PERF_INFO, 46)], &[]),
     // diag (DIAG_IGNORED and the others are fired by the walk)
     p("diag", "ignored", Area::Diag, &[], &[]),
-    p("diag", "missed-stack", Area::Diag, &[], &[]),
-    p("diag", "missed-ustack", Area::Diag, &[], &[]),
+    // a StackWalk Stack record (opcode 32) that names no event of the trace
+    p(
+        "diag",
+        "missed-stack",
+        Area::Diag,
+        &[(STACK_WALK, 32)],
+        &[n("uint64_t"), n("uint32_t"), n("uint32_t"), n("uint32_t")],
+    ),
+    p(
+        "diag",
+        "missed-ustack",
+        Area::Diag,
+        &[(STACK_WALK, 32)],
+        &[n("uint64_t"), n("uint32_t"), n("uint32_t"), n("uint32_t")],
+    ),
+    // a .NET ClrStackWalk that follows no event of its thread (fired by the walk)
+    p(
+        "diag",
+        "missed-dnet-stack",
+        Area::Diag,
+        &[],
+        &[n("uint16_t"), n("uint32_t")],
+    ),
     // pf
     p(
         "pf",
@@ -501,6 +523,9 @@ pub static KERNEL_PROBES: &[KernelProbe] = &[
 /// Indexes of the diag probes the walk fires itself.
 pub const DIAG_LOSTEVENT: usize = 1;
 pub const DIAG_IGNORED: usize = 21;
+pub const DIAG_MISSED_STACK: usize = 22;
+pub const DIAG_MISSED_USTACK: usize = 23;
+pub const DIAG_MISSED_DNET_STACK: usize = 24;
 
 /// The FileIo events that name file objects (Name, FileCreate, FileDelete, FileRundown,
 /// Create): decoded for the system state's file names when a probe with file names is on.
@@ -577,6 +602,12 @@ mod tests {
         assert!(probes_of(THREAD, 36).count() == 2);
         assert_eq!(position("diag", "lostevent"), Some(DIAG_LOSTEVENT));
         assert_eq!(position("diag", "ignored"), Some(DIAG_IGNORED));
+        assert_eq!(position("diag", "missed-stack"), Some(DIAG_MISSED_STACK));
+        assert_eq!(position("diag", "missed-ustack"), Some(DIAG_MISSED_USTACK));
+        assert_eq!(
+            position("diag", "missed-dnet-stack"),
+            Some(DIAG_MISSED_DNET_STACK)
+        );
         assert_eq!(probes_of(THREAD, 99).count(), 0);
     }
 }
