@@ -184,3 +184,48 @@ fn translated_args_carry_the_event_fields() {
         .unwrap_or(0);
     assert!(none < 100, "{out}");
 }
+
+/// The sched and proc probes give the port's typed arguments: off-cpu's `lwpsinfo_t *` and
+/// `psinfo_t *` describe the thread the CPU runs next (the same thread, process and name the
+/// following on-cpu fires in), proc:::start's `psinfo_t *` the new process (name, command line
+/// and parent from the Process event), proc:::exit's arg0 the exit status, module-load's arg0
+/// the module's wide file name.
+#[test]
+fn sched_and_proc_args_are_the_ports() {
+    let Some(etl) = shared() else { return };
+    let t = etl.join("randomascii_slow_ppt_trace.etl.zip");
+    let (ok, out, err) = dtx(&[
+        "-q",
+        "-E",
+        t.to_str().unwrap(),
+        "-n",
+        "sched:::off-cpu { nexttid = args[0]->pr_lwpid; nextpid = args[1]->pr_pid;
+             next = stringof(args[1]->pr_fname);
+             @off[args[0]->pr_lwpid == arg2 && args[0]->pr_sname == 'O'] = count(); }
+         sched:::on-cpu { @on[tid == nexttid && pid == nextpid &&
+             substr(execname, 0, 15) == next] = count(); }
+         proc:::start { printf(\"start %d %d %s|%s\\n\", args[0]->pr_pid == arg1,
+             args[0]->pr_ppid, args[0]->pr_fname, args[0]->pr_psargs); }
+         proc:::exit { printf(\"exit %s %d\\n\", execname, arg0); }
+         proc:::lwp-start { @lwp[args[0]->pr_lwpid == tid && args[1]->pr_pid == pid] = count(); }
+         proc:::module-unload { @mod[strstr(wstringof((wchar_t *)arg0), \"\\\\\") != NULL] = count(); }
+         END { printa(\"off %d %@d\\n\", @off); printa(\"on %d %@d\\n\", @on);
+               printa(\"lwp %d %@d\\n\", @lwp); printa(\"mod %d %@d\\n\", @mod); }",
+    ]);
+    assert!(ok, "{err}");
+    let out = String::from_utf8(out).unwrap();
+    // one CSwitch each (29,533), every one agreeing
+    for want in [
+        "off 1 29533\n",
+        "on 1 29533\n",
+        "lwp 1 33\n",
+        "mod 1 132\n",
+        "start 1 4136 xperf.exe|xperf  -loggers \n",
+        "start 1 4136 xperf.exe|xperf  -stop gamesession -stop -d c:\\temp\\slowppt2.etl\n",
+        "exit xperf.exe 0\n",
+    ] {
+        assert!(out.contains(want), "{want:?} in\n{out}");
+    }
+    assert_eq!(out.lines().filter(|l| l.starts_with("start ")).count(), 3);
+    assert!(!out.contains("off 0") && !out.contains("on 0"), "{out}");
+}

@@ -1,4 +1,5 @@
-//! `dtx -l`: probe listings in dtrace's column layout, with `-v` argument types.
+//! `dtx -l`: probe listings in dtrace's column layout, with `-v` stability attributes and
+//! argument types.
 
 use std::io::{self, Write};
 
@@ -21,6 +22,17 @@ pub fn probe_line(out: &mut dyn Write, p: &ProbeInfo, verbose: bool) -> io::Resu
         p.id, p.provider, p.module, p.function, p.name
     )?;
     if verbose {
+        let (desc, args) =
+            crate::probes::stability::probe_attrs(&p.provider, &p.module, &p.function, &p.name);
+        for (title, a) in [
+            ("Probe Description Attributes", desc),
+            ("Argument Attributes", args),
+        ] {
+            writeln!(out, "\n\t{title}")?;
+            writeln!(out, "\t\tIdentifier Names: {}", a.name)?;
+            writeln!(out, "\t\tData Semantics:   {}", a.data)?;
+            writeln!(out, "\t\tDependency Class: {}", a.class)?;
+        }
         writeln!(out, "\n\tArgument Types")?;
         if p.arg_types.is_empty() {
             writeln!(out, "\t\tNone")?;

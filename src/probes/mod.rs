@@ -3,6 +3,7 @@
 
 mod desc;
 mod glob;
+pub mod stability;
 
 pub use desc::ProbeDesc;
 pub use glob::glob_match;

@@ -13,7 +13,7 @@ pub mod memory;
 mod record;
 mod spec;
 pub mod subr;
-mod thread;
+pub(crate) mod thread;
 mod vars;
 
 use std::collections::HashMap;

@@ -19,13 +19,35 @@ pub const P_START: usize = T_PROC + 16;
 pub const P_DMODEL: usize = T_PROC + 28;
 pub const P_FNAME: usize = T_PROC + 32;
 pub const P_PSARGS: usize = T_PROC + 48;
+pub const T_START: usize = 144;
 pub const T_PROCP: usize = 152;
 pub const SIZE: usize = 160;
 
-/// `SONPROC`: the thread is running (it is the one that fired).
-const STATE_ONPROC: u32 = 2;
+/// `t_state`: `SRUN` (runnable), `SONPROC` (running); 0 is `SSLEEP`.
+pub const STATE_RUN: u32 = 1;
+pub const STATE_ONPROC: u32 = 2;
 /// `PR_MODEL_LP64`.
 const MODEL_LP64: u32 = 2;
+
+/// What one `struct thread` holds: a thread and its process.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ThreadFacts<'a> {
+    pub tid: u32,
+    pub state: u32,
+    pub cpu: u32,
+    pub pid: u32,
+    pub ppid: u32,
+    pub uid: u32,
+    pub gid: u32,
+    /// Process start (ns).
+    pub proc_start: u64,
+    /// Thread start (ns).
+    pub start: u64,
+    pub fname: &'a [u8],
+    pub psargs: &'a [u8],
+    /// The address `t_procp` holds: where this struct's `t_proc` appears to D.
+    pub procp: u64,
+}
 
 fn put(buf: &mut [u8], off: usize, bytes: &[u8]) {
     buf[off..off + bytes.len()].copy_from_slice(bytes);
@@ -42,25 +64,45 @@ fn put_str(buf: &mut [u8], off: usize, len: usize, s: &[u8]) {
     buf[off..off + n].copy_from_slice(&s[..n]);
 }
 
+/// Writes a `struct thread` into the first [`SIZE`] bytes of `buf` (zeroed first).
+pub fn write(buf: &mut [u8], f: &ThreadFacts<'_>) {
+    let buf = &mut buf[..SIZE];
+    buf.fill(0);
+    put(buf, T_TID, &f.tid.to_le_bytes());
+    put(buf, T_STATE, &f.state.to_le_bytes());
+    put(buf, T_CPU, &f.cpu.to_le_bytes());
+    put(buf, P_PID, &f.pid.to_le_bytes());
+    put(buf, P_PPID, &f.ppid.to_le_bytes());
+    put(buf, P_UID, &f.uid.to_le_bytes());
+    put(buf, P_GID, &f.gid.to_le_bytes());
+    put(buf, P_START, &f.proc_start.to_le_bytes());
+    put(buf, P_DMODEL, &MODEL_LP64.to_le_bytes());
+    put_str(buf, P_FNAME, 16, f.fname);
+    put_str(buf, P_PSARGS, 80, f.psargs);
+    put(buf, T_START, &f.start.to_le_bytes());
+    put(buf, T_PROCP, &f.procp.to_le_bytes());
+}
+
 /// Writes the firing's thread into `mem` (resized to the struct).
 pub fn build(mem: &mut Vec<u8>, cx: &FiringCtx<'_>) {
     mem.clear();
     mem.resize(SIZE, 0);
-    put(mem, T_TID, &(cx.tid as u32).to_le_bytes());
-    put(mem, T_STATE, &STATE_ONPROC.to_le_bytes());
-    put(mem, T_CPU, &cx.cpu.to_le_bytes());
-    put(mem, P_PID, &(cx.pid as u32).to_le_bytes());
-    put(mem, P_PPID, &(cx.ppid as u32).to_le_bytes());
-    put(mem, P_UID, &(cx.uid as u32).to_le_bytes());
-    put(mem, P_GID, &(cx.gid as u32).to_le_bytes());
-    put(mem, P_START, &cx.proc_start.to_le_bytes());
-    put(mem, P_DMODEL, &MODEL_LP64.to_le_bytes());
-    put_str(mem, P_FNAME, 16, cx.execname);
-    put_str(mem, P_PSARGS, 80, cx.psargs);
-    put(
+    write(
         mem,
-        T_PROCP,
-        &internal(Region::Thread, T_PROC).to_le_bytes(),
+        &ThreadFacts {
+            tid: cx.tid as u32,
+            state: STATE_ONPROC,
+            cpu: cx.cpu,
+            pid: cx.pid as u32,
+            ppid: cx.ppid as u32,
+            uid: cx.uid as u32,
+            gid: cx.gid as u32,
+            proc_start: cx.proc_start,
+            start: 0,
+            fname: cx.execname,
+            psargs: cx.psargs,
+            procp: internal(Region::Thread, T_PROC),
+        },
     );
 }
 
@@ -74,7 +116,8 @@ mod tests {
         let (mut vm, _) = standalone_vm(
             "BEGIN { trace(sizeof(struct thread)); trace(offsetof(struct thread, t_procp));
                      trace(offsetof(struct thread, t_proc) + offsetof(struct proc, p_psargs));
-                     trace(offsetof(struct thread, t_proc) + offsetof(struct proc, p_dmodel)); }",
+                     trace(offsetof(struct thread, t_proc) + offsetof(struct proc, p_dmodel));
+                     trace(offsetof(struct thread, t_start)); }",
         )
         .unwrap();
         let p = standard_probe("BEGIN").unwrap();
@@ -96,7 +139,8 @@ mod tests {
                 super::SIZE as i64,
                 super::T_PROCP as i64,
                 super::P_PSARGS as i64,
-                super::P_DMODEL as i64
+                super::P_DMODEL as i64,
+                super::T_START as i64
             ]
         );
     }

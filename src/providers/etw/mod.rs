@@ -134,6 +134,53 @@ impl EventCx<'_, '_> {
     pub fn pid_of(&self, tid: u32) -> u32 {
         self.state.thread(tid).map(|t| t.pid).unwrap_or(0)
     }
+
+    /// A firing whose arguments point at a `struct thread` (base.d) for thread `tid` of process
+    /// `pid`, as the system state knows them: what `lwpsinfo_t *` and `psinfo_t *` arguments
+    /// translate from (`dscripts/lib/psinfo.d`), as the port's sched and proc probes give them.
+    pub fn push_thread(&self, out: &mut Emit<'_>, args: [u64; 10], lwp: Lwp) {
+        let process = self.state.process(lwp.pid);
+        let mut fname = [0u8; 15];
+        let name = process.map_or("", |p| p.name.as_str()).as_bytes();
+        let n = name.len().min(fname.len());
+        fname[..n].copy_from_slice(&name[..n]);
+        fname.make_ascii_lowercase();
+        let facts = crate::vm::thread::ThreadFacts {
+            tid: lwp.tid,
+            state: lwp.state,
+            cpu: lwp.cpu,
+            pid: lwp.pid,
+            ppid: process.map_or(0, |p| p.parent),
+            proc_start: process.and_then(|p| p.start_ns).unwrap_or(0),
+            start: self
+                .state
+                .thread(lwp.tid)
+                .and_then(|t| t.start_ns)
+                .unwrap_or(0),
+            fname: &fname[..n],
+            psargs: process.map_or(&[][..], |p| p.command_line.as_bytes()),
+            procp: native::NATIVE_BASE + crate::vm::thread::T_PROC as u64,
+            ..Default::default()
+        };
+        out.push_native(
+            args,
+            lwp.fire_pid,
+            lwp.fire_tid,
+            crate::vm::thread::SIZE,
+            |w| w.thread(&facts),
+        );
+    }
+}
+
+/// The thread a [`EventCx::push_thread`] firing describes, and the one it fires in.
+pub(crate) struct Lwp {
+    pub tid: u32,
+    pub pid: u32,
+    /// `t_state` (`vm::thread::STATE_*`) and `t_cpu` (-1 when not on a CPU).
+    pub state: u32,
+    pub cpu: u32,
+    pub fire_tid: u32,
+    pub fire_pid: u32,
 }
 
 /// Where an area module puts the firings of one probe.

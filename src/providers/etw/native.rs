@@ -96,6 +96,11 @@ impl<'a> NativeWriter<'a> {
         self.buf[off..off + b.len()].copy_from_slice(b);
     }
 
+    /// A `struct thread` (base.d) at the start of the structure.
+    pub fn thread(&mut self, facts: &crate::vm::thread::ThreadFacts<'_>) {
+        crate::vm::thread::write(self.buf, facts);
+    }
+
     /// A NUL-terminated copy of `s` (cut at a character boundary) in a `char[len]` member.
     pub fn str(&mut self, (off, len): (usize, usize), s: &str) {
         let mut n = s.len().min(len - 1);

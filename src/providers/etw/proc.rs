@@ -1,30 +1,73 @@
-//! `proc`: `start` / `exit` (arg0 = process id, arg1 = parent id, arg2 = exit status),
-//! `lwp-start` / `lwp-exit` (arg0 = thread id, arg1 = process id), `module-load` /
-//! `module-unload` (arg0 = image base, arg1 = image size), from Process, Thread and Image events.
+//! `proc`, with the Windows port's arguments, from Process, Thread and Image events:
+//! * `start`: args[0] `psinfo_t *` of the new process (arg1 = its id, arg2 = its parent's);
+//! * `exit`: arg0 = the exit status (arg1 = the process id); `curpsinfo` is the process;
+//! * `lwp-start`: args[0] `lwpsinfo_t *` and args[1] `psinfo_t *` of the new thread (arg2 = its
+//!   id, arg3 = its process id);
+//! * `lwp-exit`: `curlwpsinfo` is the thread (arg0 = its id, arg1 = its process id);
+//! * `module-load` / `module-unload`: arg0 = the module's file name (`wchar_t *`), arg1 = its
+//!   base address (arg2 = its size).
 
-use super::{Emit, EventCx};
+use super::native::NATIVE_BASE;
+use super::{Emit, EventCx, Lwp};
+use crate::vm::thread::STATE_RUN;
 
 pub(super) fn fire(cx: &EventCx<'_, '_>, name: &str, out: &mut Emit<'_>) {
     let dec = cx.dec;
     let mut a = [0u64; 10];
     let p = dec.u64("ProcessId").unwrap_or(cx.pid as u64) as u32;
     match name {
-        "start" | "exit" => {
-            a[0] = p as u64;
-            a[1] = dec.u64("ParentId").unwrap_or(0);
-            a[2] = dec.get("ExitStatus").and_then(|v| v.as_u64()).unwrap_or(0);
+        "start" => {
+            a[0] = NATIVE_BASE;
+            a[1] = p as u64;
+            a[2] = dec.u64("ParentId").unwrap_or(0);
+            let lwp = Lwp {
+                tid: 0,
+                pid: p,
+                state: STATE_RUN,
+                cpu: u32::MAX,
+                fire_tid: cx.tid,
+                fire_pid: p,
+            };
+            cx.push_thread(out, a, lwp);
+        }
+        "exit" => {
+            a[0] = dec.get("ExitStatus").and_then(|v| v.as_u64()).unwrap_or(0);
+            a[1] = p as u64;
             out.push(a, p, cx.tid);
         }
-        "lwp-start" | "lwp-exit" => {
+        "lwp-start" => {
+            let t = dec.u64("TThreadId").unwrap_or(cx.tid as u64) as u32;
+            a[0] = NATIVE_BASE;
+            a[1] = NATIVE_BASE;
+            a[2] = t as u64;
+            a[3] = p as u64;
+            let lwp = Lwp {
+                tid: t,
+                pid: p,
+                state: STATE_RUN,
+                cpu: u32::MAX,
+                fire_tid: t,
+                fire_pid: p,
+            };
+            cx.push_thread(out, a, lwp);
+        }
+        "lwp-exit" => {
             let t = dec.u64("TThreadId").unwrap_or(cx.tid as u64) as u32;
             a[0] = t as u64;
             a[1] = p as u64;
             out.push(a, p, t);
         }
         "module-load" | "module-unload" => {
-            a[0] = dec.u64("ImageBase").unwrap_or(0);
-            a[1] = dec.u64("ImageSize").unwrap_or(0);
-            out.push(a, p, cx.tid);
+            a[0] = NATIVE_BASE;
+            a[1] = dec.u64("ImageBase").unwrap_or(0);
+            a[2] = dec.u64("ImageSize").unwrap_or(0);
+            let file = dec.str("FileName").unwrap_or_default();
+            let units: Vec<u16> = file.encode_utf16().chain([0]).collect();
+            out.push_native(a, p, cx.tid, units.len() * 2, |w| {
+                for (i, u) in units.iter().enumerate() {
+                    w.bytes(2 * i, &u.to_le_bytes());
+                }
+            });
         }
         _ => {}
     }

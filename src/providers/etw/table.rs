@@ -95,6 +95,12 @@ const IO_ARGS: &[ProbeArg] = &[
     x("buf_t *", "fileinfo_t *"),
 ];
 const FS_ARGS: &[ProbeArg] = &[x("wfileinfo_t *", "fileinfo_t *")];
+/// A thread and its process (sched:::off-cpu, wakeup; proc:::lwp-start).
+const LWP_ARGS: &[ProbeArg] = &[
+    x("struct thread *", "lwpsinfo_t *"),
+    x("struct thread *", "psinfo_t *"),
+];
+const MODULE_ARGS: &[ProbeArg] = &[n("wchar_t *"), n("uintptr_t")];
 const TCP_ARGS: &[ProbeArg] = &[
     x("tcpip_msg_t *", "ipinfo_t *"),
     x("tcpip_msg_t *", "tcpinfo_t *"),
@@ -115,15 +121,33 @@ pub static KERNEL_PROBES: &[KernelProbe] = &[
     p("diag", "lostevent", Area::Diag, &[], &[]),
     // a CSwitch fires off-cpu (the old thread) before on-cpu (the new one): the probes of one
     // event fire in table order
-    p("sched", "off-cpu", Area::Sched, &[(THREAD, 36)], &[]),
+    p("sched", "off-cpu", Area::Sched, &[(THREAD, 36)], LWP_ARGS),
     p("sched", "on-cpu", Area::Sched, &[(THREAD, 36)], &[]),
-    p("sched", "wakeup", Area::Sched, &[(THREAD, 50)], &[]),
-    p("proc", "start", Area::Proc, &[(PROCESS, 1)], &[]),
-    p("proc", "exit", Area::Proc, &[(PROCESS, 2)], &[]),
-    p("proc", "lwp-start", Area::Proc, &[(THREAD, 1)], &[]),
+    p("sched", "wakeup", Area::Sched, &[(THREAD, 50)], LWP_ARGS),
+    p(
+        "proc",
+        "start",
+        Area::Proc,
+        &[(PROCESS, 1)],
+        &[x("struct thread *", "psinfo_t *")],
+    ),
+    p("proc", "exit", Area::Proc, &[(PROCESS, 2)], &[n("int")]),
+    p("proc", "lwp-start", Area::Proc, &[(THREAD, 1)], LWP_ARGS),
     p("proc", "lwp-exit", Area::Proc, &[(THREAD, 2)], &[]),
-    p("proc", "module-load", Area::Proc, &[(IMAGE, 10)], &[]),
-    p("proc", "module-unload", Area::Proc, &[(IMAGE, 2)], &[]),
+    p(
+        "proc",
+        "module-load",
+        Area::Proc,
+        &[(IMAGE, 10)],
+        MODULE_ARGS,
+    ),
+    p(
+        "proc",
+        "module-unload",
+        Area::Proc,
+        &[(IMAGE, 2)],
+        MODULE_ARGS,
+    ),
     p(
         "io",
         "start",
