@@ -432,3 +432,44 @@ fn manifest_agrees_with_trace_metadata() {
     }
     assert!(compared >= 30, "only {compared} events compared");
 }
+
+/// As in DTrace, a clause is compiled once per probe description, each with its own `args[]`
+/// types: one clause prints a `netrt_t` for the runtime event and a `netexcp_t` for the
+/// exception, and a member only one of the types has is an error for the other description.
+#[test]
+fn each_description_of_a_clause_has_its_own_args() {
+    let Some(dir) = shared() else { return };
+    let x64 = format!("{}/perfview_net.4.5.2.x64.etl.zip", dir.display());
+    let out = dtx(&[
+        "-q",
+        "-E",
+        &x64,
+        "-n",
+        "dnet::event:runtime, dnet::event:excp { print(*args[0]); printf(\"\\n\"); }",
+    ]);
+    assert!(
+        out.contains("netrt_t {") && out.contains("netexcp_t {"),
+        "{out}"
+    );
+    assert!(
+        out.contains("string clr_cmdline = [ \"Test.x64.exe\" ]"),
+        "{out}"
+    );
+    assert!(
+        out.contains("string clr_excep = [ \"System.IO.FileNotFoundException\" ]"),
+        "{out}"
+    );
+    let bad = Command::new(env!("CARGO_BIN_EXE_dtx"))
+        .args([
+            "-q",
+            "-E",
+            &x64,
+            "-n",
+            "dnet::event:runtime, dnet::event:excp { trace(args[0]->clr_excep); }",
+        ])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("clr_excep"), "{err}");
+}

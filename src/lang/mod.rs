@@ -146,6 +146,7 @@ fn compile_here(
             "empty D program translation unit",
         ));
     }
+    let program = checker.split_clauses(program);
     checker.clauses(&program)?;
     for p in &pragmas {
         if let Some(name) = pragma::ident_target(&p.words) {

@@ -251,3 +251,52 @@ impl Checker<'_> {
         Ok(ActKind::DataRecording)
     }
 }
+
+impl Checker<'_> {
+    /// The argument types (translated, native) the probes one description matches agree on,
+    /// `None` when they differ or the description is invalid or matches nothing (the checker
+    /// reports those).
+    fn description_args(&self, spec: &ProbeSpec) -> Option<(Vec<String>, Vec<String>)> {
+        let desc = match spec {
+            ProbeSpec::Name { text, .. } => ProbeDesc::parse(text).ok()?,
+            ProbeSpec::Id { id, .. } => self.catalog.by_id(*id)?,
+        };
+        let matched = self.catalog.try_matching(&desc).ok()?;
+        let first = matched.first()?;
+        let args = (first.arg_types.clone(), first.arg_native.clone());
+        matched
+            .iter()
+            .all(|m| m.arg_types == args.0 && m.arg_native == args.1)
+            .then_some(args)
+    }
+
+    /// DTrace compiles a clause once for each of its probe descriptions, each with its own
+    /// `args[]` types: `io:::start, tcpip:::send { print(*args[0]); }` prints a `bufinfo_t` for
+    /// one and an `ipinfo_t` for the other. A clause whose descriptions give different argument
+    /// types becomes one clause per description here (in order, with the same predicate and
+    /// body); the others stay whole.
+    pub fn split_clauses(&self, program: Program) -> Program {
+        let mut items = Vec::with_capacity(program.items.len());
+        for item in program.items {
+            let Item::Clause(c) = item else {
+                items.push(item);
+                continue;
+            };
+            let split = c.probes.len() > 1 && {
+                let args: Vec<_> = c.probes.iter().map(|s| self.description_args(s)).collect();
+                args.iter().all(Option::is_some) && args.windows(2).any(|w| w[0] != w[1])
+            };
+            if !split {
+                items.push(Item::Clause(c));
+                continue;
+            }
+            for spec in &c.probes {
+                items.push(Item::Clause(Clause {
+                    probes: vec![spec.clone()],
+                    ..c.clone()
+                }));
+            }
+        }
+        Program { items }
+    }
+}
