@@ -229,3 +229,34 @@ fn sched_and_proc_args_are_the_ports() {
     assert_eq!(out.lines().filter(|l| l.starts_with("start ")).count(), 3);
     assert!(!out.contains("off 0") && !out.contains("on 0"), "{out}");
 }
+
+/// diag:::events with the port's arguments: arg0 the provider's name, arg1 the event id, arg2
+/// the opcode, arg3 the payload size, arg4 the payload (the event id in the header before it).
+#[test]
+fn diag_events_name_their_provider() {
+    let Some(etl) = shared() else { return };
+    let t = etl.join("perfview_net.4.5.2.x64.etl.zip");
+    let (ok, out, err) = dtx(&[
+        "-q",
+        "-E",
+        t.to_str().unwrap(),
+        "-n",
+        "diag:::events { @[stringof(arg0), arg1] = count();
+             @hdr[*(uint16_t *)(arg4 - 4) == arg1] = count(); }
+         END { printa(\"%s %d %@d\\n\", @); printa(\"hdr %d %@d\\n\", @hdr); }",
+    ]);
+    assert!(ok, "{err}");
+    let out = String::from_utf8(out).unwrap();
+    // the DNS client's four server events (expected_counts.json), the samples' class
+    assert!(
+        out.contains("microsoft-windows-dns-client 1001 4\n"),
+        "{out}"
+    );
+    let perfinfo: u64 = out
+        .lines()
+        .filter(|l| l.starts_with("PerfInfo "))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert!(perfinfo >= 79_528, "{out}");
+    assert!(out.contains("hdr 1 179474\n"), "{out}");
+}

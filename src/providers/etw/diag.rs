@@ -1,5 +1,7 @@
 //! `diag`: `events` (every record), `ignored` (a record that fired no other probe of the
-//! program), `lostevent` (the RT_LostEvent records a real-time session writes when it loses
+//! program) — both with the port's arguments: arg0 = the provider's name (`char *`), arg1 = the
+//! event id, arg2 = the opcode, arg3 = the payload's size, arg4 = the payload (with the 4-byte
+//! header of the ETW probes before it); `lostevent` (the RT_LostEvent records a real-time session writes when it loses
 //! events, buffers or its rundown: arg0 = the event's opcode, 32 events, 33 buffers, 34 rundown),
 //! `missed-stack` / `missed-ustack` (a StackWalk stack that names an event the trace does not
 //! have: `missed-stack` when its frames start in the kernel, `missed-ustack` when in user space;
@@ -79,6 +81,19 @@ pub(super) fn missed_dnet(cx: &EventCx<'_, '_>, out: &mut Emit<'_>) {
     a[0] = word(0, 2);
     a[1] = word(4, 4);
     out.push(a, cx.pid, cx.tid);
+}
+
+/// `events` / `ignored` for one record, naming its provider `name`.
+pub(super) fn record(cx: &EventCx<'_, '_>, name: &str, out: &mut Emit<'_>) {
+    let mut a = [0u64; 10];
+    a[0] = super::native::NATIVE_BASE;
+    a[1] = cx.ev.id as u64;
+    a[2] = cx.ev.opcode as u64;
+    a[3] = cx.ev.payload.len() as u64;
+    a[4] = super::PAYLOAD_BASE;
+    out.push_native(a, cx.pid, cx.tid, name.len() + 1, |w| {
+        w.bytes(0, name.as_bytes())
+    });
 }
 
 pub(super) fn lost(cx: &EventCx<'_, '_>, out: &mut Emit<'_>) {

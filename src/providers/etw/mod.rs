@@ -590,11 +590,15 @@ impl EtwProbes {
         let events_id = FIRST_ID; // diag:::events
         let before = out.list.len();
         if enabled(events_id) {
-            Emit {
-                probe: events_id,
-                out,
-            }
-            .push(payload_args(ev.id as u64), pid, tid);
+            let name = self.provider_name(ev, dec);
+            diag::record(
+                &cx,
+                &name,
+                &mut Emit {
+                    probe: events_id,
+                    out,
+                },
+            );
         }
         if ev.provider == diag::LOST_EVENT && enabled(diag::LOST_ID) {
             diag::lost(
@@ -669,11 +673,38 @@ impl EtwProbes {
             .filter(|f| f.probe != events_id)
             .count();
         if others == 0 && enabled(diag::IGNORED_ID) {
-            Emit {
-                probe: diag::IGNORED_ID,
-                out,
-            }
-            .push(payload_args(ev.id as u64), pid, tid);
+            let name = self.provider_name(ev, dec);
+            diag::record(
+                &cx,
+                &name,
+                &mut Emit {
+                    probe: diag::IGNORED_ID,
+                    out,
+                },
+            );
+        }
+    }
+
+    /// A record's provider as `diag:::events` names it: the decoded provider, the kernel
+    /// group's class name, the name dtx knows the provider by, else its GUID.
+    fn provider_name<'n>(
+        &'n self,
+        ev: &EventRecord<'_>,
+        dec: &'n DecodedEvent<'_>,
+    ) -> std::borrow::Cow<'n, str> {
+        use std::borrow::Cow;
+        if !dec.provider.is_empty() {
+            return Cow::Borrowed(dec.provider);
+        }
+        if let Some(n) = ev
+            .kernel_group
+            .and_then(crate::etw::decode::kernel::group_name)
+        {
+            return Cow::Borrowed(n);
+        }
+        match self.by_guid.get(&ev.provider) {
+            Some(n) => Cow::Borrowed(n.as_str()),
+            None => Cow::Owned(ev.provider.to_string()),
         }
     }
 }

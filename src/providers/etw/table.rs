@@ -101,6 +101,14 @@ const LWP_ARGS: &[ProbeArg] = &[
     x("struct thread *", "psinfo_t *"),
 ];
 const MODULE_ARGS: &[ProbeArg] = &[n("wchar_t *"), n("uintptr_t")];
+/// diag:::events and ignored: provider name, event id, opcode, payload size, payload.
+const DIAG_RECORD_ARGS: &[ProbeArg] = &[
+    n("char *"),
+    n("uint16_t"),
+    n("uint8_t"),
+    n("uint32_t"),
+    n("void *"),
+];
 const TCP_ARGS: &[ProbeArg] = &[
     x("tcpip_msg_t *", "ipinfo_t *"),
     x("tcpip_msg_t *", "tcpinfo_t *"),
@@ -117,7 +125,7 @@ const FLT_ARGS: &[ProbeArg] = &[n("uintptr_t"), n("uintptr_t")];
 /// The probes of the kernel providers. A probe's id is `FIRST_ID` + its index here, so new
 /// probes go at the end.
 pub static KERNEL_PROBES: &[KernelProbe] = &[
-    p("diag", "events", Area::Diag, &[], &[]),
+    p("diag", "events", Area::Diag, &[], DIAG_RECORD_ARGS),
     p("diag", "lostevent", Area::Diag, &[], &[]),
     // a CSwitch fires off-cpu (the old thread) before on-cpu (the new one): the probes of one
     // event fire in table order
@@ -183,7 +191,7 @@ pub static KERNEL_PROBES: &[KernelProbe] = &[
     ),
     p("profile", "sample-1ms", Area::Perf, &[(PERF_INFO, 46)], &[]),
     // diag (DIAG_IGNORED and the others are fired by the walk)
-    p("diag", "ignored", Area::Diag, &[], &[]),
+    p("diag", "ignored", Area::Diag, &[], DIAG_RECORD_ARGS),
     // a StackWalk Stack record (opcode 32) that names no event of the trace
     p(
         "diag",
