@@ -23,22 +23,7 @@ impl Checker<'_> {
         let mut arg_types: Option<(Vec<String>, Vec<String>)> = None;
         let mut first = true;
         for p in &c.probes {
-            let (desc, line) = match p {
-                ProbeSpec::Name { text, line } => match ProbeDesc::parse(text) {
-                    Ok(d) => (d, *line),
-                    Err(msg) => return Err(derr("D_PDESC_INVAL", *line, msg)),
-                },
-                ProbeSpec::Id { id, line } => match self.catalog.by_id(*id) {
-                    Some(d) => (d, *line),
-                    None => {
-                        return Err(derr(
-                            "D_PDESC_ZERO",
-                            *line,
-                            format!("probe description {id} does not match any probes"),
-                        ))
-                    }
-                },
-            };
+            let (desc, line) = self.probe_desc(p)?;
             let matched = self
                 .catalog
                 .try_matching(&desc)
@@ -253,14 +238,29 @@ impl Checker<'_> {
 }
 
 impl Checker<'_> {
+    /// A clause's probe description (`prov:mod:func:name`, or a probe id) and its line.
+    pub(crate) fn probe_desc(&self, spec: &ProbeSpec) -> DResult<(ProbeDesc, u32)> {
+        match spec {
+            ProbeSpec::Name { text, line } => ProbeDesc::parse(text)
+                .map(|d| (d, *line))
+                .map_err(|msg| derr("D_PDESC_INVAL", *line, msg)),
+            ProbeSpec::Id { id, line } => {
+                self.catalog.by_id(*id).map(|d| (d, *line)).ok_or_else(|| {
+                    derr(
+                        "D_PDESC_ZERO",
+                        *line,
+                        format!("probe description {id} does not match any probes"),
+                    )
+                })
+            }
+        }
+    }
+
     /// The argument types (translated, native) the probes one description matches agree on,
     /// `None` when they differ or the description is invalid or matches nothing (the checker
     /// reports those).
     fn description_args(&self, spec: &ProbeSpec) -> Option<(Vec<String>, Vec<String>)> {
-        let desc = match spec {
-            ProbeSpec::Name { text, .. } => ProbeDesc::parse(text).ok()?,
-            ProbeSpec::Id { id, .. } => self.catalog.by_id(*id)?,
-        };
+        let (desc, _) = self.probe_desc(spec).ok()?;
         let matched = self.catalog.try_matching(&desc).ok()?;
         let first = matched.first()?;
         let args = (first.arg_types.clone(), first.arg_native.clone());

@@ -14,7 +14,6 @@ use crate::lang::builtins::BuiltinKind;
 use crate::lang::diag::{derr, DResult};
 use crate::lang::types::TypeId;
 use crate::output::printf;
-use crate::probes::ProbeDesc;
 
 /// State of one lowering run.
 #[derive(Default)]
@@ -158,19 +157,7 @@ impl Checker<'_> {
     fn lower_clause(&mut self, lw: &mut Lowering, c: &Clause) -> DResult<ir::Clause> {
         let mut probes = Vec::new();
         for p in &c.probes {
-            match p {
-                ProbeSpec::Name { text, line } => probes
-                    .push(ProbeDesc::parse(text).map_err(|m| derr("D_PDESC_INVAL", *line, m))?),
-                ProbeSpec::Id { id, line } => {
-                    probes.push(self.catalog.by_id(*id).ok_or_else(|| {
-                        derr(
-                            "D_PDESC_ZERO",
-                            *line,
-                            format!("probe description {id} does not match any probes"),
-                        )
-                    })?)
-                }
-            }
+            probes.push(self.probe_desc(p)?.0);
         }
         self.clause_probe_args(c)?;
         let lowered = self.lower_clause_body(lw, c);
