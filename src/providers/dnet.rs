@@ -454,14 +454,25 @@ pub fn is_clr_stack(ev: &EventRecord<'_>) -> bool {
     ev.kind == HeaderKind::EventHeader && ev.provider == RUNTIME && ev.id == CLR_STACK_WALK
 }
 
-/// The frames of a ClrStackWalk event (ClrInstanceID u16, two reserved bytes, a u32 frame
-/// count, then the frames, pointer-sized), innermost first.
-pub fn clr_stack(ev: &EventRecord<'_>) -> Option<Vec<u64>> {
+/// The header of a ClrStackWalk event: ClrInstanceID (u16), two reserved bytes, the frame
+/// count (u32).
+pub fn clr_stack_header(ev: &EventRecord<'_>) -> Option<(u16, u32)> {
     if !is_clr_stack(ev) {
         return None;
     }
     let b = ev.payload;
-    let count = u32::from_le_bytes(b.get(4..8)?.try_into().ok()?) as usize;
+    Some((
+        u16::from_le_bytes(b.get(0..2)?.try_into().ok()?),
+        u32::from_le_bytes(b.get(4..8)?.try_into().ok()?),
+    ))
+}
+
+/// The frames of a ClrStackWalk event (its header, then the frames, pointer-sized), innermost
+/// first.
+pub fn clr_stack(ev: &EventRecord<'_>) -> Option<Vec<u64>> {
+    let (_, count) = clr_stack_header(ev)?;
+    let count = count as usize;
+    let b = ev.payload;
     let step = if ev.pointer_size == 4 { 4 } else { 8 };
     let frames = b.get(8..)?;
     Some(

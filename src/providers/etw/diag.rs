@@ -1,8 +1,9 @@
 //! `diag`: `events` (every record), `ignored` (a record that fired no other probe of the
 //! program) — both with the port's arguments: arg0 = the provider's name (`char *`), arg1 = the
 //! event id, arg2 = the opcode, arg3 = the payload's size, arg4 = the payload (with the 4-byte
-//! header of the ETW probes before it); `lostevent` (the RT_LostEvent records a real-time session writes when it loses
-//! events, buffers or its rundown: arg0 = the event's opcode, 32 events, 33 buffers, 34 rundown),
+//! header of the ETW probes before it); `lostevent` (the RT_LostEvent records a real-time
+//! session writes when it loses events, buffers or its rundown: arg0 = the event's opcode, 32
+//! events, 33 buffers, 34 rundown),
 //! `missed-stack` / `missed-ustack` (a StackWalk stack that names an event the trace does not
 //! have: `missed-stack` when its frames start in the kernel, `missed-ustack` when in user space;
 //! arg0 = the raw timestamp of the event it names, arg1 = its thread, arg2 = its process,
@@ -65,21 +66,15 @@ pub(super) fn fire(cx: &EventCx<'_, '_>, name: &str, out: &mut Emit<'_>) {
 /// `missed-dnet-stack` for a ClrStackWalk record that follows no event of its thread.
 pub(super) fn missed_dnet(cx: &EventCx<'_, '_>, out: &mut Emit<'_>) {
     let ev = cx.ev;
-    if !crate::providers::dnet::is_clr_stack(ev)
-        || !cx.state.stack_missed(ev.raw_timestamp, ev.tid, ev.cpu)
-    {
+    let Some((instance, frames)) = crate::providers::dnet::clr_stack_header(ev) else {
+        return;
+    };
+    if !cx.state.stack_missed(ev.raw_timestamp, ev.tid, ev.cpu) {
         return;
     }
-    let word = |at: usize, n: usize| {
-        let mut b = [0u8; 8];
-        if let Some(s) = ev.payload.get(at..at + n) {
-            b[..n].copy_from_slice(s);
-        }
-        u64::from_le_bytes(b)
-    };
     let mut a = [0u64; 10];
-    a[0] = word(0, 2);
-    a[1] = word(4, 4);
+    a[0] = instance as u64;
+    a[1] = frames as u64;
     out.push(a, cx.pid, cx.tid);
 }
 

@@ -658,7 +658,8 @@ impl EtwProbes {
             guid_probe::firings(&self.guid_probes, ev, enabled, pid, tid, out);
         }
         super::dnet::firings(ev, dec, pid, tid, enabled, out);
-        if enabled(diag::MISSED_DNET_ID) {
+        // the cheap test first: `enabled` asks every program, for every record
+        if super::dnet::is_clr_stack(ev) && enabled(diag::MISSED_DNET_ID) {
             diag::missed_dnet(
                 &cx,
                 &mut Emit {
