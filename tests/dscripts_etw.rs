@@ -32,6 +32,13 @@ fn dtx(args: &[&str]) -> (bool, Vec<u8>, String) {
     )
 }
 
+/// `dtx -q -E trace -n prog`, which must succeed: its output.
+fn quiet(trace: &std::path::Path, prog: &str) -> String {
+    let (ok, out, err) = dtx(&["-q", "-E", trace.to_str().unwrap(), "-n", prog]);
+    assert!(ok, "{prog}: {err}");
+    String::from_utf8(out).unwrap()
+}
+
 #[test]
 fn area_scripts_match_their_golden_output() {
     let Some(etl) = shared() else { return };
@@ -161,19 +168,14 @@ fn kernel_probes_fire_once_per_event() {
 fn translated_args_carry_the_event_fields() {
     let Some(etl) = shared() else { return };
     let t = etl.join("perfview_net.4.5.2.x64.etl.zip");
-    let (ok, out, err) = dtx(&[
-        "-q",
-        "-E",
-        t.to_str().unwrap(),
-        "-n",
+    let out = quiet(
+        &t,
         "io:::done /args[2]->fi_name == \"clr.dll\"/ { @io[args[1]->dev_statname] = count(); }
          io:::done /args[2]->fi_pathname == \"<none>\"/ { @none = count(); }
          tcpip:::send { @tcp[args[0]->ip_ver, args[1]->tcp_dport] = sum(args[0]->ip_plength); }
          END { printa(\"io %s %@d\\n\", @io); printa(\"none %@d\\n\", @none);
                printa(\"tcp %d %d %@d\\n\", @tcp); }",
-    ]);
-    assert!(ok, "{err}");
-    let out = String::from_utf8(out).unwrap();
+    );
     assert!(out.contains("io disk0 670\n"), "{out}");
     assert!(out.contains("tcp 6 445 "), "{out}");
     // a few I/Os (the logger's own, metadata) name no file the rundown knows
@@ -194,11 +196,8 @@ fn translated_args_carry_the_event_fields() {
 fn sched_and_proc_args_are_the_ports() {
     let Some(etl) = shared() else { return };
     let t = etl.join("randomascii_slow_ppt_trace.etl.zip");
-    let (ok, out, err) = dtx(&[
-        "-q",
-        "-E",
-        t.to_str().unwrap(),
-        "-n",
+    let out = quiet(
+        &t,
         "sched:::off-cpu { nexttid = args[0]->pr_lwpid; nextpid = args[1]->pr_pid;
              next = stringof(args[1]->pr_fname);
              @off[args[0]->pr_lwpid == arg2 && args[0]->pr_sname == 'O'] = count(); }
@@ -211,9 +210,7 @@ fn sched_and_proc_args_are_the_ports() {
          proc:::module-unload { @mod[strstr(wstringof((wchar_t *)arg0), \"\\\\\") != NULL] = count(); }
          END { printa(\"off %d %@d\\n\", @off); printa(\"on %d %@d\\n\", @on);
                printa(\"lwp %d %@d\\n\", @lwp); printa(\"mod %d %@d\\n\", @mod); }",
-    ]);
-    assert!(ok, "{err}");
-    let out = String::from_utf8(out).unwrap();
+    );
     // one CSwitch each (29,533), every one agreeing
     for want in [
         "off 1 29533\n",
@@ -236,17 +233,12 @@ fn sched_and_proc_args_are_the_ports() {
 fn diag_events_name_their_provider() {
     let Some(etl) = shared() else { return };
     let t = etl.join("perfview_net.4.5.2.x64.etl.zip");
-    let (ok, out, err) = dtx(&[
-        "-q",
-        "-E",
-        t.to_str().unwrap(),
-        "-n",
+    let out = quiet(
+        &t,
         "diag:::events { @[stringof(arg0), arg1] = count();
              @hdr[*(uint16_t *)(arg4 - 4) == arg1] = count(); }
          END { printa(\"%s %d %@d\\n\", @); printa(\"hdr %d %@d\\n\", @hdr); }",
-    ]);
-    assert!(ok, "{err}");
-    let out = String::from_utf8(out).unwrap();
+    );
     // the DNS client's four server events (expected_counts.json), the samples' class
     assert!(
         out.contains("microsoft-windows-dns-client 1001 4\n"),
