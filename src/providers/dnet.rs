@@ -298,6 +298,83 @@ pub const PROBES: &[DnetProbe] = &[
     r("runtime", 187, &["ClrInstanceID", "Sku", "StartupFlags"]),
 ];
 
+/// Keywords of the runtime provider (Microsoft-Windows-DotNETRuntime, its manifest's
+/// `<keyword>` masks).
+pub mod keyword {
+    pub const GC: u64 = 0x1;
+    pub const LOADER: u64 = 0x8;
+    pub const JIT: u64 = 0x10;
+    pub const SECURITY: u64 = 0x400;
+    pub const APPDOMAIN_RESOURCE_MANAGEMENT: u64 = 0x800;
+    pub const JIT_TRACING: u64 = 0x1000;
+    pub const INTEROP: u64 = 0x2000;
+    pub const CONTENTION: u64 = 0x4000;
+    pub const EXCEPTION: u64 = 0x8000;
+    pub const THREADING: u64 = 0x10000;
+    /// Forces a full blocking collection in every process that sees it.
+    pub const GC_HEAP_DUMP: u64 = 0x10_0000;
+    pub const GC_SAMPLED_ALLOCATION_HIGH: u64 = 0x20_0000;
+    /// Triggers a garbage collection on demand.
+    pub const GC_HEAP_COLLECT: u64 = 0x80_0000;
+    pub const GC_SAMPLED_ALLOCATION_LOW: u64 = 0x200_0000;
+    /// ClrStackWalk events after each event: the managed stacks.
+    pub const STACK: u64 = 0x4000_0000;
+    /// The bits that change what the runtime does (heap dumps, forced collections, sampled
+    /// allocations): never enabled unless a probe names them.
+    pub const INTRUSIVE: u64 =
+        GC_HEAP_DUMP | GC_SAMPLED_ALLOCATION_HIGH | GC_HEAP_COLLECT | GC_SAMPLED_ALLOCATION_LOW;
+
+    /// Keywords of the rundown provider (Microsoft-Windows-DotNETRuntimeRundown).
+    pub mod rundown {
+        pub const LOADER: u64 = 0x8;
+        pub const JIT: u64 = 0x10;
+        /// DCStart events when the provider is enabled (the methods already compiled).
+        pub const START: u64 = 0x40;
+        /// DCEnd events when the provider is disabled.
+        pub const END: u64 = 0x100;
+    }
+}
+
+/// The runtime (or rundown) provider keywords that make a probe's event fire: its group's
+/// keyword, as the runtime's manifest assigns them (GC events under GCKeyword, method loads
+/// under JitKeyword, ...). Never one of [`keyword::INTRUSIVE`].
+pub fn keywords_of(d: &DnetProbe) -> u64 {
+    use keyword as k;
+    if d.rundown {
+        let start_or_end = if d.name.ends_with("-dcend") {
+            k::rundown::END
+        } else {
+            k::rundown::START
+        };
+        let kind = match d.name {
+            n if n.starts_with("method") => k::rundown::JIT,
+            _ => k::rundown::LOADER,
+        };
+        return start_or_end | kind;
+    }
+    match (d.function, d.name) {
+        ("event", "excp") => k::EXCEPTION,
+        // RuntimeInformation is logged when the provider is enabled, under any keyword
+        ("event", _) => k::LOADER,
+        ("lock", _) => k::CONTENTION,
+        ("thread", _) => k::THREADING,
+        ("jit", n) if n.contains("inline") || n.contains("tailcall") => k::JIT_TRACING,
+        ("jit", _) => k::JIT,
+        ("interop", _) => k::INTEROP,
+        ("arm", _) => k::APPDOMAIN_RESOURCE_MANAGEMENT,
+        ("security", _) => k::SECURITY,
+        ("loader", _) => k::LOADER,
+        ("gc", _) => k::GC,
+        _ => k::LOADER,
+    }
+}
+
+/// The probe of a `dnet` probe id.
+pub fn probe_of(id: u64) -> Option<&'static DnetProbe> {
+    id.checked_sub(FIRST_ID)
+        .and_then(|i| PROBES.get(i as usize))
+}
+
 /// Probe ids of `dnet` (after the kernel providers', before the named providers').
 pub const FIRST_ID: u64 = 150_000;
 

@@ -6,6 +6,7 @@
 use crate::engine::Engine;
 use crate::etw::record::Guid;
 use crate::probes::ProbeInfo;
+use crate::providers::etw::table::{self, KernelProbe};
 use crate::providers::etw::{group, guid_probe, EtwProbes, NamedProbe};
 
 /// `EVENT_TRACE_FLAG_*` of the kernel logger.
@@ -33,138 +34,92 @@ pub mod kernel_flag {
 
 use kernel_flag as k;
 
-const REGISTRY: u8 = 0x09;
-const TCPIP: u8 = 0x06;
-const UDPIP: u8 = 0x08;
+/// `EVENT_TRACE_FLAG_VIRTUAL_ALLOC`: VirtualAlloc/VirtualFree (PageFault 98, 99).
+pub const VIRTUAL_ALLOC: u32 = 0x0000_4000;
 
-/// What one kernel probe needs from the kernel logger.
-struct KernelNeed {
-    provider: &'static str,
-    /// Probe names it covers (`*` for all of the provider's probes).
-    names: &'static [&'static str],
-    flags: u32,
-    /// The (kernel group, event type) records the probe fires on: stack walks are asked for
-    /// these when the probe's clauses record stacks.
-    events: &'static [(u8, u8)],
+/// The kernel logger flags a probe of the provider table needs (its events, and the records
+/// that give them meaning), or why it cannot be traced live. Process and thread records are
+/// always on with any kernel probe: execname, pid and the thread's process come from them.
+/// The flags are the `EVENT_TRACE_FLAG_*` of Microsoft Learn's EVENT_TRACE_PROPERTIES page,
+/// read against the event classes the provider table names (CSwitch is Thread type 36 under
+/// CSWITCH, ReadyThread type 50 under DISPATCHER, VirtualAlloc/Free under VIRTUAL_ALLOC, ...).
+fn kernel_flags(kp: &KernelProbe) -> Result<u32, String> {
+    let flags = match (kp.provider, kp.name) {
+        ("sched", "wakeup") => k::DISPATCHER,
+        ("sched", _) => k::CSWITCH,
+        ("proc", "module-load" | "module-unload") => k::IMAGE_LOAD,
+        ("proc", _) => 0,
+        // DISK_FILE_IO: the FileIo Name records that name the files of disk I/O
+        ("io", _) => k::DISK_IO | k::DISK_IO_INIT | k::DISK_FILE_IO,
+        ("fsinfo", _) => k::FILE_IO | k::FILE_IO_INIT | k::DISK_FILE_IO,
+        ("reg", _) => k::REGISTRY,
+        ("pf", "hardflt") => k::MEMORY_HARD_FAULTS | k::DISK_FILE_IO,
+        ("pf", "imgload") => k::MEMORY_HARD_FAULTS | k::MEMORY_PAGE_FAULTS,
+        ("pf", "valloc" | "vfree") => VIRTUAL_ALLOC,
+        ("pf", _) => k::MEMORY_PAGE_FAULTS,
+        ("tcpip" | "udpip", _) => k::NETWORK_TCPIP,
+        ("profile", _) => k::PROFILE,
+        ("dpc", _) => k::DPC,
+        ("isr", _) => k::INTERRUPT,
+        ("syscall", _) => k::SYSTEMCALL,
+        ("diag", "events" | "ignored") => k::IMAGE_LOAD,
+        // lost events come from ETW's own loss records; missed stacks need a trace's walk
+        ("diag", _) => 0,
+        ("hwconfig", _) => {
+            return Err(format!(
+                "hwconfig:::{} is not available live: the system configuration events are \
+                 written into a recorded trace's rundown (xperf, WPR); record one and read it with -E",
+                kp.name
+            ))
+        }
+        ("pmc", _) => {
+            return Err(format!(
+                "pmc:::{} is not available live: dtx does not configure hardware counter \
+                 sources for a live session; record a trace with counters (wpr, xperf -pmc) and read it with -E",
+                kp.name
+            ))
+        }
+        (p, n) => return Err(format!("{p}:::{n} has no live kernel events")),
+    };
+    Ok(flags | k::PROCESS | k::THREAD)
 }
 
-/// The kernel providers' needs, by provider and probe name. Process and thread records are
-/// always on with any kernel probe: execname, pid and the thread's process come from them.
-const KERNEL_NEEDS: &[KernelNeed] = &[
-    KernelNeed {
-        provider: "sched",
-        names: &["on-cpu", "off-cpu"],
-        flags: k::CSWITCH | k::DISPATCHER,
-        events: &[(group::THREAD, 36)],
-    },
-    KernelNeed {
-        provider: "sched",
-        names: &["*"],
-        flags: k::CSWITCH | k::DISPATCHER,
-        events: &[(group::THREAD, 50)],
-    },
-    KernelNeed {
-        provider: "proc",
-        names: &["module-load", "module-unload"],
-        flags: k::PROCESS | k::THREAD | k::IMAGE_LOAD,
-        events: &[(group::IMAGE, 10), (group::IMAGE, 2)],
-    },
-    KernelNeed {
-        provider: "proc",
-        names: &["*"],
-        flags: k::PROCESS | k::THREAD,
-        events: &[
-            (group::PROCESS, 1),
-            (group::PROCESS, 2),
-            (group::THREAD, 1),
-            (group::THREAD, 2),
-        ],
-    },
-    KernelNeed {
-        provider: "io",
-        names: &["*"],
-        flags: k::DISK_IO | k::DISK_IO_INIT | k::DRIVER,
-        events: &[
-            (group::DISK_IO, 10),
-            (group::DISK_IO, 11),
-            (group::DISK_IO, 12),
-            (group::DISK_IO, 13),
-        ],
-    },
-    KernelNeed {
-        provider: "fsinfo",
-        names: &["*"],
-        flags: k::FILE_IO | k::FILE_IO_INIT | k::DISK_FILE_IO,
-        events: &[
-            (group::FILE_IO, 64),
-            (group::FILE_IO, 67),
-            (group::FILE_IO, 68),
-        ],
-    },
-    KernelNeed {
-        provider: "reg",
-        names: &["*"],
-        flags: k::REGISTRY,
-        events: &[
-            (REGISTRY, 10),
-            (REGISTRY, 11),
-            (REGISTRY, 14),
-            (REGISTRY, 16),
-        ],
-    },
-    KernelNeed {
-        provider: "pf",
-        names: &["*"],
-        flags: k::MEMORY_PAGE_FAULTS | k::MEMORY_HARD_FAULTS,
-        events: &[(group::PAGE_FAULT, 32)],
-    },
-    KernelNeed {
-        provider: "tcpip",
-        names: &["*"],
-        flags: k::NETWORK_TCPIP,
-        events: &[(TCPIP, 10), (TCPIP, 11), (TCPIP, 12), (TCPIP, 15)],
-    },
-    KernelNeed {
-        provider: "udpip",
-        names: &["*"],
-        flags: k::NETWORK_TCPIP,
-        events: &[(UDPIP, 10), (UDPIP, 11)],
-    },
-    KernelNeed {
-        provider: "profile",
-        names: &["sample-*"],
-        flags: k::PROFILE,
-        events: &[(group::PERF_INFO, 46)],
-    },
-    KernelNeed {
-        provider: "dpc",
-        names: &["*"],
-        flags: k::DPC,
-        events: &[
-            (group::PERF_INFO, 66),
-            (group::PERF_INFO, 68),
-            (group::PERF_INFO, 69),
-        ],
-    },
-    KernelNeed {
-        provider: "isr",
-        names: &["*"],
-        flags: k::INTERRUPT,
-        events: &[(group::PERF_INFO, 67)],
-    },
-    KernelNeed {
-        provider: "syscall",
-        names: &["*"],
-        flags: k::SYSTEMCALL,
-        events: &[(group::PERF_INFO, 51), (group::PERF_INFO, 52)],
-    },
-    KernelNeed {
-        provider: "diag",
-        names: &["events"],
-        flags: k::PROCESS | k::THREAD | k::IMAGE_LOAD,
-        events: &[],
-    },
-];
+/// The provider table's entry of a kernel probe (`sample-N` probes are the sample entry).
+fn kernel_probe(p: &ProbeInfo) -> Option<&'static KernelProbe> {
+    let name = if p.provider == "profile" && p.name.starts_with("sample-") {
+        "sample-1ms"
+    } else {
+        &p.name
+    };
+    table::position(&p.provider, name).map(|i| &table::KERNEL_PROBES[i])
+}
+
+/// The sampling interval a `profile:::sample-N` probe asks for, in 100 ns units (what
+/// `TRACE_PROFILE_INTERVAL.Interval` takes): `sample-1ms`, `sample-250us`, `sample-1000hz`.
+pub fn sample_interval(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix("sample-")?;
+    let digits = rest.bytes().take_while(|c| c.is_ascii_digit()).count();
+    let n: u64 = rest.get(..digits)?.parse().ok()?;
+    let ns = match &rest[digits..] {
+        "ns" | "nsec" => n,
+        "us" | "usec" => n.checked_mul(1_000)?,
+        "ms" | "msec" => n.checked_mul(1_000_000)?,
+        "s" | "sec" => n.checked_mul(1_000_000_000)?,
+        "" | "hz" if n > 0 => 1_000_000_000 / n,
+        _ => return None,
+    };
+    u32::try_from((ns / 100).max(1)).ok()
+}
+
+/// The interval range Windows accepts for the sampled profile source, in 100 ns units:
+/// 0.1221 ms (8192 Hz) to 1 s (Microsoft Learn, TRACE_PROFILE_INTERVAL / xperf -setprofint).
+pub const PROFILE_INTERVAL_MIN: u32 = 1221;
+pub const PROFILE_INTERVAL_MAX: u32 = 10_000_000;
+
+/// An interval clamped to what Windows accepts.
+pub fn clamp_profile_interval(interval: u32) -> u32 {
+    interval.clamp(PROFILE_INTERVAL_MIN, PROFILE_INTERVAL_MAX)
+}
 
 /// The kernel flags of the high-frequency events (context switches, ready threads, DPCs,
 /// interrupts, system calls). When a live run also logs to a file (`-E new.etl`), these go to
@@ -209,18 +164,36 @@ pub const LEVEL_VERBOSE: u8 = 5;
 /// The user provider a probe needs enabled: its name, GUID when known, the keywords
 /// (MatchAnyKeyword) and level. `<name>:::events` and `:::capturestate` need every keyword,
 /// `<name>:::<keyword>` its keyword's mask, `etw:<guid>:0xLL_0xKK:...` level LL and keywords KK
-/// (0 meaning any: all levels, all keywords); dnet's probes the .NET runtime's provider.
+/// (0 meaning any: all levels, all keywords); dnet's probes the .NET runtime's provider with
+/// the keyword of the probe's event (or the rundown provider for `dnet::rundown:*`).
+///
+/// The .NET runtime provider never gets its intrusive keywords (heap dumps, forced
+/// collections, sampled allocations: `dnet::keyword::INTRUSIVE`) unless a probe names that
+/// keyword: enabling "every keyword" of it would make every .NET process on the machine run
+/// full blocking collections (the keyword list of dotnet/runtime's ClrEtwAll.man; PerfView
+/// leaves the same bits out of its default .NET keywords).
 fn user_need(p: &ProbeInfo, etw: &EtwProbes) -> (String, Option<Guid>, u64, u8) {
+    use crate::providers::dnet;
     if p.provider == "dnet" {
-        return (
-            "microsoft-windows-dotnetruntime".to_string(),
-            Some(crate::providers::dnet::RUNTIME),
-            u64::MAX,
-            LEVEL_VERBOSE,
-        );
+        let d = dnet::probe_of(p.id);
+        let keywords = d.map_or(dnet::keyword::LOADER, dnet::keywords_of);
+        return match d {
+            Some(d) if d.rundown => (
+                "microsoft-windows-dotnetruntimerundown".to_string(),
+                Some(dnet::RUNDOWN),
+                keywords,
+                LEVEL_VERBOSE,
+            ),
+            _ => (
+                "microsoft-windows-dotnetruntime".to_string(),
+                Some(dnet::RUNTIME),
+                keywords,
+                LEVEL_VERBOSE,
+            ),
+        };
     }
     if let Some((guid, level, kw)) = guid_probe::enable_of(p) {
-        let kw = if kw == 0 { u64::MAX } else { kw };
+        let kw = if kw == 0 { all_keywords(guid) } else { kw };
         let level = if level == 0 { u8::MAX } else { level };
         return (guid.to_string(), Some(guid), kw, level);
     }
@@ -230,9 +203,20 @@ fn user_need(p: &ProbeInfo, etw: &EtwProbes) -> (String, Option<Guid>, u64, u8) 
         .or_else(|| Guid::parse(&p.provider));
     let keywords = match etw.named_probe(p.id) {
         Some((_, NamedProbe::Keyword(mask))) => mask,
-        _ => u64::MAX,
+        _ => guid.map_or(u64::MAX, all_keywords),
     };
     (p.provider.clone(), guid, keywords, LEVEL_VERBOSE)
+}
+
+/// "Every keyword" of a provider: all bits, but for the .NET runtime provider all but the
+/// intrusive ones.
+fn all_keywords(guid: Guid) -> u64 {
+    use crate::providers::dnet;
+    if guid == dnet::RUNTIME {
+        u64::MAX & !dnet::keyword::INTRUSIVE
+    } else {
+        u64::MAX
+    }
 }
 
 /// A user-mode provider to enable in the user session.
@@ -257,11 +241,17 @@ pub struct SessionPlan {
     /// Kernel (group, event type) records to stack-walk, sorted.
     pub stack_events: Vec<(u8, u8)>,
     pub user: Vec<UserProvider>,
+    /// The sampled profile interval the `sample-N` probes ask for (100 ns units, the
+    /// shortest of them, before clamping to what Windows accepts).
+    pub profile_interval: Option<u32>,
+    /// Enabled probes that cannot fire live, each with the reason (one line each).
+    pub not_live: Vec<String>,
 }
 
 impl SessionPlan {
     /// The plan for the probes `probes`; `wants_stack(p)` says whether a clause that `p`
-    /// fires records stacks.
+    /// fires records stacks. A kernel probe's flags come from [`kernel_flags`] and its stack
+    /// walks are the events of its entry in the provider table (the events that fire it).
     pub fn for_probes<'a>(
         probes: impl IntoIterator<Item = &'a ProbeInfo>,
         wants_stack: &dyn Fn(&ProbeInfo) -> bool,
@@ -269,50 +259,107 @@ impl SessionPlan {
     ) -> SessionPlan {
         let mut plan = SessionPlan::default();
         for p in probes {
-            let mut kernel = false;
-            for need in KERNEL_NEEDS.iter().filter(|n| n.provider == p.provider) {
-                kernel = true;
-                if !need
-                    .names
-                    .iter()
-                    .any(|n| crate::probes::glob_match(n, &p.name))
-                {
-                    continue;
+            if let Some(kp) = kernel_probe(p) {
+                match kernel_flags(kp) {
+                    Ok(flags) => plan.kernel_flags |= flags,
+                    Err(why) => {
+                        if !plan.not_live.contains(&why) {
+                            plan.not_live.push(why);
+                        }
+                        continue;
+                    }
                 }
-                plan.kernel_flags |= need.flags | k::PROCESS | k::THREAD;
-                if wants_stack(p) {
-                    plan.stack_events.extend_from_slice(need.events);
+                if kp.provider == "profile" {
+                    let n = sample_interval(&p.name).unwrap_or(10_000);
+                    plan.profile_interval = Some(plan.profile_interval.map_or(n, |m| m.min(n)));
+                }
+                if wants_stack(p) && !kp.events.is_empty() {
+                    plan.stack_events.extend_from_slice(kp.events);
                     // stacks print by module: the images must be known
                     plan.kernel_flags |= k::IMAGE_LOAD;
                 }
-                // the first matching entry of a provider decides
-                break;
+                continue;
             }
-            if kernel || not_etw(&p.provider) {
+            if not_etw(&p.provider) {
                 continue;
             }
             let stacks = wants_stack(p);
-            let (name, guid, keywords, level) = user_need(p, etw);
-            let same = |u: &UserProvider| u.name == name || (guid.is_some() && u.guid == guid);
-            match plan.user.iter_mut().find(|u| same(u)) {
-                Some(u) => {
-                    u.stacks |= stacks;
-                    u.keywords |= keywords;
-                    u.level = u.level.max(level);
-                    u.guid = u.guid.or(guid);
-                }
-                None => plan.user.push(UserProvider {
-                    name,
-                    guid,
-                    keywords,
-                    level,
-                    stacks,
-                }),
+            let (name, guid, mut keywords, level) = user_need(p, etw);
+            let managed_frames = p.provider == "dnet" && stacks;
+            if managed_frames {
+                // managed frames: the ClrStackWalk events, and the methods that name them
+                keywords |= crate::providers::dnet::keyword::STACK
+                    | crate::providers::dnet::keyword::JIT
+                    | crate::providers::dnet::keyword::LOADER;
+            }
+            plan.add_user(UserProvider {
+                name,
+                guid,
+                keywords,
+                level,
+                stacks,
+            });
+            if managed_frames {
+                // the rundown provider's DCStart events name what was compiled before the
+                // session began (StartRundownKeyword, as dotnet/runtime's eventtrace.cpp
+                // reads the rundown keywords)
+                plan.add_user(UserProvider {
+                    name: "microsoft-windows-dotnetruntimerundown".into(),
+                    guid: Some(crate::providers::dnet::RUNDOWN),
+                    keywords: crate::providers::dnet::keyword::rundown::START
+                        | crate::providers::dnet::keyword::rundown::JIT
+                        | crate::providers::dnet::keyword::rundown::LOADER,
+                    level: LEVEL_VERBOSE,
+                    stacks: false,
+                });
             }
         }
         plan.stack_events.sort_unstable();
         plan.stack_events.dedup();
         plan
+    }
+
+    /// Adds a user provider, merged with one of the same name or GUID already planned
+    /// (keywords OR'ed, the highest level, stacks if either wants them).
+    fn add_user(&mut self, n: UserProvider) {
+        let same = |u: &UserProvider| u.name == n.name || (n.guid.is_some() && u.guid == n.guid);
+        match self.user.iter_mut().find(|u| same(u)) {
+            Some(u) => {
+                u.stacks |= n.stacks;
+                u.keywords |= n.keywords;
+                u.level = u.level.max(n.level);
+                u.guid = u.guid.or(n.guid);
+            }
+            None => self.user.push(n),
+        }
+    }
+
+    /// Merges the user providers that turned out to be one (a name and a GUID naming the same
+    /// provider), once every name has its GUID: one EnableTraceEx2 per provider, with the
+    /// keywords of all, instead of the second call overriding the first's keywords.
+    pub fn merge_by_guid(&mut self) {
+        let user = std::mem::take(&mut self.user);
+        for u in user {
+            match self
+                .user
+                .iter_mut()
+                .find(|x| x.guid.is_some() && x.guid == u.guid)
+            {
+                Some(x) => {
+                    x.stacks |= u.stacks;
+                    x.keywords |= u.keywords;
+                    x.level = x.level.max(u.level);
+                }
+                None => self.user.push(u),
+            }
+        }
+    }
+
+    /// The sampled profile interval to set (clamped to what Windows accepts), and whether
+    /// clamping changed what the probes asked for.
+    pub fn profile_interval_to_set(&self) -> Option<(u32, bool)> {
+        self.profile_interval
+            .map(|i| (clamp_profile_interval(i), clamp_profile_interval(i) != i))
     }
 
     /// The plan for what `engine`'s programs enabled: a probe needs stacks when a clause
@@ -391,16 +438,12 @@ mod tests {
             .expect("sched and syscall are high-frequency");
         assert_eq!(
             logged.kernel_flags & HIGH_FREQUENCY,
-            k::CSWITCH | k::DISPATCHER | k::SYSTEMCALL
+            k::CSWITCH | k::SYSTEMCALL
         );
         assert!(logged.kernel_flags & k::PROCESS != 0);
         assert_eq!(
             logged.stack_events,
-            vec![
-                (group::THREAD, 36),
-                (group::PERF_INFO, 51),
-                (group::PERF_INFO, 52)
-            ]
+            vec![(group::THREAD, 36), (group::PERF_INFO, 51)]
         );
         // io stays live, with its stack walks
         assert_eq!(p.kernel_flags & HIGH_FREQUENCY, 0);
@@ -445,60 +488,232 @@ mod tests {
         )
         .is_empty());
         let p = plan(&[("dnet", "gc-start")], true);
-        assert_eq!(p.user.len(), 1);
+        assert_eq!(
+            p.user.len(),
+            2,
+            "the runtime, and its rundown for the frames' names"
+        );
         assert_eq!(p.user[0].guid, Some(crate::providers::dnet::RUNTIME));
         assert!(p.user[0].stacks);
+        assert_eq!(p.user[1].guid, Some(crate::providers::dnet::RUNDOWN));
         // a provider merely named like one stays a user provider
         assert_eq!(plan(&[("pidgin", "events")], false).user.len(), 1);
+    }
+
+    /// The kernel logger flag that enables one kernel event class (Microsoft Learn's
+    /// EVENT_TRACE_PROPERTIES EnableFlags and the MOF classes of each group): the oracle the
+    /// plan of every probe in the provider table is checked against.
+    fn flag_enabling(event: (u8, u8)) -> u32 {
+        use group::*;
+        match event {
+            (THREAD, 36) => k::CSWITCH,
+            (THREAD, 50) => k::DISPATCHER,
+            (THREAD, _) => k::THREAD,
+            (PROCESS, _) => k::PROCESS,
+            (IMAGE, _) => k::IMAGE_LOAD,
+            (DISK_IO, 12 | 13 | 15) => k::DISK_IO_INIT,
+            (DISK_IO, _) => k::DISK_IO,
+            (FILE_IO, _) => k::FILE_IO_INIT | k::FILE_IO,
+            (TCP_IP | UDP_IP, _) => k::NETWORK_TCPIP,
+            (REGISTRY, _) => k::REGISTRY,
+            (PAGE_FAULT, 98 | 99) => VIRTUAL_ALLOC,
+            (PAGE_FAULT, 32 | 105) => k::MEMORY_HARD_FAULTS,
+            (PAGE_FAULT, _) => k::MEMORY_PAGE_FAULTS,
+            (PERF_INFO, 46) => k::PROFILE,
+            (PERF_INFO, 51 | 52) => k::SYSTEMCALL,
+            (PERF_INFO, 66 | 68 | 69) => k::DPC,
+            (PERF_INFO, 67) => k::INTERRUPT,
+            _ => 0,
+        }
+    }
+
+    #[test]
+    fn every_kernel_probe_plans_the_flags_and_stack_walks_of_its_events() {
+        let mut live = 0;
+        for (i, kp) in table::KERNEL_PROBES.iter().enumerate() {
+            let mut info = probe(kp.provider, kp.name);
+            info.id = i as u64;
+            let p = SessionPlan::for_probes([&info], &|_| true, &EtwProbes::new());
+            if matches!(kp.provider, "hwconfig" | "pmc") {
+                assert!(p.is_empty(), "{}:::{} {p:?}", kp.provider, kp.name);
+                assert_eq!(p.not_live.len(), 1, "{}:::{}", kp.provider, kp.name);
+                assert!(p.not_live[0].contains("not available live"));
+                continue;
+            }
+            if kp.provider == "diag" {
+                assert!(p.not_live.is_empty() && p.user.is_empty());
+                continue;
+            }
+            live += 1;
+            assert!(p.not_live.is_empty(), "{p:?}");
+            assert_eq!(
+                p.kernel_flags & (k::PROCESS | k::THREAD),
+                k::PROCESS | k::THREAD
+            );
+            for &e in kp.events {
+                let f = flag_enabling(e);
+                assert_ne!(f, 0, "no oracle for {e:?}");
+                assert_ne!(
+                    p.kernel_flags & f,
+                    0,
+                    "{}:::{} fires on {e:?} but its plan {:#x} lacks {f:#x}",
+                    kp.provider,
+                    kp.name,
+                    p.kernel_flags
+                );
+                assert!(
+                    p.stack_events.contains(&e),
+                    "{}:::{}: no stack walk for {e:?}",
+                    kp.provider,
+                    kp.name
+                );
+            }
+            assert_ne!(p.kernel_flags & k::IMAGE_LOAD, 0);
+            // no stacks asked: no stack walks
+            let p = SessionPlan::for_probes([&info], &|_| false, &EtwProbes::new());
+            assert!(p.stack_events.is_empty());
+            // io has no probe on driver events
+            assert_eq!(p.kernel_flags & k::DRIVER, 0);
+            if needs_file_names_probe(kp) {
+                assert_ne!(p.kernel_flags & k::DISK_FILE_IO, 0, "{}", kp.name);
+            }
+        }
+        assert!(live > 60, "{live} live kernel probes");
+    }
+
+    fn needs_file_names_probe(kp: &KernelProbe) -> bool {
+        crate::providers::etw::table::needs_file_names(kp)
     }
 
     #[test]
     fn kernel_flags_follow_the_probes() {
         let base = k::PROCESS | k::THREAD;
+        let flags = |probes: &[(&str, &str)]| plan(probes, false).kernel_flags;
+        assert_eq!(flags(&[("sched", "on-cpu")]), base | k::CSWITCH);
+        assert_eq!(flags(&[("sched", "wakeup")]), base | k::DISPATCHER);
+        assert_eq!(flags(&[("proc", "exit")]), base);
+        assert_eq!(flags(&[("proc", "module-load")]), base | k::IMAGE_LOAD);
         assert_eq!(
-            plan(&[("sched", "on-cpu")], false).kernel_flags,
-            base | k::CSWITCH | k::DISPATCHER
+            flags(&[("io", "start")]),
+            base | k::DISK_IO | k::DISK_IO_INIT | k::DISK_FILE_IO
         );
-        assert_eq!(plan(&[("proc", "exit")], false).kernel_flags, base);
+        assert_eq!(flags(&[("pf", "valloc")]), base | VIRTUAL_ALLOC);
         assert_eq!(
-            plan(&[("proc", "module-load")], false).kernel_flags,
-            base | k::IMAGE_LOAD
-        );
-        assert_eq!(
-            plan(&[("io", "start")], false).kernel_flags,
-            base | k::DISK_IO | k::DISK_IO_INIT | k::DRIVER
-        );
-        assert_eq!(
-            plan(&[("fsinfo", "read")], false).kernel_flags,
-            base | k::FILE_IO | k::FILE_IO_INIT | k::DISK_FILE_IO
-        );
-        assert_eq!(
-            plan(&[("reg", "open")], false).kernel_flags,
-            base | k::REGISTRY
-        );
-        assert_eq!(
-            plan(&[("pf", "hardflt")], false).kernel_flags,
-            base | k::MEMORY_PAGE_FAULTS | k::MEMORY_HARD_FAULTS
-        );
-        assert_eq!(
-            plan(&[("tcpip", "send"), ("udpip", "recv")], false).kernel_flags,
-            base | k::NETWORK_TCPIP
-        );
-        assert_eq!(
-            plan(&[("profile", "sample-1ms")], false).kernel_flags,
-            base | k::PROFILE
-        );
-        assert_eq!(
-            plan(
-                &[("dpc", "dpc"), ("isr", "isr"), ("syscall", "entry")],
-                false
-            )
-            .kernel_flags,
+            flags(&[("dpc", "dpc"), ("isr", "isr"), ("syscall", "entry")]),
             base | k::DPC | k::INTERRUPT | k::SYSTEMCALL
         );
+        assert_eq!(flags(&[("profile", "sample-5ms")]), base | k::PROFILE);
         // timers and dtrace's own probes need no session
         let none = plan(&[("dtrace", "BEGIN"), ("profile", "tick-1s")], false);
         assert!(none.is_empty(), "{none:?}");
+    }
+
+    #[test]
+    fn sample_probes_set_the_profile_interval() {
+        assert_eq!(sample_interval("sample-1ms"), Some(10_000));
+        assert_eq!(sample_interval("sample-250us"), Some(2_500));
+        assert_eq!(sample_interval("sample-1000hz"), Some(10_000));
+        assert_eq!(sample_interval("sample-2s"), Some(20_000_000));
+        assert_eq!(sample_interval("sample-x"), None);
+        let p = plan(
+            &[("profile", "sample-5ms"), ("profile", "sample-2ms")],
+            false,
+        );
+        assert_eq!(p.profile_interval, Some(20_000));
+        assert_eq!(p.profile_interval_to_set(), Some((20_000, false)));
+        // 100 us is faster than Windows samples: the fastest it accepts, said as changed
+        let p = plan(&[("profile", "sample-100us")], false);
+        assert_eq!(
+            p.profile_interval_to_set(),
+            Some((PROFILE_INTERVAL_MIN, true))
+        );
+        let p = plan(&[("profile", "sample-2s")], false);
+        assert_eq!(
+            p.profile_interval_to_set(),
+            Some((PROFILE_INTERVAL_MAX, true))
+        );
+    }
+
+    #[test]
+    fn dnet_probes_never_carry_the_intrusive_keywords() {
+        use crate::providers::dnet::{self, keyword};
+        let mut all = Vec::new();
+        for (i, d) in dnet::PROBES.iter().enumerate() {
+            let mut info = probe("dnet", d.name);
+            info.function = d.function.into();
+            info.id = dnet::FIRST_ID + i as u64;
+            all.push(info);
+        }
+        for stacks in [false, true] {
+            for info in &all {
+                let p = SessionPlan::for_probes([info], &|_| stacks, &EtwProbes::new());
+                assert!(!p.user.is_empty());
+                for u in &p.user {
+                    assert_eq!(u.keywords & keyword::INTRUSIVE, 0, "{}: {u:?}", info.name);
+                    assert_ne!(u.keywords, 0);
+                }
+                let d = dnet::probe_of(info.id).unwrap();
+                let want = if d.rundown {
+                    dnet::RUNDOWN
+                } else {
+                    dnet::RUNTIME
+                };
+                assert!(p.user.iter().any(|u| u.guid == Some(want)));
+            }
+            let p = SessionPlan::for_probes(&all, &|_| stacks, &EtwProbes::new());
+            assert_eq!(p.user.len(), 2, "{p:?}");
+            assert!(p.user.iter().all(|u| u.keywords & keyword::INTRUSIVE == 0));
+        }
+        // gc probes enable the GC keyword, exceptions the exception keyword, not more
+        let gc = all.iter().find(|p| p.name == "gc-start").unwrap();
+        let p = SessionPlan::for_probes([gc], &|_| false, &EtwProbes::new());
+        assert_eq!(p.user[0].keywords, keyword::GC);
+        // stacks: the stack keyword and the rundown of the methods that name the frames
+        let p = SessionPlan::for_probes([gc], &|_| true, &EtwProbes::new());
+        assert_ne!(p.user[0].keywords & keyword::STACK, 0);
+        assert_eq!(p.user[1].guid, Some(dnet::RUNDOWN));
+        assert_ne!(p.user[1].keywords & keyword::rundown::START, 0);
+        // the runtime's ":::events" by name: every keyword but the intrusive ones
+        let mut etw = EtwProbes::new();
+        let info = crate::etw::catalog::ProviderInfo::new(
+            "Microsoft-Windows-DotNETRuntime",
+            dnet::RUNTIME,
+        );
+        etw.add_provider(&info);
+        let catalog = crate::probes::Catalog::with_etw(&etw);
+        let events = crate::probes::ProbeCatalog::matching(
+            &catalog,
+            &crate::probes::ProbeDesc::parse("microsoft-windows-dotnetruntime:::events").unwrap(),
+        );
+        let p = SessionPlan::for_probes(&events, &|_| false, &etw);
+        assert_eq!(p.user[0].keywords, u64::MAX & !keyword::INTRUSIVE);
+    }
+
+    #[test]
+    fn a_provider_by_name_and_by_guid_is_enabled_once_with_both_keywords() {
+        let g = Guid::parse("1c95126e-7eea-49a9-a3fe-a378b03ddb4d").unwrap();
+        let mut p = SessionPlan::default();
+        p.add_user(UserProvider {
+            name: "microsoft-windows-dns-client".into(),
+            guid: None,
+            keywords: 0x1,
+            level: 4,
+            stacks: false,
+        });
+        p.add_user(UserProvider {
+            name: g.to_string(),
+            guid: Some(g),
+            keywords: 0x8,
+            level: 5,
+            stacks: true,
+        });
+        assert_eq!(p.user.len(), 2);
+        // the name resolved to the same GUID
+        p.user[0].guid = Some(g);
+        p.merge_by_guid();
+        assert_eq!(p.user.len(), 1);
+        assert_eq!((p.user[0].keywords, p.user[0].level), (0x9, 5));
+        assert!(p.user[0].stacks);
     }
 
     #[test]
@@ -547,7 +762,11 @@ mod tests {
         let all = catalog
             .matching(&ProbeDesc::parse("microsoft-windows-dotnetruntime:::events").unwrap());
         let p = SessionPlan::for_probes(&all, &|_| false, &etw);
-        assert_eq!(p.user[0].keywords, u64::MAX);
+        // (but for the runtime's own intrusive keywords)
+        assert_eq!(
+            p.user[0].keywords,
+            u64::MAX & !crate::providers::dnet::keyword::INTRUSIVE
+        );
     }
 
     #[test]
