@@ -469,6 +469,44 @@ pub trait EventSource {
     /// After [`EventSource::stop`], before END: hands the engine what END's output needs
     /// from the source (e.g. the images that name stack frames).
     fn closing(&mut self, _engine: &mut Engine) {}
+    /// The programs were replaced: a source that can follow them without starting over (live
+    /// ETW re-plans its sessions, keeping what it knows of the system) does so and returns
+    /// notes for the user, or the error that kept a change from being applied; `None` for a
+    /// source that must be stopped and opened again.
+    fn reprogram(&mut self, _engine: &mut Engine) -> Option<Result<Vec<String>, String>> {
+        None
+    }
+    /// What a live source reports for a status line (sessions, records, losses), if it
+    /// reports anything.
+    fn live_status(&mut self) -> Option<LiveStatus> {
+        None
+    }
+}
+
+/// A live source's counters and news, for the console's status line.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LiveStatus {
+    /// The sessions (or other facilities) it reads from.
+    pub sessions: Vec<String>,
+    /// Records received.
+    pub records: u64,
+    /// Events the system lost before dtx saw them (ETW's loss counts).
+    pub lost: u64,
+    /// Records dtx dropped because it fell behind.
+    pub dropped: u64,
+    /// Lines for the user since the last report (each said once).
+    pub messages: Vec<String>,
+}
+
+impl LiveStatus {
+    /// Adds another source's status to this one.
+    pub fn merge(&mut self, other: LiveStatus) {
+        self.sessions.extend(other.sessions);
+        self.records += other.records;
+        self.lost += other.lost;
+        self.dropped += other.dropped;
+        self.messages.extend(other.messages);
+    }
 }
 
 impl Engine {

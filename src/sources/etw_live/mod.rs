@@ -6,21 +6,25 @@
 //! * this module: the `EventRecordCallback` ([`event_record_callback`]) that ProcessTrace
 //!   calls on its worker thread, and [`EtwLiveSource`], the engine's `EventSource` that takes
 //!   the copied records from it;
-//! * `windows` (cfg(windows)): starting, enabling and stopping the sessions — the only part
-//!   that needs Windows, and the only part not exercised by the tests (Wine's OpenTrace is a
-//!   stub).
+//! * [`SessionControl`]: what starts, re-plans and stops the sessions of a run; `windows`
+//!   (cfg(windows)) implements it with StartTrace/EnableTraceEx2/ProcessTrace — the only part
+//!   that needs Windows, and the only part not exercised by the tests here (Wine's OpenTrace
+//!   is a stub; an elevated Windows runner runs `tests/etw_live_windows.rs`);
+//! * [`replay`]: a [`SessionControl`] that feeds a recorded trace's records through the same
+//!   callback, on a thread of its own, as a session would (the console's tests, on any OS).
 
 pub mod plan;
 pub mod raw;
+pub mod replay;
 #[cfg(windows)]
 pub mod windows;
 
 use std::collections::{HashSet, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Mutex;
 
-use crate::engine::{Engine, EventScratch, EventSource, SourceState};
+use crate::engine::{Engine, EventScratch, EventSource, LiveStatus, SourceState};
 use crate::etw::decode::{DecodedEvent, Decoder};
 use crate::etw::reader::logfile::TimeBase;
 use crate::etw::record::Guid;
@@ -28,6 +32,7 @@ use crate::etw::state::{StackMatcher, SystemState};
 use crate::providers::etw::EtwProbes;
 use crate::sources::etl::{StackSource, STACK_WALK};
 use crate::vm::FiringCtx;
+use plan::SessionPlan;
 use raw::{LiveEvent, RawEventRecord};
 
 /// Records held between the callback and the engine before the callback starts dropping them
@@ -47,7 +52,8 @@ pub enum LiveMessage {
     Event(LiveEvent),
     /// The schema of the events that follow.
     Schema(EventSchema),
-    /// The session ended (ProcessTrace returned), with its error code when it failed.
+    /// A session ended that nobody stopped (ProcessTrace returned: the session was stopped by
+    /// another program, or failed), with ProcessTrace's error code; or [`ENDED_BY_PANIC`].
     Ended(u32),
 }
 
@@ -69,6 +75,10 @@ pub struct CallbackContext {
     tx: SyncSender<LiveMessage>,
     /// Records dropped because the engine fell behind.
     pub dropped: AtomicU64,
+    /// Set when the callback panicked: it passes nothing on after that.
+    failed: AtomicBool,
+    /// Wait for room instead of dropping (a replay, which has no real-time deadline).
+    backpressure: AtomicBool,
     /// Where the schemas of manifest providers' events come from (live sessions carry no
     /// EventMetadata records), and the events already looked up.
     schema_lookup: Option<SchemaLookup>,
@@ -83,6 +93,8 @@ impl CallbackContext {
             Box::new(CallbackContext {
                 tx,
                 dropped: AtomicU64::new(0),
+                failed: AtomicBool::new(false),
+                backpressure: AtomicBool::new(false),
                 schema_lookup: None,
                 looked_up: Mutex::new(HashSet::new()),
             }),
@@ -95,6 +107,13 @@ impl CallbackContext {
     pub fn with_schema_lookup(mut self: Box<Self>, lookup: SchemaLookup) -> Box<Self> {
         self.schema_lookup = Some(lookup);
         self
+    }
+
+    /// Makes [`CallbackContext::send`] wait for room in the queue rather than drop, while
+    /// `on` (for replays: a real session's callback must never hold up ETW's delivery
+    /// thread). Turning it off lets a waiting sender go (dropping its record).
+    pub fn set_backpressure(&self, on: bool) {
+        self.backpressure.store(on, Ordering::SeqCst);
     }
 
     /// Sends the schema of `rec`'s event first when it is a manifest event not seen before
@@ -120,6 +139,10 @@ impl CallbackContext {
             if let Some(info) = lookup(rec) {
                 if self.tx.try_send(LiveMessage::Schema(info)).is_err() {
                     self.dropped.fetch_add(1, Ordering::Relaxed);
+                    // looked up again with the event's next record
+                    if let Ok(mut seen) = self.looked_up.lock() {
+                        seen.remove(&key);
+                    }
                 }
             }
         }
@@ -134,7 +157,17 @@ impl CallbackContext {
     /// Sends one record (ProcessTrace's thread; also how a Windows layer passes records it
     /// makes itself, e.g. TDH metadata).
     pub fn send(&self, ev: LiveEvent) {
-        match self.tx.try_send(LiveMessage::Event(ev)) {
+        let mut msg = LiveMessage::Event(ev);
+        while self.backpressure.load(Ordering::Relaxed) {
+            match self.tx.try_send(msg) {
+                Err(TrySendError::Full(m)) => {
+                    msg = m;
+                    std::thread::sleep(std::time::Duration::from_micros(50));
+                }
+                _ => return,
+            }
+        }
+        match self.tx.try_send(msg) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) => {
                 self.dropped.fetch_add(1, Ordering::Relaxed);
@@ -151,18 +184,63 @@ impl CallbackContext {
 /// # Safety
 /// `rec` must be a valid record as ETW passes it, whose `user_context` is a live
 /// `CallbackContext` (what the session set in `EVENT_TRACE_LOGFILEW.Context`).
+///
+/// Nothing unwinds out of it (a panic across ETW's frames would abort the process, leaving the
+/// sessions running): a panic is caught, the callback passes nothing on after it, and the
+/// source ends the run with a message.
 pub unsafe extern "system" fn event_record_callback(rec: *mut RawEventRecord) {
     let Some(rec) = rec.as_ref() else { return };
     let Some(cx) = (rec.user_context as *const CallbackContext).as_ref() else {
         return;
     };
-    cx.schema_of(rec);
-    cx.send(LiveEvent::copy_from(rec));
+    if cx.failed.load(Ordering::Relaxed) {
+        return;
+    }
+    let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        cx.schema_of(rec);
+        cx.send(LiveEvent::copy_from(rec));
+    }));
+    if done.is_err() {
+        cx.failed.store(true, Ordering::Relaxed);
+        cx.end(ENDED_BY_PANIC);
+    }
 }
 
-/// A session the source owns: stopped with it (and on drop).
-pub trait LiveSession: Send {
+/// The code of [`LiveMessage::Ended`] when the callback panicked.
+pub const ENDED_BY_PANIC: u32 = u32::MAX;
+
+/// Starts, re-plans and stops the ETW sessions of a live run. On Windows, real sessions
+/// (`windows::Sessions`); elsewhere, a replay of recorded records ([`replay::ReplayControl`])
+/// or a test's producer. The records go through [`event_record_callback`] with the
+/// source's [`CallbackContext`] as their `UserContext`.
+pub trait SessionControl: Send {
+    /// Brings the running sessions to `plan`: starts what is missing, changes what differs
+    /// (providers' keywords and levels, kernel flags and stack walks), stops what is no longer
+    /// needed. `context` is the callback's context (what `EVENT_TRACE_LOGFILEW.Context`
+    /// takes). Returns notes for the user, one line each. On an error, the sessions that
+    /// were running keep running.
+    fn apply(
+        &mut self,
+        plan: &SessionPlan,
+        context: *mut std::ffi::c_void,
+    ) -> Result<Vec<String>, String>;
+    /// Stops every session: when it returns, no record comes through the callback any more.
     fn stop(&mut self);
+    /// The sessions running and what ETW counts as lost in them (ControlTrace QUERY).
+    fn status(&mut self) -> ControlStatus {
+        ControlStatus::default()
+    }
+}
+
+/// What a [`SessionControl`] reports of its sessions.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ControlStatus {
+    /// Names of the running sessions.
+    pub sessions: Vec<String>,
+    /// `EVENT_TRACE_PROPERTIES.EventsLost` summed over the sessions.
+    pub events_lost: u64,
+    /// `RealTimeBuffersLost` summed over the sessions.
+    pub buffers_lost: u64,
 }
 
 /// What [`EtwLiveSource`] counted.
@@ -193,7 +271,14 @@ pub struct EtwLiveSource {
     interest: Option<(u64, crate::providers::etw::Interest)>,
     seen_dropped: u64,
     pub counts: LiveCounts,
-    sessions: Vec<Box<dyn LiveSession>>,
+    /// What starts, changes and stops the sessions (none: records come from elsewhere).
+    control: Option<Box<dyn SessionControl>>,
+    /// The plan the sessions run now.
+    plan: Option<SessionPlan>,
+    /// Methods the .NET runtime compiled or loaded (names of managed frames).
+    methods: Vec<crate::providers::dnet::ManagedMethod>,
+    /// What the user should be told (a session that ended, a failed callback), once.
+    messages: Vec<String>,
     ended: Option<u32>,
     /// Kernel (group, event type) records whose stack walk follows them (the plan's).
     stack_events: Vec<(u8, u8)>,
@@ -261,7 +346,10 @@ impl EtwLiveSource {
             interest: None,
             seen_dropped: 0,
             counts: LiveCounts::default(),
-            sessions: Vec::new(),
+            control: None,
+            plan: None,
+            methods: Vec::new(),
+            messages: Vec::new(),
             ended: None,
             stack_events: Vec::new(),
             held: VecDeque::new(),
@@ -401,9 +489,101 @@ impl EtwLiveSource {
         &*self.context as *const CallbackContext as *mut std::ffi::c_void
     }
 
-    /// Hands over a session to stop with this source.
-    pub fn own(&mut self, session: Box<dyn LiveSession>) {
-        self.sessions.push(session);
+    /// The source with `control` starting and stopping its sessions ([`EtwLiveSource::replan`]
+    /// starts them).
+    pub fn with_control(mut self, control: Box<dyn SessionControl>) -> EtwLiveSource {
+        self.control = Some(control);
+        self
+    }
+
+    /// Plans the sessions for what `engine`'s programs enable now and brings the sessions to
+    /// that plan (the first call starts them; after a program is replaced, the changes are
+    /// applied while the system state, decoder and stacks stay). Returns notes for the user:
+    /// probes that cannot fire live, a sampling interval Windows changed, ...
+    pub fn replan(&mut self, engine: &Engine) -> Result<Vec<String>, String> {
+        let plan = SessionPlan::for_engine(engine, &self.etw);
+        if self.plan.as_ref() == Some(&plan) {
+            return Ok(Vec::new());
+        }
+        let mut notes = plan.not_live.clone();
+        let stacks = !plan.stack_events.is_empty() || plan.user.iter().any(|u| u.stacks);
+        if stacks && self.stacks.0.is_none() {
+            self.stacks.0 = Some(StackMatcher::new());
+        }
+        self.stack_events = plan.stack_events.clone();
+        self.interest = None;
+        let ctx = self.context_ptr();
+        if let Some(c) = self.control.as_mut() {
+            notes.extend(c.apply(&plan, ctx)?);
+        }
+        self.plan = Some(plan);
+        Ok(notes)
+    }
+
+    /// The plan the sessions run now.
+    pub fn plan(&self) -> Option<&SessionPlan> {
+        self.plan.as_ref()
+    }
+
+    /// Stops the sessions (idempotent): no record comes after it.
+    pub fn stop_sessions(&mut self) {
+        if let Some(c) = self.control.as_mut() {
+            c.stop();
+        }
+        self.plan = None;
+    }
+
+    /// The names of stack frames as of now: the images the session saw (PDBs found by their
+    /// identity) and the .NET methods it saw compiled.
+    pub fn symbols(&self) -> crate::symbols::TraceSymbols {
+        let mut own = crate::symbols::TraceSymbols::from_state(&self.state);
+        own.add_methods((self.methods.iter()).map(|m| (m.pid, m.start, m.size, m.name.as_str())));
+        own
+    }
+
+    /// What went wrong and what was lost, in words, for the end of a run.
+    pub fn report(&mut self, prog: &str) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .take_messages()
+            .into_iter()
+            .map(|m| format!("{prog}: {m}"))
+            .collect();
+        let st = self
+            .control
+            .as_mut()
+            .map(|c| c.status())
+            .unwrap_or_default();
+        let lost = self.counts.lost_by_etw + st.events_lost;
+        if lost > 0 || st.buffers_lost > 0 {
+            out.push(format!(
+                "{prog}: ETW lost {lost} events and {} buffers (the sessions could not keep up)",
+                st.buffers_lost
+            ));
+        }
+        if self.counts.dropped > 0 {
+            out.push(format!(
+                "{prog}: {} events dropped (the engine fell behind the session)",
+                self.counts.dropped
+            ));
+        }
+        out
+    }
+
+    fn take_messages(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.messages)
+    }
+
+    /// Notes the end of a session nobody stopped.
+    fn session_ended(&mut self, code: u32) {
+        self.ended = Some(code);
+        let m = match code {
+            ENDED_BY_PANIC => "live ETW stopped: an internal error in the event callback \
+                               (please report it); the sessions were stopped"
+                .to_string(),
+            0 => "an ETW session of this run was stopped by another program".to_string(),
+            c => format!("reading the ETW session failed (ProcessTrace error {c})"),
+        };
+        self.messages.push(m);
     }
 
     /// The system state rebuilt from the session's records so far.
@@ -449,8 +629,16 @@ impl EtwLiveSource {
                 m.observe(&rec, None);
             }
         }
-        if crate::sources::etl::state_needs(&rec) || interest.wants(&rec) {
+        let method = self.stacks.0.is_some()
+            && crate::providers::dnet::is_dotnet(&rec)
+            && matches!(rec.id, 143 | 144);
+        if crate::sources::etl::state_needs(&rec) || interest.wants(&rec) || method {
             let dec = self.decoder.decode(&rec);
+            if method {
+                if let Some(m) = crate::providers::dnet::managed_method(&rec, &dec) {
+                    self.methods.push(m);
+                }
+            }
             self.state.observe(&rec, Some(&dec));
             engine.fire_event(
                 &rec,
@@ -511,23 +699,54 @@ impl EtwLiveSource {
     }
 }
 
+/// How many records [`EtwLiveSource::pump`] takes between looks at the clock.
+const DEADLINE_EVERY: u32 = 64;
+/// The longest [`EventSource::finish`] spends on what the stopped sessions left queued.
+const FINISH_NS: u64 = 2_000_000_000;
+
+impl EtwLiveSource {
+    /// Handles one message; false when a session ended.
+    fn take(&mut self, msg: LiveMessage, engine: &mut Engine) -> bool {
+        match msg {
+            LiveMessage::Event(ev) => self.accept(ev, engine),
+            LiveMessage::Schema(info) => self.learn_schema(info),
+            LiveMessage::Ended(code) => {
+                self.session_ended(code);
+                self.release(engine, true);
+                return false;
+            }
+        }
+        true
+    }
+}
+
 impl EventSource for EtwLiveSource {
+    /// Delivers records until `deadline`, also when they never stop coming: the clock is
+    /// looked at every [`DEADLINE_EVERY`] records, so that timers (`tick-N`), `exit()`,
+    /// commands and a merged target get their turn under any load.
     fn pump(&mut self, deadline: u64, engine: &mut Engine) -> SourceState {
+        let mut n = 0u32;
         loop {
             if engine.done() {
                 return SourceState::Running;
             }
-            self.check_dropped(engine);
-            let now = engine.now_ns();
-            let msg = match self.rx.try_recv() {
-                Ok(m) => m,
-                Err(_) if !self.held.is_empty() && now >= deadline => {
-                    // records whose stacks did not come go after their wait
+            n = n.wrapping_add(1);
+            if n % DEADLINE_EVERY == 1 {
+                self.check_dropped(engine);
+                if n > 1 && engine.now_ns() >= deadline {
                     self.release(engine, false);
                     return SourceState::Running;
                 }
-                Err(_) if now >= deadline => return SourceState::Running,
+            }
+            let msg = match self.rx.try_recv() {
+                Ok(m) => m,
                 Err(_) => {
+                    let now = engine.now_ns();
+                    if now >= deadline {
+                        // records whose stacks did not come go after their wait
+                        self.release(engine, false);
+                        return SourceState::Running;
+                    }
                     let wait = std::time::Duration::from_nanos((deadline - now).min(50_000_000));
                     match self.rx.recv_timeout(wait) {
                         Ok(m) => m,
@@ -536,33 +755,38 @@ impl EventSource for EtwLiveSource {
                     }
                 }
             };
-            match msg {
-                LiveMessage::Event(ev) => self.accept(ev, engine),
-                LiveMessage::Schema(info) => self.learn_schema(info),
-                LiveMessage::Ended(code) => {
-                    self.ended = Some(code);
-                    self.release(engine, true);
-                    return SourceState::Ended(None);
-                }
+            if !self.take(msg, engine) {
+                return SourceState::Ended(None);
             }
         }
     }
 
+    /// After Ctrl-C: the sessions are stopped first (so that nothing more arrives, however
+    /// busy the system), then what they had already delivered is fired, until `exit()` or a
+    /// bound of [`FINISH_NS`].
     fn finish(&mut self, engine: &mut Engine) {
-        // what the queue already holds still counts
+        self.stop_sessions();
+        let until = engine.now_ns().saturating_add(FINISH_NS);
+        let mut n = 0u32;
         while !engine.exited() {
+            n = n.wrapping_add(1);
+            if n % DEADLINE_EVERY == 0 && engine.now_ns() >= until {
+                break;
+            }
             match self.rx.try_recv() {
-                Ok(LiveMessage::Event(ev)) => self.accept(ev, engine),
-                Ok(LiveMessage::Schema(info)) => self.learn_schema(info),
-                _ => break,
+                Ok(LiveMessage::Ended(_)) | Err(_) => break,
+                Ok(m) => {
+                    self.take(m, engine);
+                }
             }
         }
         self.release(engine, true);
+        self.check_dropped(engine);
     }
 
     fn closing(&mut self, engine: &mut Engine) {
         // stacks print with the images the session saw, before what named frames already
-        let own = crate::symbols::TraceSymbols::from_state(&self.state);
+        let own = self.symbols();
         let before = std::mem::replace(
             &mut engine.consumer.symbols,
             Box::new(crate::agg::NoSymbols),
@@ -571,34 +795,32 @@ impl EventSource for EtwLiveSource {
     }
 
     fn stop(&mut self) {
-        for s in &mut self.sessions {
-            s.stop();
-        }
-        self.sessions.clear();
+        self.stop_sessions();
+    }
+
+    fn reprogram(&mut self, engine: &mut Engine) -> Option<Result<Vec<String>, String>> {
+        Some(self.replan(engine))
+    }
+
+    fn live_status(&mut self) -> Option<LiveStatus> {
+        let st = self
+            .control
+            .as_mut()
+            .map(|c| c.status())
+            .unwrap_or_default();
+        Some(LiveStatus {
+            sessions: st.sessions,
+            records: self.counts.records,
+            lost: self.counts.lost_by_etw + st.events_lost + st.buffers_lost,
+            dropped: self.counts.dropped,
+            messages: self.take_messages(),
+        })
     }
 }
 
 impl Drop for EtwLiveSource {
     fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-impl EtwLiveSource {
-    /// Says on stderr what was lost, as dtrace reports drops.
-    pub fn report_losses(&self, prog: &str) {
-        if self.counts.lost_by_etw > 0 {
-            eprintln!(
-                "{prog}: {} ETW loss reports (events or buffers lost by the session)",
-                self.counts.lost_by_etw
-            );
-        }
-        if self.counts.dropped > 0 {
-            eprintln!(
-                "{prog}: {} events dropped (the engine fell behind the session)",
-                self.counts.dropped
-            );
-        }
+        self.stop_sessions();
     }
 }
 
