@@ -5,7 +5,10 @@
 //! dotnet/runtime (System.Private.CoreLib, System/Diagnostics/Tracing): the name is upper-cased
 //! (`ToUpperInvariant`), encoded as UTF-16 big-endian and hashed with SHA-1 after a fixed 16-byte
 //! namespace; the first 16 bytes of the hash, with the version nibble set to 5 as in RFC 4122,
-//! are the GUID in Windows' byte layout. TraceLogging's providers use the same hash.
+//! are the GUID in Windows' byte layout. Microsoft's TraceLogging documentation
+//! (`TRACELOGGING_DEFINE_PROVIDER`, traceloggingprovider.h) recommends the same "ETW name-hashing
+//! algorithm" for a TraceLogging provider's GUID, and its example provider `MyProvider` has the
+//! GUID this gives.
 
 use crate::etw::record::Guid;
 
@@ -207,6 +210,8 @@ mod tests {
                 "Microsoft-Diagnostics-DiagnosticSource",
                 "adb401e1-5296-51f8-c125-5fda75826144",
             ),
+            // Microsoft's TRACELOGGING_DEFINE_PROVIDER example declares "MyProvider" with this
+            ("MyProvider", "b3864c38-4273-58c5-545b-8b3608343471"),
             // the name-derived GUIDs of the networking EventSources, as PerfView lists them
             (
                 "System.Net.NameResolution",
