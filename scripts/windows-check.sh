@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Windows check of dtx, run on Debian Linux (CI runs it after the Linux tests):
 #   (a) clippy for x86_64-pc-windows-msvc with rustup's toolchain (type-checks every cfg(windows)
-#       path; skipped with a message when that target's std is not installed),
+#       path; that target's std is added with rustup when missing, and the step is skipped with a
+#       message only when adding it fails),
 #   (b) a full cross build of dtx for x86_64-pc-windows-gnu with Debian's cargo/rustc, -Zbuild-std
 #       and the mingw-w64 linker,
 #   (c) the tests that make sense on Windows (the library's unit tests and the integration tests)
@@ -79,7 +80,10 @@ phase "wine prefix $WINEPREFIX ready"
 # (a) clippy for the MSVC target with rustup's toolchain (no C compiler or linker involved)
 if [ "${DTX_WIN_SKIP_CLIPPY:-}" = 1 ]; then
     echo "windows-check: skipping clippy (DTX_WIN_SKIP_CLIPPY=1)"
-elif command -v rustup >/dev/null && rustup target list --installed 2>/dev/null | grep -qx "$MSVC_TARGET"; then
+elif command -v rustup >/dev/null && {
+    rustup target list --installed 2>/dev/null | grep -qx "$MSVC_TARGET" ||
+        { phase "adding rustup's std for $MSVC_TARGET" && rustup target add "$MSVC_TARGET"; }
+}; then
     CARGO_TARGET_DIR=$MSVC_DIR "${NICE[@]}" cargo clippy --target "$MSVC_TARGET" --all-targets -- -D warnings
     phase "clippy --target $MSVC_TARGET clean"
 else

@@ -3,6 +3,7 @@
 
 pub mod catalog;
 pub mod decode;
+pub mod provider_guid;
 pub mod reader;
 pub mod record;
 pub mod state;
