@@ -46,13 +46,31 @@ impl PdbId {
 }
 
 /// The PDB identity of a PE image, from its debug directory.
-pub fn image_pdb_id(file: &object::File<'_>) -> Option<PdbId> {
+pub fn image_pdb_id<'data, R: object::ReadRef<'data>>(
+    file: &object::File<'data, R>,
+) -> Option<PdbId> {
     use object::Object;
     let cv = file.pdb_info().ok()??;
     Some(PdbId {
         guid: Guid::from_le_bytes(&cv.guid())?,
         age: cv.age(),
         path: String::from_utf8_lossy(cv.path()).into_owned(),
+    })
+}
+
+/// The PDB identity of the image file at `path`, from its CodeView RSDS record: what a live
+/// session, which no KernelTraceControl DbgID_RSDS records reach, knows an image's PDB by.
+/// Reads only the headers and the debug records, not the whole file. None when the file
+/// cannot be read, is not a PE image or names no PDB.
+pub fn pdb_info_from_file(path: &Path) -> Option<crate::etw::state::PdbInfo> {
+    let file = std::fs::File::open(path).ok()?;
+    let data = object::ReadCache::new(file);
+    let image = object::File::parse(&data).ok()?;
+    let id = image_pdb_id(&image)?;
+    Some(crate::etw::state::PdbInfo {
+        guid: id.guid,
+        age: id.age,
+        file_name: id.path,
     })
 }
 
@@ -433,6 +451,111 @@ pub(crate) mod tests {
         int main(int argc, char **argv) { printf("%d\n", add(argc, 2)); return 0; }
     "#;
 
+    /// A minimal PE32+ image: headers, and one section holding a debug directory with a
+    /// CodeView entry (`RSDS`, the GUID in its on-disk form, the age, the PDB path).
+    pub fn pe_with_rsds(guid: &[u8; 16], age: u32, pdb_path: &str) -> Vec<u8> {
+        let mut f = vec![0u8; 0x400];
+        let mut put = |at: usize, bytes: &[u8]| f[at..at + bytes.len()].copy_from_slice(bytes);
+        put(0, b"MZ");
+        put(0x3c, &0x40u32.to_le_bytes());
+        put(0x40, b"PE\0\0");
+        // COFF header: AMD64, one section, a PE32+ optional header with 16 data directories
+        put(0x44, &0x8664u16.to_le_bytes());
+        put(0x46, &1u16.to_le_bytes());
+        put(0x54, &0xf0u16.to_le_bytes());
+        put(0x56, &0x22u16.to_le_bytes());
+        let opt = 0x58;
+        put(opt, &0x20bu16.to_le_bytes());
+        put(opt + 24, &0x1_4000_0000u64.to_le_bytes());
+        put(opt + 32, &0x1000u32.to_le_bytes());
+        put(opt + 36, &0x200u32.to_le_bytes());
+        put(opt + 56, &0x2000u32.to_le_bytes());
+        put(opt + 60, &0x200u32.to_le_bytes());
+        put(opt + 68, &3u16.to_le_bytes());
+        put(opt + 108, &16u32.to_le_bytes());
+        // data directory 6: the debug directory, one 28-byte entry at RVA 0x1000
+        put(opt + 112 + 6 * 8, &0x1000u32.to_le_bytes());
+        put(opt + 112 + 6 * 8 + 4, &28u32.to_le_bytes());
+        // the section: RVA 0x1000, file offset 0x200
+        let sec = opt + 0xf0;
+        put(sec, b".rdata\0\0");
+        put(sec + 8, &0x100u32.to_le_bytes());
+        put(sec + 12, &0x1000u32.to_le_bytes());
+        put(sec + 16, &0x200u32.to_le_bytes());
+        put(sec + 20, &0x200u32.to_le_bytes());
+        put(sec + 36, &0x4000_0040u32.to_le_bytes());
+        // the debug directory entry: CodeView, its record at RVA 0x1020 / offset 0x220
+        let mut rsds = b"RSDS".to_vec();
+        rsds.extend_from_slice(guid);
+        rsds.extend_from_slice(&age.to_le_bytes());
+        rsds.extend_from_slice(pdb_path.as_bytes());
+        rsds.push(0);
+        put(0x200 + 12, &2u32.to_le_bytes());
+        put(0x200 + 16, &(rsds.len() as u32).to_le_bytes());
+        put(0x200 + 20, &0x1020u32.to_le_bytes());
+        put(0x200 + 24, &0x220u32.to_le_bytes());
+        put(0x220, &rsds);
+        f
+    }
+
+    #[test]
+    fn the_pdb_identity_of_an_image_file() {
+        let guid: [u8; 16] = *b"\x13\x47\x12\xf5\x69\x7f\x56\x22LLD PDB.";
+        let dir = tempfile::tempdir().unwrap();
+        let exe = dir.path().join("x.dll");
+        std::fs::write(&exe, pe_with_rsds(&guid, 7, r"C:\build\x.pdb")).unwrap();
+        let info = pdb_info_from_file(&exe).expect("RSDS record");
+        assert_eq!(info.guid, Guid::from_le_bytes(&guid).unwrap());
+        assert_eq!(info.guid.data1, 0xf5124713);
+        assert_eq!(info.age, 7);
+        assert_eq!(info.file_name, r"C:\build\x.pdb");
+        // the same as the parsed image gives
+        let bytes = std::fs::read(&exe).unwrap();
+        let id = image_pdb_id(&object::File::parse(&*bytes).unwrap()).unwrap();
+        assert_eq!(
+            (id.guid, id.age, id.path),
+            (info.guid, info.age, info.file_name)
+        );
+        // no file, not an image, an image cut short: no identity, no panic
+        assert_eq!(pdb_info_from_file(&dir.path().join("none.dll")), None);
+        assert_eq!(pdb_info_from_file(dir.path()), None);
+        let text = dir.path().join("text.dll");
+        std::fs::write(&text, "MZ not a PE").unwrap();
+        assert_eq!(pdb_info_from_file(&text), None);
+        for len in [0, 2, 0x40, 0x100, 0x148, 0x200, 0x210, 0x228, 0x23c] {
+            let cut = dir.path().join("cut.dll");
+            std::fs::write(&cut, &bytes[..len]).unwrap();
+            assert_eq!(pdb_info_from_file(&cut), None, "{len}");
+        }
+    }
+
+    #[test]
+    fn an_image_named_by_its_nt_path_read_through_a_device_map() {
+        let guid = [7u8; 16];
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("System32")).unwrap();
+        let exe = dir.path().join("System32").join("ntdll.dll");
+        std::fs::write(&exe, pe_with_rsds(&guid, 1, "ntdll.pdb")).unwrap();
+        // the temporary folder stands for the volume's drive
+        let volume = format!("{}/", dir.path().display());
+        let devices = crate::etw::state::DevicePaths::new(
+            vec![(r"\Device\HarddiskVolume3".into(), volume)],
+            None,
+        );
+        let nt = r"\Device\HarddiskVolume3\System32\ntdll.dll";
+        let identify = |nt: &str| pdb_info_from_file(Path::new(&devices.to_dos(nt)?));
+        let info = identify(nt).expect("identity through the device map");
+        assert_eq!(
+            (info.guid, info.age),
+            (Guid::from_le_bytes(&guid).unwrap(), 1)
+        );
+        assert_eq!(info.file_name, "ntdll.pdb");
+        assert_eq!(
+            identify(r"\Device\HarddiskVolume30\System32\ntdll.dll"),
+            None
+        );
+    }
+
     #[test]
     fn symbol_path_forms() {
         let p = SymbolPath::parse(concat!(
@@ -485,6 +608,12 @@ pub(crate) mod tests {
         let id = image_pdb_id(&file).expect("RSDS record");
         assert_eq!(id.file_name(), "pdbprog.pdb");
         assert_eq!(pdb_identity(&pdb).unwrap(), (id.guid, id.age));
+        // read from the file, as a live session does
+        let info = pdb_info_from_file(&exe).expect("RSDS record from the file");
+        assert_eq!(
+            (info.guid, info.age, &info.file_name),
+            (id.guid, id.age, &id.path)
+        );
         let syms = read(&pdb, Some(&id)).unwrap();
         let add = syms.functions.iter().find(|f| f.name == "add").unwrap();
         let triple = syms.functions.iter().find(|f| f.name == "triple").unwrap();

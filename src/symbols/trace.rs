@@ -1,7 +1,8 @@
 //! Names for the addresses of a recorded trace: the images its processes had loaded (from the
 //! Image rundown and load events). A frame prints as `module`function+0xoffset` when the
-//! image's PDB (identified by the trace's KernelTraceControl DbgID_RSDS event: GUID, age, name)
-//! is found on the symbol path (`_NT_SYMBOL_PATH`, see [`super::pdb`]), else as
+//! image's PDB (identified by the trace's KernelTraceControl DbgID_RSDS event, or in a live
+//! session by the image file's own RSDS record, see `SystemState::identify_images`: GUID, age,
+//! name) is found on the symbol path (`_NT_SYMBOL_PATH`, see [`super::pdb`]), else as
 //! `module+0xoffset`. Kernel modules are the images of process 0.
 
 use std::collections::HashMap;

@@ -1,10 +1,13 @@
 //! System state rebuilt from events fed in timestamp order: processes, threads, loaded images
-//! (with PDB identities from KernelTraceControl), and the stacks that belong to events.
+//! (with PDB identities from KernelTraceControl, or read from the image files), and the stacks
+//! that belong to events.
 
+mod devices;
 mod stacks;
 
 use std::collections::HashMap;
 
+pub use devices::{DevicePaths, ImageIdentities};
 pub use stacks::StackMatcher;
 
 use crate::etw::decode::{DecodedEvent, Value};
@@ -38,7 +41,8 @@ pub struct Thread {
     pub end_ns: Option<u64>,
 }
 
-/// PDB identity of an image (KernelTraceControl DbgID_RSDS).
+/// PDB identity of an image (KernelTraceControl DbgID_RSDS, or the CodeView RSDS record of the
+/// image file).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PdbInfo {
     pub guid: Guid,
@@ -83,6 +87,8 @@ pub struct SystemState {
     /// The stack records that belong to no event (`stacks::event_key` of the record itself),
     /// as a trace's stack pass found them.
     missed_stacks: crate::fasthash::FastSet<stacks::EventKey>,
+    /// PDB identities looked up by image file name ([`SystemState::identify_images`]).
+    identities: ImageIdentities,
 }
 
 impl SystemState {
@@ -372,5 +378,118 @@ impl SystemState {
     /// The stack matcher fed by `observe`.
     pub fn stacks(&self) -> &StackMatcher {
         &self.stacks
+    }
+
+    /// Gives a PDB identity to every image with none (of every process, the kernel's included),
+    /// by `identify` of its file name: a live session, which no KernelTraceControl ImageID
+    /// records reach, reads it from the image file. Each distinct name is asked about once per
+    /// state, misses included, so calling this again as more images load stays cheap. The
+    /// number of images given an identity.
+    pub fn identify_images(&mut self, identify: &mut dyn FnMut(&str) -> Option<PdbInfo>) -> usize {
+        let mut filled = 0;
+        let identities = &mut self.identities;
+        for p in self.processes.values_mut().chain(self.exited.iter_mut()) {
+            for img in p.images.iter_mut() {
+                if img.pdb.is_some() || img.file_name.is_empty() {
+                    continue;
+                }
+                if let Some(pdb) = identities.identity(&img.file_name, identify) {
+                    img.pdb = Some(pdb);
+                    filled += 1;
+                }
+            }
+        }
+        filled
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image(base: u64, file_name: &str, pdb: Option<PdbInfo>) -> Image {
+        Image {
+            base,
+            size: 0x1000,
+            file_name: file_name.into(),
+            pdb,
+            ..Image::default()
+        }
+    }
+
+    fn info(age: u32, file_name: &str) -> PdbInfo {
+        PdbInfo {
+            guid: Guid {
+                data1: 0x1234_5678,
+                ..Guid::default()
+            },
+            age,
+            file_name: file_name.into(),
+        }
+    }
+
+    #[test]
+    fn identify_images_fills_the_images_without_an_identity() {
+        let ntdll = r"\Device\HarddiskVolume3\Windows\System32\ntdll.dll";
+        let kernel = r"\SystemRoot\system32\ntoskrnl.exe";
+        let mut state = SystemState::new();
+        let process = |pid: u32, images: Vec<Image>| Process {
+            pid,
+            images,
+            ..Process::default()
+        };
+        state.processes.insert(
+            0,
+            process(0, vec![image(0xffff_f800_0000_0000, kernel, None)]),
+        );
+        state.processes.insert(
+            7,
+            process(
+                7,
+                vec![
+                    image(0x10000, r"\Device\HarddiskVolume3\app.exe", None),
+                    image(0x7ff0_0000, ntdll, None),
+                    // the trace's identity stays
+                    image(0x7ff1_0000, r"\x\traced.dll", Some(info(9, "traced.pdb"))),
+                    image(0x7ff2_0000, "", None),
+                ],
+            ),
+        );
+        state
+            .exited
+            .push(process(8, vec![image(0x7ff0_0000, ntdll, None)]));
+        let mut asked = Vec::new();
+        let mut identify = |name: &str| {
+            asked.push(name.to_string());
+            match name {
+                n if n == ntdll => Some(info(1, "ntdll.pdb")),
+                n if n == kernel => Some(info(2, "ntkrnlmp.pdb")),
+                _ => None,
+            }
+        };
+        assert_eq!(state.identify_images(&mut identify), 3);
+        // again: nothing new to fill, nothing asked twice
+        assert_eq!(state.identify_images(&mut identify), 0);
+        asked.sort();
+        assert_eq!(asked.len(), 3, "{asked:?}");
+        let pdb_at = |pid: u32, addr: u64| state.image_at(pid, addr).and_then(|i| i.pdb.clone());
+        assert_eq!(pdb_at(7, 0x7ff0_0010), Some(info(1, "ntdll.pdb")));
+        assert_eq!(
+            pdb_at(7, 0xffff_f800_0000_0010),
+            Some(info(2, "ntkrnlmp.pdb"))
+        );
+        assert_eq!(pdb_at(7, 0x7ff1_0010), Some(info(9, "traced.pdb")));
+        assert_eq!(pdb_at(7, 0x10010), None);
+        assert_eq!(state.exited[0].images[0].pdb, Some(info(1, "ntdll.pdb")));
+        // an image loaded later is filled by the next call, its name's answer remembered
+        state
+            .processes
+            .insert(9, process(9, vec![image(0x7ff0_0000, ntdll, None)]));
+        let mut never = |_: &str| -> Option<PdbInfo> { panic!("asked again") };
+        assert_eq!(state.identify_images(&mut never), 1);
+        assert_eq!(
+            state.image_at(9, 0x7ff0_0010).and_then(|i| i.pdb.clone()),
+            Some(info(1, "ntdll.pdb"))
+        );
     }
 }
