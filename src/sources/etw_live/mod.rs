@@ -230,6 +230,35 @@ pub trait SessionControl: Send {
     fn status(&mut self) -> ControlStatus {
         ControlStatus::default()
     }
+    /// Where the schemas of manifest events come from (TDH on Windows), taken once when the
+    /// source is made.
+    fn schema_lookup(&mut self) -> Option<SchemaLookup> {
+        None
+    }
+}
+
+/// Opens a new [`SessionControl`] for a live run and gives the clock its records' timestamps
+/// are read with (on Windows: the sessions' QueryPerformanceCounter clock; a replay: the
+/// trace's). The console keeps one to open its live source with.
+pub type OpenControl = std::sync::Arc<
+    dyn Fn() -> Result<(Box<dyn SessionControl>, TimeBase), String> + Send + Sync,
+>;
+
+/// A live source over the sessions `open` gives, for `etw`'s providers, planned for what
+/// `engine`'s programs enable; with the notes of that first plan.
+pub fn open_source(
+    open: &OpenControl,
+    etw: EtwProbes,
+    engine: &Engine,
+) -> Result<(EtwLiveSource, Vec<String>), String> {
+    let (mut control, time) = open()?;
+    let (mut context, rx) = CallbackContext::channel(QUEUE_RECORDS);
+    if let Some(lookup) = control.schema_lookup() {
+        context = context.with_schema_lookup(lookup);
+    }
+    let mut src = EtwLiveSource::new(context, rx, etw, time, false).with_control(control);
+    let notes = src.replan(engine)?;
+    Ok((src, notes))
 }
 
 /// What a [`SessionControl`] reports of its sessions.
