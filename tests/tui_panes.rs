@@ -27,6 +27,8 @@ fn status(state: RunState, generation: u64) -> Status {
         firings_per_s: 125_000.0,
         drops: 3,
         errors: 1,
+        sessions: Vec::new(),
+        lost: 0,
     }
 }
 

@@ -275,6 +275,17 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
                 path: path.to_string_lossy().into_owned(),
                 etw: std::sync::Arc::new(etw),
             },
+            // Windows: live ETW, sessions planned for the console's program and re-planned
+            // when it is replaced
+            #[cfg(windows)]
+            _ => crate::engine::session::SessionSource::Etw(crate::engine::session::EtwBackend {
+                etw: std::sync::Arc::new(live_etw.etw.clone()),
+                open: crate::sources::etw_live::windows::open_control(
+                    args.etl.clone(),
+                    args.etl_process_all,
+                ),
+            }),
+            #[cfg(not(windows))]
             _ => crate::engine::session::SessionSource::Timers,
         };
         // the console's target is opened by its session, on the engine's thread
@@ -496,6 +507,13 @@ fn run_programs(
         None => open_perf(prog, &mut engine, opts, compiled_uses_stacks)?,
         Some(_) => None,
     };
+    // the interrupt handler comes before any session starts: Ctrl-C during start-up must
+    // reach the run's normal end (sessions stopped), not the default handler's exit
+    let flag = engine.interrupt_flag();
+    let _ = ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::SeqCst));
+    // and the console closing, logoff and shutdown stop the sessions before Windows ends dtx
+    #[cfg(windows)]
+    crate::sources::etw_live::windows::install_console_handler();
     #[cfg(windows)]
     let etw_live = match (&trace, &pid_run.live_etw) {
         (None, Some(live)) => crate::sources::etw_live::windows::open_for(
@@ -521,8 +539,6 @@ fn run_programs(
     if opts.is_set("statusrate") {
         engine.statusrate = Some(opts.statusrate());
     }
-    let flag = engine.interrupt_flag();
-    let _ = ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::SeqCst));
     match trace {
         Some((mut src, etw)) => {
             if compiled_uses_stacks {
@@ -549,19 +565,37 @@ fn run_programs(
                 sources.push(Box::new(src));
             }
             // Windows: live ETW alone (its losses are reported after the run), or merged
+            // Windows: live ETW, alone or merged with the target; what it lost (and why a
+            // session ended early) is said after the run either way
             #[cfg(windows)]
-            if let Some(mut src) = etw_live {
+            let mut etw_live = etw_live;
+            #[cfg(windows)]
+            if let Some(src) = etw_live.as_mut() {
                 if sources.is_empty() {
-                    let status = engine.run_live(&mut src);
-                    src.report_losses(prog);
+                    let status = engine.run_live(src);
+                    for line in src.report(prog) {
+                        eprintln!("{line}");
+                    }
                     return Ok(status);
                 }
-                sources.push(Box::new(src));
             }
-            match crate::sources::merged::MergedSource::new(sources).simplify() {
-                Some(mut src) => Ok(engine.run_live(&mut *src)),
-                None => Ok(engine.run()),
+            #[cfg(windows)]
+            let etw_live = etw_live.map(|s| std::rc::Rc::new(std::cell::RefCell::new(s)));
+            #[cfg(windows)]
+            if let Some(src) = &etw_live {
+                sources.push(Box::new(crate::sources::merged::Shared(src.clone())));
             }
+            let status = match crate::sources::merged::MergedSource::new(sources).simplify() {
+                Some(mut src) => engine.run_live(&mut *src),
+                None => engine.run(),
+            };
+            #[cfg(windows)]
+            if let Some(src) = etw_live {
+                for line in src.borrow_mut().report(prog) {
+                    eprintln!("{line}");
+                }
+            }
+            Ok(status)
         }
     }
 }

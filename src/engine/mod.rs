@@ -481,6 +481,12 @@ pub trait EventSource {
     fn live_status(&mut self) -> Option<LiveStatus> {
         None
     }
+    /// A fresh resolver for the names of stack frames in snapshots, when what the source knows
+    /// of the system's images has changed since the last call (a live source learns them as
+    /// it goes); `None` when nothing changed.
+    fn symbols(&mut self) -> Option<Box<dyn crate::agg::SymbolResolver + Send>> {
+        None
+    }
 }
 
 /// A live source's counters and news, for the console's status line.

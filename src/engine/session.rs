@@ -30,8 +30,22 @@ use crate::vm::VmOptions;
 pub enum SessionSource {
     /// A recorded trace, replayed in trace time.
     Trace { path: String, etw: Arc<EtwProbes> },
-    /// The live clock with no event source: BEGIN, END and the timers of `tick-N`/`profile-N`.
+    /// The live clock: BEGIN, END and the timers of `tick-N`/`profile-N`, and on Linux the
+    /// perf events the program's probes need.
     Timers,
+    /// The live clock and live ETW: sessions planned for the program's probes (kernel and
+    /// user providers), re-planned when the program is replaced.
+    Etw(EtwBackend),
+}
+
+/// How a console session gets its ETW sessions: on Windows real ones
+/// (`sources::etw_live::windows::open_control`), elsewhere a replay of a trace through the
+/// same callback (tests).
+#[derive(Clone)]
+pub struct EtwBackend {
+    /// The providers the programs may name (the kernel providers and the user providers).
+    pub etw: Arc<EtwProbes>,
+    pub open: crate::sources::etw_live::OpenControl,
 }
 
 impl SessionSource {
@@ -43,6 +57,7 @@ impl SessionSource {
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_else(|| path.clone()),
             SessionSource::Timers => "live".into(),
+            SessionSource::Etw(_) => "live ETW".into(),
         }
     }
 }
@@ -139,6 +154,10 @@ pub struct Status {
     pub firings_per_s: f64,
     pub drops: u64,
     pub errors: u64,
+    /// The live sessions read from (ETW sessions, perf), empty when none.
+    pub sessions: Vec<String>,
+    /// Events the system lost before dtx saw them, plus those dtx dropped (live sources).
+    pub lost: u64,
 }
 
 impl Status {
@@ -156,6 +175,8 @@ impl Status {
             firings_per_s: 0.0,
             drops: 0,
             errors: 0,
+            sessions: Vec::new(),
+            lost: 0,
         }
     }
 }
@@ -195,11 +216,12 @@ impl Session {
     /// [`Session::start`] on the live clock with a target process: it is started or grabbed
     /// before this returns, with its pid (for `$target`), or the reason it could not be.
     pub fn start_with_target(
+        source: SessionSource,
         catalog: Arc<Catalog>,
         refresh: Duration,
         target: SessionTarget,
     ) -> Result<(Session, u32), String> {
-        Self::start_traced(SessionSource::Timers, catalog, refresh, Some(target))
+        Self::start_traced(source, catalog, refresh, Some(target))
             .map(|(s, pid)| (s, pid.unwrap_or(0)))
     }
 
@@ -243,6 +265,7 @@ impl Session {
                     paused: false,
                     speed: Speed::Max,
                     symbols: Box::new(NoSymbols),
+                    live: None,
                 };
                 w.serve();
                 w.release_target();
@@ -390,6 +413,8 @@ struct Worker {
     speed: Speed,
     /// Names stack frames and symbol keys in snapshots (a live source's resolver).
     symbols: Box<dyn SymbolResolver + Send>,
+    /// What the live sources reported at the last refresh.
+    live: Option<crate::engine::LiveStatus>,
 }
 
 /// What a command means for the run in progress.
@@ -420,7 +445,7 @@ impl Worker {
             self.status.generation += 1;
             let outcome = match self.source.clone() {
                 SessionSource::Trace { path, etw } => self.run_trace(&path, &etw, spec),
-                SessionSource::Timers => self.run_timers(spec),
+                SessionSource::Timers | SessionSource::Etw(_) => self.run_timers(spec),
             };
             match outcome {
                 Outcome::Ended | Outcome::Restart => {}
@@ -549,6 +574,14 @@ impl Worker {
         self.status.firings = engine.firings();
         self.status.drops = engine.drops();
         self.status.errors = engine.errors();
+        if let Some(live) = self.live.as_mut() {
+            self.status.events = live.records;
+            self.status.sessions = live.sessions.clone();
+            self.status.lost = live.lost + live.dropped;
+            for m in std::mem::take(&mut live.messages) {
+                let _ = self.updates.send(Update::Error(m));
+            }
+        }
         rates.update(&mut self.status);
         let _ = self.updates.send(Update::Status(self.status.clone()));
     }
@@ -658,19 +691,24 @@ impl Worker {
         let mut engine = self.engine_for(&spec);
         self.status.state = RunState::Running;
         self.status.position = None;
-        let live = self.open_live(&mut engine);
+        self.status.events = 0;
+        self.live = None;
+        let kernel = self.open_kernel(&mut engine);
+        let target = self.open_target(&mut engine, kernel.is_some());
         let mut pump = CommandPump {
             worker: self,
             outcome: None,
             last: Instant::now(),
             rates: Rates::new(),
             generation: 0,
-            live,
+            kernel,
+            target,
         };
         pump.generation = pump.worker.status.generation;
         let code = engine.run_live(&mut pump);
         let outcome = pump.outcome.take();
         let mut rates = std::mem::replace(&mut pump.rates, Rates::new());
+        pump.refresh_live();
         drop(pump);
         self.symbols = Box::new(NoSymbols);
         match outcome {
@@ -684,42 +722,68 @@ impl Worker {
         }
     }
 
-    /// The live event source the program's probes need (perf events on Linux), if any; a
-    /// failure to open it is reported and the run goes on with the timers alone.
-    /// The live sources the program needs: the kernel's events (perf events on Linux) and the
-    /// target process. A failure to open one is reported and the run goes on without it.
-    fn open_live(&mut self, engine: &mut Engine) -> Option<Box<dyn EventSource>> {
-        let stacks = engine
+    /// Whether the programs record stacks.
+    fn uses_stacks(engine: &Engine) -> bool {
+        engine
             .runs
             .iter()
-            .any(|r| super::uses_stacks(&r.vm.program));
-        let mut sources: Vec<Box<dyn EventSource>> = Vec::new();
-        // whether the kernel source's resolver names user frames (else the target's does)
-        #[cfg_attr(not(target_os = "linux"), allow(unused_mut))]
-        let mut named = false;
+            .any(|r| super::uses_stacks(&r.vm.program))
+    }
+
+    /// The live source of the system's events the program's probes need: live ETW sessions
+    /// (the session's ETW backend), or perf events on Linux. A failure to open it is reported
+    /// (one line in the console) and the run goes on without it.
+    fn open_kernel(&mut self, engine: &mut Engine) -> Option<Box<dyn EventSource>> {
+        if let SessionSource::Etw(backend) = &self.source {
+            let opened = crate::sources::etw_live::open_source(
+                &backend.open,
+                (*backend.etw).clone(),
+                engine,
+            );
+            return match opened {
+                Ok((src, notes)) => {
+                    for n in notes {
+                        let _ = self.updates.send(Update::Error(n));
+                    }
+                    Some(Box::new(src))
+                }
+                Err(e) => {
+                    let _ = self.updates.send(Update::Error(e));
+                    None
+                }
+            };
+        }
         #[cfg(target_os = "linux")]
         {
             use crate::sources::perf::live::{open_for, PerfConfig};
             let config = PerfConfig {
-                stacks,
+                stacks: Self::uses_stacks(engine),
                 ring_bytes: 4 << 20,
             };
             match open_for(engine, &config) {
                 Ok(None) => {}
                 Ok(Some((src, symbols))) => {
                     self.symbols = Box::new(symbols);
-                    named = true;
-                    sources.push(Box::new(src));
+                    return Some(Box::new(src));
                 }
                 Err(e) => {
                     let _ = self.updates.send(Update::Error(e));
                 }
             }
         }
-        if let Some(src) = self.open_target_source(engine, stacks, !named) {
-            sources.push(Box::new(src));
-        }
-        crate::sources::merged::MergedSource::new(sources).simplify()
+        None
+    }
+
+    /// The target as a run's source (when the session has one); its resolver names the
+    /// snapshots' user frames when no kernel source does.
+    fn open_target(
+        &mut self,
+        engine: &mut Engine,
+        kernel_names_frames: bool,
+    ) -> Option<Box<dyn EventSource>> {
+        let stacks = Self::uses_stacks(engine);
+        self.open_target_source(engine, stacks, !kernel_names_frames)
+            .map(|s| Box::new(s) as Box<dyn EventSource>)
     }
 
     /// The target as a run's source: the process held since the session started, or grabbed
@@ -786,16 +850,19 @@ impl Worker {
     }
 }
 
-/// The live source of a session with no trace: the live event source when the program needs
-/// one (reopened when the program is replaced), and the commands, until the next timer.
+/// The live source of a session with no trace: the kernel's events (live ETW, or perf
+/// events on Linux) and the target process when the program needs them, and the commands,
+/// until the next timer. When the program is replaced, live ETW re-plans its sessions in place
+/// (the system state it built stays); the other sources are opened again.
 struct CommandPump<'w> {
     worker: &'w mut Worker,
     outcome: Option<Outcome>,
     last: Instant,
     rates: Rates,
-    /// The program generation the live source was opened for.
+    /// The program generation the live sources were opened for.
     generation: u64,
-    live: Option<Box<dyn EventSource>>,
+    kernel: Option<Box<dyn EventSource>>,
+    target: Option<Box<dyn EventSource>>,
 }
 
 impl CommandPump<'_> {
@@ -813,6 +880,74 @@ impl CommandPump<'_> {
             }
         }
     }
+
+    fn sources(&mut self) -> Vec<&mut (dyn EventSource + 'static)> {
+        self.kernel
+            .iter_mut()
+            .chain(self.target.iter_mut())
+            .map(|b| &mut **b)
+            .collect()
+    }
+
+    /// The programs changed: live ETW re-plans, the other sources are opened again.
+    fn follow_programs(&mut self, engine: &mut Engine) {
+        let mut reopen_kernel = true;
+        if let Some(k) = self.kernel.as_mut() {
+            match k.reprogram(engine) {
+                Some(Ok(notes)) => {
+                    reopen_kernel = false;
+                    for n in notes {
+                        let _ = self.worker.updates.send(Update::Error(n));
+                    }
+                }
+                Some(Err(e)) => {
+                    reopen_kernel = false;
+                    let _ = self.worker.updates.send(Update::Error(e));
+                }
+                None => {}
+            }
+        }
+        if reopen_kernel {
+            if let Some(mut old) = self.kernel.take() {
+                old.stop();
+            }
+            self.kernel = self.worker.open_kernel(engine);
+        }
+        if let Some(mut old) = self.target.take() {
+            old.stop();
+        }
+        self.target = self.worker.open_target(engine, self.kernel.is_some());
+    }
+
+    /// Gathers the live sources' counters for the next status.
+    fn refresh_live(&mut self) {
+        let mut live: Option<crate::engine::LiveStatus> = None;
+        for s in self.sources() {
+            if let Some(st) = s.live_status() {
+                live.get_or_insert_with(Default::default).merge(st);
+            }
+        }
+        if let Some(mut l) = live {
+            if let Some(old) = self.worker.live.take() {
+                // messages not yet published stay
+                let mut m = old.messages;
+                m.append(&mut l.messages);
+                l.messages = m;
+            }
+            self.worker.live = Some(l);
+        }
+    }
+
+    /// Live ETW's names for stack frames, once its images are known.
+    fn refresh_symbols(&mut self) {
+        if let SessionSource::Etw(_) = self.worker.source {
+            if let Some(k) = self.kernel.as_mut() {
+                if let Some(symbols) = k.symbols() {
+                    self.worker.symbols = symbols;
+                }
+            }
+        }
+    }
 }
 
 impl EventSource for CommandPump<'_> {
@@ -824,35 +959,34 @@ impl EventSource for CommandPump<'_> {
             }
             let until_refresh = self.worker.refresh.saturating_sub(self.last.elapsed());
             let wait = Duration::from_nanos(deadline - now).min(until_refresh);
-            match self.live.as_mut() {
-                Some(live) => {
-                    // events until the refresh (or the deadline), then the commands
-                    let until = now.saturating_add(wait.as_nanos() as u64).min(deadline);
-                    if let SourceState::Ended(status) = live.pump(until, engine) {
+            if self.kernel.is_some() || self.target.is_some() {
+                // events until the refresh (or the deadline), then the commands
+                let until = now.saturating_add(wait.as_nanos() as u64).min(deadline);
+                let state = crate::sources::merged::pump_all(&mut self.sources(), until, engine);
+                if let SourceState::Ended(status) = state {
+                    if self.kernel.is_some() && self.target.is_none() {
+                        // a live session ended that nobody stopped: say why
+                        self.refresh_live();
+                    } else {
                         self.worker.source_ended(status);
-                        return SourceState::Ended(status);
                     }
-                    // then every command waiting, without blocking
-                    if !self.receive(Duration::ZERO, true, engine) {
-                        return SourceState::Ended(None);
-                    }
+                    return SourceState::Ended(status);
                 }
-                None => {
-                    if !self.receive(wait, false, engine) {
-                        return SourceState::Ended(None);
-                    }
+                // then every command waiting, without blocking
+                if !self.receive(Duration::ZERO, true, engine) {
+                    return SourceState::Ended(None);
                 }
+            } else if !self.receive(wait, false, engine) {
+                return SourceState::Ended(None);
             }
             if self.worker.status.generation != self.generation {
-                // a replaced program: the live source follows its probes
                 self.generation = self.worker.status.generation;
-                if let Some(mut old) = self.live.take() {
-                    old.stop();
-                }
-                self.live = self.worker.open_live(engine);
+                self.follow_programs(engine);
             }
             if self.last.elapsed() >= self.worker.refresh {
                 self.last = Instant::now();
+                self.refresh_live();
+                self.refresh_symbols();
                 self.worker.publish(engine, &mut self.rates);
             }
             if engine.interrupt_flag().load(Ordering::SeqCst) {
@@ -862,20 +996,21 @@ impl EventSource for CommandPump<'_> {
     }
 
     fn finish(&mut self, engine: &mut Engine) {
-        if let Some(l) = self.live.as_mut() {
-            l.finish(engine);
+        for s in self.sources() {
+            s.finish(engine);
         }
     }
 
     fn stop(&mut self) {
-        if let Some(l) = self.live.as_mut() {
-            l.stop();
+        for s in self.sources() {
+            s.stop();
         }
     }
 
     fn closing(&mut self, engine: &mut Engine) {
-        if let Some(mut l) = self.live.take() {
-            l.closing(engine);
+        self.refresh_symbols();
+        for s in self.sources() {
+            s.closing(engine);
         }
     }
 }

@@ -35,25 +35,37 @@ impl MergedSource {
     }
 }
 
-impl EventSource for MergedSource {
-    fn pump(&mut self, deadline: u64, engine: &mut Engine) -> SourceState {
-        if self.sources.len() == 1 {
-            return self.sources[0].pump(deadline, engine);
-        }
-        loop {
-            for s in self.sources.iter_mut() {
-                let slice = engine.now_ns().saturating_add(SLICE_NS).min(deadline);
-                if let SourceState::Ended(status) = s.pump(slice, engine) {
-                    return SourceState::Ended(status);
-                }
-                if engine.done() {
-                    return SourceState::Running;
-                }
+/// Pumps `sources` in turn, each for a slice of at most [`SLICE_NS`], until `deadline`; the
+/// first that ends ends the whole.
+pub fn pump_all(
+    sources: &mut [&mut (dyn EventSource + 'static)],
+    deadline: u64,
+    engine: &mut Engine,
+) -> SourceState {
+    if let [one] = sources {
+        return one.pump(deadline, engine);
+    }
+    loop {
+        for s in sources.iter_mut() {
+            let slice = engine.now_ns().saturating_add(SLICE_NS).min(deadline);
+            if let SourceState::Ended(status) = s.pump(slice, engine) {
+                return SourceState::Ended(status);
             }
-            if engine.now_ns() >= deadline {
+            if engine.done() {
                 return SourceState::Running;
             }
         }
+        if engine.now_ns() >= deadline {
+            return SourceState::Running;
+        }
+    }
+}
+
+impl EventSource for MergedSource {
+    fn pump(&mut self, deadline: u64, engine: &mut Engine) -> SourceState {
+        let mut all: Vec<&mut (dyn EventSource + 'static)> =
+            self.sources.iter_mut().map(|b| &mut **b).collect();
+        pump_all(&mut all, deadline, engine)
     }
 
     fn finish(&mut self, engine: &mut Engine) {
@@ -72,6 +84,44 @@ impl EventSource for MergedSource {
         for s in self.sources.iter_mut() {
             s.closing(engine);
         }
+    }
+
+    fn live_status(&mut self) -> Option<crate::engine::LiveStatus> {
+        let mut all: Option<crate::engine::LiveStatus> = None;
+        for s in self.sources.iter_mut() {
+            if let Some(st) = s.live_status() {
+                all.get_or_insert_with(Default::default).merge(st);
+            }
+        }
+        all
+    }
+}
+
+/// A source also held elsewhere: merged into a run while its owner keeps a handle to it (to
+/// report what it counted after the run).
+pub struct Shared<S>(pub std::rc::Rc<std::cell::RefCell<S>>);
+
+impl<S: EventSource> EventSource for Shared<S> {
+    fn pump(&mut self, deadline: u64, engine: &mut Engine) -> SourceState {
+        self.0.borrow_mut().pump(deadline, engine)
+    }
+    fn finish(&mut self, engine: &mut Engine) {
+        self.0.borrow_mut().finish(engine)
+    }
+    fn stop(&mut self) {
+        self.0.borrow_mut().stop()
+    }
+    fn closing(&mut self, engine: &mut Engine) {
+        self.0.borrow_mut().closing(engine)
+    }
+    fn reprogram(&mut self, engine: &mut Engine) -> Option<Result<Vec<String>, String>> {
+        self.0.borrow_mut().reprogram(engine)
+    }
+    fn live_status(&mut self) -> Option<crate::engine::LiveStatus> {
+        self.0.borrow_mut().live_status()
+    }
+    fn symbols(&mut self) -> Option<Box<dyn crate::agg::SymbolResolver + Send>> {
+        self.0.borrow_mut().symbols()
     }
 }
 

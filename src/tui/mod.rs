@@ -117,7 +117,9 @@ pub fn build_app(opts: &ConsoleOptions, target: u32) -> Result<App, String> {
 /// Runs the console until the user quits. Returns the exit status.
 pub fn run(mut opts: ConsoleOptions) -> Result<i32, String> {
     let (session, target) = match opts.target.take() {
-        Some(t) => Session::start_with_target(opts.catalog.clone(), opts.refresh, t)?,
+        Some(t) => {
+            Session::start_with_target(opts.source.clone(), opts.catalog.clone(), opts.refresh, t)?
+        }
         None => (
             Session::start(opts.source.clone(), opts.catalog.clone(), opts.refresh),
             0,
@@ -127,7 +129,7 @@ pub fn run(mut opts: ConsoleOptions) -> Result<i32, String> {
     // over a trace, count what each probe fires in the background for the browser
     let counts = match &opts.source {
         SessionSource::Trace { path, etw } => Some(spawn_counts(path.clone(), etw.clone())),
-        SessionSource::Timers => None,
+        SessionSource::Timers | SessionSource::Etw(_) => None,
     };
     let mut terminal = enter().map_err(|e| format!("cannot start the console: {e}"))?;
     let result = event_loop(&mut terminal, &mut app, &session, counts);

@@ -240,9 +240,8 @@ pub trait SessionControl: Send {
 /// Opens a new [`SessionControl`] for a live run and gives the clock its records' timestamps
 /// are read with (on Windows: the sessions' QueryPerformanceCounter clock; a replay: the
 /// trace's). The console keeps one to open its live source with.
-pub type OpenControl = std::sync::Arc<
-    dyn Fn() -> Result<(Box<dyn SessionControl>, TimeBase), String> + Send + Sync,
->;
+pub type OpenControl =
+    std::sync::Arc<dyn Fn() -> Result<(Box<dyn SessionControl>, TimeBase), String> + Send + Sync>;
 
 /// A live source over the sessions `open` gives, for `etw`'s providers, planned for what
 /// `engine`'s programs enable; with the notes of that first plan.
@@ -308,6 +307,8 @@ pub struct EtwLiveSource {
     methods: Vec<crate::providers::dnet::ManagedMethod>,
     /// What the user should be told (a session that ended, a failed callback), once.
     messages: Vec<String>,
+    /// The image count and time the console's resolver was last built at.
+    symbols_at: Option<(usize, std::time::Instant)>,
     ended: Option<u32>,
     /// Kernel (group, event type) records whose stack walk follows them (the plan's).
     stack_events: Vec<(u8, u8)>,
@@ -379,6 +380,7 @@ impl EtwLiveSource {
             plan: None,
             methods: Vec::new(),
             messages: Vec::new(),
+            symbols_at: None,
             ended: None,
             stack_events: Vec::new(),
             held: VecDeque::new(),
@@ -564,7 +566,10 @@ impl EtwLiveSource {
 
     /// The names of stack frames as of now: the images the session saw (PDBs found by their
     /// identity) and the .NET methods it saw compiled.
-    pub fn symbols(&self) -> crate::symbols::TraceSymbols {
+    pub fn trace_symbols(&mut self) -> crate::symbols::TraceSymbols {
+        // live images have no ImageID records: their PDB identity comes from the files
+        #[cfg(windows)]
+        windows::identify_images(&mut self.state);
         let mut own = crate::symbols::TraceSymbols::from_state(&self.state);
         own.add_methods((self.methods.iter()).map(|m| (m.pid, m.start, m.size, m.name.as_str())));
         own
@@ -728,6 +733,8 @@ impl EtwLiveSource {
     }
 }
 
+/// How often, at most, the console's names for stack frames are rebuilt while images load.
+const SYMBOLS_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 /// How many records [`EtwLiveSource::pump`] takes between looks at the clock.
 const DEADLINE_EVERY: u32 = 64;
 /// The longest [`EventSource::finish`] spends on what the stopped sessions left queued.
@@ -799,7 +806,7 @@ impl EventSource for EtwLiveSource {
         let mut n = 0u32;
         while !engine.exited() {
             n = n.wrapping_add(1);
-            if n % DEADLINE_EVERY == 0 && engine.now_ns() >= until {
+            if n.is_multiple_of(DEADLINE_EVERY) && engine.now_ns() >= until {
                 break;
             }
             match self.rx.try_recv() {
@@ -815,7 +822,7 @@ impl EventSource for EtwLiveSource {
 
     fn closing(&mut self, engine: &mut Engine) {
         // stacks print with the images the session saw, before what named frames already
-        let own = self.symbols();
+        let own = self.trace_symbols();
         let before = std::mem::replace(
             &mut engine.consumer.symbols,
             Box::new(crate::agg::NoSymbols),
@@ -829,6 +836,21 @@ impl EventSource for EtwLiveSource {
 
     fn reprogram(&mut self, engine: &mut Engine) -> Option<Result<Vec<String>, String>> {
         Some(self.replan(engine))
+    }
+
+    fn symbols(&mut self) -> Option<Box<dyn crate::agg::SymbolResolver + Send>> {
+        // rebuilt when images came or went, at most every SYMBOLS_EVERY (a resolver reads
+        // its PDBs again)
+        let images: usize = self.state.processes().map(|p| p.images.len()).sum();
+        let now = std::time::Instant::now();
+        let due = self
+            .symbols_at
+            .is_none_or(|(n, at)| n != images && now.duration_since(at) >= SYMBOLS_EVERY);
+        if !due {
+            return None;
+        }
+        self.symbols_at = Some((images, now));
+        Some(Box::new(self.trace_symbols()))
     }
 
     fn live_status(&mut self) -> Option<LiveStatus> {

@@ -213,7 +213,7 @@ fn user_need(p: &ProbeInfo, etw: &EtwProbes) -> (String, Option<Guid>, u64, u8) 
 fn all_keywords(guid: Guid) -> u64 {
     use crate::providers::dnet;
     if guid == dnet::RUNTIME {
-        u64::MAX & !dnet::keyword::INTRUSIVE
+        !dnet::keyword::INTRUSIVE
     } else {
         u64::MAX
     }
@@ -686,7 +686,7 @@ mod tests {
             &crate::probes::ProbeDesc::parse("microsoft-windows-dotnetruntime:::events").unwrap(),
         );
         let p = SessionPlan::for_probes(&events, &|_| false, &etw);
-        assert_eq!(p.user[0].keywords, u64::MAX & !keyword::INTRUSIVE);
+        assert_eq!(p.user[0].keywords, !keyword::INTRUSIVE);
     }
 
     #[test]
@@ -765,7 +765,7 @@ mod tests {
         // (but for the runtime's own intrusive keywords)
         assert_eq!(
             p.user[0].keywords,
-            u64::MAX & !crate::providers::dnet::keyword::INTRUSIVE
+            !crate::providers::dnet::keyword::INTRUSIVE
         );
     }
 

@@ -41,6 +41,13 @@ pub fn text(app: &App) -> (String, String) {
             s.speed
         ));
     }
+    if !s.sessions.is_empty() {
+        rest.push_str(&format!(
+            "│ {} │ lost {} ",
+            fit(&s.sessions.join("+"), 36),
+            s.lost
+        ));
+    }
     rest.push_str(&format!(
         "│ ev/s {} │ fire/s {} │ drops {} │ errors {} ",
         human(s.events_per_s),
