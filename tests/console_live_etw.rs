@@ -424,7 +424,7 @@ fn agg_count(e: &Engine, name: &str) -> u64 {
         for a in snapshot::take(&r.vm.aggs, &dtx::agg::NoSymbols) {
             if a.name == name {
                 return match a.rows.first().map(|r| &r.value) {
-                    Some(dtx::agg::AggValue::Count(n)) => *n as u64,
+                    Some(dtx::agg::AggValue::Count(n)) => *n,
                     _ => 0,
                 };
             }
