@@ -423,6 +423,257 @@ impl SessionPlan {
     }
 }
 
+/// The platform-neutral rules of the Windows sessions: their names (one set per dtx process,
+/// so that two dtx runs never stop each other's sessions), the words for ETW's error codes,
+/// the buffer counts, and the log files each session writes. The Windows layer only calls
+/// these; they are tested here on any OS.
+pub mod session {
+    use std::path::{Path, PathBuf};
+
+    /// What every dtx session name starts with.
+    pub const PREFIX: &str = "dtx-";
+
+    /// The name of this process's session of `kind` (`kernel`, `user`, `hfreq`):
+    /// `dtx-<kind>-<pid>`.
+    pub fn name(kind: &str, pid: u32) -> String {
+        format!("{PREFIX}{kind}-{pid}")
+    }
+
+    /// The process that made a session named `dtx-<kind>-<pid>` (kind: ASCII letters), or None
+    /// for every other name. Session names are case-insensitive (StartTrace), so is the prefix.
+    pub fn owner(name: &str) -> Option<u32> {
+        let head = name.get(..PREFIX.len())?;
+        if !head.eq_ignore_ascii_case(PREFIX) {
+            return None;
+        }
+        let (kind, pid) = name[PREFIX.len()..].split_once('-')?;
+        if kind.is_empty() || !kind.bytes().all(|b| b.is_ascii_alphabetic()) {
+            return None;
+        }
+        if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        pid.parse().ok()
+    }
+
+    /// Win32 error codes ETW's control functions return (winerror.h).
+    pub mod code {
+        pub const ERROR_PATH_NOT_FOUND: u32 = 3;
+        pub const ERROR_ACCESS_DENIED: u32 = 5;
+        pub const ERROR_INVALID_PARAMETER: u32 = 87;
+        pub const ERROR_DISK_FULL: u32 = 112;
+        pub const ERROR_BAD_PATHNAME: u32 = 161;
+        pub const ERROR_ALREADY_EXISTS: u32 = 183;
+        pub const ERROR_NO_SYSTEM_RESOURCES: u32 = 1450;
+    }
+
+    /// What failed, in words: `action` is what dtx was doing ("starting ETW session
+    /// dtx-kernel-12"), `session` the session it concerns, `code` the Win32 error and `elevated`
+    /// whether dtx's token is elevated. The causes are those Microsoft Learn's StartTrace and
+    /// EnableTraceEx2 pages give for each code.
+    pub fn error_words(action: &str, session: &str, code: u32, elevated: bool) -> String {
+        use code::*;
+        match code {
+            ERROR_ACCESS_DENIED if !elevated => {
+                "live ETW tracing needs an elevated prompt: run dtx as Administrator".to_string()
+            }
+            ERROR_ACCESS_DENIED => format!(
+                "access denied {action} (elevated, but a policy or the Performance Log Users \
+                 group denies it)"
+            ),
+            ERROR_NO_SYSTEM_RESOURCES => format!(
+                "{action} failed: the system's ETW sessions are all in use (64 sessions, of them \
+                 8 system loggers, by default); stop another tool's session (`logman query -ets` \
+                 lists them)"
+            ),
+            ERROR_ALREADY_EXISTS => format!(
+                "{action} failed: a session named {session} already runs; no other running dtx \
+                 can have this name, so it is a stale one, and it was not stopped (stop it with \
+                 `logman stop {session} -ets`)"
+            ),
+            ERROR_DISK_FULL => format!(
+                "{action} failed: not enough free disk space for the log file (ETW also wants \
+                 200 MB free on the system drive)"
+            ),
+            ERROR_BAD_PATHNAME => format!(
+                "{action} failed: the log file name is not valid or another session writes to \
+                 that file"
+            ),
+            ERROR_PATH_NOT_FOUND => {
+                format!("{action} failed: the log file's folder does not exist")
+            }
+            ERROR_INVALID_PARAMETER => format!(
+                "{action} failed: Windows rejected the session's settings (invalid parameter)"
+            ),
+            _ => format!("{action} failed: error {code}"),
+        }
+    }
+
+    /// A session's buffer pool for `cpus` processors: (MinimumBuffers, MaximumBuffers).
+    /// At least two buffers per processor (Microsoft Learn's EVENT_TRACE_PROPERTIES; krabsetw
+    /// repeats it), plus a few, and never fewer than 16; the maximum leaves room for bursts,
+    /// 64 buffers (16 MB of 256 KB buffers) above the minimum or 8 per processor (PerfView's
+    /// TraceEventSession sizes its pool by the processor count in the same way).
+    pub fn buffer_counts(cpus: u32) -> (u32, u32) {
+        // (a count past any machine's is taken as that many: no overflow)
+        let cpus = cpus.clamp(1, 1 << 16);
+        let min = (2 * cpus + 4).max(16);
+        let max = (min + 64).max(8 * cpus);
+        (min, max)
+    }
+
+    /// The sessions that may write a log file.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum LogKind {
+        Kernel,
+        User,
+        /// The file-only session of the high-frequency kernel events.
+        HighFrequency,
+    }
+
+    /// The log files of one run (`-E new.etl`): the first session that starts takes the
+    /// file itself, the kernel and user sessions otherwise `new.kernel.etl` / `new.user.etl`,
+    /// the high-frequency session `new.hfreq.etl`. A session started again (a restart after a
+    /// re-plan) never overwrites a file of this run: it gets `new.kernel.2.etl`, ...
+    #[derive(Clone, Debug)]
+    pub struct LogFiles {
+        base: PathBuf,
+        used: Vec<PathBuf>,
+    }
+
+    impl LogFiles {
+        pub fn new(base: &Path) -> LogFiles {
+            LogFiles {
+                base: base.to_path_buf(),
+                used: Vec::new(),
+            }
+        }
+
+        /// The file the next session of `kind` writes (remembered as used).
+        pub fn next(&mut self, kind: LogKind) -> PathBuf {
+            let preferred = match kind {
+                LogKind::HighFrequency => self.base.with_extension("hfreq.etl"),
+                _ if !self.used.contains(&self.base) => self.base.clone(),
+                LogKind::Kernel => self.base.with_extension("kernel.etl"),
+                LogKind::User => self.base.with_extension("user.etl"),
+            };
+            let mut path = preferred.clone();
+            let mut n = 2u32;
+            while self.used.contains(&path) {
+                path = preferred.with_extension(format!("{n}.etl"));
+                n += 1;
+            }
+            self.used.push(path.clone());
+            path
+        }
+
+        /// The file the run was asked to log to.
+        pub fn base(&self) -> &Path {
+            &self.base
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn names_carry_the_process_id() {
+            assert_eq!(name("kernel", 4242), "dtx-kernel-4242");
+            assert_eq!(owner("dtx-kernel-4242"), Some(4242));
+            assert_eq!(owner("DTX-User-7"), Some(7));
+            assert_eq!(owner(&name("hfreq", u32::MAX)), Some(u32::MAX));
+            for other in [
+                "dtx-kernel",
+                "dtx-user",
+                "dtx-hfreq",
+                "dtx--12",
+                "dtx-kernel-",
+                "dtx-kernel-12a",
+                "dtx-kernel-+12",
+                "dtx-ker-nel-12",
+                "dtx-kernel-99999999999",
+                "dtx-live-12-0.example.com",
+                "NT Kernel Logger",
+                "xdtx-kernel-12",
+                "dtx",
+                "",
+            ] {
+                assert_eq!(owner(other), None, "{other}");
+            }
+        }
+
+        #[test]
+        fn errors_say_what_to_do() {
+            use code::*;
+            let start = "starting ETW session dtx-kernel-9";
+            let s = "dtx-kernel-9";
+            assert_eq!(
+                error_words(start, s, ERROR_ACCESS_DENIED, false),
+                "live ETW tracing needs an elevated prompt: run dtx as Administrator"
+            );
+            assert_eq!(
+                error_words(start, s, ERROR_ACCESS_DENIED, true),
+                "access denied starting ETW session dtx-kernel-9 (elevated, but a policy or the \
+                 Performance Log Users group denies it)"
+            );
+            let limit = error_words(start, s, ERROR_NO_SYSTEM_RESOURCES, true);
+            assert!(
+                limit.contains("logman query -ets") && limit.contains("64"),
+                "{limit}"
+            );
+            let stale = error_words(start, s, ERROR_ALREADY_EXISTS, true);
+            assert!(stale.contains("stale") && stale.contains("logman stop dtx-kernel-9 -ets"));
+            assert!(error_words(start, s, ERROR_DISK_FULL, true).contains("disk space"));
+            assert!(error_words(start, s, ERROR_BAD_PATHNAME, true).contains("log file name"));
+            assert!(error_words(start, s, ERROR_PATH_NOT_FOUND, true).contains("folder"));
+            assert!(error_words(start, s, ERROR_INVALID_PARAMETER, true).contains("invalid"));
+            assert_eq!(
+                error_words(start, s, 1234, false),
+                "starting ETW session dtx-kernel-9 failed: error 1234"
+            );
+        }
+
+        #[test]
+        fn buffers_grow_with_the_processors() {
+            assert_eq!(buffer_counts(0), (16, 80));
+            assert_eq!(buffer_counts(4), (16, 80));
+            assert_eq!(buffer_counts(16), (36, 128));
+            assert_eq!(buffer_counts(64), (132, 512));
+            for cpus in [1, 2, 3, 8, 12, 100, 640, u32::MAX] {
+                let (min, max) = buffer_counts(cpus);
+                assert!(min >= 16 && max > min, "{cpus}: {min} {max}");
+                assert!(min >= cpus.min(1 << 16) * 2);
+            }
+        }
+
+        #[test]
+        fn a_session_started_again_writes_a_new_file() {
+            let mut files = LogFiles::new(Path::new("run.etl"));
+            // user first: it takes the file; the kernel session then writes its own
+            assert_eq!(files.next(LogKind::User), Path::new("run.etl"));
+            assert_eq!(files.next(LogKind::Kernel), Path::new("run.kernel.etl"));
+            assert_eq!(
+                files.next(LogKind::HighFrequency),
+                Path::new("run.hfreq.etl")
+            );
+            // restarts
+            assert_eq!(files.next(LogKind::Kernel), Path::new("run.kernel.2.etl"));
+            assert_eq!(files.next(LogKind::Kernel), Path::new("run.kernel.3.etl"));
+            assert_eq!(files.next(LogKind::User), Path::new("run.user.etl"));
+            assert_eq!(
+                files.next(LogKind::HighFrequency),
+                Path::new("run.hfreq.2.etl")
+            );
+            // kernel first, as a run with both starts them
+            let mut files = LogFiles::new(Path::new("dir/t.etl"));
+            assert_eq!(files.next(LogKind::Kernel), Path::new("dir/t.etl"));
+            assert_eq!(files.next(LogKind::User), Path::new("dir/t.user.etl"));
+            assert_eq!(files.base(), Path::new("dir/t.etl"));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,296 +1,105 @@
-//! The Windows half of live ETW, kept thin: start the kernel session and the user session a
-//! [`SessionPlan`] asks for, enable the providers, open them for real-time consumption with
-//! [`event_record_callback`] on one ProcessTrace thread per session, and stop them again. All
-//! decoding happens in the platform-neutral source ([`EtwLiveSource`]).
+//! The Windows half of live ETW, kept thin: [`Sessions`] turns a [`SessionPlan`] into ETW
+//! sessions (StartTrace, EnableTraceEx2, ControlTrace) and reads them with
+//! [`event_record_callback`] on one ProcessTrace thread per session. Decoding, the system state
+//! and the stacks live in the platform-neutral source ([`EtwLiveSource`]); the names, error
+//! words, buffer counts and log files the sessions use are the platform-neutral rules of
+//! [`super::plan::session`].
 //!
-//! The kernel events come from a system logger session of our own (`dtx-kernel`,
-//! EVENT_TRACE_SYSTEM_LOGGER_MODE, Windows 8 and later) rather than the single shared "NT Kernel
-//! Logger", so that dtx never takes over another tool's kernel session and a stale session of
-//! ours is recognised by its name and stopped.
+//! The kernel events come from a system logger session of dtx's own (`dtx-kernel-<pid>`,
+//! EVENT_TRACE_SYSTEM_LOGGER_MODE, Windows 8 and later) rather than the one shared "NT Kernel
+//! Logger", so dtx never takes over another tool's kernel session. Every session name carries
+//! dtx's process id: two dtx runs never touch each other's sessions, and a session left behind
+//! by a dtx that died is recognised by its dead owner ([`stop_stale_sessions`]).
+//!
+//! References followed (for facts; the code is dtx's own):
+//! * Microsoft Learn: StartTrace, ControlTrace, EnableTraceEx2, EVENT_TRACE_PROPERTIES,
+//!   QueryAllTraces, TraceSetInformation, TraceQueryInformation, TRACE_QUERY_INFO_CLASS,
+//!   SetConsoleCtrlHandler / HandlerRoutine, AdjustTokenPrivileges, GetTokenInformation;
+//! * PerfView's TraceEventSession (the sampling interval set and restored through
+//!   TraceSetInformation with session handle 0, SeSystemProfilePrivilege enabled first);
+//! * microsoft/krabsetw (stop by name with ControlTrace, CAPTURE_STATE after the session is
+//!   opened for reading);
+//! * samply's Windows backend (TokenElevation, AdjustTokenPrivileges and its
+//!   ERROR_NOT_ALL_ASSIGNED check).
 
-use std::path::Path;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Once, OnceLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
-use windows_sys::core::GUID;
+use windows_sys::core::{BOOL, GUID};
 use windows_sys::Win32::Foundation::{
-    ERROR_ACCESS_DENIED, ERROR_ALREADY_EXISTS, ERROR_INSUFFICIENT_BUFFER,
-    ERROR_NO_SYSTEM_RESOURCES, ERROR_SUCCESS, FILETIME,
+    CloseHandle, GetLastError, ERROR_ACCESS_DENIED, ERROR_INSUFFICIENT_BUFFER, ERROR_MORE_DATA,
+    ERROR_NOT_ALL_ASSIGNED, ERROR_SUCCESS, FILETIME, HANDLE, LUID, STILL_ACTIVE,
 };
 use windows_sys::Win32::System::Diagnostics::Etw as w;
 
-use super::plan::SessionPlan;
+use super::plan::session::{self, LogFiles, LogKind};
+use super::plan::{kernel_flag, LoggedOnly, SessionPlan};
 use super::raw::RawEventRecord;
-use super::{event_record_callback, CallbackContext, EtwLiveSource, LiveSession, QUEUE_RECORDS};
+use super::{
+    event_record_callback, open_source, CallbackContext, ControlStatus, EtwLiveSource, OpenControl,
+    SchemaLookup, SessionControl,
+};
 use crate::engine::Engine;
 use crate::etw::catalog::{self, ProviderCatalog, ProviderInfo};
 use crate::etw::reader::logfile::{LogfileHeader, TimeBase};
 use crate::etw::record::Guid;
 use crate::providers::etw::EtwProbes;
 
-/// Session names: fixed, so that a session left behind by a killed dtx is found and stopped.
-pub const KERNEL_SESSION: &str = "dtx-kernel";
-pub const USER_SESSION: &str = "dtx-user";
-/// The kernel session that only logs the high-frequency events (`-E new.etl` without `-g`).
-pub const LOGGED_SESSION: &str = "dtx-hfreq";
+// ---------------------------------------------------------------------------------------------
+// Opening a live source
 
-/// `INVALID_PROCESSTRACE_HANDLE`.
-const INVALID_TRACE: u64 = u64::MAX;
-/// Room for the session and file names after EVENT_TRACE_PROPERTIES.
-const NAME_BYTES: usize = 1024 * 2;
-
-fn wide(s: &str) -> Vec<u16> {
-    s.encode_utf16().chain(std::iter::once(0)).collect()
-}
-
-fn win_guid(g: Guid) -> GUID {
-    GUID {
-        data1: g.data1,
-        data2: g.data2,
-        data3: g.data3,
-        data4: g.data4,
-    }
-}
-
-/// EVENT_TRACE_PROPERTIES followed by room for the logger name and the log file name.
-#[repr(C)]
-struct Properties {
-    props: w::EVENT_TRACE_PROPERTIES,
-    logger_name: [u16; NAME_BYTES / 2],
-    log_file: [u16; NAME_BYTES / 2],
-}
-
-impl Properties {
-    fn new(log_file: Option<&Path>) -> Box<Properties> {
-        // SAFETY: all-zero is a valid EVENT_TRACE_PROPERTIES and name buffer
-        let mut p: Box<Properties> = Box::new(unsafe { std::mem::zeroed() });
-        p.props.Wnode.BufferSize = std::mem::size_of::<Properties>() as u32;
-        p.props.Wnode.Flags = w::WNODE_FLAG_TRACED_GUID;
-        // QueryPerformanceCounter timestamps: the StackWalk records' EventTimeStamp agrees
-        p.props.Wnode.ClientContext = 1;
-        p.props.LoggerNameOffset = std::mem::offset_of!(Properties, logger_name) as u32;
-        if let Some(f) = log_file {
-            let name: Vec<u16> = f.as_os_str().to_string_lossy().encode_utf16().collect();
-            let n = name.len().min(p.log_file.len() - 1);
-            p.log_file[..n].copy_from_slice(&name[..n]);
-            p.props.LogFileNameOffset = std::mem::offset_of!(Properties, log_file) as u32;
-            p.props.LogFileMode |= w::EVENT_TRACE_FILE_MODE_SEQUENTIAL;
-        }
-        p.props.LogFileMode |= w::EVENT_TRACE_REAL_TIME_MODE;
-        p.props.BufferSize = 256; // KB
-        p.props.MinimumBuffers = 64;
-        p.props.MaximumBuffers = 256;
-        p.props.FlushTimer = 1; // seconds: live output stays live
-        p
-    }
-}
-
-/// Stops a session by name; true when one was running.
-fn stop_by_name(name: &str) -> bool {
-    let mut p = Properties::new(None);
-    let n = wide(name);
-    // SAFETY: p is a properly sized EVENT_TRACE_PROPERTIES buffer, n a NUL-terminated name
-    let rc = unsafe {
-        w::ControlTraceW(
-            w::CONTROLTRACE_HANDLE { Value: 0 },
-            n.as_ptr(),
-            &mut p.props,
-            w::EVENT_TRACE_CONTROL_STOP,
-        )
-    };
-    rc == ERROR_SUCCESS
-}
-
-fn start_error(name: &str, rc: u32) -> String {
-    match rc {
-        ERROR_ACCESS_DENIED => {
-            "live ETW tracing needs an elevated prompt: run dtx as Administrator".to_string()
-        }
-        ERROR_NO_SYSTEM_RESOURCES => format!(
-            "cannot start ETW session {name}: the system's kernel loggers are all in use (stop another tracing tool's session)"
-        ),
-        ERROR_ALREADY_EXISTS => format!(
-            "ETW session {name} is busy: another dtx runs (or stop it with `logman stop {name} -ets`)"
-        ),
-        _ => format!("cannot start ETW session {name}: error {rc}"),
-    }
-}
-
-/// Starts a session, stopping a stale one of ours first.
-fn start_session(
-    name: &str,
-    mode: u32,
-    flags: u32,
-    log_file: Option<&Path>,
-) -> Result<w::CONTROLTRACE_HANDLE, String> {
-    start_session_as(name, mode, flags, log_file, true)
-}
-
-/// [`start_session`], real-time or (with a log file) only writing the file.
-fn start_session_as(
-    name: &str,
-    mode: u32,
-    flags: u32,
-    log_file: Option<&Path>,
-    real_time: bool,
-) -> Result<w::CONTROLTRACE_HANDLE, String> {
-    stop_by_name(name);
-    let n = wide(name);
-    let mut p = Properties::new(log_file);
-    if !real_time && log_file.is_some() {
-        p.props.LogFileMode &= !w::EVENT_TRACE_REAL_TIME_MODE;
-    }
-    p.props.LogFileMode |= mode;
-    p.props.EnableFlags = flags;
-    if mode & w::EVENT_TRACE_SYSTEM_LOGGER_MODE != 0 {
-        // a system logger session is identified by a GUID of its own
-        p.props.Wnode.Guid = win_guid(session_guid(name));
-    }
-    let mut h = w::CONTROLTRACE_HANDLE { Value: 0 };
-    // SAFETY: valid handle out-pointer, name and properties buffer
-    let rc = unsafe { w::StartTraceW(&mut h, n.as_ptr(), &mut p.props) };
-    if rc != ERROR_SUCCESS {
-        return Err(start_error(name, rc));
-    }
-    Ok(h)
-}
-
-/// A fixed GUID per session name (a stale session is the same session).
-fn session_guid(name: &str) -> Guid {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in name.bytes() {
-        h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
-    }
-    Guid {
-        data1: 0x6474_7800,
-        data2: (h >> 48) as u16,
-        data3: ((h >> 32) as u16 & 0x0fff) | 0x4000,
-        data4: (h as u32 as u64 | 0x8000_0000_0000_0000).to_be_bytes(),
-    }
-}
-
-/// One running session: stopped (and its ProcessTrace thread joined) by [`LiveSession::stop`].
-struct EtwSession {
-    name: String,
-    trace: u64,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl LiveSession for EtwSession {
-    fn stop(&mut self) {
-        stop_by_name(&self.name);
-        if self.trace != INVALID_TRACE {
-            // SAFETY: a handle OpenTraceW returned, closed once
-            unsafe { w::CloseTrace(w::PROCESSTRACE_HANDLE { Value: self.trace }) };
-            self.trace = INVALID_TRACE;
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-/// A session that only writes its log file: stopped (and its file closed) with the run.
-struct LoggingSession {
-    name: String,
-    stopped: bool,
-}
-
-impl LiveSession for LoggingSession {
-    fn stop(&mut self) {
-        if !self.stopped {
-            self.stopped = true;
-            stop_by_name(&self.name);
-        }
-    }
-}
-
-impl Drop for LoggingSession {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-/// Asks the kernel session `h` for stack walks of these (group, event type) records.
-fn set_stack_walks(h: w::CONTROLTRACE_HANDLE, events: &[(u8, u8)]) {
-    if events.is_empty() {
-        return;
-    }
-    let ids: Vec<w::CLASSIC_EVENT_ID> = events
-        .iter()
-        .map(|(group, ty)| w::CLASSIC_EVENT_ID {
-            EventGuid: win_guid(crate::etw::reader::headers::kernel_group_guid(*group)),
-            Type: *ty,
-            Reserved: [0; 7],
-        })
-        .collect();
-    // SAFETY: ids is a valid array of CLASSIC_EVENT_ID
-    let rc = unsafe {
-        w::TraceSetInformation(
-            h,
-            w::TraceStackTracingInfo,
-            ids.as_ptr().cast(),
-            (ids.len() * std::mem::size_of::<w::CLASSIC_EVENT_ID>()) as u32,
-        )
-    };
-    if rc != ERROR_SUCCESS {
-        eprintln!("dtx: warning: kernel stack walking not enabled (error {rc})");
-    }
-}
-
-impl Drop for EtwSession {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-unsafe extern "system" fn callback(rec: *mut w::EVENT_RECORD) {
-    // the layouts are the same (checked by raw::tests::layouts_match_windows)
-    event_record_callback(rec.cast::<RawEventRecord>());
-}
-
-/// Opens a running session for real-time consumption and starts its ProcessTrace thread.
-fn consume(name: &str, context: *mut std::ffi::c_void) -> Result<EtwSession, String> {
-    let mut n = wide(name);
-    // SAFETY: all-zero is a valid EVENT_TRACE_LOGFILEW
-    let mut lf: w::EVENT_TRACE_LOGFILEW = unsafe { std::mem::zeroed() };
-    lf.LoggerName = n.as_mut_ptr();
-    lf.Anonymous1.ProcessTraceMode = w::PROCESS_TRACE_MODE_REAL_TIME
-        | w::PROCESS_TRACE_MODE_EVENT_RECORD
-        | w::PROCESS_TRACE_MODE_RAW_TIMESTAMP;
-    lf.Anonymous2.EventRecordCallback = Some(callback);
-    lf.Context = context;
-    // SAFETY: lf is filled as OpenTraceW requires; n outlives the call
-    let h = unsafe { w::OpenTraceW(&mut lf) };
-    if h.Value == INVALID_TRACE {
-        let e = std::io::Error::last_os_error();
-        stop_by_name(name);
-        return Err(match e.raw_os_error() {
-            Some(5) => "live ETW tracing needs an elevated prompt: run dtx as Administrator".into(),
-            _ => format!("cannot open ETW session {name} for reading: {e}"),
-        });
-    }
-    let trace = h.Value;
-    let ctx = context as usize;
-    let thread = std::thread::Builder::new()
-        .name(format!("etw {name}"))
-        .spawn(move || {
-            let h = w::PROCESSTRACE_HANDLE { Value: trace };
-            // SAFETY: a handle from OpenTraceW; the callback's context outlives this thread
-            // (the source joins it before dropping the context)
-            let rc = unsafe { w::ProcessTrace(&h, 1, std::ptr::null(), std::ptr::null()) };
-            // SAFETY: see above
-            if let Some(cx) = unsafe { (ctx as *const CallbackContext).as_ref() } {
-                cx.end(rc);
-            }
-        })
-        .map_err(|e| format!("cannot start the ETW reader thread: {e}"))?;
-    Ok(EtwSession {
-        name: name.to_string(),
-        trace,
-        thread: Some(thread),
+/// A [`SessionControl`] factory for live runs: each call opens a fresh [`Sessions`] (logging to
+/// `log_file` when given; without `process_all`, the high-frequency kernel events only go to a
+/// file of their own) and gives the sessions' clock. The console opens its live sources with it.
+pub fn open_control(log_file: Option<PathBuf>, process_all: bool) -> OpenControl {
+    Arc::new(move || {
+        let control: Box<dyn SessionControl> =
+            Box::new(Sessions::new(log_file.clone(), process_all));
+        Ok((control, time_base()))
     })
 }
 
-/// The session clock: QueryPerformanceCounter ticks, with the wall time now as the start.
+/// Starts the sessions the engine's enabled probes need and returns the source that feeds
+/// their records to the engine (None when no probe needs ETW). With `log_file` (`-E new.etl`)
+/// the records are also written to files (see [`LogFiles`]); without `process_all` (`-E`, not
+/// `-gE`) the high-frequency kernel events are only written, to `<file>.hfreq.etl`. The notes
+/// of the first plan are printed as warnings.
+pub fn open_for(
+    engine: &Engine,
+    etw: &EtwProbes,
+    log_file: Option<&Path>,
+    process_all: bool,
+) -> Result<Option<EtwLiveSource>, String> {
+    if SessionPlan::for_engine(engine, etw).is_empty() {
+        return Ok(None);
+    }
+    let open = open_control(log_file.map(Path::to_path_buf), process_all);
+    let (source, notes) = open_source(&open, etw.clone(), engine)?;
+    for note in notes {
+        eprintln!("dtx: warning: {note}");
+    }
+    Ok(Some(source))
+}
+
+/// Gives the images of `state` their PDB identities, read from the image files (a live session
+/// carries no ImageID records): the kernel's NT paths become DOS paths through this machine's
+/// drive devices (asked once per process). Returns how many images were identified.
+pub fn identify_images(state: &mut crate::etw::state::SystemState) -> usize {
+    static DEVICES: OnceLock<crate::etw::state::DevicePaths> = OnceLock::new();
+    let devices = DEVICES.get_or_init(crate::etw::state::DevicePaths::system);
+    state.identify_images(&mut |nt| {
+        devices
+            .to_dos(nt)
+            .and_then(|p| crate::symbols::pdb::pdb_info_from_file(Path::new(&p)))
+    })
+}
+
+/// The session clock: QueryPerformanceCounter ticks (`Wnode.ClientContext` 1), with the wall
+/// time now as the start.
 fn time_base() -> TimeBase {
     let (mut qpc, mut freq) = (0i64, 0i64);
     let mut ft = FILETIME {
@@ -313,35 +122,1282 @@ fn time_base() -> TimeBase {
     })
 }
 
+// ---------------------------------------------------------------------------------------------
+// The sessions of a run
+
+/// The kernel session's kind (the middle of `dtx-<kind>-<pid>`).
+const KERNEL: &str = "kernel";
+/// The user session's kind.
+const USER: &str = "user";
+/// The kind of the file-only session of the high-frequency kernel events.
+const HFREQ: &str = "hfreq";
+
+/// The size cap of the high-frequency log file, in MB (`MaximumFileSize`: ETW stops writing
+/// a sequential file at that size).
+const HFREQ_FILE_MB: u32 = 4096;
+
+/// The ETW sessions of one live run: a kernel session, a user session and (logging without
+/// `-g`) a file-only session of the high-frequency kernel events, each started when a plan
+/// first needs it, changed as plans change and stopped with the run (or when dropped).
+pub struct Sessions {
+    /// The log files, when the run logs (`-E new.etl`).
+    log: Option<LogFiles>,
+    process_all: bool,
+    /// The callback's context (`EVENT_TRACE_LOGFILEW.Context`), as an address.
+    context: usize,
+    kernel: Option<KernelSession>,
+    logged: Option<LoggedSession>,
+    user: Option<UserSession>,
+    /// The sampling interval dtx set (100 ns units), while it is in force.
+    profile_set: Option<u32>,
+    /// Provider names resolved to GUIDs so far (name-hash fallbacks included).
+    resolved: HashMap<String, Guid>,
+    /// (events, real-time buffers) ETW lost in the sessions already stopped.
+    lost_before: (u64, u64),
+}
+
+/// The running kernel session and what it was started with.
+struct KernelSession {
+    session: Session,
+    flags: u32,
+    stack_events: Vec<(u8, u8)>,
+}
+
+/// The running file-only session of the high-frequency kernel events.
+struct LoggedSession {
+    session: Session,
+    what: LoggedOnly,
+}
+
+/// The running user session and the providers enabled in it.
+struct UserSession {
+    session: Session,
+    enabled: Vec<Enabled>,
+}
+
+/// A user provider as it is enabled in the user session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Enabled {
+    guid: Guid,
+    name: String,
+    keywords: u64,
+    level: u8,
+    stacks: bool,
+}
+
+impl Sessions {
+    /// No session yet: the first [`SessionControl::apply`] starts them.
+    pub fn new(log_file: Option<PathBuf>, process_all: bool) -> Sessions {
+        Sessions {
+            log: log_file.as_deref().map(LogFiles::new),
+            process_all,
+            context: 0,
+            kernel: None,
+            logged: None,
+            user: None,
+            profile_set: None,
+            resolved: HashMap::new(),
+            lost_before: (0, 0),
+        }
+    }
+
+    /// Gives every user provider of `plan` named without a GUID its GUID: the system's
+    /// registered providers (TDH), else the GUID an EventSource or TraceLogging provider of that
+    /// name registers under (with a note).
+    fn resolve(&mut self, plan: &mut SessionPlan, notes: &mut Vec<String>) -> Result<(), String> {
+        let missing: Vec<String> = plan
+            .user
+            .iter()
+            .filter(|u| u.guid.is_none() && !self.resolved.contains_key(&u.name))
+            .map(|u| u.name.clone())
+            .collect();
+        if !missing.is_empty() {
+            let known = registered_guids(&missing)?;
+            for name in missing {
+                let guid = match known.iter().find(|(n, _)| n.eq_ignore_ascii_case(&name)) {
+                    Some((_, g)) => *g,
+                    None => {
+                        let g = crate::etw::provider_guid::event_source_guid(&name);
+                        notes.push(format!(
+                            "provider '{name}' is not registered; using the GUID its name \
+                             hashes to (EventSource/TraceLogging): {g}"
+                        ));
+                        g
+                    }
+                };
+                self.resolved.insert(name, guid);
+            }
+        }
+        for u in plan.user.iter_mut().filter(|u| u.guid.is_none()) {
+            u.guid = self.resolved.get(&u.name).copied();
+        }
+        Ok(())
+    }
+
+    /// The log file the next session of `kind` writes (None when the run does not log), with
+    /// a note when it is not the file the run was asked for.
+    fn log_file_for(&mut self, kind: LogKind, notes: &mut Vec<String>) -> Option<PathBuf> {
+        let files = self.log.as_mut()?;
+        let path = files.next(kind);
+        if path != files.base() && kind != LogKind::HighFrequency {
+            let which = if kind == LogKind::Kernel {
+                "kernel"
+            } else {
+                "user"
+            };
+            notes.push(format!(
+                "the {which} session's events are logged to {}",
+                path.display()
+            ));
+        }
+        Some(path)
+    }
+
+    /// Sets the sampling interval the plan asks for (remembering the system's, to restore),
+    /// with SeSystemProfilePrivilege enabled first.
+    fn set_profile(&mut self, plan: &SessionPlan, notes: &mut Vec<String>) -> Result<(), String> {
+        let Some((interval, clamped)) = plan.profile_interval_to_set() else {
+            return Ok(());
+        };
+        if self.profile_set == Some(interval) {
+            return Ok(());
+        }
+        enable_profile_privilege()?;
+        remember_profile_interval();
+        let rc = set_profile_interval(interval);
+        if rc != ERROR_SUCCESS {
+            notes.push(format!(
+                "the sampling interval could not be set (error {rc}); samples come at the \
+                 system's interval"
+            ));
+            return Ok(());
+        }
+        self.profile_set = Some(interval);
+        if clamped {
+            let asked = plan.profile_interval.unwrap_or(interval);
+            notes.push(format!(
+                "sample interval {asked} x 100 ns is outside what Windows accepts; sampling \
+                 every {interval} x 100 ns"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Gives the system its sampling interval back, if dtx changed it.
+    fn restore_profile(&mut self) {
+        if self.profile_set.take().is_some() {
+            restore_profile_interval();
+        }
+    }
+
+    /// Brings the kernel session to the plan: started when needed, stopped when not, and
+    /// restarted (stop, start, read) when its flags or stack walks changed.
+    fn apply_kernel(&mut self, plan: &SessionPlan, notes: &mut Vec<String>) -> Result<(), String> {
+        let want = plan
+            .needs_kernel()
+            .then(|| (plan.kernel_flags, plan.stack_events.clone()));
+        let have = self
+            .kernel
+            .as_ref()
+            .map(|k| (k.flags, k.stack_events.clone()));
+        if want == have {
+            return Ok(());
+        }
+        if let Some(mut old) = self.kernel.take() {
+            self.stopped(&mut old.session);
+        }
+        let Some((flags, stack_events)) = want else {
+            return Ok(());
+        };
+        let file = self.log_file_for(LogKind::Kernel, notes);
+        let spec = Spec::kernel(flags, file.as_deref());
+        let session = start_live(&spec, &stack_events, self.context, notes)?;
+        self.kernel = Some(KernelSession {
+            session,
+            flags,
+            stack_events,
+        });
+        Ok(())
+    }
+
+    /// Brings the file-only high-frequency session to `logged` (started, restarted into a new
+    /// file when it changed, or stopped).
+    fn apply_logged(
+        &mut self,
+        logged: Option<LoggedOnly>,
+        notes: &mut Vec<String>,
+    ) -> Result<(), String> {
+        if self.logged.as_ref().map(|l| &l.what) == logged.as_ref() {
+            return Ok(());
+        }
+        if let Some(mut old) = self.logged.take() {
+            self.stopped(&mut old.session);
+        }
+        let Some(what) = logged else {
+            return Ok(());
+        };
+        let Some(file) = self.log_file_for(LogKind::HighFrequency, notes) else {
+            return Ok(());
+        };
+        let spec = Spec::file_only(what.kernel_flags, &file);
+        let session = start_session(&spec)?;
+        if let Some(note) = set_stack_walks(session.handle, &what.stack_events) {
+            notes.push(note);
+        }
+        notes.push(format!(
+            "high-frequency kernel events (context switches, ready threads, DPCs, interrupts, \
+             system calls) are only logged, to {} (at most {HFREQ_FILE_MB} MB: ETW stops writing \
+             it there), not processed live; -gE processes them live",
+            file.display()
+        ));
+        self.logged = Some(LoggedSession { session, what });
+        Ok(())
+    }
+
+    /// Brings the user session to the plan's providers: started when first needed, each
+    /// provider enabled, updated (keywords, level, stacks changed) or disabled, and stopped when
+    /// none is left. Providers new to the session are asked for their state (CAPTURE_STATE),
+    /// but for the .NET runtime's (it would make every .NET process work) and its rundown
+    /// provider (whose keywords are the rundown).
+    fn apply_user(&mut self, plan: &SessionPlan, notes: &mut Vec<String>) -> Result<(), String> {
+        let want: Vec<Enabled> = plan
+            .user
+            .iter()
+            .filter_map(|u| {
+                Some(Enabled {
+                    guid: u.guid?,
+                    name: u.name.clone(),
+                    keywords: u.keywords,
+                    level: u.level,
+                    stacks: u.stacks,
+                })
+            })
+            .collect();
+        if want.is_empty() {
+            if let Some(mut old) = self.user.take() {
+                self.stopped(&mut old.session);
+            }
+            return Ok(());
+        }
+        let started_now = self.user.is_none();
+        if started_now {
+            let file = self.log_file_for(LogKind::User, notes);
+            let spec = Spec::user(file.as_deref());
+            let session = start_live(&spec, &[], self.context, notes)?;
+            self.user = Some(UserSession {
+                session,
+                enabled: Vec::new(),
+            });
+        }
+        let Some(user) = self.user.as_mut() else {
+            return Ok(());
+        };
+        let mut new = Vec::new();
+        for e in &want {
+            let at = user.enabled.iter().position(|x| x.guid == e.guid);
+            if at.is_some_and(|i| user.enabled[i] == *e) {
+                continue;
+            }
+            if let Err(rc) = enable_provider(user.session.handle, e) {
+                let action = format!(
+                    "enabling ETW provider '{}' in session {}",
+                    e.name, user.session.name
+                );
+                let words = session::error_words(&action, &user.session.name, rc, elevated(rc));
+                if started_now {
+                    if let Some(mut u) = self.user.take() {
+                        self.stopped(&mut u.session);
+                    }
+                }
+                return Err(words);
+            }
+            match at {
+                Some(i) => user.enabled[i] = e.clone(),
+                None => {
+                    user.enabled.push(e.clone());
+                    new.push(e.clone());
+                }
+            }
+        }
+        let handle = user.session.handle;
+        user.enabled.retain(|old| {
+            let keep = want.iter().any(|e| e.guid == old.guid);
+            if !keep {
+                disable_provider(handle, old.guid);
+            }
+            keep
+        });
+        for e in &new {
+            use crate::providers::dnet::{RUNDOWN, RUNTIME};
+            if e.guid != RUNTIME && e.guid != RUNDOWN {
+                capture_state(handle, e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops `s`, counting what ETW lost in it.
+    fn stopped(&mut self, s: &mut Session) {
+        if let Some((events, buffers)) = s.stop() {
+            self.lost_before.0 += events;
+            self.lost_before.1 += buffers;
+        }
+    }
+}
+
+impl SessionControl for Sessions {
+    /// Resolves the provider names, merges providers named twice (by name and by GUID), then
+    /// brings the profile interval, the kernel session, the high-frequency log session and the
+    /// user session to the plan, in that order (the kernel session fails most often: elevation,
+    /// the system logger limit).
+    fn apply(
+        &mut self,
+        plan: &SessionPlan,
+        context: *mut std::ffi::c_void,
+    ) -> Result<Vec<String>, String> {
+        self.context = context as usize;
+        let mut notes = Vec::new();
+        let mut plan = plan.clone();
+        self.resolve(&mut plan, &mut notes)?;
+        plan.merge_by_guid();
+        let logged = match (&self.log, self.process_all) {
+            (Some(_), false) => plan.split_logged_only(),
+            _ => None,
+        };
+        let profile = plan.kernel_flags & kernel_flag::PROFILE != 0;
+        if profile {
+            self.set_profile(&plan, &mut notes)?;
+        }
+        self.apply_kernel(&plan, &mut notes)?;
+        if !profile {
+            self.restore_profile();
+        }
+        self.apply_logged(logged, &mut notes)?;
+        self.apply_user(&plan, &mut notes)?;
+        Ok(notes)
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut u) = self.user.take() {
+            self.stopped(&mut u.session);
+        }
+        if let Some(mut k) = self.kernel.take() {
+            self.stopped(&mut k.session);
+        }
+        if let Some(mut l) = self.logged.take() {
+            self.stopped(&mut l.session);
+        }
+        self.restore_profile();
+    }
+
+    /// The running sessions by name, and what ETW lost in them and in those already stopped
+    /// (ControlTrace QUERY: EventsLost, RealTimeBuffersLost).
+    fn status(&mut self) -> ControlStatus {
+        let mut st = ControlStatus {
+            events_lost: self.lost_before.0,
+            buffers_lost: self.lost_before.1,
+            ..ControlStatus::default()
+        };
+        let running = [
+            self.kernel.as_ref().map(|k| &k.session),
+            self.user.as_ref().map(|u| &u.session),
+            self.logged.as_ref().map(|l| &l.session),
+        ];
+        for s in running.into_iter().flatten() {
+            st.sessions.push(s.name.clone());
+            if let Some((events, buffers)) = control(&s.name, w::EVENT_TRACE_CONTROL_QUERY) {
+                st.events_lost += events;
+                st.buffers_lost += buffers;
+            }
+        }
+        st
+    }
+
+    fn schema_lookup(&mut self) -> Option<SchemaLookup> {
+        Some(Box::new(tdh_schema))
+    }
+}
+
+impl Drop for Sessions {
+    fn drop(&mut self) {
+        SessionControl::stop(self);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// One session
+
+/// A session this process started: its name, its control handle (StartTrace's), and its
+/// reader when it is read live.
+struct Session {
+    name: String,
+    handle: w::CONTROLTRACE_HANDLE,
+    reader: Option<Reader>,
+    stopped: bool,
+}
+
+impl Session {
+    /// Stops the session (idempotent): its reader is told first, so that the end of
+    /// ProcessTrace is not taken for a session someone else stopped; when this returns, no
+    /// record of it reaches the callback. The final (events, real-time buffers) lost.
+    fn stop(&mut self) -> Option<(u64, u64)> {
+        if self.stopped {
+            return None;
+        }
+        self.stopped = true;
+        if let Some(r) = &self.reader {
+            r.stopping.store(true, Ordering::SeqCst);
+        }
+        let lost = control(&self.name, w::EVENT_TRACE_CONTROL_STOP);
+        unregister(&self.name);
+        if let Some(r) = self.reader.take() {
+            r.close();
+        }
+        lost
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// How a session is started.
+struct Spec<'a> {
+    kind: &'static str,
+    /// Kernel enable flags (a system logger), or 0 for a user session.
+    kernel_flags: u32,
+    log_file: Option<&'a Path>,
+    real_time: bool,
+    /// `MaximumFileSize` (MB) of the log file; 0 for none.
+    max_file_mb: u32,
+}
+
+impl<'a> Spec<'a> {
+    /// The kernel session: a system logger read live, logging to `log_file` too when given.
+    fn kernel(flags: u32, log_file: Option<&'a Path>) -> Spec<'a> {
+        Spec {
+            kind: KERNEL,
+            kernel_flags: flags,
+            log_file,
+            real_time: true,
+            max_file_mb: 0,
+        }
+    }
+
+    /// The user session: read live, logging to `log_file` too when given.
+    fn user(log_file: Option<&'a Path>) -> Spec<'a> {
+        Spec {
+            kind: USER,
+            kernel_flags: 0,
+            log_file,
+            real_time: true,
+            max_file_mb: 0,
+        }
+    }
+
+    /// A system logger that only writes `file` (capped at [`HFREQ_FILE_MB`]).
+    fn file_only(flags: u32, file: &'a Path) -> Spec<'a> {
+        Spec {
+            kind: HFREQ,
+            kernel_flags: flags,
+            log_file: Some(file),
+            real_time: false,
+            max_file_mb: HFREQ_FILE_MB,
+        }
+    }
+}
+
+/// This process's name for a session of `kind`.
+fn session_name(kind: &str) -> String {
+    session::name(kind, std::process::id())
+}
+
+/// Starts a session as `spec` says (stale dtx sessions are stopped once before the first).
+/// The session is registered for the console handler.
+fn start_session(spec: &Spec) -> Result<Session, String> {
+    static STALE: Once = Once::new();
+    STALE.call_once(|| {
+        stop_stale_sessions();
+    });
+    let name = session_name(spec.kind);
+    if lock(&STARTED).contains(&name) {
+        return Err(format!(
+            "ETW session {name} already runs for another live source of this dtx"
+        ));
+    }
+    let file = spec.log_file.map(log_file_units).transpose()?;
+    let mut p = Properties::with_room(name.len(), file.as_deref());
+    let props = p.props_mut();
+    props.BufferSize = 256; // KB
+    (props.MinimumBuffers, props.MaximumBuffers) = session::buffer_counts(processor_count());
+    if spec.real_time {
+        props.LogFileMode |= w::EVENT_TRACE_REAL_TIME_MODE;
+        // flushed every second: live output stays live (a file-only session writes full
+        // buffers only)
+        props.FlushTimer = 1;
+    }
+    if file.is_some() {
+        props.LogFileMode |= w::EVENT_TRACE_FILE_MODE_SEQUENTIAL;
+        props.MaximumFileSize = spec.max_file_mb;
+    }
+    if spec.kernel_flags != 0 {
+        props.LogFileMode |= w::EVENT_TRACE_SYSTEM_LOGGER_MODE;
+        props.EnableFlags = spec.kernel_flags;
+        // a system logger session is identified by a GUID of its own
+        props.Wnode.Guid = win_guid(session_guid(&name));
+    }
+    let wide_name = wide(&name);
+    let mut handle = w::CONTROLTRACE_HANDLE { Value: 0 };
+    // SAFETY: a valid handle out-pointer, a NUL-terminated name and a properties buffer sized
+    // for that name and the log file (Properties::with_room)
+    let rc = unsafe { w::StartTraceW(&mut handle, wide_name.as_ptr(), p.as_mut_ptr()) };
+    if rc != ERROR_SUCCESS {
+        let action = format!("starting ETW session {name}");
+        return Err(session::error_words(&action, &name, rc, elevated(rc)));
+    }
+    register(&name);
+    Ok(Session {
+        name,
+        handle,
+        reader: None,
+        stopped: false,
+    })
+}
+
+/// Starts a session, asks for the stack walks of `stack_events` (kernel sessions) and opens it
+/// for reading through the callback with `context`; the session is stopped again when it cannot
+/// be read.
+fn start_live(
+    spec: &Spec,
+    stack_events: &[(u8, u8)],
+    context: usize,
+    notes: &mut Vec<String>,
+) -> Result<Session, String> {
+    let mut session = start_session(spec)?;
+    if let Some(note) = set_stack_walks(session.handle, stack_events) {
+        notes.push(note);
+    }
+    match Reader::open(&session.name, context) {
+        Ok(reader) => session.reader = Some(reader),
+        Err(e) => {
+            session.stop();
+            return Err(e);
+        }
+    }
+    Ok(session)
+}
+
+/// Asks the kernel session `h` for stack walks of these (group, event type) records
+/// (TraceSetInformation TraceStackTracingInfo: an array of at most 256 CLASSIC_EVENT_IDs);
+/// a note when it refused.
+fn set_stack_walks(h: w::CONTROLTRACE_HANDLE, events: &[(u8, u8)]) -> Option<String> {
+    if events.is_empty() {
+        return None;
+    }
+    let ids: Vec<w::CLASSIC_EVENT_ID> = events
+        .iter()
+        .take(256)
+        .map(|(group, ty)| w::CLASSIC_EVENT_ID {
+            EventGuid: win_guid(crate::etw::reader::headers::kernel_group_guid(*group)),
+            Type: *ty,
+            Reserved: [0; 7],
+        })
+        .collect();
+    // SAFETY: ids is a valid array of CLASSIC_EVENT_ID of the length given
+    let rc = unsafe {
+        w::TraceSetInformation(
+            h,
+            w::TraceStackTracingInfo,
+            ids.as_ptr().cast(),
+            std::mem::size_of_val(ids.as_slice()) as u32,
+        )
+    };
+    (rc != ERROR_SUCCESS).then(|| format!("kernel stack walking not enabled (error {rc})"))
+}
+
+/// ControlTrace on a session by name (STOP or QUERY): on success, the session's
+/// (EventsLost, RealTimeBuffersLost).
+fn control(name: &str, code: w::EVENT_TRACE_CONTROL) -> Option<(u64, u64)> {
+    let mut p = Properties::for_control();
+    let n = wide(name);
+    // SAFETY: a properties buffer with room for the names ControlTrace writes back, and a
+    // NUL-terminated name
+    let rc = unsafe {
+        w::ControlTraceW(
+            w::CONTROLTRACE_HANDLE { Value: 0 },
+            n.as_ptr(),
+            p.as_mut_ptr(),
+            code,
+        )
+    };
+    let props = p.props_mut();
+    (rc == ERROR_SUCCESS).then_some((props.EventsLost as u64, props.RealTimeBuffersLost as u64))
+}
+
+/// A fixed GUID per session name (system loggers need one of their own).
+fn session_guid(name: &str) -> Guid {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in name.bytes() {
+        h = (h ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+    }
+    Guid {
+        data1: 0x6474_7800,
+        data2: (h >> 48) as u16,
+        data3: ((h >> 32) as u16 & 0x0fff) | 0x4000,
+        data4: (h as u32 as u64 | 0x8000_0000_0000_0000).to_be_bytes(),
+    }
+}
+
+/// The processors a session's buffers are sized for: every processor group's.
+fn processor_count() -> u32 {
+    use windows_sys::Win32::System::Threading::{GetActiveProcessorCount, ALL_PROCESSOR_GROUPS};
+    // SAFETY: no pointers; 0 on failure
+    match unsafe { GetActiveProcessorCount(ALL_PROCESSOR_GROUPS) } {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
+        n => n,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading a session
+
+/// `INVALID_PROCESSTRACE_HANDLE` (64-bit).
+const INVALID_TRACE: u64 = u64::MAX;
+/// How long a stopped session's reader may take to pass on what the stop flushed before its
+/// trace handle is closed.
+const DRAIN_WAIT: Duration = Duration::from_secs(2);
+
+/// A session opened for real-time reading, and the thread ProcessTrace delivers it on.
+struct Reader {
+    trace: u64,
+    /// Set before dtx stops the session: an end of ProcessTrace dtx caused does not end the run.
+    stopping: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Reader {
+    /// Opens the session `name` for real-time reading through [`event_record_callback`] with
+    /// `context`, and starts ProcessTrace on a thread of its own. When ProcessTrace returns and
+    /// dtx did not stop the session (another program did, or it failed), the run ends with
+    /// ProcessTrace's code ([`CallbackContext::end`]).
+    fn open(name: &str, context: usize) -> Result<Reader, String> {
+        let mut n = wide(name);
+        // SAFETY: all-zero is a valid EVENT_TRACE_LOGFILEW
+        let mut lf: w::EVENT_TRACE_LOGFILEW = unsafe { std::mem::zeroed() };
+        lf.LoggerName = n.as_mut_ptr();
+        lf.Anonymous1.ProcessTraceMode = w::PROCESS_TRACE_MODE_REAL_TIME
+            | w::PROCESS_TRACE_MODE_EVENT_RECORD
+            | w::PROCESS_TRACE_MODE_RAW_TIMESTAMP;
+        lf.Anonymous2.EventRecordCallback = Some(callback);
+        lf.Context = context as *mut std::ffi::c_void;
+        // SAFETY: lf is filled as OpenTraceW requires; n outlives the call
+        let h = unsafe { w::OpenTraceW(&mut lf) };
+        if h.Value == INVALID_TRACE {
+            // SAFETY: no arguments
+            let rc = unsafe { GetLastError() };
+            let action = format!("opening ETW session {name} for reading");
+            return Err(session::error_words(&action, name, rc, elevated(rc)));
+        }
+        let trace = h.Value;
+        let stopping = Arc::new(AtomicBool::new(false));
+        let stop_seen = stopping.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("etw {name}"))
+            .spawn(move || {
+                let h = w::PROCESSTRACE_HANDLE { Value: trace };
+                // SAFETY: a handle from OpenTraceW; the callback's context outlives this
+                // thread (the source stops its control, which joins it, before dropping it)
+                let rc = unsafe { w::ProcessTrace(&h, 1, std::ptr::null(), std::ptr::null()) };
+                if !stop_seen.load(Ordering::SeqCst) {
+                    // SAFETY: as above
+                    if let Some(cx) = unsafe { (context as *const CallbackContext).as_ref() } {
+                        cx.end(rc);
+                    }
+                }
+            });
+        match spawned {
+            Ok(thread) => Ok(Reader {
+                trace,
+                stopping,
+                thread: Some(thread),
+            }),
+            Err(e) => {
+                // SAFETY: the handle OpenTraceW gave, closed once
+                unsafe { w::CloseTrace(w::PROCESSTRACE_HANDLE { Value: trace }) };
+                Err(format!(
+                    "cannot start the reader thread of ETW session {name}: {e}"
+                ))
+            }
+        }
+    }
+
+    /// After the session was stopped: lets ProcessTrace pass on what the stop flushed (for a
+    /// moment), closes the trace handle (which ends ProcessTrace) and joins the thread.
+    fn close(mut self) {
+        let Some(thread) = self.thread.take() else {
+            return;
+        };
+        let until = Instant::now() + DRAIN_WAIT;
+        while !thread.is_finished() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // SAFETY: the handle OpenTraceW gave, closed once (ERROR_CTX_CLOSE_PENDING while
+        // ProcessTrace still runs: it returns after the current buffer)
+        unsafe { w::CloseTrace(w::PROCESSTRACE_HANDLE { Value: self.trace }) };
+        let _ = thread.join();
+    }
+}
+
+/// The EventRecordCallback of every session: the records go to the platform-neutral callback.
+unsafe extern "system" fn callback(rec: *mut w::EVENT_RECORD) {
+    // the layouts are the same (checked by raw::tests::layouts_match_windows)
+    event_record_callback(rec.cast::<RawEventRecord>());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Providers
+
+/// Enables (or, when already enabled, updates: keywords, level, stack property) a provider in
+/// the user session (EnableTraceEx2 ENABLE_PROVIDER); the error code when it fails.
+fn enable_provider(h: w::CONTROLTRACE_HANDLE, e: &Enabled) -> Result<(), u32> {
+    let g = win_guid(e.guid);
+    let mut params = w::ENABLE_TRACE_PARAMETERS {
+        Version: w::ENABLE_TRACE_PARAMETERS_VERSION_2,
+        ..Default::default()
+    };
+    if e.stacks {
+        params.EnableProperty |= w::EVENT_ENABLE_PROPERTY_STACK_TRACE;
+    }
+    // SAFETY: a started session's handle, a valid GUID and parameters
+    let rc = unsafe {
+        w::EnableTraceEx2(
+            h,
+            &g,
+            w::EVENT_CONTROL_CODE_ENABLE_PROVIDER,
+            e.level,
+            e.keywords,
+            0,
+            0,
+            &params,
+        )
+    };
+    if rc == ERROR_SUCCESS {
+        Ok(())
+    } else {
+        Err(rc)
+    }
+}
+
+/// Disables a provider in the user session (errors ignored: the provider is not wanted).
+fn disable_provider(h: w::CONTROLTRACE_HANDLE, guid: Guid) {
+    let g = win_guid(guid);
+    // SAFETY: a started session's handle and a valid GUID; no parameters
+    unsafe {
+        w::EnableTraceEx2(
+            h,
+            &g,
+            w::EVENT_CONTROL_CODE_DISABLE_PROVIDER,
+            0,
+            0,
+            0,
+            0,
+            std::ptr::null(),
+        )
+    };
+}
+
+/// Asks a provider to log what already exists (EnableTraceEx2 CAPTURE_STATE, after the
+/// provider was enabled and the session opened for reading, as krabsetw orders it); providers
+/// that do not support it ignore it.
+fn capture_state(h: w::CONTROLTRACE_HANDLE, e: &Enabled) {
+    let g = win_guid(e.guid);
+    // SAFETY: a started session's handle and a valid GUID; no parameters
+    unsafe {
+        w::EnableTraceEx2(
+            h,
+            &g,
+            w::EVENT_CONTROL_CODE_CAPTURE_STATE,
+            e.level,
+            e.keywords,
+            0,
+            0,
+            std::ptr::null(),
+        )
+    };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The process-global registry and the console handler
+
+/// The sessions this process started and has not stopped (what the console handler stops when
+/// the console goes away).
+static STARTED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+/// The system's sampling interval before dtx changed it (100 ns units), to restore.
+static PROFILE_BEFORE: Mutex<Option<u32>> = Mutex::new(None);
+
+/// A lock that a panic elsewhere does not poison for good.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Notes a session this process started.
+fn register(name: &str) {
+    lock(&STARTED).push(name.to_string());
+}
+
+/// Forgets a session this process stopped.
+fn unregister(name: &str) {
+    lock(&STARTED).retain(|n| n != name);
+}
+
+/// Installs (once) a console control handler that, when the console window is closed or the
+/// user logs off or the system shuts down, stops every session this process started and gives
+/// the system its sampling interval back before Windows ends the process. Ctrl-C and
+/// Ctrl-Break are left to the next handler.
+///
+/// Call it after `ctrlc::set_handler`: handlers run last-registered first, and ctrlc's
+/// handler returns TRUE for every signal (which ends the process without calling the others).
+pub fn install_console_handler() {
+    static INSTALLED: Once = Once::new();
+    INSTALLED.call_once(|| {
+        use windows_sys::Win32::System::Console::SetConsoleCtrlHandler;
+        // SAFETY: a handler that stays valid for the life of the process
+        unsafe { SetConsoleCtrlHandler(Some(console_handler), 1) };
+    });
+}
+
+/// The HandlerRoutine: runs on a thread Windows creates; returns FALSE so that the next
+/// handler (in the end the default one, ExitProcess) runs.
+unsafe extern "system" fn console_handler(ctrl: u32) -> BOOL {
+    use windows_sys::Win32::System::Console::{
+        CTRL_CLOSE_EVENT, CTRL_LOGOFF_EVENT, CTRL_SHUTDOWN_EVENT,
+    };
+    if matches!(
+        ctrl,
+        CTRL_CLOSE_EVENT | CTRL_LOGOFF_EVENT | CTRL_SHUTDOWN_EVENT
+    ) {
+        let _ = std::panic::catch_unwind(stop_everything);
+    }
+    0
+}
+
+/// Stops every registered session by name and restores the sampling interval.
+fn stop_everything() {
+    let names = std::mem::take(&mut *lock(&STARTED));
+    for name in &names {
+        control(name, w::EVENT_TRACE_CONTROL_STOP);
+    }
+    restore_profile_interval();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sampling interval and privileges
+
+/// TRACE_PROFILE_INTERVAL.Source of the timer-based profile source (ProfileTime).
+const PROFILE_TIME: u32 = 0;
+/// What the system samples at when its interval cannot be read: 1 ms, the default (what
+/// PerfView's TraceEventSession.Stop sets back).
+const DEFAULT_PROFILE_INTERVAL: u32 = 10_000;
+
+/// The system's sampling interval (TraceQueryInformation TraceSampledProfileIntervalInfo; a
+/// system-wide setting, so session handle 0, as PerfView and ferrisetw query it).
+fn query_profile_interval() -> Option<u32> {
+    let mut info = w::TRACE_PROFILE_INTERVAL {
+        Source: PROFILE_TIME,
+        Interval: 0,
+    };
+    let mut len = 0u32;
+    // SAFETY: info is a TRACE_PROFILE_INTERVAL of the size given
+    let rc = unsafe {
+        w::TraceQueryInformation(
+            w::CONTROLTRACE_HANDLE { Value: 0 },
+            w::TraceSampledProfileIntervalInfo,
+            (&mut info as *mut w::TRACE_PROFILE_INTERVAL).cast(),
+            std::mem::size_of::<w::TRACE_PROFILE_INTERVAL>() as u32,
+            &mut len,
+        )
+    };
+    (rc == ERROR_SUCCESS && info.Interval != 0).then_some(info.Interval)
+}
+
+/// Sets the system's sampling interval (TraceSetInformation TraceSampledProfileIntervalInfo,
+/// session handle 0, as PerfView sets it; needs SeSystemProfilePrivilege). The error code.
+fn set_profile_interval(interval: u32) -> u32 {
+    let info = w::TRACE_PROFILE_INTERVAL {
+        Source: PROFILE_TIME,
+        Interval: interval,
+    };
+    // SAFETY: info is a TRACE_PROFILE_INTERVAL of the size given
+    unsafe {
+        w::TraceSetInformation(
+            w::CONTROLTRACE_HANDLE { Value: 0 },
+            w::TraceSampledProfileIntervalInfo,
+            (&info as *const w::TRACE_PROFILE_INTERVAL).cast(),
+            std::mem::size_of::<w::TRACE_PROFILE_INTERVAL>() as u32,
+        )
+    }
+}
+
+/// Remembers the system's sampling interval before dtx first changes it.
+fn remember_profile_interval() {
+    let mut before = lock(&PROFILE_BEFORE);
+    if before.is_none() {
+        *before = Some(query_profile_interval().unwrap_or(DEFAULT_PROFILE_INTERVAL));
+    }
+}
+
+/// Gives the system back the sampling interval remembered (once).
+fn restore_profile_interval() {
+    let before = lock(&PROFILE_BEFORE).take();
+    if let Some(interval) = before {
+        set_profile_interval(interval);
+    }
+}
+
+/// This process's token, closed when dropped.
+struct Token(HANDLE);
+
+impl Token {
+    /// The process token with `access`.
+    fn open(access: u32) -> Option<Token> {
+        use windows_sys::Win32::System::Threading::{GetCurrentProcess, OpenProcessToken};
+        let mut h: HANDLE = std::ptr::null_mut();
+        // SAFETY: the pseudo handle of this process; h receives a handle closed on drop
+        let ok = unsafe { OpenProcessToken(GetCurrentProcess(), access, &mut h) };
+        (ok != 0).then_some(Token(h))
+    }
+}
+
+impl Drop for Token {
+    fn drop(&mut self) {
+        // SAFETY: the handle OpenProcessToken gave, closed once
+        unsafe { CloseHandle(self.0) };
+    }
+}
+
+/// Whether the process token is elevated (GetTokenInformation TokenElevation); false when it
+/// cannot be read.
+fn is_elevated() -> bool {
+    use windows_sys::Win32::Security::{
+        GetTokenInformation, TokenElevation, TOKEN_ELEVATION, TOKEN_QUERY,
+    };
+    let Some(token) = Token::open(TOKEN_QUERY) else {
+        return false;
+    };
+    let mut info = TOKEN_ELEVATION { TokenIsElevated: 0 };
+    let mut len = 0u32;
+    // SAFETY: info is a TOKEN_ELEVATION of the size given; the token is open
+    let ok = unsafe {
+        GetTokenInformation(
+            token.0,
+            TokenElevation,
+            (&mut info as *mut TOKEN_ELEVATION).cast(),
+            std::mem::size_of::<TOKEN_ELEVATION>() as u32,
+            &mut len,
+        )
+    };
+    ok != 0 && info.TokenIsElevated != 0
+}
+
+/// The elevation to put an error code in words with: only access denied needs it.
+fn elevated(rc: u32) -> bool {
+    rc == ERROR_ACCESS_DENIED && is_elevated()
+}
+
+/// Enables SeSystemProfilePrivilege in the process token (the sampled profile needs it).
+/// AdjustTokenPrivileges succeeds also when the token lacks the privilege: GetLastError then
+/// says ERROR_NOT_ALL_ASSIGNED.
+fn enable_profile_privilege() -> Result<(), String> {
+    use windows_sys::Win32::Security::{
+        AdjustTokenPrivileges, LookupPrivilegeValueW, LUID_AND_ATTRIBUTES, SE_PRIVILEGE_ENABLED,
+        SE_SYSTEM_PROFILE_NAME, TOKEN_ADJUST_PRIVILEGES, TOKEN_PRIVILEGES, TOKEN_QUERY,
+    };
+    let denied = || {
+        "profile sampling needs SeSystemProfilePrivilege, which this process does not hold: \
+         run dtx as Administrator"
+            .to_string()
+    };
+    let token = Token::open(TOKEN_ADJUST_PRIVILEGES | TOKEN_QUERY).ok_or_else(denied)?;
+    let mut luid = LUID {
+        LowPart: 0,
+        HighPart: 0,
+    };
+    // SAFETY: a NUL-terminated privilege name and a LUID out-parameter
+    if unsafe { LookupPrivilegeValueW(std::ptr::null(), SE_SYSTEM_PROFILE_NAME, &mut luid) } == 0 {
+        return Err(denied());
+    }
+    let privileges = TOKEN_PRIVILEGES {
+        PrivilegeCount: 1,
+        Privileges: [LUID_AND_ATTRIBUTES {
+            Luid: luid,
+            Attributes: SE_PRIVILEGE_ENABLED,
+        }],
+    };
+    // SAFETY: an open token with TOKEN_ADJUST_PRIVILEGES and one privilege to enable; no
+    // previous state asked for
+    let ok = unsafe {
+        AdjustTokenPrivileges(
+            token.0,
+            0,
+            &privileges,
+            0,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+    };
+    // SAFETY: no arguments
+    if ok == 0 || unsafe { GetLastError() } == ERROR_NOT_ALL_ASSIGNED {
+        return Err(denied());
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stale sessions
+
+/// Stops the dtx sessions whose dtx is gone (named `dtx-<kind>-<pid>` for a pid that is not a
+/// running process): the sessions a killed dtx left behind. Sessions of running dtx processes,
+/// this one's included, and every other session are left alone. Called once before the first
+/// session starts. How many were stopped.
+pub fn stop_stale_sessions() -> usize {
+    let me = std::process::id();
+    let mut stopped = 0;
+    for name in all_session_names() {
+        let Some(pid) = session::owner(&name) else {
+            continue;
+        };
+        if pid != me
+            && !process_running(pid)
+            && control(&name, w::EVENT_TRACE_CONTROL_STOP).is_some()
+        {
+            stopped += 1;
+        }
+    }
+    stopped
+}
+
+/// The names of the sessions running on the system (QueryAllTraces: at most 64, the number
+/// its page allows to ask for).
+fn all_session_names() -> Vec<String> {
+    const MAX_SESSIONS: usize = 64;
+    let mut props: Vec<Properties> = (0..MAX_SESSIONS)
+        .map(|_| Properties::for_control())
+        .collect();
+    let mut ptrs: Vec<*mut w::EVENT_TRACE_PROPERTIES> =
+        props.iter_mut().map(|p| p.as_mut_ptr()).collect();
+    let mut count = 0u32;
+    // SAFETY: MAX_SESSIONS pointers to properties buffers with room for the names
+    let rc = unsafe { w::QueryAllTracesW(ptrs.as_mut_ptr(), MAX_SESSIONS as u32, &mut count) };
+    if rc != ERROR_SUCCESS && rc != ERROR_MORE_DATA {
+        return Vec::new();
+    }
+    props
+        .iter_mut()
+        .take((count as usize).min(MAX_SESSIONS))
+        .map(|p| {
+            let at = p.props_mut().LoggerNameOffset as usize;
+            p.text_at(at)
+        })
+        .collect()
+}
+
+/// Whether a process of that id runs (OpenProcess, GetExitCodeProcess == STILL_ACTIVE). A
+/// process dtx may not open (access denied) runs.
+fn process_running(pid: u32) -> bool {
+    use windows_sys::Win32::Foundation::ERROR_INVALID_PARAMETER;
+    use windows_sys::Win32::System::Threading::{
+        GetExitCodeProcess, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION,
+    };
+    // SAFETY: no pointers; the handle is closed below
+    let h = unsafe { OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, pid) };
+    if h.is_null() {
+        // SAFETY: no arguments
+        return unsafe { GetLastError() } != ERROR_INVALID_PARAMETER;
+    }
+    let mut code = 0u32;
+    // SAFETY: an open process handle and an out-parameter
+    let ok = unsafe { GetExitCodeProcess(h, &mut code) };
+    // SAFETY: the handle OpenProcess gave, closed once
+    unsafe { CloseHandle(h) };
+    ok == 0 || code == STILL_ACTIVE as u32
+}
+
+// ---------------------------------------------------------------------------------------------
+// EVENT_TRACE_PROPERTIES buffers
+
+/// The longest session or log file name ETW takes, in UTF-16 units (EVENT_TRACE_PROPERTIES:
+/// "limited to 1,024 characters").
+const NAME_MAX: usize = 1024;
+
+/// An EVENT_TRACE_PROPERTIES followed by room for a session name and a log file name, sized
+/// for what it carries and 8-byte aligned (a `Vec<u64>`), zeroed as the structure's page asks.
+struct Properties {
+    buf: Vec<u64>,
+}
+
+impl Properties {
+    /// Room for a session name of `name_units` UTF-16 units and the log file `file` (UTF-16,
+    /// no NUL), which is copied in after the name.
+    fn with_room(name_units: usize, file: Option<&[u16]>) -> Properties {
+        let head = std::mem::size_of::<w::EVENT_TRACE_PROPERTIES>();
+        let name_bytes = (name_units + 1) * 2;
+        let file_bytes = file.map_or(0, |f| (f.len() + 1) * 2);
+        let total = head + name_bytes + file_bytes;
+        let mut p = Properties {
+            buf: vec![0u64; total.div_ceil(8)],
+        };
+        if let Some(f) = file {
+            let at = head + name_bytes;
+            let bytes = p.bytes_mut();
+            for (i, u) in f.iter().enumerate() {
+                bytes[at + 2 * i..at + 2 * i + 2].copy_from_slice(&u.to_le_bytes());
+            }
+        }
+        let size = p.buf.len() * 8;
+        let props = p.props_mut();
+        props.Wnode.BufferSize = size as u32;
+        props.Wnode.Flags = w::WNODE_FLAG_TRACED_GUID;
+        // QueryPerformanceCounter timestamps: the StackWalk records' EventTimeStamp agrees
+        props.Wnode.ClientContext = 1;
+        props.LoggerNameOffset = head as u32;
+        if file.is_some() {
+            props.LogFileNameOffset = (head + name_bytes) as u32;
+        }
+        p
+    }
+
+    /// For ControlTrace and QueryAllTraces, which write the names back: room for the longest.
+    fn for_control() -> Properties {
+        Properties::with_room(NAME_MAX, Some(&[0u16; NAME_MAX]))
+    }
+
+    /// The structure at the buffer's start.
+    fn props_mut(&mut self) -> &mut w::EVENT_TRACE_PROPERTIES {
+        // SAFETY: the buffer is 8-byte aligned, at least the structure's size (with_room), and
+        // any bytes are a valid EVENT_TRACE_PROPERTIES (integers, a GUID, a handle value)
+        unsafe { &mut *self.buf.as_mut_ptr().cast::<w::EVENT_TRACE_PROPERTIES>() }
+    }
+
+    /// The buffer as the functions take it.
+    fn as_mut_ptr(&mut self) -> *mut w::EVENT_TRACE_PROPERTIES {
+        self.buf.as_mut_ptr().cast()
+    }
+
+    /// The whole buffer as bytes.
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        let len = self.buf.len() * 8;
+        // SAFETY: the Vec's initialised u64s viewed as bytes
+        unsafe { std::slice::from_raw_parts_mut(self.buf.as_mut_ptr().cast::<u8>(), len) }
+    }
+
+    /// The NUL-terminated UTF-16 text at byte offset `at` (what ETW wrote back).
+    fn text_at(&mut self, at: usize) -> String {
+        let units: Vec<u16> = self
+            .bytes_mut()
+            .get(at..)
+            .unwrap_or(&[])
+            .chunks_exact(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]))
+            .take_while(|u| *u != 0)
+            .collect();
+        String::from_utf16_lossy(&units)
+    }
+}
+
+/// A log file path as ETW takes it: absolute, UTF-16 as the OS spells it (no lossy
+/// conversion), at most [`NAME_MAX`] units; a longer path is an error, never cut.
+fn log_file_units(path: &Path) -> Result<Vec<u16>, String> {
+    use std::os::windows::ffi::OsStrExt;
+    let full = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let units: Vec<u16> = full.as_os_str().encode_wide().collect();
+    if units.contains(&0) {
+        return Err(format!(
+            "{}: a log file name cannot hold NUL",
+            path.display()
+        ));
+    }
+    if units.len() > NAME_MAX {
+        return Err(format!(
+            "{}: the log file path is {} characters long; ETW takes at most {NAME_MAX}",
+            full.display(),
+            units.len()
+        ));
+    }
+    Ok(units)
+}
+
+/// `s` as a NUL-terminated UTF-16 string.
+fn wide(s: &str) -> Vec<u16> {
+    s.encode_utf16().chain(std::iter::once(0)).collect()
+}
+
+/// A GUID in windows-sys's form.
+fn win_guid(g: Guid) -> GUID {
+    GUID {
+        data1: g.data1,
+        data2: g.data2,
+        data3: g.data3,
+        data4: g.data4,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Providers known to the system (TDH)
+
+/// Whether dtx runs under Wine (its ntdll exports `wine_get_version`), where TDH and live
+/// sessions are stubs.
+fn under_wine() -> bool {
+    use windows_sys::Win32::System::LibraryLoader::{GetModuleHandleA, GetProcAddress};
+    // SAFETY: NUL-terminated names; ntdll is loaded in every process
+    unsafe {
+        let ntdll = GetModuleHandleA(c"ntdll.dll".as_ptr().cast());
+        !ntdll.is_null() && GetProcAddress(ntdll, c"wine_get_version".as_ptr().cast()).is_some()
+    }
+}
+
+/// TdhEnumerateProviders' PROVIDER_ENUMERATION_INFO, asked for again while the list grows
+/// between the sizing call and the filling one (a few tries).
+fn provider_enumeration() -> Result<Vec<u8>, String> {
+    const TRIES: usize = 5;
+    let mut buf: Vec<u64> = Vec::new();
+    for _ in 0..TRIES {
+        let mut size = (buf.len() * 8) as u32;
+        let ptr = if buf.is_empty() {
+            std::ptr::null_mut()
+        } else {
+            buf.as_mut_ptr().cast::<w::PROVIDER_ENUMERATION_INFO>()
+        };
+        // SAFETY: ptr is null (a sizing call) or holds `size` bytes, 8-byte aligned
+        let rc = unsafe { w::TdhEnumerateProviders(ptr, &mut size) };
+        match rc {
+            ERROR_SUCCESS => {
+                let len = (size as usize).min(buf.len() * 8);
+                // SAFETY: the buffer's initialised u64s viewed as bytes, `len` of them
+                let bytes = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), len) };
+                return Ok(bytes.to_vec());
+            }
+            ERROR_INSUFFICIENT_BUFFER => buf = vec![0u64; (size as usize).div_ceil(8) + 1],
+            rc => return Err(format!("cannot list the ETW providers: error {rc}")),
+        }
+    }
+    Err("cannot list the ETW providers: the list kept growing while it was read".into())
+}
+
 /// The system's registered providers (name, GUID), from TDH.
 pub fn system_providers() -> Result<Vec<(String, Guid)>, String> {
     if under_wine() {
         // Wine's tdh.dll has the entry points as stubs that raise on call
         return Err("the system's ETW provider list is not available under Wine".into());
     }
-    let mut size = 0u32;
-    // SAFETY: sizing call with a null buffer
-    let rc = unsafe { w::TdhEnumerateProviders(std::ptr::null_mut(), &mut size) };
-    if rc != ERROR_INSUFFICIENT_BUFFER && rc != ERROR_SUCCESS {
-        return Err(format!("cannot list the ETW providers: error {rc}"));
-    }
-    let mut buf = vec![0u64; (size as usize).div_ceil(8) + 1];
-    // SAFETY: buf holds at least `size` bytes, aligned for the structure
-    let rc = unsafe {
-        w::TdhEnumerateProviders(
-            buf.as_mut_ptr().cast::<w::PROVIDER_ENUMERATION_INFO>(),
-            &mut size,
-        )
-    };
-    if rc != ERROR_SUCCESS {
-        return Err(format!("cannot list the ETW providers: error {rc}"));
-    }
-    let bytes: &[u8] =
-        // SAFETY: the buffer is initialised u64s
-        unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), size as usize) };
-    let count = u32::from_le_bytes(bytes[0..4].try_into().unwrap_or([0; 4])) as usize;
-    let mut out = Vec::with_capacity(count);
+    let bytes = provider_enumeration()?;
+    let count = bytes
+        .get(0..4)
+        .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])) as usize;
+    let mut out = Vec::with_capacity(count.min(1 << 16));
     for i in 0..count {
+        // TRACE_PROVIDER_INFO: GUID, SchemaSource, ProviderNameOffset (24 bytes, from byte 8)
         let at = 8 + i * 24;
         let Some(entry) = bytes.get(at..at + 24) else {
             break;
@@ -349,7 +1405,7 @@ pub fn system_providers() -> Result<Vec<(String, Guid)>, String> {
         let Some(guid) = Guid::from_le_bytes(&entry[..16]) else {
             continue;
         };
-        let off = u32::from_le_bytes(entry[20..24].try_into().unwrap_or([0; 4])) as usize;
+        let off = u32::from_le_bytes([entry[20], entry[21], entry[22], entry[23]]) as usize;
         let name: Vec<u16> = bytes
             .get(off..)
             .unwrap_or(&[])
@@ -362,40 +1418,36 @@ pub fn system_providers() -> Result<Vec<(String, Guid)>, String> {
     Ok(out)
 }
 
+/// The (name, GUID) of the providers the system registers, enough to resolve `names`: the
+/// cached catalog when it knows them all, else TDH's list.
+fn registered_guids(names: &[String]) -> Result<Vec<(String, Guid)>, String> {
+    if let Some(c) = catalog::load_cached(true) {
+        if names.iter().all(|n| c.find(n).is_some()) {
+            return Ok(c.providers.into_iter().map(|p| (p.name, p.guid)).collect());
+        }
+    }
+    system_providers()
+}
+
 /// The named keywords of one provider (TdhEnumerateProviderFieldInformation with
 /// EventKeywordInformation); none for providers that define none or are not manifest-based.
 pub fn provider_keywords(guid: Guid) -> Vec<(String, u64)> {
     let g = win_guid(guid);
-    let mut size = 0u32;
-    // SAFETY: sizing call with a null buffer
-    let rc = unsafe {
-        w::TdhEnumerateProviderFieldInformation(
-            &g,
-            w::EventKeywordInformation,
-            std::ptr::null_mut(),
-            &mut size,
-        )
-    };
-    if rc != ERROR_INSUFFICIENT_BUFFER || size < 8 {
-        return Vec::new();
+    let bytes = tdh_buffer(|buf, size| {
+        // SAFETY: buf is null (a sizing call) or holds `size` bytes, 8-byte aligned
+        unsafe {
+            w::TdhEnumerateProviderFieldInformation(
+                &g,
+                w::EventKeywordInformation,
+                buf.cast::<w::PROVIDER_FIELD_INFOARRAY>(),
+                size,
+            )
+        }
+    });
+    match bytes {
+        Some(b) if b.len() >= 8 => catalog::parse_field_info_array(&b),
+        _ => Vec::new(),
     }
-    let mut buf = vec![0u64; (size as usize).div_ceil(8) + 1];
-    // SAFETY: buf holds at least `size` bytes, aligned for the structure
-    let rc = unsafe {
-        w::TdhEnumerateProviderFieldInformation(
-            &g,
-            w::EventKeywordInformation,
-            buf.as_mut_ptr().cast::<w::PROVIDER_FIELD_INFOARRAY>(),
-            &mut size,
-        )
-    };
-    if rc != ERROR_SUCCESS {
-        return Vec::new();
-    }
-    let bytes: &[u8] =
-        // SAFETY: the buffer is initialised u64s of at least `size` bytes
-        unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), size as usize) };
-    catalog::parse_field_info_array(bytes)
 }
 
 /// Every registered provider with its keywords, from TDH.
@@ -414,15 +1466,9 @@ pub fn enumerate_catalog() -> Result<ProviderCatalog, String> {
     Ok(ProviderCatalog { providers })
 }
 
-/// The system's provider catalog: the cache next to the executable when it is fresh and knows
-/// every name in `needed`, else enumerated from TDH again and the cache rewritten (a cache that
+/// Enumerates the catalog from TDH and rewrites the cache next to the executable (a cache that
 /// cannot be written is not an error: the catalog is simply enumerated next time too).
-pub fn provider_catalog(needed: &[&String]) -> Result<ProviderCatalog, String> {
-    if let Some(c) = catalog::load_cached(true) {
-        if needed.iter().all(|n| c.find(n).is_some()) {
-            return Ok(c);
-        }
-    }
+fn fresh_catalog() -> Result<ProviderCatalog, String> {
     let c = enumerate_catalog()?;
     if let Some(path) = catalog::catalog_path() {
         let _ = c.save(&path);
@@ -430,192 +1476,79 @@ pub fn provider_catalog(needed: &[&String]) -> Result<ProviderCatalog, String> {
     Ok(c)
 }
 
+/// The system's provider catalog: the cache next to the executable when it is fresh and knows
+/// every name in `needed`, else enumerated from TDH again and the cache rewritten.
+pub fn provider_catalog(needed: &[&String]) -> Result<ProviderCatalog, String> {
+    if let Some(c) = catalog::load_cached(true) {
+        if needed.iter().all(|n| c.find(n).is_some()) {
+            return Ok(c);
+        }
+    }
+    fresh_catalog()
+}
+
+/// The catalog for the provider names `needed`, and those of them the system does not
+/// register (EventSource and TraceLogging providers: enabled by the GUID their name hashes
+/// to). A fresh cache that lacks only unregistered names is not enumerated again.
+fn catalog_for(needed: &[&String]) -> Result<(ProviderCatalog, Vec<String>), String> {
+    if let Some(c) = catalog::load_cached(true) {
+        let missing: Vec<String> = needed
+            .iter()
+            .filter(|n| c.find(n).is_none())
+            .map(|n| n.to_string())
+            .collect();
+        if missing.is_empty() {
+            return Ok((c, missing));
+        }
+        let registered = system_providers()?;
+        let unregistered = |n: &String| !registered.iter().any(|(r, _)| r.eq_ignore_ascii_case(n));
+        if missing.iter().all(unregistered) {
+            return Ok((c, missing));
+        }
+    }
+    let c = fresh_catalog()?;
+    let unknown = needed
+        .iter()
+        .filter(|n| c.find(n).is_none())
+        .map(|n| n.to_string())
+        .collect();
+    Ok((c, unknown))
+}
+
 /// The ETW side of a live run: the user providers the programs name, resolved through the
-/// provider catalog (an unknown name is an error here, before anything starts), and with
-/// `list_all` (`dtx -l`) every provider of the catalog.
+/// provider catalog, and with `list_all` (`dtx -l`) every provider of the catalog. A name the
+/// system does not register is kept by name: the session enables it by the GUID the name
+/// hashes to (EventSource, TraceLogging) and says so.
 pub fn live_etw(
     programs: &[crate::cli::args::ProgramSource],
-    log_file: Option<std::path::PathBuf>,
+    log_file: Option<PathBuf>,
     list_all: bool,
 ) -> Result<super::LiveEtw, String> {
     let names = super::LiveEtw::provider_names(programs);
     let needed: Vec<&String> = names.iter().filter(|n| Guid::parse(n).is_none()).collect();
-    let catalog = if !needed.is_empty() {
-        Some(provider_catalog(&needed)?)
+    let (catalog, unknown) = if !needed.is_empty() {
+        let (c, unknown) = catalog_for(&needed)?;
+        (Some(c), unknown)
     } else if list_all {
         // only for the listing: a system whose TDH cannot enumerate (Wine) lists without it
-        provider_catalog(&[]).ok()
+        (provider_catalog(&[]).ok(), Vec::new())
     } else {
-        None
+        (None, Vec::new())
     };
-    super::LiveEtw::with_catalog(&names, log_file, catalog.as_ref(), list_all)
+    let known: Vec<String> = names
+        .iter()
+        .filter(|n| !unknown.contains(n))
+        .cloned()
+        .collect();
+    let mut live = super::LiveEtw::with_catalog(&known, log_file, catalog.as_ref(), list_all)?;
+    for name in &unknown {
+        live.etw.add_named(name);
+    }
+    Ok(live)
 }
 
-/// Starts the sessions the engine's enabled probes need and returns the source that feeds
-/// their records to the engine (None when no probe needs ETW). With `log_file`, the records
-/// are also written to that file (the kernel session's, or the user session's when there is
-/// no kernel session; with both, the user session writes `<file>.user.etl`).
-///
-/// Logging without `process_all` (`-E new.etl`, not `-gE`), the high-frequency kernel events
-/// (context switches, DPCs, interrupts, system calls) are only written, by a session of their
-/// own, to `<file>.hfreq.etl`, for a later `-E` run; their probes do not fire live.
-pub fn open_for(
-    engine: &Engine,
-    etw: &EtwProbes,
-    log_file: Option<&Path>,
-    process_all: bool,
-) -> Result<Option<EtwLiveSource>, String> {
-    let mut plan = SessionPlan::for_engine(engine, etw);
-    if plan.is_empty() {
-        return Ok(None);
-    }
-    let logged_only = match log_file {
-        Some(f) if !process_all => plan
-            .split_logged_only()
-            .map(|l| (l, f.with_extension("hfreq.etl"))),
-        _ => None,
-    };
-    // user providers by name: the system's list; an unknown name is an error before anything starts
-    let mut user = Vec::new();
-    if !plan.user.is_empty() {
-        let missing: Vec<&String> = plan
-            .user
-            .iter()
-            .filter(|u| u.guid.is_none())
-            .map(|u| &u.name)
-            .collect();
-        let known: Vec<(String, Guid)> = if missing.is_empty() {
-            Vec::new()
-        } else {
-            provider_catalog(&missing)?
-                .providers
-                .into_iter()
-                .map(|p| (p.name, p.guid))
-                .collect()
-        };
-        for u in &plan.user {
-            let guid = match u.guid {
-                Some(g) => g,
-                None => known
-                    .iter()
-                    .find(|(n, _)| n.eq_ignore_ascii_case(&u.name))
-                    .map(|(_, g)| *g)
-                    .ok_or_else(|| {
-                        format!(
-                            "unknown ETW provider '{}' (not registered on this system)",
-                            u.name
-                        )
-                    })?,
-            };
-            user.push((u, guid));
-        }
-    }
-    let (context, rx) = CallbackContext::channel(QUEUE_RECORDS);
-    // manifest providers' events decode by name: their schemas come from TDH
-    let context = context.with_schema_lookup(Box::new(tdh_schema));
-    let stacks = !plan.stack_events.is_empty() || plan.user.iter().any(|u| u.stacks);
-    let mut source = EtwLiveSource::new(context, rx, etw.clone(), time_base(), stacks)
-        .with_stack_events(&plan.stack_events);
-    let ctx = source.context_ptr();
-    let user_log = log_file.map(|f| {
-        if plan.needs_kernel() {
-            f.with_extension("user.etl")
-        } else {
-            f.to_path_buf()
-        }
-    });
-    if plan.needs_kernel() {
-        let h = start_session(
-            KERNEL_SESSION,
-            w::EVENT_TRACE_SYSTEM_LOGGER_MODE,
-            plan.kernel_flags,
-            log_file,
-        )?;
-        set_stack_walks(h, &plan.stack_events);
-        source.own(Box::new(consume(KERNEL_SESSION, ctx)?));
-    }
-    if let Some((logged, file)) = logged_only {
-        let h = start_session_as(
-            LOGGED_SESSION,
-            w::EVENT_TRACE_SYSTEM_LOGGER_MODE,
-            logged.kernel_flags,
-            Some(&file),
-            false,
-        )?;
-        set_stack_walks(h, &logged.stack_events);
-        source.own(Box::new(LoggingSession {
-            name: LOGGED_SESSION.to_string(),
-            stopped: false,
-        }));
-        eprintln!(
-            "dtx: high-frequency kernel events are logged to {} without being processed \
-             (-gE processes them live)",
-            file.display()
-        );
-    }
-    if !user.is_empty() {
-        let h = start_session(USER_SESSION, 0, 0, user_log.as_deref())?;
-        let session = consume(USER_SESSION, ctx)?;
-        source.own(Box::new(session));
-        for (u, guid) in &user {
-            let g = win_guid(*guid);
-            let mut params = w::ENABLE_TRACE_PARAMETERS {
-                Version: w::ENABLE_TRACE_PARAMETERS_VERSION_2,
-                ..Default::default()
-            };
-            if u.stacks {
-                params.EnableProperty |= w::EVENT_ENABLE_PROPERTY_STACK_TRACE;
-            }
-            // SAFETY: a started session's handle, a valid GUID and parameters
-            let rc = unsafe {
-                w::EnableTraceEx2(
-                    h,
-                    &g,
-                    w::EVENT_CONTROL_CODE_ENABLE_PROVIDER,
-                    u.level,
-                    u.keywords,
-                    0,
-                    0,
-                    &params,
-                )
-            };
-            if rc != ERROR_SUCCESS {
-                return Err(match rc {
-                    ERROR_ACCESS_DENIED => {
-                        "live ETW tracing needs an elevated prompt: run dtx as Administrator".into()
-                    }
-                    _ => format!("cannot enable ETW provider '{}': error {rc}", u.name),
-                });
-            }
-            // capture state: providers that support it log what already exists
-            // SAFETY: as above
-            unsafe {
-                w::EnableTraceEx2(
-                    h,
-                    &g,
-                    w::EVENT_CONTROL_CODE_CAPTURE_STATE,
-                    u.level,
-                    u.keywords,
-                    0,
-                    0,
-                    std::ptr::null(),
-                )
-            };
-        }
-    }
-    Ok(Some(source))
-}
-
-/// Whether dtx runs under Wine (its ntdll exports `wine_get_version`), where TDH and live
-/// sessions are stubs.
-fn under_wine() -> bool {
-    use windows_sys::Win32::System::LibraryLoader::{GetModuleHandleA, GetProcAddress};
-    // SAFETY: NUL-terminated names; ntdll is loaded in every process
-    unsafe {
-        let ntdll = GetModuleHandleA(c"ntdll.dll".as_ptr().cast());
-        !ntdll.is_null() && GetProcAddress(ntdll, c"wine_get_version".as_ptr().cast()).is_some()
-    }
-}
+// ---------------------------------------------------------------------------------------------
+// Event schemas (TDH)
 
 /// Calls a TDH function that fills a caller-sized buffer: first for the size, then for the
 /// data (8-byte aligned, as the structures want).
@@ -629,8 +1562,9 @@ fn tdh_buffer(call: impl Fn(*mut u8, &mut u32) -> u32) -> Option<Vec<u8>> {
     if call(buf.as_mut_ptr().cast(), &mut size) != ERROR_SUCCESS {
         return None;
     }
-    // SAFETY: buf holds at least `size` initialised bytes
-    let bytes = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), size as usize) };
+    let len = (size as usize).min(buf.len() * 8);
+    // SAFETY: buf holds at least `len` initialised bytes
+    let bytes = unsafe { std::slice::from_raw_parts(buf.as_ptr().cast::<u8>(), len) };
     Some(bytes.to_vec())
 }
 
@@ -656,7 +1590,7 @@ fn tdh_schema(rec: &RawEventRecord) -> Option<super::EventSchema> {
     names.sort();
     names.dedup();
     for name in names {
-        let wide: Vec<u16> = name.encode_utf16().chain(Some(0)).collect();
+        let wide = wide(name);
         let map = tdh_buffer(|buf, size| {
             // SAFETY: as above; wide is NUL-terminated
             unsafe { w::TdhGetEventMapInformation(ev, wide.as_ptr(), buf.cast(), size) }
@@ -679,13 +1613,4 @@ fn raw_guid_bytes(rec: &RawEventRecord) -> [u8; 16] {
     b[6..8].copy_from_slice(&g.data3.to_le_bytes());
     b[8..16].copy_from_slice(&g.data4);
     b
-}
-
-/// Stops the sessions a killed dtx may have left behind (called at start by `open_for`
-/// through `start_session`; exposed for `dtx` to clean up explicitly).
-pub fn stop_stale_sessions() -> usize {
-    [KERNEL_SESSION, USER_SESSION, LOGGED_SESSION]
-        .iter()
-        .filter(|n| stop_by_name(n))
-        .count()
 }
