@@ -146,12 +146,10 @@ fn both_paths_with(file: &str, script: &str, tdh: bool) -> (String, String, u64,
         batch += 1;
         if batch == 2048 {
             batch = 0;
-            let now = e.now_ns();
-            live.pump(now, &mut e);
+            live.drain(&mut e);
         }
     }
-    let now = e.now_ns();
-    live.pump(now, &mut e);
+    live.drain(&mut e);
     live.finish(&mut e);
     live.stop();
     live.closing(&mut e);

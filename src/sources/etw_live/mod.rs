@@ -756,6 +756,20 @@ impl EtwLiveSource {
     }
 }
 
+impl EtwLiveSource {
+    /// Fires everything queued now, with no deadline (a replay that drives the source
+    /// itself, between batches of records); false when a session ended.
+    pub fn drain(&mut self, engine: &mut Engine) -> bool {
+        while let Ok(msg) = self.rx.try_recv() {
+            if !self.take(msg, engine) {
+                return false;
+            }
+        }
+        self.check_dropped(engine);
+        true
+    }
+}
+
 impl EventSource for EtwLiveSource {
     /// Delivers records until `deadline`, also when they never stop coming: the clock is
     /// looked at every [`DEADLINE_EVERY`] records, so that timers (`tick-N`), `exit()`,
