@@ -122,6 +122,28 @@ fn wait_status(
     panic!("no such status within 60 s (said: {said:?})");
 }
 
+/// A console session over `backend` running `script`.
+fn run_console(backend: EtwBackend, catalog: &Arc<Catalog>, script: &str, name: &str) -> Session {
+    let session = Session::start(
+        SessionSource::Etw(backend),
+        catalog.clone(),
+        Duration::from_millis(50),
+    );
+    let spec = compile_text(script, name, catalog)
+        .unwrap_or_else(|d| panic!("{name}: {}", d.render(true)));
+    session.send(Command::Run {
+        program: spec,
+        restart: false,
+    });
+    session
+}
+
+/// Stops the run and waits for its end (the final snapshot lands in `last`).
+fn stop_run(s: &Session, last: &mut Option<Vec<AggView>>, said: &mut Vec<String>) -> Status {
+    s.send(Command::Stop);
+    wait_status(s, |st| matches!(st.state, RunState::Ended(_)), last, said)
+}
+
 fn records_in(path: &str) -> u64 {
     let src = TraceSource::open(path).unwrap();
     let mut n = 0;
@@ -146,16 +168,7 @@ fn console_live_etw_default_dashboard_equals_the_file_path() {
     assert!(want.iter().all(|a| !a.rows.is_empty()), "{want:?}");
 
     let (backend, plans, done) = replay_backend(&path, &etw);
-    let session = Session::start(
-        SessionSource::Etw(backend),
-        catalog.clone(),
-        Duration::from_millis(50),
-    );
-    let spec = compile_text(&script, "cpu.d", &catalog).unwrap();
-    session.send(Command::Run {
-        program: spec,
-        restart: false,
-    });
+    let session = run_console(backend, &catalog, &script, "cpu.d");
     let total = records_in(&path);
     let (mut last, mut said) = (None, Vec::new());
     // every record through the callback and the engine
@@ -168,13 +181,7 @@ fn console_live_etw_default_dashboard_equals_the_file_path() {
     assert!(done.load(Ordering::SeqCst));
     assert_eq!(st.sessions.len(), 1, "{st:?}");
     assert_eq!(st.lost, 0, "the replay waits for room: nothing lost");
-    session.send(Command::Stop);
-    wait_status(
-        &session,
-        |st| matches!(st.state, RunState::Ended(_)),
-        &mut last,
-        &mut said,
-    );
+    stop_run(&session, &mut last, &mut said);
     let got = last.expect("a snapshot");
     assert_eq!(got, want, "the console's tables differ from -E's");
     // the plan: the kernel session with context switches and samples
@@ -202,28 +209,11 @@ fn console_live_etw_every_top_dashboard_runs_live() {
     names.sort();
     assert!(names.len() >= 7, "{names:?}");
     for name in names {
-        let script = dashboard(&name);
-        let spec = compile_text(&script, &name, &catalog)
-            .unwrap_or_else(|d| panic!("{name}: {}", d.render(true)));
         let (backend, plans, _) = replay_backend(&path, &etw);
-        let session = Session::start(
-            SessionSource::Etw(backend),
-            catalog.clone(),
-            Duration::from_millis(50),
-        );
-        session.send(Command::Run {
-            program: spec,
-            restart: false,
-        });
+        let session = run_console(backend, &catalog, &dashboard(&name), &name);
         let (mut last, mut said) = (None, Vec::new());
         wait_status(&session, |st| st.events > 10_000, &mut last, &mut said);
-        session.send(Command::Stop);
-        wait_status(
-            &session,
-            |st| matches!(st.state, RunState::Ended(_)),
-            &mut last,
-            &mut said,
-        );
+        stop_run(&session, &mut last, &mut said);
         let plans = plans.lock().unwrap();
         assert!(
             !plans.is_empty() && plans[0].kernel_flags != 0,
@@ -244,21 +234,12 @@ fn console_live_etw_replans_a_replaced_program_and_keeps_the_system_state() {
     let etw = providers(&path);
     let catalog = Arc::new(Catalog::with_etw(&etw));
     let (backend, plans, _) = replay_backend(&path, &etw);
-    let session = Session::start(
-        SessionSource::Etw(backend),
-        catalog.clone(),
-        Duration::from_millis(50),
-    );
-    let a = compile_text(
+    let session = run_console(
+        backend,
+        &catalog,
         "sched:::on-cpu { @a[execname] = count(); }",
         "a.d",
-        &catalog,
-    )
-    .unwrap();
-    session.send(Command::Run {
-        program: a,
-        restart: false,
-    });
+    );
     let (mut last, mut said) = (None, Vec::new());
     wait_status(&session, |st| st.events > 50_000, &mut last, &mut said);
     // the edited program: other probes, stacks — the sessions follow, the source stays
@@ -280,13 +261,7 @@ fn console_live_etw_replans_a_replaced_program_and_keeps_the_system_state() {
         &mut last,
         &mut said,
     );
-    session.send(Command::Stop);
-    wait_status(
-        &session,
-        |st| matches!(st.state, RunState::Ended(_)),
-        &mut last,
-        &mut said,
-    );
+    stop_run(&session, &mut last, &mut said);
     let plans = plans.lock().unwrap().clone();
     assert_eq!(plans.len(), 2, "{plans:?}");
     assert_ne!(plans[0].kernel_flags, plans[1].kernel_flags);
@@ -543,21 +518,12 @@ fn console_live_etw_flood_keeps_the_console_responsive() {
         etw: Arc::new(etw),
         open: flood_open(flood),
     };
-    let session = Session::start(
-        SessionSource::Etw(backend),
-        catalog.clone(),
-        Duration::from_millis(50),
-    );
-    let spec = compile_text(
+    let session = run_console(
+        backend,
+        &catalog,
         "flood-provider:::events { @n = count(); } tick-100ms { @t = count(); }",
         "f.d",
-        &catalog,
-    )
-    .unwrap();
-    session.send(Command::Run {
-        program: spec,
-        restart: false,
-    });
+    );
     let (mut last, mut said) = (None, Vec::new());
     wait_status(
         &session,
@@ -575,13 +541,7 @@ fn console_live_etw_flood_keeps_the_console_responsive() {
     }
     assert!(statuses >= 5, "{statuses} statuses in 600 ms");
     let asked = Instant::now();
-    session.send(Command::Stop);
-    let st = wait_status(
-        &session,
-        |st| matches!(st.state, RunState::Ended(_)),
-        &mut last,
-        &mut said,
-    );
+    let st = stop_run(&session, &mut last, &mut said);
     let took = asked.elapsed();
     assert!(took < Duration::from_secs(1), "stopping took {took:?}");
     assert!(stopped.lock().unwrap().is_some());
