@@ -250,3 +250,33 @@ int main(void) {
     s.send(CTRL_Q);
     assert_eq!(s.wait_exit(Duration::from_secs(10)), Some(0));
 }
+
+#[test]
+fn bare_dtx_on_a_terminal_opens_the_console() {
+    let state = tempfile::tempdir().unwrap();
+    let state_dir = state.path().to_string_lossy().into_owned();
+    let mut s = PtySession::spawn(
+        env!("CARGO_BIN_EXE_dtx"),
+        &[],
+        &[
+            ("XDG_STATE_HOME", &state_dir),
+            ("XDG_CONFIG_HOME", &state_dir),
+        ],
+        100,
+        30,
+    );
+    // the console's panes and status line, not dtrace's usage text
+    let screen = s.wait_for("the console", Duration::from_secs(30), |t| {
+        t.contains("run #") || t.contains("idle")
+    });
+    assert!(!screen.contains("Usage:"), "{screen}");
+    s.send(CTRL_Q);
+    assert_eq!(s.wait_exit(Duration::from_secs(10)), Some(0));
+}
+
+#[test]
+fn bare_dtx_without_a_terminal_prints_the_usage() {
+    let out = Command::new(env!("CARGO_BIN_EXE_dtx")).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Usage:"));
+}

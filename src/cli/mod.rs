@@ -25,6 +25,18 @@ struct Program {
     file_name: String,
 }
 
+/// Bare `dtx` on a terminal opens the console (as `dtx --tui`); with no terminal (a pipe, a
+/// script) it stays dtrace's usage message and exit status 2.
+fn console_when_bare(argv: Vec<OsString>) -> Vec<OsString> {
+    use std::io::IsTerminal;
+    let terminal = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    if argv.len() <= 1 && terminal {
+        let argv0 = argv.into_iter().next().unwrap_or_else(|| "dtx".into());
+        return vec![argv0, "--tui".into()];
+    }
+    argv
+}
+
 /// Writes `dtx: <msg>` to stderr.
 fn fatal(prog: &str, msg: &str) {
     let _ = writeln!(std::io::stderr(), "{prog}: {msg}");
@@ -32,6 +44,7 @@ fn fatal(prog: &str, msg: &str) {
 
 pub fn main(argv: Vec<OsString>) -> i32 {
     let prog = "dtx";
+    let argv = console_when_bare(argv);
     let args = match args::parse(&argv) {
         Ok(a) => a,
         Err(e) => {
