@@ -886,6 +886,9 @@ impl EventSource for EtwLiveSource {
 impl Drop for EtwLiveSource {
     fn drop(&mut self) {
         self.stop_sessions();
+        // the control goes while the callback's context it points at still lives (fields drop
+        // in declaration order, and `context` comes first)
+        self.control = None;
     }
 }
 

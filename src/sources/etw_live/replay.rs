@@ -136,6 +136,8 @@ impl SessionControl for ReplayControl {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+        // stopped: the context is not ours to touch any more
+        self.context = 0;
     }
 
     fn status(&mut self) -> ControlStatus {
