@@ -53,7 +53,10 @@ fn readme_has_ten_one_liners_and_the_console() {
         .unwrap()
         .lines()
         .count();
-    assert!(lines < 250, "README.md has {lines} lines: it is the front page");
+    assert!(
+        lines < 250,
+        "README.md has {lines} lines: it is the front page"
+    );
 }
 
 #[test]

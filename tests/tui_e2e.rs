@@ -23,6 +23,24 @@ fn trace() -> Option<PathBuf> {
     p.exists().then_some(p)
 }
 
+/// Quits the console: Ctrl-Q, and `y` when it asks about unsaved edits; it must exit 0.
+fn quit(s: &mut PtySession) {
+    s.send(CTRL_Q);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::time::Instant::now() < deadline {
+        if let Ok(Some(st)) = s.child.try_wait() {
+            assert_eq!(st.exit_code(), 0);
+            return;
+        }
+        if s.contents().contains("not saved") {
+            s.send("y");
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(s.wait_exit(Duration::from_secs(10)), Some(0));
+}
+
 /// The top row of the aggregation as the batch command line prints it (dtrace prints the
 /// largest value last): (key, value).
 fn batch_top(trace: &str, program: &str) -> (String, String) {
@@ -106,8 +124,7 @@ fn open_trace_type_run_edit_rerun_quit() {
         row_matches(t, &k2, &v2) && t.contains("run #3") && t.contains("ended 0")
     });
     assert!(screen.contains(second), "{screen}");
-    s.send(CTRL_Q);
-    assert_eq!(s.wait_exit(Duration::from_secs(10)), Some(0));
+    quit(&mut s);
     let raw = s.raw.lock().unwrap().clone();
     let raw = String::from_utf8_lossy(&raw);
     // the alternate screen was left: the terminal is back as it was
@@ -154,8 +171,7 @@ fn live_console_runs_the_default_dashboard() {
             })
     });
     assert!(screen.contains("│ live │"), "{screen}");
-    s.send(CTRL_Q);
-    assert_eq!(s.wait_exit(Duration::from_secs(10)), Some(0));
+    quit(&mut s);
 }
 
 /// `dtx --tui -c cmd`: the console starts the program stopped, the first run lets it go with
@@ -247,8 +263,7 @@ int main(void) {
         },
     );
     assert!(screen.contains("run #2"), "{screen}");
-    s.send(CTRL_Q);
-    assert_eq!(s.wait_exit(Duration::from_secs(10)), Some(0));
+    quit(&mut s);
 }
 
 #[test]
@@ -270,8 +285,7 @@ fn bare_dtx_on_a_terminal_opens_the_console() {
         t.contains("run #") || t.contains("idle")
     });
     assert!(!screen.contains("Usage:"), "{screen}");
-    s.send(CTRL_Q);
-    assert_eq!(s.wait_exit(Duration::from_secs(10)), Some(0));
+    quit(&mut s);
 }
 
 #[test]

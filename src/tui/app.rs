@@ -35,6 +35,8 @@ const FOCUS_ORDER: [Focus; 4] = [Focus::Browser, Focus::Editor, Focus::Results, 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Overlay {
     Help,
+    /// Quitting with edits that were not saved: y quits, s saves and quits, n or Esc stays.
+    ConfirmQuit,
     /// Scripts to open, and the selected one.
     Picker {
         files: Vec<PathBuf>,
@@ -225,7 +227,7 @@ impl App {
 
     pub fn act(&mut self, a: Action) {
         match a {
-            Action::Quit => self.quit = true,
+            Action::Quit => self.ask_quit(),
             Action::Help => self.overlay = Some(Overlay::Help),
             Action::FocusNext => self.focus_next(1),
             Action::FocusPrev => self.focus_next(-1),
@@ -292,8 +294,32 @@ impl App {
         self.focus = FOCUS_ORDER[((i + d).rem_euclid(n)) as usize];
     }
 
+    /// Quits, or asks first when the editor holds edits that were not saved (they are in the
+    /// autosave file either way).
+    pub fn ask_quit(&mut self) {
+        if self.editor.is_modified() {
+            self.overlay = Some(Overlay::ConfirmQuit);
+        } else {
+            self.quit = true;
+        }
+    }
+
     fn overlay_key(&mut self, o: Overlay, k: KeyEvent) {
         match o {
+            Overlay::ConfirmQuit => match k.code {
+                KeyCode::Char('y' | 'Y') => self.quit = true,
+                KeyCode::Char('s' | 'S') => {
+                    self.overlay = None;
+                    match self.editor.save() {
+                        Ok(_) => self.quit = true,
+                        Err(e) => self.say(format!("not saved: {e}"), true),
+                    }
+                }
+                KeyCode::Char('n' | 'N') | KeyCode::Esc => self.overlay = None,
+                // the quit key again: quit
+                _ if self.keys.action(&k) == Some(Action::Quit) => self.quit = true,
+                _ => {}
+            },
             Overlay::Help => {
                 if matches!(
                     k.code,
@@ -519,4 +545,43 @@ pub fn list_scripts(dir: &Path) -> Vec<PathBuf> {
     }
     out.sort();
     out
+}
+
+#[cfg(test)]
+mod quit_tests {
+    use super::*;
+
+    fn app() -> App {
+        App::new(
+            Arc::new(Catalog::standard()),
+            Status::new("t".into()),
+            false,
+        )
+    }
+
+    #[test]
+    fn quitting_with_unsaved_edits_asks() {
+        let mut a = app();
+        a.act(Action::Quit);
+        assert!(a.quit, "nothing edited: quits at once");
+        let mut a = app();
+        a.editor.insert_clause("BEGIN { exit(0); }\n");
+        a.act(Action::Quit);
+        assert!(!a.quit);
+        assert_eq!(a.overlay, Some(Overlay::ConfirmQuit));
+        a.on_key(KeyEvent::from(KeyCode::Char('n')));
+        assert!(!a.quit && a.overlay.is_none(), "n stays");
+        a.act(Action::Quit);
+        a.on_key(KeyEvent::from(KeyCode::Char('y')));
+        assert!(a.quit, "y quits");
+    }
+
+    #[test]
+    fn the_command_lines_program_is_no_edit() {
+        let mut a = app();
+        a.editor.set_text("BEGIN { exit(0); }");
+        a.editor.mark_unmodified();
+        a.act(Action::Quit);
+        assert!(a.quit);
+    }
 }

@@ -203,6 +203,12 @@ impl Editor {
         self.diagnostic = None;
     }
 
+    /// Takes the text as it is now for the unedited state (text the user did not write: the
+    /// command line's program, a skeleton).
+    pub fn mark_unmodified(&mut self) {
+        self.saved_version = self.version;
+    }
+
     /// Shows a built-in dashboard's text (it has no file until saved).
     pub fn open_builtin(&mut self, name: &str, text: &str) {
         self.set_text(text);

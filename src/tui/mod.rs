@@ -92,10 +92,13 @@ pub fn build_app(opts: &ConsoleOptions, target: u32) -> Result<App, String> {
                 .unwrap_or_else(|| format!("cannot open {}", p.display())));
         }
     } else if let Some(t) = &opts.text {
+        // the command line's program: nothing the user edited yet
         app.editor.set_text(t);
+        app.editor.mark_unmodified();
     } else if target != 0 {
         // a target waits at its start for the first run: offer a clause for its functions
         app.editor.set_text(TARGET_SKELETON);
+        app.editor.mark_unmodified();
         app.say(
             format!("pid {target} is stopped; run the script to start tracing it"),
             false,
@@ -103,8 +106,7 @@ pub fn build_app(opts: &ConsoleOptions, target: u32) -> Result<App, String> {
         return Ok(app);
     } else if let Some((name, text)) = dashboards::default_for(&opts.catalog) {
         // no script: the default dashboard, running
-        app.editor.set_text(text);
-        app.editor.builtin = Some(name.to_string());
+        app.editor.open_builtin(name, text);
         app.run(false);
         return Ok(app);
     }

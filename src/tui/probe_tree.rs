@@ -202,7 +202,8 @@ impl ProbeTree {
             }
             _ => {}
         }
-        s.push_str("\t@[probefunc] = count();\n}\n");
+        s.push_str(&clause_body(self.selected_probe(), &r.desc));
+        s.push_str("}\n");
         Some(s)
     }
 
@@ -249,6 +250,71 @@ impl ProbeTree {
     }
 }
 
+/// Orders names as people read them: runs of digits by their value (`profile-97` before
+/// `profile-1000`, `tick-5s` before `tick-10s`), the rest as text.
+pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    let (mut a, mut b) = (a.as_bytes(), b.as_bytes());
+    loop {
+        match (a.first(), b.first()) {
+            (None, None) => return Ordering::Equal,
+            (None, Some(_)) => return Ordering::Less,
+            (Some(_), None) => return Ordering::Greater,
+            (Some(x), Some(y)) if x.is_ascii_digit() && y.is_ascii_digit() => {
+                let da = a.iter().take_while(|c| c.is_ascii_digit()).count();
+                let db = b.iter().take_while(|c| c.is_ascii_digit()).count();
+                // leading zeros aside, a longer run is a larger number
+                let (na, nb) = (trim_zeros(&a[..da]), trim_zeros(&b[..db]));
+                let o = na.len().cmp(&nb.len()).then_with(|| na.cmp(nb));
+                if o != Ordering::Equal {
+                    return o;
+                }
+                a = &a[da..];
+                b = &b[db..];
+            }
+            (Some(x), Some(y)) => {
+                if x != y {
+                    return x.cmp(y);
+                }
+                a = &a[1..];
+                b = &b[1..];
+            }
+        }
+    }
+}
+
+/// The body of the clause Enter inserts for a probe: what is most worth seeing for it (by
+/// process, by function, bytes of I/O by file, samples by stack, ...); for a row that is not
+/// one probe, counts by process and probe.
+fn clause_body(p: Option<&ProbeInfo>, desc: &str) -> String {
+    let provider = desc.split(':').next().unwrap_or("");
+    let name = p.map_or("", |p| p.name.as_str());
+    let base = provider.trim_end_matches(|c: char| c.is_ascii_digit() || c == '$');
+    let body = match (base, name) {
+        ("dtrace", "BEGIN") => "printf(\"tracing... Ctrl-C to end\\n\");",
+        ("dtrace", _) => "printf(\"%s\\n\", probename);",
+        ("profile", n) if n.starts_with("tick-") => "printf(\"%Y\\n\", walltimestamp);",
+        ("profile", _) => "@[execname, stack(5)] = count();",
+        ("syscall", _) => "@[execname, probefunc] = count();",
+        ("io", _) => "@[execname, args[2]->fi_pathname] = sum(args[0]->b_bcount);",
+        ("fsinfo", _) => "@[execname, args[0]->fi_pathname] = count();",
+        ("sched", "off-cpu") => "@[execname] = count();",
+        ("proc", "start" | "exec-success") => {
+            "printf(\"%d %s %s\\n\", pid, execname, curpsinfo->pr_psargs);"
+        }
+        ("proc", _) => "printf(\"%d %s %s\\n\", pid, execname, probename);",
+        ("pid" | "fpid", "return") => "@[probefunc] = quantize(arg1);",
+        ("pid" | "fpid", _) => "@[probefunc, ustack(5)] = count();",
+        _ => "@[execname, probename] = count();",
+    };
+    format!("\t{body}\n")
+}
+
+fn trim_zeros(d: &[u8]) -> &[u8] {
+    let z = d.iter().take_while(|&&c| c == b'0').count();
+    &d[z..]
+}
+
 fn walk(
     n: &Node,
     depth: usize,
@@ -257,7 +323,9 @@ fn walk(
     known: bool,
     rows: &mut Vec<Row>,
 ) {
-    for (name, child) in &n.children {
+    let mut children: Vec<(&String, &Node)> = n.children.iter().collect();
+    children.sort_by(|a, b| natural_cmp(a.0, b.0));
+    for (name, child) in children {
         let leaf = child.children.is_empty();
         let is_open = all_open || open.contains(&child.desc);
         rows.push(Row {
@@ -340,5 +408,61 @@ mod tests {
             "BEGIN\n{\n\t@[probefunc] = count();\n}\n"
         )
         .is_ok());
+    }
+}
+
+#[cfg(test)]
+mod console_edges {
+    use super::*;
+    use crate::probes::{Catalog, ProbeCatalog};
+
+    #[test]
+    fn numbers_sort_as_numbers() {
+        let mut v = vec![
+            "profile-997",
+            "profile-97",
+            "profile-1999",
+            "tick-10s",
+            "tick-5s",
+        ];
+        v.sort_by(|a, b| natural_cmp(a, b));
+        assert_eq!(
+            v,
+            [
+                "profile-97",
+                "profile-997",
+                "profile-1999",
+                "tick-5s",
+                "tick-10s"
+            ]
+        );
+        assert_eq!(natural_cmp("a007", "a7"), std::cmp::Ordering::Equal);
+        assert_eq!(natural_cmp("a", "a1"), std::cmp::Ordering::Less);
+        let t = ProbeTree::new(Catalog::standard().list());
+        let names: Vec<&str> = t.rows().iter().map(|r| r.label.as_str()).collect();
+        assert!(names.contains(&"profile"), "{names:?}");
+    }
+
+    #[test]
+    fn every_listed_probe_gets_a_clause_that_compiles() {
+        let etw = crate::providers::etw::EtwProbes::new();
+        let catalog = Catalog::with_etw(&etw);
+        let probes = catalog.list();
+        assert!(probes.len() > 100);
+        let mut bodies = HashSet::new();
+        for p in &probes {
+            let desc = format!("{}:{}:{}:{}", p.provider, p.module, p.function, p.name);
+            let body = clause_body(Some(p), &desc);
+            let text = format!("{desc}\n{{\n{body}}}\n");
+            if let Err(d) = crate::tui::app::compile_text(&text, "x.d", &catalog) {
+                panic!("{text}: {}", d.render(true));
+            }
+            bodies.insert(body);
+        }
+        // not one clause for everything
+        assert!(bodies.len() >= 6, "{bodies:?}");
+        // a provider row (no single probe) counts by process and probe
+        let text = format!("sched:::\n{{\n{}}}\n", clause_body(None, "sched:::"));
+        assert!(crate::tui::app::compile_text(&text, "x.d", &catalog).is_ok());
     }
 }

@@ -46,6 +46,7 @@ pub fn draw(f: &mut Frame, app: &App) -> PaneAreas {
     }
     match &app.overlay {
         Some(Overlay::Help) => panes::overlay::help(f, area, app),
+        Some(Overlay::ConfirmQuit) => panes::overlay::confirm_quit(f, area, app),
         Some(Overlay::Picker { files, selected }) => {
             panes::overlay::picker(f, area, app, files, *selected)
         }

@@ -132,3 +132,36 @@ pub fn picker(f: &mut Frame, area: Rect, app: &App, files: &[PathBuf], selected:
         .collect();
     f.render_widget(Paragraph::new(lines).style(t.base()), inner);
 }
+
+/// The question before quitting with unsaved edits.
+pub fn confirm_quit(f: &mut Frame, area: Rect, app: &App) {
+    let t = &app.theme;
+    let r = centred(area, 60, 7);
+    clear(f, r);
+    let block = frame(
+        Line::from(Span::styled(" Quit? ", Style::default().fg(t.title))),
+        true,
+        t,
+    );
+    let inner = block.inner(r);
+    f.render_widget(block, r);
+    let w = inner.width as usize;
+    let lines = vec![
+        Line::from(Span::styled(
+            fit(
+                &format!("{} has edits that were not saved.", app.editor.file_label()),
+                w,
+            ),
+            Style::default().fg(t.text),
+        )),
+        Line::from(Span::styled(
+            fit("(They are in the autosave file.)", w),
+            Style::default().fg(t.text),
+        )),
+        Line::from(Span::styled(
+            fit("y quit   s save and quit   n/Esc stay", w),
+            Style::default().fg(t.accent).add_modifier(Modifier::BOLD),
+        )),
+    ];
+    f.render_widget(Paragraph::new(lines).style(t.base()), inner);
+}

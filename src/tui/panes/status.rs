@@ -24,8 +24,16 @@ pub fn text(app: &App) -> (String, String) {
         RunState::Paused => "‖ paused".to_string(),
         RunState::Ended(c) => format!("■ ended {c}"),
     };
-    let mut rest = format!(" run #{} │ {} ", s.generation, fit(&s.source, 28));
-    if let Some((pos, len)) = s.position {
+    let mut rest = format!(
+        " │ {} │ run #{} │ {} ",
+        hints(app),
+        s.generation,
+        fit(&s.source, 28)
+    );
+    let replay_over = matches!(s.state, RunState::Ended(_)) && s.position.is_some();
+    if let (true, Some((pos, _))) = (replay_over, s.position) {
+        rest.push_str(&format!("replay ended at {} ", secs(pos)));
+    } else if let Some((pos, len)) = s.position {
         let frac = if len > 0 {
             (pos as f64 / len as f64).min(1.0)
         } else {
@@ -58,6 +66,22 @@ pub fn text(app: &App) -> (String, String) {
     (state, rest)
 }
 
+/// The keys a newcomer needs first: help and quit, as bound.
+pub fn hints(app: &App) -> String {
+    use crate::tui::keys::Action;
+    let key = |a: Action, default: &str| {
+        app.keys
+            .keys_of(a)
+            .first()
+            .map_or_else(|| default.to_string(), |k| k.label())
+    };
+    format!(
+        "{} help · {} quit",
+        key(Action::Help, "F1"),
+        key(Action::Quit, "Ctrl-Q")
+    )
+}
+
 pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     let t = &app.theme;
     let (state, rest) = text(app);
@@ -83,7 +107,7 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
             ));
         }
         None => {
-            tail.push_str("│ F1 help");
+            tail.push('│');
             spans.push(Span::raw(fit(&tail, w.saturating_sub(used))));
         }
     }
