@@ -125,6 +125,11 @@ impl App {
         compile_for(&text, &name, &self.catalog, self.target)
     }
 
+    /// The session's probe catalog.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog.clone()
+    }
+
     /// Compiles the script and, when it compiles, asks the engine to run it; a compile error
     /// leaves the running program alone.
     pub fn run(&mut self, restart: bool) {

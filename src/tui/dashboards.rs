@@ -44,6 +44,65 @@ pub fn default_for(catalog: &Catalog) -> Option<(&'static str, &'static str)> {
         .copied()
 }
 
+/// The dashboards whose probes fired in a trace (`counts`: firings by probe id), in the
+/// console's order.
+pub fn runnable(
+    catalog: &Catalog,
+    counts: &std::collections::HashMap<u64, u64>,
+) -> Vec<&'static str> {
+    DASHBOARDS
+        .iter()
+        .filter(|(name, text)| fires(catalog, counts, name, text))
+        .map(|(n, _)| *n)
+        .collect()
+}
+
+/// Whether any probe a dashboard's clauses name (other than dtrace's and the timers) fired.
+fn fires(
+    catalog: &Catalog,
+    counts: &std::collections::HashMap<u64, u64>,
+    name: &str,
+    text: &str,
+) -> bool {
+    use crate::probes::ProbeCatalog;
+    let Ok(spec) = super::app::compile_text(text, name, catalog) else {
+        return false;
+    };
+    spec.program
+        .clauses
+        .iter()
+        .flat_map(|c| &c.probes)
+        .any(|d| {
+            catalog
+                .matching(d)
+                .iter()
+                .filter(|p| p.provider != "dtrace" && !p.name.starts_with("tick-"))
+                .any(|p| counts.get(&p.id).copied().unwrap_or(0) > 0)
+        })
+}
+
+/// What to tell the user when the dashboard shown has nothing to show in this trace: which
+/// ones it can run instead (None when it has events, or is not a built-in dashboard).
+pub fn advice(
+    catalog: &Catalog,
+    counts: &std::collections::HashMap<u64, u64>,
+    shown: &str,
+) -> Option<String> {
+    let text = by_name(shown)?;
+    if fires(catalog, counts, shown, text) {
+        return None;
+    }
+    let others = runnable(catalog, counts);
+    Some(if others.is_empty() {
+        format!("this trace has no events for {shown}, nor for any built-in dashboard")
+    } else {
+        format!(
+            "this trace has no events for {shown}; it can run: {} (Ctrl-O opens one)",
+            others.join(", ")
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -56,6 +115,17 @@ mod tests {
         let (name, _) = default_for(&Catalog::with_etw(&etw)).unwrap();
         assert_eq!(name, "top/cpu.d");
         assert!(by_name("builtin:top/disk.d").is_some());
+        // a trace whose only events are system calls: cpu.d has nothing, syscalls.d has
+        let catalog = Catalog::with_etw(&etw);
+        let entry = crate::probes::ProbeCatalog::matching(
+            &catalog,
+            &crate::probes::ProbeDesc::parse("syscall:::entry").unwrap(),
+        );
+        let counts: std::collections::HashMap<u64, u64> = entry.iter().map(|p| (p.id, 5)).collect();
+        assert_eq!(runnable(&catalog, &counts), ["top/syscalls.d"]);
+        let said = advice(&catalog, &counts, "top/cpu.d").unwrap();
+        assert!(said.contains("no events for top/cpu.d") && said.contains("top/syscalls.d"));
+        assert_eq!(advice(&catalog, &counts, "top/syscalls.d"), None);
         let catalog = Catalog::with_etw(&etw);
         for (name, text) in DASHBOARDS {
             if let Err(e) = super::super::app::compile_text(text, name, &catalog) {

@@ -207,6 +207,12 @@ where
         }
         if let Some(rx) = &counts {
             if let Ok(c) = rx.try_recv() {
+                // a built-in dashboard with nothing to show in this trace: say which can run
+                if let Some(shown) = app.editor.builtin.clone() {
+                    if let Some(m) = dashboards::advice(&app.catalog(), &c, &shown) {
+                        app.say(m, false);
+                    }
+                }
                 app.browser.set_counts(c);
                 counts = None;
                 dirty = true;
