@@ -239,6 +239,15 @@ int main(void) {
         t.contains("is stopped") && t.contains("pid$target:a.out::entry")
     });
     assert!(!screen.contains("target says hello"), "{screen}");
+    // the probe browser lists the target's functions
+    s.send("\x1bOQ"); // F2: the browser
+    s.type_text("work");
+    s.wait_for("the target's functions", Duration::from_secs(10), |t| {
+        t.contains("▾ pid") && t.contains("▾ work")
+    });
+    s.send("\x1b"); // Esc: the filter goes
+                    // (a lone Esc must not run into the next key's escape sequence)
+    std::thread::sleep(Duration::from_millis(400));
     s.send(F5);
     let screen = s.wait_for("calls of the target", Duration::from_secs(30), |t| {
         screen_top(t).is_some_and(|r| r.contains("work") || r.contains("tick"))

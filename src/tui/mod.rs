@@ -73,6 +73,15 @@ pub fn build_app(opts: &ConsoleOptions, target: u32) -> Result<App, String> {
     } else {
         opts.source.label()
     };
+    if target != 0 {
+        // the browser lists the target's functions: its pid probes are made before listing
+        use crate::probes::{ProbeCatalog, ProbeDesc};
+        for name in ["entry", "return"] {
+            if let Ok(d) = ProbeDesc::parse(&format!("pid{target}:a.out::{name}")) {
+                let _ = opts.catalog.matching(&d);
+            }
+        }
+    }
     let mut app = App::new(opts.catalog.clone(), Status::new(label), trace);
     app.target = target;
     if let Some(t) = &opts.theme {
