@@ -2,6 +2,8 @@
 //! library actions (`printa`, `clear`, `trunc`, ...) in record order, reports faults, and prints
 //! the remaining aggregations at the end.
 
+mod structured;
+
 use std::io::Write;
 
 use crate::agg::{NoSymbols, SortOptions, SymbolResolver};
@@ -24,6 +26,8 @@ pub struct ConsumerOptions {
     pub prog: String,
     /// `-xdroptags`: drop messages carry their `[DTRACEDROP_*]` tag.
     pub droptags: bool,
+    /// `-x oformat`: dtrace's text, a JSON or XML document, or folded stacks.
+    pub oformat: crate::output::structured::OFormat,
 }
 
 impl ConsumerOptions {
@@ -54,6 +58,10 @@ impl ConsumerOptions {
             sort,
             prog: prog.to_string(),
             droptags: opts.droptags(),
+            oformat: opts
+                .str_value("oformat")
+                .and_then(crate::output::structured::OFormat::parse)
+                .unwrap_or_default(),
         }
     }
 }
@@ -72,6 +80,8 @@ pub struct Consumer {
     pub symbols: Box<dyn SymbolResolver + Send>,
     /// `-F` indentation state.
     flow: crate::output::flow::FlowIndent,
+    /// Objects written to a structured document so far (its opening is written with the first).
+    doc_items: usize,
 }
 
 fn datum_value(d: &Datum) -> Value<'_> {
@@ -119,6 +129,7 @@ impl Consumer {
             errors: 0,
             symbols: Box::new(NoSymbols),
             flow: crate::output::flow::FlowIndent::new(),
+            doc_items: 0,
         }
     }
 
@@ -154,6 +165,9 @@ impl Consumer {
         if vm.records.is_empty() && res.errors.is_empty() {
             // the common case of a live source: a clause that only aggregates
             return;
+        }
+        if self.opts.oformat != crate::output::structured::OFormat::Text {
+            return self.consume_structured(vm, res, probes);
         }
         let records = std::mem::take(&mut vm.records);
         let program = vm.program.clone();
@@ -377,36 +391,39 @@ impl Consumer {
         }
     }
 
-    /// End of the run: dtrace's final newline, then every non-empty aggregation not yet printed.
+    /// End of the run: dtrace's final newline, then every non-empty aggregation not yet printed
+    /// (in the structured formats: the closing of the document, or the folded stacks), then
+    /// the drops on stderr.
     pub fn finish(&mut self, vm: &mut Vm) {
-        rec::final_newline(&mut self.buf);
-        vm.aggs
-            .print_unprinted(&self.opts.sort, &*self.symbols, &mut self.buf);
+        let drops = self.drop_messages(vm);
+        match self.opts.oformat {
+            crate::output::structured::OFormat::Text => {
+                rec::final_newline(&mut self.buf);
+                vm.aggs
+                    .print_unprinted(&self.opts.sort, &*self.symbols, &mut self.buf);
+            }
+            crate::output::structured::OFormat::Folded => self.finish_folded(vm),
+            _ => self.finish_structured(vm, &drops),
+        }
         self.write_buf();
         let _ = self.out.flush();
-        let (spec, busy, unavail) = vm.spec_drops();
         let mut err = std::io::stderr();
-        if vm.principal_drops > 0 {
-            let _ = err.write_all(
-                messages::cpu_drops(
-                    messages::DropKind::Principal,
-                    vm.principal_drops,
-                    0,
-                    self.opts.droptags,
-                )
-                .as_bytes(),
-            );
+        for (_, _, msg) in &drops {
+            let _ = err.write_all(msg.as_bytes());
         }
-        if vm.agg_drops > 0 {
-            let _ = err.write_all(
-                messages::cpu_drops(
-                    messages::DropKind::Aggregation,
-                    vm.agg_drops,
-                    0,
-                    self.opts.droptags,
-                )
-                .as_bytes(),
-            );
+    }
+
+    /// The drops of the run: kind, count and dtrace's message for each kind that dropped.
+    fn drop_messages(&self, vm: &Vm) -> Vec<(messages::DropKind, u64, String)> {
+        let mut out = Vec::new();
+        let (spec, busy, unavail) = vm.spec_drops();
+        for (kind, n) in [
+            (messages::DropKind::Principal, vm.principal_drops),
+            (messages::DropKind::Aggregation, vm.agg_drops),
+        ] {
+            if n > 0 {
+                out.push((kind, n, messages::cpu_drops(kind, n, 0, self.opts.droptags)));
+            }
         }
         let drops = [
             (messages::DropKind::Dynamic, vm.dynvar_drops()),
@@ -417,9 +434,9 @@ impl Consumer {
         ];
         for (kind, n) in drops {
             if n > 0 {
-                let _ =
-                    err.write_all(messages::status_drops(kind, n, self.opts.droptags).as_bytes());
+                out.push((kind, n, messages::status_drops(kind, n, self.opts.droptags)));
             }
         }
+        out
     }
 }
