@@ -240,3 +240,24 @@ fn folded_stacks_sum_to_the_aggregation() {
         "{folded}"
     );
 }
+
+/// A program with `etw_trace()` (Microsoft's example) compiles and runs everywhere; without
+/// ETW its events go nowhere, which stderr says once however many fire.
+#[cfg(not(windows))]
+#[test]
+fn etw_trace_runs_and_says_once_that_there_is_no_etw() {
+    let prog = r#"tick-1ms /i++ < 5/ {
+        etw_trace("Tools.DTrace.Platform", "AAD330CC-4BB9-588A-B252-08276853AF02",
+            "My custom event from DTrace", 1, 0x0000000000000020,
+            "etw_int32", "PID", (int32_t)pid,
+            "etw_string", "Execname", execname,
+            "etw_string", "Probefunc", probefunc);
+        printf("%d\n", i);
+    }
+    tick-1ms /i >= 5/ { exit(0); }"#;
+    let (code, out, err) = dtx(&["-q", "-n", prog]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.lines().filter(|l| !l.is_empty()).count(), 5, "{out}");
+    assert_eq!(err.matches("etw_trace()").count(), 1, "{err}");
+    assert!(err.contains("no ETW"), "{err}");
+}

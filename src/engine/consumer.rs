@@ -82,6 +82,10 @@ pub struct Consumer {
     flow: crate::output::flow::FlowIndent,
     /// Objects written to a structured document so far (its opening is written with the first).
     doc_items: usize,
+    /// Where `etw_trace()` events go.
+    etw: crate::sources::etw_writer::EtwWriter,
+    /// Set once stderr has said why `etw_trace()` events are not written.
+    etw_warned: bool,
 }
 
 fn datum_value(d: &Datum) -> Value<'_> {
@@ -118,6 +122,48 @@ fn odatum(d: &Datum) -> ODatum<'_> {
     }
 }
 
+/// The probe a fault happened in, as the fault message names it.
+fn fault_probe<'a>(
+    e: &crate::vm::ErrorInfo,
+    probes: &'a crate::fasthash::FastMap<u64, ProbeInfo>,
+) -> messages::FaultProbe<'a> {
+    let p = probes.get(&e.probe);
+    messages::FaultProbe {
+        epid: e.epid,
+        id: e.probe as u32,
+        provider: p.map(|p| p.provider.as_str()).unwrap_or(""),
+        module: p.map(|p| p.module.as_str()).unwrap_or(""),
+        func: p.map(|p| p.function.as_str()).unwrap_or(""),
+        name: p.map(|p| p.name.as_str()).unwrap_or(""),
+    }
+}
+
+/// An `etw_trace()` record's values as the event's level, keyword and field values.
+pub(crate) fn etw_trace_args(
+    values: &[Datum],
+) -> (u8, u64, Vec<crate::etw::tlg_event::EtwValue<'_>>) {
+    use crate::etw::tlg_event::EtwValue;
+    let int = |d: Option<&Datum>| match d {
+        Some(Datum::Int { value, .. }) => *value,
+        _ => 0,
+    };
+    let fields = values
+        .get(2..)
+        .unwrap_or(&[])
+        .iter()
+        .map(|d| match d {
+            Datum::Int { value, .. } => EtwValue::Int(*value),
+            Datum::Str(s) | Datum::Bytes(s) => EtwValue::Str(s),
+            Datum::Stack { .. } => EtwValue::Int(0),
+        })
+        .collect();
+    (
+        int(values.first()).clamp(0, 255) as u8,
+        int(values.get(1)) as u64,
+        fields,
+    )
+}
+
 impl Consumer {
     pub fn new(out: Box<dyn Write + Send>, opts: ConsumerOptions) -> Self {
         Consumer {
@@ -130,6 +176,8 @@ impl Consumer {
             symbols: Box::new(NoSymbols),
             flow: crate::output::flow::FlowIndent::new(),
             doc_items: 0,
+            etw: crate::sources::etw_writer::EtwWriter::new(),
+            etw_warned: false,
         }
     }
 
@@ -320,15 +368,7 @@ impl Consumer {
         }
         for e in &res.errors {
             self.errors += 1;
-            let p = probes.get(&e.probe);
-            let fp = messages::FaultProbe {
-                epid: e.epid,
-                id: e.probe as u32,
-                provider: p.map(|p| p.provider.as_str()).unwrap_or(""),
-                module: p.map(|p| p.module.as_str()).unwrap_or(""),
-                func: p.map(|p| p.function.as_str()).unwrap_or(""),
-                name: p.map(|p| p.name.as_str()).unwrap_or(""),
-            };
+            let fp = fault_probe(e, probes);
             self.write_buf();
             let _ = self.out.flush();
             let line = messages::fault_line(
@@ -371,6 +411,7 @@ impl Consumer {
                     &mut self.buf,
                 ),
             },
+            ActionKind::EtwTrace(def) => self.etw_trace(def, values),
             ActionKind::Clear(a) => vm.aggs.clear(*a),
             ActionKind::Trunc(a) => vm.aggs.trunc(*a, int(0)),
             ActionKind::Normalize(a) => vm.aggs.normalize(*a, int(0).unwrap_or(1)),
@@ -388,6 +429,30 @@ impl Consumer {
                     .status();
             }
             _ => {}
+        }
+    }
+
+    /// `etw_trace()`: builds the event from the recorded level, keyword and field values and
+    /// writes it; why it could not be written is said once on stderr.
+    fn etw_trace(&mut self, def: &crate::etw::tlg_event::EtwEventDef, values: &[Datum]) {
+        use crate::sources::etw_writer::EtwWriteError;
+        let (level, keyword, fields) = etw_trace_args(values);
+        let res = def
+            .payload(&fields)
+            .map_err(EtwWriteError::Failed)
+            .and_then(|p| self.etw.write(def, level, keyword, &p));
+        let why = match res {
+            Ok(()) => return,
+            Err(EtwWriteError::NoEtw) => {
+                "this system has no ETW: its events are not written".to_string()
+            }
+            Err(EtwWriteError::Failed(m)) => m,
+        };
+        if !self.etw_warned {
+            self.etw_warned = true;
+            self.write_buf();
+            let _ = self.out.flush();
+            let _ = writeln!(std::io::stderr(), "{}: etw_trace(): {why}", self.opts.prog);
         }
     }
 

@@ -21,12 +21,26 @@ struct Open {
 }
 
 impl Consumer {
-    /// Writes one object of the document's `probes` list, opening the document first.
-    pub(super) fn emit_probe(&mut self, obj: &Json) {
-        let pretty = matches!(
+    /// Whether the document is indented (`,pretty`).
+    fn pretty(&self) -> bool {
+        matches!(
             self.opts.oformat,
             OFormat::Json { pretty: true } | OFormat::Xml { pretty: true }
-        );
+        )
+    }
+
+    /// A value as JSON text, indented when the format says so.
+    fn json_text(&self, v: &Json) -> String {
+        if self.pretty() {
+            v.to_json_pretty()
+        } else {
+            v.to_json()
+        }
+    }
+
+    /// Writes one object of the document's `probes` list, opening the document first.
+    pub(super) fn emit_probe(&mut self, obj: &Json) {
+        let pretty = self.pretty();
         let mut text = String::new();
         match self.opts.oformat {
             OFormat::Json { .. } => {
@@ -35,11 +49,7 @@ impl Consumer {
                 } else {
                     ",\n"
                 });
-                text.push_str(&if pretty {
-                    obj.to_json_pretty()
-                } else {
-                    obj.to_json()
-                });
+                text.push_str(&self.json_text(obj));
             }
             OFormat::Xml { .. } => {
                 if self.doc_items == 0 {
@@ -134,15 +144,7 @@ impl Consumer {
         self.close_firing(open, probes);
         for e in &res.errors {
             self.errors += 1;
-            let p = probes.get(&e.probe);
-            let fp = messages::FaultProbe {
-                epid: e.epid,
-                id: e.probe as u32,
-                provider: p.map(|p| p.provider.as_str()).unwrap_or(""),
-                module: p.map(|p| p.module.as_str()).unwrap_or(""),
-                func: p.map(|p| p.function.as_str()).unwrap_or(""),
-                name: p.map(|p| p.name.as_str()).unwrap_or(""),
-            };
+            let fp = super::fault_probe(e, probes);
             let msg = messages::fault_message(
                 &fp,
                 e.action as i32,
@@ -338,10 +340,7 @@ impl Consumer {
             j.push_member("printed", Json::Bool(vm.aggs.is_printed(a)));
             aggs.push(j);
         }
-        let pretty = matches!(
-            self.opts.oformat,
-            OFormat::Json { pretty: true } | OFormat::Xml { pretty: true }
-        );
+        let pretty = self.pretty();
         let mut text = String::new();
         match self.opts.oformat {
             OFormat::Json { .. } => {
@@ -350,12 +349,7 @@ impl Consumer {
                 } else {
                     "\n],\n\"aggregations\":"
                 });
-                let list = Json::Array(aggs);
-                text.push_str(&if pretty {
-                    list.to_json_pretty()
-                } else {
-                    list.to_json()
-                });
+                text.push_str(&self.json_text(&Json::Array(aggs)));
                 text.push_str("}}\n");
             }
             OFormat::Xml { .. } => {
