@@ -10,7 +10,7 @@ mod format;
 mod funcs;
 mod key;
 mod print;
-mod quantize;
+pub(crate) mod quantize;
 mod sort;
 
 use std::cell::Cell;
@@ -533,6 +533,16 @@ impl AggregationTable {
     /// Whether a printa() has printed this aggregation (then the end-of-run printing skips it).
     pub fn is_printed(&self, agg: u32) -> bool {
         self.aggs.get(agg as usize).is_some_and(|a| a.printed.get())
+    }
+
+    /// Marks an aggregation printed, as a printa() of it does (the structured output prints
+    /// it without going through the text printers).
+    pub fn mark_printed(&self, agg: u32) {
+        if let Some(a) = self.aggs.get(agg as usize) {
+            if a.len() > 0 {
+                a.printed.set(true);
+            }
+        }
     }
 
     /// The entries of an aggregation, in the order they were created.

@@ -273,7 +273,7 @@ pub(crate) fn header(out: &mut Vec<u8>, width: usize) {
 
 /// Rows from the first to the last non-zero bucket with one bucket of context each side, or
 /// `empty` when all are zero.
-fn range(d: &[i64], empty: (usize, usize)) -> (usize, usize) {
+pub(crate) fn range(d: &[i64], empty: (usize, usize)) -> (usize, usize) {
     let n = d.len();
     let Some(first) = d.iter().position(|&c| c != 0) else {
         return (

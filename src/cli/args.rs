@@ -231,7 +231,12 @@ impl Args {
     }
 }
 
-/// `-V` output (without newline): `<prog>: Sun D 1.13`.
+/// `--version` output (without newline): `<prog> <version of the dtx package>`.
+pub fn package_version_text(prog: &str) -> String {
+    format!("{prog} {}", env!("CARGO_PKG_VERSION"))
+}
+
+/// `-V` output (without newline): `<prog>: Sun D 1.13`, the D API version dtx implements.
 pub fn version_text(prog: &str) -> String {
     format!("{}: {}", prog, D_VERSION_STRING)
 }

@@ -45,6 +45,12 @@ fn fatal(prog: &str, msg: &str) {
 pub fn main(argv: Vec<OsString>) -> i32 {
     let prog = "dtx";
     let argv = console_when_bare(argv);
+    // `--version`: the program's own version from its Cargo metadata (`-V` stays dtrace's
+    // D API version)
+    if argv.len() == 2 && argv[1] == "--version" {
+        println!("{}", args::package_version_text(prog));
+        return EXIT_OK;
+    }
     let args = match args::parse(&argv) {
         Ok(a) => a,
         Err(e) => {
@@ -242,10 +248,12 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
         }
         #[cfg(not(windows))]
         Some(path) => {
+            // what the user most likely meant is a recorded trace: say first that it is not
+            // there, then why no live session is started instead
             return Err(format!(
-                "{}: live ETW tracing needs Windows; on this system -E reads an existing .etl file",
+                "{}: no such file; -E reads an existing .etl file here (live ETW tracing into a new file needs Windows)",
                 path.display()
-            ))
+            ));
         }
         // Windows: -E with a file that does not exist traces live and logs to that file
         #[cfg(windows)]

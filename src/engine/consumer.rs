@@ -2,6 +2,8 @@
 //! library actions (`printa`, `clear`, `trunc`, ...) in record order, reports faults, and prints
 //! the remaining aggregations at the end.
 
+mod structured;
+
 use std::io::Write;
 
 use crate::agg::{NoSymbols, SortOptions, SymbolResolver};
@@ -24,6 +26,8 @@ pub struct ConsumerOptions {
     pub prog: String,
     /// `-xdroptags`: drop messages carry their `[DTRACEDROP_*]` tag.
     pub droptags: bool,
+    /// `-x oformat`: dtrace's text, a JSON or XML document, or folded stacks.
+    pub oformat: crate::output::structured::OFormat,
 }
 
 impl ConsumerOptions {
@@ -54,6 +58,10 @@ impl ConsumerOptions {
             sort,
             prog: prog.to_string(),
             droptags: opts.droptags(),
+            oformat: opts
+                .str_value("oformat")
+                .and_then(crate::output::structured::OFormat::parse)
+                .unwrap_or_default(),
         }
     }
 }
@@ -72,6 +80,12 @@ pub struct Consumer {
     pub symbols: Box<dyn SymbolResolver + Send>,
     /// `-F` indentation state.
     flow: crate::output::flow::FlowIndent,
+    /// Objects written to a structured document so far (its opening is written with the first).
+    doc_items: usize,
+    /// Where `etw_trace()` events go.
+    etw: crate::sources::etw_writer::EtwWriter,
+    /// Set once stderr has said why `etw_trace()` events are not written.
+    etw_warned: bool,
 }
 
 fn datum_value(d: &Datum) -> Value<'_> {
@@ -108,6 +122,48 @@ fn odatum(d: &Datum) -> ODatum<'_> {
     }
 }
 
+/// The probe a fault happened in, as the fault message names it.
+fn fault_probe<'a>(
+    e: &crate::vm::ErrorInfo,
+    probes: &'a crate::fasthash::FastMap<u64, ProbeInfo>,
+) -> messages::FaultProbe<'a> {
+    let p = probes.get(&e.probe);
+    messages::FaultProbe {
+        epid: e.epid,
+        id: e.probe as u32,
+        provider: p.map(|p| p.provider.as_str()).unwrap_or(""),
+        module: p.map(|p| p.module.as_str()).unwrap_or(""),
+        func: p.map(|p| p.function.as_str()).unwrap_or(""),
+        name: p.map(|p| p.name.as_str()).unwrap_or(""),
+    }
+}
+
+/// An `etw_trace()` record's values as the event's level, keyword and field values.
+pub(crate) fn etw_trace_args(
+    values: &[Datum],
+) -> (u8, u64, Vec<crate::etw::tlg_event::EtwValue<'_>>) {
+    use crate::etw::tlg_event::EtwValue;
+    let int = |d: Option<&Datum>| match d {
+        Some(Datum::Int { value, .. }) => *value,
+        _ => 0,
+    };
+    let fields = values
+        .get(2..)
+        .unwrap_or(&[])
+        .iter()
+        .map(|d| match d {
+            Datum::Int { value, .. } => EtwValue::Int(*value),
+            Datum::Str(s) | Datum::Bytes(s) => EtwValue::Str(s),
+            Datum::Stack { .. } => EtwValue::Int(0),
+        })
+        .collect();
+    (
+        int(values.first()).clamp(0, 255) as u8,
+        int(values.get(1)) as u64,
+        fields,
+    )
+}
+
 impl Consumer {
     pub fn new(out: Box<dyn Write + Send>, opts: ConsumerOptions) -> Self {
         Consumer {
@@ -119,6 +175,9 @@ impl Consumer {
             errors: 0,
             symbols: Box::new(NoSymbols),
             flow: crate::output::flow::FlowIndent::new(),
+            doc_items: 0,
+            etw: crate::sources::etw_writer::EtwWriter::new(),
+            etw_warned: false,
         }
     }
 
@@ -154,6 +213,9 @@ impl Consumer {
         if vm.records.is_empty() && res.errors.is_empty() {
             // the common case of a live source: a clause that only aggregates
             return;
+        }
+        if self.opts.oformat != crate::output::structured::OFormat::Text {
+            return self.consume_structured(vm, res, probes);
         }
         let records = std::mem::take(&mut vm.records);
         let program = vm.program.clone();
@@ -306,15 +368,7 @@ impl Consumer {
         }
         for e in &res.errors {
             self.errors += 1;
-            let p = probes.get(&e.probe);
-            let fp = messages::FaultProbe {
-                epid: e.epid,
-                id: e.probe as u32,
-                provider: p.map(|p| p.provider.as_str()).unwrap_or(""),
-                module: p.map(|p| p.module.as_str()).unwrap_or(""),
-                func: p.map(|p| p.function.as_str()).unwrap_or(""),
-                name: p.map(|p| p.name.as_str()).unwrap_or(""),
-            };
+            let fp = fault_probe(e, probes);
             self.write_buf();
             let _ = self.out.flush();
             let line = messages::fault_line(
@@ -357,6 +411,7 @@ impl Consumer {
                     &mut self.buf,
                 ),
             },
+            ActionKind::EtwTrace(def) => self.etw_trace(def, values),
             ActionKind::Clear(a) => vm.aggs.clear(*a),
             ActionKind::Trunc(a) => vm.aggs.trunc(*a, int(0)),
             ActionKind::Normalize(a) => vm.aggs.normalize(*a, int(0).unwrap_or(1)),
@@ -377,36 +432,63 @@ impl Consumer {
         }
     }
 
-    /// End of the run: dtrace's final newline, then every non-empty aggregation not yet printed.
+    /// `etw_trace()`: builds the event from the recorded level, keyword and field values and
+    /// writes it; why it could not be written is said once on stderr.
+    fn etw_trace(&mut self, def: &crate::etw::tlg_event::EtwEventDef, values: &[Datum]) {
+        use crate::sources::etw_writer::EtwWriteError;
+        let (level, keyword, fields) = etw_trace_args(values);
+        let res = def
+            .payload(&fields)
+            .map_err(EtwWriteError::Failed)
+            .and_then(|p| self.etw.write(def, level, keyword, &p));
+        let why = match res {
+            Ok(()) => return,
+            Err(EtwWriteError::NoEtw) => {
+                "this system has no ETW: its events are not written".to_string()
+            }
+            Err(EtwWriteError::Failed(m)) => m,
+        };
+        if !self.etw_warned {
+            self.etw_warned = true;
+            self.write_buf();
+            let _ = self.out.flush();
+            let _ = writeln!(std::io::stderr(), "{}: etw_trace(): {why}", self.opts.prog);
+        }
+    }
+
+    /// End of the run: dtrace's final newline, then every non-empty aggregation not yet printed
+    /// (in the structured formats: the closing of the document, or the folded stacks), then
+    /// the drops on stderr.
     pub fn finish(&mut self, vm: &mut Vm) {
-        rec::final_newline(&mut self.buf);
-        vm.aggs
-            .print_unprinted(&self.opts.sort, &*self.symbols, &mut self.buf);
+        let drops = self.drop_messages(vm);
+        match self.opts.oformat {
+            crate::output::structured::OFormat::Text => {
+                rec::final_newline(&mut self.buf);
+                vm.aggs
+                    .print_unprinted(&self.opts.sort, &*self.symbols, &mut self.buf);
+            }
+            crate::output::structured::OFormat::Folded => self.finish_folded(vm),
+            _ => self.finish_structured(vm, &drops),
+        }
         self.write_buf();
         let _ = self.out.flush();
-        let (spec, busy, unavail) = vm.spec_drops();
         let mut err = std::io::stderr();
-        if vm.principal_drops > 0 {
-            let _ = err.write_all(
-                messages::cpu_drops(
-                    messages::DropKind::Principal,
-                    vm.principal_drops,
-                    0,
-                    self.opts.droptags,
-                )
-                .as_bytes(),
-            );
+        for (_, _, msg) in &drops {
+            let _ = err.write_all(msg.as_bytes());
         }
-        if vm.agg_drops > 0 {
-            let _ = err.write_all(
-                messages::cpu_drops(
-                    messages::DropKind::Aggregation,
-                    vm.agg_drops,
-                    0,
-                    self.opts.droptags,
-                )
-                .as_bytes(),
-            );
+    }
+
+    /// The drops of the run: kind, count and dtrace's message for each kind that dropped.
+    fn drop_messages(&self, vm: &Vm) -> Vec<(messages::DropKind, u64, String)> {
+        let mut out = Vec::new();
+        let (spec, busy, unavail) = vm.spec_drops();
+        for (kind, n) in [
+            (messages::DropKind::Principal, vm.principal_drops),
+            (messages::DropKind::Aggregation, vm.agg_drops),
+        ] {
+            if n > 0 {
+                out.push((kind, n, messages::cpu_drops(kind, n, 0, self.opts.droptags)));
+            }
         }
         let drops = [
             (messages::DropKind::Dynamic, vm.dynvar_drops()),
@@ -417,9 +499,9 @@ impl Consumer {
         ];
         for (kind, n) in drops {
             if n > 0 {
-                let _ =
-                    err.write_all(messages::status_drops(kind, n, self.opts.droptags).as_bytes());
+                out.push((kind, n, messages::status_drops(kind, n, self.opts.droptags)));
             }
         }
+        out
     }
 }

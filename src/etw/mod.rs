@@ -7,3 +7,4 @@ pub mod provider_guid;
 pub mod reader;
 pub mod record;
 pub mod state;
+pub mod tlg_event;

@@ -287,6 +287,9 @@ pub enum ActionKind {
     Panic,
     Copyout,
     Copyoutstr,
+    /// `etw_trace()`: the event it writes; `args` are the level, the keyword and the values of
+    /// the fields that are not structures.
+    EtwTrace(Box<crate::etw::tlg_event::EtwEventDef>),
     /// `@agg[keys] = func(args)`: `args[0]` is the value, then the function's parameters.
     Aggregate {
         agg: u32,

@@ -147,6 +147,8 @@ pub mod act {
     pub const UADDR: u32 = BASE + 27;
     pub const SETOPT: u32 = BASE + 28;
     pub const PRINT: u32 = BASE + 29;
+    /// `etw_trace()` of Microsoft's DTrace for Windows.
+    pub const ETW_TRACE: u32 = BASE + 30;
 }
 
 /// Aggregating function numbers (`DTRACEAGG_*`).
@@ -490,6 +492,7 @@ pub const BUILTINS: &[Builtin] = &[
     action("discard", act::DISCARD, "void(int)", "1.0"),
     scalar("epid", var::EPID, "uint_t", "1.0"),
     scalar("errno", var::ERRNO, "int", "1.0"),
+    action("etw_trace", act::ETW_TRACE, "void(@, ...)", "1.0").with_origin(Origin::Windows),
     sub("etwfield", subr::ETWFIELD, "int64_t(const char *)", "1.0").with_origin(Origin::Dtx),
     sub(
         "etwfield_str",

@@ -186,6 +186,11 @@ pub const OPTIONS: &[OptionDef] = &[
     rt("jstackframes", OptKind::Bool),
     rt("jstackstrsize", OptKind::Size),
     rt("nspec", OptKind::Bool),
+    // FreeBSD's structured output (dtrace(1) STRUCTURED OUTPUT), and dtx's folded stacks
+    rt(
+        "oformat",
+        OptKind::Enum(crate::output::structured::OFormat::WORDS),
+    ),
     rt("pidmode", OptKind::Enum(&["auto", "ptrace", "uprobe"])),
     rt("specsize", OptKind::Size),
     rt("stackframes", OptKind::Bool),

@@ -214,6 +214,22 @@ pub enum DropKind {
 }
 
 impl DropKind {
+    /// dtrace's `dtrace_dropkind_t` number of the kind (FreeBSD's structured DROP `kind`).
+    pub fn number(self) -> u64 {
+        match self {
+            DropKind::Principal => 0,
+            DropKind::Aggregation => 1,
+            DropKind::Dynamic => 2,
+            DropKind::DynRinse => 3,
+            DropKind::DynDirty => 4,
+            DropKind::Spec => 5,
+            DropKind::SpecBusy => 6,
+            DropKind::SpecUnavail => 7,
+            DropKind::StackStrOverflow => 8,
+            DropKind::DblError => 9,
+        }
+    }
+
     /// The `DTRACEDROP_*` tag shown with `-x droptags`.
     pub fn tag(self) -> &'static str {
         match self {

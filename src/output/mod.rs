@@ -2,9 +2,12 @@
 //! tracemem, stacks, -F flow indent, and dtrace's messages.
 
 pub mod flow;
+pub mod folded;
+pub mod json;
 pub mod memory;
 pub mod messages;
 pub mod print;
 pub mod printf;
 pub mod record;
 pub mod stack;
+pub mod structured;

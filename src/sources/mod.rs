@@ -4,5 +4,6 @@
 pub mod debugger;
 pub mod etl;
 pub mod etw_live;
+pub mod etw_writer;
 pub mod merged;
 pub mod perf;

@@ -431,6 +431,10 @@ impl Checker<'_> {
                 }
                 ActKind::DataRecording
             }
+            "etw_trace" => {
+                self.etw_trace_call(args, line)?;
+                ActKind::DataRecording
+            }
             "tracemem" => {
                 if (2..=3).contains(&n) {
                     let p = b.parsed_proto().map_err(|m| derr("D_UNKNOWN", line, m))?;

@@ -356,7 +356,14 @@ impl Checker<'_> {
             }
         };
         let mut rest_from = 0;
+        // the arguments evaluated at each firing when they are not `args[rest_from..]`
+        let mut picked: Option<Vec<usize>> = None;
         let kind = match name {
+            "etw_trace" => {
+                let call = self.etw_trace_call(args, line)?;
+                picked = Some(call.runtime_args);
+                ActionKind::EtwTrace(Box::new(call.def))
+            }
             "printf" => {
                 rest_from = 1;
                 ActionKind::Printf(fmt(self, args.first())?.unwrap_or_else(empty_format))
@@ -443,7 +450,11 @@ impl Checker<'_> {
         };
         let mut nodes = Vec::new();
         let mut kinds = Vec::new();
-        for a in &args[rest_from.min(args.len())..] {
+        let evaluated: Vec<&Expr> = match &picked {
+            Some(idx) => idx.iter().filter_map(|&i| args.get(i)).collect(),
+            None => args[rest_from.min(args.len())..].iter().collect(),
+        };
+        for a in evaluated {
             let t = self.expr(a)?;
             kinds.push(self.val_kind(t.ty));
             nodes.push(self.lower(lw, a)?);

@@ -9,6 +9,7 @@ mod actions;
 mod call;
 mod clause;
 mod decl;
+mod etw_trace;
 mod expr;
 mod lower;
 mod regs;

@@ -1,0 +1,279 @@
+//! A small tree of structured values and its two renderings: JSON (compact or indented) and
+//! XML in libxo's shape (an object's members become child elements, a list becomes one element
+//! per item named after the list). dtx writes its structured output (`-x oformat=json|xml`)
+//! and its saved aggregations through it.
+
+use std::fmt::Write as _;
+
+/// One structured value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Json {
+    Null,
+    Bool(bool),
+    Int(i64),
+    UInt(u64),
+    Float(f64),
+    Str(String),
+    Array(Vec<Json>),
+    /// Members in the order they are written.
+    Object(Vec<(String, Json)>),
+}
+
+impl Json {
+    /// An object from `(name, value)` pairs.
+    pub fn object<K: Into<String>>(members: impl IntoIterator<Item = (K, Json)>) -> Json {
+        Json::Object(members.into_iter().map(|(k, v)| (k.into(), v)).collect())
+    }
+
+    /// A string value.
+    pub fn str(s: impl Into<String>) -> Json {
+        Json::Str(s.into())
+    }
+
+    /// The member `name` of an object.
+    pub fn get(&self, name: &str) -> Option<&Json> {
+        match self {
+            Json::Object(m) => m.iter().find(|(k, _)| k == name).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+
+    /// Appends a member to an object (does nothing to other values).
+    pub fn push_member(&mut self, name: &str, value: Json) {
+        if let Json::Object(m) = self {
+            m.push((name.to_string(), value));
+        }
+    }
+
+    /// The value as compact JSON text.
+    pub fn to_json(&self) -> String {
+        let mut s = String::new();
+        write_json(self, None, 0, &mut s);
+        s
+    }
+
+    /// The value as JSON text indented by two spaces per level.
+    pub fn to_json_pretty(&self) -> String {
+        let mut s = String::new();
+        write_json(self, Some(2), 0, &mut s);
+        s
+    }
+
+    /// The value as the content of an XML element named `name` (lists repeat the element).
+    pub fn to_xml(&self, name: &str, pretty: bool) -> String {
+        let mut s = String::new();
+        write_xml(name, self, if pretty { Some(0) } else { None }, &mut s);
+        s
+    }
+}
+
+/// Writes `s` as a JSON string literal.
+pub fn quote_json(s: &str, out: &mut String) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+fn newline(indent: Option<usize>, level: usize, out: &mut String) {
+    if let Some(n) = indent {
+        out.push('\n');
+        out.extend(std::iter::repeat_n(' ', n * level));
+    }
+}
+
+fn write_json(v: &Json, indent: Option<usize>, level: usize, out: &mut String) {
+    match v {
+        Json::Null => out.push_str("null"),
+        Json::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Json::Int(i) => {
+            let _ = write!(out, "{i}");
+        }
+        Json::UInt(u) => {
+            let _ = write!(out, "{u}");
+        }
+        // JSON has no NaN or infinity
+        Json::Float(f) if !f.is_finite() => out.push_str("null"),
+        Json::Float(f) => {
+            let _ = write!(out, "{f:?}");
+        }
+        Json::Str(s) => quote_json(s, out),
+        Json::Array(items) => {
+            if items.is_empty() {
+                out.push_str("[]");
+                return;
+            }
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                newline(indent, level + 1, out);
+                write_json(item, indent, level + 1, out);
+            }
+            newline(indent, level, out);
+            out.push(']');
+        }
+        Json::Object(members) => {
+            if members.is_empty() {
+                out.push_str("{}");
+                return;
+            }
+            out.push('{');
+            for (i, (k, item)) in members.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                newline(indent, level + 1, out);
+                quote_json(k, out);
+                out.push(':');
+                if indent.is_some() {
+                    out.push(' ');
+                }
+                write_json(item, indent, level + 1, out);
+            }
+            newline(indent, level, out);
+            out.push('}');
+        }
+    }
+}
+
+/// Writes `s` as XML character data.
+pub fn escape_xml(s: &str, out: &mut String) {
+    for c in s.chars() {
+        match c {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '"' => out.push_str("&quot;"),
+            // characters XML 1.0 cannot carry at all are written as U+FFFD
+            c if (c as u32) < 0x20 && !matches!(c, '\n' | '\r' | '\t') => out.push('\u{fffd}'),
+            c => out.push(c),
+        }
+    }
+}
+
+/// An element name from a member name: XML names cannot start with a digit or hold spaces.
+fn xml_name(name: &str) -> String {
+    let mut s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.is_empty() || !s.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+        s.insert(0, '_');
+    }
+    s
+}
+
+fn write_xml(name: &str, v: &Json, level: Option<usize>, out: &mut String) {
+    let tag = xml_name(name);
+    let pad = |out: &mut String| {
+        if let Some(l) = level {
+            out.extend(std::iter::repeat_n(' ', 2 * l));
+        }
+    };
+    let end = |out: &mut String| {
+        if level.is_some() {
+            out.push('\n');
+        }
+    };
+    match v {
+        // a list is its items, each an element of the list's name (libxo's leaf-lists)
+        Json::Array(items) => {
+            for item in items {
+                write_xml(name, item, level, out);
+            }
+        }
+        Json::Object(members) => {
+            pad(out);
+            if members.is_empty() {
+                let _ = write!(out, "<{tag}/>");
+                end(out);
+                return;
+            }
+            let _ = write!(out, "<{tag}>");
+            end(out);
+            for (k, item) in members {
+                write_xml(k, item, level.map(|l| l + 1), out);
+            }
+            pad(out);
+            let _ = write!(out, "</{tag}>");
+            end(out);
+        }
+        scalar => {
+            pad(out);
+            let text = match scalar {
+                Json::Null => String::new(),
+                Json::Str(s) => s.clone(),
+                other => other.to_json(),
+            };
+            if text.is_empty() {
+                let _ = write!(out, "<{tag}/>");
+            } else {
+                let _ = write!(out, "<{tag}>");
+                escape_xml(&text, out);
+                let _ = write!(out, "</{tag}>");
+            }
+            end(out);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_escapes_and_nests() {
+        let v = Json::object([
+            ("name", Json::str("a\"b\\c\n\u{1}")),
+            ("n", Json::Int(-3)),
+            ("u", Json::UInt(u64::MAX)),
+            ("list", Json::Array(vec![Json::Bool(true), Json::Null])),
+            ("empty", Json::Object(vec![])),
+        ]);
+        assert_eq!(
+            v.to_json(),
+            r#"{"name":"a\"b\\c\n\u0001","n":-3,"u":18446744073709551615,"list":[true,null],"empty":{}}"#
+        );
+        let pretty = v.to_json_pretty();
+        assert!(pretty.contains("\n  \"n\": -3,\n"), "{pretty}");
+    }
+
+    #[test]
+    fn xml_repeats_list_items_and_escapes() {
+        let v = Json::object([
+            ("msg", Json::str("<a & b>")),
+            (
+                "probes",
+                Json::Array(vec![
+                    Json::object([("id", Json::Int(1))]),
+                    Json::object([("id", Json::Int(2))]),
+                ]),
+            ),
+            ("module", Json::str("")),
+        ]);
+        assert_eq!(
+            v.to_xml("dtrace", false),
+            "<dtrace><msg>&lt;a &amp; b&gt;</msg><probes><id>1</id></probes>\
+             <probes><id>2</id></probes><module/></dtrace>"
+        );
+    }
+}
