@@ -253,3 +253,44 @@ fn userland_casts_to_the_process_types() {
     ]);
     assert_eq!(out.trim(), "16 8");
 }
+
+#[test]
+fn the_library_names_errno_values_and_socket_addresses() {
+    let out = quiet(&[
+        "-n",
+        "BEGIN { printf(\"%d %d %d %d %d\\n\", EINTR, EACCES, ENOENT, ECONNREFUSED, AF_INET);
+                 printf(\"%d %d %d\\n\", SOCK_STREAM, SOCK_DGRAM, IPPROTO_TCP);
+                 printf(\"%d %d %d %d\\n\", sizeof(struct sockaddr), sizeof(struct sockaddr_in),
+                        sizeof(struct sockaddr_in6), sizeof(struct sockaddr_storage));
+                 printf(\"%d %d\\n\", offsetof(struct sockaddr_in, sin_addr),
+                        offsetof(struct sockaddr_in6, sin6_addr));
+                 exit(0); }",
+    ]);
+    assert_eq!(
+        out.trim(),
+        "4 13 2 111 2\n1 2 6\n16 16 28 128\n4 8",
+        "{out}"
+    );
+    let af6 = quiet(&["-n", "BEGIN { printf(\"%d\\n\", AF_INET6); exit(0); }"]);
+    assert_eq!(af6.trim(), if cfg!(windows) { "23" } else { "10" });
+}
+
+#[test]
+fn a_script_may_declare_the_library_constants_itself() {
+    // scripts written for a library without them declare them (the suite's tst.inet_ntop.d)
+    let out = quiet(&[
+        "-n",
+        "inline int AF_INET6 = 28; inline int EINTR = 4;
+         BEGIN { printf(\"%d %d %d\\n\", AF_INET6, EINTR, AF_INET); exit(0); }",
+    ]);
+    assert_eq!(out.trim(), "28 4 2");
+    // a program's own inline is not redeclared twice
+    let (ok, _, err) = dtx(&[
+        "-n",
+        "inline int AF_INET6 = 28; inline int AF_INET6 = 26; BEGIN { exit(0); }",
+    ]);
+    assert!(
+        !ok && err.contains("identifier redeclared: AF_INET6"),
+        "{err}"
+    );
+}
