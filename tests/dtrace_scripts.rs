@@ -294,3 +294,18 @@ fn a_script_may_declare_the_library_constants_itself() {
         "{err}"
     );
 }
+
+#[test]
+fn kernel_stack_keys_do_not_split_by_process() {
+    let Some(t) = trace(PPT) else { return };
+    // the trace's context switches have no stack walks: one (empty) kernel stack for all
+    let (ok, out, err) = dtx(&[
+        "-q",
+        "-E",
+        &t,
+        "-n",
+        "sched:::on-cpu { @[stack()] = count(); }",
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(rows(&out), [(String::new(), 29_533)], "{out}");
+}
