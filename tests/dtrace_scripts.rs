@@ -309,3 +309,19 @@ fn kernel_stack_keys_do_not_split_by_process() {
     assert!(ok, "{err}");
     assert_eq!(rows(&out), [(String::new(), 29_533)], "{out}");
 }
+
+#[test]
+fn a_rate_faster_than_the_traces_sampling_fires_every_sample_and_says_so() {
+    let Some(t) = trace(PPT) else { return };
+    let (ok, out, err) = dtx(&["-q", "-E", &t, "-n", "profile-1999 { @ = count(); }"]);
+    assert!(ok, "{err}");
+    let n = rows(&out).first().map_or(0, |r| r.1);
+    // every sample but the few that came within half an interval of the one before
+    assert!((136_000..=136_370).contains(&n), "{out}");
+    assert!(
+        err.contains("profile:::profile-1999: the trace sampled each CPU every 1.000 ms"),
+        "{err}"
+    );
+    let (ok, _, err) = dtx(&["-q", "-E", &t, "-n", "profile-997 { @ = count(); }"]);
+    assert!(ok && err.is_empty(), "{err}");
+}

@@ -173,10 +173,8 @@ impl Provider for ProfileProvider {
 #[derive(Clone, Debug, Default)]
 pub struct ProfileSampler {
     rates: Vec<SampledRate>,
-    /// Per CPU, the time of its last sample (ns), 0 before the first.
-    last: Vec<u64>,
-    /// The shortest time between two samples of one CPU seen so far (ns), 0 before any.
-    shortest_gap: u64,
+    /// Per CPU: the times of its first and last samples (ns) and how many it had.
+    spans: Vec<(u64, u64, u64)>,
     samples: u64,
 }
 
@@ -218,13 +216,15 @@ impl ProfileSampler {
             return;
         }
         self.samples += 1;
-        if self.last.len() <= cpu {
-            self.last.resize(cpu + 1, 0);
+        if self.spans.len() <= cpu {
+            self.spans.resize(cpu + 1, (0, 0, 0));
         }
-        let last = std::mem::replace(&mut self.last[cpu], t.max(1));
-        if last != 0 && t > last && (self.shortest_gap == 0 || t - last < self.shortest_gap) {
-            self.shortest_gap = t - last;
+        let span = &mut self.spans[cpu];
+        if span.2 == 0 {
+            span.0 = t;
         }
+        span.1 = t;
+        span.2 += 1;
         for r in &mut self.rates {
             if r.next.len() <= cpu {
                 r.next.resize(cpu + 1, 0);
@@ -251,22 +251,36 @@ impl ProfileSampler {
         }
     }
 
+    /// The mean time between two samples of one CPU (ns), over every CPU that had two or
+    /// more; 0 when none had.
+    fn sampling_interval(&self) -> u64 {
+        let (time, gaps) = self
+            .spans
+            .iter()
+            .filter(|s| s.2 >= 2)
+            .fold((0u64, 0u64), |(t, g), s| {
+                (t.saturating_add(s.1 - s.0), g + s.2 - 1)
+            });
+        time.checked_div(gaps).unwrap_or(0)
+    }
+
     /// What the user should know once the samples are read: the trace had none, or sampled
     /// more slowly than a probe's rate.
     pub fn notes(&self) -> Vec<String> {
         let mut v = Vec::new();
+        let sampled = self.sampling_interval();
         for r in &self.rates {
             if self.samples == 0 {
                 v.push(format!(
                     "profile:::{} fires from the trace's SampledProfile records, and it has none",
                     r.name
                 ));
-            } else if self.shortest_gap > r.interval + r.interval / 20 {
+            } else if sampled > r.interval + r.interval / 20 {
                 v.push(format!(
                     "profile:::{}: the trace sampled each CPU every {:.3} ms, more slowly than \
                      the probe's rate: every sample fires",
                     r.name,
-                    self.shortest_gap as f64 / 1e6
+                    sampled as f64 / 1e6
                 ));
             }
         }
