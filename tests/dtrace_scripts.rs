@@ -34,6 +34,13 @@ fn dtx(args: &[&str]) -> (bool, String, String) {
     )
 }
 
+/// `dtx -q -E trace -n prog`, which must succeed: its output.
+fn over(trace: &str, prog: &str) -> String {
+    let (ok, out, err) = dtx(&["-q", "-E", trace, "-n", prog]);
+    assert!(ok, "{prog}: {err}");
+    out
+}
+
 /// The rows of a printed `@[key] = count()` aggregation: (key, count), in printed order.
 fn rows(out: &str) -> Vec<(String, u64)> {
     out.lines()
@@ -48,14 +55,7 @@ fn rows(out: &str) -> Vec<(String, u64)> {
 #[test]
 fn profile_n_fires_in_the_sampled_context_over_a_trace() {
     let Some(t) = trace(PPT) else { return };
-    let (ok, out, err) = dtx(&[
-        "-q",
-        "-E",
-        &t,
-        "-n",
-        "profile-97 { @[execname] = count(); }",
-    ]);
-    assert!(ok, "{err}");
+    let out = over(&t, "profile-97 { @[execname] = count(); }");
     let r = rows(&out);
     assert!(!r.iter().any(|(k, _)| k.starts_with("dtx")), "{out}");
     // printed in increasing order: the busiest last
@@ -66,27 +66,22 @@ fn profile_n_fires_in_the_sampled_context_over_a_trace() {
     let total: u64 = r.iter().map(|(_, n)| n).sum();
     assert!((12_000..=14_000).contains(&total), "{total}");
     // per CPU: the same count on every CPU that sampled the whole trace
-    let (ok, out, err) = dtx(&["-q", "-E", &t, "-n", "profile-97 { @[cpu] = count(); }"]);
-    assert!(ok, "{err}");
+    let out = over(&t, "profile-97 { @[cpu] = count(); }");
     let per_cpu = rows(&out);
     assert_eq!(per_cpu.len(), 8, "{out}");
     assert!(
         per_cpu.iter().all(|(_, n)| (1_600..=1_700).contains(n)),
         "{out}"
     );
-    // the PCs: kernel or user, never both; the user PC in powerpnt's address space
-    let (ok, out, err) = dtx(&[
-        "-q",
-        "-E",
+    // the PCs: kernel or user, never both; powerpnt.exe ran much in user mode
+    let out = over(
         &t,
-        "-n",
         "profile-97 /arg0 != 0 && arg1 != 0/ { @both = count(); }
          profile-97 /arg0 == 0 && arg1 == 0/ { @none = count(); }
          profile-97 /execname == \"powerpnt.exe\" && arg1 != 0/ { @user = count(); }
          END { printa(\"both %@d\\n\", @both); printa(\"none %@d\\n\", @none);
                printa(\"user %@d\\n\", @user); }",
-    ]);
-    assert!(ok, "{err}");
+    );
     assert!(!out.contains("both"), "{out}");
     assert!(!out.contains("none"), "{out}");
     let user: u64 = out
@@ -100,31 +95,23 @@ fn profile_n_fires_in_the_sampled_context_over_a_trace() {
 #[test]
 fn profile_n_takes_the_samples_stacks() {
     let Some(t) = trace(PPT) else { return };
-    let (ok, out, err) = dtx(&[
-        "-q",
-        "-E",
+    let out = over(
         &t,
-        "-n",
         "profile-97 /execname == \"powerpnt.exe\"/ { @[ustack(2)] = count(); }",
-    ]);
-    assert!(ok, "{err}");
+    );
     assert!(out.contains(".dll+0x") || out.contains(".exe+0x"), "{out}");
 }
 
 #[test]
 fn walltimestamp_is_trace_time_in_begin_and_end() {
     let Some(t) = trace(PPT) else { return };
-    let (ok, out, err) = dtx(&[
-        "-q",
-        "-E",
+    let out = over(
         &t,
-        "-n",
         "BEGIN { printf(\"begin %d\\n\", walltimestamp); }
          sched:::on-cpu /!seen/ { seen = 1; printf(\"event %d\\n\", walltimestamp); }
          tick-1s { printf(\"tick %d\\n\", walltimestamp); exit(0); }
          END { printf(\"end %d\\n\", walltimestamp); }",
-    ]);
-    assert!(ok, "{err}");
+    );
     let value = |what: &str| -> u64 {
         out.lines()
             .find_map(|l| l.strip_prefix(what))
@@ -171,14 +158,7 @@ fn sample_probes_are_listed_and_unknown_names_refused() {
         "{err}"
     );
     // sample-N keeps the Windows port's meaning: every sample
-    let (ok, out, err) = dtx(&[
-        "-q",
-        "-E",
-        &t,
-        "-n",
-        "profile:::sample-5ms { @ = count(); }",
-    ]);
-    assert!(ok, "{err}");
+    let out = over(&t, "profile:::sample-5ms { @ = count(); }");
     assert_eq!(rows(&out).first().map(|r| r.1), Some(136_370), "{out}");
 }
 
@@ -299,14 +279,7 @@ fn a_script_may_declare_the_library_constants_itself() {
 fn kernel_stack_keys_do_not_split_by_process() {
     let Some(t) = trace(PPT) else { return };
     // the trace's context switches have no stack walks: one (empty) kernel stack for all
-    let (ok, out, err) = dtx(&[
-        "-q",
-        "-E",
-        &t,
-        "-n",
-        "sched:::on-cpu { @[stack()] = count(); }",
-    ]);
-    assert!(ok, "{err}");
+    let out = over(&t, "sched:::on-cpu { @[stack()] = count(); }");
     assert_eq!(rows(&out), [(String::new(), 29_533)], "{out}");
 }
 
