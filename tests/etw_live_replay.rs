@@ -130,7 +130,7 @@ fn both_paths_with(file: &str, script: &str, tdh: bool) -> (String, String, u64,
     let mut live = EtwLiveSource::new(context, rx, etw.clone(), *src.file.time_base(), stacks)
         .with_stack_events(&plan.stack_events);
     let ctx = live.context_ptr();
-    e.begin(false);
+    e.begin(None);
     let mut batch = 0;
     let mut events = src.file.events();
     while let Some(r) = events.next_event() {
@@ -250,6 +250,16 @@ fn kernel_stacks_attach_to_their_events_as_in_the_file_path() {
 }
 
 #[test]
+fn profile_n_fires_from_the_sessions_samples_as_in_the_file_path() {
+    // live, profile-N is the session's SampledProfile records thinned per CPU, as over a file
+    check(
+        "randomascii_slow_ppt_trace.etl.zip",
+        "profile-97 { @[execname, cpu] = count(); } profile-199 /arg1/ { @u[pid] = count(); }",
+        20,
+    );
+}
+
+#[test]
 fn lost_events_fire_diag_lostevent() {
     // ETW's real-time loss record (RT_LostEvent, opcode 32: events lost) reaches diag:::lostevent
     let catalog = Catalog::with_etw(&EtwProbes::new());
@@ -258,7 +268,7 @@ fn lost_events_fire_diag_lostevent() {
     let (context, rx) = CallbackContext::channel(16);
     let mut live = EtwLiveSource::new(context, rx, EtwProbes::new(), Default::default(), false);
     let ctx = live.context_ptr();
-    e.begin(false);
+    e.begin(None);
     let mut header = dtx::sources::etw_live::raw::RawEventHeader {
         flags: 0x0040,
         provider_id: dtx::sources::etw_live::RT_LOST_EVENT.into(),

@@ -306,3 +306,33 @@ fn tracefs_is_mounted_when_absent() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+#[test]
+fn a_short_lived_c_target_has_its_execname() {
+    require_perf!();
+    // the -c child exits before dtx reads its first event: its name is known all the same
+    let out = Command::new(env!("CARGO_BIN_EXE_dtx"))
+        .args([
+            "-q",
+            "-n",
+            "syscall::openat:entry /pid == $target/ { @[execname] = count(); }",
+            "-c",
+            "/bin/cat /etc/hostname",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let rows: Vec<(&str, u64)> = text
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let k = f.next()?;
+            Some((k, f.next()?.parse().ok()?))
+        })
+        .collect();
+    assert_eq!(rows.len(), 1, "{text}");
+    assert_eq!(rows[0].0, "cat", "{text}");
+    assert!(rows[0].1 > 0);
+}

@@ -51,8 +51,6 @@ typedef unsigned int ipaddr_t;
 typedef unsigned int in_addr_t;
 typedef unsigned short in_port_t;
 typedef int errno_t;
-typedef unsigned char uint8;
-typedef unsigned short wchar;
 
 typedef struct in6_addr {
 	union {

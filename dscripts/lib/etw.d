@@ -42,3 +42,13 @@ typedef struct _EVENT_HEADER {
 
 typedef struct _EVENT_HEADER _EVENT_HEADER;
 typedef struct _EVENT_HEADER *PEVENT_HEADER;
+
+/*
+ * The counted UTF-16 string of the Windows API (ntdef.h), which the Windows port's scripts read
+ * from a process as `(userland pid`UNICODE_STRING *)arg0`.
+ */
+typedef struct _UNICODE_STRING {
+	uint16_t Length;
+	uint16_t MaximumLength;
+	wchar_t *Buffer;
+} UNICODE_STRING;

@@ -8,7 +8,7 @@
  * (src/providers/etw/net.rs): 64-bit integers, then the addresses already as text.
  */
 
-/* AF_INET and AF_INET6 are left to scripts, which declare them as on illumos */
+/* AF_INET, AF_INET6 and the socket addresses are in socket.d */
 
 /* tcpip:::fail and udpip:::fail failure codes */
 inline int ERROR_INSUFFICIENT_RESOURCES = 1;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use crate::ir;
 use crate::probes::{ProbeCatalog, ProbeInfo};
-use crate::providers::{parse_rate, BEGIN_ID, END_ID};
+use crate::providers::{parse_rate, TickKind, BEGIN_ID, END_ID};
 use crate::vm::{FiringCtx, Vm, VmOptions};
 use clock::Clock;
 use consumer::Consumer;
@@ -48,6 +48,14 @@ pub struct Engine {
     start: u64,
     /// When a trace drives the run: the trace time now (ns since its start).
     trace_time: Option<u64>,
+    /// When a trace drives the run: its start as wall-clock time (ns since 1970), what
+    /// `walltimestamp` counts from in BEGIN, END and the ticks.
+    trace_wall_start: u64,
+    /// Whether `profile-N` fires from ETW's SampledProfile records (a trace, live ETW)
+    /// rather than from a timer.
+    profile_from_samples: bool,
+    /// The `profile-N` probes fed from samples, when `profile_from_samples`.
+    sampler: crate::providers::ProfileSampler,
     firings: u64,
     /// Bumped each time the programs are replaced.
     generation: u64,
@@ -80,6 +88,9 @@ impl Engine {
             statusrate: None,
             start: now,
             trace_time: None,
+            trace_wall_start: 0,
+            profile_from_samples: false,
+            sampler: Default::default(),
             firings: 0,
             generation: 0,
         };
@@ -119,12 +130,17 @@ impl Engine {
         }
         let now = self.trace_time.unwrap_or_else(|| self.clock.now_ns());
         let mut timers = Vec::new();
+        let mut sampler = crate::providers::ProfileSampler::default();
         let mut ids: Vec<&u64> = probes.keys().collect();
         ids.sort();
         for id in ids {
             let p = &probes[id];
             if p.provider == "profile" {
-                if let Some((_, ns)) = parse_rate(&p.name) {
+                if let Some((kind, ns)) = parse_rate(&p.name) {
+                    if kind == TickKind::Profile && self.profile_from_samples {
+                        sampler.add(p.id, &p.name, ns);
+                        continue;
+                    }
                     timers.push(Timer {
                         probe: p.id,
                         interval: ns,
@@ -136,6 +152,44 @@ impl Engine {
         self.runs = runs;
         self.probes = probes;
         self.timers = timers;
+        self.sampler = sampler;
+    }
+
+    /// From now on `profile-N` fires from ETW's SampledProfile records (see
+    /// [`crate::providers::ProfileSampler`]) instead of its timer: a trace's walk, live ETW.
+    pub fn profile_from_samples(&mut self) {
+        if self.profile_from_samples {
+            return;
+        }
+        self.profile_from_samples = true;
+        let probes = &self.probes;
+        let sampler = &mut self.sampler;
+        self.timers.retain(|t| match probes.get(&t.probe) {
+            Some(p) if matches!(parse_rate(&p.name), Some((TickKind::Profile, _))) => {
+                sampler.add(t.probe, &p.name, t.interval);
+                false
+            }
+            _ => true,
+        });
+    }
+
+    /// What the user should know about the `profile-N` probes fed from samples (a trace
+    /// without samples, or with slower ones).
+    pub fn sampler_notes(&self) -> Vec<String> {
+        self.sampler.notes()
+    }
+
+    /// What the enabled probes need decoded of ETW records (the `profile-N` probes fed from
+    /// samples need SampledProfile).
+    pub fn etw_interest(
+        &self,
+        etw: &crate::providers::etw::EtwProbes,
+    ) -> crate::providers::etw::Interest {
+        let mut it = etw.interest(&|id| self.is_enabled(id));
+        if !self.sampler.is_empty() {
+            it.add_samples();
+        }
+        it
     }
 
     /// Swaps in new programs while the source keeps going: the old programs' pending output is
@@ -198,7 +252,7 @@ impl Engine {
     fn fire_synthetic(&mut self, id: u64) {
         let Some(p) = self.probe(id) else { return };
         let (ts, wall) = match self.trace_time {
-            Some(t) => (t, t),
+            Some(t) => (t, self.trace_wall_start.saturating_add(t)),
             None => (self.clock.now_ns(), self.clock.wall_ns()),
         };
         let execname = self.execname.clone();
@@ -290,14 +344,17 @@ impl Engine {
         self.exit.is_some() || self.interrupted.load(Ordering::SeqCst)
     }
 
-    /// Fires BEGIN. With `trace_time`, the run is driven by a trace: timers count from its
-    /// start and [`Engine::advance_to`] moves time.
-    pub fn begin(&mut self, trace_time: bool) {
-        if trace_time {
+    /// Fires BEGIN. With `trace`, the run is driven by a trace that started at that wall-clock
+    /// time (ns since 1970): timers count from its start, [`Engine::advance_to`] moves time,
+    /// and `profile-N` fires from the trace's samples.
+    pub fn begin(&mut self, trace: Option<u64>) {
+        if let Some(wall_start) = trace {
+            self.profile_from_samples();
             for t in &mut self.timers {
                 t.next = t.interval;
             }
             self.trace_time = Some(0);
+            self.trace_wall_start = wall_start;
         }
         self.fire_synthetic(BEGIN_ID);
     }
@@ -356,7 +413,7 @@ impl Engine {
     /// Runs to completion: BEGIN, timers until `exit()` or interruption, END, final output.
     /// Returns the exit status.
     pub fn run(&mut self) -> i32 {
-        self.begin(false);
+        self.begin(None);
         while !self.done() {
             let Some((i, due)) = self.next_timer() else {
                 // nothing will fire: wait for Ctrl-C
@@ -396,7 +453,7 @@ impl Engine {
     /// Runs with a live event source on the live clock: BEGIN, then events and timers as they
     /// come until `exit()`, interruption or the end of the source, then END.
     pub fn run_live(&mut self, source: &mut dyn EventSource) -> i32 {
-        self.begin(false);
+        self.begin(None);
         let mut source_status = None;
         while !self.done() {
             // wake at the next timer, and at least every 100 ms to notice Ctrl-C
@@ -523,10 +580,13 @@ impl Engine {
         source: &mut crate::sources::etl::TraceSource,
         etw: &crate::providers::etw::EtwProbes,
     ) -> i32 {
-        self.begin(true);
+        self.begin(Some(source.start_unix_ns()));
         let errors = self.walk_trace(source, etw, &mut |_| true);
         for e in errors.iter().take(20) {
             eprintln!("{}: warning: {e}", self.consumer.prog());
+        }
+        for n in self.sampler_notes() {
+            eprintln!("{}: {n}", self.consumer.prog());
         }
         // stacks print with the modules the trace had loaded
         let mut symbols = crate::symbols::TraceSymbols::from_state(&source.state);
@@ -550,7 +610,7 @@ impl Engine {
         let mut scratch = EventScratch::default();
         // decode only what the enabled probes read (recomputed when the programs change)
         // borrowed, not copied, per record (the probe masks make it a large value)
-        let interest = std::cell::RefCell::new(etw.interest(&|id| self.is_enabled(id)));
+        let interest = std::cell::RefCell::new(self.etw_interest(etw));
         if interest.borrow().needs_file_names() {
             source.collect_file_names();
         }
@@ -571,7 +631,7 @@ impl Engine {
                 }
                 if self.generation != generation {
                     generation = self.generation;
-                    *interest.borrow_mut() = etw.interest(&|id| self.is_enabled(id));
+                    *interest.borrow_mut() = self.etw_interest(etw);
                 }
                 self.advance_to(ev.time_ns);
                 if !interest.borrow().may_fire(ev) {
@@ -617,6 +677,9 @@ impl Engine {
             &|id| runs.iter().any(|r| r.vm.is_enabled(id)),
             firings,
         );
+        if !self.sampler.is_empty() {
+            etw.profile_firings(ev, dec, state, &mut self.sampler, firings);
+        }
         let Engine {
             runs,
             probes,

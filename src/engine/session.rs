@@ -608,7 +608,7 @@ impl Worker {
         self.status.events = 0;
         self.status.position = Some((0, length));
         let mut rates = Rates::new();
-        engine.begin(true);
+        engine.begin(Some(src.start_unix_ns()));
         let mut last = Instant::now();
         // pacing: trace time `anchor.1` was reached at wall time `anchor.0`
         let mut anchor: Option<(Instant, u64)> = None;

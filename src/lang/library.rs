@@ -23,19 +23,33 @@ pub const FILES: &[(&str, &str)] = &[
     ("registry.d", include_str!("../../dscripts/lib/registry.d")),
     ("etw.d", include_str!("../../dscripts/lib/etw.d")),
     ("dnet.d", include_str!("../../dscripts/lib/dnet.d")),
+    ("errno.d", include_str!("../../dscripts/lib/errno.d")),
+    ("socket.d", include_str!("../../dscripts/lib/socket.d")),
+    ("socket.d (AF_INET6)", AF_INET6),
 ];
+
+/// AF_INET6 of the system dtx runs on (socket.d says why it is not in the file).
+const AF_INET6: &str = if cfg!(windows) {
+    "inline int AF_INET6 = 23;\ninline int PF_INET6 = 23;\n"
+} else {
+    "inline int AF_INET6 = 10;\ninline int PF_INET6 = 10;\n"
+};
 
 /// The checked library: its types and definitions, to install into a program's checker.
 pub struct Library {
     pub types: TypeTable,
     translators: Vec<Translator>,
     inlines: HashMap<String, InlineInfo>,
+    /// The inlines a program may declare again (see `Checker::soft_inlines`).
+    soft_inlines: std::collections::HashSet<String>,
     enum_consts: HashMap<String, (i64, u32)>,
 }
 
 pub fn load(model: DataModel, opts: &DOptions, catalog: &dyn ProbeCatalog) -> DResult<Library> {
     let mut checker = Checker::new(TypeTable::new(model), opts.clone(), catalog);
+    let mut soft = std::collections::HashSet::new();
     for (name, text) in FILES {
+        let before: std::collections::HashSet<String> = checker.inlines.keys().cloned().collect();
         let names: crate::lang::parser::TypeNames = checker.types.type_names().cloned().collect();
         let (prog, _, _) = parse_program(text, SourceKind::File, MacroEnv::default(), names, None)
             .map_err(|d| derr(d.tag, d.line, format!("{name}: {}", d.message)))?;
@@ -46,11 +60,21 @@ pub fn load(model: DataModel, opts: &DOptions, catalog: &dyn ProbeCatalog) -> DR
                     .map_err(|d| derr(d.tag, d.line, format!("{name}: {}", d.message)))?;
             }
         }
+        if name.starts_with("errno.d") || name.starts_with("socket.d") {
+            soft.extend(
+                checker
+                    .inlines
+                    .keys()
+                    .filter(|k| !before.contains(*k))
+                    .cloned(),
+            );
+        }
     }
     Ok(Library {
         types: checker.types,
         translators: checker.translators,
         inlines: checker.inlines,
+        soft_inlines: soft,
         enum_consts: checker.enum_consts,
     })
 }
@@ -60,6 +84,7 @@ impl Library {
         checker.types = self.types;
         checker.translators = self.translators;
         checker.inlines = self.inlines;
+        checker.soft_inlines = self.soft_inlines;
         checker.enum_consts = self.enum_consts;
     }
 }

@@ -154,6 +154,10 @@ impl<'a, 'h> Parser<'a, 'h> {
                 d
             })?;
         }
+        // `#pragma D option defaultargs` holds for the `$n` that follow it, as `-x defaultargs`
+        if words.len() == 4 && words[1..] == ["D", "option", "defaultargs"] {
+            self.lx.macros.defaultargs = true;
+        }
         self.pragmas.push(Pragma { words, line });
         Ok(())
     }

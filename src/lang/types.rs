@@ -266,9 +266,11 @@ impl TypeTable {
         let name = name.trim();
         let name = match name.rfind('`') {
             Some(i) => {
-                // `pidN`type` names the types of process N: a malformed pid names nothing
+                // `pidN`type` names the types of process N, a bare `pid`type` those of the
+                // process the probe fires in (the Windows port's `(userland pid`T *)arg0`): a
+                // malformed pid names nothing
                 let scope = name[..i].rsplit('`').next().unwrap_or("");
-                if let Some(n) = scope.strip_prefix("pid") {
+                if let Some(n) = scope.strip_prefix("pid").filter(|n| !n.is_empty()) {
                     if n.parse::<u32>().map_or(true, |p| p == 0) {
                         return None;
                     }

@@ -61,7 +61,7 @@ pub enum ArgType {
     Array {
         elem_is_char: bool,
     },
-    /// Array of `wchar_t` (32-bit integers), accepted by `%ls` / `%ws`.
+    /// Array of `wchar_t` (dtx's is Windows' 16-bit one), accepted by `%ls` / `%ws`.
     WcharArray,
     Struct,
     Union,
@@ -1164,14 +1164,14 @@ fn print_value(
         },
         PrintKind::Wstr => match v {
             Value::Bytes(b) | Value::Str(b) | Value::Rendered(b) => {
-                let mut s = String::new();
-                for ch in b.chunks_exact(4) {
-                    let u = u32::from_le_bytes([ch[0], ch[1], ch[2], ch[3]]);
-                    if u == 0 {
-                        break;
-                    }
-                    s.push(char::from_u32(u).unwrap_or(char::REPLACEMENT_CHARACTER));
-                }
+                // dtx's wchar_t is Windows' (2 bytes, UTF-16), up to the first NUL
+                let units = b
+                    .chunks_exact(2)
+                    .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                    .take_while(|&u| u != 0);
+                let s: String = char::decode_utf16(units)
+                    .map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER))
+                    .collect();
                 c_wstring(out, sp, &s);
             }
             _ => return Err(FormatError::mismatch()),
@@ -2194,9 +2194,10 @@ mod tests {
         assert_eq!(fmt("%S", &[Value::Str(b"hi")]), "hi");
         assert_eq!(fmt("%C|%C", &[i32v(10), i32v(65)]), "\\n|A");
         assert_eq!(fmt("%5C|", &[i32v(0)]), "   \\0|");
-        let w: Vec<u8> = ['h', 'i', '\u{e9}', '\0', 'x']
-            .iter()
-            .flat_map(|c| (*c as u32).to_le_bytes())
+        // wchar_t is Windows' UTF-16 unit; a surrogate pair is one character
+        let w: Vec<u8> = "hi\u{e9}\0x"
+            .encode_utf16()
+            .flat_map(|u| u.to_le_bytes())
             .collect();
         assert_eq!(
             fmt(

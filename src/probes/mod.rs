@@ -105,7 +105,7 @@ impl Catalog {
 
     /// The standard providers plus the ETW providers (kernel ones, and those named in a trace).
     pub fn with_etw(etw: &crate::providers::etw::EtwProbes) -> Self {
-        let mut p = crate::providers::standard();
+        let mut p = crate::providers::standard_with_samples(true);
         p.extend(crate::providers::etw::providers(etw));
         p.push(Box::new(crate::providers::dnet::DnetProvider));
         Catalog::new(p)

@@ -9,7 +9,7 @@ pub mod pid;
 mod profile;
 
 pub use dtrace::{DtraceProvider, BEGIN_ID, END_ID, ERROR_ID, ERROR_PROBE};
-pub use profile::{parse_rate, ProfileProvider, TickKind};
+pub use profile::{parse_rate, parse_sample, ProfileProvider, ProfileSampler, TickKind};
 
 use crate::probes::{ProbeDesc, ProbeError, ProbeInfo};
 
@@ -31,7 +31,16 @@ pub trait Provider {
 
 /// The providers of every run.
 pub fn standard() -> Vec<Box<dyn Provider + Send + Sync>> {
-    vec![Box::new(DtraceProvider), Box::new(ProfileProvider)]
+    standard_with_samples(false)
+}
+
+/// The standard providers; with `samples`, the profile provider lists `sample-N` (runs over
+/// ETW).
+pub fn standard_with_samples(samples: bool) -> Vec<Box<dyn Provider + Send + Sync>> {
+    vec![
+        Box::new(DtraceProvider),
+        Box::new(ProfileProvider { samples }),
+    ]
 }
 
 /// Matches the module/function/name fields of a description against one probe.

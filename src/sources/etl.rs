@@ -39,6 +39,12 @@ impl TraceSource {
         })
     }
 
+    /// When the trace started, as wall-clock time (ns since 1970; 0 when the file does not
+    /// say): what its records' `walltimestamp` counts from.
+    pub fn start_unix_ns(&self) -> u64 {
+        self.file.header().start_unix_ns().max(0) as u64
+    }
+
     /// A decoder with the manifests dtx ships (the .NET runtime's) loaded.
     pub fn new_decoder() -> Decoder {
         thread_local! {

@@ -296,7 +296,8 @@ impl Vm {
         Datum::Stack {
             frames: src[..n].to_vec(),
             user,
-            pid: cx.pid,
+            // a kernel stack is the same key whatever process it ran for
+            pid: if user { cx.pid } else { 0 },
         }
     }
 

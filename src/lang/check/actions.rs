@@ -173,6 +173,11 @@ impl Checker<'_> {
                 pointee_is_char: ty.is_char_like(r),
                 is_void: ty.is_void(r),
             }
+        } else if ty.is_array(id)
+            && ty.referent(id).map(|e| ty.resolve(e)) == ty.lookup("wchar_t").map(|w| ty.resolve(w))
+        {
+            // an array of wchar_t: what `%ws` / `%ls` print (as DTrace's pfcheck_wstr)
+            ArgType::WcharArray
         } else if ty.is_array(id) {
             ArgType::Array {
                 elem_is_char: ty.is_char_ptr_or_array(id),

@@ -739,6 +739,9 @@ impl Checker<'_> {
         let reserved_for_library = self
             .builtin(&name)
             .is_some_and(|b| b.origin == crate::lang::builtins::Origin::DLibrary);
+        if self.soft_inlines.remove(&name) {
+            self.inlines.remove(&name);
+        }
         if self.inlines.contains_key(&name)
             || self.globals.contains_key(&name)
             || (self.builtin(&name).is_some() && !reserved_for_library)

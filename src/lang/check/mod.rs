@@ -84,6 +84,10 @@ pub struct Checker<'a> {
     pub clause_vars: HashMap<String, VarInfo>,
     pub aggs: HashMap<String, AggInfo>,
     pub inlines: HashMap<String, InlineInfo>,
+    /// Inlines of the D library that a program may declare again, its own replacing the
+    /// library's: the errno and socket constants, which scripts written for systems whose
+    /// library lacks them declare themselves (`inline int AF_INET6 = 28;`).
+    pub soft_inlines: std::collections::HashSet<String>,
     pub translators: Vec<Translator>,
     pub enum_consts: HashMap<String, (i64, TypeId)>,
     /// Names the parser must treat as type names (typedefs of the library and program).
@@ -111,6 +115,7 @@ impl<'a> Checker<'a> {
             clause_vars: HashMap::new(),
             aggs: HashMap::new(),
             inlines: HashMap::new(),
+            soft_inlines: Default::default(),
             translators: Vec::new(),
             enum_consts: HashMap::new(),
             next_var_id: 1,

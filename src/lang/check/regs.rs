@@ -9,9 +9,24 @@ use crate::lang::diag::{derr, DResult};
 pub const NREGS: u32 = 7;
 
 /// Registers needed to evaluate `e`: the left operand's result is held while the right one is
-/// computed.
+/// computed. A plain assignment computes its value first and stores it straight into a
+/// variable, so `a = b = c = ...` needs no more registers than its last value; the value is
+/// held while an array's keys or a member's address are computed (illumos'
+/// `dt_cg_asgn_op`: the right side first, then the store by kind of left side).
 pub fn need(e: &Expr) -> u32 {
     match &e.kind {
+        ExprKind::Assign(None, a, b) => match &a.kind {
+            ExprKind::Ident(_) => need(b),
+            ExprKind::Member { base, .. }
+                if matches!(base.kind, ExprKind::SelfRef | ExprKind::ThisRef) =>
+            {
+                need(b)
+            }
+            ExprKind::Index { keys, .. } => {
+                need(b).max(keys.iter().map(need).max().unwrap_or(0) + 1)
+            }
+            _ => need(b).max(need(a) + 1),
+        },
         ExprKind::Binary(_, a, b) | ExprKind::Assign(_, a, b) => need(a).max(need(b) + 1),
         ExprKind::Ternary(c, a, b) => need(c).max(need(a)).max(need(b)),
         ExprKind::Unary(_, x)
@@ -26,6 +41,7 @@ pub fn need(e: &Expr) -> u32 {
     }
 }
 
+/// Refuses an expression that needs more than [`NREGS`] registers (`D_NOREG`).
 pub fn check(e: &Expr) -> DResult<()> {
     if need(e) > NREGS {
         return Err(derr(

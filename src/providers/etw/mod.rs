@@ -111,6 +111,13 @@ impl Interest {
         kernel || (self.named && named_provider)
     }
 
+    /// Adds the SampledProfile records: `profile-N` probes fire from them
+    /// ([`EtwProbes::profile_firings`]).
+    pub fn add_samples(&mut self) {
+        self.kernel = true;
+        self.opcodes[group::PERF_INFO as usize] |= 1 << perf::SAMPLED_PROFILE;
+    }
+
     /// Whether a record may fire any enabled probe: [`Interest::wants`] it, or a probe that
     /// fires for every record is enabled. A record for which this is false fires nothing, so a
     /// trace walk need not map it to firings.
@@ -129,7 +136,29 @@ pub(crate) struct EventCx<'a, 'e> {
     pub pid: u32,
 }
 
-impl EventCx<'_, '_> {
+impl<'a, 'e> EventCx<'a, 'e> {
+    /// The context of a record: its thread from the header, or (PerfInfo records) from the
+    /// payload, and the thread's process from the header or the system state.
+    pub fn new(ev: &'a EventRecord<'e>, dec: &'a DecodedEvent<'e>, state: &'a SystemState) -> Self {
+        let tid = if ev.tid == u32::MAX {
+            dec.u64("ThreadId").map(|t| t as u32).unwrap_or(0)
+        } else {
+            ev.tid
+        };
+        let pid = if ev.pid != u32::MAX && ev.pid != 0 {
+            ev.pid
+        } else {
+            state.thread(tid).map(|t| t.pid).unwrap_or(0)
+        };
+        EventCx {
+            ev,
+            dec,
+            state,
+            tid,
+            pid,
+        }
+    }
+
     /// The process of a thread, from the system state (0 when unknown).
     pub fn pid_of(&self, tid: u32) -> u32 {
         self.state.thread(tid).map(|t| t.pid).unwrap_or(0)
@@ -562,23 +591,8 @@ impl EtwProbes {
         enabled: &dyn Fn(u64) -> bool,
         out: &mut EtwFirings,
     ) {
-        let tid = if ev.tid == u32::MAX {
-            dec.u64("ThreadId").map(|t| t as u32).unwrap_or(0)
-        } else {
-            ev.tid
-        };
-        let pid = if ev.pid != u32::MAX && ev.pid != 0 {
-            ev.pid
-        } else {
-            state.thread(tid).map(|t| t.pid).unwrap_or(0)
-        };
-        let cx = EventCx {
-            ev,
-            dec,
-            state,
-            tid,
-            pid,
-        };
+        let cx = EventCx::new(ev, dec, state);
+        let (pid, tid) = (cx.pid, cx.tid);
         let payload_args = |id: u64| -> [u64; 10] {
             let mut a = [0u64; 10];
             a[0] = id;
@@ -684,6 +698,26 @@ impl EtwProbes {
                 },
             );
         }
+    }
+
+    /// The `profile-N` firings of a SampledProfile record: the probes `sampler` says are due
+    /// on the record's CPU, each in the sampled thread's context with the sampled PC
+    /// (see `perf::profile`).
+    pub fn profile_firings(
+        &self,
+        ev: &EventRecord<'_>,
+        dec: &DecodedEvent<'_>,
+        state: &SystemState,
+        sampler: &mut super::ProfileSampler,
+        out: &mut EtwFirings,
+    ) {
+        if ev.kernel_group != Some(group::PERF_INFO) || ev.opcode != perf::SAMPLED_PROFILE {
+            return;
+        }
+        let cx = EventCx::new(ev, dec, state);
+        sampler.sample(ev.cpu as usize, ev.time_ns, |probe, late| {
+            perf::profile(&cx, late, &mut Emit { probe, out });
+        });
     }
 
     /// A record's provider as `diag:::events` names it: the decoded provider, the kernel

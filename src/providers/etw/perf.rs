@@ -5,16 +5,42 @@
 
 use super::{Emit, EventCx};
 
+/// The PerfInfo opcode of SampledProfile.
+pub(super) const SAMPLED_PROFILE: u8 = 46;
+
+/// The sampled program counter as DTrace's profile probes give it: (kernel PC or 0, user PC or
+/// 0), by the PC's half of the address space.
+fn sampled_pcs(cx: &EventCx<'_, '_>) -> (u64, u64) {
+    let pc = cx.dec.u64("InstructionPointer").unwrap_or(0);
+    let kernel = if cx.ev.pointer_size == 4 {
+        pc >= 0x8000_0000
+    } else {
+        pc >> 63 == 1
+    };
+    if kernel {
+        (pc, 0)
+    } else {
+        (0, pc)
+    }
+}
+
+/// A `profile-N` firing of a sample: `arg0` the kernel PC (0 in user mode), `arg1` the user PC
+/// (0 in the kernel), `arg2` how late the firing is (ns past its due time, as in illumos'
+/// profile provider), in the sampled thread.
+pub(super) fn profile(cx: &EventCx<'_, '_>, late: u64, out: &mut Emit<'_>) {
+    let (k, u) = sampled_pcs(cx);
+    let mut a = [0u64; 10];
+    a[0] = k;
+    a[1] = u;
+    a[2] = late;
+    out.push(a, cx.pid, cx.tid);
+}
+
 pub(super) fn fire(cx: &EventCx<'_, '_>, name: &str, out: &mut Emit<'_>) {
     let dec = cx.dec;
     let mut a = [0u64; 10];
     match name {
-        "sample-1ms" => {
-            let pc = dec.u64("InstructionPointer").unwrap_or(0);
-            let kernel = pc >> 63 == 1;
-            a[0] = if kernel { pc } else { 0 };
-            a[1] = if kernel { 0 } else { pc };
-        }
+        "sample-1ms" => (a[0], a[1]) = sampled_pcs(cx),
         "entry" => a[0] = dec.u64("SysCallAddress").unwrap_or(0),
         "return" => a[0] = dec.u64("SysCallNtStatus").unwrap_or(0),
         "isr" => {

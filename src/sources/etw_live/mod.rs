@@ -649,10 +649,12 @@ impl EtwLiveSource {
         self.decoder.observe(&rec);
         // what the enabled probes need, recomputed when the programs change (a provider
         // catalog makes this a walk over every known provider's probes)
+        // profile-N fires from the session's samples (the plan enabled them)
+        engine.profile_from_samples();
         let interest = match self.interest {
             Some((g, it)) if g == engine.generation() => it,
             _ => {
-                let it = self.etw.interest(&|id| engine.is_enabled(id));
+                let it = engine.etw_interest(&self.etw);
                 self.interest = Some((engine.generation(), it));
                 it
             }
@@ -775,6 +777,7 @@ impl EventSource for EtwLiveSource {
     /// looked at every [`DEADLINE_EVERY`] records, so that timers (`tick-N`), `exit()`,
     /// commands and a merged target get their turn under any load.
     fn pump(&mut self, deadline: u64, engine: &mut Engine) -> SourceState {
+        engine.profile_from_samples();
         let mut n = 0u32;
         loop {
             if engine.done() {

@@ -84,9 +84,10 @@ fn kernel_flags(kp: &KernelProbe) -> Result<u32, String> {
     Ok(flags | k::PROCESS | k::THREAD)
 }
 
-/// The provider table's entry of a kernel probe (`sample-N` probes are the sample entry).
+/// The provider table's entry of a kernel probe (`sample-N` and `profile-N` probes are the
+/// sample entry: both fire from SampledProfile records).
 fn kernel_probe(p: &ProbeInfo) -> Option<&'static KernelProbe> {
-    let name = if p.provider == "profile" && p.name.starts_with("sample-") {
+    let name = if p.provider == "profile" && sample_interval(&p.name).is_some() {
         "sample-1ms"
     } else {
         &p.name
@@ -94,19 +95,14 @@ fn kernel_probe(p: &ProbeInfo) -> Option<&'static KernelProbe> {
     table::position(&p.provider, name).map(|i| &table::KERNEL_PROBES[i])
 }
 
-/// The sampling interval a `profile:::sample-N` probe asks for, in 100 ns units (what
-/// `TRACE_PROFILE_INTERVAL.Interval` takes): `sample-1ms`, `sample-250us`, `sample-1000hz`.
+/// The sampling interval a `profile:::sample-N` or `profile-N` probe asks for, in 100 ns
+/// units (what `TRACE_PROFILE_INTERVAL.Interval` takes): `sample-1ms`, `sample-250us`,
+/// `sample-1000hz`, `profile-997` (1/997 s).
 pub fn sample_interval(name: &str) -> Option<u32> {
-    let rest = name.strip_prefix("sample-")?;
-    let digits = rest.bytes().take_while(|c| c.is_ascii_digit()).count();
-    let n: u64 = rest.get(..digits)?.parse().ok()?;
-    let ns = match &rest[digits..] {
-        "ns" | "nsec" => n,
-        "us" | "usec" => n.checked_mul(1_000)?,
-        "ms" | "msec" => n.checked_mul(1_000_000)?,
-        "s" | "sec" => n.checked_mul(1_000_000_000)?,
-        "" | "hz" if n > 0 => 1_000_000_000 / n,
-        _ => return None,
+    let ns = match crate::providers::parse_rate(name) {
+        Some((crate::providers::TickKind::Profile, ns)) => ns,
+        Some(_) => return None,
+        None => crate::providers::parse_sample(name)?,
     };
     u32::try_from((ns / 100).max(1)).ok()
 }
@@ -883,6 +879,28 @@ mod tests {
             p.profile_interval_to_set(),
             Some((PROFILE_INTERVAL_MAX, true))
         );
+    }
+
+    #[test]
+    fn profile_rates_sample_at_their_rate_and_ticks_do_not() {
+        assert_eq!(sample_interval("profile-997"), Some(10_030));
+        assert_eq!(sample_interval("profile-1ms"), Some(10_000));
+        assert_eq!(sample_interval("tick-1s"), None);
+        let p = plan(&[("profile", "profile-997")], false);
+        assert_eq!(p.kernel_flags & k::PROFILE, k::PROFILE);
+        assert_eq!(p.profile_interval_to_set(), Some((10_030, false)));
+        // the faster of profile-N and sample-N
+        let p = plan(
+            &[("profile", "profile-97"), ("profile", "sample-2ms")],
+            false,
+        );
+        assert_eq!(p.profile_interval, Some(20_000));
+        let p = plan(&[("profile", "tick-1s")], false);
+        assert_eq!(p.kernel_flags, 0);
+        assert_eq!(p.profile_interval, None);
+        // stacks of profile-N: the samples' stack walks
+        let p = plan(&[("profile", "profile-97")], true);
+        assert!(p.stack_events.contains(&(group::PERF_INFO, 46)));
     }
 
     #[test]

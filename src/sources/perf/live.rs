@@ -395,6 +395,33 @@ fn task_from_proc(tid: u32) -> Option<Task> {
 struct Tasks(FastMap<u32, Task>);
 
 impl Tasks {
+    /// Every thread alive now, from `/proc`: read once just before the side-band events are
+    /// turned on (what starts or execs later comes in their FORK and COMM records), so that
+    /// what lived before (a `-c` target stopped after its exec) keeps its name even when it
+    /// exits before its first event is read.
+    fn snapshot() -> Tasks {
+        let mut tasks = Tasks::default();
+        let Ok(procs) = std::fs::read_dir("/proc") else {
+            return tasks;
+        };
+        for p in procs.flatten() {
+            let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                continue;
+            };
+            let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+                continue;
+            };
+            for t in threads.flatten() {
+                if let Some(tid) = t.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) {
+                    if let Some(task) = task_from_proc(tid) {
+                        tasks.0.insert(tid, task);
+                    }
+                }
+            }
+        }
+        tasks
+    }
+
     fn get(&mut self, tid: u32, pid_hint: u32) -> Task {
         if let Some(t) = self.0.get(&tid) {
             return *t;
@@ -705,6 +732,8 @@ impl PerfSource {
         let mut rings = Vec::new();
         let mut fds = Vec::new();
         let mut by_id = FastMap::default();
+        // before the events are on, so that dtx's own reading of /proc is not traced
+        let tasks = Tasks::snapshot();
         let cpus = online_cpus();
         for &cpu in &cpus {
             let side = PerfEventAttr {
@@ -757,7 +786,7 @@ impl PerfSource {
             by_id,
             probes,
             enabled: on_ids,
-            tasks: Tasks::default(),
+            tasks,
             exit_status: FastMap::default(),
             track_exits,
             symbols,

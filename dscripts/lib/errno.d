@@ -1,0 +1,96 @@
+/*
+ * dtx type library: errno names, as dtrace's own errno.d gives every script (`/errno == EINTR/`,
+ * `syscall::open*:return /errno == ENOENT/`).
+ *
+ * The values are Linux's (what `errno` holds after a system call of the perf provider); 1 to 34
+ * are also the Windows C runtime's (errno.h), which ETW events do not carry.
+ */
+
+inline int EPERM = 1;		/* operation not permitted */
+inline int ENOENT = 2;		/* no such file or directory */
+inline int ESRCH = 3;		/* no such process */
+inline int EINTR = 4;		/* interrupted system call */
+inline int EIO = 5;		/* I/O error */
+inline int ENXIO = 6;		/* no such device or address */
+inline int E2BIG = 7;		/* argument list too long */
+inline int ENOEXEC = 8;		/* exec format error */
+inline int EBADF = 9;		/* bad file number */
+inline int ECHILD = 10;		/* no child processes */
+inline int EAGAIN = 11;		/* try again */
+inline int EWOULDBLOCK = 11;	/* operation would block (EAGAIN) */
+inline int ENOMEM = 12;		/* out of memory */
+inline int EACCES = 13;		/* permission denied */
+inline int EFAULT = 14;		/* bad address */
+inline int ENOTBLK = 15;	/* block device required */
+inline int EBUSY = 16;		/* device or resource busy */
+inline int EEXIST = 17;		/* file exists */
+inline int EXDEV = 18;		/* cross-device link */
+inline int ENODEV = 19;		/* no such device */
+inline int ENOTDIR = 20;	/* not a directory */
+inline int EISDIR = 21;		/* is a directory */
+inline int EINVAL = 22;		/* invalid argument */
+inline int ENFILE = 23;		/* file table overflow */
+inline int EMFILE = 24;		/* too many open files */
+inline int ENOTTY = 25;		/* not a typewriter */
+inline int ETXTBSY = 26;	/* text file busy */
+inline int EFBIG = 27;		/* file too large */
+inline int ENOSPC = 28;		/* no space left on device */
+inline int ESPIPE = 29;		/* illegal seek */
+inline int EROFS = 30;		/* read-only file system */
+inline int EMLINK = 31;		/* too many links */
+inline int EPIPE = 32;		/* broken pipe */
+inline int EDOM = 33;		/* math argument out of domain */
+inline int ERANGE = 34;		/* math result not representable */
+inline int EDEADLK = 35;	/* resource deadlock would occur */
+inline int ENAMETOOLONG = 36;	/* file name too long */
+inline int ENOLCK = 37;		/* no record locks available */
+inline int ENOSYS = 38;		/* function not implemented */
+inline int ENOTEMPTY = 39;	/* directory not empty */
+inline int ELOOP = 40;		/* too many symbolic links */
+inline int ENOMSG = 42;		/* no message of desired type */
+inline int EIDRM = 43;		/* identifier removed */
+inline int ENOSTR = 60;		/* device not a stream */
+inline int ENODATA = 61;	/* no data available */
+inline int ETIME = 62;		/* timer expired */
+inline int ENOSR = 63;		/* out of streams resources */
+inline int ENOLINK = 67;	/* link has been severed */
+inline int EPROTO = 71;		/* protocol error */
+inline int EMULTIHOP = 72;	/* multihop attempted */
+inline int EBADMSG = 74;	/* not a data message */
+inline int EOVERFLOW = 75;	/* value too large for defined data type */
+inline int EILSEQ = 84;		/* illegal byte sequence */
+inline int EUSERS = 87;		/* too many users */
+inline int ENOTSOCK = 88;	/* socket operation on non-socket */
+inline int EDESTADDRREQ = 89;	/* destination address required */
+inline int EMSGSIZE = 90;	/* message too long */
+inline int EPROTOTYPE = 91;	/* protocol wrong type for socket */
+inline int ENOPROTOOPT = 92;	/* protocol not available */
+inline int EPROTONOSUPPORT = 93;	/* protocol not supported */
+inline int ESOCKTNOSUPPORT = 94;	/* socket type not supported */
+inline int EOPNOTSUPP = 95;	/* operation not supported on transport endpoint */
+inline int ENOTSUP = 95;	/* operation not supported (EOPNOTSUPP) */
+inline int EPFNOSUPPORT = 96;	/* protocol family not supported */
+inline int EAFNOSUPPORT = 97;	/* address family not supported by protocol */
+inline int EADDRINUSE = 98;	/* address already in use */
+inline int EADDRNOTAVAIL = 99;	/* cannot assign requested address */
+inline int ENETDOWN = 100;	/* network is down */
+inline int ENETUNREACH = 101;	/* network is unreachable */
+inline int ENETRESET = 102;	/* network dropped connection because of reset */
+inline int ECONNABORTED = 103;	/* software caused connection abort */
+inline int ECONNRESET = 104;	/* connection reset by peer */
+inline int ENOBUFS = 105;	/* no buffer space available */
+inline int EISCONN = 106;	/* transport endpoint is already connected */
+inline int ENOTCONN = 107;	/* transport endpoint is not connected */
+inline int ESHUTDOWN = 108;	/* cannot send after transport endpoint shutdown */
+inline int ETOOMANYREFS = 109;	/* too many references */
+inline int ETIMEDOUT = 110;	/* connection timed out */
+inline int ECONNREFUSED = 111;	/* connection refused */
+inline int EHOSTDOWN = 112;	/* host is down */
+inline int EHOSTUNREACH = 113;	/* no route to host */
+inline int EALREADY = 114;	/* operation already in progress */
+inline int EINPROGRESS = 115;	/* operation now in progress */
+inline int ESTALE = 116;	/* stale file handle */
+inline int EDQUOT = 122;	/* quota exceeded */
+inline int ECANCELED = 125;	/* operation canceled */
+inline int EOWNERDEAD = 130;	/* owner died */
+inline int ENOTRECOVERABLE = 131;	/* state not recoverable */
