@@ -4,7 +4,7 @@
 use crate::etw::decode::{DecodedEvent, Decoder};
 use crate::etw::reader::{EtlError, EtlFile};
 use crate::etw::record::{EventRecord, HeaderKind, RecordCopy};
-use crate::etw::state::{StackMatcher, SystemState};
+use crate::etw::state::{Process, StackMatcher, SystemState, Thread};
 use crate::providers::etw::native::NATIVE_BASE;
 use crate::providers::etw::{EtwProbes, PAYLOAD_BASE};
 use crate::vm::{AddressSpace, Fault};
@@ -23,6 +23,8 @@ pub struct TraceSource {
     pub managed_methods: Vec<crate::providers::dnet::ManagedMethod>,
     /// Whether [`TraceSource::collect_file_names`] ran.
     files_collected: bool,
+    /// Whether [`TraceSource::collect_threads`] ran.
+    threads_collected: bool,
 }
 
 impl TraceSource {
@@ -36,6 +38,7 @@ impl TraceSource {
             stacks: None,
             managed_methods: Vec::new(),
             files_collected: false,
+            threads_collected: false,
         })
     }
 
@@ -98,6 +101,74 @@ impl TraceSource {
         self.state.set_missed_stacks(m.missed().clone());
         self.stacks = Some(m);
         self.managed_methods = methods;
+    }
+
+    /// A pass over the trace's Process and Thread records (every other record is stepped over
+    /// unbuilt) that gives the system state, before the first event, each thread and process
+    /// that existed from the trace's start: those whose earliest record is not their Start (a
+    /// rundown, an End, a DCEnd at the file's end). An event of such a thread is then attributed
+    /// to its process from the first record, as WPA and PerfView do, where the walk alone would
+    /// learn it only at its first Thread record. Done once per source.
+    pub fn collect_threads(&mut self) {
+        use crate::providers::etw::group;
+        if self.threads_collected {
+            return;
+        }
+        self.threads_collected = true;
+        let decoder = Decoder::new();
+        // the earliest record of each process and thread, by raw timestamp
+        let mut processes: crate::fasthash::FastMap<u32, (i64, bool, Process)> = Default::default();
+        let mut threads: crate::fasthash::FastMap<u32, (i64, bool, Thread)> = Default::default();
+        let mut it = self
+            .file
+            .events_in_file_order()
+            .kernel_groups_only(&[group::PROCESS, group::THREAD]);
+        while let Some(r) = it.next_event() {
+            let Ok(ev) = r else { continue };
+            let at = ev.raw_timestamp;
+            match (ev.kernel_group, ev.opcode) {
+                // Start, End, DCStart, DCEnd, Defunct
+                (Some(group::PROCESS), 1..=4 | 39) => {
+                    let dec = decoder.decode(&ev);
+                    let Some(p) = crate::etw::state::process_of(&ev, &dec) else {
+                        continue;
+                    };
+                    if processes.get(&p.pid).is_none_or(|e| at < e.0) {
+                        processes.insert(p.pid, (at, ev.opcode == 1, p));
+                    }
+                }
+                (Some(group::THREAD), 1..=4) => {
+                    let dec = decoder.decode(&ev);
+                    let Some((tid, pid, name)) = crate::etw::state::thread_of(&dec) else {
+                        continue;
+                    };
+                    if threads.get(&tid).is_none_or(|e| at < e.0) {
+                        let t = Thread {
+                            tid,
+                            pid,
+                            name,
+                            ..Thread::default()
+                        };
+                        threads.insert(tid, (at, ev.opcode == 1, t));
+                    }
+                }
+                _ => {}
+            }
+        }
+        fn before_start<T>((_, started, x): (i64, bool, T)) -> Option<T> {
+            (!started).then_some(x)
+        }
+        let processes = (processes.into_values().filter_map(before_start))
+            .map(|p: Process| Process {
+                // what the state knows at the trace's start: not yet ended
+                start_ns: None,
+                end_ns: None,
+                exit_status: None,
+                ..p
+            })
+            .collect();
+        let threads = threads.into_values().filter_map(before_start).collect();
+        self.state.preload(processes, threads);
     }
 
     /// A pass over the trace for the names of file objects (FileIo name, create and rundown

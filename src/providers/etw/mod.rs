@@ -130,9 +130,10 @@ pub(crate) struct EventCx<'a, 'e> {
 }
 
 impl EventCx<'_, '_> {
-    /// The process of a thread, from the system state (0 when unknown).
+    /// The process of a thread, from the system state (idle for thread 0,
+    /// [`crate::etw::state::UNKNOWN_PID`] for a thread no record named).
     pub fn pid_of(&self, tid: u32) -> u32 {
-        self.state.thread(tid).map(|t| t.pid).unwrap_or(0)
+        self.state.pid_of_thread(tid)
     }
 
     /// A firing whose arguments point at a `struct thread` (base.d) for thread `tid` of process
@@ -570,7 +571,7 @@ impl EtwProbes {
         let pid = if ev.pid != u32::MAX && ev.pid != 0 {
             ev.pid
         } else {
-            state.thread(tid).map(|t| t.pid).unwrap_or(0)
+            state.pid_of_thread(tid)
         };
         let cx = EventCx {
             ev,
