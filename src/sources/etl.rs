@@ -4,9 +4,10 @@
 use crate::etw::decode::{DecodedEvent, Decoder};
 use crate::etw::reader::{EtlError, EtlFile};
 use crate::etw::record::{EventRecord, HeaderKind, RecordCopy};
-use crate::etw::state::{Process, StackMatcher, SystemState, Thread};
+use crate::etw::state::{StackMatcher, SystemState};
 use crate::providers::etw::native::NATIVE_BASE;
 use crate::providers::etw::{EtwProbes, PAYLOAD_BASE};
+use crate::sources::first_records::{EarliestRecords, GROUPS};
 use crate::vm::{AddressSpace, Fault};
 
 /// An opened trace with its decoder state.
@@ -110,65 +111,27 @@ impl TraceSource {
     /// to its process from the first record, as WPA and PerfView do, where the walk alone would
     /// learn it only at its first Thread record. Done once per source.
     pub fn collect_threads(&mut self) {
-        use crate::providers::etw::group;
         if self.threads_collected {
             return;
         }
-        self.threads_collected = true;
         let decoder = Decoder::new();
-        // the earliest record of each process and thread, by raw timestamp
-        let mut processes: crate::fasthash::FastMap<u32, (i64, bool, Process)> = Default::default();
-        let mut threads: crate::fasthash::FastMap<u32, (i64, bool, Thread)> = Default::default();
-        let mut it = self
-            .file
-            .events_in_file_order()
-            .kernel_groups_only(&[group::PROCESS, group::THREAD]);
+        let mut first = EarliestRecords::default();
+        let mut it = self.file.events_in_file_order().kernel_groups_only(&GROUPS);
         while let Some(r) = it.next_event() {
-            let Ok(ev) = r else { continue };
-            let at = ev.raw_timestamp;
-            match (ev.kernel_group, ev.opcode) {
-                // Start, End, DCStart, DCEnd, Defunct
-                (Some(group::PROCESS), 1..=4 | 39) => {
-                    let dec = decoder.decode(&ev);
-                    let Some(p) = crate::etw::state::process_of(&ev, &dec) else {
-                        continue;
-                    };
-                    if processes.get(&p.pid).is_none_or(|e| at < e.0) {
-                        processes.insert(p.pid, (at, ev.opcode == 1, p));
-                    }
-                }
-                (Some(group::THREAD), 1..=4) => {
-                    let dec = decoder.decode(&ev);
-                    let Some((tid, pid, name)) = crate::etw::state::thread_of(&dec) else {
-                        continue;
-                    };
-                    if threads.get(&tid).is_none_or(|e| at < e.0) {
-                        let t = Thread {
-                            tid,
-                            pid,
-                            name,
-                            ..Thread::default()
-                        };
-                        threads.insert(tid, (at, ev.opcode == 1, t));
-                    }
-                }
-                _ => {}
+            if let Ok(ev) = r {
+                first.note(&ev, &decoder);
             }
         }
-        fn before_start<T>((_, started, x): (i64, bool, T)) -> Option<T> {
-            (!started).then_some(x)
+        self.preload(first);
+    }
+
+    /// Gives the state the threads and processes of the trace's start (once).
+    fn preload(&mut self, first: EarliestRecords) {
+        if !self.threads_collected {
+            self.threads_collected = true;
+            let (processes, threads) = first.at_start();
+            self.state.preload(processes, threads);
         }
-        let processes = (processes.into_values().filter_map(before_start))
-            .map(|p: Process| Process {
-                // what the state knows at the trace's start: not yet ended
-                start_ns: None,
-                end_ns: None,
-                exit_status: None,
-                ..p
-            })
-            .collect();
-        let threads = threads.into_values().filter_map(before_start).collect();
-        self.state.preload(processes, threads);
     }
 
     /// A pass over the trace for the names of file objects (FileIo name, create and rundown
@@ -204,15 +167,31 @@ impl TraceSource {
     /// events (kernel records are stepped over unbuilt) registers the metadata (EventMetadata
     /// schemas and value maps, TraceLogging provider traits) and keeps the earliest record of
     /// each kind of event (provider, id, version, opcode); those are then decoded in time order,
-    /// once the metadata is known, so that providers are numbered as they appear.
+    /// once the metadata is known, so that providers are numbered as they appear. The same pass
+    /// reads the Process and Thread records for [`TraceSource::collect_threads`].
     pub fn scan_providers(&mut self, probes: &mut EtwProbes) {
         // by kind: (raw timestamp, place in file order) of the earliest record, and a copy of it
         let mut first: crate::fasthash::FastMap<_, ((i64, u64), RecordCopy)> =
             crate::fasthash::FastMap::default();
-        let mut it = self.file.events_in_file_order().skip_kernel_records();
+        let mut threads = (!self.threads_collected).then(EarliestRecords::default);
+        let mut it = self.file.events_in_file_order();
+        it = match threads {
+            Some(_) => it.kernel_groups_only(&GROUPS),
+            None => it.skip_kernel_records(),
+        };
+        let thread_decoder = Decoder::new();
         let mut n = 0u64;
         while let Some(r) = it.next_event() {
             let Ok(ev) = r else { continue };
+            // the Process and Thread records the other pass would have stepped over
+            if let (Some(t), Some(g)) = (&mut threads, ev.kernel_group) {
+                if GROUPS.contains(&g) {
+                    t.note(&ev, &thread_decoder);
+                    if skip_kernel_record_kind(&ev) {
+                        continue;
+                    }
+                }
+            }
             n += 1;
             self.decoder.observe(&ev);
             if ev.kernel_group.is_some() {
@@ -233,6 +212,9 @@ impl TraceSource {
                     first.insert(key, (at, RecordCopy::of(&ev)));
                 }
             }
+        }
+        if let Some(t) = threads {
+            self.preload(t);
         }
         let mut first: Vec<_> = first.into_values().collect();
         first.sort_by_key(|(at, _)| *at);
@@ -324,6 +306,15 @@ impl TraceSource {
             }
         }
     }
+}
+
+/// Whether a record has one of the kernel headers (system, compact, perfinfo) that
+/// [`crate::etw::reader::Events::skip_kernel_records`] steps over.
+fn skip_kernel_record_kind(ev: &EventRecord<'_>) -> bool {
+    matches!(
+        ev.kind,
+        HeaderKind::System | HeaderKind::Compact | HeaderKind::PerfInfo
+    )
 }
 
 /// Whether the system state needs a record decoded: process, thread (not the context switches

@@ -4,5 +4,6 @@
 pub mod debugger;
 pub mod etl;
 pub mod etw_live;
+pub mod first_records;
 pub mod merged;
 pub mod perf;

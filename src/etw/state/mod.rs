@@ -5,7 +5,7 @@
 mod devices;
 mod stacks;
 
-use std::collections::HashMap;
+use crate::fasthash::FastMap;
 
 pub use devices::{DevicePaths, ImageIdentities};
 pub use stacks::StackMatcher;
@@ -72,16 +72,16 @@ impl Image {
 /// Processes, threads and images, as of the last event observed.
 #[derive(Default)]
 pub struct SystemState {
-    processes: HashMap<u32, Process>,
+    processes: FastMap<u32, Process>,
     /// Processes that ended and were replaced by a newer one with the same pid.
     exited: Vec<Process>,
-    threads: HashMap<u32, Thread>,
+    threads: FastMap<u32, Thread>,
     /// ImageID / DbgID facts that arrived before their image, by (pid, base).
-    pending_ids: HashMap<(u32, u64), (Option<String>, Option<PdbInfo>)>,
+    pending_ids: FastMap<(u32, u64), (Option<String>, Option<PdbInfo>)>,
     stacks: StackMatcher,
     /// File names by file object (or file key), from the FileIo name, create and rundown
     /// events that were decoded.
-    files: HashMap<u64, String>,
+    files: FastMap<u64, String>,
     /// The first record's raw timestamp and ns since the start: the session clock's rate.
     clock0: Option<(i64, u64)>,
     /// The stack records that belong to no event (`stacks::event_key` of the record itself),
