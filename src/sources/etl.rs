@@ -125,6 +125,13 @@ impl TraceSource {
         self.preload(first);
     }
 
+    /// Leaves the thread table to the records as they come, in time order, as a live session
+    /// learns it: no preload ([`TraceSource::collect_threads`]). What the live-replay tests
+    /// compare the live path with; a thread then counts as unknown until a record names it.
+    pub fn learn_threads_as_they_come(&mut self) {
+        self.threads_collected = true;
+    }
+
     /// Gives the state the threads and processes of the trace's start (once).
     fn preload(&mut self, first: EarliestRecords) {
         if !self.threads_collected {
