@@ -265,7 +265,7 @@ fn cswitch_and_processes_in_randomascii() {
     let etl = walker::Etl::open(&bytes);
     let evs = etl.events();
     let dec = Decoder::new();
-    let mut state = SystemState::new();
+    let mut state = SystemState::with_stacks();
     let mut cswitch = 0;
     let mut same = 0;
     for e in &evs {
@@ -342,7 +342,7 @@ fn stack_keys_and_pdbs_in_net452() {
     let etl = walker::Etl::open(&bytes);
     let evs = etl.events();
     let dec = Decoder::new();
-    let mut state = SystemState::new();
+    let mut state = SystemState::with_stacks();
     for e in &evs {
         let d = dec.decode(e);
         state.observe(e, Some(&d));

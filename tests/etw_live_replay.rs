@@ -74,6 +74,8 @@ fn both_paths_with(file: &str, script: &str, tdh: bool) -> (String, String, u64,
     let file_out = Shared::default();
     let mut e = engine(script, &catalog, &file_out);
     let mut walk = TraceSource::open(file).unwrap();
+    // a live session knows a thread from its records alone, not from the file's later ones
+    walk.learn_threads_as_they_come();
     let stacks = e
         .runs
         .iter()

@@ -611,6 +611,8 @@ impl Engine {
         // decode only what the enabled probes read (recomputed when the programs change)
         // borrowed, not copied, per record (the probe masks make it a large value)
         let interest = std::cell::RefCell::new(self.etw_interest(etw));
+        // every thread attributed to its process from the first record
+        source.collect_threads();
         if interest.borrow().needs_file_names() {
             source.collect_file_names();
         }
@@ -695,7 +697,9 @@ impl Engine {
             execname.clear();
             psargs.clear();
             let (mut proc_start, mut ppid) = (0, 0);
-            if let Some(proc_) = state.process(f.pid) {
+            if f.pid == crate::etw::state::UNKNOWN_PID {
+                execname.extend_from_slice(UNKNOWN_EXECNAME);
+            } else if let Some(proc_) = state.process(f.pid) {
                 execname.extend(proc_.name.bytes().map(|b| b.to_ascii_lowercase()));
                 psargs.extend_from_slice(proc_.command_line.as_bytes());
                 proc_start = proc_.start_ns.unwrap_or(0);
@@ -730,6 +734,10 @@ impl Engine {
         }
     }
 }
+
+/// The `execname` of a thread that no record of the trace named (its pid is
+/// [`crate::etw::state::UNKNOWN_PID`]).
+pub const UNKNOWN_EXECNAME: &[u8] = b"<unknown>";
 
 /// Buffers [`Engine::fire_event`] reuses from one record to the next.
 #[derive(Default)]

@@ -7,6 +7,7 @@ use crate::etw::record::{EventRecord, HeaderKind, RecordCopy};
 use crate::etw::state::{StackMatcher, SystemState};
 use crate::providers::etw::native::NATIVE_BASE;
 use crate::providers::etw::{EtwProbes, PAYLOAD_BASE};
+use crate::sources::first_records::{EarliestRecords, GROUPS};
 use crate::vm::{AddressSpace, Fault};
 
 /// An opened trace with its decoder state.
@@ -23,6 +24,8 @@ pub struct TraceSource {
     pub managed_methods: Vec<crate::providers::dnet::ManagedMethod>,
     /// Whether [`TraceSource::collect_file_names`] ran.
     files_collected: bool,
+    /// Whether [`TraceSource::collect_threads`] ran.
+    threads_collected: bool,
 }
 
 impl TraceSource {
@@ -36,6 +39,7 @@ impl TraceSource {
             stacks: None,
             managed_methods: Vec::new(),
             files_collected: false,
+            threads_collected: false,
         })
     }
 
@@ -106,6 +110,43 @@ impl TraceSource {
         self.managed_methods = methods;
     }
 
+    /// A pass over the trace's Process and Thread records (every other record is stepped over
+    /// unbuilt) that gives the system state, before the first event, each thread and process
+    /// that existed from the trace's start: those whose earliest record is not their Start (a
+    /// rundown, an End, a DCEnd at the file's end). An event of such a thread is then attributed
+    /// to its process from the first record, as WPA and PerfView do, where the walk alone would
+    /// learn it only at its first Thread record. Done once per source.
+    pub fn collect_threads(&mut self) {
+        if self.threads_collected {
+            return;
+        }
+        let decoder = Decoder::new();
+        let mut first = EarliestRecords::default();
+        let mut it = self.file.events_in_file_order().kernel_groups_only(&GROUPS);
+        while let Some(r) = it.next_event() {
+            if let Ok(ev) = r {
+                first.note(&ev, &decoder);
+            }
+        }
+        self.preload(first);
+    }
+
+    /// Leaves the thread table to the records as they come, in time order, as a live session
+    /// learns it: no preload ([`TraceSource::collect_threads`]). What the live-replay tests
+    /// compare the live path with; a thread then counts as unknown until a record names it.
+    pub fn learn_threads_as_they_come(&mut self) {
+        self.threads_collected = true;
+    }
+
+    /// Gives the state the threads and processes of the trace's start (once).
+    fn preload(&mut self, first: EarliestRecords) {
+        if !self.threads_collected {
+            self.threads_collected = true;
+            let (processes, threads) = first.at_start();
+            self.state.preload(processes, threads);
+        }
+    }
+
     /// A pass over the trace for the names of file objects (FileIo name, create and rundown
     /// events), so that the io, fsinfo and pf probes know a file's name even when its rundown
     /// comes at the end of the trace. Done once per source.
@@ -139,15 +180,31 @@ impl TraceSource {
     /// events (kernel records are stepped over unbuilt) registers the metadata (EventMetadata
     /// schemas and value maps, TraceLogging provider traits) and keeps the earliest record of
     /// each kind of event (provider, id, version, opcode); those are then decoded in time order,
-    /// once the metadata is known, so that providers are numbered as they appear.
+    /// once the metadata is known, so that providers are numbered as they appear. The same pass
+    /// reads the Process and Thread records for [`TraceSource::collect_threads`].
     pub fn scan_providers(&mut self, probes: &mut EtwProbes) {
         // by kind: (raw timestamp, place in file order) of the earliest record, and a copy of it
         let mut first: crate::fasthash::FastMap<_, ((i64, u64), RecordCopy)> =
             crate::fasthash::FastMap::default();
-        let mut it = self.file.events_in_file_order().skip_kernel_records();
+        let mut threads = (!self.threads_collected).then(EarliestRecords::default);
+        let mut it = self.file.events_in_file_order();
+        it = match threads {
+            Some(_) => it.kernel_groups_only(&GROUPS),
+            None => it.skip_kernel_records(),
+        };
+        let thread_decoder = Decoder::new();
         let mut n = 0u64;
         while let Some(r) = it.next_event() {
             let Ok(ev) = r else { continue };
+            // the Process and Thread records the other pass would have stepped over
+            if let (Some(t), Some(g)) = (&mut threads, ev.kernel_group) {
+                if GROUPS.contains(&g) {
+                    t.note(&ev, &thread_decoder);
+                    if skip_kernel_record_kind(&ev) {
+                        continue;
+                    }
+                }
+            }
             n += 1;
             self.decoder.observe(&ev);
             if ev.kernel_group.is_some() {
@@ -168,6 +225,9 @@ impl TraceSource {
                     first.insert(key, (at, RecordCopy::of(&ev)));
                 }
             }
+        }
+        if let Some(t) = threads {
+            self.preload(t);
         }
         let mut first: Vec<_> = first.into_values().collect();
         first.sort_by_key(|(at, _)| *at);
@@ -259,6 +319,15 @@ impl TraceSource {
             }
         }
     }
+}
+
+/// Whether a record has one of the kernel headers (system, compact, perfinfo) that
+/// [`crate::etw::reader::Events::skip_kernel_records`] steps over.
+fn skip_kernel_record_kind(ev: &EventRecord<'_>) -> bool {
+    matches!(
+        ev.kind,
+        HeaderKind::System | HeaderKind::Compact | HeaderKind::PerfInfo
+    )
 }
 
 /// Whether the system state needs a record decoded: process, thread (not the context switches

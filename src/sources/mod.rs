@@ -5,5 +5,6 @@ pub mod debugger;
 pub mod etl;
 pub mod etw_live;
 pub mod etw_writer;
+pub mod first_records;
 pub mod merged;
 pub mod perf;

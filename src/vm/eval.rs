@@ -270,7 +270,11 @@ impl Vm {
         cx: &FiringCtx<'_>,
     ) -> R<Option<usize>> {
         let size = self.value_size(kind);
-        let tid = if scope == Scope::Thread { cx.tid } else { 0 };
+        let tid = if scope == Scope::Thread {
+            cx.thread_key()
+        } else {
+            0
+        };
         match keys {
             None => Ok(self.dynvars.tls(id, tid, size, create)),
             Some(keys) => {
@@ -294,7 +298,11 @@ impl Vm {
         cx: &FiringCtx<'_>,
     ) -> R<()> {
         let size = self.value_size(kind);
-        let tid = if scope == Scope::Thread { cx.tid } else { 0 };
+        let tid = if scope == Scope::Thread {
+            cx.thread_key()
+        } else {
+            0
+        };
         match keys {
             None => self.dynvars.free_tls(id, tid, size),
             Some(keys) => {

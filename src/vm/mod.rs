@@ -147,6 +147,24 @@ impl<'a> FiringCtx<'a> {
     }
 }
 
+impl FiringCtx<'_> {
+    /// The thread whose `self->` variables the firing sees. Thread 0 is the idle thread of
+    /// the firing's CPU (Windows gives every CPU's idle thread id 0, as Linux gives its swapper
+    /// tasks pid 0): each CPU's idle thread is a thread of its own, as in DTrace, so its key is
+    /// [`IDLE_THREAD_KEY`] plus the CPU, a value no thread id reaches.
+    #[inline]
+    pub fn thread_key(&self) -> u64 {
+        if self.tid == 0 {
+            IDLE_THREAD_KEY | self.cpu as u64
+        } else {
+            self.tid
+        }
+    }
+}
+
+/// Where the thread-local keys of the per-CPU idle threads start ([`FiringCtx::thread_key`]).
+pub const IDLE_THREAD_KEY: u64 = 1 << 48;
+
 /// The saved registers of a firing with no user thread behind it: all zero.
 static SYNTHETIC_UREGS: [u64; 32] = [0; 32];
 

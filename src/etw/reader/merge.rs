@@ -55,6 +55,9 @@ pub struct Events<'f> {
     header_error_pending: bool,
     /// Step over kernel (system/compact/perfinfo) records without delivering them.
     skip_kernel: bool,
+    /// The kernel groups (`HookId >> 8`, bit per group below 128) delivered even when
+    /// `skip_kernel` is set.
+    keep_groups: u128,
 }
 
 impl<'f> Events<'f> {
@@ -76,6 +79,7 @@ impl<'f> Events<'f> {
             limit: i64::MIN,
             header_error_pending: file.header_error.is_some(),
             skip_kernel: false,
+            keep_groups: 0,
         }
     }
 
@@ -85,6 +89,25 @@ impl<'f> Events<'f> {
     pub fn skip_kernel_records(mut self) -> Self {
         self.skip_kernel = true;
         self
+    }
+
+    /// [`Events::skip_kernel_records`], but the kernel records of these groups are delivered
+    /// (a pass over the Process and Thread records alone).
+    pub fn kernel_groups_only(mut self, groups: &[u8]) -> Self {
+        self.skip_kernel = true;
+        self.keep_groups = groups
+            .iter()
+            .filter(|&&g| g < 128)
+            .fold(0, |m, &g| m | 1u128 << g);
+        self
+    }
+
+    /// Whether the kernel record at `pos` is of a group [`Events::kernel_groups_only`] keeps.
+    #[inline]
+    fn keeps(&self, b: &[u8], pos: usize) -> bool {
+        self.keep_groups != 0
+            && super::buffer::u16_at(b, pos + 6)
+                .is_some_and(|hook| (hook >> 8) < 128 && self.keep_groups >> (hook >> 8) & 1 == 1)
     }
 
     fn error(&self, offset: u64, message: String) -> EtlError {
@@ -241,8 +264,8 @@ impl<'f> Events<'f> {
         if self.skip_kernel {
             while pos < c.end {
                 match super::headers::skip_kernel_record(b, pos, c.end) {
-                    Some(next) => pos = next,
-                    None => break,
+                    Some(next) if !self.keeps(b, pos) => pos = next,
+                    _ => break,
                 }
             }
             c.pos.set(pos);

@@ -5,7 +5,7 @@
 mod devices;
 mod stacks;
 
-use std::collections::HashMap;
+use crate::fasthash::FastMap;
 
 pub use devices::{DevicePaths, ImageIdentities};
 pub use stacks::StackMatcher;
@@ -72,16 +72,16 @@ impl Image {
 /// Processes, threads and images, as of the last event observed.
 #[derive(Default)]
 pub struct SystemState {
-    processes: HashMap<u32, Process>,
+    processes: FastMap<u32, Process>,
     /// Processes that ended and were replaced by a newer one with the same pid.
     exited: Vec<Process>,
-    threads: HashMap<u32, Thread>,
+    threads: FastMap<u32, Thread>,
     /// ImageID / DbgID facts that arrived before their image, by (pid, base).
-    pending_ids: HashMap<(u32, u64), (Option<String>, Option<PdbInfo>)>,
+    pending_ids: FastMap<(u32, u64), (Option<String>, Option<PdbInfo>)>,
     stacks: StackMatcher,
     /// File names by file object (or file key), from the FileIo name, create and rundown
     /// events that were decoded.
-    files: HashMap<u64, String>,
+    files: FastMap<u64, String>,
     /// The first record's raw timestamp and ns since the start: the session clock's rate.
     clock0: Option<(i64, u64)>,
     /// The stack records that belong to no event (`stacks::event_key` of the record itself),
@@ -89,11 +89,52 @@ pub struct SystemState {
     missed_stacks: crate::fasthash::FastSet<stacks::EventKey>,
     /// PDB identities looked up by image file name ([`SystemState::identify_images`]).
     identities: ImageIdentities,
+    /// Whether [`SystemState::observe`] feeds the stack matcher ([`SystemState::with_stacks`]).
+    keep_stacks: bool,
 }
+
+/// The process id given to a thread no record of the trace names: never a real Windows pid
+/// (those are multiples of 4), and `-1` as D's `pid_t`.
+pub const UNKNOWN_PID: u32 = u32::MAX;
 
 impl SystemState {
     pub fn new() -> SystemState {
         SystemState::default()
+    }
+
+    /// A state whose [`SystemState::observe`] also matches stacks to events
+    /// ([`SystemState::stacks`]). The engine's walks do not need it (they match a trace's stacks
+    /// in a pass of their own, and only when a program records stacks), so [`SystemState::new`]
+    /// leaves it off: it costs an allocation per stack record.
+    pub fn with_stacks() -> SystemState {
+        SystemState {
+            keep_stacks: true,
+            ..SystemState::default()
+        }
+    }
+
+    /// Gives the state, before the first event, the threads and processes that a trace's records
+    /// name later but that existed from its start ([`crate::sources::etl::TraceSource`]'s
+    /// pass over its Process and Thread records): an event of such a thread is then attributed
+    /// to its real process from the first record. What the records in time order say replaces
+    /// these as they come.
+    pub fn preload(&mut self, processes: Vec<Process>, threads: Vec<Thread>) {
+        for p in processes {
+            self.processes.entry(p.pid).or_insert(p);
+        }
+        for t in threads {
+            self.threads.entry(t.tid).or_insert(t);
+        }
+    }
+
+    /// The process of thread `tid`: thread 0 is an idle thread (of the Idle process, pid 0);
+    /// a thread that no record named is [`UNKNOWN_PID`].
+    pub fn pid_of_thread(&self, tid: u32) -> u32 {
+        match self.threads.get(&tid) {
+            Some(t) => t.pid,
+            None if tid == 0 => 0,
+            None => UNKNOWN_PID,
+        }
     }
 
     /// Sets the stack records that belong to no event ([`StackMatcher::missed`]).
@@ -112,7 +153,9 @@ impl SystemState {
 
     /// Feeds one event (in timestamp order) with its decoded form.
     pub fn observe(&mut self, ev: &EventRecord<'_>, decoded: Option<&DecodedEvent<'_>>) {
-        self.stacks.observe(ev, decoded);
+        if self.keep_stacks {
+            self.stacks.observe(ev, decoded);
+        }
         if self.clock0.is_none() && ev.time_ns > 0 {
             self.clock0 = Some((ev.raw_timestamp, ev.time_ns));
         }
@@ -185,38 +228,11 @@ impl SystemState {
     }
 
     fn on_process(&mut self, ev: &EventRecord<'_>, d: &DecodedEvent<'_>) {
-        // one pass over the payload for all the fields
-        let [pid, parent, session, name, command_line, unique_key, exit_status] = d.pick([
-            "ProcessId",
-            "ParentId",
-            "SessionId",
-            "ImageFileName",
-            "CommandLine",
-            "UniqueProcessKey",
-            "ExitStatus",
-        ]);
-        let num = |v: &Option<Value<'_>>| v.as_ref().and_then(Value::as_u64);
-        let text = |v: Option<Value<'_>>| {
-            v.and_then(Value::into_text)
-                .map(|t| t.into_owned())
-                .unwrap_or_default()
-        };
-        let Some(pid) = num(&pid).map(|p| p as u32) else {
+        let Some(info) = process_of(ev, d) else {
             return;
         };
+        let pid = info.pid;
         let starting = matches!(d.name, "Start" | "DCStart");
-        let info = Process {
-            pid,
-            parent: num(&parent).unwrap_or(0) as u32,
-            session: num(&session).unwrap_or(0) as u32,
-            name: text(name),
-            command_line: text(command_line),
-            unique_key: num(&unique_key).unwrap_or(0),
-            start_ns: (d.name == "Start").then_some(ev.time_ns),
-            end_ns: None,
-            exit_status: None,
-            images: Vec::new(),
-        };
         if d.name == "Start" {
             if let Some(old) = self.processes.remove(&pid) {
                 self.exited.push(old);
@@ -237,31 +253,27 @@ impl SystemState {
         }
         if !starting && d.name != "DCEnd" {
             p.end_ns = Some(ev.time_ns);
-            p.exit_status = num(&exit_status).map(|v| v as i32 as i64);
+            p.exit_status = info.exit_status;
         }
     }
 
     fn on_thread(&mut self, ev: &EventRecord<'_>, d: &DecodedEvent<'_>) {
-        let [tid, pid, name] = d.pick(["TThreadId", "ProcessId", "ThreadName"]);
-        let (Some(tid), Some(pid)) = (
-            tid.as_ref().and_then(Value::as_u64),
-            pid.as_ref().and_then(Value::as_u64),
-        ) else {
+        let Some((tid, pid, name)) = thread_of(d) else {
             return;
         };
-        let t = self.threads.entry(tid as u32).or_default();
-        if d.name == "Start" || t.pid != pid as u32 {
+        let t = self.threads.entry(tid).or_default();
+        if d.name == "Start" || t.pid != pid {
             *t = Thread {
-                tid: tid as u32,
-                pid: pid as u32,
+                tid,
+                pid,
                 ..Thread::default()
             };
         }
         if d.name == "Start" {
             t.start_ns = Some(ev.time_ns);
         }
-        if let Some(n) = name.and_then(Value::into_text).filter(|n| !n.is_empty()) {
-            t.name = Some(n.into_owned());
+        if let Some(n) = name {
+            t.name = Some(n);
         }
         if d.name == "End" {
             t.end_ns = Some(ev.time_ns);
@@ -403,6 +415,54 @@ impl SystemState {
     }
 }
 
+/// A Process record's process (Start, DCStart, DCEnd, End, Defunct), as the record says it;
+/// `None` without a process id.
+pub fn process_of(ev: &EventRecord<'_>, d: &DecodedEvent<'_>) -> Option<Process> {
+    // one pass over the payload for all the fields
+    let [pid, parent, session, name, command_line, unique_key, exit_status] = d.pick([
+        "ProcessId",
+        "ParentId",
+        "SessionId",
+        "ImageFileName",
+        "CommandLine",
+        "UniqueProcessKey",
+        "ExitStatus",
+    ]);
+    let num = |v: &Option<Value<'_>>| v.as_ref().and_then(Value::as_u64);
+    let text = |v: Option<Value<'_>>| {
+        v.and_then(Value::into_text)
+            .map(|t| t.into_owned())
+            .unwrap_or_default()
+    };
+    let pid = num(&pid)? as u32;
+    Some(Process {
+        pid,
+        parent: num(&parent).unwrap_or(0) as u32,
+        session: num(&session).unwrap_or(0) as u32,
+        name: text(name),
+        command_line: text(command_line),
+        unique_key: num(&unique_key).unwrap_or(0),
+        start_ns: (d.name == "Start").then_some(ev.time_ns),
+        end_ns: None,
+        exit_status: matches!(d.name, "End" | "Defunct")
+            .then(|| num(&exit_status).map(|v| v as i32 as i64))
+            .flatten(),
+        images: Vec::new(),
+    })
+}
+
+/// A Thread record's thread id, process id and name (when it has a non-empty one).
+pub fn thread_of(d: &DecodedEvent<'_>) -> Option<(u32, u32, Option<String>)> {
+    let [tid, pid, name] = d.pick(["TThreadId", "ProcessId", "ThreadName"]);
+    let tid = tid.as_ref().and_then(Value::as_u64)? as u32;
+    let pid = pid.as_ref().and_then(Value::as_u64)? as u32;
+    let name = name
+        .and_then(Value::into_text)
+        .filter(|n| !n.is_empty())
+        .map(|n| n.into_owned());
+    Some((tid, pid, name))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -426,6 +486,30 @@ mod tests {
             age,
             file_name: file_name.into(),
         }
+    }
+
+    #[test]
+    fn a_thread_is_known_from_the_preload_until_its_records_say_otherwise() {
+        let mut state = SystemState::new();
+        assert_eq!(state.pid_of_thread(0), 0, "thread 0 is idle");
+        assert_eq!(state.pid_of_thread(7092), UNKNOWN_PID);
+        let thread = |tid, pid| Thread {
+            tid,
+            pid,
+            ..Thread::default()
+        };
+        let process = Process {
+            pid: 2452,
+            name: "xperf.exe".into(),
+            ..Process::default()
+        };
+        state.preload(vec![process], vec![thread(7092, 2452), thread(0, 0)]);
+        assert_eq!(state.pid_of_thread(7092), 2452);
+        assert_eq!(state.process(2452).unwrap().name, "xperf.exe");
+        // a preload never replaces what the state already knows
+        state.preload(Vec::new(), vec![thread(7092, 8)]);
+        assert_eq!(state.pid_of_thread(7092), 2452);
+        assert_eq!(state.pid_of_thread(7096), UNKNOWN_PID);
     }
 
     #[test]

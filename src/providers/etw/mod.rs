@@ -99,7 +99,10 @@ impl Interest {
         let named_provider = ev.kind == HeaderKind::EventHeader || ev.kernel_group.is_none();
         // a record with no thread id in its header (PerfInfo) has it in its payload: needed
         // when a probe fires for every record; the kernel probes of the record ask below
-        if ev.tid == u32::MAX && (self.every || (self.named && named_provider)) {
+        if ev.tid == u32::MAX
+            && (self.every || (self.named && named_provider))
+            && tid_in_payload(ev)
+        {
             return true;
         }
         let kernel = match ev.kernel_group {
@@ -126,6 +129,39 @@ impl Interest {
     }
 }
 
+/// Whether a record with no thread id in its header must be decoded for one: a kernel record
+/// whose layout has a `ThreadId` field (SampledProfile, ...), or any provider's record. A kernel
+/// record with none (ISR, DPC, StackWalk) fires with thread 0 decoded or not, so a probe that
+/// fires for every record need not decode it. (A layout whose class is not its group's name is
+/// decoded too: `diag:::events` names the provider by the decoded class.)
+fn tid_in_payload(ev: &EventRecord<'_>) -> bool {
+    use crate::etw::decode::{kernel, Source};
+    static BITS: std::sync::OnceLock<[u128; GROUPS]> = std::sync::OnceLock::new();
+    let Some(g) = ev.kernel_group else {
+        return true;
+    };
+    if g as usize >= GROUPS || ev.opcode >= 128 {
+        return true;
+    }
+    let bits = BITS.get_or_init(|| {
+        let mut bits = [0u128; GROUPS];
+        for l in kernel::LAYOUTS {
+            let Source::Kernel(g) = l.source else {
+                continue;
+            };
+            let needs = l.fields.iter().any(|f| f.name == "ThreadId")
+                || kernel::group_name(g) != Some(l.class);
+            if needs && (g as usize) < GROUPS {
+                for &(op, _) in l.opcodes.iter().filter(|(op, _)| *op < 128) {
+                    bits[g as usize] |= 1 << op;
+                }
+            }
+        }
+        bits
+    });
+    bits[g as usize] >> ev.opcode & 1 == 1
+}
+
 /// What the area modules see of one decoded event.
 pub(crate) struct EventCx<'a, 'e> {
     pub ev: &'a EventRecord<'e>,
@@ -138,7 +174,8 @@ pub(crate) struct EventCx<'a, 'e> {
 
 impl<'a, 'e> EventCx<'a, 'e> {
     /// The context of a record: its thread from the header, or (PerfInfo records) from the
-    /// payload, and the thread's process from the header or the system state.
+    /// payload, and the thread's process from the header or the system state (idle for
+    /// thread 0, [`crate::etw::state::UNKNOWN_PID`] for a thread no record named).
     pub fn new(ev: &'a EventRecord<'e>, dec: &'a DecodedEvent<'e>, state: &'a SystemState) -> Self {
         let tid = if ev.tid == u32::MAX {
             dec.u64("ThreadId").map(|t| t as u32).unwrap_or(0)
@@ -148,7 +185,7 @@ impl<'a, 'e> EventCx<'a, 'e> {
         let pid = if ev.pid != u32::MAX && ev.pid != 0 {
             ev.pid
         } else {
-            state.thread(tid).map(|t| t.pid).unwrap_or(0)
+            state.pid_of_thread(tid)
         };
         EventCx {
             ev,
@@ -159,9 +196,10 @@ impl<'a, 'e> EventCx<'a, 'e> {
         }
     }
 
-    /// The process of a thread, from the system state (0 when unknown).
+    /// The process of a thread, from the system state (idle for thread 0,
+    /// [`crate::etw::state::UNKNOWN_PID`] for a thread no record named).
     pub fn pid_of(&self, tid: u32) -> u32 {
-        self.state.thread(tid).map(|t| t.pid).unwrap_or(0)
+        self.state.pid_of_thread(tid)
     }
 
     /// A firing whose arguments point at a `struct thread` (base.d) for thread `tid` of process
@@ -683,11 +721,13 @@ impl EtwProbes {
             );
         }
         // diag:::ignored: the record fired nothing else of the program
-        let others = out.list[before..]
-            .iter()
-            .filter(|f| f.probe != events_id)
-            .count();
-        if others == 0 && enabled(diag::IGNORED_ID) {
+        let others = || {
+            out.list[before..]
+                .iter()
+                .filter(|f| f.probe != events_id)
+                .count()
+        };
+        if enabled(diag::IGNORED_ID) && others() == 0 {
             let name = self.provider_name(ev, dec);
             diag::record(
                 &cx,
