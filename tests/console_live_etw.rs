@@ -62,7 +62,15 @@ fn providers(path: &str) -> EtwProbes {
 }
 
 /// The aggregations `-E path -s script` ends with.
-fn file_aggregations(path: &str, script: &str, etw: &EtwProbes, catalog: &Catalog) -> Vec<AggView> {
+/// With `as_live`, the walk learns threads as their records come, as a live session does
+/// (a plain `-E` run reads the trace's thread table before the first firing).
+fn file_aggregations(
+    path: &str,
+    script: &str,
+    etw: &EtwProbes,
+    catalog: &Catalog,
+    as_live: bool,
+) -> Vec<AggView> {
     let spec = compile_text(script, "d.d", catalog).expect("compiles");
     let mut e = Engine::new(
         vec![("d.d".into(), spec.program)],
@@ -75,6 +83,9 @@ fn file_aggregations(path: &str, script: &str, etw: &EtwProbes, catalog: &Catalo
         ),
     );
     let mut src = TraceSource::open(path).unwrap();
+    if as_live {
+        src.learn_threads_as_they_come();
+    }
     e.walk_trace(&mut src, etw, &mut |_| true);
     let mut v = Vec::new();
     for r in &e.runs {
@@ -208,7 +219,8 @@ fn console_live_etw_default_dashboard_equals_the_file_path() {
     let etw = providers(&path);
     let catalog = Arc::new(Catalog::with_etw(&etw));
     let script = dashboard("cpu.d");
-    let want = file_aggregations(&path, &script, &etw, &catalog);
+    let want = file_aggregations(&path, &script, &etw, &catalog, false);
+    let same_records = file_aggregations(&path, &script, &etw, &catalog, true);
     assert!(want.iter().all(|a| !a.rows.is_empty()), "{want:?}");
 
     let (backend, plans, done) = replay_backend(&path, &etw);
@@ -227,6 +239,8 @@ fn console_live_etw_default_dashboard_equals_the_file_path() {
     assert_eq!(st.lost, 0, "the replay waits for room: nothing lost");
     stop_run(&session, &mut last, &mut said);
     let got = last.expect("a snapshot");
+    // the same records known the same way: the same tables
+    assert_eq!(got, same_records, "the console's tables differ from -E's");
     same_but_unknown(&got, &want);
     // the plan: the kernel session with context switches and samples
     let plans = plans.lock().unwrap();
