@@ -59,6 +59,7 @@ impl Vm {
             self.fire_cpu = cx.cpu;
             self.fire_probe = cx.probe.id;
             self.scratch.clear();
+            self.scratch_top = 0;
             let clause = &program.clauses[e.clause];
             let mut action_no = 0u32;
             self.clause_ran = false;
@@ -175,9 +176,9 @@ impl Vm {
             ..*cx
         };
         let saved_epid = self.current_epid;
-        let saved_scratch = std::mem::take(&mut self.scratch);
+        let saved_scratch = (std::mem::take(&mut self.scratch), self.scratch_top);
         self.fire_into(&ecx, res, true);
-        self.scratch = saved_scratch;
+        (self.scratch, self.scratch_top) = saved_scratch;
         self.current_epid = saved_epid;
     }
 
