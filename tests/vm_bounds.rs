@@ -5,28 +5,15 @@
 //! stores anywhere inside the scratch space are the clause's, allocated or not (illumos
 //! `pointers/tst.ValidPointer2.d` stores past a 4-byte `alloca`).
 
-use dtx::engine::standalone::{standalone_vm, standard_probe};
+#[path = "support/begin.rs"]
+mod begin;
+
 use dtx::vm::memory::{decode, Region};
-use dtx::vm::{Datum, Fault, FiringCtx, Record};
+use dtx::vm::Fault;
 
 /// Runs `body` as a BEGIN clause; returns its faults and the integers it traced.
 fn run(body: &str) -> (Vec<Fault>, Vec<i64>) {
-    let src = format!("BEGIN {{ {body} }}");
-    let (mut vm, _) = standalone_vm(&src).unwrap_or_else(|e| panic!("{src}: {e}"));
-    let begin = standard_probe("BEGIN").expect("standard probe");
-    let cx = FiringCtx::synthetic(&begin, 1, 1, b"test");
-    let r = vm.fire(&cx);
-    let mut ints = Vec::new();
-    for (_, rec) in &vm.records {
-        if let Record::Data { values, .. } = rec {
-            for v in values {
-                if let Datum::Int { value, .. } = v {
-                    ints.push(*value);
-                }
-            }
-        }
-    }
-    (r.errors.iter().map(|e| e.fault).collect(), ints)
+    begin::run_begin(&format!("BEGIN {{ {body} }}"))
 }
 
 /// Runs `body` as a BEGIN clause and returns the one fault it raised.

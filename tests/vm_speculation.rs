@@ -2,25 +2,13 @@
 //! returns) drops the rest of its clause, as dtrace's action loop stops on `CPU_DTRACE_DROP`
 //! (illumos `speculation/tst.SpeculationWithZero.d`).
 
-use dtx::engine::standalone::{standalone_vm, standard_probe};
-use dtx::vm::{Datum, FiringCtx, Record};
+#[path = "support/begin.rs"]
+mod begin;
 
 /// Fires BEGIN once; returns the integers traced and the number of faults.
 fn begin(src: &str) -> (Vec<i64>, usize) {
-    let (mut vm, _) = standalone_vm(src).unwrap_or_else(|e| panic!("{src}: {e}"));
-    let begin = standard_probe("BEGIN").expect("standard probe");
-    let r = vm.fire(&FiringCtx::synthetic(&begin, 1, 1, b"test"));
-    let mut ints = Vec::new();
-    for (_, rec) in &vm.records {
-        if let Record::Data { values, .. } = rec {
-            for v in values {
-                if let Datum::Int { value, .. } = v {
-                    ints.push(*value);
-                }
-            }
-        }
-    }
-    (ints, r.errors.len())
+    let (faults, ints) = begin::run_begin(src);
+    (ints, faults.len())
 }
 
 #[test]
