@@ -6,7 +6,7 @@ mod structured;
 
 use std::io::Write;
 
-use crate::agg::{NoSymbols, SortOptions, SymbolResolver};
+use crate::agg::{Encoding, NoSymbols, SortOptions, SymbolResolver};
 use crate::ir::{ActionKind, ValKind};
 use crate::output::messages;
 use crate::output::printf::{self, ArgType, Value};
@@ -28,6 +28,11 @@ pub struct ConsumerOptions {
     pub droptags: bool,
     /// `-x oformat`: dtrace's text, a JSON or XML document, or folded stacks.
     pub oformat: crate::output::structured::OFormat,
+    /// The options the run started with, which `setopt()` changes while it runs; and the
+    /// command line's `-q` and `-F`, which no option can take back.
+    pub options: crate::lang::options::DOptions,
+    pub quiet_flag: bool,
+    pub flow_flag: bool,
 }
 
 impl ConsumerOptions {
@@ -39,7 +44,21 @@ impl ConsumerOptions {
         quiet: bool,
         flow: bool,
     ) -> Self {
-        let sort = SortOptions {
+        let mut o = ConsumerOptions {
+            prog: prog.to_string(),
+            options: opts.clone(),
+            quiet_flag: quiet,
+            flow_flag: flow,
+            ..ConsumerOptions::default()
+        };
+        o.refresh();
+        o
+    }
+
+    /// Derives the printing settings from `options` (at the start, and after a `setopt()`).
+    fn refresh(&mut self) {
+        let opts = &self.options;
+        self.sort = SortOptions {
             aggsortkey: opts.aggsortkey(),
             aggsortrev: opts.aggsortrev(),
             aggsortpos: opts.aggsortpos().map(|v| v as usize),
@@ -47,22 +66,34 @@ impl ConsumerOptions {
             aggpack: opts.aggpack(),
             agghist: opts.agghist(),
             aggzoom: opts.aggzoom(),
+            encoding: match opts.encoding() {
+                Some("ascii") => Encoding::Ascii,
+                Some("utf8") => Encoding::Utf8,
+                _ => Encoding::Default,
+            },
             strsize: opts.strsize() as usize,
             rawbytes: opts.rawbytes(),
             ..SortOptions::default()
         };
-        ConsumerOptions {
-            quiet: opts.quiet() || quiet,
-            flowindent: opts.flowindent() || flow,
-            rawbytes: opts.rawbytes(),
-            sort,
-            prog: prog.to_string(),
-            droptags: opts.droptags(),
-            oformat: opts
-                .str_value("oformat")
-                .and_then(crate::output::structured::OFormat::parse)
-                .unwrap_or_default(),
-        }
+        self.quiet = opts.quiet() || self.quiet_flag;
+        self.flowindent = opts.flowindent() || self.flow_flag;
+        self.rawbytes = opts.rawbytes();
+        self.droptags = opts.droptags();
+        self.oformat = opts
+            .str_value("oformat")
+            .and_then(crate::output::structured::OFormat::parse)
+            .unwrap_or_default();
+    }
+
+    /// `setopt(name[, value])` while tracing: dtrace's `dtrace_setopt()` on a running
+    /// consumer, where only dynamic options may change. Returns dtrace's reason on refusal.
+    pub fn setopt(&mut self, name: &str, value: Option<&str>) -> Result<(), &'static str> {
+        use crate::lang::options::SetContext;
+        self.options
+            .set_in(SetContext::Active, name, value)
+            .map_err(|e| e.message())?;
+        self.refresh();
+        Ok(())
     }
 }
 
@@ -221,7 +252,12 @@ impl Consumer {
         let program = vm.program.clone();
         let actions = program.actions();
         let mut open = false;
+        // the probe of the clause whose records these are (for library errors)
+        let mut cur_probe = 0u64;
         for (i, (epid, r)) in records.iter().enumerate() {
+            if let Record::Fire { probe, .. } = r {
+                cur_probe = *probe;
+            }
             match r {
                 Record::Fire { cpu, probe } if self.opts.flowindent => {
                     // -F: `-> func` / `<- func` lines, printed in quiet mode too
@@ -358,6 +394,10 @@ impl Consumer {
                     let Some(a) = actions.get(*action as usize) else {
                         continue;
                     };
+                    if let ActionKind::Setopt = a.kind {
+                        self.setopt_record(values, *epid, probes.get(&cur_probe));
+                        continue;
+                    }
                     self.library_action(vm, &a.kind, values);
                 }
                 Record::Exit(code) => self.exit_code = Some(*code),
@@ -383,6 +423,38 @@ impl Consumer {
         self.write_buf();
         vm.records = records;
         vm.records.clear();
+    }
+
+    /// A `setopt()` record: the option changes for what the consumer prints from here on; a
+    /// refused one is reported as dtrace's `dt_setopt()` does, as an error on the enabled
+    /// probe, and tracing goes on.
+    fn setopt_record(&mut self, values: &[Datum], epid: u32, probe: Option<&ProbeInfo>) {
+        let text = |i: usize| match values.get(i) {
+            Some(Datum::Str(s)) => Some(String::from_utf8_lossy(s).into_owned()),
+            _ => None,
+        };
+        let Some(name) = text(0) else {
+            return;
+        };
+        let value = text(1);
+        if let Err(why) = self.opts.setopt(&name, value.as_deref()) {
+            let fp = messages::FaultProbe {
+                epid,
+                id: probe.map(|p| p.id as u32).unwrap_or(0),
+                provider: probe.map(|p| p.provider.as_str()).unwrap_or(""),
+                module: probe.map(|p| p.module.as_str()).unwrap_or(""),
+                func: probe.map(|p| p.function.as_str()).unwrap_or(""),
+                name: probe.map(|p| p.name.as_str()).unwrap_or(""),
+            };
+            let msg = format!(
+                "couldn't set option \"{name}\" to \"{}\": {why}",
+                value.as_deref().unwrap_or("")
+            );
+            self.write_buf();
+            let _ = self.out.flush();
+            let line = messages::library_fault_line(&fp, &msg);
+            let _ = std::io::stderr().write_all(line.as_bytes());
+        }
     }
 
     fn library_action(&mut self, vm: &mut Vm, kind: &ActionKind, values: &[Datum]) {

@@ -192,12 +192,9 @@ impl Vm {
                 let src = self.arg(args, 0, cx)?;
                 let dst = self.arg(args, 1, cx)?;
                 let n = self.arg(args, 2, cx)? as usize;
-                if super::memory::decode(dst).map(|(r, _)| r)
-                    != Some(super::memory::Region::Scratch)
-                {
-                    return Err(Fault::BadAddr(dst));
-                }
-                let mut b = vec![0u8; n.min(self.opts.scratch)];
+                // the whole destination must be allocated scratch before anything is read
+                self.check_store(dst, n, true)?;
+                let mut b = vec![0u8; n];
                 self.read_bytes(src, &mut b, cx)?;
                 self.write_bytes(dst, &b, cx)?;
                 0
@@ -215,7 +212,8 @@ impl Vm {
                 let a = self.arg(args, 0, cx)?;
                 let n = self.arg(args, 1, cx)? as usize;
                 let dst = self.arg(args, 2, cx)?;
-                let mut b = vec![0u8; n.min(self.opts.scratch)];
+                self.check_store(dst, n, false)?;
+                let mut b = vec![0u8; n];
                 self.read_bytes(a, &mut b, cx)?;
                 self.write_bytes(dst, &b, cx)?;
                 0

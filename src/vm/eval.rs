@@ -44,29 +44,36 @@ impl Vm {
         }
     }
 
-    /// Scratch is one region of `opts.scratch` bytes; only the part in use is materialised.
-    fn touch_scratch(&mut self, off: usize, len: usize) -> R<()> {
-        let end = off.checked_add(len).ok_or(Fault::NoScratch)?;
-        if end > self.opts.scratch {
-            return Err(Fault::BadAddr(internal(Region::Scratch, off)));
-        }
+    /// Scratch is one space of `opts.scratch` bytes; only the part touched is materialised.
+    /// As in dtrace (`dtrace_canstore()` checks the whole `dtms_scratch_size`), loads and
+    /// stores anywhere in it are the clause's; past it they fault at their address.
+    fn touch_scratch(&mut self, addr: u64, off: usize, len: usize) -> R<std::ops::Range<usize>> {
+        let end = self.scratch_end(addr, off, len)?;
         if end > self.scratch.len() {
             self.scratch.resize(end, 0);
         }
-        Ok(())
+        Ok(off..end)
     }
 
-    /// Reads `buf.len()` bytes from any address.
+    /// The end of `off..off + len` when it lies inside the scratch space, else a fault at `addr`.
+    fn scratch_end(&self, addr: u64, off: usize, len: usize) -> R<usize> {
+        match off.checked_add(len) {
+            Some(end) if end <= self.opts.scratch => Ok(end),
+            _ => Err(Fault::BadAddr(addr)),
+        }
+    }
+
+    /// Reads `buf.len()` bytes from any address. An internal address must lie inside its
+    /// region (for scratch, the clause's scratch space, zero where never written).
     pub(crate) fn read_bytes(&self, addr: u64, buf: &mut [u8], cx: &FiringCtx<'_>) -> R<()> {
         match decode(addr) {
             Some((Region::Scratch, off)) => {
-                let end = off.checked_add(buf.len()).ok_or(Fault::BadAddr(addr))?;
-                if end > self.opts.scratch {
-                    return Err(Fault::BadAddr(addr));
-                }
+                let end = self.scratch_end(addr, off, buf.len())?;
+                // the materialised overlap, then zeros
                 let have = self.scratch.len().clamp(off, end);
-                buf[..have - off].copy_from_slice(&self.scratch[off..have]);
-                buf[have - off..].fill(0);
+                let (mat, rest) = buf.split_at_mut(have - off);
+                mat.copy_from_slice(self.scratch.get(off..have).unwrap_or_default());
+                rest.fill(0);
                 Ok(())
             }
             Some((r, off)) => {
@@ -98,13 +105,15 @@ impl Vm {
     }
 
     /// Writes bytes to VM memory (variables, scratch) or, with destructive actions allowed, to
-    /// the probe's address space.
+    /// the probe's address space. As dtrace's `dtrace_canstore()`, a store outside them (string
+    /// literals, past the scratch space, an unmapped address) faults with `BadAddr` at the
+    /// address.
     pub(crate) fn write_bytes(&mut self, addr: u64, data: &[u8], cx: &FiringCtx<'_>) -> R<()> {
         match decode(addr) {
             Some((Region::Strings, _)) => Err(Fault::BadAddr(addr)),
             Some((Region::Scratch, off)) => {
-                self.touch_scratch(off, data.len())?;
-                self.scratch[off..off + data.len()].copy_from_slice(data);
+                let range = self.touch_scratch(addr, off, data.len())?;
+                self.scratch[range].copy_from_slice(data);
                 Ok(())
             }
             Some((r, off)) => {
@@ -122,6 +131,23 @@ impl Vm {
                 }
                 cx.memory.write(addr, data)
             }
+        }
+    }
+
+    /// Whether `len` bytes at `addr` are VM memory the program may store to, checked before a
+    /// copy reads its source: for `copyinto` dtrace's `dtrace_canstore()` (a variable's
+    /// storage, the scratch space); for `bcopy` (`allocated`) its `dtrace_inscratch()`, scratch
+    /// below the allocation pointer only. Faults with `BadAddr` at `addr`.
+    pub(crate) fn check_store(&self, addr: u64, len: usize, allocated: bool) -> R<()> {
+        let limit = match decode(addr) {
+            Some((Region::Scratch, _)) if allocated => self.scratch_top,
+            Some((Region::Scratch, _)) => self.opts.scratch,
+            Some((r, _)) if r != Region::Strings && !allocated => self.region(r).len(),
+            _ => return Err(Fault::BadAddr(addr)),
+        };
+        match decode(addr).and_then(|(_, off)| off.checked_add(len)) {
+            Some(end) if end <= limit => Ok(()),
+            _ => Err(Fault::BadAddr(addr)),
         }
     }
 
@@ -145,6 +171,10 @@ impl Vm {
         match decode(addr) {
             Some((r, off)) => {
                 let m = self.region(r);
+                if r == Region::Scratch && off < self.opts.scratch && off >= m.len() {
+                    // scratch never written is zero: an empty string
+                    return Ok(());
+                }
                 if off > m.len() {
                     return Err(Fault::BadAddr(addr));
                 }
@@ -189,13 +219,19 @@ impl Vm {
     }
 
     /// Scratch space for the current clause.
+    /// Allocates `size` zeroed bytes of scratch, 8-aligned, as dtrace's `alloca` does (the
+    /// bytes may have been written past an earlier allocation).
     pub(crate) fn scratch_alloc(&mut self, size: usize) -> R<u64> {
-        let off = (self.scratch.len() + 7) & !7;
+        let off = (self.scratch_top + 7) & !7;
         let end = off.checked_add(size.max(1)).ok_or(Fault::NoScratch)?;
         if end > self.opts.scratch {
             return Err(Fault::NoScratch);
         }
-        self.scratch.resize(end, 0);
+        if end > self.scratch.len() {
+            self.scratch.resize(end, 0);
+        }
+        self.scratch[off..end].fill(0);
+        self.scratch_top = end;
         Ok(internal(Region::Scratch, off))
     }
 

@@ -16,6 +16,9 @@ type R<T> = Result<T, Fault>;
 enum Flow {
     Done,
     Exit,
+    /// The clause's remaining actions are dropped (dtrace's `CPU_DTRACE_DROP`, which ends the
+    /// action loop): `speculate(0)`.
+    Drop,
 }
 
 impl Vm {
@@ -59,6 +62,7 @@ impl Vm {
             self.fire_cpu = cx.cpu;
             self.fire_probe = cx.probe.id;
             self.scratch.clear();
+            self.scratch_top = 0;
             let clause = &program.clauses[e.clause];
             let mut action_no = 0u32;
             self.clause_ran = false;
@@ -127,6 +131,8 @@ impl Vm {
             }
             match r {
                 Ok(Flow::Exit) | Ok(Flow::Done) => {}
+                // the enabled probe's record is not committed
+                Ok(Flow::Drop) => self.records.truncate(self.clause_first_record),
                 Err(fault) => {
                     let info = ErrorInfo {
                         epid: e.epid,
@@ -175,9 +181,9 @@ impl Vm {
             ..*cx
         };
         let saved_epid = self.current_epid;
-        let saved_scratch = std::mem::take(&mut self.scratch);
+        let saved_scratch = (std::mem::take(&mut self.scratch), self.scratch_top);
         self.fire_into(&ecx, res, true);
-        self.scratch = saved_scratch;
+        (self.scratch, self.scratch_top) = saved_scratch;
         self.current_epid = saved_epid;
     }
 
@@ -204,15 +210,15 @@ impl Vm {
                     } else {
                         otherwise
                     };
-                    if let Flow::Exit = self.stmts(branch, cx, action_no, res)? {
-                        return Ok(Flow::Exit);
+                    match self.stmts(branch, cx, action_no, res)? {
+                        Flow::Done => {}
+                        stop => return Ok(stop),
                     }
                 }
-                Stmt::Action(a) => {
-                    if let Flow::Exit = self.action(a, cx, res)? {
-                        return Ok(Flow::Exit);
-                    }
-                }
+                Stmt::Action(a) => match self.action(a, cx, res)? {
+                    Flow::Done => {}
+                    stop => return Ok(stop),
+                },
             }
         }
         Ok(Flow::Done)
@@ -360,6 +366,12 @@ impl Vm {
                     Some(n) => self.eval(n, cx)?,
                     None => 0,
                 };
+                if id == 0 {
+                    // no speculation (what a failed `speculation()` returns): dtrace's
+                    // `dtrace_speculation_buffer()` gives no buffer, the firing is dropped and
+                    // the clause's later actions do not run
+                    return Ok(Flow::Drop);
+                }
                 self.current_spec = id;
             }
             ActionKind::Commit => {

@@ -213,7 +213,12 @@ pub struct Vm {
     dynvars: DynVars,
     strings: Vec<u8>,
     string_index: HashMap<usize, usize>,
+    /// The clause's scratch space: its materialised part (the space is `opts.scratch` bytes,
+    /// zero past what was touched).
     scratch: Vec<u8>,
+    /// The scratch allocation pointer: the end of what `alloca`, strings and built structures
+    /// have allocated (dtrace's `dtms_scratch_ptr`).
+    scratch_top: usize,
     key_buf: Vec<u8>,
     agg_keys: Vec<crate::agg::KeyValue>,
     agg_args: Vec<i64>,
@@ -285,6 +290,7 @@ impl Vm {
             strings: vec![0],
             string_index: HashMap::new(),
             scratch: Vec::new(),
+            scratch_top: 0,
             key_buf: Vec::new(),
             agg_keys: Vec::new(),
             agg_args: Vec::new(),
