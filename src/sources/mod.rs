@@ -4,5 +4,6 @@
 pub mod debugger;
 pub mod etl;
 pub mod etw_live;
+pub mod fpid;
 pub mod merged;
 pub mod perf;
