@@ -89,9 +89,21 @@ mod linux_source {
             let want_ustack = src.want_ustack;
             let args_used = src.args_used();
             let announce = src.announce;
-            let (ring, hooks) = src.without_breakpoints(|target| {
+            let installed = src.without_breakpoints(|target| {
                 install(target, &fpid, engine, &avoid, want_ustack, args_used)
-            })?;
+            });
+            let (ring, hooks) = match installed {
+                Ok(v) => v,
+                Err(e) => {
+                    // the breakpoints out, the target let go (as a failed uprobe start does)
+                    if src.created {
+                        src.target_mut().terminate();
+                    } else {
+                        src.stop();
+                    }
+                    return Err(e);
+                }
+            };
             let (execname, ppid) = src.target_mut().identity();
             let modules = fpid.modules_of(pid).unwrap_or_default();
             let s = FpidSource::new(pid, None, ring, hooks, modules, execname, ppid, want_ustack);
