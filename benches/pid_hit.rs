@@ -9,7 +9,12 @@
 //! the floors of this machine (a C tracer doing only trap/GETREGS/SETREGS/CONT; a C program
 //! counting a bare uprobe) and gdb with a breakpoint command list on the same program.
 //!
-//! `cargo bench --bench pid_hit` (needs gcc; gdb for its line; ptrace allowed).
+//! The `fpid` provider (hooks inside the target, no trap) is measured first, at 10,000,000
+//! calls, beside both pid backends with the same `count()` clause (at the pid cases' N: a
+//! hit of theirs costs microseconds, so 10,000,000 of them would take minutes per run).
+//!
+//! `cargo bench --bench pid_hit` (needs gcc; gdb for its line; ptrace allowed);
+//! `cargo bench --bench pid_hit -- fpid` for the fpid comparison alone.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -256,11 +261,20 @@ fn main() {
             100,
             "pid$target:a.out:hit:entry { @c = count(); }",
             "ptrace",
+        ) && dtx_run(
+            &prog,
+            100,
+            "fpid$target:a.out:hit:entry { @c = count(); }",
+            "auto",
         );
         println!("pid_hit: smoke run {}", if ok { "ok" } else { "failed" });
         return;
     }
     let n = 200_000;
+    fpid_against_pid(&prog, n);
+    if std::env::args().any(|a| a == "fpid") {
+        return;
+    }
     println!(
         "pid_hit: {n} calls of hit(); µs per hit, wall clock (best of 3, less the run with 0 calls) / CPU of dtx + target"
     );
@@ -334,5 +348,49 @@ fn main() {
             println!("  gdb break + command list ({gn} calls)          {us:>8.2} / {cpu:>6.2} cpu")
         }
         None => println!("  gdb: failed"),
+    }
+}
+
+/// One fpid hit with `count()` at 10,000,000 calls, over the untraced call, beside the pid
+/// backends' hits with the same clause (at `n` calls), and the ratios.
+fn fpid_against_pid(prog: &Path, n: u64) {
+    let big = 10_000_000;
+    let count = |p: &str| format!("{p}$target:a.out:hit:entry {{ @c = count(); }}");
+    println!(
+        "fpid: µs per hit, wall clock (best of 3, less the run with 0 calls) / CPU of dtx + target"
+    );
+    let plain = per_hit(big, &|k| {
+        Command::new(prog)
+            .arg(k.to_string())
+            .status()
+            .map(|_| true)
+            .unwrap_or(false)
+    });
+    let untraced = plain.map_or(0.0, |(us, _)| us);
+    println!("  untraced call of hit() ({big} calls)                {untraced:>10.4}");
+    let fpid = per_hit(big, &|k| dtx_run(prog, k, &count("fpid"), "auto"));
+    let Some((fpid_us, fpid_cpu)) = fpid else {
+        println!("  dtx fpid: failed (ptrace not allowed?)");
+        return;
+    };
+    println!(
+        "  dtx fpid   entry, @c = count() ({big} calls)   {fpid_us:>10.4} / {fpid_cpu:>8.4} cpu; over the untraced call {:.1} ns",
+        (fpid_us - untraced) * 1000.0
+    );
+    let both = "fpid$target:a.out:hit:entry, fpid$target:a.out:hit:return { @c = count(); }";
+    if let Some((us, cpu)) = per_hit(big, &|k| dtx_run(prog, k, both, "auto")) {
+        println!(
+            "  dtx fpid   entry + return, count() ({big} calls) {us:>10.4} / {cpu:>8.4} cpu (two hits a call)"
+        );
+    }
+    for mode in ["uprobe", "ptrace"] {
+        match per_hit(n, &|k| dtx_run(prog, k, &count("pid"), mode)) {
+            Some((us, cpu)) => println!(
+                "  dtx pid {mode:<6} entry, @c = count() ({n} calls) {us:>10.4} / {cpu:>8.4} cpu: fpid {:.0}x cheaper (wall), {:.0}x (cpu)",
+                us / (fpid_us - untraced).max(1e-6),
+                cpu / fpid_cpu.max(1e-6)
+            ),
+            None => println!("  dtx pid {mode:<6}: failed (ptrace or uprobes not allowed?)"),
+        }
     }
 }

@@ -316,6 +316,7 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
                 return Err("a trace replay (-E) cannot trace a process (-c/-p)".into());
             }
             catalog.add(Box::new(pid_provider.clone()));
+            catalog.add(Box::new(pid_provider.fpid()));
         }
         let target = request.map(|request| crate::engine::session::SessionTarget {
             request,
@@ -332,6 +333,7 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
     };
     let target_pid = target.as_ref().map_or(0, |t| t.pid as u64);
     catalog.add(Box::new(pid_provider.clone()));
+    catalog.add(Box::new(pid_provider.fpid()));
     let model = match args.data_model {
         Some(args::DataModel::Ilp32) => DataModel::Ilp32,
         _ => DataModel::Lp64,
@@ -575,11 +577,19 @@ fn run_programs(
                 quiet,
                 compiled_uses_stacks,
             )?;
+            // fpid hooks go in while the target is still stopped
+            #[cfg(target_os = "linux")]
+            let (pid_source, fpid_source) =
+                crate::sources::fpid::split(pid_source, &pid_run.provider, &engine)?;
             let pid_source = target::backend(pid_source, opts.str_value("pidmode"), &engine)?;
             // the target and the kernel's events, together when a program has both
             let mut sources: Vec<Box<dyn crate::engine::EventSource>> = Vec::new();
             if let Some(src) = pid_source {
                 sources.push(src);
+            }
+            #[cfg(target_os = "linux")]
+            if let Some(src) = fpid_source {
+                sources.push(Box::new(src));
             }
             #[cfg(target_os = "linux")]
             if let Some(src) = perf.take() {

@@ -3,7 +3,7 @@
 //! loop afterwards.
 
 use super::args::{parse_pid, split_command, Args};
-use crate::providers::pid::{provider_pid, PidProvider};
+use crate::providers::pid::{provider_fpid, provider_pid, PidProvider};
 use crate::sources::debugger::{OpenedTarget, PidSource, TargetProcess, TargetRequest};
 
 /// A process under the debugger, stopped, waiting for the run.
@@ -215,11 +215,16 @@ fn grab(pid: u32) -> Result<Target, String> {
     ))
 }
 
-/// The pids whose `pid` probes the engine enabled.
+/// The pids whose `pid` or `fpid` probes the engine enabled.
 fn probed_pids(engine: &crate::engine::Engine) -> Vec<u32> {
     let mut v: Vec<u32> = engine
         .enabled_probes()
-        .filter_map(|p| provider_pid(&p.provider).ok().flatten())
+        .filter_map(|p| {
+            provider_pid(&p.provider)
+                .ok()
+                .flatten()
+                .or_else(|| provider_fpid(&p.provider).ok().flatten())
+        })
         .collect();
     v.sort_unstable();
     v.dedup();

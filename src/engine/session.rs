@@ -782,8 +782,30 @@ impl Worker {
         kernel_names_frames: bool,
     ) -> Option<Box<dyn EventSource>> {
         let stacks = Self::uses_stacks(engine);
-        self.open_target_source(engine, stacks, !kernel_names_frames)
-            .map(|s| Box::new(s) as Box<dyn EventSource>)
+        let src = self.open_target_source(engine, stacks, !kernel_names_frames)?;
+        // fpid hooks go in while the target is still held (Linux)
+        #[cfg(target_os = "linux")]
+        {
+            let provider = self.target.as_ref()?.provider.clone();
+            match crate::sources::fpid::split(Some(src), &provider, engine) {
+                Ok((pid, fpid)) => {
+                    let mut v: Vec<Box<dyn EventSource>> = Vec::new();
+                    if let Some(p) = pid {
+                        v.push(Box::new(p));
+                    }
+                    if let Some(f) = fpid {
+                        v.push(Box::new(f));
+                    }
+                    crate::sources::merged::MergedSource::new(v).simplify()
+                }
+                Err(e) => {
+                    let _ = self.updates.send(Update::Error(e));
+                    None
+                }
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        Some(Box::new(src) as Box<dyn EventSource>)
     }
 
     /// The target as a run's source: the process held since the session started, or grabbed

@@ -160,10 +160,45 @@ fn compile_here(
         }
     }
     let ir = checker.lower_program(&program)?;
+    fpid_reads_no_memory(&ir)?;
     Ok(CompiledProgram {
         ir,
         ast: program,
         pragmas,
         destructive: checker.uses_destructive,
     })
+}
+
+/// Refuses `copyin`, `copyinstr` and `copyinto` in clauses of `fpid` probes: their hits are
+/// recorded inside the target and the clauses run later in dtx, with no way into the target's
+/// memory. The `pid` provider stops the target at each hit and can read it.
+fn fpid_reads_no_memory(ir: &crate::ir::Program) -> DResult<()> {
+    for c in &ir.clauses {
+        if !c.probes.iter().any(|d| d.provider.starts_with("fpid")) {
+            continue;
+        }
+        let mut found = None;
+        crate::vm::visit_clause(
+            c,
+            &mut |n| {
+                if let crate::ir::Node::Call { name, .. } = n {
+                    if found.is_none() && matches!(*name, "copyin" | "copyinstr" | "copyinto") {
+                        found = Some(*name);
+                    }
+                }
+            },
+            &mut |_| {},
+        );
+        if let Some(name) = found {
+            return Err(derr(
+                "D_FPID_COPYIN",
+                c.line,
+                format!(
+                    "{name}() cannot read the target's memory in an fpid probe clause \
+                     (fpid hooks record registers only): use the pid provider to read it"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }

@@ -6,6 +6,11 @@
 //!
 //! Errors follow dtrace's `D_PROC_*` tags: a bad pid, an unknown function of a named module, a
 //! bad probe name, an offset outside the function or inside an instruction, too many probes.
+//!
+//! The same code serves the `fpid` provider (`fpidN:module:function:entry|return`, hooks in
+//! the target instead of breakpoints, see `sources::fpid`): [`PidProvider::fpid`] is a view
+//! of the same state (the modules of a process are read once and name both providers'
+//! stacks) that creates and lists `fpid` probes only, entry and return.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -90,14 +95,17 @@ struct PidState {
     processes: HashMap<u32, PidProcess>,
     images: HashMap<String, Arc<ElfImage>>,
     probes: Vec<PidProbe>,
-    by_key: HashMap<(u32, String, String, String), usize>,
+    /// (provider, module, function, name) → index in `probes`.
+    by_key: HashMap<(String, String, String, String), usize>,
 }
 
-/// The `pid` provider; clones share the created probes.
+/// The `pid` provider (or its `fpid` view); clones share the created probes.
 #[derive(Clone)]
 pub struct PidProvider {
     state: Arc<Mutex<PidState>>,
     reader: Arc<Mutex<Box<dyn ProcessReader>>>,
+    /// `fpid` rather than `pid`.
+    fpid: bool,
 }
 
 impl Default for PidProvider {
@@ -115,7 +123,16 @@ impl Default for PidProvider {
 
 /// The pid of a `pidN` provider name: `Ok(None)` when the name is not of that shape.
 pub fn provider_pid(provider: &str) -> Result<Option<u32>, ProbeError> {
-    let Some(digits) = provider.strip_prefix("pid") else {
+    provider_pid_of("pid", provider)
+}
+
+/// The pid of an `fpidN` provider name: `Ok(None)` when the name is not of that shape.
+pub fn provider_fpid(provider: &str) -> Result<Option<u32>, ProbeError> {
+    provider_pid_of("fpid", provider)
+}
+
+fn provider_pid_of(prefix: &str, provider: &str) -> Result<Option<u32>, ProbeError> {
+    let Some(digits) = provider.strip_prefix(prefix) else {
         return Ok(None);
     };
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
@@ -139,13 +156,45 @@ impl PidProvider {
         PidProvider {
             state: Arc::new(Mutex::new(PidState::default())),
             reader: Arc::new(Mutex::new(reader)),
+            fpid: false,
         }
     }
 
-    /// Every probe created in process `pid`.
+    /// The `fpid` provider over the same processes and modules.
+    pub fn fpid(&self) -> PidProvider {
+        PidProvider {
+            fpid: true,
+            ..self.clone()
+        }
+    }
+
+    /// `pid` or `fpid`.
+    fn prefix(&self) -> &'static str {
+        if self.fpid {
+            "fpid"
+        } else {
+            "pid"
+        }
+    }
+
+    /// Whether a probe is of this provider (not of its `pid`/`fpid` sibling).
+    fn owns(&self, p: &PidProbe) -> bool {
+        p.info.provider.starts_with('f') == self.fpid
+    }
+
+    /// The pid a provider name of this provider names.
+    fn pid_in(&self, provider: &str) -> Result<Option<u32>, ProbeError> {
+        provider_pid_of(self.prefix(), provider)
+    }
+
+    /// Every probe of this provider created in process `pid`.
     pub fn probes_of(&self, pid: u32) -> Vec<PidProbe> {
         let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        st.probes.iter().filter(|p| p.pid == pid).cloned().collect()
+        st.probes
+            .iter()
+            .filter(|p| p.pid == pid && self.owns(p))
+            .cloned()
+            .collect()
     }
 
     /// The modules of process `pid` as last read.
@@ -194,7 +243,7 @@ impl PidProvider {
         modules: &[LoadedModule],
     ) -> Result<Vec<ProbeInfo>, ProbeError> {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        create(&mut st, pid, desc, modules, true)
+        create(&mut st, self.fpid, pid, desc, modules, true)
     }
 
     fn process_modules(&self, pid: u32) -> Result<Vec<LoadedModule>, ProbeError> {
@@ -218,14 +267,15 @@ impl PidProvider {
     }
 
     fn try_create(&self, desc: &ProbeDesc) -> Result<Vec<ProbeInfo>, ProbeError> {
-        let Some(pid) = provider_pid(&desc.provider)? else {
+        let Some(pid) = self.pid_in(&desc.provider)? else {
             // a glob over the provider: the probes already created in matching processes
             let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
             return Ok(st
                 .probes
                 .iter()
                 .filter(|p| {
-                    glob_match(&desc.provider, &p.info.provider)
+                    self.owns(p)
+                        && glob_match(&desc.provider, &p.info.provider)
                         && super::fields_match(desc, &p.info.module, &p.info.function, &p.info.name)
                 })
                 .map(|p| p.info.clone())
@@ -233,13 +283,15 @@ impl PidProvider {
         };
         let modules = self.process_modules(pid)?;
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        create(&mut st, pid, desc, &modules, false)
+        create(&mut st, self.fpid, pid, desc, &modules, false)
     }
 }
 
-/// Creates (or finds) the probes a description names in `modules` of process `pid`.
+/// Creates (or finds) the probes a description names in `modules` of process `pid`: `pid`
+/// probes, or with `fpid` the entry and return probes of the `fpid` provider.
 fn create(
     st: &mut PidState,
+    fpid: bool,
     pid: u32,
     desc: &ProbeDesc,
     modules: &[LoadedModule],
@@ -256,6 +308,14 @@ fn create(
     let func_pat = or_star(&desc.function);
     let name_pat = or_star(&desc.name);
     let mut out = Vec::new();
+    if fpid
+        && (func_pat == "-" || !is_glob(&name_pat) && name_pat != "entry" && name_pat != "return")
+    {
+        return Err(ProbeError::new(
+            "D_PROC_NAME",
+            format!("'{name_pat}' is an invalid probe name: fpid probes are entry and return"),
+        ));
+    }
 
     if func_pat == "-" {
         // an absolute address in the main executable
@@ -289,7 +349,15 @@ fn create(
             emulation: Emulation::Step,
             len: 1,
         };
-        out.push(add_probe(st, pid, &m.name, "-", &name_pat, vec![site]));
+        out.push(add_probe(
+            st,
+            fpid,
+            pid,
+            &m.name,
+            "-",
+            &name_pat,
+            vec![site],
+        ));
         return Ok(out);
     }
 
@@ -344,7 +412,7 @@ fn create(
                     })
                     .collect();
                 if !sites.is_empty() {
-                    out.push(add_probe(st, pid, &m.name, &fname, "return", sites));
+                    out.push(add_probe(st, fpid, pid, &m.name, &fname, "return", sites));
                 }
                 matched = true;
             }
@@ -356,9 +424,20 @@ fn create(
                         emulation: i.emulation,
                         len: i.len,
                     };
-                    out.push(add_probe(st, pid, &m.name, &fname, "entry", vec![site]));
+                    out.push(add_probe(
+                        st,
+                        fpid,
+                        pid,
+                        &m.name,
+                        &fname,
+                        "entry",
+                        vec![site],
+                    ));
                 }
                 matched = true;
+            }
+            if fpid {
+                continue;
             }
             if !is_glob(&name_pat) && !matched {
                 let Ok(off) = u64::from_str_radix(&name_pat, 16) else {
@@ -385,7 +464,15 @@ fn create(
                     emulation: ins.emulation,
                     len: ins.len,
                 };
-                out.push(add_probe(st, pid, &m.name, &fname, &name_pat, vec![site]));
+                out.push(add_probe(
+                    st,
+                    false,
+                    pid,
+                    &m.name,
+                    &fname,
+                    &name_pat,
+                    vec![site],
+                ));
             } else if is_glob(&name_pat) {
                 for ins in &insns {
                     let n = format!("{:x}", ins.offset);
@@ -407,7 +494,7 @@ fn create(
                         emulation: ins.emulation,
                         len: ins.len,
                     };
-                    out.push(add_probe(st, pid, &m.name, &fname, &n, vec![site]));
+                    out.push(add_probe(st, false, pid, &m.name, &fname, &n, vec![site]));
                 }
             }
         }
@@ -417,14 +504,16 @@ fn create(
 
 fn add_probe(
     st: &mut PidState,
+    fpid: bool,
     pid: u32,
     module: &str,
     function: &str,
     name: &str,
     sites: Vec<ProbeSite>,
 ) -> ProbeInfo {
+    let provider = format!("{}pid{pid}", if fpid { "f" } else { "" });
     let key = (
-        pid,
+        provider.clone(),
         module.to_string(),
         function.to_string(),
         name.to_string(),
@@ -434,7 +523,7 @@ fn add_probe(
     }
     let info = ProbeInfo {
         id: FIRST_ID + st.probes.len() as u64,
-        provider: format!("pid{pid}"),
+        provider,
         module: module.to_string(),
         function: function.to_string(),
         name: name.to_string(),
@@ -455,11 +544,11 @@ fn add_probe(
 
 impl Provider for PidProvider {
     fn name(&self) -> &str {
-        "pid"
+        self.prefix()
     }
 
     fn matches_provider(&self, field: &str) -> bool {
-        if matches!(provider_pid(field), Ok(Some(_)) | Err(_)) {
+        if matches!(self.pid_in(field), Ok(Some(_)) | Err(_)) {
             return true;
         }
         let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
@@ -467,7 +556,7 @@ impl Provider for PidProvider {
             && st
                 .processes
                 .keys()
-                .any(|pid| glob_match(field, &format!("pid{pid}")))
+                .any(|pid| glob_match(field, &format!("{}{pid}", self.prefix())))
     }
 
     fn matching(&self, desc: &ProbeDesc) -> Vec<ProbeInfo> {
@@ -480,7 +569,11 @@ impl Provider for PidProvider {
 
     fn list(&self) -> Vec<ProbeInfo> {
         let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        st.probes.iter().map(|p| p.info.clone()).collect()
+        st.probes
+            .iter()
+            .filter(|p| self.owns(p))
+            .map(|p| p.info.clone())
+            .collect()
     }
 }
 

@@ -6,5 +6,6 @@ pub mod etl;
 pub mod etw_live;
 pub mod etw_writer;
 pub mod first_records;
+pub mod fpid;
 pub mod merged;
 pub mod perf;

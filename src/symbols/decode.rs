@@ -214,6 +214,97 @@ pub fn relocate(code: &[u8], ip: u64, at: u64) -> Option<Vec<u8>> {
     (out.len() <= MAX_RELOCATED).then_some(out)
 }
 
+/// The first instructions of the function whose code `code` is (at run-time address `ip`,
+/// `size` bytes long by its symbol; `code` may go on past it) that cover at least `min` bytes,
+/// re-encoded to run at `at`, then a jump to the instruction after them: the trampoline of a
+/// hook that overwrites those bytes with a jump. A function shorter than `min` qualifies when
+/// its last instruction (a `ret` or a jump) comes first and only padding (`nop`, `int3`)
+/// follows it up to `min` (the caller checks that no other function starts there). Returns
+/// the code and how many bytes the hook may overwrite, or why the function cannot be hooked
+/// safely: a branch, call or `ret` before the last covered instruction, a RIP-relative operand
+/// that cannot reach from `at`, or some branch of the function landing inside the covered
+/// bytes (it would land in the middle of the jump).
+pub fn relocate_prologue(
+    code: &[u8],
+    ip: u64,
+    at: u64,
+    min: usize,
+    size: usize,
+) -> Result<(Vec<u8>, usize), &'static str> {
+    let mut dec = Decoder::with_ip(64, code, ip, DecoderOptions::NONE);
+    let mut all = Vec::new();
+    while dec.can_decode() && dec.position() < size.max(min) {
+        let ins = dec.decode();
+        if ins.is_invalid() {
+            break;
+        }
+        all.push(ins);
+    }
+    let mut out = Vec::with_capacity(64);
+    let mut covered = 0usize;
+    let mut ended = false;
+    for ins in &all {
+        if covered >= min || ended {
+            break;
+        }
+        covered += ins.len();
+        let last = covered >= min || covered >= size;
+        match ins.flow_control() {
+            FlowControl::Next => {
+                encode_at(ins, at + out.len() as u64, &mut out)
+                    .ok_or("a RIP-relative operand out of reach of the trampoline")?;
+            }
+            FlowControl::UnconditionalBranch if ins.is_jmp_short_or_near() && last => {
+                jump_to(&mut out, ins.near_branch_target());
+                ended = true;
+            }
+            FlowControl::Return
+                if last && matches!(ins.code(), Code::Retnq | Code::Retnq_imm16) =>
+            {
+                encode_at(ins, at + out.len() as u64, &mut out)
+                    .ok_or("its return cannot be moved")?;
+                ended = true;
+            }
+            FlowControl::Return => return Err("it returns within its first bytes"),
+            _ => return Err("a branch or call within its first bytes"),
+        }
+    }
+    if ended && covered < min {
+        // the function ends first: what follows up to `min` must be padding
+        let rest = code.get(covered..).ok_or("it is shorter than a jump")?;
+        let mut pad = Decoder::with_ip(64, rest, ip + covered as u64, DecoderOptions::NONE);
+        let mut padded = covered;
+        while padded < min && pad.can_decode() {
+            let ins = pad.decode();
+            if ins.is_invalid() || !(ins.mnemonic() == Mnemonic::Nop || ins.code() == Code::Int3) {
+                break;
+            }
+            padded += ins.len();
+        }
+        if padded < min {
+            return Err("it is shorter than a jump");
+        }
+        covered = min;
+    }
+    if covered < min {
+        return Err("it is shorter than a jump");
+    }
+    let (lo, hi) = (ip + 1, ip + covered as u64);
+    let lands_inside = all.iter().any(|i| {
+        matches!(
+            i.op0_kind(),
+            OpKind::NearBranch16 | OpKind::NearBranch32 | OpKind::NearBranch64
+        ) && (lo..hi).contains(&i.near_branch_target())
+    });
+    if lands_inside {
+        return Err("a branch lands within its first bytes");
+    }
+    if !ended {
+        jump_to(&mut out, ip + covered as u64);
+    }
+    Ok((out, covered))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -328,5 +419,50 @@ mod tests {
         assert_eq!(relocate(&[0xff, 0x54, 0x24, 0x08], 0x1000, 0x9000), None);
         assert_eq!(relocate(&[0xe2, 0x10], 0x1000, 0x9000), None);
         assert_eq!(relocate(&[0xcc], 0x1000, 0x9000), None);
+    }
+
+    #[test]
+    fn prologue_relocation() {
+        // endbr64; push rbp; mov rbp,rsp; mov eax,[rip+0x10]; ret
+        let code = [
+            0xf3, 0x0f, 0x1e, 0xfa, 0x55, 0x48, 0x89, 0xe5, 0x8b, 0x05, 0x10, 0, 0, 0, 0xc3,
+        ];
+        let (out, covered) = relocate_prologue(&code, 0x1000, 0x2000, 5, code.len()).unwrap();
+        assert_eq!(covered, 5);
+        // the two instructions as they were, then jmp [rip+0] to 0x1005
+        assert_eq!(&out[..5], &code[..5]);
+        assert_eq!(&out[5..11], &[0xff, 0x25, 0, 0, 0, 0]);
+        assert_eq!(u64::from_le_bytes(out[11..19].try_into().unwrap()), 0x1005);
+        // covering the RIP-relative load: re-encoded for its new place
+        let (out, covered) = relocate_prologue(&code, 0x1000, 0x2000, 9, code.len()).unwrap();
+        assert_eq!(covered, 14);
+        // four instructions, then the jump back at the end
+        let moved = function(&out, 0x2000);
+        assert_eq!(moved[4].offset as usize, out.len() - 14);
+        let mut dec = Decoder::with_ip(
+            64,
+            &out[moved[3].offset as usize..],
+            0x2000 + moved[3].offset,
+            DecoderOptions::NONE,
+        );
+        // the load still reads 0x1000 + 14 + 0x10
+        assert_eq!(dec.decode().memory_displacement64(), 0x101e);
+        // too short, a ret in the way, a jump back into the covered bytes
+        assert!(relocate_prologue(&[0x31, 0xc0, 0xc3], 0x1000, 0x2000, 5, 3).is_err());
+        // xor eax,eax; ret; then padding: the hook covers the padding, the ret moves
+        let short = [0x31, 0xc0, 0xc3, 0x66, 0x90, 0xcc, 0xcc];
+        let (out, covered) = relocate_prologue(&short, 0x1000, 0x2000, 5, 3).unwrap();
+        assert_eq!((out.as_slice(), covered), (&short[..3], 5));
+        // but not when code follows, nor when the ret is not the function's end
+        assert!(
+            relocate_prologue(&[0x31, 0xc0, 0xc3, 0x31, 0xc0, 0xc3], 0x1000, 0x2000, 5, 3).is_err()
+        );
+        assert!(relocate_prologue(&short, 0x1000, 0x2000, 5, 7).is_err());
+        // nop; nop; nop; nop; nop; jmp -4 (to 0x1002)
+        let back = [0x90, 0x90, 0x90, 0x90, 0x90, 0xeb, 0xfb];
+        assert_eq!(
+            relocate_prologue(&back, 0x1000, 0x2000, 5, back.len()).unwrap_err(),
+            "a branch lands within its first bytes"
+        );
     }
 }

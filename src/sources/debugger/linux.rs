@@ -908,6 +908,98 @@ impl TargetProcess for LinuxTarget {
         result
     }
 
+    fn held_thread(&self) -> Option<u32> {
+        if self.held.contains(&self.pid) {
+            return Some(self.pid);
+        }
+        self.held.first().copied()
+    }
+
+    fn call_function(&mut self, tid: u32, func: u64, data: &[u8], args: &[u64]) -> Option<u64> {
+        // SAFETY: user_regs_struct is plain data filled by the kernel.
+        let mut saved: libc::user_regs_struct = unsafe { std::mem::zeroed() };
+        if ptrace(libc::PTRACE_GETREGS, tid, 0, &mut saved as *mut _ as usize) != 0 {
+            return None;
+        }
+        self.last_regs.set(None);
+        // below the red zone: the data, then a return address of 0, whose fault ends the call
+        let data_at = (saved.rsp - 256 - data.len() as u64) & !15;
+        let sp = data_at - 8;
+        if !self.write_memory(data_at, data) || !self.write_memory(sp, &0u64.to_le_bytes()) {
+            return None;
+        }
+        let mut r = saved;
+        let mut regs = [data_at, 0, 0, 0, 0, 0];
+        for (slot, a) in regs[1..].iter_mut().zip(args) {
+            *slot = *a;
+        }
+        r.rdi = regs[0];
+        r.rsi = regs[1];
+        r.rdx = regs[2];
+        r.rcx = regs[3];
+        r.r8 = regs[4];
+        r.r9 = regs[5];
+        r.rax = 0;
+        // not a system call to restart
+        r.orig_rax = u64::MAX;
+        r.rsp = sp;
+        r.rip = func;
+        if ptrace(libc::PTRACE_SETREGS, tid, 0, &r as *const _ as usize) != 0 {
+            return None;
+        }
+        let mut pending = Vec::new();
+        let mut result = None;
+        let mut deliver = 0;
+        loop {
+            ptrace(libc::PTRACE_CONT, tid, 0, deliver);
+            deliver = 0;
+            match waitpid(tid as i32, 0) {
+                Ok((_, st)) if libc::WIFSTOPPED(st) => {
+                    let sig = libc::WSTOPSIG(st);
+                    if (st >> 16) != 0 {
+                        // a ptrace event (a thread the call made): go on
+                        continue;
+                    }
+                    if sig == libc::SIGSEGV {
+                        // SAFETY: as above.
+                        let mut after: libc::user_regs_struct = unsafe { std::mem::zeroed() };
+                        if ptrace(libc::PTRACE_GETREGS, tid, 0, &mut after as *mut _ as usize) == 0
+                            && after.rip == 0
+                            && after.rsp == sp + 8
+                        {
+                            result = Some(after.rax);
+                        }
+                        // a fault elsewhere: the call failed; the thread is put back
+                        break;
+                    }
+                    if matches!(
+                        sig,
+                        libc::SIGBUS | libc::SIGILL | libc::SIGFPE | libc::SIGABRT
+                    ) {
+                        break;
+                    }
+                    if sig == libc::SIGSTOP || sig == libc::SIGTRAP {
+                        continue;
+                    }
+                    // for the program: delivered once the thread is back
+                    pending.push(sig);
+                }
+                Ok((_, st)) => {
+                    let _ = self.event(tid, st);
+                    return None;
+                }
+                Err(libc::EINTR) => {}
+                Err(_) => return None,
+            }
+        }
+        ptrace(libc::PTRACE_SETREGS, tid, 0, &saved as *const _ as usize);
+        for sig in pending {
+            // SAFETY: signalling a thread of the target.
+            unsafe { libc::syscall(libc::SYS_tgkill, self.pid as i32, tid as i32, sig) };
+        }
+        result
+    }
+
     fn identity(&self) -> (Vec<u8>, u64) {
         let comm = std::fs::read(format!("/proc/{}/comm", self.pid))
             .map(|mut c| {

@@ -179,6 +179,18 @@ pub trait TargetProcess {
     }
     /// The target's command name and parent pid.
     fn identity(&self) -> (Vec<u8>, u64);
+    /// A thread held stopped since the target was created or attached (for
+    /// [`TargetProcess::call_function`] and [`TargetProcess::map_code`] before any hit).
+    fn held_thread(&self) -> Option<u32> {
+        None
+    }
+    /// Has `tid`, held stopped, call the function at `func` with `data` copied onto its stack
+    /// (that copy's address the first argument, `args` the next ones), then puts the thread
+    /// back as it was. The function's return value, or `None` where the platform cannot or
+    /// the call did not come back (the fpid agent is loaded and attached this way).
+    fn call_function(&mut self, _tid: u32, _func: u64, _data: &[u8], _args: &[u64]) -> Option<u64> {
+        None
+    }
 }
 
 /// Target memory as the VM sees it: `copyin`, `copyinstr`, `copyout`.
@@ -605,6 +617,45 @@ impl PidSource {
     /// The traced process.
     pub fn pid(&self) -> u32 {
         self.target.pid()
+    }
+
+    /// The target, still held stopped before the first pump (the fpid hooks go in then).
+    pub fn target_mut(&mut self) -> &mut dyn TargetProcess {
+        &mut *self.target
+    }
+
+    /// Whether the run has `pid` probes in this process (breakpoints, or descriptions naming
+    /// the provider that may match modules loaded later).
+    pub fn has_pid_probes(&self) -> bool {
+        self.descs.iter().any(|d| d.provider.starts_with("pid"))
+            || self.sites.values().any(|s| !s.probes.is_empty())
+    }
+
+    /// Runs `f` on the target with every breakpoint taken out (code the target runs for `f`,
+    /// such as the fpid agent's loading, must not trap), then puts them back.
+    pub fn without_breakpoints<R>(&mut self, f: impl FnOnce(&mut dyn TargetProcess) -> R) -> R {
+        for (addr, s) in &self.sites {
+            self.target.write_code(*addr, &[s.original]);
+        }
+        let r = f(&mut *self.target);
+        for addr in self.sites.keys() {
+            self.target.write_code(*addr, &[0xcc]);
+        }
+        r
+    }
+
+    /// The addresses of the breakpoints of `pid` probes.
+    pub fn probe_sites(&self) -> Vec<u64> {
+        self.sites
+            .iter()
+            .filter(|(_, s)| !s.probes.is_empty())
+            .map(|(a, _)| *a)
+            .collect()
+    }
+
+    /// How many arguments the clauses read (see the field).
+    pub fn args_used(&self) -> usize {
+        self.args_used
     }
 
     /// Descriptions of this process's probes that matched no enabled probe.

@@ -107,9 +107,9 @@ impl TargetProcess for Gone {
 
 /// The sampled stack of a hit as the clause's address space: bytes from the stack pointer up;
 /// anything else is a bad address (the target was not stopped to be read).
-struct SampledStack<'a> {
-    base: u64,
-    bytes: &'a [u8],
+pub struct SampledStack<'a> {
+    pub base: u64,
+    pub bytes: &'a [u8],
 }
 
 impl AddressSpace for SampledStack<'_> {
@@ -128,12 +128,71 @@ impl AddressSpace for SampledStack<'_> {
     }
 }
 
-/// The pid provider through uprobes: one traced process.
-pub struct UprobeSource {
+/// Watches a traced process that runs free (no debugger holds it) for its end.
+pub struct ExitWatch {
     pid: u32,
     /// dtx started the process (it is our child: its exit status is ours to read).
     child: bool,
     pidfd: Option<OwnedFd>,
+}
+
+impl ExitWatch {
+    pub fn new(pid: u32, child: bool) -> ExitWatch {
+        // SAFETY: pidfd_open of the target; the descriptor is owned below.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
+        let pidfd = (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) });
+        ExitWatch { pid, child, pidfd }
+    }
+
+    /// A descriptor that polls readable when the process ends.
+    pub fn fd(&self) -> Option<i32> {
+        self.pidfd.as_ref().map(|f| f.as_raw_fd())
+    }
+
+    /// How the process ended (dtrace's words, and its status when dtx started it), once it
+    /// has.
+    pub fn ended(&self) -> Option<(String, Option<i32>)> {
+        if self.child {
+            let mut st = 0;
+            // SAFETY: waitpid on our own child with WNOHANG; st is a valid int.
+            let r = unsafe { libc::waitpid(self.pid as i32, &mut st, libc::WNOHANG) };
+            if r == self.pid as i32 {
+                if libc::WIFEXITED(st) {
+                    let c = libc::WEXITSTATUS(st);
+                    if c == 0 {
+                        return Some(("has exited".to_string(), Some(0)));
+                    }
+                    return Some((format!("exited with status {c}"), Some(c)));
+                }
+                let s = libc::WTERMSIG(st);
+                return Some((format!("terminated by signal {s}"), Some(128 + s)));
+            }
+            if r < 0 {
+                return Some(("has exited".to_string(), None));
+            }
+            return None;
+        }
+        let gone = match &self.pidfd {
+            Some(fd) => {
+                let mut p = libc::pollfd {
+                    fd: fd.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd, no wait.
+                unsafe { libc::poll(&mut p, 1, 0) > 0 }
+            }
+            // SAFETY: kill with signal 0 only checks that the process exists.
+            None => (unsafe { libc::kill(self.pid as i32, 0) }) != 0,
+        };
+        gone.then(|| ("has exited".to_string(), None))
+    }
+}
+
+/// The pid provider through uprobes: one traced process.
+pub struct UprobeSource {
+    pid: u32,
+    watch: ExitWatch,
     rings: Vec<Ring>,
     _events: Vec<OwnedFd>,
     /// Event id → index in `sites`.
@@ -279,15 +338,12 @@ impl UprobeSource {
             }
         }
         let rings: Vec<Ring> = leaders.into_iter().flatten().collect();
-        // SAFETY: pidfd_open of the target; the descriptor is owned below.
-        let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) };
-        let pidfd = (pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd as i32) });
+        let watch = ExitWatch::new(pid, plan.created);
         // the uprobes are in place: the target runs on untraced
         target.detach(&[]);
         Ok(UprobeSource {
             pid,
-            child: plan.created,
-            pidfd,
+            watch,
             rings,
             _events: events,
             by_id,
@@ -444,43 +500,8 @@ impl UprobeSource {
 
     /// The target's end, when it has ended: its status when dtx started it.
     fn exited(&mut self) -> Option<SourceState> {
-        if self.child {
-            let mut st = 0;
-            // SAFETY: waitpid on our own child with WNOHANG; st is a valid int.
-            let r = unsafe { libc::waitpid(self.pid as i32, &mut st, libc::WNOHANG) };
-            if r == self.pid as i32 {
-                let (msg, code) = if libc::WIFEXITED(st) {
-                    let c = libc::WEXITSTATUS(st);
-                    if c == 0 {
-                        ("has exited".to_string(), 0)
-                    } else {
-                        (format!("exited with status {c}"), c)
-                    }
-                } else {
-                    let s = libc::WTERMSIG(st);
-                    (format!("terminated by signal {s}"), 128 + s)
-                };
-                return Some(self.end(&msg, Some(code)));
-            }
-            if r < 0 {
-                return Some(self.end("has exited", None));
-            }
-            return None;
-        }
-        let gone = match &self.pidfd {
-            Some(fd) => {
-                let mut p = libc::pollfd {
-                    fd: fd.as_raw_fd(),
-                    events: libc::POLLIN,
-                    revents: 0,
-                };
-                // SAFETY: one valid pollfd, no wait.
-                unsafe { libc::poll(&mut p, 1, 0) > 0 }
-            }
-            // SAFETY: kill with signal 0 only checks that the process exists.
-            None => (unsafe { libc::kill(self.pid as i32, 0) }) != 0,
-        };
-        gone.then(|| self.end("has exited", None))
+        let (how, code) = self.watch.ended()?;
+        Some(self.end(&how, code))
     }
 
     fn end(&mut self, how: &str, code: Option<i32>) -> SourceState {
@@ -524,7 +545,7 @@ impl EventSource for UprobeSource {
                 .rings
                 .iter()
                 .map(|r| r.fd.as_raw_fd())
-                .chain(self.pidfd.as_ref().map(|f| f.as_raw_fd()))
+                .chain(self.watch.fd())
                 .map(|fd| libc::pollfd {
                     fd,
                     events: libc::POLLIN,

@@ -1,0 +1,104 @@
+//! The memory the fpid agent and dtx share for one traced process: a header, the table of
+//! hooked functions, and a ring of hit records. dtx creates it as a file, the agent maps it;
+//! both crates compile this one file (dtx through `#[path]`), so the layout has one
+//! declaration.
+//!
+//! The ring is multi-producer (every thread of the target), single-consumer (dtx). A writer
+//! reserves `len` bytes by moving `head` forward with a compare-and-swap (only when the reader's
+//! `tail` leaves room: a full ring counts a drop and the hit is lost, the thread never waits),
+//! writes the record, then publishes its first word (`len | COMMITTED`). The reader consumes
+//! published records in order, zeroes them and moves `tail`.
+
+use std::sync::atomic::AtomicU64;
+
+/// "dtxFPID1" in the first word.
+pub const MAGIC: u64 = 0x3144_4950_4678_7464;
+
+/// Bytes of the header; the hook table follows it.
+pub const HEADER_BYTES: usize = 256;
+
+/// The header at offset 0.
+#[repr(C)]
+pub struct Header {
+    pub magic: u64,
+    /// 1 while dtx traces; 0 makes every hook inert (no records, no new return hooks).
+    pub enabled: AtomicU64,
+    /// Entries of the hook table.
+    pub hooks: u64,
+    /// Offset and size (a power of two) of the ring.
+    pub ring_offset: u64,
+    pub ring_size: u64,
+    /// Bytes reserved by writers, ever.
+    pub head: AtomicU64,
+    /// Bytes consumed by dtx, ever.
+    pub tail: AtomicU64,
+    /// Hits lost to a full ring.
+    pub drops: AtomicU64,
+    /// Bytes of the stack to copy into each record (for `ustack()`), 0 for none.
+    pub stack_bytes: u64,
+    /// Whether entry records carry arguments 7 to 10 (read from the caller's stack).
+    pub stack_args: u64,
+    /// Written by the agent when it maps the file: its entry stub's address.
+    pub entry_stub: AtomicU64,
+    /// Return hooks not installed because a thread's shadow stack was full.
+    pub shadow_full: AtomicU64,
+}
+
+/// One hooked function.
+#[repr(C)]
+pub struct Hook {
+    /// [`HOOK_ENTRY`] | [`HOOK_RETURN`]: the probes enabled on it.
+    pub flags: AtomicU64,
+    pub reserved: u64,
+}
+
+pub const HOOK_ENTRY: u64 = 1;
+pub const HOOK_RETURN: u64 = 2;
+
+/// What a function's hook thunk hands the entry stub, in the code area dtx wrote near the
+/// function (never freed: a thread may be in the trampoline at any time).
+#[repr(C)]
+pub struct Desc {
+    /// This descriptor's own address (what the thunk pushes).
+    pub this: u64,
+    /// The agent's entry stub (where the thunk jumps).
+    pub entry_stub: u64,
+    /// The relocated first instructions of the function, then a jump back into it.
+    pub trampoline: u64,
+    /// The shared header in the target's address space.
+    pub header: u64,
+    /// Index in the hook table.
+    pub index: u64,
+}
+
+/// Set in a record's first word once it is complete.
+pub const COMMITTED: u64 = 1 << 63;
+
+/// Record kinds.
+pub const KIND_ENTRY: u32 = 0;
+pub const KIND_RETURN: u32 = 1;
+
+/// A record: this fixed part, then `stack_len` bytes of stack (padded to 8).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub struct Record {
+    /// Length in bytes (a multiple of 8) | [`COMMITTED`].
+    pub word: u64,
+    pub hook: u32,
+    pub kind: u32,
+    pub tid: u64,
+    /// CLOCK_MONOTONIC, ns.
+    pub time: u64,
+    /// At entry: the stack pointer at the function's first instruction. At return: just
+    /// after the return (the caller's).
+    pub rsp: u64,
+    pub rbp: u64,
+    /// At return: the address the function returned to.
+    pub pc: u64,
+    /// At entry the integer arguments; at return `rax`, `rdx`.
+    pub args: [u64; 10],
+    pub stack_len: u64,
+}
+
+/// Bytes of a record's fixed part.
+pub const RECORD_BYTES: usize = std::mem::size_of::<Record>();
