@@ -44,6 +44,65 @@ pub enum Overlay {
     },
 }
 
+/// What the Aggregations pane exports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Export {
+    /// Folded stacks (a stack key) or CSV, and the table as JSON.
+    Data,
+    /// An SVG flame graph (a stack key).
+    FlameGraph,
+}
+
+/// Writes one aggregation's export files into `dir`; their names.
+pub fn export_view(
+    view: &crate::engine::snapshot::AggView,
+    what: Export,
+    dir: &Path,
+) -> Result<Vec<String>, String> {
+    use crate::output::folded;
+    let base: String = view
+        .name
+        .trim_start_matches('@')
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let base = if base.is_empty() {
+        "agg".to_string()
+    } else {
+        base
+    };
+    let path = |ext: &str| dir.join(format!("dtx-{base}.{ext}"));
+    let write = |p: &Path, bytes: &[u8]| {
+        std::fs::write(p, bytes)
+            .map(|_| p.display().to_string())
+            .map_err(|e| format!("{}: {e}", p.display()))
+    };
+    let mut files = Vec::new();
+    match what {
+        Export::Data if view.has_stack_key() => {
+            let mut out = Vec::new();
+            folded::write_folded(view, &mut out);
+            files.push(write(&path("folded"), &out)?);
+        }
+        Export::Data => {
+            let mut out = Vec::new();
+            folded::write_table_csv(view, &mut out).map_err(|e| e.to_string())?;
+            files.push(write(&path("csv"), &out)?);
+        }
+        Export::FlameGraph if view.has_stack_key() => {
+            let mut out = Vec::new();
+            folded::write_flame_svg(view, &view.name, &mut out)?;
+            files.push(write(&path("svg"), &out)?);
+        }
+        Export::FlameGraph => return Err(format!("{} has no stack key", view.name)),
+    }
+    if what == Export::Data {
+        let json = folded::table_json(view).to_json_pretty();
+        files.push(write(&path("json"), json.as_bytes())?);
+    }
+    Ok(files)
+}
+
 /// Where each pane was drawn last, for the mouse.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PaneAreas {
@@ -82,6 +141,8 @@ pub struct App {
     pub script_dir: PathBuf,
     /// The session's target process (`$target`), or 0.
     pub target: u32,
+    /// Where exports are written (the working directory).
+    pub export_dir: PathBuf,
     /// When the editor last changed and has not been checked since.
     check_due: Option<Instant>,
 }
@@ -102,6 +163,7 @@ impl App {
             overlay: None,
             areas: PaneAreas::default(),
             quit: false,
+            export_dir: PathBuf::from("."),
             outbox: Vec::new(),
             trace,
             catalog,
@@ -425,9 +487,25 @@ impl App {
             KeyCode::End => self.results.move_by(isize::MAX / 2),
             KeyCode::Char('s') => self.results.next_sort(),
             KeyCode::Char('r') => self.results.reverse(),
+            KeyCode::Char('e') => self.export(Export::Data),
+            KeyCode::Char('g') => self.export(Export::FlameGraph),
             KeyCode::Enter | KeyCode::Char(' ') => self.results.toggle(),
             KeyCode::Char('?') => self.overlay = Some(Overlay::Help),
             _ => {}
+        }
+    }
+
+    /// Writes the aggregation shown to a file in the working directory and says where: `e`
+    /// its data (folded stacks for a stack key, else CSV, plus the table as JSON), `g` an SVG
+    /// flame graph of a stack key.
+    pub fn export(&mut self, what: Export) {
+        let Some(view) = self.results.current_view().cloned() else {
+            self.say("nothing to export yet".to_string(), true);
+            return;
+        };
+        match export_view(&view, what, &self.export_dir) {
+            Ok(files) => self.say(format!("wrote {}", files.join(", ")), false),
+            Err(e) => self.say(format!("export failed: {e}"), true),
         }
     }
 
@@ -588,5 +666,59 @@ mod quit_tests {
         a.editor.mark_unmodified();
         a.act(Action::Quit);
         assert!(a.quit);
+    }
+}
+
+#[cfg(test)]
+mod export_tests {
+    use super::*;
+    use crate::agg::AggValue;
+    use crate::engine::snapshot::{AggRow, AggView, KeyCell};
+
+    fn view(stack: bool) -> AggView {
+        let key = |f: &str| {
+            if stack {
+                KeyCell::Stack(vec![format!("k`{f}"), "k`root".into()])
+            } else {
+                KeyCell::Text(f.into())
+            }
+        };
+        AggView {
+            name: "@by fn".into(),
+            rows: vec![
+                AggRow {
+                    keys: vec![key("a")],
+                    value: AggValue::Count(3),
+                },
+                AggRow {
+                    keys: vec![key("b")],
+                    value: AggValue::Count(4),
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn export_writes_folded_stacks_csv_json_and_a_flame_graph() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = export_view(&view(true), Export::Data, dir.path()).unwrap();
+        assert_eq!(files.len(), 2, "{files:?}");
+        let folded = std::fs::read_to_string(dir.path().join("dtx-by_fn.folded")).unwrap();
+        let total: u64 = folded
+            .lines()
+            .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+            .sum();
+        assert_eq!(total, 7, "{folded}");
+        assert!(folded.contains("k`root;k`b 4"), "{folded}");
+        let json = std::fs::read_to_string(dir.path().join("dtx-by_fn.json")).unwrap();
+        assert!(json.contains("\"rows\""));
+        export_view(&view(true), Export::FlameGraph, dir.path()).unwrap();
+        let svg = std::fs::read_to_string(dir.path().join("dtx-by_fn.svg")).unwrap();
+        assert!(svg.contains("<svg") && svg.contains("k`b"));
+        // a table without stacks: CSV, and no flame graph
+        export_view(&view(false), Export::Data, dir.path()).unwrap();
+        let csv = std::fs::read_to_string(dir.path().join("dtx-by_fn.csv")).unwrap();
+        assert!(csv.lines().any(|l| l == "b,4"), "{csv}");
+        assert!(export_view(&view(false), Export::FlameGraph, dir.path()).is_err());
     }
 }

@@ -31,6 +31,11 @@ pub const PANE_KEYS: &[(&str, &str, &str)] = &[
     ("Aggregations", "Left Right", "previous / next aggregation"),
     (
         "Aggregations",
+        "e / g",
+        "export: folded stacks or CSV + JSON / SVG flame graph",
+    ),
+    (
+        "Aggregations",
         "Up Down PgUp PgDn Home End",
         "select a row (its histogram)",
     ),
