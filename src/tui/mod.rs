@@ -74,11 +74,15 @@ pub fn build_app(opts: &ConsoleOptions, target: u32) -> Result<App, String> {
         opts.source.label()
     };
     if target != 0 {
-        // the browser lists the target's functions: its pid probes are made before listing
+        // the browser lists the target's functions: its pid and fpid probes are made before
+        // listing
         use crate::probes::{ProbeCatalog, ProbeDesc};
-        for name in ["entry", "return"] {
-            if let Ok(d) = ProbeDesc::parse(&format!("pid{target}:a.out::{name}")) {
-                let _ = opts.catalog.matching(&d);
+        for provider in ["pid", "fpid"] {
+            for name in ["entry", "return"] {
+                let desc = format!("{provider}{target}:a.out::{name}");
+                if let Ok(d) = ProbeDesc::parse(&desc) {
+                    let _ = opts.catalog.matching(&d);
+                }
             }
         }
     }
