@@ -3,8 +3,12 @@
 //! is missing or the machine does not let dtx trace a process.
 #![cfg(target_os = "linux")]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+#[path = "support/ctarget.rs"]
+mod ctarget;
+use ctarget::{cmd, dtx, text};
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 
 /// `hit(i)` 5,000 times (or argv[1]); the program prints its own checksum of the returns.
 /// Built with -O2: gcc's -fipa-ra then keeps the loop's values in registers `hit` leaves
@@ -48,62 +52,17 @@ int main(void) {
 }
 "#;
 
-struct Env {
-    dir: tempfile::TempDir,
-}
+/// A folder of the tests' programs, built at the optimisation level each test gives.
+struct Env(ctarget::Env);
 
 impl Env {
-    /// None (after printing why) when the machine cannot run these tests.
     fn new() -> Option<Env> {
-        if Command::new("gcc").arg("--version").output().is_err() {
-            eprintln!("skipping fpid tests: gcc is not installed");
-            return None;
-        }
-        let env = Env {
-            dir: tempfile::tempdir().ok()?,
-        };
-        let t = env.build("probe_ptrace", "int main(void) { return 0; }", "-O0")?;
-        let out = dtx(&["-q", "-n", "BEGIN {}", "-c", t.to_str()?]);
-        if !out.status.success() {
-            let err = String::from_utf8_lossy(&out.stderr);
-            eprintln!("skipping fpid tests: cannot trace a process here: {err}");
-            return None;
-        }
-        Some(env)
+        ctarget::Env::new("fpid tests").map(Env)
     }
 
     fn build(&self, name: &str, src: &str, opt: &str) -> Option<PathBuf> {
-        let c = self.dir.path().join(format!("{name}.c"));
-        std::fs::write(&c, src).ok()?;
-        let out = self.dir.path().join(name);
-        let st = Command::new("gcc")
-            .args([opt, "-g", "-o"])
-            .arg(&out)
-            .arg(&c)
-            .status()
-            .ok()?;
-        assert!(st.success(), "gcc failed for {name}");
-        Some(out)
+        self.0.build(name, src, &[opt], &[])
     }
-}
-
-fn dtx(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dtx"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run dtx")
-}
-
-fn text(o: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
-
-fn cmd(p: &Path, args: &str) -> String {
-    format!("{} {args}", p.display())
 }
 
 #[test]

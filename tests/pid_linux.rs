@@ -2,7 +2,11 @@
 //! by `dtx -c` / `-p`. Skipped (with a message) when gcc is missing or ptrace is not allowed.
 #![cfg(target_os = "linux")]
 
-use std::path::{Path, PathBuf};
+#[path = "support/ctarget.rs"]
+mod ctarget;
+use ctarget::{cmd, dtx, text};
+
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 const PROG: &str = r#"
@@ -68,52 +72,18 @@ int main(void) {
 }
 "#;
 
-struct Env {
-    dir: tempfile::TempDir,
-}
+/// A folder of the tests' programs, built unoptimised with frame pointers unless told.
+struct Env(ctarget::Env);
 
 impl Env {
-    /// None (after printing why) when the machine cannot run these tests.
     fn new() -> Option<Env> {
-        if Command::new("gcc").arg("--version").output().is_err() {
-            eprintln!("skipping pid tests: gcc is not installed");
-            return None;
-        }
-        let env = Env {
-            dir: tempfile::tempdir().ok()?,
-        };
-        let t = env.build("probe_ptrace", "int main(void) { return 0; }", &[])?;
-        let out = dtx(&["-q", "-n", "BEGIN {}", "-c", t.to_str()?]);
-        let err = String::from_utf8_lossy(&out.stderr);
-        if !out.status.success() {
-            eprintln!("skipping pid tests: cannot trace a process here: {err}");
-            return None;
-        }
-        Some(env)
+        ctarget::Env::new("pid tests").map(Env)
     }
 
     fn build(&self, name: &str, src: &str, extra: &[&str]) -> Option<PathBuf> {
-        let c = self.dir.path().join(format!("{name}.c"));
-        std::fs::write(&c, src).ok()?;
-        let out = self.dir.path().join(name);
-        let st = Command::new("gcc")
-            .args(["-O0", "-g", "-fno-omit-frame-pointer", "-o"])
-            .arg(&out)
-            .arg(&c)
-            .args(extra)
-            .status()
-            .ok()?;
-        assert!(st.success(), "gcc failed for {name}");
-        Some(out)
+        self.0
+            .build(name, src, &["-O0", "-fno-omit-frame-pointer"], extra)
     }
-}
-
-fn dtx(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dtx"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run dtx")
 }
 
 /// [`dtx`] with `-x pidmode=MODE` first.
@@ -127,17 +97,6 @@ fn dtx_mode(mode: &str, args: &[&str]) -> Output {
 /// The backends the tests run the same checks over: the ptrace loop, and `auto` (kernel
 /// uprobes where the clauses allow and the system has them, else the ptrace loop again).
 const MODES: [&str; 2] = ["ptrace", "auto"];
-
-fn text(o: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
-
-fn cmd(p: &Path, args: &str) -> String {
-    format!("{} {args}", p.display())
-}
 
 #[test]
 fn entry_return_counts_args_and_return_values() {
@@ -320,8 +279,8 @@ fn threads() {
 #[test]
 fn dlopened_library() {
     let Some(env) = Env::new() else { return };
-    let lib = env.dir.path().join("libdtxtest.so");
-    let c = env.dir.path().join("lib.c");
+    let lib = env.0.dir().join("libdtxtest.so");
+    let c = env.0.dir().join("lib.c");
     std::fs::write(&c, LIB).unwrap();
     let st = Command::new("gcc")
         .args(["-shared", "-fPIC", "-o"])
