@@ -183,3 +183,16 @@ fn loads_from_low_and_unmapped_addresses_fault() {
         Fault::BadAddr(0x7fff00001000)
     );
 }
+
+#[test]
+fn a_store_into_an_absent_element_of_an_array_valued_associative_array_creates_it() {
+    // dtrace allocates the element for the store; a temporary copy would lose it
+    let (faults, ints) = begin::run_begin(
+        "int a[int][4]; struct s { int x; int y; }; self struct s t; \
+         BEGIN { a[1][0] = 5; a[1][2] = 7; trace(a[1][0]); trace(a[1][2]); \
+         a[1][0]++; trace(a[1][0]); trace(a[2][3]); \
+         self->t.y = 9; trace(self->t.y); trace(self->t.x); }",
+    );
+    assert!(faults.is_empty(), "{faults:?}");
+    assert_eq!(ints, [5, 7, 6, 0, 9, 0]);
+}

@@ -372,6 +372,9 @@ impl Vm {
         kind: ValKind,
         cx: &FiringCtx<'_>,
     ) -> R<u64> {
+        // the base of a store: an absent element is made (only the first read, not the reads
+        // its keys make)
+        let for_store = std::mem::take(&mut self.alloc_ref);
         let dynamic = scope == Scope::Thread || keys.is_some();
         if !dynamic {
             let i = id as usize;
@@ -390,7 +393,8 @@ impl Vm {
                 },
             });
         }
-        match self.dyn_slot(id, scope, keys, kind, false, cx)? {
+        let create = for_store && matches!(kind, ValKind::ByRef { .. });
+        match self.dyn_slot(id, scope, keys, kind, create, cx)? {
             Some(off) => Ok(match kind {
                 ValKind::Int { .. } => {
                     let mut b = [0u8; 8];
@@ -493,6 +497,14 @@ impl Vm {
 
     // ------------------------------------------------------------------ lvalues
 
+    /// The address a store writes to (see `alloc_ref`).
+    fn store_addr(&mut self, addr: &Node, cx: &FiringCtx<'_>) -> R<u64> {
+        self.alloc_ref = true;
+        let a = self.eval(addr, cx);
+        self.alloc_ref = false;
+        a
+    }
+
     fn store(&mut self, l: &LValue, value: u64, cx: &FiringCtx<'_>) -> R<()> {
         match l {
             LValue::Var { id, scope, kind } => self.write_var(*id, *scope, None, *kind, value, cx),
@@ -503,7 +515,7 @@ impl Vm {
                 kind,
             } => self.write_var(*id, *scope, Some(keys), *kind, value, cx),
             LValue::Mem { addr, kind } => {
-                let a = self.eval(addr, cx)?;
+                let a = self.store_addr(addr, cx)?;
                 match kind {
                     ValKind::Int { size, .. } => self.write_bytes(
                         a,
@@ -519,7 +531,7 @@ impl Vm {
                 shift,
                 bits,
             } => {
-                let a = self.eval(addr, cx)?;
+                let a = self.store_addr(addr, cx)?;
                 let old = self.load_int(a, *size, false, cx)?;
                 let mask = if *bits >= 64 {
                     u64::MAX

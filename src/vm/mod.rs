@@ -220,6 +220,11 @@ pub struct Vm {
     /// have allocated (dtrace's `dtms_scratch_ptr`).
     scratch_top: usize,
     key_buf: Vec<u8>,
+    /// Set while the address of a store is evaluated: the first variable read then is the
+    /// base of the store, and an absent dynamic element of array or struct type is created
+    /// (zeroed) rather than read as a temporary copy, as dtrace's dynvar lookup allocates for
+    /// a store (`a[k][i] = v`, `self->s.x = v`).
+    alloc_ref: bool,
     agg_keys: Vec<crate::agg::KeyValue>,
     agg_args: Vec<i64>,
     spec: spec::Speculations,
@@ -292,6 +297,7 @@ impl Vm {
             scratch: Vec::new(),
             scratch_top: 0,
             key_buf: Vec::new(),
+            alloc_ref: false,
             agg_keys: Vec::new(),
             agg_args: Vec::new(),
             spec: spec::Speculations::default(),
