@@ -19,10 +19,10 @@ use dtx::probes::Catalog;
 use dtx::providers::etw::EtwProbes;
 use dtx::sources::etl::TraceSource;
 use dtx::sources::etw_live::plan::SessionPlan;
-use dtx::sources::etw_live::raw::{LiveEvent, RawEventHeader, RawRecordParts};
+use dtx::sources::etw_live::raw::{LiveEvent, RawEventHeader};
 use dtx::sources::etw_live::replay::ReplayControl;
 use dtx::sources::etw_live::{
-    event_record_callback, open_source, ControlStatus, OpenControl, SessionControl,
+    open_source, pass_to_callback, ControlStatus, OpenControl, SessionControl,
 };
 use dtx::tui::app::compile_text;
 use dtx::vm::VmOptions;
@@ -398,11 +398,9 @@ impl SessionControl for Flood {
                 extended: Vec::new(),
             };
             while !stop.load(Ordering::Relaxed) {
-                let mut parts = RawRecordParts::new(&ev, ctx as *mut std::ffi::c_void);
-                let mut raw = parts.record();
-                // SAFETY: raw points at `ev` and `parts`; the context is the source's, alive
-                // until the source stops this control
-                unsafe { event_record_callback(&mut raw) };
+                // SAFETY: the context is the source's, alive until the source stops this
+                // control
+                unsafe { pass_to_callback(&ev, ctx as *mut std::ffi::c_void) };
                 sent.fetch_add(1, Ordering::Relaxed);
             }
         }));

@@ -15,8 +15,8 @@ use dtx::lang::options::DOptions;
 use dtx::probes::Catalog;
 use dtx::providers::etw::EtwProbes;
 use dtx::sources::etl::TraceSource;
-use dtx::sources::etw_live::raw::{LiveEvent, RawRecordParts};
-use dtx::sources::etw_live::{event_record_callback, CallbackContext, EtwLiveSource};
+use dtx::sources::etw_live::raw::LiveEvent;
+use dtx::sources::etw_live::{pass_to_callback, CallbackContext, EtwLiveSource};
 use dtx::tui::app::compile_text;
 use dtx::vm::VmOptions;
 
@@ -140,11 +140,8 @@ fn both_paths_with(file: &str, script: &str, tdh: bool) -> (String, String, u64,
         if tdh && ev.provider == metadata {
             continue;
         }
-        let copy = LiveEvent::from_record(&ev);
-        let mut parts = RawRecordParts::new(&copy, ctx);
-        let mut raw = parts.record();
-        // SAFETY: raw points at `copy` and `parts`, alive for the call; ctx is the source's
-        unsafe { event_record_callback(&mut raw) };
+        // SAFETY: ctx is the source's, alive for the call
+        unsafe { pass_to_callback(&LiveEvent::from_record(&ev), ctx) };
         batch += 1;
         if batch == 2048 {
             batch = 0;
@@ -284,10 +281,8 @@ fn lost_events_fire_diag_lostevent() {
         extended: Default::default(),
     };
     for _ in 0..3 {
-        let mut parts = RawRecordParts::new(&lost, ctx);
-        let mut raw = parts.record();
         // SAFETY: as above
-        unsafe { event_record_callback(&mut raw) };
+        unsafe { pass_to_callback(&lost, ctx) };
     }
     // a full queue: the callback drops and counts, the source reports it as lost (kind 3)
     let filler = LiveEvent {
@@ -295,10 +290,8 @@ fn lost_events_fire_diag_lostevent() {
         ..lost.clone()
     };
     for _ in 0..20 {
-        let mut parts = RawRecordParts::new(&filler, ctx);
-        let mut raw = parts.record();
         // SAFETY: as above
-        unsafe { event_record_callback(&mut raw) };
+        unsafe { pass_to_callback(&filler, ctx) };
     }
     let now = e.now_ns();
     live.pump(now, &mut e);

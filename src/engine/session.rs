@@ -960,14 +960,11 @@ impl CommandPump<'_> {
         }
     }
 
-    /// Live ETW's names for stack frames, once its images are known.
+    /// The kernel source's names for stack frames, when they changed (live ETW learns its
+    /// images as it goes; other sources name frames from the start).
     fn refresh_symbols(&mut self) {
-        if let SessionSource::Etw(_) = self.worker.source {
-            if let Some(k) = self.kernel.as_mut() {
-                if let Some(symbols) = k.symbols() {
-                    self.worker.symbols = symbols;
-                }
-            }
+        if let Some(symbols) = self.kernel.as_mut().and_then(|k| k.symbols()) {
+            self.worker.symbols = symbols;
         }
     }
 }
@@ -1030,7 +1027,6 @@ impl EventSource for CommandPump<'_> {
     }
 
     fn closing(&mut self, engine: &mut Engine) {
-        self.refresh_symbols();
         for s in self.sources() {
             s.closing(engine);
         }

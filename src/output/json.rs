@@ -70,6 +70,12 @@ impl Json {
 /// Writes `s` as a JSON string literal.
 pub fn quote_json(s: &str, out: &mut String) {
     out.push('"');
+    escape_json(s, out);
+    out.push('"');
+}
+
+/// Writes `s` escaped for the inside of a JSON string literal.
+pub fn escape_json(s: &str, out: &mut String) {
     for c in s.chars() {
         match c {
             '"' => out.push_str("\\\""),
@@ -83,7 +89,6 @@ pub fn quote_json(s: &str, out: &mut String) {
             c => out.push(c),
         }
     }
-    out.push('"');
 }
 
 fn newline(indent: Option<usize>, level: usize, out: &mut String) {

@@ -25,6 +25,29 @@ pub const MIN_INTERVAL_NS: u64 = 200_000;
 /// First id of the profile provider's probes; on-demand probes get ids from their name.
 const FIRST_ID: u64 = 4;
 
+/// `N` with a time unit (`ns us ms s`, and with `long` also `m h d`, each with its long
+/// spelling) or a rate (`N`, `Nhz`: N per second), in nanoseconds; None for 0, no digits or
+/// another unit. The one reading of the interval in `profile-N`, `tick-N` and `sample-N`.
+fn interval_ns(rest: &str, long: bool) -> Option<u64> {
+    let digits = rest.bytes().take_while(|c| c.is_ascii_digit()).count();
+    let n: u64 = rest.get(..digits)?.parse().ok()?;
+    if n == 0 {
+        return None;
+    }
+    let mult: u64 = match &rest[digits..] {
+        "ns" | "nsec" => 1,
+        "us" | "usec" => 1_000,
+        "ms" | "msec" => 1_000_000,
+        "s" | "sec" => 1_000_000_000,
+        "m" | "min" if long => 60_000_000_000,
+        "h" | "hour" if long => 3_600_000_000_000,
+        "d" | "day" if long => 86_400_000_000_000,
+        "" | "hz" => return Some(1_000_000_000 / n),
+        _ => return None,
+    };
+    n.checked_mul(mult)
+}
+
 /// Parses `profile-97`, `tick-1sec`, `tick-10ms`, `profile-1000hz` into (kind, interval in ns).
 pub fn parse_rate(name: &str) -> Option<(TickKind, u64)> {
     let (kind, rest) = if let Some(r) = name.strip_prefix("profile-") {
@@ -34,30 +57,7 @@ pub fn parse_rate(name: &str) -> Option<(TickKind, u64)> {
     } else {
         return None;
     };
-    let digits = rest.bytes().take_while(|c| c.is_ascii_digit()).count();
-    if digits == 0 {
-        return None;
-    }
-    let n: u64 = rest[..digits].parse().ok()?;
-    let unit = &rest[digits..];
-    let mult: u64 = match unit {
-        "ns" | "nsec" => 1,
-        "us" | "usec" => 1_000,
-        "ms" | "msec" => 1_000_000,
-        "s" | "sec" => 1_000_000_000,
-        "m" | "min" => 60_000_000_000,
-        "h" | "hour" => 3_600_000_000_000,
-        "d" | "day" => 86_400_000_000_000,
-        "" | "hz" => {
-            if n == 0 {
-                return None;
-            }
-            let ns = 1_000_000_000 / n;
-            return (ns >= MIN_INTERVAL_NS).then_some((kind, ns));
-        }
-        _ => return None,
-    };
-    let ns = n.checked_mul(mult)?;
+    let ns = interval_ns(rest, true)?;
     (ns >= MIN_INTERVAL_NS).then_some((kind, ns))
 }
 
@@ -65,17 +65,7 @@ pub fn parse_rate(name: &str) -> Option<(TickKind, u64)> {
 /// `sample-250us`, `sample-1000hz`, `sample-1000`: N per second), in nanoseconds; `None` for a
 /// name that is not one (`sample-foo`).
 pub fn parse_sample(name: &str) -> Option<u64> {
-    let rest = name.strip_prefix("sample-")?;
-    let digits = rest.bytes().take_while(|c| c.is_ascii_digit()).count();
-    let n: u64 = rest.get(..digits)?.parse().ok()?;
-    match &rest[digits..] {
-        "ns" | "nsec" if n > 0 => Some(n),
-        "us" | "usec" if n > 0 => n.checked_mul(1_000),
-        "ms" | "msec" if n > 0 => n.checked_mul(1_000_000),
-        "s" | "sec" if n > 0 => n.checked_mul(1_000_000_000),
-        "" | "hz" if n > 0 => Some((1_000_000_000 / n).max(1)),
-        _ => None,
-    }
+    interval_ns(name.strip_prefix("sample-")?, false).map(|ns| ns.max(1))
 }
 
 const LISTED: [&str; 15] = [

@@ -364,19 +364,7 @@ pub fn line_diff(expected: &[u8], actual: &[u8], max_cells: usize) -> String {
 /// Escape a string for inclusion between double quotes in JSON.
 pub fn json_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                out.push_str(&format!("\\u{:04x}", c as u32));
-            }
-            c => out.push(c),
-        }
-    }
+    dtx::output::json::escape_json(s, &mut out);
     out
 }
 

@@ -206,6 +206,21 @@ pub unsafe extern "system" fn event_record_callback(rec: *mut RawEventRecord) {
     }
 }
 
+/// Hands a copied record to [`event_record_callback`] as a session's ProcessTrace thread
+/// would: rebuilt as the `EVENT_RECORD` (header, extended items, payload) a real-time session
+/// delivers, with `context` as its `UserContext`. How replays and tests feed the live path.
+///
+/// # Safety
+/// `context` must point at a live [`CallbackContext`] (the source's
+/// [`EtwLiveSource::context_ptr`]) for the duration of the call.
+pub unsafe fn pass_to_callback(ev: &LiveEvent, context: *mut std::ffi::c_void) {
+    let mut parts = raw::RawRecordParts::new(ev, context);
+    let mut rec = parts.record();
+    // SAFETY: `rec` points into `ev` and `parts`, alive for the call; the caller vouches for
+    // the context
+    unsafe { event_record_callback(&mut rec) };
+}
+
 /// The code of [`LiveMessage::Ended`] when the callback panicked.
 pub const ENDED_BY_PANIC: u32 = u32::MAX;
 

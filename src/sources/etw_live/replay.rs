@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use super::plan::SessionPlan;
-use super::raw::{LiveEvent, RawRecordParts};
-use super::{event_record_callback, CallbackContext, ControlStatus, SessionControl};
+use super::raw::LiveEvent;
+use super::{pass_to_callback, CallbackContext, ControlStatus, SessionControl};
 use crate::etw::reader::logfile::TimeBase;
 use crate::sources::etl::TraceSource;
 
@@ -89,12 +89,13 @@ fn play(path: &Path, context: usize, without_metadata: bool, stop: &AtomicBool) 
         if without_metadata && ev.provider == metadata {
             continue;
         }
-        let copy = LiveEvent::from_record(&ev);
-        let mut parts = RawRecordParts::new(&copy, context as *mut std::ffi::c_void);
-        let mut raw = parts.record();
-        // SAFETY: raw points into `copy` and `parts`, alive for the call; the context is the
-        // source's (see ReplayControl::context)
-        unsafe { event_record_callback(&mut raw) };
+        // SAFETY: the context is the source's (see ReplayControl::context)
+        unsafe {
+            pass_to_callback(
+                &LiveEvent::from_record(&ev),
+                context as *mut std::ffi::c_void,
+            )
+        };
     }
 }
 
