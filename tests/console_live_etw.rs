@@ -5,6 +5,10 @@
 //! records; under a flood, timers, `exit()`, a merged target and Ctrl-C keep working.
 //! Skips (with a message) when `../shared/etl` is absent.
 
+#[path = "support/etl.rs"]
+mod etl;
+use etl::trace;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -32,17 +36,6 @@ use dtx::vm::VmOptions;
 fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn trace(name: &str) -> Option<String> {
-    let p = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/etl")
-        .join(name);
-    if !p.exists() {
-        eprintln!("skipped: ../shared/etl/{name} is not here");
-        return None;
-    }
-    Some(p.to_string_lossy().into_owned())
 }
 
 fn dashboard(name: &str) -> String {

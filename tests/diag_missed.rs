@@ -5,9 +5,11 @@
 //!
 //! Skips, with a message, when `../shared/etl` is absent.
 
+#[path = "support/etl.rs"]
+mod etl;
+
 use std::io::Read;
 use std::path::PathBuf;
-use std::process::Command;
 
 use dtx::etw::reader::EtlFile;
 
@@ -21,19 +23,6 @@ fn shared() -> Option<PathBuf> {
     }
 }
 
-fn dtx(trace: &str, prog: &str) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_dtx"))
-        .args(["-q", "-E", trace, "-n", prog])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{prog}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
 const COUNT: &str = "diag:::missed-stack, diag:::missed-ustack, diag:::missed-dnet-stack \
                      { @[probename] = count(); } END { printa(\"%s %@d\\n\", @); }";
 
@@ -45,7 +34,7 @@ fn the_real_traces_miss_no_stack() {
         "perfview_net.4.5.2.x64.etl.zip",
         "perfview_net.4.5.2.x86.etl.zip",
     ] {
-        let out = dtx(dir.join(f).to_str().unwrap(), COUNT);
+        let out = etl::quiet(dir.join(f).to_str().unwrap(), COUNT);
         assert_eq!(out.trim(), "", "{f}");
     }
 }
@@ -96,8 +85,8 @@ fn a_stack_walk_naming_no_event_is_missed() {
     std::fs::write(&path, &bytes).unwrap();
     let trace = path.to_str().unwrap();
 
-    let counted = dtx(trace, COUNT);
-    let shown = dtx(
+    let counted = etl::quiet(trace, COUNT);
+    let shown = etl::quiet(
         trace,
         "diag:::missed-stack, diag:::missed-ustack { \
          printf(\"%d %d %d %d %d\\n\", arg0, arg1, arg3, stackdepth, ustackdepth); }",

@@ -5,6 +5,10 @@
 //! the engine by the live source. The output must equal what `-E file.etl` prints for the same
 //! script. Runs on Linux and under Wine; skips when `../shared/etl` is absent.
 
+#[path = "support/etl.rs"]
+mod etl;
+use etl::trace;
+
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
@@ -31,17 +35,6 @@ impl Write for Shared {
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
-}
-
-fn trace(name: &str) -> Option<String> {
-    let p = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/etl")
-        .join(name);
-    if !p.exists() {
-        eprintln!("skipped: ../shared/etl/{name} is not here");
-        return None;
-    }
-    Some(p.to_string_lossy().into_owned())
 }
 
 fn engine(script: &str, catalog: &Catalog, out: &Shared) -> Engine {

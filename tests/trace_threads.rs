@@ -5,9 +5,11 @@
 //! CSwitch records themselves, with the reader and decoder alone. Skips when `../shared/etl`
 //! is absent.
 
+#[path = "support/etl.rs"]
+mod etl;
+use etl::quiet;
+
 use std::collections::HashMap;
-use std::path::PathBuf;
-use std::process::Command;
 
 use dtx::etw::decode::Decoder;
 use dtx::etw::reader::EtlFile;
@@ -18,35 +20,6 @@ const THREAD: u8 = 0x05;
 const CSWITCH: u8 = 36;
 const PROCESS: u8 = 0x03;
 
-fn trace() -> Option<PathBuf> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/etl")
-        .join(TRACE);
-    if p.exists() {
-        Some(p)
-    } else {
-        eprintln!("skipped: ../shared/etl/{TRACE} is not here");
-        None
-    }
-}
-
-/// `dtx -q -E trace -n prog`, which must succeed: its output.
-fn quiet(trace: &std::path::Path, prog: &str) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_dtx"))
-        .args(["-q", "-E", trace.to_str().unwrap(), "-n", prog])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{prog}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-/// On-CPU time by process name (lower case, `idle` for thread 0) as the CSwitch records give
-/// it: on each CPU, the time from one context switch to the next belongs to the thread the
-/// first one switched in; a thread's process is the one its Thread records name.
 fn cswitch_sums(etl: &EtlFile) -> HashMap<String, u64> {
     let dec = Decoder::new();
     let mut thread_pid: HashMap<u32, u32> = HashMap::new();
@@ -106,8 +79,8 @@ fn by_name(out: &str) -> HashMap<String, u64> {
 
 #[test]
 fn on_cpu_time_per_process_equals_the_cswitch_records_sums() {
-    let Some(t) = trace() else { return };
-    let etl = EtlFile::open_path(t.to_str().unwrap()).unwrap();
+    let Some(t) = etl::trace(TRACE) else { return };
+    let etl = EtlFile::open_path(&t).unwrap();
     let want = cswitch_sums(&etl);
     let got = by_name(&quiet(
         &t,
@@ -131,7 +104,7 @@ fn on_cpu_time_per_process_equals_the_cswitch_records_sums() {
 
 #[test]
 fn a_thread_seen_before_its_thread_record_belongs_to_its_process() {
-    let Some(t) = trace() else { return };
+    let Some(t) = etl::trace(TRACE) else { return };
     // thread 7092 of xperf.exe switches in six times in the first 141 ms, before any record
     // names its process
     let out = quiet(
@@ -144,7 +117,7 @@ fn a_thread_seen_before_its_thread_record_belongs_to_its_process() {
 
 #[test]
 fn each_cpu_has_its_own_idle_thread() {
-    let Some(t) = trace() else { return };
+    let Some(t) = etl::trace(TRACE) else { return };
     // a CPU's idle thread starts and stops on that CPU: with one idle thread for all CPUs, a
     // `self->cpu` set on one CPU is read back on another
     let out = quiet(
