@@ -332,7 +332,7 @@ pub fn stopped_target_needed(engine: &Engine, pid: u32) -> Option<String> {
                     *why = Some(w.to_string());
                 }
             };
-            crate::vm::visit_clause(
+            crate::ir::visit::visit_clause(
                 c,
                 &mut |n| {
                     let w = match n {
@@ -453,7 +453,7 @@ impl PidSource {
                 .iter()
                 .map(|r| {
                     let mut used = 0;
-                    crate::vm::visit_nodes(&r.vm.program, &mut |n| match n {
+                    crate::ir::visit::visit_nodes(&r.vm.program, &mut |n| match n {
                         crate::ir::Node::Arg(i) => used = used.max(*i as usize + 1),
                         crate::ir::Node::Args { .. } => used = 10,
                         _ => {}
