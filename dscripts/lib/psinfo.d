@@ -35,3 +35,15 @@ translator lwpsinfo_t < struct thread *T > {
 
 inline psinfo_t *curpsinfo = xlate <psinfo_t *> (curthread);
 inline lwpsinfo_t *curlwpsinfo = xlate <lwpsinfo_t *> (curthread);
+
+/*
+ * The CPU a sched probe's thread runs on or is queued for (args[2] of sched:::enqueue and
+ * dequeue): only cpu_id is known over ETW; -1 when the event does not name the queue's CPU.
+ */
+translator cpuinfo_t < struct thread *T > {
+	cpu_id = T->t_cpu;
+	cpu_pset = -1;
+	cpu_chip = 0;
+	cpu_lgrp = 0;
+	cpu_info = 0;
+};

@@ -616,6 +616,9 @@ impl Engine {
         if interest.borrow().needs_file_names() {
             source.collect_file_names();
         }
+        if interest.borrow().needs_disk_completions() {
+            source.collect_disk_completions();
+        }
         if interest.borrow().needs_missed_stacks()
             && !source.stacks.as_ref().is_some_and(|m| m.tracks_missed())
         {
