@@ -31,6 +31,7 @@ translator lwpsinfo_t < struct thread *T > {
 	pr_onpro = T->t_cpu;
 	pr_bindpro = -1;
 	pr_bindpset = -1;
+	pr_tname = T->t_name;
 };
 
 inline psinfo_t *curpsinfo = xlate <psinfo_t *> (curthread);
