@@ -242,7 +242,7 @@ fn counts(lines: &[String], prefix: &str) -> HashMap<u32, u64> {
         .collect()
 }
 
-/// sched:::dequeue fires for every thread a CSwitch takes to run (not the idle thread), on the
+/// sched:::sleep fires in every thread a CSwitch leaves Waiting; sched:::dequeue fires for every thread a CSwitch takes to run (not the idle thread), on the
 /// CSwitch's CPU, before its on-cpu; sched:::enqueue for every thread a CSwitch leaves still
 /// runnable (Ready or DeferredReady) and every thread a ReadyThread readies, per thread as
 /// often as the records say.
@@ -255,6 +255,7 @@ fn sched_queue_probes_follow_the_context_switches() {
     for trace in traces.into_iter().flatten() {
         let mut deq: HashMap<u32, u64> = HashMap::new();
         let mut enq: HashMap<u32, u64> = HashMap::new();
+        let mut sleep: HashMap<u32, u64> = HashMap::new();
         let mut switches_to_a_thread = 0u64;
         each_record(&trace, |ev| {
             if let Some((new, old, state)) = cswitch(ev) {
@@ -264,6 +265,9 @@ fn sched_queue_probes_follow_the_context_switches() {
                 }
                 if old != 0 && matches!(state, 1 | 7) {
                     *enq.entry(old).or_default() += 1;
+                }
+                if old != 0 && state == 5 {
+                    *sleep.entry(old).or_default() += 1;
                 }
             }
             if ev.kernel_group == Some(THREAD) && ev.opcode == 50 {
@@ -275,12 +279,15 @@ fn sched_queue_probes_follow_the_context_switches() {
             "sched:::dequeue { @d[args[0]->pr_lwpid] = count(); last = args[0]->pr_lwpid;
                  @dcpu[args[2]->cpu_id == cpu] = count(); }
              sched:::enqueue { @e[args[0]->pr_lwpid] = count(); }
+             sched:::sleep { @s[tid] = count(); }
              sched:::on-cpu /tid != 0/ { @order[tid == last] = count(); }
              END { printa(\"deq %d %@d\\n\", @d); printa(\"enq %d %@d\\n\", @e);
+                   printa(\"sleep %d %@d\\n\", @s);
                    printa(\"order %d %@d\\n\", @order); printa(\"dcpu %d %@d\\n\", @dcpu); }",
         );
         assert_eq!(counts(&out, "deq "), deq, "{trace}");
         assert_eq!(counts(&out, "enq "), enq, "{trace}");
+        assert_eq!(counts(&out, "sleep "), sleep, "{trace}");
         let order = format!("order 1 {switches_to_a_thread}");
         let dcpu = format!("dcpu 1 {switches_to_a_thread}");
         assert!(out.contains(&order), "{trace}: {order} in {out:?}");
@@ -441,7 +448,8 @@ fn the_portable_probes_are_listed_with_their_arguments() {
             "-E",
             &trace,
             "-n",
-            "sched:::enqueue,sched:::dequeue,proc:::exec-success,io:::start",
+            "sched:::enqueue,sched:::dequeue,sched:::sleep,proc:::exec-success,proc:::create,\
+             proc:::lwp-create,io:::start",
         ])
         .output()
         .unwrap();
@@ -476,6 +484,9 @@ fn the_portable_probes_are_listed_with_their_arguments() {
             &["lwpsinfo_t *", "psinfo_t *", "cpuinfo_t *"][..],
         ),
         ("exec-success", &[][..]),
+        ("sleep", &[][..]),
+        ("create", &["psinfo_t *"][..]),
+        ("lwp-create", &["lwpsinfo_t *", "psinfo_t *"][..]),
         ("start", &["bufinfo_t *", "devinfo_t *", "fileinfo_t *"][..]),
     ] {
         assert_eq!(
@@ -483,5 +494,48 @@ fn the_portable_probes_are_listed_with_their_arguments() {
             Some(&args.iter().map(|a| a.to_string()).collect::<Vec<_>>()[..]),
             "{probe}:\n{text}"
         );
+    }
+}
+
+/// proc:::create fires for every Process Start record in the thread that logged it (the
+/// creator), with the new process in args[0]; proc:::lwp-create for every Thread Start, with
+/// the new thread in args[0] and its process in args[1].
+#[test]
+fn create_probes_fire_in_the_creating_thread() {
+    let traces = [
+        shared("etl-win11", "filtrace_etw.etl"),
+        shared("etl", "randomascii_slow_ppt_trace.etl.zip"),
+    ];
+    for trace in traces.into_iter().flatten() {
+        let mut want: Vec<String> = Vec::new();
+        each_record(&trace, |ev| {
+            let p = ev.pointer_size as usize;
+            match (ev.kernel_group, ev.opcode) {
+                // UniqueProcessKey, ProcessId
+                (Some(PROCESS), 1) => want.push(format!(
+                    "create {} {}",
+                    ev.tid,
+                    u32_at(ev.payload, p).unwrap()
+                )),
+                // ProcessId, TThreadId
+                (Some(THREAD), 1) => want.push(format!(
+                    "lwp {} {} {}",
+                    ev.tid,
+                    u32_at(ev.payload, 4).unwrap(),
+                    u32_at(ev.payload, 0).unwrap()
+                )),
+                _ => {}
+            }
+        });
+        let mut got = dtx_lines(
+            &trace,
+            "proc:::create { printf(\"create %d %d\\n\", tid, args[0]->pr_pid); }
+             proc:::lwp-create { printf(\"lwp %d %d %d\\n\", tid, args[0]->pr_lwpid,
+                 args[1]->pr_pid); }",
+        );
+        want.sort();
+        got.sort();
+        assert_eq!(got, want, "{trace}");
+        eprintln!("{trace}: {} creations", want.len());
     }
 }

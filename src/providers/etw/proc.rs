@@ -6,6 +6,10 @@
 //! * `lwp-exit`: `curlwpsinfo` is the thread (arg0 = its id, arg1 = its process id);
 //! * `module-load` / `module-unload`: arg0 = the module's file name (`wchar_t *`), arg1 = its
 //!   base address (arg2 = its size);
+//! * `create` (DTrace's): args[0] `psinfo_t *` of the new process, fired in the thread that
+//!   created it (the Process Start record's thread); `lwp-create`: args[0] `lwpsinfo_t *`,
+//!   args[1] `psinfo_t *` of the new thread, fired in the thread that created it (the Thread
+//!   Start record's);
 //! * `exec-success` (DTrace's, which the port lacks): no arguments; fires in the new process,
 //!   in the thread that maps its executable, at the first Image Load of a process whose Start
 //!   the trace (or the live session) saw: Windows creates a process and maps its program in
@@ -32,6 +36,24 @@ pub(super) fn fire(cx: &EventCx<'_, '_>, name: &str, out: &mut Emit<'_>) {
                 cpu: u32::MAX,
                 fire_tid: cx.tid,
                 fire_pid: p,
+            };
+            cx.push_thread(out, a, lwp);
+        }
+        "create" | "lwp-create" => {
+            let t = if name == "create" {
+                0
+            } else {
+                dec.u64("TThreadId").unwrap_or(0) as u32
+            };
+            a[0] = NATIVE_BASE;
+            a[1] = NATIVE_BASE;
+            let lwp = Lwp {
+                tid: t,
+                pid: p,
+                state: STATE_RUN,
+                cpu: u32::MAX,
+                fire_tid: cx.tid,
+                fire_pid: cx.pid_of(cx.tid),
             };
             cx.push_thread(out, a, lwp);
         }

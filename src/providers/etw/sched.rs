@@ -14,7 +14,9 @@
 //!   thread is still runnable (`OldThreadState` Ready or DeferredReady: preempted, or its
 //!   quantum ended) puts that thread back on this CPU's queue (fired in it);
 //! * `dequeue`: args[0..2] as `enqueue`, of the thread a CSwitch takes off this CPU's queue to
-//!   run next (not the idle thread), fired in the leaving thread as the dispatcher runs there.
+//!   run next (not the idle thread), fired in the leaving thread as the dispatcher runs there;
+//! * `sleep`: no arguments; fired in the thread a CSwitch leaves Waiting (`OldThreadState` 5),
+//!   before its `off-cpu` (`curlwpsinfo` is the thread going to sleep).
 
 use super::native::NATIVE_BASE;
 use super::{Emit, EventCx, Lwp};
@@ -23,6 +25,8 @@ use crate::vm::thread::{STATE_ONPROC, STATE_RUN};
 /// `KTHREAD_STATE` values of CSwitch's `OldThreadState` that leave the thread runnable:
 /// Ready (1) and DeferredReady (7).
 const STILL_RUNNABLE: [u64; 2] = [1, 7];
+/// `KTHREAD_STATE` Waiting.
+const WAITING: u64 = 5;
 
 pub(super) fn fire(cx: &EventCx<'_, '_>, name: &str, out: &mut Emit<'_>) {
     let mut a = [0u64; 10];
@@ -87,6 +91,11 @@ pub(super) fn fire(cx: &EventCx<'_, '_>, name: &str, out: &mut Emit<'_>) {
                 fire_pid,
             };
             cx.push_thread(out, a, lwp);
+        }
+        "sleep" => {
+            if old != 0 && cx.dec.u64("OldThreadState") == Some(WAITING) {
+                out.push(a, cx.pid_of(old), old);
+            }
         }
         "dequeue" => {
             if new == 0 {

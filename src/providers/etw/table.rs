@@ -591,17 +591,30 @@ pub static KERNEL_PROBES: &[KernelProbe] = &[
         &[(IMAGE, 10), (PROCESS, 10)],
         &[],
     ),
+    // a thread going to wait (a CSwitch leaving it Waiting); a process or thread created,
+    // fired in its creator
+    p("sched", "sleep", Area::Sched, &[(THREAD, 36)], &[]),
+    p(
+        "proc",
+        "create",
+        Area::Proc,
+        &[(PROCESS, 1)],
+        &[x("struct thread *", "psinfo_t *")],
+    ),
+    p("proc", "lwp-create", Area::Proc, &[(THREAD, 1)], LWP_ARGS),
 ];
 
 /// The order in which the probes of one event fire, where it matters: a CSwitch puts the
 /// leaving thread back on a ready queue (`enqueue`) before it leaves (`off-cpu`), and takes
 /// the next thread off one (`dequeue`) before it runs (`on-cpu`); a ReadyThread wakes the
-/// thread (`wakeup`) before it queues it, as illumos' sleep queues and dispatcher do. Probes
-/// not named here fire in table order after these.
+/// thread (`wakeup`) before it queues it, as illumos' sleep queues and dispatcher do; a
+/// thread leaving to wait fires `sleep` before `off-cpu`; a Process or Thread Start fires
+/// `create` / `lwp-create` (in the creator) before `start` / `lwp-start`. Probes not named
+/// here fire in table order after these.
 fn firing_rank(p: &KernelProbe) -> u8 {
     match (p.provider, p.name) {
-        ("sched", "wakeup") => 0,
-        ("sched", "enqueue") => 1,
+        ("sched", "wakeup") | ("proc", "create" | "lwp-create") => 0,
+        ("sched", "enqueue" | "sleep") => 1,
         ("sched", "off-cpu") => 2,
         ("sched", "dequeue") => 3,
         ("sched", "on-cpu") => 4,
@@ -692,7 +705,14 @@ mod tests {
         let cswitch: Vec<&str> = probes_of(THREAD, 36)
             .map(|i| KERNEL_PROBES[i].name)
             .collect();
-        assert_eq!(cswitch, ["enqueue", "off-cpu", "dequeue", "on-cpu"]);
+        assert_eq!(
+            cswitch,
+            ["enqueue", "sleep", "off-cpu", "dequeue", "on-cpu"]
+        );
+        let start: Vec<&str> = probes_of(PROCESS, 1)
+            .map(|i| KERNEL_PROBES[i].name)
+            .collect();
+        assert_eq!(start, ["create", "start"]);
         let ready: Vec<&str> = probes_of(THREAD, 50)
             .map(|i| KERNEL_PROBES[i].name)
             .collect();
