@@ -92,10 +92,8 @@ pub(super) fn fire(cx: &EventCx<'_, '_>, name: &str, out: &mut Emit<'_>) {
             };
             cx.push_thread(out, a, lwp);
         }
-        "sleep" => {
-            if old != 0 && cx.dec.u64("OldThreadState") == Some(WAITING) {
-                out.push(a, cx.pid_of(old), old);
-            }
+        "sleep" if old != 0 && cx.dec.u64("OldThreadState") == Some(WAITING) => {
+            out.push(a, cx.pid_of(old), old);
         }
         "dequeue" => {
             if new == 0 {
