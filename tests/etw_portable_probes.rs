@@ -7,9 +7,13 @@
 //! Thread), without the decoder, the system state or the providers under test. Skips when the
 //! traces are absent.
 
+#[path = "support/etl.rs"]
+mod etl;
+
 use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
 use std::process::Command;
+
+use etl::shared;
 
 use dtx::etw::reader::EtlFile;
 use dtx::etw::record::EventRecord;
@@ -20,33 +24,9 @@ const FILE_IO: u8 = 0x04;
 const THREAD: u8 = 0x05;
 const IMAGE: u8 = 0x14;
 
-/// `../shared/<dir>/<name>`, or None (after saying the test skips) when it is absent.
-fn shared(dir: &str, name: &str) -> Option<String> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared")
-        .join(dir)
-        .join(name);
-    if !p.exists() {
-        eprintln!("skipped: ../shared/{dir}/{name} is not here");
-        return None;
-    }
-    Some(p.to_string_lossy().into_owned())
-}
-
 /// `dtx -q -E trace -n prog`, which must succeed: its output lines.
 fn dtx_lines(trace: &str, prog: &str) -> Vec<String> {
-    let out = Command::new(env!("CARGO_BIN_EXE_dtx"))
-        .args(["-q", "-E", trace, "-n", prog])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{prog}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
+    (etl::quiet(trace, prog).lines())
         .filter(|l| !l.is_empty())
         .map(String::from)
         .collect()

@@ -60,37 +60,21 @@ pub(super) fn fire(cx: &EventCx<'_, '_>, name: &str, out: &mut Emit<'_>) {
             a[0] = NATIVE_BASE;
             a[1] = NATIVE_BASE;
             a[2] = t as u64;
-            let lwp = Lwp {
-                tid: t,
-                pid: cx.pid_of(t),
-                state: STATE_RUN,
-                cpu: u32::MAX,
-                fire_tid: cx.tid,
-                fire_pid: cx.pid,
-            };
-            cx.push_thread(out, a, lwp);
+            push_runnable(cx, out, a, t, u32::MAX, (cx.tid, cx.pid));
         }
         "enqueue" => {
-            let (t, cpu, fire_tid, fire_pid) = if cswitch {
+            let (t, cpu, fire_in) = if cswitch {
                 let state = cx.dec.u64("OldThreadState").unwrap_or(0);
                 if old == 0 || !STILL_RUNNABLE.contains(&state) {
                     return;
                 }
-                (old, this_cpu, old, cx.pid_of(old))
+                (old, this_cpu, (old, cx.pid_of(old)))
             } else {
                 let t = cx.dec.u64("TThreadId").unwrap_or(0) as u32;
-                (t, u32::MAX, cx.tid, cx.pid)
+                (t, u32::MAX, (cx.tid, cx.pid))
             };
             a[..3].fill(NATIVE_BASE);
-            let lwp = Lwp {
-                tid: t,
-                pid: cx.pid_of(t),
-                state: STATE_RUN,
-                cpu,
-                fire_tid,
-                fire_pid,
-            };
-            cx.push_thread(out, a, lwp);
+            push_runnable(cx, out, a, t, cpu, fire_in);
         }
         "sleep" if old != 0 && cx.dec.u64("OldThreadState") == Some(WAITING) => {
             out.push(a, cx.pid_of(old), old);
@@ -100,16 +84,29 @@ pub(super) fn fire(cx: &EventCx<'_, '_>, name: &str, out: &mut Emit<'_>) {
                 return;
             }
             a[..3].fill(NATIVE_BASE);
-            let lwp = Lwp {
-                tid: new,
-                pid: cx.pid_of(new),
-                state: STATE_RUN,
-                cpu: this_cpu,
-                fire_tid: old,
-                fire_pid: cx.pid_of(old),
-            };
-            cx.push_thread(out, a, lwp);
+            push_runnable(cx, out, a, new, this_cpu, (old, cx.pid_of(old)));
         }
         _ => {}
     }
+}
+
+/// A firing whose arguments describe runnable thread `tid` (on or queued for `cpu`, -1 when
+/// unknown), fired in thread `fire_in` (tid, pid).
+fn push_runnable(
+    cx: &EventCx<'_, '_>,
+    out: &mut Emit<'_>,
+    args: [u64; 10],
+    tid: u32,
+    cpu: u32,
+    fire_in: (u32, u32),
+) {
+    let lwp = Lwp {
+        tid,
+        pid: cx.pid_of(tid),
+        state: STATE_RUN,
+        cpu,
+        fire_tid: fire_in.0,
+        fire_pid: fire_in.1,
+    };
+    cx.push_thread(out, args, lwp);
 }
