@@ -727,10 +727,7 @@ impl Engine {
             cx.cpu = ev.cpu as u32;
             cx.psargs = psargs;
             cx.proc_start = proc_start;
-            cx.tname = state
-                .thread(f.tid)
-                .and_then(|t| t.name.as_deref())
-                .map_or(&[][..], str::as_bytes);
+            cx.tname = state.thread_name(f.tid).as_bytes();
             cx.memory = &mem;
             if stacks.0.is_some() {
                 stacks.stack_of(ev, f.tid, dec.u64("InstructionPointer"), kstack, ustack);

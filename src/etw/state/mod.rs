@@ -355,6 +355,14 @@ impl SystemState {
         self.threads.get(&tid)
     }
 
+    /// The name of thread `tid` as the records so far gave it (`lwpsinfo_t`'s `pr_tname`), ""
+    /// when none did.
+    pub fn thread_name(&self, tid: u32) -> &str {
+        self.thread(tid)
+            .and_then(|t| t.name.as_deref())
+            .unwrap_or("")
+    }
+
     /// The process name for a thread.
     pub fn process_of_thread(&self, tid: u32) -> Option<&Process> {
         self.process(self.thread(tid)?.pid)

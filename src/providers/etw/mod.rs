@@ -235,11 +235,7 @@ impl<'a, 'e> EventCx<'a, 'e> {
                 .unwrap_or(0),
             fname: &fname[..n],
             psargs: process.map_or(&[][..], |p| p.command_line.as_bytes()),
-            tname: self
-                .state
-                .thread(lwp.tid)
-                .and_then(|t| t.name.as_deref())
-                .map_or(&[][..], str::as_bytes),
+            tname: self.state.thread_name(lwp.tid).as_bytes(),
             procp: native::NATIVE_BASE + crate::vm::thread::T_PROC as u64,
             ..Default::default()
         };
