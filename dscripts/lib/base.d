@@ -89,6 +89,7 @@ struct thread {
 	uint_t t_state;
 	processorid_t t_cpu;
 	struct proc t_proc;
+	char t_name[64];
 	uint64_t t_start;
 	void *t_procp;
 };
@@ -166,4 +167,5 @@ typedef struct lwpsinfo {
 	processorid_t pr_bindpro;
 	psetid_t pr_bindpset;
 	lgrp_id_t pr_lgrp;
+	char pr_tname[64];	/* the thread's name (Windows port), "" when none */
 } lwpsinfo_t;

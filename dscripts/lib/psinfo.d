@@ -31,7 +31,20 @@ translator lwpsinfo_t < struct thread *T > {
 	pr_onpro = T->t_cpu;
 	pr_bindpro = -1;
 	pr_bindpset = -1;
+	pr_tname = T->t_name;
 };
 
 inline psinfo_t *curpsinfo = xlate <psinfo_t *> (curthread);
 inline lwpsinfo_t *curlwpsinfo = xlate <lwpsinfo_t *> (curthread);
+
+/*
+ * The CPU a sched probe's thread runs on or is queued for (args[2] of sched:::enqueue and
+ * dequeue): only cpu_id is known over ETW; -1 when the event does not name the queue's CPU.
+ */
+translator cpuinfo_t < struct thread *T > {
+	cpu_id = T->t_cpu;
+	cpu_pset = -1;
+	cpu_chip = 0;
+	cpu_lgrp = 0;
+	cpu_info = 0;
+};

@@ -616,6 +616,9 @@ impl Engine {
         if interest.borrow().needs_file_names() {
             source.collect_file_names();
         }
+        if interest.borrow().needs_disk_completions() {
+            source.collect_disk_completions();
+        }
         if interest.borrow().needs_missed_stacks()
             && !source.stacks.as_ref().is_some_and(|m| m.tracks_missed())
         {
@@ -724,6 +727,7 @@ impl Engine {
             cx.cpu = ev.cpu as u32;
             cx.psargs = psargs;
             cx.proc_start = proc_start;
+            cx.tname = state.thread_name(f.tid).as_bytes();
             cx.memory = &mem;
             if stacks.0.is_some() {
                 stacks.stack_of(ev, f.tid, dec.u64("InstructionPointer"), kstack, ustack);

@@ -26,6 +26,8 @@ pub struct TraceSource {
     files_collected: bool,
     /// Whether [`TraceSource::collect_threads`] ran.
     threads_collected: bool,
+    /// Whether [`TraceSource::collect_disk_completions`] ran.
+    disks_collected: bool,
 }
 
 impl TraceSource {
@@ -40,6 +42,7 @@ impl TraceSource {
             managed_methods: Vec::new(),
             files_collected: false,
             threads_collected: false,
+            disks_collected: false,
         })
     }
 
@@ -172,6 +175,30 @@ impl TraceSource {
                 }
             }
         }
+    }
+
+    /// A pass over the trace's DiskIo records (the others are stepped over unbuilt) that pairs
+    /// each start with its completion by IRP and gives the system state what the completion
+    /// says (size, offset, disk, file object), for `io:::start`: the records it fires on
+    /// (ReadInit, WriteInit, FlushInit) carry only the IRP. Done once per source.
+    pub fn collect_disk_completions(&mut self) {
+        if self.disks_collected {
+            return;
+        }
+        self.disks_collected = true;
+        let decoder = Decoder::new();
+        let mut completions = crate::etw::state::disk::DiskCompletions::new();
+        let disk = [crate::providers::etw::group::DISK_IO];
+        let mut it = self.file.events().kernel_groups_only(&disk);
+        while let Some(r) = it.next_event() {
+            let Ok(ev) = r else { continue };
+            if ev.kernel_group == Some(disk[0])
+                && crate::etw::state::disk::is_start_or_completion(ev.opcode)
+            {
+                completions.note(&ev, &decoder.decode(&ev));
+            }
+        }
+        self.state.set_disk_completions(completions);
     }
 
     /// A first look at the trace: the providers it names (for `-l`, `<provider>:::events` and

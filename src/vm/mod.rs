@@ -100,6 +100,8 @@ pub struct FiringCtx<'a> {
     pub psargs: &'a [u8],
     /// When the process started (ns, the source's clock), 0 when unknown.
     pub proc_start: u64,
+    /// The thread's name (`curlwpsinfo->pr_tname`), when the source knows one.
+    pub tname: &'a [u8],
     pub memory: &'a dyn AddressSpace,
     /// Kernel and user stacks of the firing, innermost first, when the source has them.
     pub stack: &'a [u64],
@@ -139,6 +141,7 @@ impl<'a> FiringCtx<'a> {
             execname,
             psargs: b"",
             proc_start: 0,
+            tname: b"",
             memory: &NoMemory,
             stack: &[],
             ustack: &[],

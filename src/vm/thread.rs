@@ -19,9 +19,12 @@ pub const P_START: usize = T_PROC + 16;
 pub const P_DMODEL: usize = T_PROC + 28;
 pub const P_FNAME: usize = T_PROC + 32;
 pub const P_PSARGS: usize = T_PROC + 48;
-pub const T_START: usize = 144;
-pub const T_PROCP: usize = 152;
-pub const SIZE: usize = 160;
+pub const T_NAME: usize = 144;
+/// The room of `t_name` (`lwpsinfo_t`'s `pr_tname`), its NUL included.
+pub const T_NAME_LEN: usize = 64;
+pub const T_START: usize = 208;
+pub const T_PROCP: usize = 216;
+pub const SIZE: usize = 224;
 
 /// `t_state`: `SRUN` (runnable), `SONPROC` (running); 0 is `SSLEEP`.
 pub const STATE_RUN: u32 = 1;
@@ -45,6 +48,8 @@ pub struct ThreadFacts<'a> {
     pub start: u64,
     pub fname: &'a [u8],
     pub psargs: &'a [u8],
+    /// The thread's name (Thread SetName, or the name a Thread record carries), "" when none.
+    pub tname: &'a [u8],
     /// The address `t_procp` holds: where this struct's `t_proc` appears to D.
     pub procp: u64,
 }
@@ -79,6 +84,7 @@ pub fn write(buf: &mut [u8], f: &ThreadFacts<'_>) {
     put(buf, P_DMODEL, &MODEL_LP64.to_le_bytes());
     put_str(buf, P_FNAME, 16, f.fname);
     put_str(buf, P_PSARGS, 80, f.psargs);
+    put_str(buf, T_NAME, T_NAME_LEN, f.tname);
     put(buf, T_START, &f.start.to_le_bytes());
     put(buf, T_PROCP, &f.procp.to_le_bytes());
 }
@@ -101,6 +107,7 @@ pub fn build(mem: &mut Vec<u8>, cx: &FiringCtx<'_>) {
             start: 0,
             fname: cx.execname,
             psargs: cx.psargs,
+            tname: cx.tname,
             procp: internal(Region::Thread, T_PROC),
         },
     );
@@ -117,7 +124,8 @@ mod tests {
             "BEGIN { trace(sizeof(struct thread)); trace(offsetof(struct thread, t_procp));
                      trace(offsetof(struct thread, t_proc) + offsetof(struct proc, p_psargs));
                      trace(offsetof(struct thread, t_proc) + offsetof(struct proc, p_dmodel));
-                     trace(offsetof(struct thread, t_start)); }",
+                     trace(offsetof(struct thread, t_start));
+                     trace(offsetof(struct thread, t_name)); trace(sizeof(curthread->t_name)); }",
         )
         .unwrap();
         let p = standard_probe("BEGIN").unwrap();
@@ -140,7 +148,9 @@ mod tests {
                 super::T_PROCP as i64,
                 super::P_PSARGS as i64,
                 super::P_DMODEL as i64,
-                super::T_START as i64
+                super::T_START as i64,
+                super::T_NAME as i64,
+                super::T_NAME_LEN as i64
             ]
         );
     }
@@ -150,7 +160,8 @@ mod tests {
         let (mut vm, _) = standalone_vm(
             "BEGIN { printf(\"%d %d %s %s %d %d %c\", curpsinfo->pr_pid, curpsinfo->pr_ppid,
                      curpsinfo->pr_fname, curpsinfo->pr_psargs, curlwpsinfo->pr_lwpid,
-                     curlwpsinfo->pr_onpro, curlwpsinfo->pr_sname); }",
+                     curlwpsinfo->pr_onpro, curlwpsinfo->pr_sname);
+                     printf(\"%s\", curlwpsinfo->pr_tname); }",
         )
         .unwrap();
         let p = standard_probe("BEGIN").unwrap();
@@ -160,6 +171,7 @@ mod tests {
         cx.tid = 99;
         cx.cpu = 3;
         cx.psargs = b"\"POWERPNT.EXE\" /s deck.pptx";
+        cx.tname = b"UI thread";
         vm.fire(&cx);
         let strs: Vec<String> = vm
             .records
@@ -188,7 +200,8 @@ mod tests {
                 "\"POWERPNT.EXE\" /s deck.pptx",
                 "99",
                 "3",
-                "79"
+                "79",
+                "UI thread"
             ]
         );
     }

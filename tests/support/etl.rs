@@ -7,11 +7,18 @@ use std::process::Command;
 
 /// The path of `../shared/etl/<name>`, or None (after saying the test skips) when it is absent.
 pub fn trace(name: &str) -> Option<String> {
+    shared("etl", name)
+}
+
+/// The path of `../shared/<dir>/<name>` (`etl`, `etl-win11`), or None (after saying the test
+/// skips) when it is absent.
+pub fn shared(dir: &str, name: &str) -> Option<String> {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/etl")
+        .join("../shared")
+        .join(dir)
         .join(name);
     if !p.exists() {
-        eprintln!("skipped: ../shared/etl/{name} is not here");
+        eprintln!("skipped: ../shared/{dir}/{name} is not here");
         return None;
     }
     Some(p.to_string_lossy().into_owned())

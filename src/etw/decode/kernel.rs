@@ -931,7 +931,8 @@ pub static LAYOUTS: &[Layout] = &[
         2,
         THREAD_V2,
     ),
-    k(K_THREAD, "Thread", &[(36, "CSwitch")], 2, 4, CSWITCH),
+    // Windows 11 logs CSwitch version 5: the same fields, 4 more bytes after them
+    k(K_THREAD, "Thread", &[(36, "CSwitch")], 2, 5, CSWITCH),
     k(
         K_THREAD,
         "Thread",

@@ -3,6 +3,7 @@
 //! that belong to events.
 
 mod devices;
+pub mod disk;
 mod stacks;
 
 use crate::fasthash::FastMap;
@@ -29,6 +30,9 @@ pub struct Process {
     pub exit_status: Option<i64>,
     /// Loaded images, sorted by base address.
     pub images: Vec<Image>,
+    /// How many Image Load records (not rundowns) named the process: the first one of a
+    /// process that started in the trace maps its executable (`proc:::exec-success`).
+    pub image_loads: u32,
 }
 
 /// A thread as known from Thread events.
@@ -82,6 +86,9 @@ pub struct SystemState {
     /// File names by file object (or file key), from the FileIo name, create and rundown
     /// events that were decoded.
     files: FastMap<u64, String>,
+    /// The trace's disk I/O completions by IRP, read ahead for `io:::start`
+    /// ([`SystemState::set_disk_completions`]); empty live.
+    disk_completions: disk::DiskCompletions,
     /// The first record's raw timestamp and ns since the start: the session clock's rate.
     clock0: Option<(i64, u64)>,
     /// The stack records that belong to no event (`stacks::event_key` of the record itself),
@@ -314,6 +321,9 @@ impl SystemState {
             pid,
             ..Process::default()
         });
+        if d.name == "Load" {
+            p.image_loads = p.image_loads.saturating_add(1);
+        }
         match p.images.binary_search_by_key(&base, |i| i.base) {
             Ok(i) => {
                 let old = std::mem::take(&mut p.images[i]);
@@ -345,6 +355,14 @@ impl SystemState {
         self.threads.get(&tid)
     }
 
+    /// The name of thread `tid` as the records so far gave it (`lwpsinfo_t`'s `pr_tname`), ""
+    /// when none did.
+    pub fn thread_name(&self, tid: u32) -> &str {
+        self.thread(tid)
+            .and_then(|t| t.name.as_deref())
+            .unwrap_or("")
+    }
+
     /// The process name for a thread.
     pub fn process_of_thread(&self, tid: u32) -> Option<&Process> {
         self.process(self.thread(tid)?.pid)
@@ -374,6 +392,17 @@ impl SystemState {
         self.files
             .entry(file_object)
             .or_insert_with(|| name.to_string());
+    }
+
+    /// Gives the state a trace's disk I/O completions (its read-ahead pass).
+    pub fn set_disk_completions(&mut self, completions: disk::DiskCompletions) {
+        self.disk_completions = completions;
+    }
+
+    /// The completion of the disk I/O that IRP `irp` started at `time_ns`, when the trace was
+    /// read ahead for it ([`disk::DiskCompletions::completion_of`]).
+    pub fn disk_completion(&self, irp: u64, time_ns: u64) -> Option<&disk::DiskCompletion> {
+        self.disk_completions.completion_of(irp, time_ns)
     }
 
     /// A duration in the session clock's ticks (`ev` is the current record), in ns.
@@ -448,6 +477,7 @@ pub fn process_of(ev: &EventRecord<'_>, d: &DecodedEvent<'_>) -> Option<Process>
             .then(|| num(&exit_status).map(|v| v as i32 as i64))
             .flatten(),
         images: Vec::new(),
+        image_loads: 0,
     })
 }
 

@@ -84,6 +84,15 @@ impl Interest {
         self.opcodes[group::FILE_IO as usize] & 1 << 36 != 0
     }
 
+    /// Whether an enabled probe fires on the DiskIo start records (ReadInit, WriteInit,
+    /// FlushInit): `io:::start` reads its I/O's completion ahead (see
+    /// `TraceSource::collect_disk_completions`).
+    pub fn needs_disk_completions(&self) -> bool {
+        self.opcodes[group::DISK_IO as usize]
+            & io::START_OPCODES.iter().fold(0, |m, &op| m | 1 << op)
+            != 0
+    }
+
     /// Whether an enabled probe fires for stacks that belong to no event (then the walk first
     /// finds them: `TraceSource::collect_stacks_with`).
     pub fn needs_missed_stacks(&self) -> bool {
@@ -226,6 +235,7 @@ impl<'a, 'e> EventCx<'a, 'e> {
                 .unwrap_or(0),
             fname: &fname[..n],
             psargs: process.map_or(&[][..], |p| p.command_line.as_bytes()),
+            tname: self.state.thread_name(lwp.tid).as_bytes(),
             procp: native::NATIVE_BASE + crate::vm::thread::T_PROC as u64,
             ..Default::default()
         };

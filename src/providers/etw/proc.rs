@@ -5,7 +5,16 @@
 //!   id, arg3 = its process id);
 //! * `lwp-exit`: `curlwpsinfo` is the thread (arg0 = its id, arg1 = its process id);
 //! * `module-load` / `module-unload`: arg0 = the module's file name (`wchar_t *`), arg1 = its
-//!   base address (arg2 = its size).
+//!   base address (arg2 = its size);
+//! * `create` (DTrace's): args[0] `psinfo_t *` of the new process, fired in the thread that
+//!   created it (the Process Start record's thread); `lwp-create`: args[0] `lwpsinfo_t *`,
+//!   args[1] `psinfo_t *` of the new thread, fired in the thread that created it (the Thread
+//!   Start record's);
+//! * `exec-success` (DTrace's, which the port lacks): no arguments; fires in the new process,
+//!   in the thread that maps its executable, at the first Image Load of a process whose Start
+//!   the trace (or the live session) saw: Windows creates a process and maps its program in
+//!   one step, so its first image load is where DTrace's `exec` has succeeded. A process that
+//!   was running before the trace began (rundown records only) fires none.
 
 use super::native::NATIVE_BASE;
 use super::{Emit, EventCx, Lwp};
@@ -27,6 +36,24 @@ pub(super) fn fire(cx: &EventCx<'_, '_>, name: &str, out: &mut Emit<'_>) {
                 cpu: u32::MAX,
                 fire_tid: cx.tid,
                 fire_pid: p,
+            };
+            cx.push_thread(out, a, lwp);
+        }
+        "create" | "lwp-create" => {
+            let t = if name == "create" {
+                0
+            } else {
+                dec.u64("TThreadId").unwrap_or(0) as u32
+            };
+            a[0] = NATIVE_BASE;
+            a[1] = NATIVE_BASE;
+            let lwp = Lwp {
+                tid: t,
+                pid: p,
+                state: STATE_RUN,
+                cpu: u32::MAX,
+                fire_tid: cx.tid,
+                fire_pid: cx.pid_of(cx.tid),
             };
             cx.push_thread(out, a, lwp);
         }
@@ -68,6 +95,15 @@ pub(super) fn fire(cx: &EventCx<'_, '_>, name: &str, out: &mut Emit<'_>) {
                     w.bytes(2 * i, &u.to_le_bytes());
                 }
             });
+        }
+        "exec-success" => {
+            let first_load = cx
+                .state
+                .process(p)
+                .is_some_and(|proc_| proc_.start_ns.is_some() && proc_.image_loads == 1);
+            if first_load {
+                out.push(a, p, cx.tid);
+            }
         }
         _ => {}
     }

@@ -100,6 +100,20 @@ const LWP_ARGS: &[ProbeArg] = &[
     x("struct thread *", "lwpsinfo_t *"),
     x("struct thread *", "psinfo_t *"),
 ];
+/// A thread put on a ready queue: the thread, its process, the CPU of the queue, and whether
+/// it went to the front (DTrace's `sched:::enqueue`).
+const ENQUEUE_ARGS: &[ProbeArg] = &[
+    x("struct thread *", "lwpsinfo_t *"),
+    x("struct thread *", "psinfo_t *"),
+    x("struct thread *", "cpuinfo_t *"),
+    n("int"),
+];
+/// A thread taken off a ready queue: the thread, its process, the CPU (`sched:::dequeue`).
+const DEQUEUE_ARGS: &[ProbeArg] = &[
+    x("struct thread *", "lwpsinfo_t *"),
+    x("struct thread *", "psinfo_t *"),
+    x("struct thread *", "cpuinfo_t *"),
+];
 const MODULE_ARGS: &[ProbeArg] = &[n("wchar_t *"), n("uintptr_t")];
 /// diag:::events and ignored: provider name, event id, opcode, payload size, payload.
 const DIAG_RECORD_ARGS: &[ProbeArg] = &[
@@ -142,11 +156,13 @@ pub static KERNEL_PROBES: &[KernelProbe] = &[
     p("proc", "exit", Area::Proc, &[(PROCESS, 2)], &[n("int")]),
     p("proc", "lwp-start", Area::Proc, &[(THREAD, 1)], LWP_ARGS),
     p("proc", "lwp-exit", Area::Proc, &[(THREAD, 2)], &[]),
+    // an image load is logged as Image Load (Image group) or, on the systems of every trace
+    // here, under the Process group's hook with opcode 10 (same layout)
     p(
         "proc",
         "module-load",
         Area::Proc,
-        &[(IMAGE, 10)],
+        &[(IMAGE, 10), (PROCESS, 10)],
         MODULE_ARGS,
     ),
     p(
@@ -550,7 +566,61 @@ pub static KERNEL_PROBES: &[KernelProbe] = &[
         PAYLOAD_ARGS,
     ),
     p("pmc", "sample", Area::Pmc, &[(PERF_INFO, 47)], PAYLOAD_ARGS),
+    // the portable sched and proc probes of DTrace's providers that the kernel events can feed
+    // (DTrace Guide, sched and proc providers): a thread put on a ready queue (readied, or
+    // switched out still runnable), taken off one (switched in), a process whose executable
+    // is mapped
+    p(
+        "sched",
+        "enqueue",
+        Area::Sched,
+        &[(THREAD, 36), (THREAD, 50)],
+        ENQUEUE_ARGS,
+    ),
+    p(
+        "sched",
+        "dequeue",
+        Area::Sched,
+        &[(THREAD, 36)],
+        DEQUEUE_ARGS,
+    ),
+    p(
+        "proc",
+        "exec-success",
+        Area::Proc,
+        &[(IMAGE, 10), (PROCESS, 10)],
+        &[],
+    ),
+    // a thread going to wait (a CSwitch leaving it Waiting); a process or thread created,
+    // fired in its creator
+    p("sched", "sleep", Area::Sched, &[(THREAD, 36)], &[]),
+    p(
+        "proc",
+        "create",
+        Area::Proc,
+        &[(PROCESS, 1)],
+        &[x("struct thread *", "psinfo_t *")],
+    ),
+    p("proc", "lwp-create", Area::Proc, &[(THREAD, 1)], LWP_ARGS),
 ];
+
+/// The order in which the probes of one event fire, where it matters: a CSwitch puts the
+/// leaving thread back on a ready queue (`enqueue`) before it leaves (`off-cpu`), and takes
+/// the next thread off one (`dequeue`) before it runs (`on-cpu`); a ReadyThread wakes the
+/// thread (`wakeup`) before it queues it, as illumos' sleep queues and dispatcher do; a
+/// thread leaving to wait fires `sleep` before `off-cpu`; a Process or Thread Start fires
+/// `create` / `lwp-create` (in the creator) before `start` / `lwp-start`. Probes not named
+/// here fire in table order after these.
+fn firing_rank(p: &KernelProbe) -> u8 {
+    match (p.provider, p.name) {
+        ("sched", "wakeup") | ("proc", "create" | "lwp-create") => 0,
+        ("sched", "enqueue" | "sleep") => 1,
+        ("sched", "off-cpu") => 2,
+        ("sched", "dequeue") => 3,
+        ("sched", "on-cpu") => 4,
+        _ => 5,
+    }
+}
 
 /// Indexes of the diag probes the walk fires itself.
 pub const DIAG_LOSTEVENT: usize = 1;
@@ -590,7 +660,8 @@ fn index() -> &'static [(u16, u16)] {
                     .map(move |&(g, op)| ((g as u16) << 8 | op as u16, i as u16))
             })
             .collect();
-        v.sort_unstable(); // by key, then by table order
+        // by key, then by firing rank and table order
+        v.sort_unstable_by_key(|&(k, i)| (k, firing_rank(&KERNEL_PROBES[i as usize]), i));
         v
     })
 }
@@ -631,7 +702,21 @@ mod tests {
             }
             assert_eq!(position(p.provider, p.name), Some(i));
         }
-        assert!(probes_of(THREAD, 36).count() == 2);
+        let cswitch: Vec<&str> = probes_of(THREAD, 36)
+            .map(|i| KERNEL_PROBES[i].name)
+            .collect();
+        assert_eq!(
+            cswitch,
+            ["enqueue", "sleep", "off-cpu", "dequeue", "on-cpu"]
+        );
+        let start: Vec<&str> = probes_of(PROCESS, 1)
+            .map(|i| KERNEL_PROBES[i].name)
+            .collect();
+        assert_eq!(start, ["create", "start"]);
+        let ready: Vec<&str> = probes_of(THREAD, 50)
+            .map(|i| KERNEL_PROBES[i].name)
+            .collect();
+        assert_eq!(ready, ["wakeup", "enqueue"]);
         assert_eq!(position("diag", "lostevent"), Some(DIAG_LOSTEVENT));
         assert_eq!(position("diag", "ignored"), Some(DIAG_IGNORED));
         assert_eq!(position("diag", "missed-stack"), Some(DIAG_MISSED_STACK));

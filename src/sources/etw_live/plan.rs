@@ -46,8 +46,10 @@ pub const VIRTUAL_ALLOC: u32 = 0x0000_4000;
 fn kernel_flags(kp: &KernelProbe) -> Result<u32, String> {
     let flags = match (kp.provider, kp.name) {
         ("sched", "wakeup") => k::DISPATCHER,
+        // a thread is queued when readied (ReadyThread) or switched out runnable (CSwitch)
+        ("sched", "enqueue") => k::DISPATCHER | k::CSWITCH,
         ("sched", _) => k::CSWITCH,
-        ("proc", "module-load" | "module-unload") => k::IMAGE_LOAD,
+        ("proc", "module-load" | "module-unload" | "exec-success") => k::IMAGE_LOAD,
         ("proc", _) => 0,
         // DISK_FILE_IO: the FileIo Name records that name the files of disk I/O
         ("io", _) => k::DISK_IO | k::DISK_IO_INIT | k::DISK_FILE_IO,
@@ -756,8 +758,8 @@ mod tests {
             (THREAD, 36) => k::CSWITCH,
             (THREAD, 50) => k::DISPATCHER,
             (THREAD, _) => k::THREAD,
+            (PROCESS, 10) | (IMAGE, _) => k::IMAGE_LOAD,
             (PROCESS, _) => k::PROCESS,
-            (IMAGE, _) => k::IMAGE_LOAD,
             (DISK_IO, 12 | 13 | 15) => k::DISK_IO_INIT,
             (DISK_IO, _) => k::DISK_IO,
             (FILE_IO, _) => k::FILE_IO_INIT | k::FILE_IO,
@@ -838,6 +840,12 @@ mod tests {
         let flags = |probes: &[(&str, &str)]| plan(probes, false).kernel_flags;
         assert_eq!(flags(&[("sched", "on-cpu")]), base | k::CSWITCH);
         assert_eq!(flags(&[("sched", "wakeup")]), base | k::DISPATCHER);
+        assert_eq!(
+            flags(&[("sched", "enqueue")]),
+            base | k::DISPATCHER | k::CSWITCH
+        );
+        assert_eq!(flags(&[("sched", "dequeue")]), base | k::CSWITCH);
+        assert_eq!(flags(&[("proc", "exec-success")]), base | k::IMAGE_LOAD);
         assert_eq!(flags(&[("proc", "exit")]), base);
         assert_eq!(flags(&[("proc", "module-load")]), base | k::IMAGE_LOAD);
         assert_eq!(
