@@ -483,6 +483,33 @@ impl AggregationTable {
         Ok(())
     }
 
+    /// Folds every entry of `other` (a table of the same program, e.g. the one an engine over
+    /// another trace filled) into this one, as dtrace folds per-CPU aggregation buffers: a key
+    /// new here is added with `other`'s value, a key present on both sides combines (see
+    /// [`Func::merge`]). Aggregations are matched by position; a pair whose functions differ
+    /// (not the same program) is skipped. `aggsize` does not apply: the entries exist already.
+    pub fn merge_from(&mut self, other: &AggregationTable) {
+        for (a, b) in self.aggs.iter_mut().zip(&other.aggs) {
+            if a.func != b.func {
+                continue;
+            }
+            for i in 0..b.len() {
+                let k = b.key(i);
+                let h = hash_key(k);
+                let j = match a.find(k, h) {
+                    Some(j) => j,
+                    None => match a.insert(k, h) {
+                        Some(j) => j,
+                        None => continue,
+                    },
+                };
+                let s = a.stride;
+                let func = a.func;
+                func.merge(&mut a.data[j * s..(j + 1) * s], b.data(i));
+            }
+        }
+    }
+
     /// clear(): values to zero, keys kept.
     pub fn clear(&mut self, agg: u32) {
         if let Some(a) = self.aggs.get_mut(agg as usize) {
