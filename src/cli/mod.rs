@@ -4,10 +4,11 @@ pub mod args;
 mod enabling;
 mod listing;
 mod target;
+mod traces;
 
 use std::ffi::OsString;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::lang::cpp::CppOptions;
 use crate::lang::options::{cmdline_error_message, DOptions};
@@ -231,7 +232,33 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
     let mut opts = options_from(prog, args)?;
     // a recorded trace: its providers join the catalog
     let mut etw = crate::providers::etw::EtwProbes::new();
-    let trace = match &args.etl {
+    // several traces (files, globs, zip members): each on its own engine, merged
+    let expanded = match args.etl_files.len() {
+        0 => Vec::new(),
+        _ => traces::expand(&args.etl_files)?,
+    };
+    let single = match expanded.as_slice() {
+        [one] => Some(PathBuf::from(one)),
+        _ => None,
+    };
+    let many = if expanded.len() > 1 {
+        let threads = crate::engine::many::pool_size(expanded.len());
+        etw = crate::engine::many::scan_providers(&expanded, threads)?;
+        if let Some(c) = crate::etw::catalog::load_cached(false) {
+            for p in &c.providers {
+                etw.add_provider(p);
+            }
+        }
+        Some(ManyRun {
+            traces: expanded,
+            etw: etw.clone(),
+            threads,
+        })
+    } else {
+        None
+    };
+    let trace = match &single {
+        _ if many.is_some() => None,
         Some(path) if Path::new(path).exists() || path.to_string_lossy().contains(".zip:") => {
             let mut src = crate::sources::etl::TraceSource::open(&path.to_string_lossy())
                 .map_err(|e| e.to_string())?;
@@ -263,7 +290,7 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
     // live ETW: the user providers resolved through the system's provider catalog (cached
     // next to the executable), every provider of it for -l
     #[cfg(windows)]
-    let live_etw = if trace.is_none() {
+    let live_etw = if trace.is_none() && many.is_none() {
         crate::sources::etw_live::windows::live_etw(
             &args.programs,
             args.etl.clone(),
@@ -272,7 +299,7 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
     } else {
         crate::sources::etw_live::LiveEtw::default()
     };
-    let mut catalog = if trace.is_some() {
+    let mut catalog = if trace.is_some() || many.is_some() {
         Catalog::with_etw(&etw)
     } else if cfg!(windows) {
         // live ETW: the kernel providers and the user providers the programs name
@@ -290,8 +317,14 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
             && std::io::IsTerminal::is_terminal(&std::io::stdout())
             && std::io::IsTerminal::is_terminal(&std::io::stdin()));
     let pid_provider = crate::providers::pid::PidProvider::default();
+    if console && many.is_some() {
+        return Err("the console replays one trace; give -E once".into());
+    }
+    if many.is_some() && (!args.command.is_empty() || !args.pids.is_empty()) {
+        return Err("a trace replay (-E) cannot trace a process (-c/-p)".into());
+    }
     if console {
-        let source = match (&args.etl, trace) {
+        let source = match (&single, trace) {
             (Some(path), Some((_, etw))) => crate::engine::session::SessionSource::Trace {
                 path: path.to_string_lossy().into_owned(),
                 etw: std::sync::Arc::new(etw),
@@ -424,6 +457,7 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
         target,
         provider: pid_provider,
         live_etw: None,
+        many,
     };
     #[cfg(windows)]
     let pid_run = PidRun {
@@ -442,6 +476,16 @@ struct PidRun {
     /// Windows: the ETW providers of a live run and the file to log to.
     #[cfg_attr(not(windows), allow(dead_code))]
     live_etw: Option<crate::sources::etw_live::LiveEtw>,
+    /// Several traces, run each on its own engine and merged.
+    many: Option<ManyRun>,
+}
+
+/// The traces of a many-trace run (`-E` given several files, a glob or a zip of several).
+struct ManyRun {
+    traces: Vec<String>,
+    /// The union of their providers.
+    etw: crate::providers::etw::EtwProbes,
+    threads: usize,
 }
 
 /// Opens the console (`--tui`, or no program on a terminal) with the command line's program.
@@ -502,7 +546,8 @@ fn run_programs(
     use crate::output::messages;
     let copts = ConsumerOptions::from_options(opts, prog, args.quiet, args.flow);
     let quiet = copts.quiet;
-    let consumer = Consumer::new(out, copts);
+    let shared = crate::output::labelled::SharedOutput::new(out);
+    let consumer = Consumer::new(Box::new(shared.clone()), copts.clone());
     let compiled_uses_stacks = compiled.iter().any(|c| crate::engine::uses_stacks(&c.ir));
     let mut runs = Vec::new();
     for (p, c) in programs.iter().zip(compiled) {
@@ -561,6 +606,25 @@ fn run_programs(
     }
     if opts.is_set("statusrate") {
         engine.statusrate = Some(opts.statusrate());
+    }
+    if let Some(many) = pid_run.many {
+        let programs = engine
+            .runs
+            .iter()
+            .map(|r| (r.label.clone(), r.vm.program.clone()))
+            .collect();
+        let run = crate::engine::many::ManyTraces {
+            traces: &many.traces,
+            programs,
+            vm_opts: crate::vm::VmOptions::from_options(opts),
+            catalog,
+            etw: &many.etw,
+            consumer: copts,
+            out: shared,
+            stacks: compiled_uses_stacks,
+            threads: many.threads,
+        };
+        return Ok(crate::engine::many::run(&mut engine, &run));
     }
     match trace {
         Some((mut src, etw)) => {

@@ -701,7 +701,8 @@ impl Checker<'_> {
                 _ => v,
             });
         }
-        if let Some(b) = self.builtin(name) {
+        let variable = crate::lang::builtins::variable(name);
+        if let Some(b) = variable.or_else(|| self.builtin(name)) {
             if b.kind == BuiltinKind::Scalar {
                 let _ = ty;
                 let arg0 = crate::lang::builtins::var::ARG0;
