@@ -3,6 +3,7 @@
 pub mod args;
 mod enabling;
 mod listing;
+mod merge;
 mod target;
 mod traces;
 
@@ -51,6 +52,14 @@ pub fn main(argv: Vec<OsString>) -> i32 {
     if argv.len() == 2 && argv[1] == "--version" {
         println!("{}", args::package_version_text(prog));
         return EXIT_OK;
+    }
+    // `--merge a.json b.json ...`: the reduce step over saved aggregation results
+    if argv.get(1).is_some_and(|a| a == "--merge") {
+        let rest: Vec<String> = argv[2..]
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        return merge::main(prog, &rest);
     }
     let args = match args::parse(&argv) {
         Ok(a) => a,
