@@ -519,7 +519,12 @@ impl AggregationTable {
     /// Folds one entry's data words (a saved result read back) into the entry of `key`, as
     /// [`AggregationTable::merge_from`] folds a whole table. `words` has [`Self::stride`]
     /// words in the function's layout.
-    pub fn merge_words(&mut self, agg: u32, key: &[KeyValue], words: &[i64]) -> Result<(), AggError> {
+    pub fn merge_words(
+        &mut self,
+        agg: u32,
+        key: &[KeyValue],
+        words: &[i64],
+    ) -> Result<(), AggError> {
         let a = self
             .aggs
             .get_mut(agg as usize)

@@ -808,14 +808,24 @@ fn merge_equals_one_table_of_both_halves() {
         v
     };
     for agg in 0..funcs.len() as u32 {
-        assert_eq!(sorted(&left, agg), sorted(&both, agg), "{}", funcs[agg as usize].0);
+        assert_eq!(
+            sorted(&left, agg),
+            sorted(&both, agg),
+            "{}",
+            funcs[agg as usize].0
+        );
     }
     // and twice one table is every count and sum doubled, min and max the same
     let mut twice = AggregationTable::new(&d);
     twice.merge_from(&both);
     twice.merge_from(&both);
     for (k, v) in twice.snapshot(0) {
-        let one = both.snapshot(0).into_iter().find(|(k1, _)| *k1 == k).unwrap().1;
+        let one = both
+            .snapshot(0)
+            .into_iter()
+            .find(|(k1, _)| *k1 == k)
+            .unwrap()
+            .1;
         assert_eq!(v.scalar(), 2 * one.scalar());
     }
     assert_eq!(sorted(&twice, 3), sorted(&both, 3));

@@ -94,7 +94,8 @@ fn run(prog: &str, argv: &[String]) -> Result<(), String> {
         ),
         None => Box::new(std::io::stdout()),
     };
-    let copts = crate::engine::consumer::ConsumerOptions::from_options(&args.opts, prog, true, false);
+    let copts =
+        crate::engine::consumer::ConsumerOptions::from_options(&args.opts, prog, true, false);
     let mut consumer = crate::engine::consumer::Consumer::new(out, copts);
     consumer.set_symbols(Box::new(merged.names));
     let program = crate::ir::Program {
@@ -140,7 +141,8 @@ pub fn merge(docs: &[(&str, Json)]) -> Result<Merged, String> {
         let list = aggregation_list(doc)
             .ok_or_else(|| format!("{file}: no aggregation list (the JSON of -x oformat=json)"))?;
         for a in list {
-            let name = agg_name(a).ok_or_else(|| format!("{file}: an aggregation without a name"))?;
+            let name =
+                agg_name(a).ok_or_else(|| format!("{file}: an aggregation without a name"))?;
             let Some(func) = agg_func(a).map_err(|e| format!("{file}: @{name}: {e}"))? else {
                 continue; // an empty aggregation has no function
             };
@@ -251,7 +253,9 @@ fn agg_func(a: &Json) -> Result<Option<AggFunc>, String> {
 /// `count()`, `lquantize(0, 5, 2)`: a function as an error message names it.
 fn func_text(f: &AggFunc) -> String {
     match f {
-        AggFunc::Lquantize { base, step, levels } => format!("lquantize(base {base}, step {step}, {levels} levels)"),
+        AggFunc::Lquantize { base, step, levels } => {
+            format!("lquantize(base {base}, step {step}, {levels} levels)")
+        }
         AggFunc::Llquantize {
             factor,
             low,
@@ -342,7 +346,11 @@ fn key_value(k: &Json, names: &mut SavedNames) -> Result<KeyValue, String> {
         }
         "stack" | "ustack" => {
             let user = ty == "ustack";
-            let list = if user { "ustack-frames" } else { "stack-frames" };
+            let list = if user {
+                "ustack-frames"
+            } else {
+                "stack-frames"
+            };
             let Some(Json::Array(frames)) = k.get(list) else {
                 return Err(format!("a {ty} key without {list}"));
             };
@@ -430,8 +438,7 @@ mod tests {
 
     #[test]
     fn rows_add_by_key_and_function() {
-        let a = doc(
-            r#"{"dtrace":{"probes":[],"aggregations":[
+        let a = doc(r#"{"dtrace":{"probes":[],"aggregations":[
             {"aggregation-name":"c","function":"count","parameters":{},"aggregation-data":[
               {"keys":[{"type":"string","value":"x"},{"type":"int","size":4,"value":1}],"count":3}]},
             {"aggregation-name":"m","function":"min","parameters":{},"aggregation-data":[
@@ -439,8 +446,7 @@ mod tests {
             {"aggregation-name":"q","function":"lquantize","parameters":{"base":0,"step":2,"levels":5},
              "aggregation-data":[{"keys":[],"buckets":[{"value":2,"count":1,"index":2}],"total":1}]},
             {"aggregation-name":"sd","function":"stddev","parameters":{},"aggregation-data":[
-              {"keys":[],"stddev":0,"raw":{"count":1,"sum":4,"sum-of-squares":"16"}}]}]}}"#,
-        );
+              {"keys":[],"stddev":0,"raw":{"count":1,"sum":4,"sum-of-squares":"16"}}]}]}}"#);
         let b = doc(
             r#"[{"aggregation-name":"c","function":"count","parameters":{},"aggregation-data":[
               {"keys":[{"type":"string","value":"x"},{"type":"int","size":4,"value":1}],"count":4},
@@ -476,8 +482,12 @@ mod tests {
 
     #[test]
     fn a_function_that_differs_is_refused() {
-        let a = doc(r#"[{"aggregation-name":"c","function":"count","parameters":{},"aggregation-data":[]}]"#);
-        let b = doc(r#"[{"aggregation-name":"c","function":"sum","parameters":{},"aggregation-data":[]}]"#);
+        let a = doc(
+            r#"[{"aggregation-name":"c","function":"count","parameters":{},"aggregation-data":[]}]"#,
+        );
+        let b = doc(
+            r#"[{"aggregation-name":"c","function":"sum","parameters":{},"aggregation-data":[]}]"#,
+        );
         let e = merge(&[("a.json", a), ("b.json", b)]).err().unwrap();
         assert!(e.contains("count() in a.json but sum() in b.json"), "{e}");
         assert!(merge(&[("x.json", doc("{}"))]).is_err());

@@ -36,8 +36,8 @@ pub fn expand(specs: &[PathBuf]) -> Result<Vec<String>, String> {
                 Some(m) if !has_wildcard(m) => out.push(format!("{file}:{m}")),
                 _ if is_zip || member.is_some() => {
                     let pattern = member.as_deref().unwrap_or("*");
-                    let mut names = crate::etw::reader::zip_etl_members(&file)
-                        .map_err(|e| e.to_string())?;
+                    let mut names =
+                        crate::etw::reader::zip_etl_members(&file).map_err(|e| e.to_string())?;
                     names.retain(|n| crate::probes::glob_match(pattern, n));
                     if names.is_empty() {
                         return Err(format!("{file}: no .etl member matches {pattern}"));

@@ -484,14 +484,26 @@ mod tests {
         let v = Json::object([
             ("a", Json::Int(-3)),
             ("b", Json::UInt(u64::MAX)),
-            ("c", Json::Array(vec![Json::Bool(true), Json::Null, Json::Float(1.5)])),
+            (
+                "c",
+                Json::Array(vec![Json::Bool(true), Json::Null, Json::Float(1.5)]),
+            ),
             ("d", Json::str("q\"\\\n\u{1}é")),
             ("e", Json::object::<&str>([])),
         ]);
         assert_eq!(parse(&v.to_json()).unwrap(), v);
         assert_eq!(parse(&v.to_json_pretty()).unwrap(), v);
         assert_eq!(parse("\"\\ud83d\\ude00\"").unwrap(), Json::str("😀"));
-        for bad in ["", "{", "[1,]", "{\"a\" 1}", "tru", "\"x", "1 2", "[\"\\q\"]"] {
+        for bad in [
+            "",
+            "{",
+            "[1,]",
+            "{\"a\" 1}",
+            "tru",
+            "\"x",
+            "1 2",
+            "[\"\\q\"]",
+        ] {
             assert!(parse(bad).is_err(), "{bad}");
         }
     }

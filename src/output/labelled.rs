@@ -135,6 +135,9 @@ mod tests {
         drop(a);
         drop(b);
         let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
-        assert_eq!(text, "b.etl: x\na.etl: one\na.etl: two\na.etl: \na.etl: tail\n");
+        assert_eq!(
+            text,
+            "b.etl: x\na.etl: one\na.etl: two\na.etl: \na.etl: tail\n"
+        );
     }
 }

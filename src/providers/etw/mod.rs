@@ -512,7 +512,8 @@ impl EtwProbes {
                     .or_insert(p.display.to_ascii_lowercase());
             }
             for (name, mask, _) in &p.keywords {
-                if next >= FIRST_GUID_ID || mine.keywords.iter().any(|(n, m, _)| n == name || m == mask)
+                if next >= FIRST_GUID_ID
+                    || mine.keywords.iter().any(|(n, m, _)| n == name || m == mask)
                 {
                     continue;
                 }
