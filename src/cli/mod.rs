@@ -252,7 +252,8 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
     };
     let many = if expanded.len() > 1 {
         let threads = crate::engine::many::pool_size(expanded.len());
-        etw = crate::engine::many::scan_providers(&expanded, threads)?;
+        let (union, scanned) = crate::engine::many::scan_providers(&expanded, threads)?;
+        etw = union;
         if let Some(c) = crate::etw::catalog::load_cached(false) {
             for p in &c.providers {
                 etw.add_provider(p);
@@ -260,6 +261,7 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
         }
         Some(ManyRun {
             traces: expanded,
+            scanned,
             etw: etw.clone(),
             threads,
         })
@@ -492,6 +494,8 @@ struct PidRun {
 /// The traces of a many-trace run (`-E` given several files, a glob or a zip of several).
 struct ManyRun {
     traces: Vec<String>,
+    /// What the scan learnt of each trace.
+    scanned: Vec<std::sync::Mutex<crate::engine::many::ScannedTrace>>,
     /// The union of their providers.
     etw: crate::providers::etw::EtwProbes,
     threads: usize,
@@ -628,6 +632,7 @@ fn run_programs(
             vm_opts: crate::vm::VmOptions::from_options(opts),
             catalog,
             etw: &many.etw,
+            scanned: many.scanned,
             consumer: copts,
             out: shared,
             stacks: compiled_uses_stacks,

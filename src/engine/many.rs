@@ -12,7 +12,9 @@
 //!   files were given), then END fires once there and the aggregations are printed once.
 //! - Ctrl-C stops every file; END still runs on what was read.
 //! - What a file's clauses print (`printf`, `trace`, `printa` in a tick, the default probe
-//!   lines) goes out line by line as `file: line`, in the file's own order.
+//!   lines) goes out line by line as `file: line`, in the file's own order. In a structured
+//!   format (`-x oformat=json|xml|folded`) the document is the main engine's: BEGIN's and END's
+//!   records and the merged aggregations.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -37,6 +39,8 @@ pub struct ManyTraces<'a> {
     pub catalog: &'a (dyn ProbeCatalog + Sync),
     /// The union of the traces' providers (see [`scan_providers`]).
     pub etw: &'a EtwProbes,
+    /// What the scan learnt of each trace (its start, and the opened source when kept).
+    pub scanned: Vec<Mutex<ScannedTrace>>,
     pub consumer: ConsumerOptions,
     /// The run's output, shared with the main engine's consumer.
     pub out: SharedOutput,
@@ -99,22 +103,45 @@ pub fn pool_map<T: Send>(n: usize, threads: usize, job: impl Fn(usize) -> T + Sy
         .collect()
 }
 
+/// One trace after the scan.
+pub struct ScannedTrace {
+    /// When the trace started (ns since 1970).
+    pub start_unix_ns: u64,
+    /// The source the scan opened (its threads known, its decoder fresh), kept for the walk
+    /// when every trace is walked at once anyway (no more traces than threads); otherwise the
+    /// walk opens the trace again, so that only the traces being walked are in memory.
+    pub source: Option<TraceSource>,
+}
+
 /// Opens every trace and gathers the providers they hold (in parallel, `threads` at a time)
 /// into one set, in the order the traces were given: the catalog the programs compile
 /// against and every file's engine fires through. A trace that cannot be read is an error
 /// naming it.
-pub fn scan_providers(traces: &[String], threads: usize) -> Result<EtwProbes, String> {
+pub fn scan_providers(
+    traces: &[String],
+    threads: usize,
+) -> Result<(EtwProbes, Vec<Mutex<ScannedTrace>>), String> {
+    let keep = traces.len() <= threads;
     let sets = pool_map(traces.len(), threads, |i| {
         let mut src = TraceSource::open(&traces[i]).map_err(|e| e.to_string())?;
         let mut etw = EtwProbes::new();
         src.scan_providers(&mut etw);
-        Ok::<_, String>(etw)
+        // the walk starts from fresh decoder state, as a single trace's does
+        src.decoder = TraceSource::new_decoder();
+        let scanned = ScannedTrace {
+            start_unix_ns: src.start_unix_ns(),
+            source: keep.then_some(src),
+        };
+        Ok::<_, String>((etw, Mutex::new(scanned)))
     });
     let mut all = EtwProbes::new();
+    let mut scanned = Vec::new();
     for set in sets {
-        all.absorb(&set?);
+        let (etw, s) = set?;
+        all.absorb(&etw);
+        scanned.push(s);
     }
-    Ok(all)
+    Ok((all, scanned))
 }
 
 /// Runs the many-trace run on `main`, whose programs are `run.programs` and whose consumer
@@ -122,11 +149,9 @@ pub fn scan_providers(traces: &[String], threads: usize) -> Result<EtwProbes, St
 /// into `main`'s, END and the final printing there. Returns the exit status.
 pub fn run(main: &mut Engine, run: &ManyTraces<'_>) -> i32 {
     let prog = main.consumer.prog().to_string();
-    let first_start = run
-        .traces
-        .first()
-        .and_then(|t| TraceSource::open(t).ok())
-        .map_or(0, |s| s.start_unix_ns());
+    let first_start = run.scanned.first().map_or(0, |s| {
+        s.lock().unwrap_or_else(|e| e.into_inner()).start_unix_ns
+    });
     main.begin(Some(first_start));
     let results = if main.done() {
         Vec::new()
@@ -167,7 +192,11 @@ fn run_file(
     prog: &str,
 ) -> Option<FileResult> {
     let name = &run.traces[i];
-    let mut src = match TraceSource::open(name) {
+    let kept = run
+        .scanned
+        .get(i)
+        .and_then(|s| s.lock().unwrap_or_else(|e| e.into_inner()).source.take());
+    let mut src = match kept.map_or_else(|| TraceSource::open(name), Ok) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("{prog}: {e}");
@@ -177,8 +206,16 @@ fn run_file(
     if run.stacks {
         src.collect_stacks();
     }
-    let out = LabelledWriter::new(name, run.out.clone());
-    let consumer = Consumer::new(Box::new(out), run.consumer.clone());
+    // a structured document (JSON, XML) is the main engine's alone: it holds BEGIN's and
+    // END's firings and the merged aggregations, not the files' own records
+    let out: Box<dyn std::io::Write + Send> = if run.consumer.oformat.is_structured()
+        || run.consumer.oformat == crate::output::structured::OFormat::Folded
+    {
+        Box::new(std::io::sink())
+    } else {
+        Box::new(LabelledWriter::new(name, run.out.clone()))
+    };
+    let consumer = Consumer::new(out, run.consumer.clone());
     let mut engine = Engine::new(
         run.programs.clone(),
         run.vm_opts.clone(),
