@@ -31,35 +31,39 @@ DTX=${CARGO_TARGET_DIR:-target}/release/dtx
 echo "trace: $A ($(du -h "$A" | cut -f1)), script: $SCRIPT, runs: $RUNS, cores: $(nproc)"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-# wall seconds of one run of: dtx -q ARGS... -s SCRIPT
-wall() {
-  local t0 t1
-  t0=$(date +%s%N)
-  "$DTX" -q "$@" -s "$SCRIPT" > /dev/null
-  t1=$(date +%s%N)
-  echo "scale=4; ($t1 - $t0) / 1000000000" | bc
+# "wall cpu" seconds (cpu: user + system) of one run of: dtx -q ARGS... -s SCRIPT
+measure() {
+  /usr/bin/time -f "%e %U %S" -o "$work/time" "$DTX" -q "$@" -s "$SCRIPT" > /dev/null
+  awk '{printf "%.3f %.3f\n", $1, $2 + $3}' "$work/time"
 }
 
-# median of RUNS wall times (after one warm-up run) of: dtx -q ARGS...
-median_wall() {
-  wall "$@" > /dev/null
-  for _ in $(seq "$RUNS"); do wall "$@"; done | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'
-}
-
-# the single runs one after the other, as a loop over files would do them
+# the two single runs one after the other, as a loop over files would do them
 sequential() {
-  local t0 t1
-  t0=$(date +%s%N)
-  "$DTX" -q -E "$A" -s "$SCRIPT" > /dev/null
-  "$DTX" -q -E "$B" -s "$SCRIPT" > /dev/null
-  t1=$(date +%s%N)
-  echo "scale=4; ($t1 - $t0) / 1000000000" | bc
+  local a b
+  a=$(measure -E "$A")
+  b=$(measure -E "$B")
+  echo "$a $b" | awk '{printf "%.3f %.3f\n", $1 + $3, $2 + $4}'
 }
 
-one=$(median_wall -E "$A")
-two=$(median_wall -E "$A" -E "$B")
-seq_two=$(sequential > /dev/null; for _ in $(seq "$RUNS"); do sequential; done | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')
-echo "one trace:                 ${one} s"
-echo "two traces, one run:       ${two} s  (ratio to one: $(echo "scale=2; $two / $one" | bc))"
-echo "two runs, one after other: ${seq_two} s  (ratio to one: $(echo "scale=2; $seq_two / $one" | bc))"
+# median wall and median cpu of RUNS runs (after one warm-up) of: CASE ARGS...
+medians() {
+  "$@" > /dev/null
+  for _ in $(seq "$RUNS"); do "$@"; done > "$work/runs"
+  w=$(cut -d' ' -f1 "$work/runs" | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')
+  c=$(cut -d' ' -f2 "$work/runs" | sort -n | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}')
+  echo "$w $c"
+}
+
+read -r one_w one_c < <(medians measure -E "$A")
+read -r two_w two_c < <(medians measure -E "$A" -E "$B")
+read -r seq_w seq_c < <(medians sequential)
+ratio() { echo "scale=2; $1 / $2" | bc; }
+printf "%-28s %8s %8s %10s %10s\n" case wall_s cpu_s wall/one cpu/one
+printf "%-28s %8s %8s %10s %10s\n" "one trace" "$one_w" "$one_c" 1.00 1.00
+printf "%-28s %8s %8s %10s %10s\n" "two traces, one run" "$two_w" "$two_c" "$(ratio "$two_w" "$one_w")" "$(ratio "$two_c" "$one_c")"
+printf "%-28s %8s %8s %10s %10s\n" "two runs, one after other" "$seq_w" "$seq_c" "$(ratio "$seq_w" "$one_w")" "$(ratio "$seq_c" "$one_c")"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+[ -r /proc/pressure/cpu ] && echo "cpu pressure: $(head -1 /proc/pressure/cpu)"
+# wall/one near 1.0 for the two-trace run needs two cores free for dtx: on a loaded machine
+# (with autogroup scheduling, one session's share of the CPUs is fixed whatever its threads)
+# it stays near the sequential 2.0 while cpu/one shows the work is the same

@@ -25,6 +25,19 @@ fn dtx(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// `dtx -q [-x oformat=json] -E trace... -n prog`: its stdout.
+fn run(json: bool, traces: &[&str], prog: &str) -> String {
+    let mut args = vec!["-q"];
+    if json {
+        args.extend(["-x", "oformat=json"]);
+    }
+    for t in traces {
+        args.extend(["-E", t]);
+    }
+    args.extend(["-n", prog]);
+    dtx(&args)
+}
+
 /// The scheduler trace and the .NET trace of the shared set.
 fn two_traces() -> Option<(String, String)> {
     Some((
@@ -77,18 +90,8 @@ fn int(j: &Json, field: &str) -> i64 {
 #[test]
 fn two_copies_count_and_sum_twice_one_copy_min_and_max_the_same() {
     let Some((a, _)) = two_traces() else { return };
-    let one = aggregations(&dtx(&["-q", "-x", "oformat=json", "-E", &a, "-n", PROGRAM]));
-    let two = aggregations(&dtx(&[
-        "-q",
-        "-x",
-        "oformat=json",
-        "-E",
-        &a,
-        "-E",
-        &a,
-        "-n",
-        PROGRAM,
-    ]));
+    let one = aggregations(&run(true, &[&a], PROGRAM));
+    let two = aggregations(&run(true, &[&a, &a], PROGRAM));
     assert_eq!(
         one.keys().collect::<Vec<_>>(),
         two.keys().collect::<Vec<_>>()
@@ -124,31 +127,21 @@ fn merge_of_saved_results_equals_the_merged_run() {
     let dir = tempfile::tempdir().unwrap();
     let (ja, jb) = (dir.path().join("a.json"), dir.path().join("b.json"));
     for (trace, file) in [(&a, &ja), (&b, &jb)] {
-        let doc = dtx(&["-q", "-x", "oformat=json", "-E", trace, "-n", PROGRAM]);
+        let doc = run(true, &[trace], PROGRAM);
         std::fs::write(file, doc).unwrap();
     }
     let (ja, jb) = (ja.to_str().unwrap(), jb.to_str().unwrap());
-    let merged_run = dtx(&["-q", "-E", &a, "-E", &b, "-n", PROGRAM]);
+    let merged_run = run(false, &[&a, &b], PROGRAM);
     assert!(merged_run.contains("value  ------------- Distribution -------------"));
     assert_eq!(dtx(&["--merge", ja, jb]), merged_run);
-    let merged_json = dtx(&[
-        "-q",
-        "-x",
-        "oformat=json",
-        "-E",
-        &a,
-        "-E",
-        &b,
-        "-n",
-        PROGRAM,
-    ]);
+    let merged_json = run(true, &[&a, &b], PROGRAM);
     assert_eq!(dtx(&["--merge", "-x", "oformat=json", ja, jb]), merged_json);
     // a merged result merges again: (a + b) + a is a, b, a in one run
     let ab = dir.path().join("ab.json");
     std::fs::write(&ab, &merged_json).unwrap();
     assert_eq!(
         dtx(&["--merge", ab.to_str().unwrap(), ja]),
-        dtx(&["-q", "-E", &a, "-E", &b, "-E", &a, "-n", PROGRAM])
+        run(false, &[&a, &b, &a], PROGRAM)
     );
 }
 
@@ -164,26 +157,18 @@ fn the_trace_variable_splits_by_file() {
         .into_owned();
     std::fs::copy(&a, &b).unwrap();
     let count = |t: &str| -> i64 {
-        let out = dtx(&[
-            "-q",
-            "-E",
-            t,
-            "-n",
+        let out = run(
+            false,
+            &[t],
             "sched:::on-cpu { @ = count(); } END { printa(\"%@d\\n\", @); }",
-        ]);
+        );
         out.trim().parse().unwrap()
     };
-    let doc = aggregations(&dtx(&[
-        "-q",
-        "-x",
-        "oformat=json",
-        "-E",
-        &a,
-        "-E",
-        &b,
-        "-n",
+    let doc = aggregations(&run(
+        true,
+        &[&a, &b],
         "sched:::on-cpu { @[trace] = count(); }",
-    ]));
+    ));
     let rows = &doc["_"];
     assert_eq!(rows.len(), 2, "{rows:?}");
     for t in [&a, &b] {
@@ -194,26 +179,18 @@ fn the_trace_variable_splits_by_file() {
         assert_eq!(int(&rows[&key.to_json()], "count"), count(t), "{t}");
     }
     // one trace: its name as given; trace() the action is still the action
-    let out = dtx(&[
-        "-q",
-        "-E",
-        &a,
-        "-n",
+    let out = run(
+        false,
+        &[&a],
         "BEGIN { trace(trace); trace(\"|\"); exit(0); }",
-    ]);
+    );
     assert_eq!(out, format!("{a}|\n"));
     // a trace without the probe's events gives no row
-    let doc = aggregations(&dtx(&[
-        "-q",
-        "-x",
-        "oformat=json",
-        "-E",
-        &a,
-        "-E",
-        &net,
-        "-n",
+    let doc = aggregations(&run(
+        true,
+        &[&a, &net],
         "sched:::on-cpu { @[trace] = count(); }",
-    ]));
+    ));
     assert_eq!(doc["_"].len(), 1);
 }
 
@@ -221,10 +198,7 @@ fn the_trace_variable_splits_by_file() {
 fn printed_lines_keep_file_order_and_are_labelled() {
     let Some((a, b)) = two_traces() else { return };
     // n is a global: BEGIN's value is every file's start, each file counts on its own
-    let out = dtx(&[
-        "-q", "-E", &a, "-E", &b, "-n",
-        "BEGIN { n = 100; printf(\"begin\\n\"); } tick-100ms /n < 110/ { printf(\"%d %s\\n\", ++n, trace); } END { printf(\"end %d\\n\", n); }",
-    ]);
+    let out = run(false, &[&a, &b], "BEGIN { n = 100; printf(\"begin\\n\"); } tick-100ms /n < 110/ { printf(\"%d %s\\n\", ++n, trace); } END { printf(\"end %d\\n\", n); }");
     // (dtrace ends the run with an empty line)
     let lines: Vec<&str> = out.lines().filter(|l| !l.is_empty()).collect();
     assert_eq!(lines.first(), Some(&"begin"));
@@ -264,11 +238,8 @@ fn globs_and_zip_members_name_the_same_traces() {
     }
     z.finish().unwrap();
     let prog = ":::events { @[trace] = count(); } END { printa(\"%s %@d\\n\", @); }";
-    let counts = |args: &[&str]| -> Vec<i64> {
-        let mut all = vec!["-q"];
-        all.extend_from_slice(args);
-        all.extend_from_slice(&["-n", prog]);
-        let out = dtx(&all);
+    let counts = |traces: &[&str]| -> Vec<i64> {
+        let out = run(false, traces, prog);
         let mut v: Vec<(String, i64)> = out
             .lines()
             .filter(|l| !l.is_empty())
@@ -280,17 +251,17 @@ fn globs_and_zip_members_name_the_same_traces() {
         v.sort();
         v.into_iter().map(|(_, n)| n).collect()
     };
-    let plain = counts(&["-E", &format!("{d}/1.etl"), "-E", &format!("{d}/2.etl")]);
+    let plain = counts(&[&format!("{d}/1.etl"), &format!("{d}/2.etl")]);
     assert_eq!(plain.len(), 2);
     assert!(plain.iter().all(|&n| n > 0));
-    assert_eq!(counts(&["-E", &format!("{d}/*.etl")]), plain);
-    assert_eq!(counts(&["-E", &zip_path]), plain);
+    assert_eq!(counts(&[&format!("{d}/*.etl")]), plain);
+    assert_eq!(counts(&[&zip_path]), plain);
     // the names: a glob's files as found, a zip's members as archive:member
-    let names = dtx(&["-q", "-E", &zip_path, "-n", prog]);
+    let names = run(false, &[&zip_path], prog);
     assert!(names.contains(&format!("{zip_path}:one.etl ")), "{names}");
     assert!(names.contains(&format!("{zip_path}:two.etl ")), "{names}");
     // a member glob picks some members
-    let one = dtx(&["-q", "-E", &format!("{zip_path}:t*.etl"), "-n", prog]);
+    let one = run(false, &[&format!("{zip_path}:t*.etl")], prog);
     assert_eq!(one.trim(), format!("{zip_path}:two.etl {}", plain[1]));
     // a glob that matches nothing is an error naming it
     let out = Command::new(env!("CARGO_BIN_EXE_dtx"))

@@ -227,14 +227,10 @@ fn agg_func(a: &Json) -> Result<Option<AggFunc>, String> {
     let param = |n: &str| {
         int(p.and_then(|p| p.get(n))).ok_or_else(|| format!("{f}() without its parameter {n}"))
     };
+    if let Some(simple) = AggFunc::parameterless(f) {
+        return Ok(Some(simple));
+    }
     Ok(Some(match f.as_str() {
-        "count" => AggFunc::Count,
-        "sum" => AggFunc::Sum,
-        "avg" => AggFunc::Avg,
-        "min" => AggFunc::Min,
-        "max" => AggFunc::Max,
-        "stddev" => AggFunc::Stddev,
-        "quantize" => AggFunc::Quantize,
         "lquantize" => AggFunc::Lquantize {
             base: param("base")? as i32,
             step: param("step")? as u16,

@@ -609,7 +609,7 @@ impl Engine {
         source: &mut crate::sources::etl::TraceSource,
         etw: &crate::providers::etw::EtwProbes,
     ) -> i32 {
-        self.set_trace_name(&source.name.clone());
+        self.set_trace_name(&source.name);
         self.begin(Some(source.start_unix_ns()));
         let errors = self.walk_trace(source, etw, &mut |_| true);
         for e in errors.iter().take(20) {
