@@ -28,7 +28,7 @@ use dtx::sources::etw_live::replay::ReplayControl;
 use dtx::sources::etw_live::{
     open_source, pass_to_callback, ControlStatus, OpenControl, SessionControl,
 };
-use dtx::tui::app::compile_text;
+use dtx::tui::compile::compile_text;
 use dtx::vm::VmOptions;
 
 /// One test of this file at a time: the floods keep a core busy each, and the timing bounds

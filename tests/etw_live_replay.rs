@@ -21,7 +21,7 @@ use dtx::providers::etw::EtwProbes;
 use dtx::sources::etl::TraceSource;
 use dtx::sources::etw_live::raw::LiveEvent;
 use dtx::sources::etw_live::{pass_to_callback, CallbackContext, EtwLiveSource};
-use dtx::tui::app::compile_text;
+use dtx::tui::compile::compile_text;
 use dtx::vm::VmOptions;
 
 #[derive(Clone, Default)]

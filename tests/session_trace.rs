@@ -9,7 +9,7 @@ use dtx::engine::session::{Command, RunState, Session, SessionSource, Speed, Sta
 use dtx::probes::Catalog;
 use dtx::providers::etw::EtwProbes;
 use dtx::sources::etl::TraceSource;
-use dtx::tui::app::compile_text;
+use dtx::tui::compile::compile_text;
 
 const TRACE: &str = "randomascii_slow_ppt_trace.etl.zip";
 

@@ -327,7 +327,7 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
             && !args.compile_only
             && std::io::IsTerminal::is_terminal(&std::io::stdout())
             && std::io::IsTerminal::is_terminal(&std::io::stdin()));
-    let pid_provider = crate::providers::pid::PidProvider::default();
+    let pid_provider = crate::sources::debugger::pid_provider();
     if console && many.is_some() {
         return Err("the console replays one trace; give -E once".into());
     }
@@ -575,7 +575,7 @@ fn run_programs(
         runs.push((label, std::sync::Arc::new(c.ir)));
     }
     let mut consumer = consumer;
-    consumer.symbols = Box::new(crate::symbols::UserSymbols(pid_run.provider.clone()));
+    consumer.symbols = Box::new(crate::providers::pid::UserSymbols(pid_run.provider.clone()));
     let mut engine = crate::engine::Engine::new(
         runs,
         crate::vm::VmOptions::from_options(opts),

@@ -817,7 +817,7 @@ pub fn uses_stacks(p: &crate::ir::Program) -> bool {
     use crate::ir::{ActionKind, Node};
     use crate::lang::builtins::var;
     let mut found = false;
-    crate::vm::visit_nodes(p, &mut |n| {
+    crate::ir::visit::visit_nodes(p, &mut |n| {
         found |= matches!(n, Node::Call { name, .. } if matches!(*name, "stack" | "ustack" | "jstack"))
             || matches!(n, Node::Builtin { id, .. }
                 if matches!(*id, var::STACKDEPTH | var::USTACKDEPTH | var::CALLER | var::UCALLER));

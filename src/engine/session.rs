@@ -834,7 +834,7 @@ impl Worker {
             },
         };
         if name_stacks {
-            self.symbols = Box::new(crate::symbols::UserSymbols(t.provider.clone()));
+            self.symbols = Box::new(crate::providers::pid::UserSymbols(t.provider.clone()));
         }
         let mut src = PidSource::new(process, t.provider.clone(), engine);
         src.want_ustack = stacks;

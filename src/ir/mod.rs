@@ -7,6 +7,7 @@
 //! the trees; `dtx -S` prints them ([`disasm`]).
 
 pub mod disasm;
+pub mod visit;
 
 use crate::output::printf::Format;
 use crate::probes::ProbeDesc;

@@ -178,7 +178,7 @@ fn fpid_reads_no_memory(ir: &crate::ir::Program) -> DResult<()> {
             continue;
         }
         let mut found = None;
-        crate::vm::visit_clause(
+        crate::ir::visit::visit_clause(
             c,
             &mut |n| {
                 if let crate::ir::Node::Call { name, .. } = n {

@@ -108,19 +108,6 @@ pub struct PidProvider {
     fpid: bool,
 }
 
-impl Default for PidProvider {
-    fn default() -> Self {
-        #[cfg(windows)]
-        {
-            Self::new(Box::new(crate::sources::debugger::windows::ModuleReader))
-        }
-        #[cfg(not(windows))]
-        {
-            Self::new(Box::new(ProcReader))
-        }
-    }
-}
-
 /// The pid of a `pidN` provider name: `Ok(None)` when the name is not of that shape.
 pub fn provider_pid(provider: &str) -> Result<Option<u32>, ProbeError> {
     provider_pid_of("pid", provider)
@@ -574,6 +561,33 @@ impl Provider for PidProvider {
             .filter(|p| self.owns(p))
             .map(|p| p.info.clone())
             .collect()
+    }
+}
+
+/// Names user addresses of the processes a pid run traces, from the pid provider's module
+/// lists (read again after a `dlopen`).
+pub struct UserSymbols(pub PidProvider);
+
+impl crate::agg::SymbolResolver for UserSymbols {
+    fn user(&self, pid: u32, addr: u64) -> String {
+        crate::output::stack::frame_text(addr, &self.user_lookup(pid, addr), true)
+    }
+    fn umod(&self, pid: u32, addr: u64) -> String {
+        match self
+            .0
+            .modules_of(pid)
+            .as_ref()
+            .and_then(|m| m.module_at(addr))
+        {
+            Some(m) => m.name.clone(),
+            None => format!("0x{addr:x}"),
+        }
+    }
+    fn user_lookup(&self, pid: u32, addr: u64) -> crate::output::stack::Lookup {
+        match self.0.modules_of(pid) {
+            Some(m) => m.lookup(addr),
+            None => crate::output::stack::Lookup::None,
+        }
     }
 }
 

@@ -176,33 +176,6 @@ impl ProcessModules {
     }
 }
 
-/// Names user addresses of the processes a pid run traces, from the pid provider's module
-/// lists (read again after a `dlopen`).
-pub struct UserSymbols(pub crate::providers::pid::PidProvider);
-
-impl crate::agg::SymbolResolver for UserSymbols {
-    fn user(&self, pid: u32, addr: u64) -> String {
-        crate::output::stack::frame_text(addr, &self.user_lookup(pid, addr), true)
-    }
-    fn umod(&self, pid: u32, addr: u64) -> String {
-        match self
-            .0
-            .modules_of(pid)
-            .as_ref()
-            .and_then(|m| m.module_at(addr))
-        {
-            Some(m) => m.name.clone(),
-            None => format!("0x{addr:x}"),
-        }
-    }
-    fn user_lookup(&self, pid: u32, addr: u64) -> crate::output::stack::Lookup {
-        match self.0.modules_of(pid) {
-            Some(m) => m.lookup(addr),
-            None => crate::output::stack::Lookup::None,
-        }
-    }
-}
-
 /// Several resolvers asked in turn: each address takes the first answer that names it (an
 /// unnamed address prints as `0x...`). A run with a pid target and live ETW names the
 /// target's frames from its modules and the rest from the session's images.

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
 use ratatui::layout::{Position, Rect};
 
+use super::compile::compile_for;
 use super::editor::Editor;
 use super::keys::{Action, KeyMap};
 use super::log::Log;
@@ -16,9 +17,6 @@ use super::results::Results;
 use super::theme::Theme;
 use crate::engine::session::{Command, ProgramSpec, RunState, Speed, Status, Update};
 use crate::lang::diag::Diagnostic;
-use crate::lang::options::DOptions;
-use crate::lang::types::DataModel;
-use crate::lang::{compile, CompileInput, MacroEnv, SourceKind};
 use crate::probes::Catalog;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -531,7 +529,7 @@ impl App {
                     // a click on a row selects it (rows start below the border and filter line)
                     let top = r.y + 2;
                     if m.row >= top {
-                        let first = super::ui::first_visible(
+                        let first = super::scroll::first_visible(
                             self.browser.selected,
                             r.height.saturating_sub(3) as usize,
                         );
@@ -554,56 +552,6 @@ impl App {
             Focus::Editor => self.editor.scroll_by(d),
         }
     }
-}
-
-/// Compiles a script's text for the console.
-pub fn compile_text(
-    text: &str,
-    file_name: &str,
-    catalog: &Catalog,
-) -> Result<ProgramSpec, Diagnostic> {
-    compile_for(text, file_name, catalog, 0)
-}
-
-/// [`compile_text`] with `$target` set to the session's target process.
-pub fn compile_for(
-    text: &str,
-    file_name: &str,
-    catalog: &Catalog,
-    target: u32,
-) -> Result<ProgramSpec, Diagnostic> {
-    let mut options = DOptions::new();
-    let c = compile(
-        CompileInput {
-            text,
-            kind: SourceKind::File,
-            macros: MacroEnv {
-                args: vec![file_name.to_string()],
-                defaultargs: true,
-                vars: vec![
-                    ("pid".into(), std::process::id() as u64),
-                    ("target".into(), target as u64),
-                ],
-            },
-            cpp: None,
-            file_name,
-            model: DataModel::Lp64,
-        },
-        &mut options,
-        catalog,
-    )?;
-    if c.destructive {
-        return Err(Diagnostic::new(
-            "D_ACT_DESTRUCT",
-            0,
-            "destructive actions are not allowed in the console",
-        ));
-    }
-    Ok(ProgramSpec {
-        label: file_name.to_string(),
-        program: Arc::new(c.ir),
-        options,
-    })
 }
 
 /// The `.d` files under a folder, sorted.

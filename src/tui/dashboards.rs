@@ -40,7 +40,7 @@ pub fn by_name(name: &str) -> Option<&'static str> {
 pub fn default_for(catalog: &Catalog) -> Option<(&'static str, &'static str)> {
     DASHBOARDS
         .iter()
-        .find(|(n, t)| super::app::compile_text(t, n, catalog).is_ok())
+        .find(|(n, t)| super::compile::compile_text(t, n, catalog).is_ok())
         .copied()
 }
 
@@ -65,7 +65,7 @@ fn fires(
     text: &str,
 ) -> bool {
     use crate::probes::ProbeCatalog;
-    let Ok(spec) = super::app::compile_text(text, name, catalog) else {
+    let Ok(spec) = super::compile::compile_text(text, name, catalog) else {
         return false;
     };
     spec.program
@@ -128,7 +128,7 @@ mod tests {
         assert_eq!(advice(&catalog, &counts, "top/syscalls.d"), None);
         let catalog = Catalog::with_etw(&etw);
         for (name, text) in DASHBOARDS {
-            if let Err(e) = super::super::app::compile_text(text, name, &catalog) {
+            if let Err(e) = super::super::compile::compile_text(text, name, &catalog) {
                 panic!("{name}: {e}");
             }
         }

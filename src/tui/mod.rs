@@ -4,6 +4,7 @@
 
 pub mod agg_table;
 pub mod app;
+pub mod compile;
 pub mod dashboards;
 pub mod editor;
 pub mod highlight;
@@ -12,6 +13,7 @@ pub mod log;
 pub mod panes;
 pub mod probe_tree;
 pub mod results;
+pub mod scroll;
 pub mod stack_tree;
 pub mod theme;
 pub mod ui;

@@ -454,7 +454,7 @@ mod console_edges {
             let desc = format!("{}:{}:{}:{}", p.provider, p.module, p.function, p.name);
             let body = clause_body(Some(p), &desc);
             let text = format!("{desc}\n{{\n{body}}}\n");
-            if let Err(d) = crate::tui::app::compile_text(&text, "x.d", &catalog) {
+            if let Err(d) = crate::tui::compile::compile_text(&text, "x.d", &catalog) {
                 panic!("{text}: {}", d.render(true));
             }
             bodies.insert(body);
@@ -463,6 +463,6 @@ mod console_edges {
         assert!(bodies.len() >= 6, "{bodies:?}");
         // a provider row (no single probe) counts by process and probe
         let text = format!("sched:::\n{{\n{}}}\n", clause_body(None, "sched:::"));
-        assert!(crate::tui::app::compile_text(&text, "x.d", &catalog).is_ok());
+        assert!(crate::tui::compile::compile_text(&text, "x.d", &catalog).is_ok());
     }
 }

@@ -88,15 +88,6 @@ pub fn layout(body: Rect, focus: Focus) -> PaneAreas {
     }
 }
 
-/// The first row to show so that `selected` is visible in `height` rows.
-pub fn first_visible(selected: usize, height: usize) -> usize {
-    if height == 0 {
-        return selected;
-    }
-    // the selection sits in the view's lower part when scrolling down
-    selected.saturating_sub(height - 1)
-}
-
 /// A centred rectangle of at most `w`×`h`.
 pub fn centred(area: Rect, w: u16, h: u16) -> Rect {
     let w = w.min(area.width);

@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::agg::AggregationTable;
-use crate::ir::{self, Node, Program, Stmt, ValKind};
+use crate::ir::{self, Node, Program, ValKind};
 use crate::probes::ProbeInfo;
 pub use memory::{AddressSpace, Fault, NoMemory};
 pub use record::{Datum, Record};
@@ -423,12 +423,7 @@ impl Vm {
                 }
             }
         };
-        for c in &program.clauses {
-            if let Some(p) = &c.predicate {
-                walk(p, &mut visit);
-            }
-            walk_stmts(&c.body, &mut visit);
-        }
+        crate::ir::visit::visit_nodes(&program, &mut visit);
     }
 
     /// Enables the program's clauses on a probe (called by the engine for every probe a clause's
@@ -487,110 +482,5 @@ impl Vm {
         let mut out = Vec::new();
         self.read_string(addr, mem, &mut out)?;
         Ok(out)
-    }
-}
-
-/// Calls `f` on every expression node of a program (predicates, statements, keys, arguments).
-pub fn visit_nodes(p: &Program, f: &mut impl FnMut(&Node)) {
-    for c in &p.clauses {
-        if let Some(pr) = &c.predicate {
-            walk(pr, f);
-        }
-        walk_stmts(&c.body, f);
-    }
-}
-
-/// Visits every node of one clause (predicate and body) and every action kind it has.
-pub fn visit_clause(
-    c: &crate::ir::Clause,
-    nodes: &mut impl FnMut(&Node),
-    actions: &mut impl FnMut(&crate::ir::ActionKind),
-) {
-    fn acts(body: &[Stmt], f: &mut impl FnMut(&crate::ir::ActionKind)) {
-        for s in body {
-            match s {
-                Stmt::If {
-                    then, otherwise, ..
-                } => {
-                    acts(then, f);
-                    acts(otherwise, f);
-                }
-                Stmt::Action(a) => f(&a.kind),
-                Stmt::Eval(_) => {}
-            }
-        }
-    }
-    if let Some(pr) = &c.predicate {
-        walk(pr, nodes);
-    }
-    walk_stmts(&c.body, nodes);
-    acts(&c.body, actions);
-}
-
-fn walk(n: &Node, f: &mut impl FnMut(&Node)) {
-    f(n);
-    match n {
-        Node::Args { index: a, .. }
-        | Node::Uregs(a)
-        | Node::Load { addr: a, .. }
-        | Node::Bitfield { addr: a, .. }
-        | Node::Neg(a)
-        | Node::BitNot(a)
-        | Node::Not(a)
-        | Node::Cast { value: a, .. }
-        | Node::Stringof(a) => walk(a, f),
-        Node::Binary { a, b, .. }
-        | Node::Compare { a, b, .. }
-        | Node::LogAnd(a, b)
-        | Node::LogOr(a, b)
-        | Node::LogXor(a, b)
-        | Node::Seq(a, b) => {
-            walk(a, f);
-            walk(b, f);
-        }
-        Node::Ternary(a, b, c) => {
-            walk(a, f);
-            walk(b, f);
-            walk(c, f);
-        }
-        Node::Array { keys, .. } => keys.iter().for_each(|k| walk(k, f)),
-        Node::Call { args, .. } => args.iter().for_each(|k| walk(k, f)),
-        Node::Assign { target, value } => {
-            walk_lvalue(target, f);
-            walk(value, f);
-        }
-        Node::IncDec { target, .. } | Node::AddrOf(target) => walk_lvalue(target, f),
-        Node::Build { fields, .. } => fields.iter().for_each(|x| walk(&x.value, f)),
-        _ => {}
-    }
-}
-
-fn walk_lvalue(l: &ir::LValue, f: &mut impl FnMut(&Node)) {
-    match l {
-        ir::LValue::Array { keys, .. } => keys.iter().for_each(|k| walk(k, f)),
-        ir::LValue::Mem { addr, .. } | ir::LValue::Bitfield { addr, .. } => walk(addr, f),
-        ir::LValue::Uregs(n) | ir::LValue::Value(n) => walk(n, f),
-        ir::LValue::Var { .. } => {}
-    }
-}
-
-fn walk_stmts(body: &[Stmt], f: &mut impl FnMut(&Node)) {
-    for s in body {
-        match s {
-            Stmt::Eval(n) => walk(n, f),
-            Stmt::If {
-                cond,
-                then,
-                otherwise,
-            } => {
-                walk(cond, f);
-                walk_stmts(then, f);
-                walk_stmts(otherwise, f);
-            }
-            Stmt::Action(a) => {
-                a.keys.iter().for_each(|k| walk(k, f));
-                a.args.iter().for_each(|k| walk(k, f));
-            }
-        }
     }
 }

@@ -22,6 +22,20 @@ use crate::symbols::decode::Emulation;
 use crate::symbols::ProcessModules;
 use crate::vm::{AddressSpace, Fault, FiringCtx};
 
+/// The `pid` provider with this platform's module reader: on Windows the debugger loop's
+/// module list (or the loader's, read with psapi), elsewhere `/proc/PID/maps`. The provider
+/// itself knows only the [`crate::providers::pid::ProcessReader`] trait.
+pub fn pid_provider() -> PidProvider {
+    #[cfg(windows)]
+    {
+        PidProvider::new(Box::new(windows::ModuleReader))
+    }
+    #[cfg(not(windows))]
+    {
+        PidProvider::new(Box::new(crate::providers::pid::ProcReader))
+    }
+}
+
 /// x86-64 registers of a stopped thread. `gpr` is in [`crate::symbols::decode::GPR_ORDER`]:
 /// rax rcx rdx rbx rsp rbp rsi rdi r8..r15.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -332,7 +346,7 @@ pub fn stopped_target_needed(engine: &Engine, pid: u32) -> Option<String> {
                     *why = Some(w.to_string());
                 }
             };
-            crate::vm::visit_clause(
+            crate::ir::visit::visit_clause(
                 c,
                 &mut |n| {
                     let w = match n {
@@ -453,7 +467,7 @@ impl PidSource {
                 .iter()
                 .map(|r| {
                     let mut used = 0;
-                    crate::vm::visit_nodes(&r.vm.program, &mut |n| match n {
+                    crate::ir::visit::visit_nodes(&r.vm.program, &mut |n| match n {
                         crate::ir::Node::Arg(i) => used = used.max(*i as usize + 1),
                         crate::ir::Node::Args { .. } => used = 10,
                         _ => {}

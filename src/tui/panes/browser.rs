@@ -9,7 +9,7 @@ use ratatui::Frame;
 
 use super::{fit, frame, human, title};
 use crate::tui::app::{App, Focus};
-use crate::tui::ui::first_visible;
+use crate::tui::scroll::first_visible;
 
 pub fn draw(f: &mut Frame, area: Rect, app: &App) {
     let t = &app.theme;

@@ -11,7 +11,8 @@ use ratatui::Frame;
 use super::{fit, frame};
 use crate::tui::app::App;
 use crate::tui::keys::ACTIONS;
-use crate::tui::ui::{centred, clear, first_visible};
+use crate::tui::scroll::first_visible;
+use crate::tui::ui::{centred, clear};
 
 /// Keys that belong to one pane, for the help.
 pub const PANE_KEYS: &[(&str, &str, &str)] = &[

@@ -13,9 +13,9 @@ use crate::agg::AggValue;
 use crate::engine::snapshot::AggView;
 use crate::tui::agg_table::{AggTable, SortBy};
 use crate::tui::app::{App, Focus};
+use crate::tui::scroll::first_visible;
 use crate::tui::stack_tree::StackTree;
 use crate::tui::theme::Theme;
-use crate::tui::ui::first_visible;
 
 const SPARK: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
 
