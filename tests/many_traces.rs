@@ -271,3 +271,45 @@ fn globs_and_zip_members_name_the_same_traces() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no file matches"));
 }
+
+#[test]
+fn exit_in_one_trace_ends_that_trace_only() {
+    let Some((a, _)) = two_traces() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let b = dir
+        .path()
+        .join("copy.etl.zip")
+        .to_string_lossy()
+        .into_owned();
+    std::fs::copy(&a, &b).unwrap();
+    let prog = format!(
+        "sched:::on-cpu {{ @[trace] = count(); }} tick-1s /trace == \"{a}\"/ {{ exit(3); }} \
+         END {{ printa(\"%s %@d\\n\", @); }}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_dtx"))
+        .args(["-q", "-E", &a, "-E", &b, "-n", &prog])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "the status of the trace's exit()"
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let count = |t: &str| -> i64 {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("{t} ")))
+            .unwrap();
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    let whole = run(
+        false,
+        &[&a],
+        "sched:::on-cpu { @ = count(); } END { printa(\"%@d\\n\", @); }",
+    );
+    let whole: i64 = whole.trim().parse().unwrap();
+    // a stopped after its first second, the copy went to its end
+    assert!(count(&a) > 0 && count(&a) < whole, "{text}");
+    assert_eq!(count(&b), whole);
+}
