@@ -155,6 +155,31 @@ impl Func {
     }
 }
 
+impl Func {
+    /// Folds another entry's words `src` into `d`, as dtrace's consumer folds the per-CPU
+    /// buffers of one aggregation (`dt_aggregate_snap_cpu`: `dtagd_aggregate` per function):
+    /// counts, sums and buckets add, min and max keep the extreme, avg and stddev add their
+    /// count, sum (and 128-bit sum of squares).
+    pub(crate) fn merge(&self, d: &mut [i64], src: &[i64]) {
+        match self {
+            Func::Min => d[0] = d[0].min(src[0]),
+            Func::Max => d[0] = d[0].max(src[0]),
+            Func::Stddev => {
+                d[0] = d[0].wrapping_add(src[0]);
+                d[1] = d[1].wrapping_add(src[1]);
+                let sq = get_u128(d[2], d[3]).wrapping_add(get_u128(src[2], src[3]));
+                d[2] = sq as u64 as i64;
+                d[3] = (sq >> 64) as u64 as i64;
+            }
+            _ => {
+                for (a, b) in d.iter_mut().zip(src) {
+                    *a = a.wrapping_add(*b);
+                }
+            }
+        }
+    }
+}
+
 fn get_u128(lo: i64, hi: i64) -> u128 {
     (lo as u64 as u128) | ((hi as u64 as u128) << 64)
 }

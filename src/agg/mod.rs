@@ -483,6 +483,68 @@ impl AggregationTable {
         Ok(())
     }
 
+    /// Folds every entry of `other` (a table of the same program, e.g. the one an engine over
+    /// another trace filled) into this one, as dtrace folds per-CPU aggregation buffers: a key
+    /// new here is added with `other`'s value, a key present on both sides combines (see
+    /// [`Func::merge`]). Aggregations are matched by position; a pair whose functions differ
+    /// (not the same program) is skipped. `aggsize` does not apply: the entries exist already.
+    pub fn merge_from(&mut self, other: &AggregationTable) {
+        for (a, b) in self.aggs.iter_mut().zip(&other.aggs) {
+            if a.func != b.func {
+                continue;
+            }
+            for i in 0..b.len() {
+                let k = b.key(i);
+                let h = hash_key(k);
+                let j = match a.find(k, h) {
+                    Some(j) => j,
+                    None => match a.insert(k, h) {
+                        Some(j) => j,
+                        None => continue,
+                    },
+                };
+                let s = a.stride;
+                let func = a.func;
+                func.merge(&mut a.data[j * s..(j + 1) * s], b.data(i));
+            }
+        }
+    }
+
+    /// Data words per entry of an aggregation (1 for count, 2 for avg, the buckets of a
+    /// quantization...): the layout [`AggregationTable::merge_words`] takes.
+    pub fn stride(&self, agg: u32) -> usize {
+        self.aggs.get(agg as usize).map_or(0, |a| a.stride)
+    }
+
+    /// Folds one entry's data words (a saved result read back) into the entry of `key`, as
+    /// [`AggregationTable::merge_from`] folds a whole table. `words` has [`Self::stride`]
+    /// words in the function's layout.
+    pub fn merge_words(
+        &mut self,
+        agg: u32,
+        key: &[KeyValue],
+        words: &[i64],
+    ) -> Result<(), AggError> {
+        let a = self
+            .aggs
+            .get_mut(agg as usize)
+            .ok_or(AggError::NoSuchAgg(agg))?;
+        if words.len() != a.stride {
+            return Err(AggError::NoSuchAgg(agg));
+        }
+        let mut k = Vec::new();
+        key::encode(key, &mut k);
+        let h = hash_key(&k);
+        let i = match a.find(&k, h) {
+            Some(i) => i,
+            None => a.insert(&k, h).ok_or(AggError::Drop)?,
+        };
+        let s = a.stride;
+        let func = a.func;
+        func.merge(&mut a.data[i * s..(i + 1) * s], words);
+        Ok(())
+    }
+
     /// clear(): values to zero, keys kept.
     pub fn clear(&mut self, agg: u32) {
         if let Some(a) = self.aggs.get_mut(agg as usize) {

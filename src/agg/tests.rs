@@ -757,3 +757,77 @@ fn memory_million_keys() {
     t.print_default(0, &SortOptions::default(), &NoSymbols, &mut out);
     assert_eq!(out.len(), 1 + 1_000_000 * 27);
 }
+
+/// Folding one table into another gives what one table fed with both sets of updates holds,
+/// for every aggregating function (dtrace's per-CPU merge).
+#[test]
+fn merge_equals_one_table_of_both_halves() {
+    let funcs = [
+        ("c", AggFunc::Count),
+        ("s", AggFunc::Sum),
+        ("a", AggFunc::Avg),
+        ("mn", AggFunc::Min),
+        ("mx", AggFunc::Max),
+        ("sd", AggFunc::Stddev),
+        ("q", AggFunc::Quantize),
+        ("l", lq(0, 10, 100)),
+        (
+            "ll",
+            AggFunc::Llquantize {
+                factor: 10,
+                low: 0,
+                high: 3,
+                nsteps: 10,
+            },
+        ),
+    ];
+    let d = defs(&funcs);
+    let (mut left, mut right, mut both) = (
+        AggregationTable::new(&d),
+        AggregationTable::new(&d),
+        AggregationTable::new(&d),
+    );
+    let first: Vec<i64> = (0..50).map(|i| i * 37 % 211 - 40).collect();
+    let second: Vec<i64> = (0..70).map(|i| i * 53 % 997 - 3).collect();
+    for (table, values) in [(&mut left, &first), (&mut right, &second)] {
+        for (n, &v) in values.iter().enumerate() {
+            let key = [s(if n % 3 == 0 { "x" } else { "y" }), int(n as i64 % 5)];
+            for agg in 0..funcs.len() as u32 {
+                table.update(agg, &key, &[v]).unwrap();
+                both.update(agg, &key, &[v]).unwrap();
+            }
+        }
+    }
+    // a key only the right side has
+    right.update(0, &[s("z"), int(9)], &[1]).unwrap();
+    both.update(0, &[s("z"), int(9)], &[1]).unwrap();
+    left.merge_from(&right);
+    let sorted = |t: &AggregationTable, agg: u32| {
+        let mut v: Vec<String> = t.snapshot(agg).iter().map(|e| format!("{e:?}")).collect();
+        v.sort();
+        v
+    };
+    for agg in 0..funcs.len() as u32 {
+        assert_eq!(
+            sorted(&left, agg),
+            sorted(&both, agg),
+            "{}",
+            funcs[agg as usize].0
+        );
+    }
+    // and twice one table is every count and sum doubled, min and max the same
+    let mut twice = AggregationTable::new(&d);
+    twice.merge_from(&both);
+    twice.merge_from(&both);
+    for (k, v) in twice.snapshot(0) {
+        let one = both
+            .snapshot(0)
+            .into_iter()
+            .find(|(k1, _)| *k1 == k)
+            .unwrap()
+            .1;
+        assert_eq!(v.scalar(), 2 * one.scalar());
+    }
+    assert_eq!(sorted(&twice, 3), sorted(&both, 3));
+    assert_eq!(sorted(&twice, 4), sorted(&both, 4));
+}

@@ -132,8 +132,12 @@ pub struct Args {
     pub cpphdrs: bool,
     /// `-X a|c|s|t`: ISO C conformance mode for the preprocessor (last one).
     pub stdc: Option<String>,
-    /// `-E file`: trace this .etl file if it exists, else trace live and log to it.
+    /// `-E file`: trace this .etl file if it exists, else trace live and log to it. The first
+    /// `-E` when several are given.
     pub etl: Option<PathBuf>,
+    /// Every `-E`, in order: several files, globs and zip archives make a many-trace run
+    /// (docs/many-traces.md).
+    pub etl_files: Vec<PathBuf>,
     /// `-g`: enable all ETW probes in real time while logging to a file.
     pub etw_all: bool,
     /// `-g` together with `-E` (`-gE file`).
@@ -617,7 +621,11 @@ fn with_arg(out: &mut Args, prog: &str, c: char, optarg: OsString) -> Result<(),
             out.defines.push(split_eq(&text));
             setopt(out, "define", Some(text.clone()), format!("-D {}", text));
         }
-        'E' => out.etl = Some(PathBuf::from(optarg)),
+        'E' => {
+            let path = PathBuf::from(optarg);
+            out.etl.get_or_insert_with(|| path.clone());
+            out.etl_files.push(path);
+        }
         'f' => out.programs.push(probe(ProbeSpecKind::Function)),
         'i' => out.programs.push(probe(ProbeSpecKind::Id)),
         'm' => out.programs.push(probe(ProbeSpecKind::Module)),
@@ -860,6 +868,12 @@ mod tests {
         let a = ok(&["-gE", "trace.etl", "-n", "BEGIN"]);
         assert!(a.etw_all && a.etl_process_all);
         assert_eq!(a.etl, Some(PathBuf::from("trace.etl")));
+        let a = ok(&["-E", "a.etl", "-E", "runs/*.etl", "-n", "BEGIN"]);
+        assert_eq!(a.etl, Some(PathBuf::from("a.etl")));
+        assert_eq!(
+            a.etl_files,
+            [PathBuf::from("a.etl"), PathBuf::from("runs/*.etl")]
+        );
         let a = ok(&["-E", "trace.etl"]);
         assert!(!a.etl_process_all);
         let a = ok(&["-g"]);

@@ -3,11 +3,13 @@
 pub mod args;
 mod enabling;
 mod listing;
+mod merge;
 mod target;
+mod traces;
 
 use std::ffi::OsString;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::lang::cpp::CppOptions;
 use crate::lang::options::{cmdline_error_message, DOptions};
@@ -50,6 +52,14 @@ pub fn main(argv: Vec<OsString>) -> i32 {
     if argv.len() == 2 && argv[1] == "--version" {
         println!("{}", args::package_version_text(prog));
         return EXIT_OK;
+    }
+    // `--merge a.json b.json ...`: the reduce step over saved aggregation results
+    if argv.get(1).is_some_and(|a| a == "--merge") {
+        let rest: Vec<String> = argv[2..]
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        return merge::main(prog, &rest);
     }
     let args = match args::parse(&argv) {
         Ok(a) => a,
@@ -231,7 +241,35 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
     let mut opts = options_from(prog, args)?;
     // a recorded trace: its providers join the catalog
     let mut etw = crate::providers::etw::EtwProbes::new();
-    let trace = match &args.etl {
+    // several traces (files, globs, zip members): each on its own engine, merged
+    let expanded = match args.etl_files.len() {
+        0 => Vec::new(),
+        _ => traces::expand(&args.etl_files)?,
+    };
+    let single = match expanded.as_slice() {
+        [one] => Some(PathBuf::from(one)),
+        _ => None,
+    };
+    let many = if expanded.len() > 1 {
+        let threads = crate::engine::many::pool_size(expanded.len());
+        let (union, scanned) = crate::engine::many::scan_providers(&expanded, threads)?;
+        etw = union;
+        if let Some(c) = crate::etw::catalog::load_cached(false) {
+            for p in &c.providers {
+                etw.add_provider(p);
+            }
+        }
+        Some(ManyRun {
+            traces: expanded,
+            scanned,
+            etw: etw.clone(),
+            threads,
+        })
+    } else {
+        None
+    };
+    let trace = match &single {
+        _ if many.is_some() => None,
         Some(path) if Path::new(path).exists() || path.to_string_lossy().contains(".zip:") => {
             let mut src = crate::sources::etl::TraceSource::open(&path.to_string_lossy())
                 .map_err(|e| e.to_string())?;
@@ -263,7 +301,7 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
     // live ETW: the user providers resolved through the system's provider catalog (cached
     // next to the executable), every provider of it for -l
     #[cfg(windows)]
-    let live_etw = if trace.is_none() {
+    let live_etw = if trace.is_none() && many.is_none() {
         crate::sources::etw_live::windows::live_etw(
             &args.programs,
             args.etl.clone(),
@@ -272,7 +310,7 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
     } else {
         crate::sources::etw_live::LiveEtw::default()
     };
-    let mut catalog = if trace.is_some() {
+    let mut catalog = if trace.is_some() || many.is_some() {
         Catalog::with_etw(&etw)
     } else if cfg!(windows) {
         // live ETW: the kernel providers and the user providers the programs name
@@ -290,8 +328,14 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
             && std::io::IsTerminal::is_terminal(&std::io::stdout())
             && std::io::IsTerminal::is_terminal(&std::io::stdin()));
     let pid_provider = crate::sources::debugger::pid_provider();
+    if console && many.is_some() {
+        return Err("the console replays one trace; give -E once".into());
+    }
+    if many.is_some() && (!args.command.is_empty() || !args.pids.is_empty()) {
+        return Err("a trace replay (-E) cannot trace a process (-c/-p)".into());
+    }
     if console {
-        let source = match (&args.etl, trace) {
+        let source = match (&single, trace) {
             (Some(path), Some((_, etw))) => crate::engine::session::SessionSource::Trace {
                 path: path.to_string_lossy().into_owned(),
                 etw: std::sync::Arc::new(etw),
@@ -424,6 +468,7 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
         target,
         provider: pid_provider,
         live_etw: None,
+        many,
     };
     #[cfg(windows)]
     let pid_run = PidRun {
@@ -442,6 +487,18 @@ struct PidRun {
     /// Windows: the ETW providers of a live run and the file to log to.
     #[cfg_attr(not(windows), allow(dead_code))]
     live_etw: Option<crate::sources::etw_live::LiveEtw>,
+    /// Several traces, run each on its own engine and merged.
+    many: Option<ManyRun>,
+}
+
+/// The traces of a many-trace run (`-E` given several files, a glob or a zip of several).
+struct ManyRun {
+    traces: Vec<String>,
+    /// What the scan learnt of each trace.
+    scanned: Vec<std::sync::Mutex<crate::engine::many::ScannedTrace>>,
+    /// The union of their providers.
+    etw: crate::providers::etw::EtwProbes,
+    threads: usize,
 }
 
 /// Opens the console (`--tui`, or no program on a terminal) with the command line's program.
@@ -502,7 +559,8 @@ fn run_programs(
     use crate::output::messages;
     let copts = ConsumerOptions::from_options(opts, prog, args.quiet, args.flow);
     let quiet = copts.quiet;
-    let consumer = Consumer::new(out, copts);
+    let shared = crate::output::labelled::SharedOutput::new(out);
+    let consumer = Consumer::new(Box::new(shared.clone()), copts.clone());
     let compiled_uses_stacks = compiled.iter().any(|c| crate::engine::uses_stacks(&c.ir));
     let mut runs = Vec::new();
     for (p, c) in programs.iter().zip(compiled) {
@@ -561,6 +619,26 @@ fn run_programs(
     }
     if opts.is_set("statusrate") {
         engine.statusrate = Some(opts.statusrate());
+    }
+    if let Some(many) = pid_run.many {
+        let programs = engine
+            .runs
+            .iter()
+            .map(|r| (r.label.clone(), r.vm.program.clone()))
+            .collect();
+        let run = crate::engine::many::ManyTraces {
+            traces: &many.traces,
+            programs,
+            vm_opts: crate::vm::VmOptions::from_options(opts),
+            catalog,
+            etw: &many.etw,
+            scanned: many.scanned,
+            consumer: copts,
+            out: shared,
+            stacks: compiled_uses_stacks,
+            threads: many.threads,
+        };
+        return Ok(crate::engine::many::run(&mut engine, &run));
     }
     match trace {
         Some((mut src, etw)) => {

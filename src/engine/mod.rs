@@ -4,6 +4,7 @@
 
 pub mod clock;
 pub mod consumer;
+pub mod many;
 pub mod session;
 pub mod snapshot;
 pub mod standalone;
@@ -59,6 +60,8 @@ pub struct Engine {
     firings: u64,
     /// Bumped each time the programs are replaced.
     generation: u64,
+    /// The name of the trace that drives the run (the `trace` variable), empty when none.
+    trace_name: Vec<u8>,
 }
 
 impl Engine {
@@ -93,6 +96,7 @@ impl Engine {
             sampler: Default::default(),
             firings: 0,
             generation: 0,
+            trace_name: Vec::new(),
         };
         engine.enable(programs, vm_opts, catalog);
         engine
@@ -212,6 +216,11 @@ impl Engine {
         self.fire_synthetic(BEGIN_ID);
     }
 
+    /// Names the trace that drives the run: what the `trace` variable reads from now on.
+    pub fn set_trace_name(&mut self, name: &str) {
+        self.trace_name = name.as_bytes().to_vec();
+    }
+
     /// Probe firings run so far (each firing of each enabled program counts once).
     pub fn firings(&self) -> u64 {
         self.firings
@@ -256,7 +265,9 @@ impl Engine {
             None => (self.clock.now_ns(), self.clock.wall_ns()),
         };
         let execname = self.execname.clone();
+        let trace = self.trace_name.clone();
         let mut cx = FiringCtx::synthetic(&p, ts, wall, &execname);
+        cx.trace = &trace;
         if p.provider == "profile" {
             // the interrupted program counter: dtx's own code, in user mode
             cx.args[1] = user_pc();
@@ -349,14 +360,32 @@ impl Engine {
     /// and `profile-N` fires from the trace's samples.
     pub fn begin(&mut self, trace: Option<u64>) {
         if let Some(wall_start) = trace {
-            self.profile_from_samples();
-            for t in &mut self.timers {
-                t.next = t.interval;
-            }
-            self.trace_time = Some(0);
-            self.trace_wall_start = wall_start;
+            self.start_trace(wall_start);
         }
         self.fire_synthetic(BEGIN_ID);
+    }
+
+    /// Puts the engine on trace time, for a trace that started at `wall_start` (ns since
+    /// 1970), without firing BEGIN: what [`Engine::begin`] does first, and what the engine of
+    /// one file of a many-trace run does (BEGIN ran once, before every file).
+    pub fn start_trace(&mut self, wall_start: u64) {
+        self.profile_from_samples();
+        for t in &mut self.timers {
+            t.next = t.interval;
+        }
+        self.trace_time = Some(0);
+        self.trace_wall_start = wall_start;
+    }
+
+    /// Shares another engine's interrupt flag: Ctrl-C then ends both.
+    pub fn set_interrupt_flag(&mut self, flag: Arc<AtomicBool>) {
+        self.interrupted = flag;
+    }
+
+    /// Sets the exit status as an `exit()` would, without stopping anything: the status of a
+    /// many-trace run whose files called `exit()`. END may still set another.
+    pub fn set_exit_status(&mut self, code: i32) {
+        self.exit = Some(code);
     }
 
     /// Trace time: fires every `tick-N`/`profile-N` due at or before `t` (ns since the trace
@@ -580,6 +609,7 @@ impl Engine {
         source: &mut crate::sources::etl::TraceSource,
         etw: &crate::providers::etw::EtwProbes,
     ) -> i32 {
+        self.set_trace_name(&source.name);
         self.begin(Some(source.start_unix_ns()));
         let errors = self.walk_trace(source, etw, &mut |_| true);
         for e in errors.iter().take(20) {
@@ -691,6 +721,7 @@ impl Engine {
             consumer,
             exit,
             firings: fired,
+            trace_name,
             ..
         } = &mut *self;
         for f in firings.iter() {
@@ -729,6 +760,7 @@ impl Engine {
             cx.proc_start = proc_start;
             cx.tname = state.thread_name(f.tid).as_bytes();
             cx.memory = &mem;
+            cx.trace = trace_name;
             if stacks.0.is_some() {
                 stacks.stack_of(ev, f.tid, dec.u64("InstructionPointer"), kstack, ustack);
                 cx.stack = kstack;

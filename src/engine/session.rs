@@ -608,6 +608,7 @@ impl Worker {
         self.status.events = 0;
         self.status.position = Some((0, length));
         let mut rates = Rates::new();
+        engine.set_trace_name(&src.name);
         engine.begin(Some(src.start_unix_ns()));
         let mut last = Instant::now();
         // pacing: trace time `anchor.1` was reached at wall time `anchor.0`

@@ -241,6 +241,24 @@ pub enum AggFunc {
     },
 }
 
+impl AggFunc {
+    /// The aggregating function of this name that takes no parameters (`count`, `sum`, `avg`,
+    /// `min`, `max`, `stddev`, `quantize`); `None` for `lquantize`, `llquantize` and unknown
+    /// names.
+    pub fn parameterless(name: &str) -> Option<AggFunc> {
+        Some(match name {
+            "count" => AggFunc::Count,
+            "sum" => AggFunc::Sum,
+            "avg" => AggFunc::Avg,
+            "min" => AggFunc::Min,
+            "max" => AggFunc::Max,
+            "stddev" => AggFunc::Stddev,
+            "quantize" => AggFunc::Quantize,
+            _ => return None,
+        })
+    }
+}
+
 /// What an action records or does.
 #[derive(Clone, Debug)]
 pub enum ActionKind {

@@ -209,6 +209,8 @@ pub mod var {
     pub const ETWWALLTIMESTAMP: u32 = 0x0130;
     /// Windows port: ETW timestamp of the event.
     pub const ETWTIMESTAMP: u32 = 0x0131;
+    /// dtx: the trace a firing came from (`-E` file name, or `archive.zip:member.etl`).
+    pub const TRACE: u32 = 0x0140;
     /// Current CPU (non-illumos builds).
     pub const CPU: u32 = 0x0200;
 }
@@ -736,6 +738,20 @@ pub const BUILTINS: &[Builtin] = &[
     sub("wstrlen", subr::WSTRLEN, "size_t(const wchar_t *)", "1.0").with_origin(Origin::Windows),
     scalar("zonename", var::ZONENAME, "string", "1.0").with_origin(Origin::Illumos),
 ];
+
+/// `trace` as a variable: the name of the trace the firing came from (see
+/// [`variable`]). Not in [`BUILTINS`], where `trace` is the action.
+static TRACE_VARIABLE: Builtin =
+    scalar("trace", var::TRACE, "string", "1.0").with_origin(Origin::Dtx);
+
+/// A built-in variable that shares its name with a function, looked up where a name is read as
+/// a variable (an identifier not called). Only `trace`: D's `trace()` action is a function, and
+/// dtrace refuses it there (`trace( ) may not be used without calling it`), so a bare `trace`
+/// means nothing in any D program that compiles and dtx gives it the trace's name
+/// (docs/many-traces.md). A call `trace(x)` stays the action.
+pub fn variable(name: &str) -> Option<&'static Builtin> {
+    (name == "trace").then_some(&TRACE_VARIABLE)
+}
 
 /// Looks a built-in up by name (binary search over [`BUILTINS`]).
 pub fn lookup(name: &str) -> Option<&'static Builtin> {

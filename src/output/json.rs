@@ -241,6 +241,203 @@ fn write_xml(name: &str, v: &Json, level: Option<usize>, out: &mut String) {
     }
 }
 
+/// Reads JSON text into a [`Json`] tree (what `dtx --merge` reads back from saved results).
+/// Integers stay exact: `Int` when they fit 64 signed bits, `UInt` above; numbers with a
+/// fraction or an exponent are `Float`. Errors name the byte offset.
+pub fn parse(text: &str) -> Result<Json, String> {
+    let mut p = Parser {
+        s: text.as_bytes(),
+        at: 0,
+        depth: 0,
+    };
+    let v = p.value()?;
+    p.space();
+    if p.at != p.s.len() {
+        return Err(p.error("text after the JSON value"));
+    }
+    Ok(v)
+}
+
+/// A recursive-descent reader over the bytes of one JSON text (RFC 8259).
+struct Parser<'a> {
+    s: &'a [u8],
+    at: usize,
+    depth: usize,
+}
+
+impl Parser<'_> {
+    fn error(&self, what: &str) -> String {
+        format!("invalid JSON at byte {}: {what}", self.at)
+    }
+
+    fn space(&mut self) {
+        while self.s.get(self.at).is_some_and(|c| c.is_ascii_whitespace()) {
+            self.at += 1;
+        }
+    }
+
+    fn eat(&mut self, c: u8) -> bool {
+        self.space();
+        if self.s.get(self.at) == Some(&c) {
+            self.at += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn word(&mut self, w: &str, v: Json) -> Result<Json, String> {
+        if self.s[self.at..].starts_with(w.as_bytes()) {
+            self.at += w.len();
+            Ok(v)
+        } else {
+            Err(self.error("unknown word"))
+        }
+    }
+
+    fn value(&mut self) -> Result<Json, String> {
+        self.space();
+        if self.depth > 256 {
+            return Err(self.error("nested too deeply"));
+        }
+        match self.s.get(self.at) {
+            None => Err(self.error("unexpected end")),
+            Some(b'{') => {
+                self.at += 1;
+                self.depth += 1;
+                let mut members = Vec::new();
+                if !self.eat(b'}') {
+                    loop {
+                        self.space();
+                        let k = self.string()?;
+                        if !self.eat(b':') {
+                            return Err(self.error("':' expected"));
+                        }
+                        members.push((k, self.value()?));
+                        if self.eat(b'}') {
+                            break;
+                        }
+                        if !self.eat(b',') {
+                            return Err(self.error("',' or '}' expected"));
+                        }
+                    }
+                }
+                self.depth -= 1;
+                Ok(Json::Object(members))
+            }
+            Some(b'[') => {
+                self.at += 1;
+                self.depth += 1;
+                let mut items = Vec::new();
+                if !self.eat(b']') {
+                    loop {
+                        items.push(self.value()?);
+                        if self.eat(b']') {
+                            break;
+                        }
+                        if !self.eat(b',') {
+                            return Err(self.error("',' or ']' expected"));
+                        }
+                    }
+                }
+                self.depth -= 1;
+                Ok(Json::Array(items))
+            }
+            Some(b'"') => Ok(Json::Str(self.string()?)),
+            Some(b't') => self.word("true", Json::Bool(true)),
+            Some(b'f') => self.word("false", Json::Bool(false)),
+            Some(b'n') => self.word("null", Json::Null),
+            Some(_) => self.number(),
+        }
+    }
+
+    fn number(&mut self) -> Result<Json, String> {
+        let start = self.at;
+        while self
+            .s
+            .get(self.at)
+            .is_some_and(|c| c.is_ascii_digit() || matches!(c, b'-' | b'+' | b'.' | b'e' | b'E'))
+        {
+            self.at += 1;
+        }
+        let t = std::str::from_utf8(&self.s[start..self.at]).unwrap_or("");
+        if t.is_empty() {
+            return Err(self.error("a value expected"));
+        }
+        if let Ok(i) = t.parse::<i64>() {
+            return Ok(Json::Int(i));
+        }
+        if let Ok(u) = t.parse::<u64>() {
+            return Ok(Json::UInt(u));
+        }
+        t.parse::<f64>()
+            .map(Json::Float)
+            .map_err(|_| self.error("not a number"))
+    }
+
+    fn hex4(&mut self) -> Result<u32, String> {
+        let h = self
+            .s
+            .get(self.at..self.at + 4)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u32::from_str_radix(h, 16).ok())
+            .ok_or_else(|| self.error("four hex digits expected after \\u"))?;
+        self.at += 4;
+        Ok(h)
+    }
+
+    fn string(&mut self) -> Result<String, String> {
+        if self.s.get(self.at) != Some(&b'"') {
+            return Err(self.error("a string expected"));
+        }
+        self.at += 1;
+        let mut out = Vec::new();
+        loop {
+            let Some(&c) = self.s.get(self.at) else {
+                return Err(self.error("unterminated string"));
+            };
+            self.at += 1;
+            match c {
+                b'"' => break,
+                b'\\' => {
+                    let Some(&e) = self.s.get(self.at) else {
+                        return Err(self.error("unterminated string"));
+                    };
+                    self.at += 1;
+                    let ch = match e {
+                        b'"' => '"',
+                        b'\\' => '\\',
+                        b'/' => '/',
+                        b'b' => '\u{8}',
+                        b'f' => '\u{c}',
+                        b'n' => '\n',
+                        b'r' => '\r',
+                        b't' => '\t',
+                        b'u' => {
+                            let hi = self.hex4()?;
+                            let code = if (0xd800..0xdc00).contains(&hi)
+                                && self.s[self.at..].starts_with(b"\\u")
+                            {
+                                self.at += 2;
+                                let lo = self.hex4()?;
+                                0x10000 + ((hi - 0xd800) << 10) + (lo.wrapping_sub(0xdc00) & 0x3ff)
+                            } else {
+                                hi
+                            };
+                            char::from_u32(code).unwrap_or('\u{fffd}')
+                        }
+                        _ => return Err(self.error("unknown escape")),
+                    };
+                    let mut b = [0; 4];
+                    out.extend_from_slice(ch.encode_utf8(&mut b).as_bytes());
+                }
+                _ => out.push(c),
+            }
+        }
+        String::from_utf8(out).map_err(|_| self.error("a string that is not UTF-8"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -280,5 +477,34 @@ mod tests {
             "<dtrace><msg>&lt;a &amp; b&gt;</msg><probes><id>1</id></probes>\
              <probes><id>2</id></probes><module/></dtrace>"
         );
+    }
+
+    #[test]
+    fn parse_reads_back_what_to_json_writes() {
+        let v = Json::object([
+            ("a", Json::Int(-3)),
+            ("b", Json::UInt(u64::MAX)),
+            (
+                "c",
+                Json::Array(vec![Json::Bool(true), Json::Null, Json::Float(1.5)]),
+            ),
+            ("d", Json::str("q\"\\\n\u{1}é")),
+            ("e", Json::object::<&str>([])),
+        ]);
+        assert_eq!(parse(&v.to_json()).unwrap(), v);
+        assert_eq!(parse(&v.to_json_pretty()).unwrap(), v);
+        assert_eq!(parse("\"\\ud83d\\ude00\"").unwrap(), Json::str("😀"));
+        for bad in [
+            "",
+            "{",
+            "[1,]",
+            "{\"a\" 1}",
+            "tru",
+            "\"x",
+            "1 2",
+            "[\"\\q\"]",
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -4,6 +4,7 @@
 pub mod flow;
 pub mod folded;
 pub mod json;
+pub mod labelled;
 pub mod memory;
 pub mod messages;
 pub mod print;

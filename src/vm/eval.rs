@@ -622,6 +622,7 @@ impl Vm {
             var::GID => cx.gid,
             var::ERRNO => cx.errno as u64,
             var::EXECNAME => return self.scratch_string(cx.execname),
+            var::TRACE => return self.scratch_string(cx.trace),
             var::ZONENAME => return self.scratch_string(b"global"),
             var::CPU => cx.cpu as u64,
             var::IPL => 0,

@@ -107,6 +107,9 @@ pub struct FiringCtx<'a> {
     pub stack: &'a [u64],
     pub ustack: &'a [u64],
     pub uregs: &'a [u64],
+    /// The trace the firing came from (the `trace` variable): the `-E` file name as given,
+    /// `archive.zip:member.etl` for a zip member; empty when no trace drives the run.
+    pub trace: &'a [u8],
 }
 
 impl<'a> FiringCtx<'a> {
@@ -146,6 +149,7 @@ impl<'a> FiringCtx<'a> {
             stack: &[],
             ustack: &[],
             uregs: &SYNTHETIC_UREGS,
+            trace: b"",
         }
     }
 }
@@ -196,6 +200,19 @@ pub struct ErrorInfo {
 pub struct Enabling {
     pub epid: u32,
     pub clause: usize,
+}
+
+/// The global state of a program's VM (global variables, associative arrays, string
+/// storage): what BEGIN leaves for the engines of a many-trace run to start from.
+#[derive(Clone)]
+pub struct GlobalState {
+    globals: Vec<u64>,
+    global_mem: Vec<u8>,
+    global_off: Vec<usize>,
+    null_strings: Vec<bool>,
+    strings: Vec<u8>,
+    string_index: HashMap<usize, usize>,
+    dynvars: DynVars,
 }
 
 pub struct Vm {
@@ -277,6 +294,30 @@ pub struct Vm {
 }
 
 impl Vm {
+    /// A copy of the global state (see [`GlobalState`]).
+    pub fn global_state(&self) -> GlobalState {
+        GlobalState {
+            globals: self.globals.clone(),
+            global_mem: self.global_mem.clone(),
+            global_off: self.global_off.clone(),
+            null_strings: self.null_strings.clone(),
+            strings: self.strings.clone(),
+            string_index: self.string_index.clone(),
+            dynvars: self.dynvars.clone(),
+        }
+    }
+
+    /// Starts from `g`, the global state of a VM of the same program.
+    pub fn set_global_state(&mut self, g: GlobalState) {
+        self.globals = g.globals;
+        self.global_mem = g.global_mem;
+        self.global_off = g.global_off;
+        self.null_strings = g.null_strings;
+        self.strings = g.strings;
+        self.string_index = g.string_index;
+        self.dynvars = g.dynvars;
+    }
+
     pub fn new(program: Arc<Program>, opts: VmOptions) -> Self {
         let fill_limit =
             (opts.bufsize & !7).saturating_sub(ecb::end_reserve(&program, opts.strsize));

@@ -27,6 +27,7 @@ impl std::hash::Hash for DynKey {
 /// Key of a thread-local scalar (no tuple): no allocation needed.
 type TlsKey = (u32, u64);
 
+#[derive(Clone)]
 pub struct DynVars {
     /// Backing bytes of every dynamic variable.
     pub mem: Vec<u8>,

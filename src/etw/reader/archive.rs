@@ -20,7 +20,7 @@ fn err(file: &str, message: impl Into<String>) -> EtlError {
 }
 
 /// Splits `archive.zip:member` (case-insensitive `.zip:`); a Windows drive colon is not a split.
-fn split_member(spec: &str) -> (&str, Option<&str>) {
+pub fn split_member(spec: &str) -> (&str, Option<&str>) {
     let lower = spec.to_ascii_lowercase();
     match lower.find(".zip:") {
         Some(i) => (&spec[..i + 4], Some(&spec[i + 5..])),

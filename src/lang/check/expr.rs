@@ -478,7 +478,8 @@ impl Checker<'_> {
         if let Some(&(v, ty)) = self.enum_consts.get(name) {
             return Ok(Typed::konst(ty, v));
         }
-        if let Some(b) = self.builtin(name) {
+        let variable = crate::lang::builtins::variable(name);
+        if let Some(b) = variable.or_else(|| self.builtin(name)) {
             match b.kind {
                 BuiltinKind::Scalar => {
                     let ty = self.type_from_text(b.proto);

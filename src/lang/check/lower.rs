@@ -103,15 +103,9 @@ impl Checker<'_> {
             .aggs
             .iter()
             .map(|(name, a)| {
-                let func = match a.func.as_str() {
-                    "count" => AggFunc::Count,
-                    "sum" => AggFunc::Sum,
-                    "avg" => AggFunc::Avg,
-                    "min" => AggFunc::Min,
-                    "max" => AggFunc::Max,
-                    "stddev" => AggFunc::Stddev,
-                    "quantize" => AggFunc::Quantize,
-                    "lquantize" => AggFunc::Lquantize {
+                let func = match (AggFunc::parameterless(&a.func), a.func.as_str()) {
+                    (Some(f), _) => f,
+                    (None, "lquantize") => AggFunc::Lquantize {
                         base: a.params[0] as i32,
                         levels: a.params[1] as u16,
                         step: a.params[2] as u16,
@@ -701,7 +695,8 @@ impl Checker<'_> {
                 _ => v,
             });
         }
-        if let Some(b) = self.builtin(name) {
+        let variable = crate::lang::builtins::variable(name);
+        if let Some(b) = variable.or_else(|| self.builtin(name)) {
             if b.kind == BuiltinKind::Scalar {
                 let _ = ty;
                 let arg0 = crate::lang::builtins::var::ARG0;

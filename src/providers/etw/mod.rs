@@ -503,6 +503,37 @@ impl EtwProbes {
         self.next_id = self.next_id.max(next);
     }
 
+    /// Adds every provider `other` knows (with its GUID and keywords) that this set lacks: the
+    /// union of the providers of several traces, scanned each into its own set. Probe ids are
+    /// this set's own.
+    pub fn absorb(&mut self, other: &EtwProbes) {
+        for p in other.named.values() {
+            if self.named_entry(&p.display).is_none() {
+                continue;
+            }
+            let mut next = self.next_id;
+            let Some(mine) = self.named.get_mut(&p.display.to_ascii_lowercase()) else {
+                continue;
+            };
+            if let (None, Some(g)) = (mine.guid, p.guid) {
+                mine.guid = Some(g);
+                self.by_guid
+                    .entry(g)
+                    .or_insert(p.display.to_ascii_lowercase());
+            }
+            for (name, mask, _) in &p.keywords {
+                if next >= FIRST_GUID_ID
+                    || mine.keywords.iter().any(|(n, m, _)| n == name || m == mask)
+                {
+                    continue;
+                }
+                mine.keywords.push((name.clone(), *mask, next));
+                next += 1;
+            }
+            self.next_id = self.next_id.max(next);
+        }
+    }
+
     /// A provider known by name (lower case).
     pub fn named(&self, provider: &str) -> Option<&NamedProvider> {
         self.named.get(&provider.to_ascii_lowercase())

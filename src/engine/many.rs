@@ -1,0 +1,275 @@
+//! Many traces in one run (`-E a.etl -E b.etl`, `-E 'runs/*.etl'`): one engine per file on a
+//! pool of threads, the files' aggregations folded into one, as dtrace folds its per-CPU
+//! buffers, so that `printa()` in END and the final printing see one result.
+//!
+//! The semantics (docs/many-traces.md):
+//! - BEGIN fires once, in the run's main engine, before any file; every file's engine starts
+//!   from the global variables BEGIN left (a copy: what one file's clauses store stays that
+//!   file's).
+//! - Each file is walked by its own engine on trace time: `tick-N` and `profile-N` fire in each
+//!   file at that file's times; `exit()` ends that file only; the ERROR probe fires in the file.
+//! - After every file, their aggregations are added into the main engine's (in the order the
+//!   files were given), then END fires once there and the aggregations are printed once.
+//! - Ctrl-C stops every file; END still runs on what was read.
+//! - What a file's clauses print (`printf`, `trace`, `printa` in a tick, the default probe
+//!   lines) goes out line by line as `file: line`, in the file's own order. In a structured
+//!   format (`-x oformat=json|xml|folded`) the document is the main engine's: BEGIN's and END's
+//!   records and the merged aggregations.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use super::consumer::{Consumer, ConsumerOptions};
+use super::Engine;
+use crate::agg::{AggregationTable, SymbolResolver};
+use crate::ir;
+use crate::output::labelled::{LabelledWriter, SharedOutput};
+use crate::probes::ProbeCatalog;
+use crate::providers::etw::EtwProbes;
+use crate::sources::etl::TraceSource;
+use crate::vm::VmOptions;
+
+/// What every file's engine of a many-trace run is built from.
+pub struct ManyTraces<'a> {
+    /// The traces, as named for the `trace` variable and the labels.
+    pub traces: &'a [String],
+    /// The compiled programs with their labels, as the main engine runs them.
+    pub programs: Vec<(String, Arc<ir::Program>)>,
+    pub vm_opts: VmOptions,
+    pub catalog: &'a (dyn ProbeCatalog + Sync),
+    /// The union of the traces' providers (see [`scan_providers`]).
+    pub etw: &'a EtwProbes,
+    /// What the scan learnt of each trace (its start, and the opened source when kept).
+    pub scanned: Vec<Mutex<ScannedTrace>>,
+    pub consumer: ConsumerOptions,
+    /// The run's output, shared with the main engine's consumer.
+    pub out: SharedOutput,
+    /// Whether a program records stacks.
+    pub stacks: bool,
+    /// Threads of the pool (at least 1).
+    pub threads: usize,
+}
+
+/// What one file's engine hands back.
+struct FileResult {
+    /// Each program's aggregations.
+    aggs: Vec<AggregationTable>,
+    /// Each program's drops: (aggregation, principal buffer).
+    drops: Vec<(u64, u64)>,
+    /// The status of an `exit()` in the file.
+    exit: Option<i32>,
+    errors: u64,
+    /// Names the stack frames and symbol keys of the file.
+    symbols: Box<dyn SymbolResolver + Send>,
+}
+
+/// The threads a pool of workers should have: as many as the machine has cores, no more
+/// than there is work.
+pub fn pool_size(jobs: usize) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    cores.min(jobs).max(1)
+}
+
+/// Runs `job(i)` for every `i` in `0..n` on `threads` threads (each taking the next index
+/// when it is free) and returns the results in index order.
+pub fn pool_map<T: Send>(n: usize, threads: usize, job: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let next = AtomicUsize::new(0);
+    let slots: Vec<Mutex<Option<T>>> = (0..n).map(|_| Mutex::new(None)).collect();
+    std::thread::scope(|s| {
+        for _ in 0..threads.clamp(1, n.max(1)) {
+            let _ = std::thread::Builder::new()
+                // as the main thread has: deep D expressions recurse in the checker and the VM
+                .stack_size(8 << 20)
+                .spawn_scoped(s, || loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    if i >= n {
+                        break;
+                    }
+                    let r = job(i);
+                    *slots[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+                });
+        }
+    });
+    // a thread that could not start left its indices to the others; one that did not run
+    // an index (none could start) runs it here
+    slots
+        .into_iter()
+        .enumerate()
+        .map(|(i, m)| {
+            m.into_inner()
+                .unwrap_or_else(|e| e.into_inner())
+                .unwrap_or_else(|| job(i))
+        })
+        .collect()
+}
+
+/// One trace after the scan.
+pub struct ScannedTrace {
+    /// When the trace started (ns since 1970).
+    pub start_unix_ns: u64,
+    /// The source the scan opened (its threads known, its decoder fresh), kept for the walk
+    /// when every trace is walked at once anyway (no more traces than threads); otherwise the
+    /// walk opens the trace again, so that only the traces being walked are in memory.
+    pub source: Option<TraceSource>,
+}
+
+/// Opens every trace and gathers the providers they hold (in parallel, `threads` at a time)
+/// into one set, in the order the traces were given: the catalog the programs compile
+/// against and every file's engine fires through. A trace that cannot be read is an error
+/// naming it.
+pub fn scan_providers(
+    traces: &[String],
+    threads: usize,
+) -> Result<(EtwProbes, Vec<Mutex<ScannedTrace>>), String> {
+    let keep = traces.len() <= threads;
+    let sets = pool_map(traces.len(), threads, |i| {
+        let mut src = TraceSource::open(&traces[i]).map_err(|e| e.to_string())?;
+        let mut etw = EtwProbes::new();
+        src.scan_providers(&mut etw);
+        // the walk starts from fresh decoder state, as a single trace's does
+        src.decoder = TraceSource::new_decoder();
+        let scanned = ScannedTrace {
+            start_unix_ns: src.start_unix_ns(),
+            source: keep.then_some(src),
+        };
+        Ok::<_, String>((etw, Mutex::new(scanned)))
+    });
+    let mut all = EtwProbes::new();
+    let mut scanned = Vec::new();
+    for set in sets {
+        let (etw, s) = set?;
+        all.absorb(&etw);
+        scanned.push(s);
+    }
+    Ok((all, scanned))
+}
+
+/// Runs the many-trace run on `main`, whose programs are `run.programs` and whose consumer
+/// writes to `run.out`: BEGIN there, every file on the pool, the files' aggregations added
+/// into `main`'s, END and the final printing there. Returns the exit status.
+pub fn run(main: &mut Engine, run: &ManyTraces<'_>) -> i32 {
+    let prog = main.consumer.prog().to_string();
+    let first_start = run.scanned.first().map_or(0, |s| {
+        s.lock().unwrap_or_else(|e| e.into_inner()).start_unix_ns
+    });
+    main.begin(Some(first_start));
+    let results = if main.done() {
+        Vec::new()
+    } else {
+        let begun: Vec<_> = main.runs.iter().map(|r| r.vm.global_state()).collect();
+        let flag = main.interrupt_flag();
+        pool_map(run.traces.len(), run.threads, |i| {
+            run_file(run, i, &begun, flag.clone(), &prog)
+        })
+    };
+    let mut symbols: Vec<Box<dyn SymbolResolver + Send>> = Vec::new();
+    let mut exit = None;
+    for r in results.into_iter().flatten() {
+        for ((target, aggs), (agg_drops, principal_drops)) in
+            main.runs.iter_mut().zip(&r.aggs).zip(&r.drops)
+        {
+            target.vm.aggs.merge_from(aggs);
+            target.vm.agg_drops += agg_drops;
+            target.vm.principal_drops += principal_drops;
+        }
+        main.consumer.errors += r.errors;
+        exit = exit.or(r.exit);
+        symbols.push(r.symbols);
+    }
+    if let Some(code) = exit {
+        main.set_exit_status(code);
+    }
+    main.consumer.symbols = Box::new(crate::symbols::FirstNamed(symbols));
+    main.end()
+}
+
+/// One file: its own engine, from the globals BEGIN left, on the file's trace time.
+fn run_file(
+    run: &ManyTraces<'_>,
+    i: usize,
+    begun: &[crate::vm::GlobalState],
+    flag: Arc<std::sync::atomic::AtomicBool>,
+    prog: &str,
+) -> Option<FileResult> {
+    let name = &run.traces[i];
+    let kept = run
+        .scanned
+        .get(i)
+        .and_then(|s| s.lock().unwrap_or_else(|e| e.into_inner()).source.take());
+    let mut src = match kept.map_or_else(|| TraceSource::open(name), Ok) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{prog}: {e}");
+            return None;
+        }
+    };
+    if run.stacks {
+        src.collect_stacks();
+    }
+    // a structured document (JSON, XML) is the main engine's alone: it holds BEGIN's and
+    // END's firings and the merged aggregations, not the files' own records
+    let out: Box<dyn std::io::Write + Send> = if run.consumer.oformat.is_structured()
+        || run.consumer.oformat == crate::output::structured::OFormat::Folded
+    {
+        Box::new(std::io::sink())
+    } else {
+        Box::new(LabelledWriter::new(name, run.out.clone()))
+    };
+    let consumer = Consumer::new(out, run.consumer.clone());
+    let mut engine = Engine::new(
+        run.programs.clone(),
+        run.vm_opts.clone(),
+        run.catalog,
+        Box::new(super::clock::LiveClock::new()),
+        consumer,
+    );
+    engine.set_interrupt_flag(flag);
+    engine.set_trace_name(name);
+    for (r, g) in engine.runs.iter_mut().zip(begun) {
+        r.vm.set_global_state(g.clone());
+    }
+    engine.start_trace(src.start_unix_ns());
+    let warnings = engine.walk_trace(&mut src, run.etw, &mut |_| true);
+    for w in warnings.iter().take(20) {
+        eprintln!("{prog}: {name}: warning: {w}");
+    }
+    for n in engine.sampler_notes() {
+        eprintln!("{prog}: {name}: {n}");
+    }
+    engine.consumer.flush();
+    let mut symbols = crate::symbols::TraceSymbols::from_state(&src.state);
+    symbols.add_methods(
+        (src.managed_methods.iter()).map(|m| (m.pid, m.start, m.size, m.name.as_str())),
+    );
+    let drops = engine
+        .runs
+        .iter()
+        .map(|r| (r.vm.agg_drops, r.vm.principal_drops))
+        .collect();
+    let aggs = engine
+        .runs
+        .iter_mut()
+        .map(|r| std::mem::replace(&mut r.vm.aggs, AggregationTable::new(&[])))
+        .collect();
+    Some(FileResult {
+        aggs,
+        drops,
+        exit: engine.exit_status(),
+        errors: engine.errors(),
+        symbols: Box::new(symbols),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_keeps_index_order() {
+        let squares = pool_map(37, 3, |i| i * i);
+        assert_eq!(squares, (0..37).map(|i| i * i).collect::<Vec<_>>());
+        assert!(pool_map(0, 4, |i| i).is_empty());
+        assert!(pool_size(1000) >= 1);
+        assert_eq!(pool_size(1), 1);
+    }
+}
