@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::format::{EventFormat, Field};
 use super::record::{self, kind, sample};
+use super::ustack::{self, UserStacks};
 use crate::engine::{Engine, EventSource, SourceState};
 use crate::fasthash::FastMap;
 use crate::probes::ProbeInfo;
@@ -68,6 +69,7 @@ pub(super) mod flag {
     pub const TASK: u64 = 1 << 13;
     pub const WATERMARK: u64 = 1 << 14;
     pub const SAMPLE_ID_ALL: u64 = 1 << 18;
+    pub const EXCLUDE_CALLCHAIN_USER: u64 = 1 << 22;
     pub const COMM_EXEC: u64 = 1 << 24;
     pub const USE_CLOCKID: u64 = 1 << 25;
 }
@@ -348,6 +350,9 @@ enum Decoder {
     },
 }
 
+/// Most frames a user stack is unwound to (perf's own limit is 127).
+const MAX_USER_FRAMES: usize = 128;
+
 /// What the source knows about a thread: its process, parent process and name.
 #[derive(Clone, Copy)]
 struct Task {
@@ -529,6 +534,9 @@ pub struct PerfSource {
     symbols: LiveSymbols,
     noted: FastMap<u32, ()>,
     stacks: bool,
+    /// `profile-N` samples carry user registers and a stack copy, unwound by `user_stacks`.
+    sample_user: bool,
+    user_stacks: UserStacks,
     /// Engine time minus perf (CLOCK_MONOTONIC) time, and wall minus engine time.
     offset: Option<(u64, u64)>,
     bufs: Vec<Vec<u8>>,
@@ -709,17 +717,25 @@ impl PerfSource {
             };
             specs.push((decoders.len() - 1, attr, filter));
         }
+        let sample_user = config.stacks;
         for p in &enabled {
             if let (true, Some((_, ns))) = (is_profile(p), parse_rate(&p.name)) {
                 engine.detach_timer(p.id);
                 decoders.push(Decoder::Profile { probe: p.id });
-                let attr = PerfEventAttr {
+                let mut attr = PerfEventAttr {
                     kind: TYPE_SOFTWARE,
                     config: SW_CPU_CLOCK,
                     sample_period: ns,
-                    sample_type: COMMON | sample::IP | sample::CALLCHAIN,
+                    sample_type: profile_sample_type(sample_user),
                     ..Default::default()
                 };
+                if sample_user {
+                    // the user frames come from unwinding the copy, not from the kernel's
+                    // walk of frame pointers
+                    attr.sample_regs_user = ustack::REGS_MASK;
+                    attr.sample_stack_user = ustack::STACK_BYTES;
+                    attr.flags |= flag::EXCLUDE_CALLCHAIN_USER;
+                }
                 specs.push((decoders.len() - 1, attr, None));
             }
         }
@@ -792,6 +808,8 @@ impl PerfSource {
             symbols,
             noted: FastMap::default(),
             stacks: config.stacks,
+            sample_user,
+            user_stacks: UserStacks::default(),
             offset: None,
             bufs: vec![Vec::new(); n],
             order: Vec::new(),
@@ -857,13 +875,13 @@ impl PerfSource {
                     .get(..8)
                     .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
                 let st = match self.by_id.get(&id).map(|&d| &self.decoders[d]) {
-                    Some(Decoder::Profile { .. }) => COMMON | sample::IP | sample::CALLCHAIN,
+                    Some(Decoder::Profile { .. }) => profile_sample_type(self.sample_user),
                     Some(Decoder::SideBand) | None => return,
                     Some(_) => {
                         COMMON | sample::RAW | if self.stacks { sample::CALLCHAIN } else { 0 }
                     }
                 };
-                if let Some(s) = record::parse_sample(body, st) {
+                if let Some(s) = record::parse_sample_regs(body, st, ustack::REGS_MASK) {
                     self.sample(&s, engine);
                 }
             }
@@ -873,6 +891,9 @@ impl PerfSource {
                     t.pid = pid;
                     t.set_comm(comm);
                     self.tasks.0.insert(tid, t);
+                    if h.misc & record::MISC_COMM_EXEC != 0 {
+                        self.user_stacks.forget(pid);
+                    }
                     if h.misc & record::MISC_COMM_EXEC != 0 && self.noted.remove(&pid).is_some() {
                         self.symbols
                             .0
@@ -924,6 +945,23 @@ impl PerfSource {
             self.kstack.clear();
             self.ustack.clear();
         }
+        // a profile sample's user registers and stack copy: its user stack is unwound only
+        // for a clause that reads it
+        let user_sampled = matches!(self.decoders[d], Decoder::Profile { .. })
+            && !s.regs.is_empty()
+            && s.reg(ustack::REGS_MASK, record::x86_reg::IP).unwrap_or(0) != 0;
+        let uregs = if user_sampled {
+            Some(super::uprobe::sampled_regs(|i| s.reg(ustack::REGS_MASK, i)).uregs())
+        } else {
+            None
+        };
+        let user_stacks = std::cell::RefCell::new(&mut self.user_stacks);
+        let unwind = |out: &mut Vec<u64>| {
+            let reg = |i| s.reg(ustack::REGS_MASK, i);
+            let mut us = user_stacks.borrow_mut();
+            us.unwind(s.pid, reg, s.stack, ts, MAX_USER_FRAMES, out);
+        };
+        let lazy = crate::vm::LazyUserStack::new(&unwind);
         let raw = s.raw;
         let mut args = [0u64; 10];
         let mut errno = 0i64;
@@ -1088,7 +1126,10 @@ impl PerfSource {
                 let kernel = is_kernel_pc(s.ip);
                 args[0] = if kernel { s.ip } else { 0 };
                 args[1] = if kernel {
-                    self.ustack.first().copied().unwrap_or(0)
+                    match user_sampled {
+                        true => s.reg(ustack::REGS_MASK, record::x86_reg::IP).unwrap_or(0),
+                        false => self.ustack.first().copied().unwrap_or(0),
+                    }
                 } else {
                     s.ip
                 };
@@ -1098,7 +1139,10 @@ impl PerfSource {
         for &(probe, tid, pid_hint) in &fire[..n] {
             let t = self.tasks.get(tid, pid_hint);
             let pid = if pid_hint != 0 { pid_hint } else { t.pid };
-            if self.stacks && !self.ustack.is_empty() && !self.noted.contains_key(&pid) {
+            if self.stacks
+                && (user_sampled || !self.ustack.is_empty())
+                && !self.noted.contains_key(&pid)
+            {
                 self.noted.insert(pid, ());
                 self.symbols
                     .0
@@ -1120,6 +1164,10 @@ impl PerfSource {
             cx.memory = &mem;
             cx.stack = &self.kstack;
             cx.ustack = &self.ustack;
+            if let Some(r) = &uregs {
+                cx.uregs = r;
+                cx.ustack_lazy = Some(&lazy);
+            }
             engine.fire(&cx);
         }
     }
@@ -1138,6 +1186,17 @@ impl PerfSource {
                 *n = 0;
             }
         }
+    }
+}
+
+/// The layout of a `profile-N` sample: the interrupted PC and the kernel call chain, and with
+/// `user` the user registers and a copy of the user stack to unwind.
+fn profile_sample_type(user: bool) -> u64 {
+    let base = COMMON | sample::IP | sample::CALLCHAIN;
+    if user {
+        base | sample::REGS_USER | sample::STACK_USER
+    } else {
+        base
     }
 }
 

@@ -9,3 +9,5 @@ pub mod record;
 pub mod live;
 #[cfg(target_os = "linux")]
 pub mod uprobe;
+#[cfg(target_os = "linux")]
+pub mod ustack;
