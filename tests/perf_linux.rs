@@ -336,3 +336,168 @@ fn a_short_lived_c_target_has_its_execname() {
     assert_eq!(rows[0].0, "cat", "{text}");
     assert!(rows[0].1 > 0);
 }
+
+/// A CPU-bound program whose hot loop is three named calls below `main`, built as most
+/// distributions build (`-O2`, no frame pointers): it burns `$1` ms of its own CPU time.
+const BURN_C: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+__attribute__((noinline)) static unsigned long dtxb_leaf(unsigned long n) {
+  unsigned long x = 0;
+  for (unsigned long i = 0; i < n; i++) { x = x * 2862933555777941757UL + i; __asm__ volatile("" : "+r"(x)); }
+  return x;
+}
+__attribute__((noinline)) unsigned long dtxb_inner(unsigned long n) { return dtxb_leaf(n) + 1; }
+__attribute__((noinline)) unsigned long dtxb_middle(unsigned long n) { return dtxb_inner(n) ^ 3; }
+__attribute__((noinline)) unsigned long dtxb_outer(unsigned long n) { return dtxb_middle(n) * 5; }
+int main(int argc, char **argv) {
+  double ms = argc > 1 ? atof(argv[1]) : 500;
+  struct timespec a, b;
+  unsigned long acc = 0;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
+  do {
+    acc += dtxb_outer(200000);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
+  } while ((b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) / 1e6 < ms);
+  printf("%lu\n", acc & 1);
+  return 0;
+}
+"#;
+
+/// Compiles [`BURN_C`] without frame pointers, and checks that gcc did leave them out (`rbp`
+/// is not set up in `main`).
+fn compile_burn(dir: &Path) -> PathBuf {
+    let c = dir.join("dtxburn.c");
+    std::fs::write(&c, BURN_C).unwrap();
+    let exe = dir.join("dtxburn");
+    let st = Command::new("gcc")
+        .args(["-O2", "-fomit-frame-pointer", "-o"])
+        .arg(&exe)
+        .arg(&c)
+        .status()
+        .unwrap();
+    assert!(st.success(), "gcc failed for dtxburn");
+    exe
+}
+
+/// The stacks of dtrace's `printa` of a stack aggregation: (frames, count) per stack.
+fn stacks_of(text: &str) -> Vec<(Vec<String>, u64)> {
+    let mut out = Vec::new();
+    let mut frames = Vec::new();
+    for line in text.lines() {
+        let t = line.trim();
+        if t.is_empty() {
+            frames.clear();
+        } else if let Ok(n) = t.parse::<u64>() {
+            out.push((std::mem::take(&mut frames), n));
+        } else {
+            frames.push(t.to_string());
+        }
+    }
+    out
+}
+
+/// Checks the `-o` file of the flamegraph line: at least half of the samples are stacks of 3
+/// frames or more naming the program's functions down to `main`, and inferno's dtrace
+/// collapser folds the file into lines that name `main`. Returns (good samples, all samples).
+fn check_flamegraph_output(text: &str) -> (u64, u64) {
+    let stacks = stacks_of(text);
+    let total: u64 = stacks.iter().map(|s| s.1).sum();
+    let good: u64 = stacks
+        .iter()
+        .filter(|(f, _)| {
+            let at = |name: &str| f.iter().position(|l| l.starts_with(&format!("dtxburn`{name}")));
+            f.len() >= 3
+                && matches!(
+                    (at("dtxb_inner"), at("dtxb_middle"), at("dtxb_outer"), at("main")),
+                    (Some(a), Some(b), Some(c), Some(d)) if a < b && b < c && c < d
+                )
+        })
+        .map(|s| s.1)
+        .sum();
+    assert!(total > 50, "{total} samples\n{text}");
+    assert!(good * 2 >= total, "{good} of {total} samples unwound\n{text}");
+    // libc's frame below main is named, not a bare address
+    assert!(
+        !text.contains("libc.so.6`0x"),
+        "a libc frame without a name\n{text}"
+    );
+    use inferno::collapse::Collapse;
+    let mut folded = Vec::new();
+    inferno::collapse::dtrace::Folder::default()
+        .collapse(text.as_bytes(), &mut folded)
+        .unwrap();
+    let folded = String::from_utf8(folded).unwrap();
+    let mut folded_total = 0u64;
+    let mut with_main = 0u64;
+    for line in folded.lines() {
+        let (stack, n) = line.rsplit_once(' ').unwrap();
+        let n: u64 = n.parse().unwrap();
+        folded_total += n;
+        if stack.contains("dtxburn`main;dtxburn`dtxb_outer;dtxburn`dtxb_middle;dtxburn`dtxb_inner")
+        {
+            with_main += n;
+        }
+    }
+    assert_eq!(folded_total, total, "{folded}");
+    assert_eq!(with_main, good, "{folded}");
+    (good, total)
+}
+
+const FLAMEGRAPH_LINE: &str = "profile-997 /pid == $target/ { @[ustack(100)] = count(); }";
+
+#[test]
+fn the_flamegraph_line_unwinds_a_c_target_without_frame_pointers() {
+    require_perf!();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile_burn(dir.path());
+    let out = dir.path().join("out.stacks");
+    let mut dtx = Command::new(env!("CARGO_BIN_EXE_dtx"))
+        .args(["-x", "ustackframes=100", "-n", FLAMEGRAPH_LINE, "-o"])
+        .arg(&out)
+        .arg("-c")
+        .arg(format!("{} 600", exe.display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // the run ends when the command ends
+    assert!(wait_for(&mut dtx, Duration::from_secs(60)), "dtx did not end");
+    let mut err = String::new();
+    dtx.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    let text = std::fs::read_to_string(&out).unwrap_or_default();
+    let (good, total) = check_flamegraph_output(&text);
+    eprintln!("-c: {good} of {total} samples have the full stack\n{err}");
+}
+
+#[test]
+fn the_flamegraph_line_unwinds_a_grabbed_process() {
+    require_perf!();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile_burn(dir.path());
+    let out = dir.path().join("out.stacks");
+    let mut burn = Command::new(&exe)
+        .arg("800")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut dtx = Command::new(env!("CARGO_BIN_EXE_dtx"))
+        .args(["-x", "ustackframes=100", "-n", FLAMEGRAPH_LINE, "-o"])
+        .arg(&out)
+        .args(["-p", &burn.id().to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ended = wait_for(&mut dtx, Duration::from_secs(60));
+    let _ = burn.kill();
+    let _ = burn.wait();
+    assert!(ended, "dtx did not end with its target");
+    let mut err = String::new();
+    dtx.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(err.contains("has exited"), "{err}");
+    let text = std::fs::read_to_string(&out).unwrap_or_default();
+    let (good, total) = check_flamegraph_output(&text);
+    eprintln!("-p: {good} of {total} samples have the full stack");
+}
