@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::format::{EventFormat, Field};
+use super::capture;
 use super::record::{self, kind, sample};
 use super::ustack::{self, UserStacks};
 use crate::engine::{Engine, EventSource, SourceState};
@@ -62,6 +63,8 @@ const TYPE_SOFTWARE: u32 = 1;
 const TYPE_TRACEPOINT: u32 = 2;
 const SW_CPU_CLOCK: u64 = 0;
 const SW_DUMMY: u64 = 9;
+const SW_BPF_OUTPUT: u64 = 10;
+const IOC_SET_BPF: libc::c_ulong = 0x4004_2408;
 
 /// `perf_event_attr` flag bits.
 pub(super) mod flag {
@@ -348,6 +351,9 @@ enum Decoder {
     Profile {
         probe: u64,
     },
+    /// A system call entry with its strings, from the capture programs' `BPF_OUTPUT` event
+    /// (the record's call number picks the layout).
+    Captured(Vec<capture::CallLayout>),
 }
 
 /// Most frames a user stack is unwound to (perf's own limit is 127).
@@ -393,6 +399,23 @@ fn task_from_proc(tid: u32) -> Option<Task> {
         }
     }
     Some(t)
+}
+
+/// The `execname` of each CPU's idle task (thread 0 on every CPU): `swapper/N`, the kernel's
+/// own name for it (its `comm`, what `sched_switch`, perf and Oracle's DTrace for Linux show;
+/// illumos's DTrace says `sched`).
+#[derive(Default)]
+struct IdleNames(Vec<Vec<u8>>);
+
+impl IdleNames {
+    fn of(&mut self, cpu: u32) -> &[u8] {
+        let cpu = cpu.min(4095) as usize;
+        while self.0.len() <= cpu {
+            let n = self.0.len();
+            self.0.push(format!("swapper/{n}").into_bytes());
+        }
+        &self.0[cpu]
+    }
 }
 
 /// Threads by id.
@@ -447,6 +470,30 @@ impl Tasks {
 struct LiveMemory<'a> {
     pid: u32,
     raw: &'a [u8],
+    /// Strings captured at the probe: (address, bytes up to the NUL, or `None` where the
+    /// kernel could not read them).
+    captured: &'a [Option<(u64, Option<&'a [u8]>)>],
+}
+
+impl LiveMemory<'_> {
+    /// A read inside a string captured at the probe, served from the capture (zeros after its
+    /// NUL); `None` when `addr` is not in one.
+    fn read_captured(&self, addr: u64, buf: &mut [u8]) -> Option<Result<(), Fault>> {
+        for &(at, text) in self.captured.iter().flatten() {
+            match text {
+                None if addr == at => return Some(Err(Fault::BadAddr(addr))),
+                Some(t) if addr >= at && addr <= at + t.len() as u64 => {
+                    let from = &t[(addr - at) as usize..];
+                    let n = from.len().min(buf.len());
+                    buf[..n].copy_from_slice(&from[..n]);
+                    buf[n..].fill(0);
+                    return Some(Ok(()));
+                }
+                _ => {}
+            }
+        }
+        None
+    }
 }
 
 impl AddressSpace for LiveMemory<'_> {
@@ -459,6 +506,9 @@ impl AddressSpace for LiveMemory<'_> {
                 .ok_or(Fault::BadAddr(addr))?;
             buf.copy_from_slice(src);
             return Ok(());
+        }
+        if let Some(r) = self.read_captured(addr, buf) {
+            return r;
         }
         if self.pid == 0 || is_kernel_pc(addr) || buf.is_empty() {
             return Err(Fault::BadAddr(addr));
@@ -521,6 +571,10 @@ pub struct PerfSource {
     rings: Vec<Ring>,
     /// Events (besides the ring owners) kept open.
     _fds: Vec<OwnedFd>,
+    /// The capture programs and maps (closed after the events that use them).
+    _capture: CapturePlan,
+    /// System calls whose entries come from a capture program.
+    captured_nrs: FastMap<u16, ()>,
     decoders: Vec<Decoder>,
     /// perf event id → index into `decoders`.
     by_id: FastMap<u64, usize>,
@@ -537,6 +591,7 @@ pub struct PerfSource {
     /// `profile-N` samples carry user registers and a stack copy, unwound by `user_stacks`.
     sample_user: bool,
     user_stacks: UserStacks,
+    idle_names: IdleNames,
     /// Engine time minus perf (CLOCK_MONOTONIC) time, and wall minus engine time.
     offset: Option<(u64, u64)>,
     bufs: Vec<Vec<u8>>,
@@ -597,9 +652,26 @@ impl PerfSource {
             }
         }
         let track_exits = on("proc", "exit");
-        let total = crate::providers::linux::syscalls::X86_64.len();
-        let enter_filter = if all_syscalls.0 == total {
+        let needs_tracefs_early = !entry_nrs.is_empty();
+        let root_early = if needs_tracefs_early {
+            Some(tracefs()?)
+        } else {
             None
+        };
+        // system calls whose strings are captured at the probe (their entries then come from
+        // the capture program, not from raw_syscalls:sys_enter)
+        let capture = match &root_early {
+            Some(root) => CapturePlan::prepare(root, &copyinstr_calls(engine, &enabled)),
+            None => CapturePlan::default(),
+        };
+        entry_nrs.retain(|nr| !capture.covers(*nr));
+        let total = crate::providers::linux::syscalls::X86_64.len();
+        let enter_filter = if all_syscalls.0 == total && capture.calls.is_empty() {
+            None
+        } else if all_syscalls.0 == total {
+            // every call but the captured ones
+            let v: Vec<String> = capture.calls.iter().map(|c| format!("id != {}", c.0.nr)).collect();
+            Some(v.join(" && "))
         } else {
             let mut v = entry_nrs.clone();
             if track_exits {
@@ -648,10 +720,10 @@ impl PerfSource {
         if on("io", "done") {
             tracepoints.push(("block", "block_rq_complete", None));
         }
-        let root = if needs_tracefs {
-            Some(tracefs()?)
-        } else {
-            None
+        let root = match root_early {
+            Some(r) => Some(r),
+            None if needs_tracefs => Some(tracefs()?),
+            None => None,
         };
         let mut decoders = vec![Decoder::SideBand];
         // (decoder index, attr, filter)
@@ -739,6 +811,13 @@ impl PerfSource {
                 specs.push((decoders.len() - 1, attr, None));
             }
         }
+        // the capture programs' output events, one per CPU, in the CPU's ring
+        let capture_decoder = (!capture.calls.is_empty()).then(|| {
+            decoders.push(Decoder::Captured(
+                capture.calls.iter().map(|c| c.0.clone()).collect(),
+            ));
+            decoders.len() - 1
+        });
         // SAFETY: sysconf has no preconditions.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
         let pages = (config.ring_bytes / page)
@@ -786,6 +865,13 @@ impl PerfSource {
                 by_id.insert(event_id(&fd)?, *dec);
                 fds.push(fd);
             }
+            if let Some(dec) = capture_decoder {
+                let first = rings.is_empty();
+                let (out, attached) = capture.attach(cpu, first, chain, data_bytes, &ring)?;
+                by_id.insert(event_id(&out)?, dec);
+                fds.push(out);
+                fds.extend(attached);
+            }
             rings.push(ring);
         }
         let on_ids = enabled
@@ -798,6 +884,8 @@ impl PerfSource {
         Ok(PerfSource {
             rings,
             _fds: fds,
+            captured_nrs: capture.calls.iter().map(|c| (c.0.nr, ())).collect(),
+            _capture: capture,
             decoders,
             by_id,
             probes,
@@ -810,6 +898,7 @@ impl PerfSource {
             stacks: config.stacks,
             sample_user,
             user_stacks: UserStacks::default(),
+            idle_names: IdleNames::default(),
             offset: None,
             bufs: vec![Vec::new(); n],
             order: Vec::new(),
@@ -963,6 +1052,8 @@ impl PerfSource {
         };
         let lazy = crate::vm::LazyUserStack::new(&unwind);
         let raw = s.raw;
+        let mut strings: [Option<(u64, Option<&[u8]>)>; capture::MAX_STRINGS] =
+            [None; capture::MAX_STRINGS];
         let mut args = [0u64; 10];
         let mut errno = 0i64;
         // (probe, thread the firing runs in, its process when known)
@@ -986,8 +1077,22 @@ impl PerfSource {
                     let key = if nr == 231 { s.pid } else { s.tid };
                     self.exit_status.insert(key, args[0] as i64);
                 }
-                if nr < 1024 {
+                // a captured call fires from its capture program's record
+                if nr < 1024 && !self.captured_nrs.contains_key(&(nr as u16)) {
                     push(Some(syscall_probe_id(nr as u16, false)), s.tid, s.pid);
+                }
+            }
+            Decoder::Captured(layouts) => {
+                let nr = raw.get(..8).map_or(u64::MAX, |b| {
+                    u64::from_le_bytes(b.try_into().unwrap_or([0xff; 8]))
+                });
+                let layout = layouts.iter().find(|l| l.nr as u64 == nr);
+                if let Some(c) = layout.and_then(|l| capture::parse_record(raw, l)) {
+                    args[..6].copy_from_slice(&c.args);
+                    strings = c.strings;
+                    if c.nr < 1024 {
+                        push(Some(syscall_probe_id(c.nr as u16, false)), s.tid, s.pid);
+                    }
                 }
             }
             Decoder::SysExit { id, ret } => {
@@ -1153,8 +1258,18 @@ impl PerfSource {
             let Some(p) = self.probes.get(&probe) else {
                 continue;
             };
-            let mem = LiveMemory { pid, raw };
-            let mut cx = FiringCtx::synthetic(p, ts, ts.wrapping_add(wall_off), t.comm());
+            let mem = LiveMemory {
+                pid,
+                raw,
+                captured: &strings,
+            };
+            // thread 0 is the CPU's idle task: named as the kernel names it on that CPU
+            let comm = if tid == 0 {
+                self.idle_names.of(s.cpu)
+            } else {
+                t.comm()
+            };
+            let mut cx = FiringCtx::synthetic(p, ts, ts.wrapping_add(wall_off), comm);
             cx.args = args;
             cx.pid = pid as u64;
             cx.tid = tid as u64;
@@ -1197,6 +1312,169 @@ fn profile_sample_type(user: bool) -> u64 {
         base | sample::REGS_USER | sample::STACK_USER
     } else {
         base
+    }
+}
+
+/// The system calls of enabled `syscall::X:entry` probes that a clause calling `copyinstr()`
+/// matches.
+fn copyinstr_calls(engine: &Engine, enabled: &[ProbeInfo]) -> Vec<u16> {
+    use crate::ir::Node;
+    let mut nrs = Vec::new();
+    for r in &engine.runs {
+        for c in &r.vm.program.clauses {
+            let mut uses = false;
+            crate::vm::visit_clause(
+                c,
+                &mut |n| {
+                    if let Node::Call { name, .. } = n {
+                        uses |= *name == "copyinstr";
+                    }
+                },
+                &mut |_| {},
+            );
+            if !uses {
+                continue;
+            }
+            for p in enabled {
+                let Some((nr, false)) = syscall_of(p.id) else {
+                    continue;
+                };
+                let hit = c.probes.iter().any(|d| {
+                    crate::probes::glob_match(&d.provider, &p.provider)
+                        && crate::providers::fields_match(d, &p.module, &p.function, &p.name)
+                });
+                if hit && !nrs.contains(&nr) {
+                    nrs.push(nr);
+                }
+            }
+        }
+    }
+    nrs
+}
+
+/// The capture programs of a run (see [`capture`]): one per system call with string
+/// arguments, their two maps, and the tracepoint each attaches to.
+#[derive(Default)]
+struct CapturePlan {
+    /// (layout, program) per call.
+    calls: Vec<(capture::CallLayout, OwnedFd)>,
+    /// `sys_enter_X` tracepoint ids, by call.
+    tracepoints: Vec<u32>,
+    scratch: Option<OwnedFd>,
+    events: Option<OwnedFd>,
+}
+
+impl CapturePlan {
+    /// Loads the programs for `nrs`; where the kernel cannot (no BPF, no `syscalls`
+    /// tracepoints), says once that strings are read after the fact and plans nothing.
+    fn prepare(root: &Path, nrs: &[u16]) -> CapturePlan {
+        if nrs.is_empty() {
+            return CapturePlan::default();
+        }
+        match Self::try_prepare(root, nrs) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!(
+                    "dtx: copyinstr() on system call arguments reads the process after the \
+                     call was recorded (it cannot be captured at the probe here: {e})"
+                );
+                CapturePlan::default()
+            }
+        }
+    }
+
+    fn try_prepare(root: &Path, nrs: &[u16]) -> Result<CapturePlan, String> {
+        let cpus = online_cpus();
+        let slots = cpus.iter().max().map_or(1, |m| m + 1);
+        let scratch = capture::create_map(
+            capture::MAP_PERCPU_ARRAY,
+            4,
+            capture::RECORD_BYTES as u32,
+            1,
+        )
+        .map_err(|e| format!("BPF map: {e}"))?;
+        let events = capture::create_map(capture::MAP_PERF_EVENT_ARRAY, 4, 4, slots)
+            .map_err(|e| format!("BPF map: {e}"))?;
+        let mut plan = CapturePlan {
+            scratch: Some(scratch),
+            events: Some(events),
+            ..Default::default()
+        };
+        for &nr in nrs {
+            let table = crate::providers::linux::syscalls::X86_64;
+            let Some(&(_, name)) = table.iter().find(|(n, _)| *n == nr) else {
+                continue;
+            };
+            let fmt = load_format(root, "syscalls", &format!("sys_enter_{name}"))?;
+            let Some(layout) = capture::CallLayout::from_format(nr, &fmt) else {
+                continue;
+            };
+            let (s, e) = (
+                plan.scratch.as_ref().map_or(-1, |f| f.as_raw_fd()),
+                plan.events.as_ref().map_or(-1, |f| f.as_raw_fd()),
+            );
+            let prog = capture::load_program(&capture::program(&layout, s, e))
+                .map_err(|e| format!("BPF program for {name}: {e}"))?;
+            plan.calls.push((layout, prog));
+            plan.tracepoints.push(fmt.id);
+        }
+        Ok(plan)
+    }
+
+    /// Whether system call `nr` is captured.
+    fn covers(&self, nr: u16) -> bool {
+        self.calls.iter().any(|c| c.0.nr == nr)
+    }
+
+    /// On `cpu`: the output event the programs write into (entered in the event array at
+    /// the CPU's slot, its records going to `ring`), and with `first` the call tracepoints
+    /// with their programs attached. A tracepoint's programs belong to the tracepoint, not to
+    /// one of its perf events: attached through one event (on one CPU), a program runs at
+    /// every hit on every CPU, and attaching it again is refused (`EEXIST`).
+    fn attach(
+        &self,
+        cpu: u32,
+        first: bool,
+        chain: u64,
+        data_bytes: u32,
+        ring: &Ring,
+    ) -> Result<(OwnedFd, Vec<OwnedFd>), String> {
+        let fail = |what: &str, e: io::Error| format!("could not enable tracing: {what}: {e}");
+        let out_attr = PerfEventAttr {
+            kind: TYPE_SOFTWARE,
+            config: SW_BPF_OUTPUT,
+            sample_period: 1,
+            sample_type: COMMON | sample::RAW | chain,
+            ..Default::default()
+        };
+        let out = perf_event_open(&finish(out_attr, data_bytes), -1, cpu as i32)
+            .map_err(|e| open_error(&format!("BPF output event on CPU {cpu}"), &e))?;
+        // SAFETY: SET_OUTPUT takes the descriptor of the ring's event.
+        if unsafe { libc::ioctl(out.as_raw_fd(), IOC_SET_OUTPUT, ring.fd.as_raw_fd()) } != 0 {
+            return Err(fail("perf SET_OUTPUT", io::Error::last_os_error()));
+        }
+        if let Some(events) = &self.events {
+            capture::update_u32(events, cpu, out.as_raw_fd() as u32)
+                .map_err(|e| fail("BPF event array", e))?;
+        }
+        let mut attached = Vec::new();
+        let calls = if first { &self.calls[..] } else { &[] };
+        for ((_, prog), &id) in calls.iter().zip(&self.tracepoints) {
+            let tp = PerfEventAttr {
+                kind: TYPE_TRACEPOINT,
+                config: id as u64,
+                sample_period: 1,
+                ..Default::default()
+            };
+            let fd = perf_event_open(&tp, -1, cpu as i32)
+                .map_err(|e| open_error(&format!("syscall tracepoint on CPU {cpu}"), &e))?;
+            // SAFETY: SET_BPF takes a loaded tracepoint program's descriptor.
+            if unsafe { libc::ioctl(fd.as_raw_fd(), IOC_SET_BPF, prog.as_raw_fd()) } != 0 {
+                return Err(fail("BPF attach", io::Error::last_os_error()));
+            }
+            attached.push(fd);
+        }
+        Ok((out, attached))
     }
 }
 
@@ -1262,6 +1540,7 @@ impl EventSource for PerfSource {
 
     fn stop(&mut self) {
         self._fds.clear();
+        self._capture = CapturePlan::default();
     }
 }
 
