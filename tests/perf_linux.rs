@@ -407,7 +407,10 @@ fn check_flamegraph_output(text: &str) -> (u64, u64) {
     let good: u64 = stacks
         .iter()
         .filter(|(f, _)| {
-            let at = |name: &str| f.iter().position(|l| l.starts_with(&format!("dtxburn`{name}")));
+            let at = |name: &str| {
+                f.iter()
+                    .position(|l| l.starts_with(&format!("dtxburn`{name}")))
+            };
             f.len() >= 3
                 && matches!(
                     (at("dtxb_inner"), at("dtxb_middle"), at("dtxb_outer"), at("main")),
@@ -417,7 +420,10 @@ fn check_flamegraph_output(text: &str) -> (u64, u64) {
         .map(|s| s.1)
         .sum();
     assert!(total > 50, "{total} samples\n{text}");
-    assert!(good * 2 >= total, "{good} of {total} samples unwound\n{text}");
+    assert!(
+        good * 2 >= total,
+        "{good} of {total} samples unwound\n{text}"
+    );
     // libc's frame below main is named, not a bare address
     assert!(
         !text.contains("libc.so.6`0x"),
@@ -463,7 +469,10 @@ fn the_flamegraph_line_unwinds_a_c_target_without_frame_pointers() {
         .spawn()
         .unwrap();
     // the run ends when the command ends
-    assert!(wait_for(&mut dtx, Duration::from_secs(60)), "dtx did not end");
+    assert!(
+        wait_for(&mut dtx, Duration::from_secs(60)),
+        "dtx did not end"
+    );
     let mut err = String::new();
     dtx.stderr.take().unwrap().read_to_string(&mut err).unwrap();
     let text = std::fs::read_to_string(&out).unwrap_or_default();
@@ -500,4 +509,100 @@ fn the_flamegraph_line_unwinds_a_grabbed_process() {
     let text = std::fs::read_to_string(&out).unwrap_or_default();
     let (good, total) = check_flamegraph_output(&text);
     eprintln!("-p: {good} of {total} samples have the full stack");
+}
+
+/// Opens a path, changes the buffer right after the call, then opens a bad address.
+const CAPTURE_C: &str = r#"
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+int main(void) {
+  char buf[64];
+  strcpy(buf, "/tmp/dtxt-capture-at-the-probe");
+  syscall(SYS_openat, AT_FDCWD, buf, O_RDONLY);
+  strcpy(buf, "/tmp/dtxt-CHANGED-after-the-call");
+  syscall(SYS_openat, AT_FDCWD, (char *)8, O_RDONLY);
+  return 0;
+}
+"#;
+
+#[test]
+fn copyinstr_reads_the_string_as_it_was_at_the_probe() {
+    require_perf!();
+    // a short-lived target: its paths are gone by the time dtx reads its events
+    let out = Command::new(env!("CARGO_BIN_EXE_dtx"))
+        .args([
+            "-q",
+            "-n",
+            "syscall::openat:entry /pid == $target/ { printf(\"<%s>\\n\", copyinstr(arg1)); }",
+            "-c",
+            "/bin/cat /etc/hostname",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    if err.contains("cannot be captured at the probe here") {
+        eprintln!("skipping: {err}");
+        return;
+    }
+    assert!(
+        text.lines().any(|l| l == "</etc/hostname>"),
+        "{text}\n{err}"
+    );
+    // every path printed is a whole path, no bytes of something else
+    for l in text.lines().filter(|l| l.starts_with('<')) {
+        assert!(l.starts_with("</") && l.ends_with('>'), "{l:?}\n{text}");
+    }
+    // a buffer changed right after the call, and a bad address: the first reads as it was,
+    // the second is the clause's error, as dtrace reports it
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path(), "dtxt_capture", CAPTURE_C);
+    let out = Command::new(env!("CARGO_BIN_EXE_dtx"))
+        .args([
+            "-q",
+            "-n",
+            "syscall::openat:entry /pid == $target/ { printf(\"<%s>\\n\", copyinstr(arg1)); }",
+            "-c",
+        ])
+        .arg(&exe)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let paths: Vec<&str> = text.lines().filter(|l| l.starts_with('<')).collect();
+    assert_eq!(paths, ["</tmp/dtxt-capture-at-the-probe>"], "{text}\n{err}");
+    assert!(
+        err.contains("syscall::openat:entry): invalid address (0x8) in action #1"),
+        "{err}"
+    );
+}
+
+#[test]
+fn idle_samples_are_named_by_their_cpu() {
+    require_perf!();
+    let out = Command::new(env!("CARGO_BIN_EXE_dtx"))
+        .args([
+            "-q",
+            "-n",
+            "profile-997 { @all[execname == \"\"] = count(); }
+             profile-997 /pid == 0/ { @idle[execname == strjoin(\"swapper/\", lltostr(cpu))] = count(); }
+             tick-1s { exit(0); }
+             END { printa(\"all %d %@d\\n\", @all); printa(\"idle %d %@d\\n\", @idle); }",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    // no sample has an empty name
+    assert!(text.lines().any(|l| l.starts_with("all 0 ")), "{text}");
+    assert!(!text.lines().any(|l| l.starts_with("all 1 ")), "{text}");
+    // the idle task of CPU N is swapper/N (a busy machine may have no idle sample)
+    assert!(!text.lines().any(|l| l.starts_with("idle 0 ")), "{text}");
+    if !text.lines().any(|l| l.starts_with("idle 1 ")) {
+        eprintln!("no idle sample in a second: the CPUs were busy");
+    }
 }

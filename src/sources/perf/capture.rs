@@ -138,12 +138,13 @@ fn load_map(dst: u8, fd: i32) -> [Insn; 2] {
 /// to (the `BPF_OUTPUT` event of the current CPU).
 pub fn program(layout: &CallLayout, scratch: i32, events: i32) -> Vec<Insn> {
     let (r0, r1, r2, r3, r4, r5, r6, r7, r10) = (0, 1, 2, 3, 4, 5, 6, 7, 10);
-    let mut p = Vec::new();
     // r6 = the tracepoint record; r7 = the scratch record (key 0 on the stack)
-    p.push(insn(op::MOV64_REG, r6, r1, 0, 0));
-    p.push(insn(op::ST_W, r10, 0, -4, 0));
-    p.push(insn(op::MOV64_REG, r2, r10, 0, 0));
-    p.push(insn(op::ADD64_IMM, r2, 0, 0, -4));
+    let mut p = vec![
+        insn(op::MOV64_REG, r6, r1, 0, 0),
+        insn(op::ST_W, r10, 0, -4, 0),
+        insn(op::MOV64_REG, r2, r10, 0, 0),
+        insn(op::ADD64_IMM, r2, 0, 0, -4),
+    ];
     p.extend(load_map(r1, scratch));
     p.push(insn(op::CALL, 0, 0, 0, MAP_LOOKUP_ELEM));
     p.push(insn(op::JNE_IMM, r0, 0, 2, 0));
@@ -186,21 +187,23 @@ pub fn program(layout: &CallLayout, scratch: i32, events: i32) -> Vec<Insn> {
     p
 }
 
+/// A captured string: the argument's address and its bytes up to the NUL, or `None` where
+/// the kernel could not read it (a bad address: the firing's fault).
+pub type CapturedString<'a> = (u64, Option<&'a [u8]>);
+
 /// One captured call, read from the raw data of a `BPF_OUTPUT` sample.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CapturedCall<'a> {
     pub nr: u64,
     pub args: [u64; 6],
-    /// Per string slot: the argument's address and its bytes up to the NUL, or `None` where
-    /// the kernel could not read it (a bad address: the firing's fault).
-    pub strings: [Option<(u64, Option<&'a [u8]>)>; MAX_STRINGS],
+    /// Per string slot, the string of one `char *` argument.
+    pub strings: [Option<CapturedString<'a>>; MAX_STRINGS],
 }
 
 /// Reads a record of [`program`] (`layout`'s string slots).
 pub fn parse_record<'a>(raw: &'a [u8], layout: &CallLayout) -> Option<CapturedCall<'a>> {
-    let u64_at = |o: usize| -> Option<u64> {
-        Some(u64::from_le_bytes(raw.get(o..o + 8)?.try_into().ok()?))
-    };
+    let u64_at =
+        |o: usize| -> Option<u64> { Some(u64::from_le_bytes(raw.get(o..o + 8)?.try_into().ok()?)) };
     let mut c = CapturedCall {
         nr: u64_at(0)?,
         args: [0; 6],
@@ -267,8 +270,8 @@ pub fn update_u32(map: &OwnedFd, key: u32, value: u32) -> io::Result<()> {
 /// Loads a tracepoint program; the verifier's log comes back in the error.
 pub fn load_program(insns: &[Insn]) -> Result<OwnedFd, String> {
     const PROG_TYPE_TRACEPOINT: u64 = 5;
-    // the helpers that read user memory and write perf events are offered to GPL-compatible
-    // programs only; this generated program is GPL-compatible as any bytecode dtx writes is
+    // the kernel offers the helpers that read user memory and write perf events to programs
+    // declaring a GPL-compatible license only; dtx (MIT) is GPL-compatible
     let license = c"GPL";
     let mut log = vec![0u8; 64 * 1024];
     let mut a = BpfAttr([0; 16]);
@@ -282,8 +285,19 @@ pub fn load_program(insns: &[Insn]) -> Result<OwnedFd, String> {
         Err(e) => {
             let n = log.iter().position(|&b| b == 0).unwrap_or(log.len());
             let text = String::from_utf8_lossy(&log[..n]);
-            let last = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
-            Err(format!("{e}{}", if last.is_empty() { String::new() } else { format!(" ({last})") }))
+            let last = text
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("");
+            Err(format!(
+                "{e}{}",
+                if last.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({last})")
+                }
+            ))
         }
     }
 }
@@ -358,8 +372,15 @@ print fmt: \"dfd: 0x%08lx\"
         let l = CallLayout::from_format(257, &fmt).unwrap();
         let p = program(&l, 7, 8);
         assert_eq!(p.last().map(|i| i.code), Some(op::EXIT));
-        let calls: Vec<i32> = p.iter().filter(|i| i.code == op::CALL).map(|i| i.imm).collect();
-        assert_eq!(calls, vec![MAP_LOOKUP_ELEM, PROBE_READ_USER_STR, PERF_EVENT_OUTPUT]);
+        let calls: Vec<i32> = p
+            .iter()
+            .filter(|i| i.code == op::CALL)
+            .map(|i| i.imm)
+            .collect();
+        assert_eq!(
+            calls,
+            vec![MAP_LOOKUP_ELEM, PROBE_READ_USER_STR, PERF_EVENT_OUTPUT]
+        );
         // the two maps are named by descriptor
         let maps: Vec<i32> = p
             .iter()
@@ -367,6 +388,6 @@ print fmt: \"dfd: 0x%08lx\"
             .map(|i| i.imm)
             .collect();
         assert_eq!(maps, vec![7, 8]);
-        assert!(RECORD_BYTES <= 4096);
+        const { assert!(RECORD_BYTES <= 4096) };
     }
 }

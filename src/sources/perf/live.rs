@@ -16,8 +16,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::format::{EventFormat, Field};
 use super::capture;
+use super::format::{EventFormat, Field};
 use super::record::{self, kind, sample};
 use super::ustack::{self, UserStacks};
 use crate::engine::{Engine, EventSource, SourceState};
@@ -472,7 +472,7 @@ struct LiveMemory<'a> {
     raw: &'a [u8],
     /// Strings captured at the probe: (address, bytes up to the NUL, or `None` where the
     /// kernel could not read them).
-    captured: &'a [Option<(u64, Option<&'a [u8]>)>],
+    captured: &'a [Option<capture::CapturedString<'a>>],
 }
 
 impl LiveMemory<'_> {
@@ -670,7 +670,11 @@ impl PerfSource {
             None
         } else if all_syscalls.0 == total {
             // every call but the captured ones
-            let v: Vec<String> = capture.calls.iter().map(|c| format!("id != {}", c.0.nr)).collect();
+            let v: Vec<String> = capture
+                .calls
+                .iter()
+                .map(|c| format!("id != {}", c.0.nr))
+                .collect();
             Some(v.join(" && "))
         } else {
             let mut v = entry_nrs.clone();
@@ -1052,7 +1056,7 @@ impl PerfSource {
         };
         let lazy = crate::vm::LazyUserStack::new(&unwind);
         let raw = s.raw;
-        let mut strings: [Option<(u64, Option<&[u8]>)>; capture::MAX_STRINGS] =
+        let mut strings: [Option<capture::CapturedString<'_>>; capture::MAX_STRINGS] =
             [None; capture::MAX_STRINGS];
         let mut args = [0u64; 10];
         let mut errno = 0i64;
@@ -1405,7 +1409,11 @@ impl CapturePlan {
             let Some(&(_, name)) = table.iter().find(|(n, _)| *n == nr) else {
                 continue;
             };
-            let fmt = load_format(root, "syscalls", &format!("sys_enter_{name}"))?;
+            // a call the kernel has no tracepoint of its own for (a name of dtx's table the
+            // kernel spells differently) keeps the read after the fact
+            let Ok(fmt) = load_format(root, "syscalls", &format!("sys_enter_{name}")) else {
+                continue;
+            };
             let Some(layout) = capture::CallLayout::from_format(nr, &fmt) else {
                 continue;
             };
@@ -1547,4 +1555,38 @@ impl EventSource for PerfSource {
 /// The symbol tables a source shares with the consumer.
 pub fn symbols_for(source: &PerfSource) -> LiveSymbols {
     source.symbols.clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_captured_at_the_probe_are_read_from_the_capture() {
+        let captured = [
+            Some((0x5000, Some(&b"/etc/hostname"[..]))),
+            Some((0x9000, None)),
+        ];
+        let mem = LiveMemory {
+            pid: 0,
+            raw: &[],
+            captured: &captured,
+        };
+        // a chunk that runs past the NUL: the string, then zeros
+        let mut b = [0xaau8; 16];
+        mem.read(0x5005, &mut b).unwrap();
+        assert_eq!(&b, b"hostname\0\0\0\0\0\0\0\0");
+        // the address the kernel could not read is the firing's fault
+        assert_eq!(mem.read(0x9000, &mut b), Err(Fault::BadAddr(0x9000)));
+        // anything else is the process's memory (none here: pid 0)
+        assert_eq!(mem.read(0x7000, &mut b), Err(Fault::BadAddr(0x7000)));
+        assert!(mem.read(0x500e, &mut b).is_err());
+    }
+
+    #[test]
+    fn idle_tasks_are_named_by_cpu() {
+        let mut n = IdleNames::default();
+        assert_eq!(n.of(3), b"swapper/3");
+        assert_eq!(n.of(0), b"swapper/0");
+    }
 }
