@@ -356,6 +356,10 @@ enum Decoder {
     Captured(Vec<capture::CallLayout>),
 }
 
+/// How long (ns) a record waits before it fires, so that the records of all CPUs' rings merge
+/// in time order: more than the time between a record's time stamp and its write to the ring.
+const HOLD_NS: u64 = 5_000_000;
+
 /// Most frames a user stack is unwound to (perf's own limit is 127).
 const MAX_USER_FRAMES: usize = 128;
 
@@ -594,7 +598,10 @@ pub struct PerfSource {
     idle_names: IdleNames,
     /// Engine time minus perf (CLOCK_MONOTONIC) time, and wall minus engine time.
     offset: Option<(u64, u64)>,
+    /// Per ring, the records read and not yet fired (those of the last round held back).
     bufs: Vec<Vec<u8>>,
+    /// Some records were held back for the next round.
+    holding: bool,
     order: Vec<(u64, u32, u32)>,
     kstack: Vec<u64>,
     ustack: Vec<u64>,
@@ -793,7 +800,12 @@ impl PerfSource {
             };
             specs.push((decoders.len() - 1, attr, filter));
         }
-        let sample_user = config.stacks;
+        // user registers and stack copies only for a program that reads user stacks
+        let sample_user = config.stacks
+            && engine
+                .runs
+                .iter()
+                .any(|r| crate::engine::uses_user_stacks(&r.vm.program));
         for p in &enabled {
             if let (true, Some((_, ns))) = (is_profile(p), parse_rate(&p.name)) {
                 engine.detach_timer(p.id);
@@ -905,6 +917,7 @@ impl PerfSource {
             idle_names: IdleNames::default(),
             offset: None,
             bufs: vec![Vec::new(); n],
+            holding: false,
             order: Vec::new(),
             kstack: Vec::new(),
             ustack: Vec::new(),
@@ -915,10 +928,18 @@ impl PerfSource {
     /// Copies what every ring holds and fires it in time order, until the engine is done (or,
     /// with `to_exit`, until a program calls `exit()`). Returns whether there was any.
     fn drain_and_fire(&mut self, engine: &mut Engine, to_exit: bool) -> bool {
+        // a record stamped just now may still be on its way into its CPU's ring while the
+        // other rings are read: the newest records wait for the next round, so that the rings
+        // merge in time order (a process's FORK before its first sample on another CPU)
+        let cutoff = if to_exit {
+            u64::MAX
+        } else {
+            mono_ns().saturating_sub(HOLD_NS)
+        };
         self.order.clear();
         for (i, ring) in self.rings.iter_mut().enumerate() {
+            // after what the last round held back
             let buf = &mut self.bufs[i];
-            buf.clear();
             ring.drain(buf);
             let mut at = 0usize;
             while let Some(h) = record::Header::parse(&buf[at..]) {
@@ -928,7 +949,15 @@ impl PerfSource {
                 }
                 let body = &buf[at + record::Header::SIZE..at + size];
                 let time = if h.kind == kind::SAMPLE {
-                    record::parse_sample(body, COMMON).map_or(0, |s| s.time)
+                    // a profile sample has its PC before the thread and time
+                    let id = body
+                        .get(..8)
+                        .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
+                    let st = match self.by_id.get(&id).map(|&d| &self.decoders[d]) {
+                        Some(Decoder::Profile { .. }) => COMMON | sample::IP,
+                        _ => COMMON,
+                    };
+                    record::parse_sample(body, st).map_or(0, |s| s.time)
                 } else {
                     record::parse_sample_id(body, COMMON).map_or(0, |s| s.time)
                 };
@@ -937,14 +966,22 @@ impl PerfSource {
             }
         }
         if self.order.is_empty() {
+            self.holding = false;
             return false;
         }
         // each ring is in time order already: the stable sort merges runs
         self.order.sort_by_key(|e| e.0);
         let order = std::mem::take(&mut self.order);
-        let bufs = std::mem::take(&mut self.bufs);
-        for &(_, ring, at) in &order {
+        let mut bufs = std::mem::take(&mut self.bufs);
+        let mut held: Vec<(u32, u32)> = Vec::new();
+        let mut ended = false;
+        for &(time, ring, at) in &order {
+            if time >= cutoff {
+                held.push((ring, at));
+                continue;
+            }
             if engine.exited() || (!to_exit && engine.done()) {
+                ended = true;
                 break;
             }
             let buf = &bufs[ring as usize];
@@ -954,6 +991,24 @@ impl PerfSource {
             };
             let body = &buf[at + record::Header::SIZE..at + h.size as usize];
             self.record(h, body, ring as usize, engine);
+        }
+        // keep exactly the records held back, in time order
+        self.holding = !ended && !held.is_empty();
+        for (i, buf) in bufs.iter_mut().enumerate() {
+            let mut keep = Vec::new();
+            if self.holding {
+                for &(_, at) in held.iter().filter(|h| h.0 as usize == i) {
+                    let at = at as usize;
+                    if let Some(h) = record::Header::parse(&buf[at..]) {
+                        keep.extend_from_slice(&buf[at..at + h.size as usize]);
+                    }
+                }
+            }
+            if keep.is_empty() {
+                buf.clear();
+            } else {
+                *buf = keep;
+            }
         }
         self.order = order;
         self.bufs = bufs;
@@ -1246,7 +1301,13 @@ impl PerfSource {
             }
         }
         for &(probe, tid, pid_hint) in &fire[..n] {
-            let t = self.tasks.get(tid, pid_hint);
+            // a thread caught as it exits (its id already released) reads as -1: it has its
+            // process's name
+            let t = if tid == u32::MAX && pid_hint != 0 && pid_hint != u32::MAX {
+                self.tasks.get(pid_hint, pid_hint)
+            } else {
+                self.tasks.get(tid, pid_hint)
+            };
             let pid = if pid_hint != 0 { pid_hint } else { t.pid };
             if self.stacks
                 && (user_sampled || !self.ustack.is_empty())
@@ -1522,7 +1583,13 @@ impl EventSource for PerfSource {
             if engine.done() || now >= deadline {
                 return SourceState::Running;
             }
-            let ms = (deadline - now).div_ceil(1_000_000).min(1000) as i32;
+            // records held back are due in a few ms
+            let most = if self.holding {
+                HOLD_NS.div_ceil(1_000_000)
+            } else {
+                1000
+            };
+            let ms = (deadline - now).div_ceil(1_000_000).min(most) as i32;
             let mut fds: Vec<libc::pollfd> = self
                 .rings
                 .iter()
