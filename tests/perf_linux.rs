@@ -62,13 +62,19 @@ macro_rules! require_perf {
     };
 }
 
-/// Compiles a C program named `name` into a fresh directory.
+/// Compiles a C program named `name` into a fresh directory (with frame pointers).
 fn compile(dir: &Path, name: &str, src: &str) -> PathBuf {
+    compile_with(dir, name, src, &["-O1", "-fno-omit-frame-pointer"])
+}
+
+/// Compiles a C program named `name` with gcc `flags`.
+fn compile_with(dir: &Path, name: &str, src: &str, flags: &[&str]) -> PathBuf {
     let c = dir.join(format!("{name}.c"));
     std::fs::write(&c, src).unwrap();
     let exe = dir.join(name);
     let st = Command::new("gcc")
-        .args(["-O1", "-fno-omit-frame-pointer", "-o"])
+        .args(flags)
+        .arg("-o")
         .arg(&exe)
         .arg(&c)
         .status()
@@ -373,20 +379,9 @@ int main(int argc, char **argv) {
 }
 "#;
 
-/// Compiles [`BURN_C`] without frame pointers, and checks that gcc did leave them out (`rbp`
-/// is not set up in `main`).
+/// Compiles [`BURN_C`] as distributions build: `-O2`, no frame pointers.
 fn compile_burn(dir: &Path) -> PathBuf {
-    let c = dir.join("dtxburn.c");
-    std::fs::write(&c, BURN_C).unwrap();
-    let exe = dir.join("dtxburn");
-    let st = Command::new("gcc")
-        .args(["-O2", "-fomit-frame-pointer", "-o"])
-        .arg(&exe)
-        .arg(&c)
-        .status()
-        .unwrap();
-    assert!(st.success(), "gcc failed for dtxburn");
-    exe
+    compile_with(dir, "dtxburn", BURN_C, &["-O2", "-fomit-frame-pointer"])
 }
 
 /// The stacks of dtrace's `printa` of a stack aggregation: (frames, count) per stack.
