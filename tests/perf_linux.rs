@@ -62,13 +62,19 @@ macro_rules! require_perf {
     };
 }
 
-/// Compiles a C program named `name` into a fresh directory.
+/// Compiles a C program named `name` into a fresh directory (with frame pointers).
 fn compile(dir: &Path, name: &str, src: &str) -> PathBuf {
+    compile_with(dir, name, src, &["-O1", "-fno-omit-frame-pointer"])
+}
+
+/// Compiles a C program named `name` with gcc `flags`.
+fn compile_with(dir: &Path, name: &str, src: &str, flags: &[&str]) -> PathBuf {
     let c = dir.join(format!("{name}.c"));
     std::fs::write(&c, src).unwrap();
     let exe = dir.join(name);
     let st = Command::new("gcc")
-        .args(["-O1", "-fno-omit-frame-pointer", "-o"])
+        .args(flags)
+        .arg("-o")
         .arg(&exe)
         .arg(&c)
         .status()
@@ -120,6 +126,19 @@ fn wait_for(c: &mut Child, limit: Duration) -> bool {
     let _ = c.kill();
     let _ = c.wait();
     false
+}
+
+/// Runs dtx with `args` to its end: (stdout, stderr, whether it exited with status 0).
+fn run_dtx<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> (String, String, bool) {
+    let out = Command::new(env!("CARGO_BIN_EXE_dtx"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        out.status.success(),
+    )
 }
 
 /// A guard so that a test never hangs: the program ends after 20 s whatever happens.
@@ -311,19 +330,14 @@ fn tracefs_is_mounted_when_absent() {
 fn a_short_lived_c_target_has_its_execname() {
     require_perf!();
     // the -c child exits before dtx reads its first event: its name is known all the same
-    let out = Command::new(env!("CARGO_BIN_EXE_dtx"))
-        .args([
-            "-q",
-            "-n",
-            "syscall::openat:entry /pid == $target/ { @[execname] = count(); }",
-            "-c",
-            "/bin/cat /etc/hostname",
-        ])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
+    let (text, err, ok) = run_dtx(&[
+        "-q",
+        "-n",
+        "syscall::openat:entry /pid == $target/ { @[execname] = count(); }",
+        "-c",
+        "/bin/cat /etc/hostname",
+    ]);
+    assert!(ok, "{err}");
     let rows: Vec<(&str, u64)> = text
         .lines()
         .filter_map(|l| {
@@ -335,4 +349,244 @@ fn a_short_lived_c_target_has_its_execname() {
     assert_eq!(rows.len(), 1, "{text}");
     assert_eq!(rows[0].0, "cat", "{text}");
     assert!(rows[0].1 > 0);
+}
+
+/// A CPU-bound program whose hot loop is three named calls below `main`, built as most
+/// distributions build (`-O2`, no frame pointers): it burns `$1` ms of its own CPU time.
+const BURN_C: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+__attribute__((noinline)) static unsigned long dtxb_leaf(unsigned long n) {
+  unsigned long x = 0;
+  for (unsigned long i = 0; i < n; i++) { x = x * 2862933555777941757UL + i; __asm__ volatile("" : "+r"(x)); }
+  return x;
+}
+__attribute__((noinline)) unsigned long dtxb_inner(unsigned long n) { return dtxb_leaf(n) + 1; }
+__attribute__((noinline)) unsigned long dtxb_middle(unsigned long n) { return dtxb_inner(n) ^ 3; }
+__attribute__((noinline)) unsigned long dtxb_outer(unsigned long n) { return dtxb_middle(n) * 5; }
+int main(int argc, char **argv) {
+  double ms = argc > 1 ? atof(argv[1]) : 500;
+  struct timespec a, b;
+  unsigned long acc = 0;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
+  do {
+    acc += dtxb_outer(200000);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
+  } while ((b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) / 1e6 < ms);
+  printf("%lu\n", acc & 1);
+  return 0;
+}
+"#;
+
+/// Compiles [`BURN_C`] as distributions build: `-O2`, no frame pointers.
+fn compile_burn(dir: &Path) -> PathBuf {
+    compile_with(dir, "dtxburn", BURN_C, &["-O2", "-fomit-frame-pointer"])
+}
+
+/// The stacks of dtrace's `printa` of a stack aggregation: (frames, count) per stack.
+fn stacks_of(text: &str) -> Vec<(Vec<String>, u64)> {
+    let mut out = Vec::new();
+    let mut frames = Vec::new();
+    for line in text.lines() {
+        let t = line.trim();
+        if t.is_empty() {
+            frames.clear();
+        } else if let Ok(n) = t.parse::<u64>() {
+            out.push((std::mem::take(&mut frames), n));
+        } else {
+            frames.push(t.to_string());
+        }
+    }
+    out
+}
+
+/// Checks the `-o` file of the flamegraph line: at least half of the samples are stacks of 3
+/// frames or more naming the program's functions down to `main`, and inferno's dtrace
+/// collapser folds the file into lines that name `main`. The program ran `cpu_ms` of CPU time:
+/// at 997 Hz no more samples than that (each fires once). Returns (good samples, all samples).
+fn check_flamegraph_output(text: &str, cpu_ms: u64) -> (u64, u64) {
+    let stacks = stacks_of(text);
+    let total: u64 = stacks.iter().map(|s| s.1).sum();
+    assert!(
+        total <= cpu_ms * 997 / 1000 * 115 / 100 + 10,
+        "{total} samples in {cpu_ms} ms"
+    );
+    let good: u64 = stacks
+        .iter()
+        .filter(|(f, _)| {
+            let at = |name: &str| {
+                f.iter()
+                    .position(|l| l.starts_with(&format!("dtxburn`{name}")))
+            };
+            f.len() >= 3
+                && matches!(
+                    (at("dtxb_inner"), at("dtxb_middle"), at("dtxb_outer"), at("main")),
+                    (Some(a), Some(b), Some(c), Some(d)) if a < b && b < c && c < d
+                )
+        })
+        .map(|s| s.1)
+        .sum();
+    assert!(total > 50, "{total} samples\n{text}");
+    assert!(
+        good * 2 >= total,
+        "{good} of {total} samples unwound\n{text}"
+    );
+    // libc's frame below main is named, not a bare address
+    assert!(
+        !text.contains("libc.so.6`0x"),
+        "a libc frame without a name\n{text}"
+    );
+    use inferno::collapse::Collapse;
+    let mut folded = Vec::new();
+    inferno::collapse::dtrace::Folder::default()
+        .collapse(text.as_bytes(), &mut folded)
+        .unwrap();
+    let folded = String::from_utf8(folded).unwrap();
+    let mut folded_total = 0u64;
+    let mut with_main = 0u64;
+    for line in folded.lines() {
+        let (stack, n) = line.rsplit_once(' ').unwrap();
+        let n: u64 = n.parse().unwrap();
+        folded_total += n;
+        if stack.contains("dtxburn`main;dtxburn`dtxb_outer;dtxburn`dtxb_middle;dtxburn`dtxb_inner")
+        {
+            with_main += n;
+        }
+    }
+    assert_eq!(folded_total, total, "{folded}");
+    assert_eq!(with_main, good, "{folded}");
+    (good, total)
+}
+
+const FLAMEGRAPH_LINE: &str = "profile-997 /pid == $target/ { @[ustack(100)] = count(); }";
+
+#[test]
+fn the_flamegraph_line_unwinds_a_c_target_without_frame_pointers() {
+    require_perf!();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile_burn(dir.path());
+    let out = dir.path().join("out.stacks");
+    let mut dtx = Command::new(env!("CARGO_BIN_EXE_dtx"))
+        .args(["-x", "ustackframes=100", "-n", FLAMEGRAPH_LINE, "-o"])
+        .arg(&out)
+        .arg("-c")
+        .arg(format!("{} 600", exe.display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // the run ends when the command ends
+    assert!(
+        wait_for(&mut dtx, Duration::from_secs(60)),
+        "dtx did not end"
+    );
+    let mut err = String::new();
+    dtx.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    let text = std::fs::read_to_string(&out).unwrap_or_default();
+    let (good, total) = check_flamegraph_output(&text, 600);
+    eprintln!("-c: {good} of {total} samples have the full stack\n{err}");
+}
+
+#[test]
+fn the_flamegraph_line_unwinds_a_grabbed_process() {
+    require_perf!();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile_burn(dir.path());
+    let out = dir.path().join("out.stacks");
+    let mut burn = Command::new(&exe)
+        .arg("800")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut dtx = Command::new(env!("CARGO_BIN_EXE_dtx"))
+        .args(["-x", "ustackframes=100", "-n", FLAMEGRAPH_LINE, "-o"])
+        .arg(&out)
+        .args(["-p", &burn.id().to_string()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let ended = wait_for(&mut dtx, Duration::from_secs(60));
+    let _ = burn.kill();
+    let _ = burn.wait();
+    assert!(ended, "dtx did not end with its target");
+    let mut err = String::new();
+    dtx.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(err.contains("has exited"), "{err}");
+    let text = std::fs::read_to_string(&out).unwrap_or_default();
+    let (good, total) = check_flamegraph_output(&text, 800);
+    eprintln!("-p: {good} of {total} samples have the full stack");
+}
+
+/// Opens a path, changes the buffer right after the call, then opens a bad address.
+const CAPTURE_C: &str = r#"
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+int main(void) {
+  char buf[64];
+  strcpy(buf, "/tmp/dtxt-capture-at-the-probe");
+  syscall(SYS_openat, AT_FDCWD, buf, O_RDONLY);
+  strcpy(buf, "/tmp/dtxt-CHANGED-after-the-call");
+  syscall(SYS_openat, AT_FDCWD, (char *)8, O_RDONLY);
+  return 0;
+}
+"#;
+
+#[test]
+fn copyinstr_reads_the_string_as_it_was_at_the_probe() {
+    require_perf!();
+    // a short-lived target: its paths are gone by the time dtx reads its events
+    let clause = "syscall::openat:entry /pid == $target/ { printf(\"<%s>\\n\", copyinstr(arg1)); }";
+    let (text, err, ok) = run_dtx(&["-q", "-n", clause, "-c", "/bin/cat /etc/hostname"]);
+    assert!(ok, "{err}");
+    if err.contains("cannot be captured at the probe here") {
+        eprintln!("skipping: {err}");
+        return;
+    }
+    assert!(
+        text.lines().any(|l| l == "</etc/hostname>"),
+        "{text}\n{err}"
+    );
+    // every path printed is a whole path, no bytes of something else
+    for l in text.lines().filter(|l| l.starts_with('<')) {
+        assert!(l.starts_with("</") && l.ends_with('>'), "{l:?}\n{text}");
+    }
+    // a buffer changed right after the call, and a bad address: the first reads as it was,
+    // the second is the clause's error, as dtrace reports it
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path(), "dtxt_capture", CAPTURE_C);
+    let exe = exe.display().to_string();
+    let (text, err, _) = run_dtx(&["-q", "-n", clause, "-c", &exe]);
+    let paths: Vec<&str> = text.lines().filter(|l| l.starts_with('<')).collect();
+    assert_eq!(paths, ["</tmp/dtxt-capture-at-the-probe>"], "{text}\n{err}");
+    assert!(
+        err.contains("syscall::openat:entry): invalid address (0x8) in action #1"),
+        "{err}"
+    );
+}
+
+#[test]
+fn idle_samples_are_named_by_their_cpu() {
+    require_perf!();
+    let (text, err, ok) = run_dtx(&[
+        "-q",
+        "-n",
+        "profile-997 /pid != -1/ { @all[execname == \"\"] = count(); }
+         profile-997 /pid == 0/ { @idle[execname == strjoin(\"swapper/\", lltostr(cpu))] = count(); }
+         tick-1s { exit(0); }
+         END { printa(\"all %d %@d\\n\", @all); printa(\"idle %d %@d\\n\", @idle); }",
+    ]);
+    assert!(ok, "{err}");
+    // no sample has an empty name (but those of a task so far into its exit that perf
+    // reports its pid as -1: nothing says who it was)
+    assert!(text.lines().any(|l| l.starts_with("all 0 ")), "{text}");
+    assert!(!text.lines().any(|l| l.starts_with("all 1 ")), "{text}");
+    // the idle task of CPU N is swapper/N (a busy machine may have no idle sample)
+    assert!(!text.lines().any(|l| l.starts_with("idle 0 ")), "{text}");
+    if !text.lines().any(|l| l.starts_with("idle 1 ")) {
+        eprintln!("no idle sample in a second: the CPUs were busy");
+    }
 }

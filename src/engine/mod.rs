@@ -818,19 +818,40 @@ fn user_pc() -> u64 {
 
 /// Whether a program records stacks (`stack()`, `ustack()`, or a stack aggregation key).
 pub fn uses_stacks(p: &crate::ir::Program) -> bool {
+    let (kernel, user) = stack_use(p);
+    kernel || user
+}
+
+/// Whether a program reads user stacks (`ustack()`, `jstack()`, `ustackdepth`, `ucaller`): a
+/// live source that copies user stacks to unwind them does so only then.
+pub fn uses_user_stacks(p: &crate::ir::Program) -> bool {
+    stack_use(p).1
+}
+
+/// (kernel stacks, user stacks) a program reads.
+fn stack_use(p: &crate::ir::Program) -> (bool, bool) {
     use crate::ir::{ActionKind, Node};
     use crate::lang::builtins::var;
-    let mut found = false;
-    crate::ir::visit::visit_nodes(p, &mut |n| {
-        found |= matches!(n, Node::Call { name, .. } if matches!(*name, "stack" | "ustack" | "jstack"))
-            || matches!(n, Node::Builtin { id, .. }
-                if matches!(*id, var::STACKDEPTH | var::USTACKDEPTH | var::CALLER | var::UCALLER));
+    let (mut kernel, mut user) = (false, false);
+    crate::ir::visit::visit_nodes(p, &mut |n| match n {
+        Node::Call { name, .. } => match *name {
+            "stack" => kernel = true,
+            "ustack" | "jstack" => user = true,
+            _ => {}
+        },
+        Node::Builtin { id, .. } => match *id {
+            var::STACKDEPTH | var::CALLER => kernel = true,
+            var::USTACKDEPTH | var::UCALLER => user = true,
+            _ => {}
+        },
+        _ => {}
     });
-    found
-        || p.actions().iter().any(|a| {
-            matches!(
-                a.kind,
-                ActionKind::Stack { .. } | ActionKind::Ustack { .. } | ActionKind::Jstack { .. }
-            )
-        })
+    for a in p.actions() {
+        match a.kind {
+            ActionKind::Stack { .. } => kernel = true,
+            ActionKind::Ustack { .. } | ActionKind::Jstack { .. } => user = true,
+            _ => {}
+        }
+    }
+    (kernel, user)
 }

@@ -131,6 +131,11 @@ impl ElfImage {
             }
         } else {
             if collect(&mut file.symbols()) == 0 {
+                // a stripped library: its full table from a separate debug file, if installed
+                let debug = super::debugfile::read_for(std::path::Path::new(path), &file);
+                if let Some(f) = debug.as_deref().and_then(|d| object::File::parse(d).ok()) {
+                    collect(&mut f.symbols());
+                }
                 collect(&mut file.dynamic_symbols());
             }
             // MiniDebugInfo: the local functions of a stripped binary, in an xz-compressed ELF

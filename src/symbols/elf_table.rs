@@ -11,14 +11,37 @@ pub struct ElfSymbols {
 }
 
 impl ElfSymbols {
+    /// The symbols of the ELF file `data` alone.
     pub fn parse(data: &[u8]) -> Result<ElfSymbols, String> {
+        Self::parse_with(data, None)
+    }
+
+    /// The symbols of the ELF file at `path` (its bytes `data`) and, when it has no
+    /// `.symtab`, of its separate debug file where one is installed
+    /// ([`super::debugfile`]).
+    pub fn parse_file(path: &str, data: &[u8]) -> Result<ElfSymbols, String> {
+        let file = object::File::parse(data).map_err(|e| e.to_string())?;
+        let debug = if file.symbols().next().is_none() {
+            super::debugfile::read_for(std::path::Path::new(path), &file)
+        } else {
+            None
+        };
+        Self::parse_with(data, debug.as_deref())
+    }
+
+    fn parse_with(data: &[u8], debug: Option<&[u8]>) -> Result<ElfSymbols, String> {
         let file = object::File::parse(data).map_err(|e| e.to_string())?;
         if file.format() != object::BinaryFormat::Elf {
             return Err("not an ELF file".into());
         }
+        let debug = debug.and_then(|d| object::File::parse(d).ok());
+        let from_debug = debug.iter().flat_map(|f| f.symbols());
+        // at one address the first name stays: the file's own, then the exported one, then
+        // the debug file's (a stripped library's exported names read as they always have)
         let mut syms: Vec<(u64, u64, Box<str>)> = file
             .symbols()
             .chain(file.dynamic_symbols())
+            .chain(from_debug)
             .filter(|s| s.kind() == SymbolKind::Text && s.address() != 0)
             .filter_map(|s| Some((s.address(), s.size(), demangle(s.name().ok()?).into())))
             .filter(|(_, _, n): &(u64, u64, Box<str>)| !n.is_empty())

@@ -56,7 +56,7 @@ impl SymbolTables {
             .or_insert_with(|| {
                 std::fs::read(path)
                     .ok()
-                    .and_then(|b| ElfSymbols::parse(&b).ok())
+                    .and_then(|b| ElfSymbols::parse_file(path, &b).ok())
                     .map(Arc::new)
             })
             .clone()

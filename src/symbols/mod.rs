@@ -3,6 +3,7 @@
 //! Parsing is platform-neutral; only reading `/proc` needs Linux.
 
 pub mod cfi;
+pub mod debugfile;
 pub mod decode;
 pub mod elf;
 pub mod elf_table;

@@ -297,7 +297,7 @@ impl Vm {
     }
 
     fn stack_datum(&self, frames: u32, user: bool, cx: &FiringCtx<'_>) -> Datum {
-        let src = if user { cx.ustack } else { cx.stack };
+        let src = if user { cx.user_stack() } else { cx.stack };
         let n = (frames as usize).min(src.len());
         Datum::Stack {
             frames: src[..n].to_vec(),

@@ -106,10 +106,40 @@ pub struct FiringCtx<'a> {
     /// Kernel and user stacks of the firing, innermost first, when the source has them.
     pub stack: &'a [u64],
     pub ustack: &'a [u64],
+    /// A user stack the source works out only when a clause asks for it (it takes the place of
+    /// `ustack` when set).
+    pub ustack_lazy: Option<&'a LazyUserStack<'a>>,
     pub uregs: &'a [u64],
     /// The trace the firing came from (the `trace` variable): the `-E` file name as given,
     /// `archive.zip:member.etl` for a zip member; empty when no trace drives the run.
     pub trace: &'a [u8],
+}
+
+/// A user stack computed on first use: a source that unwinds stacks itself (from a sampled
+/// copy of the stack) pays for it only in firings whose clauses read it, not in those a
+/// predicate turns away.
+pub struct LazyUserStack<'a> {
+    frames: std::cell::OnceCell<Vec<u64>>,
+    compute: &'a dyn Fn(&mut Vec<u64>),
+}
+
+impl<'a> LazyUserStack<'a> {
+    /// A stack that `compute` fills in (innermost frame first) when first read.
+    pub fn new(compute: &'a dyn Fn(&mut Vec<u64>)) -> Self {
+        LazyUserStack {
+            frames: std::cell::OnceCell::new(),
+            compute,
+        }
+    }
+
+    /// The frames, worked out now if no one asked before.
+    pub fn get(&self) -> &[u64] {
+        self.frames.get_or_init(|| {
+            let mut v = Vec::new();
+            (self.compute)(&mut v);
+            v
+        })
+    }
 }
 
 impl<'a> FiringCtx<'a> {
@@ -148,6 +178,7 @@ impl<'a> FiringCtx<'a> {
             memory: &NoMemory,
             stack: &[],
             ustack: &[],
+            ustack_lazy: None,
             uregs: &SYNTHETIC_UREGS,
             trace: b"",
         }
@@ -155,6 +186,14 @@ impl<'a> FiringCtx<'a> {
 }
 
 impl FiringCtx<'_> {
+    /// The firing's user stack, innermost first (worked out now when the source defers it).
+    pub fn user_stack(&self) -> &[u64] {
+        match self.ustack_lazy {
+            Some(l) => l.get(),
+            None => self.ustack,
+        }
+    }
+
     /// The thread whose `self->` variables the firing sees. Thread 0 is the idle thread of
     /// the firing's CPU (Windows gives every CPU's idle thread id 0, as Linux gives its swapper
     /// tasks pid 0): each CPU's idle thread is a thread of its own, as in DTrace, so its key is

@@ -16,8 +16,10 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::capture;
 use super::format::{EventFormat, Field};
 use super::record::{self, kind, sample};
+use super::ustack::{self, UserStacks};
 use crate::engine::{Engine, EventSource, SourceState};
 use crate::fasthash::FastMap;
 use crate::probes::ProbeInfo;
@@ -61,6 +63,8 @@ const TYPE_SOFTWARE: u32 = 1;
 const TYPE_TRACEPOINT: u32 = 2;
 const SW_CPU_CLOCK: u64 = 0;
 const SW_DUMMY: u64 = 9;
+const SW_BPF_OUTPUT: u64 = 10;
+const IOC_SET_BPF: libc::c_ulong = 0x4004_2408;
 
 /// `perf_event_attr` flag bits.
 pub(super) mod flag {
@@ -68,6 +72,7 @@ pub(super) mod flag {
     pub const TASK: u64 = 1 << 13;
     pub const WATERMARK: u64 = 1 << 14;
     pub const SAMPLE_ID_ALL: u64 = 1 << 18;
+    pub const EXCLUDE_CALLCHAIN_USER: u64 = 1 << 22;
     pub const COMM_EXEC: u64 = 1 << 24;
     pub const USE_CLOCKID: u64 = 1 << 25;
 }
@@ -346,7 +351,17 @@ enum Decoder {
     Profile {
         probe: u64,
     },
+    /// A system call entry with its strings, from the capture programs' `BPF_OUTPUT` event
+    /// (the record's call number picks the layout).
+    Captured(Vec<capture::CallLayout>),
 }
+
+/// How long (ns) a record waits before it fires, so that the records of all CPUs' rings merge
+/// in time order: more than the time between a record's time stamp and its write to the ring.
+const HOLD_NS: u64 = 5_000_000;
+
+/// Most frames a user stack is unwound to (perf's own limit is 127).
+const MAX_USER_FRAMES: usize = 128;
 
 /// What the source knows about a thread: its process, parent process and name.
 #[derive(Clone, Copy)]
@@ -388,6 +403,23 @@ fn task_from_proc(tid: u32) -> Option<Task> {
         }
     }
     Some(t)
+}
+
+/// The `execname` of each CPU's idle task (thread 0 on every CPU): `swapper/N`, the kernel's
+/// own name for it (its `comm`, what `sched_switch`, perf and Oracle's DTrace for Linux show;
+/// illumos's DTrace says `sched`).
+#[derive(Default)]
+struct IdleNames(Vec<Vec<u8>>);
+
+impl IdleNames {
+    fn of(&mut self, cpu: u32) -> &[u8] {
+        let cpu = cpu.min(4095) as usize;
+        while self.0.len() <= cpu {
+            let n = self.0.len();
+            self.0.push(format!("swapper/{n}").into_bytes());
+        }
+        &self.0[cpu]
+    }
 }
 
 /// Threads by id.
@@ -442,6 +474,30 @@ impl Tasks {
 struct LiveMemory<'a> {
     pid: u32,
     raw: &'a [u8],
+    /// Strings captured at the probe: (address, bytes up to the NUL, or `None` where the
+    /// kernel could not read them).
+    captured: &'a [Option<capture::CapturedString<'a>>],
+}
+
+impl LiveMemory<'_> {
+    /// A read inside a string captured at the probe, served from the capture (zeros after its
+    /// NUL); `None` when `addr` is not in one.
+    fn read_captured(&self, addr: u64, buf: &mut [u8]) -> Option<Result<(), Fault>> {
+        for &(at, text) in self.captured.iter().flatten() {
+            match text {
+                None if addr == at => return Some(Err(Fault::BadAddr(addr))),
+                Some(t) if addr >= at && addr <= at + t.len() as u64 => {
+                    let from = &t[(addr - at) as usize..];
+                    let n = from.len().min(buf.len());
+                    buf[..n].copy_from_slice(&from[..n]);
+                    buf[n..].fill(0);
+                    return Some(Ok(()));
+                }
+                _ => {}
+            }
+        }
+        None
+    }
 }
 
 impl AddressSpace for LiveMemory<'_> {
@@ -454,6 +510,9 @@ impl AddressSpace for LiveMemory<'_> {
                 .ok_or(Fault::BadAddr(addr))?;
             buf.copy_from_slice(src);
             return Ok(());
+        }
+        if let Some(r) = self.read_captured(addr, buf) {
+            return r;
         }
         if self.pid == 0 || is_kernel_pc(addr) || buf.is_empty() {
             return Err(Fault::BadAddr(addr));
@@ -516,6 +575,10 @@ pub struct PerfSource {
     rings: Vec<Ring>,
     /// Events (besides the ring owners) kept open.
     _fds: Vec<OwnedFd>,
+    /// The capture programs and maps (closed after the events that use them).
+    _capture: CapturePlan,
+    /// System calls whose entries come from a capture program.
+    captured_nrs: FastMap<u16, ()>,
     decoders: Vec<Decoder>,
     /// perf event id → index into `decoders`.
     by_id: FastMap<u64, usize>,
@@ -529,9 +592,16 @@ pub struct PerfSource {
     symbols: LiveSymbols,
     noted: FastMap<u32, ()>,
     stacks: bool,
+    /// `profile-N` samples carry user registers and a stack copy, unwound by `user_stacks`.
+    sample_user: bool,
+    user_stacks: UserStacks,
+    idle_names: IdleNames,
     /// Engine time minus perf (CLOCK_MONOTONIC) time, and wall minus engine time.
     offset: Option<(u64, u64)>,
+    /// Per ring, the records read and not yet fired (those of the last round held back).
     bufs: Vec<Vec<u8>>,
+    /// Some records were held back for the next round.
+    holding: bool,
     order: Vec<(u64, u32, u32)>,
     kstack: Vec<u64>,
     ustack: Vec<u64>,
@@ -589,9 +659,30 @@ impl PerfSource {
             }
         }
         let track_exits = on("proc", "exit");
-        let total = crate::providers::linux::syscalls::X86_64.len();
-        let enter_filter = if all_syscalls.0 == total {
+        let needs_tracefs_early = !entry_nrs.is_empty();
+        let root_early = if needs_tracefs_early {
+            Some(tracefs()?)
+        } else {
             None
+        };
+        // system calls whose strings are captured at the probe (their entries then come from
+        // the capture program, not from raw_syscalls:sys_enter)
+        let capture = match &root_early {
+            Some(root) => CapturePlan::prepare(root, &copyinstr_calls(engine, &enabled)),
+            None => CapturePlan::default(),
+        };
+        entry_nrs.retain(|nr| !capture.covers(*nr));
+        let total = crate::providers::linux::syscalls::X86_64.len();
+        let enter_filter = if all_syscalls.0 == total && capture.calls.is_empty() {
+            None
+        } else if all_syscalls.0 == total {
+            // every call but the captured ones
+            let v: Vec<String> = capture
+                .calls
+                .iter()
+                .map(|c| format!("id != {}", c.0.nr))
+                .collect();
+            Some(v.join(" && "))
         } else {
             let mut v = entry_nrs.clone();
             if track_exits {
@@ -640,10 +731,10 @@ impl PerfSource {
         if on("io", "done") {
             tracepoints.push(("block", "block_rq_complete", None));
         }
-        let root = if needs_tracefs {
-            Some(tracefs()?)
-        } else {
-            None
+        let root = match root_early {
+            Some(r) => Some(r),
+            None if needs_tracefs => Some(tracefs()?),
+            None => None,
         };
         let mut decoders = vec![Decoder::SideBand];
         // (decoder index, attr, filter)
@@ -709,20 +800,40 @@ impl PerfSource {
             };
             specs.push((decoders.len() - 1, attr, filter));
         }
+        // user registers and stack copies only for a program that reads user stacks
+        let sample_user = config.stacks
+            && engine
+                .runs
+                .iter()
+                .any(|r| crate::engine::uses_user_stacks(&r.vm.program));
         for p in &enabled {
             if let (true, Some((_, ns))) = (is_profile(p), parse_rate(&p.name)) {
                 engine.detach_timer(p.id);
                 decoders.push(Decoder::Profile { probe: p.id });
-                let attr = PerfEventAttr {
+                let mut attr = PerfEventAttr {
                     kind: TYPE_SOFTWARE,
                     config: SW_CPU_CLOCK,
                     sample_period: ns,
-                    sample_type: COMMON | sample::IP | sample::CALLCHAIN,
+                    sample_type: profile_sample_type(sample_user),
                     ..Default::default()
                 };
+                if sample_user {
+                    // the user frames come from unwinding the copy, not from the kernel's
+                    // walk of frame pointers
+                    attr.sample_regs_user = ustack::REGS_MASK;
+                    attr.sample_stack_user = ustack::STACK_BYTES;
+                    attr.flags |= flag::EXCLUDE_CALLCHAIN_USER;
+                }
                 specs.push((decoders.len() - 1, attr, None));
             }
         }
+        // the capture programs' output events, one per CPU, in the CPU's ring
+        let capture_decoder = (!capture.calls.is_empty()).then(|| {
+            decoders.push(Decoder::Captured(
+                capture.calls.iter().map(|c| c.0.clone()).collect(),
+            ));
+            decoders.len() - 1
+        });
         // SAFETY: sysconf has no preconditions.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
         let pages = (config.ring_bytes / page)
@@ -770,6 +881,13 @@ impl PerfSource {
                 by_id.insert(event_id(&fd)?, *dec);
                 fds.push(fd);
             }
+            if let Some(dec) = capture_decoder {
+                let first = rings.is_empty();
+                let (out, attached) = capture.attach(cpu, first, chain, data_bytes, &ring)?;
+                by_id.insert(event_id(&out)?, dec);
+                fds.push(out);
+                fds.extend(attached);
+            }
             rings.push(ring);
         }
         let on_ids = enabled
@@ -782,6 +900,8 @@ impl PerfSource {
         Ok(PerfSource {
             rings,
             _fds: fds,
+            captured_nrs: capture.calls.iter().map(|c| (c.0.nr, ())).collect(),
+            _capture: capture,
             decoders,
             by_id,
             probes,
@@ -792,8 +912,12 @@ impl PerfSource {
             symbols,
             noted: FastMap::default(),
             stacks: config.stacks,
+            sample_user,
+            user_stacks: UserStacks::default(),
+            idle_names: IdleNames::default(),
             offset: None,
             bufs: vec![Vec::new(); n],
+            holding: false,
             order: Vec::new(),
             kstack: Vec::new(),
             ustack: Vec::new(),
@@ -804,10 +928,18 @@ impl PerfSource {
     /// Copies what every ring holds and fires it in time order, until the engine is done (or,
     /// with `to_exit`, until a program calls `exit()`). Returns whether there was any.
     fn drain_and_fire(&mut self, engine: &mut Engine, to_exit: bool) -> bool {
+        // a record stamped just now may still be on its way into its CPU's ring while the
+        // other rings are read: the newest records wait for the next round, so that the rings
+        // merge in time order (a process's FORK before its first sample on another CPU)
+        let cutoff = if to_exit {
+            u64::MAX
+        } else {
+            mono_ns().saturating_sub(HOLD_NS)
+        };
         self.order.clear();
         for (i, ring) in self.rings.iter_mut().enumerate() {
+            // after what the last round held back
             let buf = &mut self.bufs[i];
-            buf.clear();
             ring.drain(buf);
             let mut at = 0usize;
             while let Some(h) = record::Header::parse(&buf[at..]) {
@@ -817,7 +949,15 @@ impl PerfSource {
                 }
                 let body = &buf[at + record::Header::SIZE..at + size];
                 let time = if h.kind == kind::SAMPLE {
-                    record::parse_sample(body, COMMON).map_or(0, |s| s.time)
+                    // a profile sample has its PC before the thread and time
+                    let id = body
+                        .get(..8)
+                        .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
+                    let st = match self.by_id.get(&id).map(|&d| &self.decoders[d]) {
+                        Some(Decoder::Profile { .. }) => COMMON | sample::IP,
+                        _ => COMMON,
+                    };
+                    record::parse_sample(body, st).map_or(0, |s| s.time)
                 } else {
                     record::parse_sample_id(body, COMMON).map_or(0, |s| s.time)
                 };
@@ -826,14 +966,22 @@ impl PerfSource {
             }
         }
         if self.order.is_empty() {
+            self.holding = false;
             return false;
         }
         // each ring is in time order already: the stable sort merges runs
         self.order.sort_by_key(|e| e.0);
         let order = std::mem::take(&mut self.order);
-        let bufs = std::mem::take(&mut self.bufs);
-        for &(_, ring, at) in &order {
+        let mut bufs = std::mem::take(&mut self.bufs);
+        let mut held: Vec<(u32, u32)> = Vec::new();
+        let mut ended = false;
+        for &(time, ring, at) in &order {
+            if time >= cutoff {
+                held.push((ring, at));
+                continue;
+            }
             if engine.exited() || (!to_exit && engine.done()) {
+                ended = true;
                 break;
             }
             let buf = &bufs[ring as usize];
@@ -843,6 +991,24 @@ impl PerfSource {
             };
             let body = &buf[at + record::Header::SIZE..at + h.size as usize];
             self.record(h, body, ring as usize, engine);
+        }
+        // keep exactly the records held back, in time order
+        self.holding = !ended && !held.is_empty();
+        for (i, buf) in bufs.iter_mut().enumerate() {
+            let mut keep = Vec::new();
+            if self.holding {
+                for &(_, at) in held.iter().filter(|h| h.0 as usize == i) {
+                    let at = at as usize;
+                    if let Some(h) = record::Header::parse(&buf[at..]) {
+                        keep.extend_from_slice(&buf[at..at + h.size as usize]);
+                    }
+                }
+            }
+            if keep.is_empty() {
+                buf.clear();
+            } else {
+                *buf = keep;
+            }
         }
         self.order = order;
         self.bufs = bufs;
@@ -857,13 +1023,13 @@ impl PerfSource {
                     .get(..8)
                     .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
                 let st = match self.by_id.get(&id).map(|&d| &self.decoders[d]) {
-                    Some(Decoder::Profile { .. }) => COMMON | sample::IP | sample::CALLCHAIN,
+                    Some(Decoder::Profile { .. }) => profile_sample_type(self.sample_user),
                     Some(Decoder::SideBand) | None => return,
                     Some(_) => {
                         COMMON | sample::RAW | if self.stacks { sample::CALLCHAIN } else { 0 }
                     }
                 };
-                if let Some(s) = record::parse_sample(body, st) {
+                if let Some(s) = record::parse_sample_regs(body, st, ustack::REGS_MASK) {
                     self.sample(&s, engine);
                 }
             }
@@ -873,6 +1039,9 @@ impl PerfSource {
                     t.pid = pid;
                     t.set_comm(comm);
                     self.tasks.0.insert(tid, t);
+                    if h.misc & record::MISC_COMM_EXEC != 0 {
+                        self.user_stacks.forget(pid);
+                    }
                     if h.misc & record::MISC_COMM_EXEC != 0 && self.noted.remove(&pid).is_some() {
                         self.symbols
                             .0
@@ -924,7 +1093,26 @@ impl PerfSource {
             self.kstack.clear();
             self.ustack.clear();
         }
+        // a profile sample's user registers and stack copy: its user stack is unwound only
+        // for a clause that reads it
+        let user_sampled = matches!(self.decoders[d], Decoder::Profile { .. })
+            && !s.regs.is_empty()
+            && s.reg(ustack::REGS_MASK, record::x86_reg::IP).unwrap_or(0) != 0;
+        let uregs = if user_sampled {
+            Some(super::uprobe::sampled_regs(|i| s.reg(ustack::REGS_MASK, i)).uregs())
+        } else {
+            None
+        };
+        let user_stacks = std::cell::RefCell::new(&mut self.user_stacks);
+        let unwind = |out: &mut Vec<u64>| {
+            let reg = |i| s.reg(ustack::REGS_MASK, i);
+            let mut us = user_stacks.borrow_mut();
+            us.unwind(s.pid, reg, s.stack, ts, MAX_USER_FRAMES, out);
+        };
+        let lazy = crate::vm::LazyUserStack::new(&unwind);
         let raw = s.raw;
+        let mut strings: [Option<capture::CapturedString<'_>>; capture::MAX_STRINGS] =
+            [None; capture::MAX_STRINGS];
         let mut args = [0u64; 10];
         let mut errno = 0i64;
         // (probe, thread the firing runs in, its process when known)
@@ -948,8 +1136,22 @@ impl PerfSource {
                     let key = if nr == 231 { s.pid } else { s.tid };
                     self.exit_status.insert(key, args[0] as i64);
                 }
-                if nr < 1024 {
+                // a captured call fires from its capture program's record
+                if nr < 1024 && !self.captured_nrs.contains_key(&(nr as u16)) {
                     push(Some(syscall_probe_id(nr as u16, false)), s.tid, s.pid);
+                }
+            }
+            Decoder::Captured(layouts) => {
+                let nr = raw.get(..8).map_or(u64::MAX, |b| {
+                    u64::from_le_bytes(b.try_into().unwrap_or([0xff; 8]))
+                });
+                let layout = layouts.iter().find(|l| l.nr as u64 == nr);
+                if let Some(c) = layout.and_then(|l| capture::parse_record(raw, l)) {
+                    args[..6].copy_from_slice(&c.args);
+                    strings = c.strings;
+                    if c.nr < 1024 {
+                        push(Some(syscall_probe_id(c.nr as u16, false)), s.tid, s.pid);
+                    }
                 }
             }
             Decoder::SysExit { id, ret } => {
@@ -1088,7 +1290,10 @@ impl PerfSource {
                 let kernel = is_kernel_pc(s.ip);
                 args[0] = if kernel { s.ip } else { 0 };
                 args[1] = if kernel {
-                    self.ustack.first().copied().unwrap_or(0)
+                    match user_sampled {
+                        true => s.reg(ustack::REGS_MASK, record::x86_reg::IP).unwrap_or(0),
+                        false => self.ustack.first().copied().unwrap_or(0),
+                    }
                 } else {
                     s.ip
                 };
@@ -1096,9 +1301,18 @@ impl PerfSource {
             }
         }
         for &(probe, tid, pid_hint) in &fire[..n] {
-            let t = self.tasks.get(tid, pid_hint);
+            // a thread caught as it exits (its id already released) reads as -1: it has its
+            // process's name
+            let t = if tid == u32::MAX && pid_hint != 0 && pid_hint != u32::MAX {
+                self.tasks.get(pid_hint, pid_hint)
+            } else {
+                self.tasks.get(tid, pid_hint)
+            };
             let pid = if pid_hint != 0 { pid_hint } else { t.pid };
-            if self.stacks && !self.ustack.is_empty() && !self.noted.contains_key(&pid) {
+            if self.stacks
+                && (user_sampled || !self.ustack.is_empty())
+                && !self.noted.contains_key(&pid)
+            {
                 self.noted.insert(pid, ());
                 self.symbols
                     .0
@@ -1109,8 +1323,18 @@ impl PerfSource {
             let Some(p) = self.probes.get(&probe) else {
                 continue;
             };
-            let mem = LiveMemory { pid, raw };
-            let mut cx = FiringCtx::synthetic(p, ts, ts.wrapping_add(wall_off), t.comm());
+            let mem = LiveMemory {
+                pid,
+                raw,
+                captured: &strings,
+            };
+            // thread 0 is the CPU's idle task: named as the kernel names it on that CPU
+            let comm = if tid == 0 {
+                self.idle_names.of(s.cpu)
+            } else {
+                t.comm()
+            };
+            let mut cx = FiringCtx::synthetic(p, ts, ts.wrapping_add(wall_off), comm);
             cx.args = args;
             cx.pid = pid as u64;
             cx.tid = tid as u64;
@@ -1120,6 +1344,10 @@ impl PerfSource {
             cx.memory = &mem;
             cx.stack = &self.kstack;
             cx.ustack = &self.ustack;
+            if let Some(r) = &uregs {
+                cx.uregs = r;
+                cx.ustack_lazy = Some(&lazy);
+            }
             engine.fire(&cx);
         }
     }
@@ -1138,6 +1366,184 @@ impl PerfSource {
                 *n = 0;
             }
         }
+    }
+}
+
+/// The layout of a `profile-N` sample: the interrupted PC and the kernel call chain, and with
+/// `user` the user registers and a copy of the user stack to unwind.
+fn profile_sample_type(user: bool) -> u64 {
+    let base = COMMON | sample::IP | sample::CALLCHAIN;
+    if user {
+        base | sample::REGS_USER | sample::STACK_USER
+    } else {
+        base
+    }
+}
+
+/// The system calls of enabled `syscall::X:entry` probes that a clause calling `copyinstr()`
+/// matches.
+fn copyinstr_calls(engine: &Engine, enabled: &[ProbeInfo]) -> Vec<u16> {
+    use crate::ir::Node;
+    let mut nrs = Vec::new();
+    for r in &engine.runs {
+        for c in &r.vm.program.clauses {
+            let mut uses = false;
+            crate::vm::visit_clause(
+                c,
+                &mut |n| {
+                    if let Node::Call { name, .. } = n {
+                        uses |= *name == "copyinstr";
+                    }
+                },
+                &mut |_| {},
+            );
+            if !uses {
+                continue;
+            }
+            for p in enabled {
+                let Some((nr, false)) = syscall_of(p.id) else {
+                    continue;
+                };
+                let hit = c.probes.iter().any(|d| {
+                    crate::probes::glob_match(&d.provider, &p.provider)
+                        && crate::providers::fields_match(d, &p.module, &p.function, &p.name)
+                });
+                if hit && !nrs.contains(&nr) {
+                    nrs.push(nr);
+                }
+            }
+        }
+    }
+    nrs
+}
+
+/// The capture programs of a run (see [`capture`]): one per system call with string
+/// arguments, their two maps, and the tracepoint each attaches to.
+#[derive(Default)]
+struct CapturePlan {
+    /// (layout, program) per call.
+    calls: Vec<(capture::CallLayout, OwnedFd)>,
+    /// `sys_enter_X` tracepoint ids, by call.
+    tracepoints: Vec<u32>,
+    scratch: Option<OwnedFd>,
+    events: Option<OwnedFd>,
+}
+
+impl CapturePlan {
+    /// Loads the programs for `nrs`; where the kernel cannot (no BPF, no `syscalls`
+    /// tracepoints), says once that strings are read after the fact and plans nothing.
+    fn prepare(root: &Path, nrs: &[u16]) -> CapturePlan {
+        if nrs.is_empty() {
+            return CapturePlan::default();
+        }
+        match Self::try_prepare(root, nrs) {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!(
+                    "dtx: copyinstr() on system call arguments reads the process after the \
+                     call was recorded (it cannot be captured at the probe here: {e})"
+                );
+                CapturePlan::default()
+            }
+        }
+    }
+
+    fn try_prepare(root: &Path, nrs: &[u16]) -> Result<CapturePlan, String> {
+        let cpus = online_cpus();
+        let slots = cpus.iter().max().map_or(1, |m| m + 1);
+        let scratch = capture::create_map(
+            capture::MAP_PERCPU_ARRAY,
+            4,
+            capture::RECORD_BYTES as u32,
+            1,
+        )
+        .map_err(|e| format!("BPF map: {e}"))?;
+        let events = capture::create_map(capture::MAP_PERF_EVENT_ARRAY, 4, 4, slots)
+            .map_err(|e| format!("BPF map: {e}"))?;
+        let mut plan = CapturePlan {
+            scratch: Some(scratch),
+            events: Some(events),
+            ..Default::default()
+        };
+        for &nr in nrs {
+            let table = crate::providers::linux::syscalls::X86_64;
+            let Some(&(_, name)) = table.iter().find(|(n, _)| *n == nr) else {
+                continue;
+            };
+            // a call the kernel has no tracepoint of its own for (a name of dtx's table the
+            // kernel spells differently) keeps the read after the fact
+            let Ok(fmt) = load_format(root, "syscalls", &format!("sys_enter_{name}")) else {
+                continue;
+            };
+            let Some(layout) = capture::CallLayout::from_format(nr, &fmt) else {
+                continue;
+            };
+            let (s, e) = (
+                plan.scratch.as_ref().map_or(-1, |f| f.as_raw_fd()),
+                plan.events.as_ref().map_or(-1, |f| f.as_raw_fd()),
+            );
+            let prog = capture::load_program(&capture::program(&layout, s, e))
+                .map_err(|e| format!("BPF program for {name}: {e}"))?;
+            plan.calls.push((layout, prog));
+            plan.tracepoints.push(fmt.id);
+        }
+        Ok(plan)
+    }
+
+    /// Whether system call `nr` is captured.
+    fn covers(&self, nr: u16) -> bool {
+        self.calls.iter().any(|c| c.0.nr == nr)
+    }
+
+    /// On `cpu`: the output event the programs write into (entered in the event array at
+    /// the CPU's slot, its records going to `ring`), and with `first` the call tracepoints
+    /// with their programs attached. A tracepoint's programs belong to the tracepoint, not to
+    /// one of its perf events: attached through one event (on one CPU), a program runs at
+    /// every hit on every CPU, and attaching it again is refused (`EEXIST`).
+    fn attach(
+        &self,
+        cpu: u32,
+        first: bool,
+        chain: u64,
+        data_bytes: u32,
+        ring: &Ring,
+    ) -> Result<(OwnedFd, Vec<OwnedFd>), String> {
+        let fail = |what: &str, e: io::Error| format!("could not enable tracing: {what}: {e}");
+        let out_attr = PerfEventAttr {
+            kind: TYPE_SOFTWARE,
+            config: SW_BPF_OUTPUT,
+            sample_period: 1,
+            sample_type: COMMON | sample::RAW | chain,
+            ..Default::default()
+        };
+        let out = perf_event_open(&finish(out_attr, data_bytes), -1, cpu as i32)
+            .map_err(|e| open_error(&format!("BPF output event on CPU {cpu}"), &e))?;
+        // SAFETY: SET_OUTPUT takes the descriptor of the ring's event.
+        if unsafe { libc::ioctl(out.as_raw_fd(), IOC_SET_OUTPUT, ring.fd.as_raw_fd()) } != 0 {
+            return Err(fail("perf SET_OUTPUT", io::Error::last_os_error()));
+        }
+        if let Some(events) = &self.events {
+            capture::update_u32(events, cpu, out.as_raw_fd() as u32)
+                .map_err(|e| fail("BPF event array", e))?;
+        }
+        let mut attached = Vec::new();
+        let calls = if first { &self.calls[..] } else { &[] };
+        for ((_, prog), &id) in calls.iter().zip(&self.tracepoints) {
+            let tp = PerfEventAttr {
+                kind: TYPE_TRACEPOINT,
+                config: id as u64,
+                sample_period: 1,
+                ..Default::default()
+            };
+            let fd = perf_event_open(&tp, -1, cpu as i32)
+                .map_err(|e| open_error(&format!("syscall tracepoint on CPU {cpu}"), &e))?;
+            // SAFETY: SET_BPF takes a loaded tracepoint program's descriptor.
+            if unsafe { libc::ioctl(fd.as_raw_fd(), IOC_SET_BPF, prog.as_raw_fd()) } != 0 {
+                return Err(fail("BPF attach", io::Error::last_os_error()));
+            }
+            attached.push(fd);
+        }
+        Ok((out, attached))
     }
 }
 
@@ -1177,7 +1583,13 @@ impl EventSource for PerfSource {
             if engine.done() || now >= deadline {
                 return SourceState::Running;
             }
-            let ms = (deadline - now).div_ceil(1_000_000).min(1000) as i32;
+            // records held back are due in a few ms
+            let most = if self.holding {
+                HOLD_NS.div_ceil(1_000_000)
+            } else {
+                1000
+            };
+            let ms = (deadline - now).div_ceil(1_000_000).min(most) as i32;
             let mut fds: Vec<libc::pollfd> = self
                 .rings
                 .iter()
@@ -1203,10 +1615,45 @@ impl EventSource for PerfSource {
 
     fn stop(&mut self) {
         self._fds.clear();
+        self._capture = CapturePlan::default();
     }
 }
 
 /// The symbol tables a source shares with the consumer.
 pub fn symbols_for(source: &PerfSource) -> LiveSymbols {
     source.symbols.clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_captured_at_the_probe_are_read_from_the_capture() {
+        let captured = [
+            Some((0x5000, Some(&b"/etc/hostname"[..]))),
+            Some((0x9000, None)),
+        ];
+        let mem = LiveMemory {
+            pid: 0,
+            raw: &[],
+            captured: &captured,
+        };
+        // a chunk that runs past the NUL: the string, then zeros
+        let mut b = [0xaau8; 16];
+        mem.read(0x5005, &mut b).unwrap();
+        assert_eq!(&b, b"hostname\0\0\0\0\0\0\0\0");
+        // the address the kernel could not read is the firing's fault
+        assert_eq!(mem.read(0x9000, &mut b), Err(Fault::BadAddr(0x9000)));
+        // anything else is the process's memory (none here: pid 0)
+        assert_eq!(mem.read(0x7000, &mut b), Err(Fault::BadAddr(0x7000)));
+        assert!(mem.read(0x500e, &mut b).is_err());
+    }
+
+    #[test]
+    fn idle_tasks_are_named_by_cpu() {
+        let mut n = IdleNames::default();
+        assert_eq!(n.of(3), b"swapper/3");
+        assert_eq!(n.of(0), b"swapper/0");
+    }
 }

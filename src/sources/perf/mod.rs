@@ -6,6 +6,10 @@ pub mod format;
 pub mod record;
 
 #[cfg(target_os = "linux")]
+pub mod capture;
+#[cfg(target_os = "linux")]
 pub mod live;
 #[cfg(target_os = "linux")]
 pub mod uprobe;
+#[cfg(target_os = "linux")]
+pub mod ustack;

@@ -25,6 +25,7 @@ pub mod sample {
     pub const PERIOD: u64 = 1 << 8;
     pub const STREAM_ID: u64 = 1 << 9;
     pub const RAW: u64 = 1 << 10;
+    pub const BRANCH_STACK: u64 = 1 << 11;
     pub const REGS_USER: u64 = 1 << 12;
     pub const STACK_USER: u64 = 1 << 13;
     pub const IDENTIFIER: u64 = 1 << 16;
@@ -68,13 +69,7 @@ pub struct UserSample<'a> {
 impl UserSample<'_> {
     /// Register `index` (a `x86_reg` number) of a sample taken with `mask`.
     pub fn reg(&self, mask: u64, index: u32) -> Option<u64> {
-        if mask & (1 << index) == 0 {
-            return None;
-        }
-        let at = (mask & ((1u64 << index) - 1)).count_ones() as usize * 8;
-        Some(u64::from_le_bytes(
-            self.regs.get(at..at + 8)?.try_into().ok()?,
-        ))
+        reg_in(self.regs, mask, index)
     }
 }
 
@@ -90,17 +85,9 @@ pub fn parse_user_sample(body: &[u8], mask: u64, stack: bool) -> Option<UserSamp
     s.time = c.u64()?;
     s.cpu = c.u32()?;
     c.u32()?;
-    let abi = c.u64()?;
-    if abi != 0 {
-        s.regs = c.take(mask.count_ones() as usize * 8)?;
-    }
+    s.regs = c.user_regs(mask)?;
     if stack {
-        let size = c.u64()? as usize;
-        if size != 0 {
-            let data = c.take(size)?;
-            let dyn_size = c.u64()? as usize;
-            s.stack = &data[..dyn_size.min(size)];
-        }
+        s.stack = c.user_stack()?;
     }
     Some(s)
 }
@@ -147,6 +134,27 @@ pub struct Sample<'a> {
     pub callchain: &'a [u8],
     /// The tracepoint's raw record.
     pub raw: &'a [u8],
+    /// The user registers (`REGS_USER`, in `x86_reg` bit order of the mask asked for); empty
+    /// when the sampled task has no user context (a kernel thread, the idle task).
+    pub regs: &'a [u8],
+    /// The copy of the user stack from the stack pointer up (`STACK_USER`).
+    pub stack: &'a [u8],
+}
+
+impl Sample<'_> {
+    /// Register `index` (a `x86_reg` number) of a sample taken with `mask`.
+    pub fn reg(&self, mask: u64, index: u32) -> Option<u64> {
+        reg_in(self.regs, mask, index)
+    }
+}
+
+/// Register `index` of a register block sampled with `mask`.
+fn reg_in(regs: &[u8], mask: u64, index: u32) -> Option<u64> {
+    if index >= 64 || mask & (1 << index) == 0 {
+        return None;
+    }
+    let at = (mask & ((1u64 << index) - 1)).count_ones() as usize * 8;
+    Some(u64::from_le_bytes(regs.get(at..at + 8)?.try_into().ok()?))
 }
 
 struct Cursor<'a> {
@@ -170,11 +178,38 @@ impl<'a> Cursor<'a> {
         self.at += n;
         Some(s)
     }
+    /// `REGS_USER`: the ABI word, then one word per bit of `mask` unless the ABI is 0 (no
+    /// user context).
+    fn user_regs(&mut self, mask: u64) -> Option<&'a [u8]> {
+        let abi = self.u64()?;
+        if abi == 0 {
+            return Some(&[]);
+        }
+        self.take(mask.count_ones() as usize * 8)
+    }
+    /// `STACK_USER`: the size asked for, the copy, and how much of it is stack (`dyn_size`,
+    /// present only when the size is not 0).
+    fn user_stack(&mut self) -> Option<&'a [u8]> {
+        let size = self.u64()? as usize;
+        if size == 0 {
+            return Some(&[]);
+        }
+        let data = self.take(size)?;
+        let dyn_size = self.u64()? as usize;
+        Some(&data[..dyn_size.min(size)])
+    }
 }
 
 /// Parses a sample's body (after the header) laid out by `sample_type`. Fields dtx never asks
-/// for (`READ`, branch stacks, registers...) end the parse; those after them are left empty.
+/// for (`READ`, branch stacks...) end the parse; those after them are left empty. User
+/// registers, when asked for, were sampled with `regs_mask`.
 pub fn parse_sample(body: &[u8], sample_type: u64) -> Option<Sample<'_>> {
+    parse_sample_regs(body, sample_type, 0)
+}
+
+/// [`parse_sample`] of a sample that may carry user registers (`sample_regs_user` = `regs_mask`)
+/// and a copy of the user stack.
+pub fn parse_sample_regs(body: &[u8], sample_type: u64, regs_mask: u64) -> Option<Sample<'_>> {
     let mut c = Cursor { b: body, at: 0 };
     let mut s = Sample::default();
     if sample_type & sample::IDENTIFIER != 0 {
@@ -216,6 +251,15 @@ pub fn parse_sample(body: &[u8], sample_type: u64) -> Option<Sample<'_>> {
     if sample_type & sample::RAW != 0 {
         let n = c.u32()? as usize;
         s.raw = c.take(n)?;
+    }
+    if sample_type & sample::BRANCH_STACK != 0 {
+        return Some(s);
+    }
+    if sample_type & sample::REGS_USER != 0 {
+        s.regs = c.user_regs(regs_mask)?;
+    }
+    if sample_type & sample::STACK_USER != 0 {
+        s.stack = c.user_stack()?;
     }
     Some(s)
 }
@@ -387,6 +431,51 @@ mod tests {
         push64(&mut lost, 1);
         push64(&mut lost, 17);
         assert_eq!(parse_lost(&lost), Some((1, 17)));
+    }
+
+    #[test]
+    fn a_profile_sample_with_user_registers_and_stack() {
+        let st = sample::IDENTIFIER
+            | sample::IP
+            | sample::TID
+            | sample::TIME
+            | sample::CPU
+            | sample::CALLCHAIN
+            | sample::REGS_USER
+            | sample::STACK_USER;
+        let mask = (1 << x86_reg::SP) | (1 << x86_reg::IP);
+        let head = |b: &mut Vec<u8>| {
+            push64(b, 5); // identifier
+            push64(b, 0x40_1000); // ip
+            push32(b, 10);
+            push32(b, 11);
+            push64(b, 99); // time
+            push32(b, 0);
+            push32(b, 0);
+            push64(b, 0); // no call chain
+        };
+        let mut b = Vec::new();
+        head(&mut b);
+        push64(&mut b, 2); // abi 64
+        push64(&mut b, 0x7ff0); // sp
+        push64(&mut b, 0x40_1000); // ip
+        push64(&mut b, 8); // stack size
+        push64(&mut b, 0x40_2000);
+        push64(&mut b, 8); // dyn size
+        let s = parse_sample_regs(&b, st, mask).unwrap();
+        assert_eq!((s.ip, s.tid), (0x40_1000, 11));
+        assert_eq!(s.reg(mask, x86_reg::SP), Some(0x7ff0));
+        assert_eq!(s.stack, &0x40_2000u64.to_le_bytes());
+        // a kernel thread: abi 0, no registers, a stack of size 0 with no dyn_size
+        let mut k = Vec::new();
+        head(&mut k);
+        push64(&mut k, 0);
+        push64(&mut k, 0);
+        let s = parse_sample_regs(&k, st, mask).unwrap();
+        assert!(s.regs.is_empty() && s.stack.is_empty());
+        assert_eq!(s.reg(mask, x86_reg::IP), None);
+        // cut short
+        assert!(parse_sample_regs(&b[..b.len() - 4], st, mask).is_none());
     }
 
     #[test]

@@ -67,6 +67,33 @@ pub fn file_offset(maps: &str, addr: u64) -> Option<(String, u64)> {
     None
 }
 
+/// The debugger's register set from a perf sample's user registers (`reg` answers for an
+/// `x86_reg` index; registers not sampled read 0).
+pub fn sampled_regs(reg: impl Fn(u32) -> Option<u64>) -> Regs {
+    let r = |i: u32| reg(i).unwrap_or(0);
+    let mut regs = Regs {
+        rip: r(x86_reg::IP),
+        rflags: r(x86_reg::FLAGS),
+        cs: r(x86_reg::CS),
+        ss: r(x86_reg::SS),
+        ..Default::default()
+    };
+    regs.gpr[..8].copy_from_slice(&[
+        r(x86_reg::AX),
+        r(x86_reg::CX),
+        r(x86_reg::DX),
+        r(x86_reg::BX),
+        r(x86_reg::SP),
+        r(x86_reg::BP),
+        r(x86_reg::SI),
+        r(x86_reg::DI),
+    ]);
+    for k in 0..8 {
+        regs.gpr[8 + k] = r(x86_reg::R8 + k as u32);
+    }
+    regs
+}
+
 /// The place of a target handed on (its methods are never called).
 struct Gone(u32);
 
@@ -410,28 +437,7 @@ impl UprobeSource {
             return;
         }
         self.hits += 1;
-        let m = x86_reg::MASK;
-        let r = |i: u32| s.reg(m, i).unwrap_or(0);
-        let mut regs = Regs {
-            rip: r(x86_reg::IP),
-            rflags: r(x86_reg::FLAGS),
-            cs: r(x86_reg::CS),
-            ss: r(x86_reg::SS),
-            ..Default::default()
-        };
-        regs.gpr[..8].copy_from_slice(&[
-            r(x86_reg::AX),
-            r(x86_reg::CX),
-            r(x86_reg::DX),
-            r(x86_reg::BX),
-            r(x86_reg::SP),
-            r(x86_reg::BP),
-            r(x86_reg::SI),
-            r(x86_reg::DI),
-        ]);
-        for k in 0..8 {
-            regs.gpr[8 + k] = r(x86_reg::R8 + k as u32);
-        }
+        let mut regs = sampled_regs(|i| s.reg(x86_reg::MASK, i));
         let (off, wall_off) = *self.offset.get_or_insert_with(|| {
             let e = engine.now_ns();
             let wall = std::time::SystemTime::now()

@@ -1,0 +1,393 @@
+//! Strings captured at the probe: for `syscall::X:entry` probes whose clauses call
+//! `copyinstr()`, a small BPF program on the kernel's `syscalls:sys_enter_X` tracepoint copies
+//! the call's number, its six arguments and the strings its `char *` arguments point to (with
+//! `bpf_probe_read_user_str`, in the calling thread, before the call runs) into a
+//! `BPF_OUTPUT` perf event that writes into dtx's ring of that CPU. The firing then reads the
+//! string as it was at the probe, also when the process has changed the buffer or exited
+//! since. Everything is held by file descriptors (programs, maps, events): closing them, on any
+//! exit of dtx, Ctrl-C and SIGKILL included, removes it all; nothing is written to tracefs.
+//!
+//! Event probes (`e:` in tracefs `dynamic_events`, Documentation/trace/eprobetrace.rst) and
+//! kprobes with a `:ustring` fetch argument (kprobetrace.rst) would capture the same bytes, but
+//! they need `CONFIG_KPROBE_EVENTS`, which kernels for small VMs often lack, and they outlive
+//! a dtx that is killed. The program layout follows the BPF instruction set
+//! (Documentation/bpf/standardization/instruction-set.rst) and the helper contracts of
+//! `include/uapi/linux/bpf.h`.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use super::format::EventFormat;
+
+/// Bytes of each captured string (dtrace's default `strsize`): longer strings are cut, and
+/// end with a NUL, as `copyinstr` cuts them.
+pub const STRING_BYTES: usize = 256;
+
+/// String arguments captured per call (rename, link, symlink and mount have two paths).
+pub const MAX_STRINGS: usize = 2;
+
+/// The record the program writes: the call number, six arguments, then per string slot the
+/// helper's result (bytes copied with the NUL, or a negative errno) and the bytes.
+pub const RECORD_BYTES: usize = 8 + 6 * 8 + MAX_STRINGS * (8 + STRING_BYTES);
+
+fn slot_result_at(k: usize) -> usize {
+    56 + k * (8 + STRING_BYTES)
+}
+
+fn slot_bytes_at(k: usize) -> usize {
+    slot_result_at(k) + 8
+}
+
+/// What a capture program needs of a `syscalls:sys_enter_X` format: the record offsets of
+/// the call's arguments, and which of them (by index) are `char *` strings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CallLayout {
+    pub nr: u16,
+    pub arg_offsets: Vec<usize>,
+    pub strings: Vec<usize>,
+}
+
+impl CallLayout {
+    /// The layout of system call `nr` from its `sys_enter_X` tracepoint format; `None` when
+    /// the call has no string argument.
+    pub fn from_format(nr: u16, fmt: &EventFormat) -> Option<CallLayout> {
+        let args: Vec<_> = fmt
+            .fields
+            .iter()
+            .filter(|f| !f.name.starts_with("common_") && f.name != "__syscall_nr")
+            .filter(|f| f.size == 8 && f.offset >= 16)
+            .take(6)
+            .collect();
+        let strings: Vec<usize> = args
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| is_char_pointer(&f.ty))
+            .map(|(i, _)| i)
+            .take(MAX_STRINGS)
+            .collect();
+        if strings.is_empty() {
+            return None;
+        }
+        Some(CallLayout {
+            nr,
+            arg_offsets: args.iter().map(|f| f.offset).collect(),
+            strings,
+        })
+    }
+}
+
+/// `const char *`, `char *` (`const char __user *` in older formats).
+fn is_char_pointer(ty: &str) -> bool {
+    let t = ty.replace("__user", "");
+    let t: Vec<&str> = t.split_whitespace().filter(|w| *w != "const").collect();
+    t == ["char", "*"] || t == ["char*"]
+}
+
+/// One BPF instruction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub struct Insn {
+    code: u8,
+    regs: u8,
+    off: i16,
+    imm: i32,
+}
+
+fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
+    Insn {
+        code,
+        regs: (src << 4) | (dst & 0xf),
+        off,
+        imm,
+    }
+}
+
+/// Instruction codes used here.
+mod op {
+    pub const MOV64_REG: u8 = 0xbf;
+    pub const MOV64_IMM: u8 = 0xb7;
+    pub const MOV32_IMM: u8 = 0xb4;
+    pub const ADD64_IMM: u8 = 0x07;
+    pub const LDX_DW: u8 = 0x79;
+    pub const STX_DW: u8 = 0x7b;
+    pub const ST_W: u8 = 0x62;
+    pub const ST_DW: u8 = 0x7a;
+    pub const LD_IMM64: u8 = 0x18;
+    pub const JNE_IMM: u8 = 0x55;
+    pub const CALL: u8 = 0x85;
+    pub const EXIT: u8 = 0x95;
+}
+
+/// `src` of a 64-bit immediate load that names a map by its descriptor.
+const PSEUDO_MAP_FD: u8 = 1;
+
+/// Helper function numbers.
+const MAP_LOOKUP_ELEM: i32 = 1;
+const PERF_EVENT_OUTPUT: i32 = 25;
+const PROBE_READ_USER_STR: i32 = 114;
+
+fn load_map(dst: u8, fd: i32) -> [Insn; 2] {
+    [
+        insn(op::LD_IMM64, dst, PSEUDO_MAP_FD, 0, fd),
+        insn(0, 0, 0, 0, 0),
+    ]
+}
+
+/// The capture program of one call: `scratch` is a one-entry per-CPU array of
+/// [`RECORD_BYTES`] bytes to build the record in, `events` the perf event array it is written
+/// to (the `BPF_OUTPUT` event of the current CPU).
+pub fn program(layout: &CallLayout, scratch: i32, events: i32) -> Vec<Insn> {
+    let (r0, r1, r2, r3, r4, r5, r6, r7, r10) = (0, 1, 2, 3, 4, 5, 6, 7, 10);
+    // r6 = the tracepoint record; r7 = the scratch record (key 0 on the stack)
+    let mut p = vec![
+        insn(op::MOV64_REG, r6, r1, 0, 0),
+        insn(op::ST_W, r10, 0, -4, 0),
+        insn(op::MOV64_REG, r2, r10, 0, 0),
+        insn(op::ADD64_IMM, r2, 0, 0, -4),
+    ];
+    p.extend(load_map(r1, scratch));
+    p.push(insn(op::CALL, 0, 0, 0, MAP_LOOKUP_ELEM));
+    p.push(insn(op::JNE_IMM, r0, 0, 2, 0));
+    p.push(insn(op::MOV64_IMM, r0, 0, 0, 0));
+    p.push(insn(op::EXIT, 0, 0, 0, 0));
+    p.push(insn(op::MOV64_REG, r7, r0, 0, 0));
+    p.push(insn(op::ST_DW, r7, 0, 0, layout.nr as i32));
+    for i in 0..6 {
+        match layout.arg_offsets.get(i) {
+            Some(&off) => {
+                p.push(insn(op::LDX_DW, r1, r6, off as i16, 0));
+                p.push(insn(op::STX_DW, r7, r1, 8 + 8 * i as i16, 0));
+            }
+            None => p.push(insn(op::ST_DW, r7, 0, 8 + 8 * i as i16, 0)),
+        }
+    }
+    for k in 0..MAX_STRINGS {
+        match layout.strings.get(k) {
+            Some(&arg) => {
+                p.push(insn(op::MOV64_REG, r1, r7, 0, 0));
+                p.push(insn(op::ADD64_IMM, r1, 0, 0, slot_bytes_at(k) as i32));
+                p.push(insn(op::MOV64_IMM, r2, 0, 0, STRING_BYTES as i32));
+                p.push(insn(op::LDX_DW, r3, r6, layout.arg_offsets[arg] as i16, 0));
+                p.push(insn(op::CALL, 0, 0, 0, PROBE_READ_USER_STR));
+                p.push(insn(op::STX_DW, r7, r0, slot_result_at(k) as i16, 0));
+            }
+            None => p.push(insn(op::ST_DW, r7, 0, slot_result_at(k) as i16, 0)),
+        }
+    }
+    // perf_event_output(ctx, events, BPF_F_CURRENT_CPU, record, size)
+    p.push(insn(op::MOV64_REG, r1, r6, 0, 0));
+    p.extend(load_map(r2, events));
+    p.push(insn(op::MOV32_IMM, r3, 0, 0, -1));
+    p.push(insn(op::MOV64_REG, r4, r7, 0, 0));
+    p.push(insn(op::MOV64_IMM, r5, 0, 0, RECORD_BYTES as i32));
+    p.push(insn(op::CALL, 0, 0, 0, PERF_EVENT_OUTPUT));
+    // 0: the tracepoint's own sample is not wanted
+    p.push(insn(op::MOV64_IMM, r0, 0, 0, 0));
+    p.push(insn(op::EXIT, 0, 0, 0, 0));
+    p
+}
+
+/// A captured string: the argument's address and its bytes up to the NUL, or `None` where
+/// the kernel could not read it (a bad address: the firing's fault).
+pub type CapturedString<'a> = (u64, Option<&'a [u8]>);
+
+/// One captured call, read from the raw data of a `BPF_OUTPUT` sample.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CapturedCall<'a> {
+    pub nr: u64,
+    pub args: [u64; 6],
+    /// Per string slot, the string of one `char *` argument.
+    pub strings: [Option<CapturedString<'a>>; MAX_STRINGS],
+}
+
+/// Reads a record of [`program`] (`layout`'s string slots).
+pub fn parse_record<'a>(raw: &'a [u8], layout: &CallLayout) -> Option<CapturedCall<'a>> {
+    let u64_at =
+        |o: usize| -> Option<u64> { Some(u64::from_le_bytes(raw.get(o..o + 8)?.try_into().ok()?)) };
+    let mut c = CapturedCall {
+        nr: u64_at(0)?,
+        args: [0; 6],
+        strings: [None; MAX_STRINGS],
+    };
+    for (i, a) in c.args.iter_mut().enumerate() {
+        *a = u64_at(8 + 8 * i)?;
+    }
+    for (k, &arg) in layout.strings.iter().enumerate().take(MAX_STRINGS) {
+        let got = u64_at(slot_result_at(k))? as i64;
+        let bytes = raw.get(slot_bytes_at(k)..slot_bytes_at(k) + STRING_BYTES)?;
+        let text = (got > 0).then(|| {
+            let n = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+            &bytes[..n]
+        });
+        c.strings[k] = Some((c.args[arg], text));
+    }
+    Some(c)
+}
+
+/// `union bpf_attr` for the commands used, zero-padded as the kernel expects.
+#[repr(C)]
+struct BpfAttr([u64; 16]);
+
+fn bpf(cmd: i64, attr: &mut BpfAttr) -> io::Result<i64> {
+    // SAFETY: `attr` is a zero-padded bpf_attr of its full size for this command.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            cmd,
+            attr as *mut BpfAttr,
+            std::mem::size_of::<BpfAttr>(),
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+fn owned(fd: i64) -> OwnedFd {
+    // SAFETY: a new descriptor returned by the kernel that nothing else owns.
+    unsafe { OwnedFd::from_raw_fd(fd as i32) }
+}
+
+/// A BPF map.
+pub fn create_map(kind: u32, key: u32, value: u32, entries: u32) -> io::Result<OwnedFd> {
+    let mut a = BpfAttr([0; 16]);
+    a.0[0] = kind as u64 | (key as u64) << 32;
+    a.0[1] = value as u64 | (entries as u64) << 32;
+    bpf(0, &mut a).map(owned)
+}
+
+/// Sets `map[key] = value` (u32 key and value: a perf event array's slot).
+pub fn update_u32(map: &OwnedFd, key: u32, value: u32) -> io::Result<()> {
+    let mut a = BpfAttr([0; 16]);
+    a.0[0] = map.as_raw_fd() as u64;
+    a.0[1] = &key as *const u32 as u64;
+    a.0[2] = &value as *const u32 as u64;
+    bpf(2, &mut a).map(drop)
+}
+
+/// Loads a tracepoint program; the verifier's log comes back in the error.
+pub fn load_program(insns: &[Insn]) -> Result<OwnedFd, String> {
+    const PROG_TYPE_TRACEPOINT: u64 = 5;
+    // the kernel offers the helpers that read user memory and write perf events to programs
+    // declaring a GPL-compatible license only; dtx (MIT) is GPL-compatible
+    let license = c"GPL";
+    let mut log = vec![0u8; 64 * 1024];
+    let mut a = BpfAttr([0; 16]);
+    a.0[0] = PROG_TYPE_TRACEPOINT | (insns.len() as u64) << 32;
+    a.0[1] = insns.as_ptr() as u64;
+    a.0[2] = license.as_ptr() as u64;
+    a.0[3] = 1 | (log.len() as u64) << 32;
+    a.0[4] = log.as_mut_ptr() as u64;
+    match bpf(5, &mut a) {
+        Ok(fd) => Ok(owned(fd)),
+        Err(e) => {
+            let n = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+            let text = String::from_utf8_lossy(&log[..n]);
+            let last = text
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("");
+            Err(format!(
+                "{e}{}",
+                if last.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({last})")
+                }
+            ))
+        }
+    }
+}
+
+pub const MAP_PERF_EVENT_ARRAY: u32 = 4;
+pub const MAP_PERCPU_ARRAY: u32 = 6;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OPENAT: &str = "name: sys_enter_openat
+ID: 782
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+
+\tfield:int __syscall_nr;\toffset:8;\tsize:4;\tsigned:1;
+\tfield:int dfd;\toffset:16;\tsize:8;\tsigned:0;
+\tfield:const char * filename;\toffset:24;\tsize:8;\tsigned:0;
+\tfield:int flags;\toffset:32;\tsize:8;\tsigned:0;
+\tfield:umode_t mode;\toffset:40;\tsize:8;\tsigned:0;
+
+print fmt: \"dfd: 0x%08lx\"
+";
+
+    #[test]
+    fn the_string_arguments_of_a_call_come_from_its_format() {
+        let fmt = EventFormat::parse(OPENAT).unwrap();
+        let l = CallLayout::from_format(257, &fmt).unwrap();
+        assert_eq!(l.arg_offsets, vec![16, 24, 32, 40]);
+        assert_eq!(l.strings, vec![1]);
+        assert!(is_char_pointer("const char __user *"));
+        assert!(!is_char_pointer("const struct iovec *"));
+        assert!(!is_char_pointer("char"));
+        // a call without strings needs no program
+        let close = OPENAT
+            .replace("const char * filename", "unsigned int fd2")
+            .replace("sys_enter_openat", "sys_enter_close");
+        assert_eq!(
+            CallLayout::from_format(3, &EventFormat::parse(&close).unwrap()),
+            None
+        );
+    }
+
+    #[test]
+    fn records_read_back_with_their_strings_and_faults() {
+        let fmt = EventFormat::parse(OPENAT).unwrap();
+        let l = CallLayout::from_format(257, &fmt).unwrap();
+        let mut raw = vec![0u8; RECORD_BYTES + 4];
+        raw[0..8].copy_from_slice(&257u64.to_le_bytes());
+        raw[16..24].copy_from_slice(&0x5000u64.to_le_bytes()); // arg1
+        raw[slot_result_at(0)..slot_result_at(0) + 8].copy_from_slice(&14u64.to_le_bytes());
+        raw[slot_bytes_at(0)..slot_bytes_at(0) + 14].copy_from_slice(b"/etc/hostname\0");
+        let c = parse_record(&raw, &l).unwrap();
+        assert_eq!((c.nr, c.args[1]), (257, 0x5000));
+        assert_eq!(c.strings[0], Some((0x5000, Some(&b"/etc/hostname"[..]))));
+        assert_eq!(c.strings[1], None);
+        // -EFAULT: the string is a fault
+        raw[slot_result_at(0)..slot_result_at(0) + 8]
+            .copy_from_slice(&(-14i64 as u64).to_le_bytes());
+        let c = parse_record(&raw, &l).unwrap();
+        assert_eq!(c.strings[0], Some((0x5000, None)));
+        assert!(parse_record(&raw[..100], &l).is_none());
+    }
+
+    #[test]
+    fn the_program_has_one_store_per_argument_and_ends_with_exit() {
+        let fmt = EventFormat::parse(OPENAT).unwrap();
+        let l = CallLayout::from_format(257, &fmt).unwrap();
+        let p = program(&l, 7, 8);
+        assert_eq!(p.last().map(|i| i.code), Some(op::EXIT));
+        let calls: Vec<i32> = p
+            .iter()
+            .filter(|i| i.code == op::CALL)
+            .map(|i| i.imm)
+            .collect();
+        assert_eq!(
+            calls,
+            vec![MAP_LOOKUP_ELEM, PROBE_READ_USER_STR, PERF_EVENT_OUTPUT]
+        );
+        // the two maps are named by descriptor
+        let maps: Vec<i32> = p
+            .iter()
+            .filter(|i| i.code == op::LD_IMM64)
+            .map(|i| i.imm)
+            .collect();
+        assert_eq!(maps, vec![7, 8]);
+        const { assert!(RECORD_BYTES <= 4096) };
+    }
+}
