@@ -12,7 +12,12 @@
 //! code it wrote is never freed.
 #![allow(clippy::missing_safety_doc)]
 
-#[cfg(target_os = "linux")]
+#[cfg(any(target_os = "linux", windows))]
+#[allow(dead_code)]
 mod layout;
 #[cfg(target_os = "linux")]
 mod linux;
+#[cfg(any(target_os = "linux", windows))]
+mod ring;
+#[cfg(windows)]
+mod windows;

@@ -288,6 +288,29 @@ pub fn walk_stack(
     walk_stack_in(&read, modules, regs, at_edge, max, out);
 }
 
+/// The sampled stack of a hit as the clause's address space: bytes from the stack pointer up;
+/// anything else is a bad address (the target was not stopped to be read).
+pub struct SampledStack<'a> {
+    pub base: u64,
+    pub bytes: &'a [u8],
+}
+
+impl AddressSpace for SampledStack<'_> {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
+        let off = addr.wrapping_sub(self.base) as usize;
+        match self.bytes.get(off..off.saturating_add(buf.len())) {
+            Some(b) if addr >= self.base => {
+                buf.copy_from_slice(b);
+                Ok(())
+            }
+            _ => Err(Fault::BadAddr(addr)),
+        }
+    }
+    fn write(&self, addr: u64, _data: &[u8]) -> Result<(), Fault> {
+        Err(Fault::BadAddr(addr))
+    }
+}
+
 /// [`walk_stack`] over any source of stack words (a copy of the stack taken by the kernel).
 pub fn walk_stack_in(
     read: &dyn Fn(u64) -> Option<u64>,
