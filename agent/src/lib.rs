@@ -19,5 +19,7 @@ mod layout;
 mod linux;
 #[cfg(any(target_os = "linux", windows))]
 mod ring;
+#[cfg(any(target_os = "linux", windows))]
+mod shadow;
 #[cfg(windows)]
 mod windows;

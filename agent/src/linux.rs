@@ -5,6 +5,7 @@
 use crate::layout::{
     Desc, Header, Record, HEADER_BYTES, HOOK_ENTRY, HOOK_RETURN, KIND_ENTRY, KIND_RETURN, MAGIC,
 };
+use crate::shadow::ShadowStack;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Set in a forked child: the hooks it inherited pass through (the ring is the parent's).
@@ -12,22 +13,8 @@ static FORKED: AtomicBool = AtomicBool::new(false);
 /// `pthread_atfork` was called.
 static AT_FORK: AtomicBool = AtomicBool::new(false);
 
-/// Return addresses a thread keeps for probed returns.
-const SHADOW: usize = 512;
 /// The most stack bytes a record carries.
 const STACK_MAX: usize = 16 * 1024;
-
-/// One swapped return address.
-#[derive(Clone, Copy)]
-#[repr(C)]
-struct Shadow {
-    /// Where the return address was (the stack pointer at the function's entry).
-    slot: u64,
-    /// The original return address.
-    ret: u64,
-    /// The function's descriptor.
-    desc: u64,
-}
 
 /// A thread's state, mapped at its first hit (and never unmapped: a thread may be inside a
 /// hooked function when another ends tracing).
@@ -38,8 +25,7 @@ struct State {
     /// Inside a handler: hits now (a hooked function the handler calls, a signal handler's
     /// calls) pass through.
     busy: u64,
-    depth: u64,
-    shadow: [Shadow; SHADOW],
+    shadow: ShadowStack,
     stack: [u8; STACK_MAX],
 }
 
@@ -318,18 +304,9 @@ unsafe extern "C" fn on_entry(frame: *mut u64) -> u64 {
         write(h, st, &mut r, sp);
     }
     if flags & HOOK_RETURN != 0 {
-        let d = st.depth as usize;
-        if d < SHADOW {
-            st.shadow[d] = Shadow {
-                slot: sp,
-                ret: *frame.add(2),
-                desc: desc as *const Desc as u64,
-            };
-            st.depth += 1;
-            *frame.add(2) = dtx_fpid_return_stub as *const () as u64;
-        } else {
-            h.shadow_full.fetch_add(1, Ordering::Relaxed);
-        }
+        let stub = dtx_fpid_return_stub as *const () as u64;
+        st.shadow
+            .swap(h, frame.add(2), desc as *const Desc as u64, stub);
     }
     st.busy = 0;
     trampoline
@@ -345,16 +322,9 @@ unsafe extern "C" fn on_return(frame: *mut u64) -> u64 {
         libc::abort();
     }
     let st = &mut *st;
-    // entries of deeper frames a longjmp or an exception left are below this one's slot
-    let mut d = st.depth as usize;
-    while d > 1 && st.shadow[d - 1].slot < slot {
-        d -= 1;
-    }
-    if d == 0 {
-        libc::abort();
-    }
-    let e = st.shadow[d - 1];
-    st.depth = (d - 1) as u64;
+    let Some(e) = st.shadow.take(slot) else {
+        libc::abort()
+    };
     if FORKED.load(Ordering::Relaxed) || st.busy != 0 {
         return e.ret;
     }

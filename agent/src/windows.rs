@@ -19,11 +19,10 @@
 use crate::layout::{
     Desc, Header, Record, HOOK_ENTRY, HOOK_OK, HOOK_RETURN, KIND_ENTRY, KIND_RETURN, MAGIC,
 };
+use crate::shadow::ShadowStack;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-/// Return addresses a thread keeps for probed returns.
-const SHADOW: usize = 512;
 /// The most stack bytes a record carries.
 const STACK_MAX: u64 = 16 * 1024;
 /// Functions the agent can hook over its life (one code page area of thunks).
@@ -79,18 +78,6 @@ pub const ATTACH_NO_MINHOOK: u32 = 3;
 pub const ATTACH_NO_TLS: u32 = 4;
 pub const ATTACH_NO_MEMORY: u32 = 5;
 
-/// One swapped return address.
-#[derive(Clone, Copy)]
-#[repr(C)]
-struct Shadow {
-    /// Where the return address was (the stack pointer at the function's entry).
-    slot: u64,
-    /// The original return address.
-    ret: u64,
-    /// The function's descriptor.
-    desc: u64,
-}
-
 /// A thread's state, allocated at its first hit and never freed (a thread may be inside a
 /// hooked function when tracing ends).
 #[repr(C)]
@@ -98,8 +85,7 @@ struct State {
     tid: u64,
     /// Inside a handler: hits now (a hooked function it calls) pass through.
     busy: u64,
-    depth: u64,
-    shadow: [Shadow; SHADOW],
+    shadow: ShadowStack,
 }
 
 /// The TLS index whose slot holds each thread's `State` (TlsAlloc'd at the first attach).
@@ -342,18 +328,9 @@ unsafe extern "C" fn on_entry(frame: *mut u64) -> u64 {
         write(h, &mut r, sp);
     }
     if flags & HOOK_RETURN != 0 {
-        let d = st.depth as usize;
-        if d < SHADOW {
-            st.shadow[d] = Shadow {
-                slot: sp,
-                ret: *frame.add(2),
-                desc: desc as *const Desc as u64,
-            };
-            st.depth += 1;
-            *frame.add(2) = dtx_fpid_return_stub as *const () as u64;
-        } else {
-            h.shadow_full.fetch_add(1, Ordering::Relaxed);
-        }
+        let stub = dtx_fpid_return_stub as *const () as u64;
+        st.shadow
+            .swap(h, frame.add(2), desc as *const Desc as u64, stub);
     }
     st.busy = 0;
     trampoline
@@ -368,16 +345,9 @@ unsafe extern "C" fn on_return(frame: *mut u64) -> u64 {
         // no thread swaps a return address without its state
         None => std::process::abort(),
     };
-    // entries of deeper frames an exception or a longjmp left are below this one's slot
-    let mut d = st.depth as usize;
-    while d > 1 && st.shadow[d - 1].slot < slot {
-        d -= 1;
-    }
-    if d == 0 {
-        std::process::abort();
-    }
-    let e = st.shadow[d - 1];
-    st.depth = (d - 1) as u64;
+    let Some(e) = st.shadow.take(slot) else {
+        std::process::abort()
+    };
     if st.busy != 0 {
         return e.ret;
     }
