@@ -265,27 +265,41 @@ pub fn walk_stack(
         t.read_memory(addr, &mut b).then(|| u64::from_le_bytes(b))
     };
     if t.win64() {
-        use crate::symbols::unwind_info::{walk, Win64Regs};
-        let step = |r: &mut Win64Regs, innermost: bool| {
-            // a return address may be just past its module's end: look up the call
-            let at = if innermost {
-                r.rip
-            } else {
-                r.rip.wrapping_sub(1)
-            };
-            let m = modules.module_at(at)?;
-            let bias = m.bias;
-            m.image
-                .win64_step(r.rip.wrapping_sub(bias), innermost, r, &read)
-        };
-        let start = Win64Regs {
-            gpr: regs.gpr,
-            rip: regs.rip,
-        };
-        walk(start, at_edge, max, &step, &read, out);
+        walk_win64_stack_in(&read, modules, regs, at_edge, max, out);
         return;
     }
     walk_stack_in(&read, modules, regs, at_edge, max, out);
+}
+
+/// [`walk_stack`] of a Windows x64 target over any source of stack words (a copy of the stack
+/// taken at the hit): each frame by its PE image's `.pdata`/`.xdata` unwind info, else the
+/// `rbp` chain.
+pub fn walk_win64_stack_in(
+    read: &dyn Fn(u64) -> Option<u64>,
+    modules: &ProcessModules,
+    regs: &Regs,
+    at_edge: bool,
+    max: usize,
+    out: &mut Vec<u64>,
+) {
+    use crate::symbols::unwind_info::{walk, Win64Regs};
+    let step = |r: &mut Win64Regs, innermost: bool| {
+        // a return address may be just past its module's end: look up the call
+        let at = if innermost {
+            r.rip
+        } else {
+            r.rip.wrapping_sub(1)
+        };
+        let m = modules.module_at(at)?;
+        let bias = m.bias;
+        m.image
+            .win64_step(r.rip.wrapping_sub(bias), innermost, r, read)
+    };
+    let start = Win64Regs {
+        gpr: regs.gpr,
+        rip: regs.rip,
+    };
+    walk(start, at_edge, max, &step, read, out);
 }
 
 /// The sampled stack of a hit as the clause's address space: bytes from the stack pointer up;

@@ -14,6 +14,8 @@ pub fn clock_ns() -> u64 {
     crate::sources::debugger::monotonic_ns()
 }
 
+pub use crate::sources::debugger::walk_stack_in as walk_stack;
+
 /// Puts a record's registers where the System V convention has them: at entry the arguments
 /// (rdi rsi rdx rcx r8 r9), at return rax and rdx.
 pub fn set_arg_regs(regs: &mut Regs, ret: bool, args: &[u64; 10]) {

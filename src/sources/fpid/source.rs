@@ -2,12 +2,12 @@
 //! records. The same on every platform; what differs (watching the process's end, the clock,
 //! the argument registers) comes from [`super::platform`].
 
-use super::platform::{clock_ns, set_arg_regs, ExitWatch};
+use super::platform::{clock_ns, set_arg_regs, walk_stack, ExitWatch};
 use super::ring::layout::KIND_RETURN;
 use super::ring::{hits, SharedRing};
 use super::sites::Installed;
 use crate::engine::{Engine, EventSource, SourceState};
-use crate::sources::debugger::{walk_stack_in, Regs, SampledStack, RSP};
+use crate::sources::debugger::{Regs, SampledStack, RSP};
 use crate::symbols::ProcessModules;
 use crate::vm::{AddressSpace, FiringCtx};
 
@@ -122,10 +122,10 @@ impl FpidSource {
                 mem.read(a, &mut b).ok().map(|_| u64::from_le_bytes(b))
             };
             if ret {
-                walk_stack_in(&read, &self.modules, &regs, false, 99, &mut self.ustack);
+                walk_stack(&read, &self.modules, &regs, false, 99, &mut self.ustack);
                 self.ustack.insert(0, hook.func + hook.ret_offset);
             } else {
-                walk_stack_in(&read, &self.modules, &regs, true, 100, &mut self.ustack);
+                walk_stack(&read, &self.modules, &regs, true, 100, &mut self.ustack);
             }
         }
         let uregs = regs.uregs();

@@ -37,6 +37,8 @@ pub fn clock_ns() -> u64 {
     (c / f) * 1_000_000_000 + (c % f) * 1_000_000_000 / f
 }
 
+pub use crate::sources::debugger::walk_win64_stack_in as walk_stack;
+
 /// Puts a record's registers where the Windows x64 convention has them: at entry the first
 /// four arguments (rcx rdx r8 r9), at return rax.
 pub fn set_arg_regs(regs: &mut Regs, ret: bool, args: &[u64; 10]) {
