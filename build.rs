@@ -1,7 +1,10 @@
-//! Builds the fpid agent (`agent/`, its own crate: a shared object the target loads) with the
-//! same cargo and compiler, into this build's OUT_DIR, for `src/sources/fpid` to embed. Where
-//! no agent is built for the target (not Linux yet), an empty file stands in and fpid says so
-//! at run time.
+//! Builds the fpid agent (`agent/`, its own crate: a shared object or DLL the target loads)
+//! with the same cargo and compiler, into this build's OUT_DIR, for `src/sources/fpid` to
+//! embed. Linux: `libdtx_fpid_agent.so`. Windows: `dtx_fpid_agent.dll`, whose MinHook is C
+//! compiled by `cc` (mingw-w64's gcc when cross-building for `*-windows-gnu`; when the target's
+//! std is not installed, as with Debian's compiler, the agent's std is built too). Where no
+//! agent can be built (another OS, or the `*-windows-msvc` type check on a machine that is not
+//! Windows: no C compiler for it), an empty file stands in and fpid says so at run time.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -13,12 +16,14 @@ fn main() {
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     let dest = out.join("fpid-agent.bin");
     let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
-    if os != "linux" {
+    let env = std::env::var("CARGO_CFG_TARGET_ENV").unwrap_or_default();
+    let target = std::env::var("TARGET").unwrap_or_default();
+    let host = std::env::var("HOST").unwrap_or_default();
+    let msvc_elsewhere = os == "windows" && env == "msvc" && !host.contains("windows");
+    if !(os == "linux" || os == "windows") || msvc_elsewhere {
         std::fs::write(&dest, []).expect("write the empty agent");
         return;
     }
-    let target = std::env::var("TARGET").unwrap_or_default();
-    let host = std::env::var("HOST").unwrap_or_default();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let target_dir = out.join("agent-target");
     let mut cmd = Command::new(cargo);
@@ -40,9 +45,34 @@ fn main() {
     if target != host {
         cmd.args(["--target", &target]);
         built = target_dir.join(&target).join("release");
+        if !std_installed(&target) {
+            cmd.arg("-Zbuild-std=std,panic_abort")
+                .env("RUSTC_BOOTSTRAP", "1");
+        }
     }
     let status = cmd.status().expect("run cargo for the fpid agent");
     assert!(status.success(), "building the fpid agent (agent/) failed");
-    let so = built.join("libdtx_fpid_agent.so");
-    std::fs::copy(&so, &dest).expect("copy the fpid agent");
+    let file = if os == "windows" {
+        "dtx_fpid_agent.dll"
+    } else {
+        "libdtx_fpid_agent.so"
+    };
+    std::fs::copy(built.join(file), &dest).expect("copy the fpid agent");
+}
+
+/// Whether the compiler has a prebuilt std for `target` (rustup's toolchains do for the
+/// targets added; Debian's compiler only for its own).
+fn std_installed(target: &str) -> bool {
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let Ok(out) = Command::new(rustc)
+        .args(["--print", "target-libdir", "--target", target])
+        .output()
+    else {
+        return true;
+    };
+    let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    std::fs::read_dir(dir).is_ok_and(|d| {
+        d.flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with("libstd-"))
+    })
 }

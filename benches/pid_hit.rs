@@ -15,6 +15,11 @@
 //!
 //! `cargo bench --bench pid_hit` (needs gcc; gdb for its line; ptrace allowed);
 //! `cargo bench --bench pid_hit -- fpid` for the fpid comparison alone.
+//!
+//! On Windows (run under Wine by `scripts/windows-check.sh`) the same comparison is made on
+//! `tests/pid_windows/fpidwin.c` built by mingw (the folder `DTX_PID_WIN_FIXTURES` names): one
+//! fpid hit (the agent DLL's MinHook hooks) against one hit of the Win32 debugger loop, wall
+//! clock only (no CPU accounting of children there).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -244,8 +249,12 @@ fn build(dir: &Path) -> Option<PathBuf> {
 }
 
 fn main() {
+    if cfg!(windows) {
+        windows_fpid_against_pid();
+        return;
+    }
     if !cfg!(target_os = "linux") {
-        println!("pid_hit: the pid provider's debugger loop is measured on Linux only");
+        println!("pid_hit: the pid provider's debugger loop is measured on Linux and Windows only");
         return;
     }
     let Ok(dir) = tempfile::tempdir() else { return };
@@ -392,5 +401,74 @@ fn fpid_against_pid(prog: &Path, n: u64) {
             ),
             None => println!("  dtx pid {mode:<6}: failed (ptrace or uprobes not allowed?)"),
         }
+    }
+}
+
+/// Windows: one fpid hit with `count()` against one hit of the debugger loop with the same
+/// clause, on the mingw-built `fpidwin.exe`, and the ratio; then the count of one fpid run at
+/// the large N, to show no hit was dropped.
+fn windows_fpid_against_pid() {
+    let Some(dir) = std::env::var_os("DTX_PID_WIN_FIXTURES") else {
+        println!("pid_hit: skipped (DTX_PID_WIN_FIXTURES names no folder of test programs)");
+        return;
+    };
+    let prog = PathBuf::from(dir).join("fpidwin.exe");
+    if !prog.is_file() {
+        println!("pid_hit: skipped (no {})", prog.display());
+        return;
+    }
+    let count = |p: &str| format!("{p}$target:a.out:hit:entry {{ @c = count(); }}");
+    if !std::env::args().any(|a| a == "--bench") {
+        let ok = dtx_run(&prog, 100, &count("fpid"), "auto")
+            && dtx_run(&prog, 100, &count("pid"), "auto");
+        println!("pid_hit: smoke run {}", if ok { "ok" } else { "failed" });
+        return;
+    }
+    let (big, n) = (2_000_000u64, 5_000u64);
+    println!("fpid on Windows: µs per hit, wall clock (best of 3, less the run with 0 calls)");
+    let plain = per_hit(big, &|k| {
+        Command::new(&prog)
+            .arg(k.to_string())
+            .stdout(Stdio::null())
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false)
+    });
+    let untraced = plain.map_or(0.0, |(us, _)| us);
+    println!("  untraced call of hit() ({big} calls)                 {untraced:>10.4}");
+    let Some((fpid_us, _)) = per_hit(big, &|k| dtx_run(&prog, k, &count("fpid"), "auto")) else {
+        println!("  dtx fpid: failed");
+        return;
+    };
+    let over = (fpid_us - untraced).max(1e-6);
+    println!(
+        "  dtx fpid      entry, @c = count() ({big} calls) {fpid_us:>10.4}; over the untraced call {:.1} ns",
+        over * 1000.0
+    );
+    match per_hit(n, &|k| dtx_run(&prog, k, &count("pid"), "auto")) {
+        Some((us, _)) => println!(
+            "  dtx pid (debugger) entry, @c = count() ({n} calls) {us:>10.4}: fpid {:.0}x cheaper",
+            us / over
+        ),
+        None => println!("  dtx pid (debugger): failed"),
+    }
+    // every hit counted: nothing dropped at this rate
+    let out = Command::new(env!("CARGO_BIN_EXE_dtx"))
+        .args(["-q", "-n"])
+        .arg(format!(
+            "{} END {{ printa(\"%@d\\n\", @c); }}",
+            count("fpid")
+        ))
+        .args(["-c", &format!("{} {big}", prog.display())])
+        .output();
+    if let Ok(o) = out {
+        let so = String::from_utf8_lossy(&o.stdout);
+        let counted = so.lines().last().unwrap_or("").trim().to_string();
+        let drops = String::from_utf8_lossy(&o.stderr)
+            .lines()
+            .filter(|l| l.contains("drops"))
+            .collect::<Vec<_>>()
+            .join("; ");
+        println!("  fpid counted {counted} of {big} calls {drops}");
     }
 }

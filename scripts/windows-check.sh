@@ -11,7 +11,8 @@
 # Debian's packages are installed when missing (needs root and apt); the Wine prefix and the build
 # directories are kept, so a second run only rebuilds what changed.
 #
-# Environment: WINEPREFIX (default ~/.cache/dtx/wine), DTX_WIN_SKIP_CLIPPY=1, DTX_WIN_SKIP_TESTS=1.
+# Environment: WINEPREFIX (default ~/.cache/dtx/wine), DTX_WIN_SKIP_CLIPPY=1, DTX_WIN_SKIP_TESTS=1,
+# DTX_WIN_SKIP_BENCH=1 (the fpid bench under Wine, a minute or two).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -117,6 +118,13 @@ scripts/pid-windows-fixtures.sh "$FIXTURES"
 DTX_PID_WIN_FIXTURES=$(printf 'Z:%s' "$FIXTURES" | tr / '\\')
 export DTX_PID_WIN_FIXTURES
 "${NICE[@]}" "${GNU_CARGO[@]}" test --release "${BUILD_STD[@]}" --test pid_windows -- --test-threads=1 || status=$?
+# the fpid provider: the agent DLL injected into the same programs (fpidwin.exe), one test at a
+# time; then its bench: one fpid hit against one hit of the debugger loop, in the same sitting
+"${NICE[@]}" "${GNU_CARGO[@]}" test --release "${BUILD_STD[@]}" --test fpid_windows -- --test-threads=1 || status=$?
+if [ "${DTX_WIN_SKIP_BENCH:-}" != 1 ]; then
+    uptime
+    "${NICE[@]}" "${GNU_CARGO[@]}" bench "${BUILD_STD[@]}" --bench pid_hit -- fpid || status=$?
+fi
 /usr/lib/wine/wineserver -k 2>/dev/null || true
 phase "tests under wine finished with status $status"
 exit "$status"

@@ -36,7 +36,8 @@ pub struct Header {
     pub drops: AtomicU64,
     /// Bytes of the stack to copy into each record (for `ustack()`), 0 for none.
     pub stack_bytes: u64,
-    /// Whether entry records carry arguments 7 to 10 (read from the caller's stack).
+    /// Whether entry records carry the arguments past the registers (up to the tenth, read
+    /// from the caller's stack): past six on Linux, past four on Windows.
     pub stack_args: u64,
     /// Written by the agent when it maps the file: its entry stub's address.
     pub entry_stub: AtomicU64,
@@ -49,8 +50,19 @@ pub struct Header {
 pub struct Hook {
     /// [`HOOK_ENTRY`] | [`HOOK_RETURN`]: the probes enabled on it.
     pub flags: AtomicU64,
-    pub reserved: u64,
+    /// Windows: the function's address, which the agent hooks with MinHook (on Linux dtx
+    /// patches the function itself and this is 0).
+    pub addr: u64,
+    /// Windows: written by the agent once it tried the hook, [`HOOK_PENDING`] before:
+    /// [`HOOK_OK`], or MinHook's status code (`MH_STATUS`, positive) when it refused the
+    /// function.
+    pub status: AtomicU64,
 }
+
+/// A hook the agent has not tried yet.
+pub const HOOK_PENDING: u64 = u64::MAX;
+/// A hook the agent installed.
+pub const HOOK_OK: u64 = 0;
 
 pub const HOOK_ENTRY: u64 = 1;
 pub const HOOK_RETURN: u64 = 2;
@@ -87,7 +99,8 @@ pub struct Record {
     pub hook: u32,
     pub kind: u32,
     pub tid: u64,
-    /// CLOCK_MONOTONIC, ns.
+    /// ns of the platform's monotonic clock: CLOCK_MONOTONIC on Linux,
+    /// QueryPerformanceCounter on Windows.
     pub time: u64,
     /// At entry: the stack pointer at the function's first instruction. At return: just
     /// after the return (the caller's).

@@ -3,32 +3,18 @@
 //! access: a hook on `malloc` would recurse), state pages from `mmap`.
 
 use crate::layout::{
-    Desc, Header, Hook, Record, COMMITTED, HEADER_BYTES, HOOK_ENTRY, HOOK_RETURN, KIND_ENTRY,
-    KIND_RETURN, MAGIC, RECORD_BYTES,
+    Desc, Header, Record, HEADER_BYTES, HOOK_ENTRY, HOOK_RETURN, KIND_ENTRY, KIND_RETURN, MAGIC,
 };
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use crate::shadow::ShadowStack;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Set in a forked child: the hooks it inherited pass through (the ring is the parent's).
 static FORKED: AtomicBool = AtomicBool::new(false);
 /// `pthread_atfork` was called.
 static AT_FORK: AtomicBool = AtomicBool::new(false);
 
-/// Return addresses a thread keeps for probed returns.
-const SHADOW: usize = 512;
 /// The most stack bytes a record carries.
 const STACK_MAX: usize = 16 * 1024;
-
-/// One swapped return address.
-#[derive(Clone, Copy)]
-#[repr(C)]
-struct Shadow {
-    /// Where the return address was (the stack pointer at the function's entry).
-    slot: u64,
-    /// The original return address.
-    ret: u64,
-    /// The function's descriptor.
-    desc: u64,
-}
 
 /// A thread's state, mapped at its first hit (and never unmapped: a thread may be inside a
 /// hooked function when another ends tracing).
@@ -39,8 +25,7 @@ struct State {
     /// Inside a handler: hits now (a hooked function the handler calls, a signal handler's
     /// calls) pass through.
     busy: u64,
-    depth: u64,
-    shadow: [Shadow; SHADOW],
+    shadow: ShadowStack,
     stack: [u8; STACK_MAX],
 }
 
@@ -256,14 +241,6 @@ fn now_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-unsafe fn hook(h: &Header, index: u64) -> Option<&Hook> {
-    if index >= h.hooks {
-        return None;
-    }
-    let base = h as *const Header as *const u8;
-    Some(&*(base.add(HEADER_BYTES + index as usize * std::mem::size_of::<Hook>()) as *const Hook))
-}
-
 /// Appends `r` (and, when the header asks, a copy of the stack from `sp` up) to the ring;
 /// a full ring counts a drop.
 unsafe fn write(h: &Header, st: &mut State, r: &mut Record, sp: u64) {
@@ -284,51 +261,7 @@ unsafe fn write(h: &Header, st: &mut State, r: &mut Record, sp: u64) {
             stack_len = n as usize & !7;
         }
     }
-    let len = (RECORD_BYTES + stack_len) as u64;
-    let size = h.ring_size;
-    if len > size {
-        h.drops.fetch_add(1, Ordering::Relaxed);
-        return;
-    }
-    let mut head = h.head.load(Ordering::Relaxed);
-    loop {
-        let tail = h.tail.load(Ordering::Acquire);
-        if head.wrapping_add(len).wrapping_sub(tail) > size {
-            h.drops.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
-        match h.head.compare_exchange_weak(
-            head,
-            head.wrapping_add(len),
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-        ) {
-            Ok(_) => break,
-            Err(now) => head = now,
-        }
-    }
-    let mask = size - 1;
-    let base = (h as *const Header as *mut u8).add(h.ring_offset as usize);
-    // volatile word stores: no call to libc's memcpy (it may clear the upper halves of the
-    // vector registers the hooked function's caller passed arguments in)
-    let put = |i: usize, v: u64| {
-        let at = (head.wrapping_add(8 * i as u64) & mask) as usize;
-        std::ptr::write_volatile(base.add(at) as *mut u64, v);
-    };
-    r.stack_len = stack_len as u64;
-    let words = r as *const Record as *const u64;
-    for i in 1..RECORD_BYTES / 8 {
-        put(i, std::ptr::read(words.add(i)));
-    }
-    let stack = st.stack.as_ptr();
-    for k in 0..stack_len / 8 {
-        put(
-            RECORD_BYTES / 8 + k,
-            std::ptr::read_volatile(stack.add(8 * k) as *const u64),
-        );
-    }
-    let first = &*(base.add((head & mask) as usize) as *const AtomicU64);
-    first.store(len | COMMITTED, Ordering::Release);
+    crate::ring::append(h, r, st.stack.as_ptr(), stack_len);
 }
 
 /// A hooked function was called: `frame` as the entry stub describes. Returns the trampoline.
@@ -348,7 +281,7 @@ unsafe extern "C" fn on_entry(frame: *mut u64) -> u64 {
     }
     let st = &mut *st;
     st.busy = 1;
-    let flags = hook(h, desc.index).map_or(0, |k| k.flags.load(Ordering::Relaxed));
+    let flags = crate::ring::hook(h, desc.index).map_or(0, |k| k.flags.load(Ordering::Relaxed));
     let sp = frame.add(2) as u64;
     if flags & HOOK_ENTRY != 0 {
         let mut r = Record {
@@ -371,18 +304,9 @@ unsafe extern "C" fn on_entry(frame: *mut u64) -> u64 {
         write(h, st, &mut r, sp);
     }
     if flags & HOOK_RETURN != 0 {
-        let d = st.depth as usize;
-        if d < SHADOW {
-            st.shadow[d] = Shadow {
-                slot: sp,
-                ret: *frame.add(2),
-                desc: desc as *const Desc as u64,
-            };
-            st.depth += 1;
-            *frame.add(2) = dtx_fpid_return_stub as *const () as u64;
-        } else {
-            h.shadow_full.fetch_add(1, Ordering::Relaxed);
-        }
+        let stub = dtx_fpid_return_stub as *const () as u64;
+        st.shadow
+            .swap(h, frame.add(2), desc as *const Desc as u64, stub);
     }
     st.busy = 0;
     trampoline
@@ -398,16 +322,9 @@ unsafe extern "C" fn on_return(frame: *mut u64) -> u64 {
         libc::abort();
     }
     let st = &mut *st;
-    // entries of deeper frames a longjmp or an exception left are below this one's slot
-    let mut d = st.depth as usize;
-    while d > 1 && st.shadow[d - 1].slot < slot {
-        d -= 1;
-    }
-    if d == 0 {
-        libc::abort();
-    }
-    let e = st.shadow[d - 1];
-    st.depth = (d - 1) as u64;
+    let Some(e) = st.shadow.take(slot) else {
+        libc::abort()
+    };
     if FORKED.load(Ordering::Relaxed) || st.busy != 0 {
         return e.ret;
     }
@@ -416,7 +333,7 @@ unsafe extern "C" fn on_return(frame: *mut u64) -> u64 {
     if h.enabled.load(Ordering::Relaxed) == 0 {
         return e.ret;
     }
-    let flags = hook(h, desc.index).map_or(0, |k| k.flags.load(Ordering::Relaxed));
+    let flags = crate::ring::hook(h, desc.index).map_or(0, |k| k.flags.load(Ordering::Relaxed));
     if flags & HOOK_RETURN != 0 {
         st.busy = 1;
         let mut r = Record {

@@ -656,7 +656,7 @@ fn run_programs(
                 compiled_uses_stacks,
             )?;
             // fpid hooks go in while the target is still stopped
-            #[cfg(target_os = "linux")]
+            #[cfg(any(target_os = "linux", windows))]
             let (pid_source, fpid_source) =
                 crate::sources::fpid::split(pid_source, &pid_run.provider, &engine)?;
             let pid_source = target::backend(pid_source, opts.str_value("pidmode"), &engine)?;
@@ -665,7 +665,7 @@ fn run_programs(
             if let Some(src) = pid_source {
                 sources.push(src);
             }
-            #[cfg(target_os = "linux")]
+            #[cfg(any(target_os = "linux", windows))]
             if let Some(src) = fpid_source {
                 sources.push(Box::new(src));
             }

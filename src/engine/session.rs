@@ -784,8 +784,8 @@ impl Worker {
     ) -> Option<Box<dyn EventSource>> {
         let stacks = Self::uses_stacks(engine);
         let src = self.open_target_source(engine, stacks, !kernel_names_frames)?;
-        // fpid hooks go in while the target is still held (Linux)
-        #[cfg(target_os = "linux")]
+        // fpid hooks go in while the target is still held
+        #[cfg(any(target_os = "linux", windows))]
         {
             let provider = self.target.as_ref()?.provider.clone();
             match crate::sources::fpid::split(Some(src), &provider, engine) {
@@ -805,7 +805,7 @@ impl Worker {
                 }
             }
         }
-        #[cfg(not(target_os = "linux"))]
+        #[cfg(not(any(target_os = "linux", windows)))]
         Some(Box::new(src) as Box<dyn EventSource>)
     }
 

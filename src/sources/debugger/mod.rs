@@ -279,27 +279,64 @@ pub fn walk_stack(
         t.read_memory(addr, &mut b).then(|| u64::from_le_bytes(b))
     };
     if t.win64() {
-        use crate::symbols::unwind_info::{walk, Win64Regs};
-        let step = |r: &mut Win64Regs, innermost: bool| {
-            // a return address may be just past its module's end: look up the call
-            let at = if innermost {
-                r.rip
-            } else {
-                r.rip.wrapping_sub(1)
-            };
-            let m = modules.module_at(at)?;
-            let bias = m.bias;
-            m.image
-                .win64_step(r.rip.wrapping_sub(bias), innermost, r, &read)
-        };
-        let start = Win64Regs {
-            gpr: regs.gpr,
-            rip: regs.rip,
-        };
-        walk(start, at_edge, max, &step, &read, out);
+        walk_win64_stack_in(&read, modules, regs, at_edge, max, out);
         return;
     }
     walk_stack_in(&read, modules, regs, at_edge, max, out);
+}
+
+/// [`walk_stack`] of a Windows x64 target over any source of stack words (a copy of the stack
+/// taken at the hit): each frame by its PE image's `.pdata`/`.xdata` unwind info, else the
+/// `rbp` chain.
+pub fn walk_win64_stack_in(
+    read: &dyn Fn(u64) -> Option<u64>,
+    modules: &ProcessModules,
+    regs: &Regs,
+    at_edge: bool,
+    max: usize,
+    out: &mut Vec<u64>,
+) {
+    use crate::symbols::unwind_info::{walk, Win64Regs};
+    let step = |r: &mut Win64Regs, innermost: bool| {
+        // a return address may be just past its module's end: look up the call
+        let at = if innermost {
+            r.rip
+        } else {
+            r.rip.wrapping_sub(1)
+        };
+        let m = modules.module_at(at)?;
+        let bias = m.bias;
+        m.image
+            .win64_step(r.rip.wrapping_sub(bias), innermost, r, read)
+    };
+    let start = Win64Regs {
+        gpr: regs.gpr,
+        rip: regs.rip,
+    };
+    walk(start, at_edge, max, &step, read, out);
+}
+
+/// The sampled stack of a hit as the clause's address space: bytes from the stack pointer up;
+/// anything else is a bad address (the target was not stopped to be read).
+pub struct SampledStack<'a> {
+    pub base: u64,
+    pub bytes: &'a [u8],
+}
+
+impl AddressSpace for SampledStack<'_> {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
+        let off = addr.wrapping_sub(self.base) as usize;
+        match self.bytes.get(off..off.saturating_add(buf.len())) {
+            Some(b) if addr >= self.base => {
+                buf.copy_from_slice(b);
+                Ok(())
+            }
+            _ => Err(Fault::BadAddr(addr)),
+        }
+    }
+    fn write(&self, addr: u64, _data: &[u8]) -> Result<(), Fault> {
+        Err(Fault::BadAddr(addr))
+    }
 }
 
 /// [`walk_stack`] over any source of stack words (a copy of the stack taken by the kernel).

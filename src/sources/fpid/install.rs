@@ -3,113 +3,16 @@
 //! `dtx_fpid_attach`, then for each hooked function its block near it and the jump over its
 //! first bytes. A function that cannot be hooked safely is named on stderr and left alone.
 
-use std::collections::BTreeMap;
-
 use super::code::{hook_code, MAX_BLOCK};
 use super::ring::layout::{HOOK_ENTRY, HOOK_RETURN};
 use super::ring::{RingConfig, SharedRing};
+use super::sites::{agent_file, sites, Installed, RING_BYTES, STACK_BYTES};
 use crate::engine::Engine;
-use crate::probes::ProbeInfo;
-use crate::providers::pid::{PidProvider, SiteKind};
+use crate::providers::pid::PidProvider;
 use crate::sources::debugger::TargetProcess;
-
-/// One hooked function and the probes its hits fire.
-pub struct HookSite {
-    /// Run-time address of its first instruction.
-    pub func: u64,
-    pub entries: Vec<ProbeInfo>,
-    pub returns: Vec<ProbeInfo>,
-    /// `arg0` of its return probes: the offset of its `ret` when it has one, else 0.
-    pub ret_offset: u64,
-}
-
-/// The hooks of a process, by index in the shared hook table.
-pub struct Installed {
-    pub sites: Vec<HookSite>,
-}
 
 /// Bytes of one code area mapped near hooked functions.
 const AREA: u64 = 256 * 1024;
-
-/// Bytes of the ring.
-const RING_BYTES: usize = 8 << 20;
-
-/// Bytes of stack a record copies for `ustack()` (as the uprobe backend samples).
-const STACK_BYTES: usize = 8 * 1024;
-
-/// The hooked functions of the enabled fpid probes of the target, in address order.
-fn sites(provider: &PidProvider, engine: &Engine, pid: u32) -> Vec<HookSite> {
-    let modules = provider.modules_of(pid).unwrap_or_default();
-    let mut by_func: BTreeMap<u64, HookSite> = BTreeMap::new();
-    for p in provider.probes_of(pid) {
-        if !engine.is_enabled(p.info.id) {
-            continue;
-        }
-        let Some(first) = p.sites.first() else {
-            continue;
-        };
-        let func = match first.kind {
-            SiteKind::Entry => first.addr,
-            _ => {
-                let Some(f) = modules.module_at(first.addr).and_then(|m| {
-                    let f = m.image.function_at(first.addr.wrapping_sub(m.bias))?;
-                    Some(f.addr.wrapping_add(m.bias))
-                }) else {
-                    continue;
-                };
-                f
-            }
-        };
-        let site = by_func.entry(func).or_insert_with(|| HookSite {
-            func,
-            entries: Vec::new(),
-            returns: Vec::new(),
-            ret_offset: 0,
-        });
-        match first.kind {
-            SiteKind::Entry => site.entries.push(p.info.clone()),
-            SiteKind::Return { offset } => {
-                if p.sites.len() == 1 {
-                    site.ret_offset = offset;
-                }
-                site.returns.push(p.info.clone());
-            }
-            SiteKind::Offset => {}
-        }
-    }
-    by_func.into_values().collect()
-}
-
-/// Writes the agent next to the system's temporary files (named by its content, so that
-/// every dtx of this build shares one copy) and returns its path.
-fn agent_file() -> Result<String, String> {
-    let bytes = super::AGENT;
-    if bytes.is_empty() {
-        return Err("fpid: this dtx was built without its agent".into());
-    }
-    // FNV-1a of the content
-    let hash = bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ *b as u64).wrapping_mul(0x100_0000_01b3)
-    });
-    let path = std::env::temp_dir().join(format!("dtx-fpid-agent-{hash:016x}.so"));
-    if std::fs::read(&path).ok().as_deref() == Some(bytes) {
-        return Ok(path.to_string_lossy().into_owned());
-    }
-    let tmp = path.with_extension(format!("{}.tmp", std::process::id()));
-    let written = std::fs::write(&tmp, bytes).and_then(|_| {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755))?;
-        std::fs::rename(&tmp, &path)
-    });
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(format!(
-            "fpid: cannot write the agent to {}: {e}",
-            path.display()
-        ));
-    }
-    Ok(path.to_string_lossy().into_owned())
-}
 
 /// The uid and gid of process `pid` (from `/proc/PID/status`).
 fn owner_of(pid: u32) -> Option<(u32, u32)> {
@@ -135,7 +38,7 @@ fn load_agent(
     tid: u32,
 ) -> Result<u64, String> {
     let pid = target.pid();
-    let path = agent_file()?;
+    let path = agent_file("so")?;
     let find_attach = |provider: &PidProvider| {
         let modules = provider.modules_of(pid)?;
         modules.modules.iter().find_map(|m| {

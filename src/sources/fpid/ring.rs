@@ -12,7 +12,13 @@ use layout::{Header, Hook, Record, COMMITTED, HEADER_BYTES, MAGIC, RECORD_BYTES}
 
 /// The shared memory of one traced process, mapped here.
 pub struct SharedRing {
+    #[cfg(unix)]
     map: memmap2::MmapMut,
+    #[cfg(windows)]
+    map: named::NamedMapping,
+    /// Windows: what takes the hooks out of the target when tracing ends (run once).
+    #[cfg(windows)]
+    pub on_disable: std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
 
 /// One record read from the ring.
@@ -31,18 +37,51 @@ pub struct RingConfig {
     pub stack_args: bool,
 }
 
+/// Where the ring starts and its size, and the bytes of the whole mapping, for `config`.
+fn sizes(config: &RingConfig) -> (usize, usize, usize) {
+    let ring_size = config.ring_bytes.max(64 * 1024).next_power_of_two();
+    let table = HEADER_BYTES + config.hooks * std::mem::size_of::<Hook>();
+    let ring_offset = table.div_ceil(4096) * 4096;
+    (ring_offset, ring_size, ring_offset + ring_size)
+}
+
 impl SharedRing {
+    /// Fills the header of a new mapping and enables it.
+    fn init(&mut self, config: &RingConfig) {
+        let (ring_offset, ring_size, _) = sizes(config);
+        let h = self.header_mut();
+        h.magic = MAGIC;
+        h.hooks = config.hooks as u64;
+        h.ring_offset = ring_offset as u64;
+        h.ring_size = ring_size as u64;
+        h.stack_bytes = config.stack_bytes as u64;
+        h.stack_args = config.stack_args as u64;
+        h.enabled.store(1, Ordering::Release);
+    }
+
+    /// Creates a named file mapping backed by the paging file (`Local\...`, see Microsoft
+    /// Learn, CreateFileMappingW) and maps it; the agent opens it by name.
+    #[cfg(windows)]
+    pub fn create_named(name: &str, config: &RingConfig) -> Result<SharedRing, String> {
+        let (_, _, total) = sizes(config);
+        let map = named::NamedMapping::create(name, total)?;
+        let mut ring = SharedRing {
+            map,
+            on_disable: std::sync::Mutex::new(None),
+        };
+        ring.init(config);
+        Ok(ring)
+    }
+
     /// Creates the shared file at `path` (mode 0600, owned by `owner` when given) and maps it.
+    #[cfg(unix)]
     pub fn create(
         path: &std::path::Path,
         config: &RingConfig,
         owner: Option<(u32, u32)>,
     ) -> Result<SharedRing, String> {
         use std::os::unix::fs::OpenOptionsExt;
-        let ring_size = config.ring_bytes.max(64 * 1024).next_power_of_two();
-        let table = HEADER_BYTES + config.hooks * std::mem::size_of::<Hook>();
-        let ring_offset = table.div_ceil(4096) * 4096;
-        let total = ring_offset + ring_size;
+        let (_, _, total) = sizes(config);
         let f = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -61,14 +100,7 @@ impl SharedRing {
         let map = unsafe { memmap2::MmapMut::map_mut(&f) }
             .map_err(|e| format!("fpid: cannot map {}: {e}", path.display()))?;
         let mut ring = SharedRing { map };
-        let h = ring.header_mut();
-        h.magic = MAGIC;
-        h.hooks = config.hooks as u64;
-        h.ring_offset = ring_offset as u64;
-        h.ring_size = ring_size as u64;
-        h.stack_bytes = config.stack_bytes as u64;
-        h.stack_args = config.stack_args as u64;
-        h.enabled.store(1, Ordering::Release);
+        ring.init(config);
         Ok(ring)
     }
 
@@ -87,20 +119,52 @@ impl SharedRing {
         self.header().entry_stub.load(Ordering::Acquire)
     }
 
+    /// Entry `index` of the hook table.
+    fn hook(&self, index: usize) -> Option<&Hook> {
+        if index as u64 >= self.header().hooks {
+            return None;
+        }
+        let at = HEADER_BYTES + index * std::mem::size_of::<Hook>();
+        // SAFETY: inside the hook table, which the mapping holds.
+        Some(unsafe { &*(self.map.as_ptr().add(at) as *const Hook) })
+    }
+
     /// Sets the probes a hook fires.
     pub fn set_hook(&self, index: usize, flags: u64) {
+        if let Some(hook) = self.hook(index) {
+            hook.flags.store(flags, Ordering::Release);
+        }
+    }
+
+    /// Windows: names the function the agent is to hook for entry `index` (not tried yet).
+    #[cfg(windows)]
+    pub fn set_hook_addr(&mut self, index: usize, addr: u64) {
         if index as u64 >= self.header().hooks {
             return;
         }
         let at = HEADER_BYTES + index * std::mem::size_of::<Hook>();
-        // SAFETY: inside the hook table, which the mapping holds.
-        let hook = unsafe { &*(self.map.as_ptr().add(at) as *const Hook) };
-        hook.flags.store(flags, Ordering::Release);
+        // SAFETY: inside the hook table; the agent has not seen the mapping yet.
+        let hook = unsafe { &mut *(self.map.as_mut_ptr().add(at) as *mut Hook) };
+        hook.addr = addr;
+        hook.status.store(layout::HOOK_PENDING, Ordering::Release);
     }
 
-    /// Makes every hook inert (they pass straight to their trampolines).
+    /// Windows: what the agent answered for entry `index` (`HOOK_OK`, `HOOK_PENDING` or
+    /// MinHook's status).
+    #[cfg(windows)]
+    pub fn hook_status(&self, index: usize) -> u64 {
+        self.hook(index)
+            .map_or(layout::HOOK_PENDING, |h| h.status.load(Ordering::Acquire))
+    }
+
+    /// Makes every hook inert (they pass straight to their trampolines); on Windows the agent
+    /// also takes them out.
     pub fn disable(&self) {
         self.header().enabled.store(0, Ordering::Release);
+        #[cfg(windows)]
+        if let Some(f) = self.on_disable.lock().ok().and_then(|mut g| g.take()) {
+            f();
+        }
     }
 
     /// Hits lost to a full ring, and return hooks a full shadow stack refused.
@@ -143,6 +207,96 @@ impl SharedRing {
             self.map[base..base + len - first_part].fill(0);
             tail = tail.wrapping_add(len as u64);
             self.header().tail.store(tail, Ordering::Release);
+        }
+    }
+}
+
+/// A named file mapping of the paging file, mapped read-write (Windows).
+#[cfg(windows)]
+mod named {
+    use windows_sys::Win32::Foundation::{CloseHandle, HANDLE, INVALID_HANDLE_VALUE};
+    use windows_sys::Win32::System::Memory::{
+        CreateFileMappingW, MapViewOfFile, UnmapViewOfFile, FILE_MAP_ALL_ACCESS,
+        MEMORY_MAPPED_VIEW_ADDRESS, PAGE_READWRITE,
+    };
+
+    /// The mapping's handle and this process's view of it.
+    pub struct NamedMapping {
+        handle: HANDLE,
+        view: *mut u8,
+        len: usize,
+    }
+
+    // SAFETY: the handle and the view are process-wide; access is through the ring's atomics.
+    unsafe impl Send for NamedMapping {}
+
+    impl NamedMapping {
+        /// Creates the mapping `name` of `len` zeroed bytes (it must not exist yet).
+        pub fn create(name: &str, len: usize) -> Result<NamedMapping, String> {
+            let wide: Vec<u16> = name.encode_utf16().chain(Some(0)).collect();
+            // SAFETY: a NUL-terminated name; the paging file backs it; default security
+            // (the creator's user, which the target runs as).
+            let handle = unsafe {
+                CreateFileMappingW(
+                    INVALID_HANDLE_VALUE,
+                    std::ptr::null(),
+                    PAGE_READWRITE,
+                    (len as u64 >> 32) as u32,
+                    len as u32,
+                    wide.as_ptr(),
+                )
+            };
+            let err = std::io::Error::last_os_error();
+            if handle.is_null() {
+                return Err(format!("fpid: cannot create the mapping {name}: {err}"));
+            }
+            if err.raw_os_error() == Some(183) {
+                // ERROR_ALREADY_EXISTS: someone else's
+                // SAFETY: our handle.
+                unsafe { CloseHandle(handle) };
+                return Err(format!("fpid: the mapping {name} exists already"));
+            }
+            // SAFETY: a mapping of `len` bytes, mapped whole.
+            let view = unsafe { MapViewOfFile(handle, FILE_MAP_ALL_ACCESS, 0, 0, len) };
+            if view.Value.is_null() {
+                let err = std::io::Error::last_os_error();
+                // SAFETY: our handle.
+                unsafe { CloseHandle(handle) };
+                return Err(format!("fpid: cannot map {name}: {err}"));
+            }
+            Ok(NamedMapping {
+                handle,
+                view: view.Value as *mut u8,
+                len,
+            })
+        }
+    }
+
+    impl std::ops::Deref for NamedMapping {
+        type Target = [u8];
+        fn deref(&self) -> &[u8] {
+            // SAFETY: the view is `len` bytes, mapped while self lives.
+            unsafe { std::slice::from_raw_parts(self.view, self.len) }
+        }
+    }
+
+    impl std::ops::DerefMut for NamedMapping {
+        fn deref_mut(&mut self) -> &mut [u8] {
+            // SAFETY: as in deref.
+            unsafe { std::slice::from_raw_parts_mut(self.view, self.len) }
+        }
+    }
+
+    impl Drop for NamedMapping {
+        fn drop(&mut self) {
+            // SAFETY: our view and handle, unmapped and closed once; the target's view keeps
+            // the memory alive for it.
+            unsafe {
+                UnmapViewOfFile(MEMORY_MAPPED_VIEW_ADDRESS {
+                    Value: self.view as *mut _,
+                });
+                CloseHandle(self.handle);
+            }
         }
     }
 }
@@ -203,14 +357,20 @@ mod tests {
 
     #[test]
     fn records_wrap_and_a_full_ring_drops() {
-        let dir = tempfile::tempdir().unwrap();
         let config = RingConfig {
             hooks: 3,
             ring_bytes: 64 * 1024,
             stack_bytes: 0,
             stack_args: false,
         };
+        #[cfg(unix)]
+        let dir = tempfile::tempdir().unwrap();
+        #[cfg(unix)]
         let mut ring = SharedRing::create(&dir.path().join("ring"), &config, None).unwrap();
+        #[cfg(windows)]
+        let name = format!("Local\\dtx-fpid-test-{}", std::process::id());
+        #[cfg(windows)]
+        let mut ring = SharedRing::create_named(&name, &config).unwrap();
         let stack = [7u8; 1000];
         let mut got = Vec::new();
         let mut buf = Vec::new();

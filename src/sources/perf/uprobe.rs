@@ -27,7 +27,7 @@ use crate::sources::debugger::{
     walk_stack_in, DebugEvent, ExitStatus, PidPlan, Regs, TargetProcess, RSP,
 };
 use crate::symbols::ProcessModules;
-use crate::vm::{AddressSpace, Fault, FiringCtx};
+use crate::vm::{AddressSpace, FiringCtx};
 
 /// The dynamic PMU type of uprobes, or why there is none.
 pub fn pmu_type() -> Result<u32, String> {
@@ -132,28 +132,7 @@ impl TargetProcess for Gone {
     }
 }
 
-/// The sampled stack of a hit as the clause's address space: bytes from the stack pointer up;
-/// anything else is a bad address (the target was not stopped to be read).
-pub struct SampledStack<'a> {
-    pub base: u64,
-    pub bytes: &'a [u8],
-}
-
-impl AddressSpace for SampledStack<'_> {
-    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
-        let off = addr.wrapping_sub(self.base) as usize;
-        match self.bytes.get(off..off.saturating_add(buf.len())) {
-            Some(b) if addr >= self.base => {
-                buf.copy_from_slice(b);
-                Ok(())
-            }
-            _ => Err(Fault::BadAddr(addr)),
-        }
-    }
-    fn write(&self, addr: u64, _data: &[u8]) -> Result<(), Fault> {
-        Err(Fault::BadAddr(addr))
-    }
-}
+pub use crate::sources::debugger::SampledStack;
 
 /// Watches a traced process that runs free (no debugger holds it) for its end.
 pub struct ExitWatch {

@@ -1,0 +1,222 @@
+//! The fpid source: drains the shared ring of one traced process and fires the probes of its
+//! records. The same on every platform; what differs (watching the process's end, the clock,
+//! the argument registers) comes from [`super::platform`].
+
+use super::platform::{clock_ns, set_arg_regs, walk_stack, ExitWatch};
+use super::ring::layout::KIND_RETURN;
+use super::ring::{hits, SharedRing};
+use super::sites::Installed;
+use crate::engine::{Engine, EventSource, SourceState};
+use crate::sources::debugger::{Regs, SampledStack, RSP};
+use crate::symbols::ProcessModules;
+use crate::vm::{AddressSpace, FiringCtx};
+
+/// The fpid hooks of one traced process, drained from its ring.
+pub struct FpidSource {
+    pid: u32,
+    /// Present when this source owns the (running, untraced) process: its end is ours
+    /// to report. Absent when a `pid` source of the same process does.
+    pub(super) watch: Option<ExitWatch>,
+    /// Only to see the process go, when a `pid` source reports its end.
+    gone: ExitWatch,
+    ring: SharedRing,
+    hooks: Installed,
+    modules: ProcessModules,
+    execname: Vec<u8>,
+    ppid: u64,
+    want_ustack: bool,
+    pub(super) announce: bool,
+    /// Engine time minus the agent's clock, and wall time minus engine time.
+    offset: Option<(u64, u64)>,
+    buf: Vec<u8>,
+    ustack: Vec<u64>,
+    reported: (u64, u64),
+    ended: bool,
+    /// Hits delivered, for tests and benches.
+    pub hits: u64,
+}
+
+impl FpidSource {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn new(
+        pid: u32,
+        watch: Option<ExitWatch>,
+        ring: SharedRing,
+        hooks: Installed,
+        modules: ProcessModules,
+        execname: Vec<u8>,
+        ppid: u64,
+        want_ustack: bool,
+    ) -> FpidSource {
+        FpidSource {
+            pid,
+            watch,
+            gone: ExitWatch::new(pid, false),
+            ring,
+            hooks,
+            modules,
+            execname,
+            ppid,
+            want_ustack,
+            announce: true,
+            offset: None,
+            buf: Vec::new(),
+            ustack: Vec::with_capacity(64),
+            reported: (0, 0),
+            ended: false,
+            hits: 0,
+        }
+    }
+
+    /// Fires what the ring holds.
+    fn drain(&mut self, engine: &mut Engine) {
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.clear();
+        self.ring.drain(&mut buf);
+        for hit in hits(&buf) {
+            if engine.done() {
+                break;
+            }
+            self.fire(&hit, engine);
+        }
+        self.buf = buf;
+    }
+
+    fn fire(&mut self, hit: &super::ring::Hit<'_>, engine: &mut Engine) {
+        let r = &hit.record;
+        let Some(hook) = self.hooks.sites.get(r.hook as usize) else {
+            return;
+        };
+        self.hits += 1;
+        let ret = r.kind == KIND_RETURN;
+        let (off, wall_off) = *self.offset.get_or_insert_with(|| {
+            let e = engine.now_ns();
+            let wall = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            (e.wrapping_sub(clock_ns()), wall.wrapping_sub(e))
+        });
+        let now = r.time.wrapping_add(off);
+        let wall = now.wrapping_add(wall_off);
+        // the registers the record has: at entry the function's first instruction, at
+        // return the caller just after the call
+        let mut regs = Regs {
+            rip: if ret { r.pc } else { hook.func },
+            ..Default::default()
+        };
+        regs.gpr[RSP] = r.rsp;
+        regs.gpr[crate::sources::debugger::RBP] = r.rbp;
+        let mem = SampledStack {
+            base: r.rsp,
+            bytes: hit.stack,
+        };
+        let args = if ret {
+            [hook.ret_offset, r.args[0], r.args[1], 0, 0, 0, 0, 0, 0, 0]
+        } else {
+            r.args
+        };
+        set_arg_regs(&mut regs, ret, &r.args);
+        if self.want_ustack {
+            let read = |a: u64| {
+                let mut b = [0u8; 8];
+                mem.read(a, &mut b).ok().map(|_| u64::from_le_bytes(b))
+            };
+            if ret {
+                walk_stack(&read, &self.modules, &regs, false, 99, &mut self.ustack);
+                self.ustack.insert(0, hook.func + hook.ret_offset);
+            } else {
+                walk_stack(&read, &self.modules, &regs, true, 100, &mut self.ustack);
+            }
+        }
+        let uregs = regs.uregs();
+        let probes = if ret { &hook.returns } else { &hook.entries };
+        for info in probes {
+            if !engine.is_enabled(info.id) {
+                continue;
+            }
+            let mut cx = FiringCtx::synthetic(info, now, wall, &self.execname);
+            cx.args = args;
+            cx.pid = self.pid as u64;
+            cx.ppid = self.ppid;
+            cx.tid = r.tid;
+            cx.memory = &mem;
+            cx.uregs = &uregs;
+            cx.ustack = &self.ustack;
+            engine.fire(&cx);
+        }
+    }
+
+    /// Says what the ring lost since the last report.
+    fn report_losses(&mut self) {
+        let (drops, shadow) = self.ring.losses();
+        if drops > self.reported.0 {
+            eprintln!(
+                "dtx: {} fpid drops in pid {} (its ring was full)",
+                drops - self.reported.0,
+                self.pid
+            );
+        }
+        if shadow > self.reported.1 {
+            eprintln!(
+                "dtx: {} fpid return probes missed in pid {} (calls nested too deep)",
+                shadow - self.reported.1,
+                self.pid
+            );
+        }
+        self.reported = (drops, shadow);
+    }
+
+    fn end(&mut self, how: &str, code: Option<i32>) -> SourceState {
+        self.ended = true;
+        self.ring.disable();
+        if self.announce && self.watch.is_some() {
+            eprintln!("dtx: pid {} {how}", self.pid);
+        }
+        SourceState::Ended(code)
+    }
+}
+
+impl EventSource for FpidSource {
+    fn pump(&mut self, deadline: u64, engine: &mut Engine) -> SourceState {
+        if self.ended {
+            return SourceState::Ended(None);
+        }
+        loop {
+            self.drain(engine);
+            let end = match &self.watch {
+                Some(w) => w.ended(),
+                None => self.gone.ended().map(|(_, _)| (String::new(), None)),
+            };
+            if let Some((how, code)) = end {
+                // what the process wrote before it ended
+                self.drain(engine);
+                self.report_losses();
+                return self.end(&how, code);
+            }
+            let now = engine.now_ns();
+            if engine.done() || now >= deadline {
+                return SourceState::Running;
+            }
+            // the ring has no wake-up: wait on the process's end for up to a millisecond
+            let ms = (deadline - now).div_ceil(1_000_000).min(1) as u32;
+            self.watch.as_ref().unwrap_or(&self.gone).wait(ms);
+        }
+    }
+
+    fn finish(&mut self, engine: &mut Engine) {
+        self.drain(engine);
+        self.report_losses();
+    }
+
+    fn stop(&mut self) {
+        // the hooks pass straight through from now on; the target runs on
+        self.ring.disable();
+        self.ended = true;
+    }
+}
+
+impl Drop for FpidSource {
+    fn drop(&mut self) {
+        self.ring.disable();
+    }
+}
