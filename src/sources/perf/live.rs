@@ -1388,7 +1388,7 @@ fn copyinstr_calls(engine: &Engine, enabled: &[ProbeInfo]) -> Vec<u16> {
     for r in &engine.runs {
         for c in &r.vm.program.clauses {
             let mut uses = false;
-            crate::vm::visit_clause(
+            crate::ir::visit::visit_clause(
                 c,
                 &mut |n| {
                     if let Node::Call { name, .. } = n {
