@@ -334,10 +334,16 @@ fn key_value(k: &Json, names: &mut SavedNames) -> Result<KeyValue, String> {
         "string" => KeyValue::Str(text(k.get("value")).into_bytes()),
         "bytes" => {
             let h = text(k.get("value"));
-            let bytes = (0..h.len() / 2)
-                .map(|i| u8::from_str_radix(&h[2 * i..2 * i + 2], 16))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|_| "a bytes key that is not hex")?;
+            let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+            let bytes = h
+                .as_bytes()
+                .chunks(2)
+                .map(|p| match p {
+                    [a, b] => Some(digit(*a)? << 4 | digit(*b)?),
+                    _ => None,
+                })
+                .collect::<Option<Vec<_>>>()
+                .ok_or("a bytes key that is not hex")?;
             KeyValue::Bytes(bytes)
         }
         "stack" | "ustack" => {
@@ -487,5 +493,27 @@ mod tests {
         let e = merge(&[("a.json", a), ("b.json", b)]).err().unwrap();
         assert!(e.contains("count() in a.json but sum() in b.json"), "{e}");
         assert!(merge(&[("x.json", doc("{}"))]).is_err());
+        // keys that are not what they say are errors, not panics
+        for key in [
+            r#"{"type":"bytes","value":"éé"}"#,
+            r#"{"type":"bytes","value":"abc"}"#,
+            r#"{"type":"stack","stack-frames":[{"symbol":"x","address":"zz"}]}"#,
+            r#"{"type":"what"}"#,
+        ] {
+            let text = format!(
+                r#"[{{"aggregation-name":"c","function":"count","parameters":{{}},
+                   "aggregation-data":[{{"keys":[{key}],"count":1}}]}}]"#
+            );
+            assert!(merge(&[("k.json", doc(&text))]).is_err(), "{key}");
+        }
+        let ok = doc(
+            r#"[{"aggregation-name":"c","function":"count","parameters":{},
+               "aggregation-data":[{"keys":[{"type":"bytes","value":"0aFf"}],"count":2}]}]"#,
+        );
+        let m = merge(&[("k.json", ok)]).unwrap();
+        assert_eq!(
+            m.table.snapshot(0)[0].0,
+            [KeyValue::Bytes(vec![0x0a, 0xff])]
+        );
     }
 }
