@@ -588,9 +588,7 @@ impl TypeTable {
                 if *varargs {
                     ps.push("...".into());
                 }
-                if ps.is_empty() {
-                    ps.push("void".into());
-                }
+                // CTF names a function without listed parameters `()`
                 self.name_parts(*ret, format!("{inner}({})", ps.join(", ")))
             }
         }
