@@ -26,7 +26,10 @@ pub struct EcbSize {
 
 /// A record's alignment: the largest power of two up to 8 that divides its size.
 fn rec_align(size: usize) -> usize {
-    [8, 4, 2].into_iter().find(|a| size % a == 0).unwrap_or(1)
+    [8, 4, 2]
+        .into_iter()
+        .find(|a| size.is_multiple_of(*a))
+        .unwrap_or(1)
 }
 
 /// Bytes a value of kind `k` records.

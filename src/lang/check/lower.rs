@@ -837,7 +837,7 @@ impl Checker<'_> {
                         // the field is read and written as an integer of just enough bytes
                         // for it, a power of two (libdtrace's `dt_cg_field_get()`), not as its
                         // declared type: a D struct's last bit-field may end the struct
-                        let shift = u64::from(m.offset_bits % 8);
+                        let shift = m.offset_bits % 8;
                         let size = (shift + u64::from(bits))
                             .div_ceil(8)
                             .clamp(1, 8)
