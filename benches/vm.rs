@@ -80,7 +80,7 @@ fn bench(c: &mut Criterion) {
             cx.args[0] = n;
             cx.args[1] = n * 7;
             let r = vm.fire(&cx);
-            consumer.consume(&mut vm, &r, &map);
+            consumer.consume(&mut vm, &r, &map, 0);
         })
     });
     g.finish();

@@ -75,7 +75,7 @@ fn main() {
                 cx.args[0] = i;
                 cx.args[1] = i * 7;
                 let r = vm.fire(&cx);
-                consumer.consume(&mut vm, &r, &map);
+                consumer.consume(&mut vm, &r, &map, 0);
             }
         }
         other => {

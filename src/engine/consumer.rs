@@ -33,6 +33,11 @@ pub struct ConsumerOptions {
     pub options: crate::lang::options::DOptions,
     pub quiet_flag: bool,
     pub flow_flag: bool,
+    /// `switchrate` in nanoseconds when the program set it (`-x`, a pragma or `setopt()`):
+    /// the consumer then takes the records at that rate, as dtrace's consumer takes its
+    /// buffers, and a `printa()` shows the aggregation as it is when its record is taken.
+    /// Unset, each firing's records are taken at once.
+    pub switch_ns: Option<u64>,
 }
 
 impl ConsumerOptions {
@@ -79,6 +84,7 @@ impl ConsumerOptions {
         self.flowindent = opts.flowindent() || self.flow_flag;
         self.rawbytes = opts.rawbytes();
         self.droptags = opts.droptags();
+        self.switch_ns = opts.is_set("switchrate").then(|| opts.switchrate());
         self.oformat = opts
             .str_value("oformat")
             .and_then(crate::output::structured::OFormat::parse)
@@ -117,6 +123,26 @@ pub struct Consumer {
     etw: crate::sources::etw_writer::EtwWriter,
     /// Set once stderr has said why `etw_trace()` events are not written.
     etw_warned: bool,
+    /// The file `freopen()` sent the output to; `None` while it goes to the consumer's own
+    /// output.
+    redirect: Option<std::fs::File>,
+    /// Firings whose records wait for the next switch (see [`ConsumerOptions::switch_ns`]).
+    pending: Vec<Pending>,
+    /// When the consumer last took the records (the firing's timestamp).
+    last_switch: Option<u64>,
+}
+
+/// One firing's records held until the consumer takes them.
+struct Pending {
+    /// The program that recorded them (its address: one consumer serves every program).
+    program: usize,
+    records: Vec<(u32, Record)>,
+    result: FireResult,
+}
+
+/// The identity of the program a VM runs.
+fn program_key(vm: &Vm) -> usize {
+    std::sync::Arc::as_ptr(&vm.program) as usize
 }
 
 fn datum_value(d: &Datum) -> Value<'_> {
@@ -169,6 +195,18 @@ fn fault_probe<'a>(
     }
 }
 
+/// The enabled probe a library action's complaint names: its EPID and probe description.
+fn fault_probe_of(epid: u32, probe: Option<&ProbeInfo>) -> messages::FaultProbe<'_> {
+    messages::FaultProbe {
+        epid,
+        id: probe.map(|p| p.id as u32).unwrap_or(0),
+        provider: probe.map(|p| p.provider.as_str()).unwrap_or(""),
+        module: probe.map(|p| p.module.as_str()).unwrap_or(""),
+        func: probe.map(|p| p.function.as_str()).unwrap_or(""),
+        name: probe.map(|p| p.name.as_str()).unwrap_or(""),
+    }
+}
+
 /// An `etw_trace()` record's values as the event's level, keyword and field values.
 pub(crate) fn etw_trace_args(
     values: &[Datum],
@@ -209,6 +247,17 @@ impl Consumer {
             doc_items: 0,
             etw: crate::sources::etw_writer::EtwWriter::new(),
             etw_warned: false,
+            redirect: None,
+            pending: Vec::new(),
+            last_switch: None,
+        }
+    }
+
+    /// Where output goes now: the file of the last `freopen()`, or the consumer's output.
+    fn sink(&mut self) -> &mut dyn Write {
+        match &mut self.redirect {
+            Some(f) => f,
+            None => &mut *self.out,
         }
     }
 
@@ -219,7 +268,9 @@ impl Consumer {
 
     fn write_buf(&mut self) {
         if !self.buf.is_empty() {
-            let _ = self.out.write_all(&self.buf);
+            let buf = std::mem::take(&mut self.buf);
+            let _ = self.sink().write_all(&buf);
+            self.buf = buf;
             self.buf.clear();
         }
     }
@@ -231,11 +282,61 @@ impl Consumer {
 
     pub fn flush(&mut self) {
         self.write_buf();
-        let _ = self.out.flush();
+        let _ = self.sink().flush();
     }
 
     /// Consumes the records of one firing of `vm`.
+    /// Takes one firing's records (`now` is the firing's timestamp): at once, or, when the
+    /// program set a `switchrate`, once that much time has passed since the last switch.
     pub fn consume(
+        &mut self,
+        vm: &mut Vm,
+        res: &FireResult,
+        probes: &crate::fasthash::FastMap<u64, ProbeInfo>,
+        now: u64,
+    ) {
+        let Some(rate) = self.opts.switch_ns else {
+            if !self.pending.is_empty() {
+                self.take_pending(vm, probes);
+            }
+            return self.consume_now(vm, res, probes);
+        };
+        if !vm.records.is_empty() || !res.errors.is_empty() {
+            self.pending.push(Pending {
+                program: program_key(vm),
+                records: std::mem::take(&mut vm.records),
+                result: FireResult {
+                    exit: res.exit,
+                    errors: res.errors.clone(),
+                },
+            });
+        }
+        if self
+            .last_switch
+            .is_some_and(|t| now.saturating_sub(t) < rate)
+        {
+            return;
+        }
+        self.last_switch = Some(now);
+        self.take_pending(vm, probes);
+    }
+
+    /// Consumes the held firings of `vm`'s program, in order.
+    fn take_pending(&mut self, vm: &mut Vm, probes: &crate::fasthash::FastMap<u64, ProbeInfo>) {
+        let key = program_key(vm);
+        let (mine, others): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut self.pending)
+            .into_iter()
+            .partition(|p| p.program == key);
+        self.pending = others;
+        let spare = std::mem::take(&mut vm.records);
+        for p in mine {
+            vm.records = p.records;
+            self.consume_now(vm, &p.result, probes);
+        }
+        vm.records = spare;
+    }
+
+    fn consume_now(
         &mut self,
         vm: &mut Vm,
         res: &FireResult,
@@ -398,7 +499,7 @@ impl Consumer {
                         self.setopt_record(values, *epid, probes.get(&cur_probe));
                         continue;
                     }
-                    self.library_action(vm, &a.kind, values);
+                    self.library_action(vm, &a.kind, values, *epid, probes.get(&cur_probe));
                 }
                 Record::Exit(code) => self.exit_code = Some(*code),
             }
@@ -410,7 +511,7 @@ impl Consumer {
             self.errors += 1;
             let fp = fault_probe(e, probes);
             self.write_buf();
-            let _ = self.out.flush();
+            let _ = self.sink().flush();
             let line = messages::fault_line(
                 &fp,
                 e.action as i32,
@@ -438,26 +539,26 @@ impl Consumer {
         };
         let value = text(1);
         if let Err(why) = self.opts.setopt(&name, value.as_deref()) {
-            let fp = messages::FaultProbe {
-                epid,
-                id: probe.map(|p| p.id as u32).unwrap_or(0),
-                provider: probe.map(|p| p.provider.as_str()).unwrap_or(""),
-                module: probe.map(|p| p.module.as_str()).unwrap_or(""),
-                func: probe.map(|p| p.function.as_str()).unwrap_or(""),
-                name: probe.map(|p| p.name.as_str()).unwrap_or(""),
-            };
+            let fp = fault_probe_of(epid, probe);
             let msg = format!(
                 "couldn't set option \"{name}\" to \"{}\": {why}",
                 value.as_deref().unwrap_or("")
             );
             self.write_buf();
-            let _ = self.out.flush();
+            let _ = self.sink().flush();
             let line = messages::library_fault_line(&fp, &msg);
             let _ = std::io::stderr().write_all(line.as_bytes());
         }
     }
 
-    fn library_action(&mut self, vm: &mut Vm, kind: &ActionKind, values: &[Datum]) {
+    fn library_action(
+        &mut self,
+        vm: &mut Vm,
+        kind: &ActionKind,
+        values: &[Datum],
+        epid: u32,
+        probe: Option<&ProbeInfo>,
+    ) {
         let int = |i: usize| match values.get(i) {
             Some(Datum::Int { value, .. }) => Some(*value),
             _ => None,
@@ -484,6 +585,7 @@ impl Consumer {
                 ),
             },
             ActionKind::EtwTrace(def) => self.etw_trace(def, values),
+            ActionKind::Freopen(f) => self.freopen(f, values, epid, probe),
             ActionKind::Clear(a) => vm.aggs.clear(*a),
             ActionKind::Trunc(a) => vm.aggs.trunc(*a, int(0)),
             ActionKind::Normalize(a) => vm.aggs.normalize(*a, int(0).unwrap_or(1)),
@@ -493,7 +595,7 @@ impl Consumer {
                 let mut cmd = Vec::new();
                 let _ = printf::format_with(f, &vals, &printf::Context::default(), &mut cmd);
                 self.write_buf();
-                let _ = self.out.flush();
+                let _ = self.sink().flush();
                 let cmd = String::from_utf8_lossy(&cmd).into_owned();
                 let _ = std::process::Command::new("/bin/sh")
                     .arg("-c")
@@ -501,6 +603,43 @@ impl Consumer {
                     .status();
             }
             _ => {}
+        }
+    }
+
+    /// `freopen(file)`: the output from here on is appended to `file`; `freopen("")` brings it
+    /// back to the consumer's output. A file that cannot be opened is reported as dtrace's
+    /// `dtrace_freopen()` reports it, an error on the enabled probe, and the output stays
+    /// where it was.
+    fn freopen(
+        &mut self,
+        f: &printf::Format,
+        values: &[Datum],
+        epid: u32,
+        probe: Option<&ProbeInfo>,
+    ) {
+        self.write_buf();
+        let _ = self.sink().flush();
+        if f.source.is_empty() {
+            self.redirect = None;
+            return;
+        }
+        let vals: Vec<Value> = values.iter().map(datum_value).collect();
+        let mut name = Vec::new();
+        let _ = printf::format_with(f, &vals, &printf::Context::default(), &mut name);
+        let name = String::from_utf8_lossy(&name).into_owned();
+        match std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(&name)
+        {
+            Ok(file) => self.redirect = Some(file),
+            Err(e) => {
+                let fp = fault_probe_of(epid, probe);
+                let why = crate::output::messages::strerror(&e);
+                let msg = format!("couldn't freopen() \"{name}\": {why}");
+                let line = messages::library_fault_line(&fp, &msg);
+                let _ = std::io::stderr().write_all(line.as_bytes());
+            }
         }
     }
 
@@ -523,7 +662,7 @@ impl Consumer {
         if !self.etw_warned {
             self.etw_warned = true;
             self.write_buf();
-            let _ = self.out.flush();
+            let _ = self.sink().flush();
             let _ = writeln!(std::io::stderr(), "{}: etw_trace(): {why}", self.opts.prog);
         }
     }
@@ -531,7 +670,8 @@ impl Consumer {
     /// End of the run: dtrace's final newline, then every non-empty aggregation not yet printed
     /// (in the structured formats: the closing of the document, or the folded stacks), then
     /// the drops on stderr.
-    pub fn finish(&mut self, vm: &mut Vm) {
+    pub fn finish(&mut self, vm: &mut Vm, probes: &crate::fasthash::FastMap<u64, ProbeInfo>) {
+        self.take_pending(vm, probes);
         let drops = self.drop_messages(vm);
         match self.opts.oformat {
             crate::output::structured::OFormat::Text => {
@@ -543,7 +683,7 @@ impl Consumer {
             _ => self.finish_structured(vm, &drops),
         }
         self.write_buf();
-        let _ = self.out.flush();
+        let _ = self.sink().flush();
         let mut err = std::io::stderr();
         for (_, _, msg) in &drops {
             let _ = err.write_all(msg.as_bytes());

@@ -433,7 +433,7 @@ impl Engine {
     pub fn end(&mut self) -> i32 {
         self.fire_synthetic(END_ID);
         for r in 0..self.runs.len() {
-            self.consumer.finish(&mut self.runs[r].vm);
+            self.consumer.finish(&mut self.runs[r].vm, &self.probes);
         }
         self.consumer.flush();
         self.exit.unwrap_or(0)
@@ -802,7 +802,7 @@ fn fire_runs(
         }
         n += 1;
         let res = run.vm.fire(cx);
-        consumer.consume(&mut run.vm, &res, probes);
+        consumer.consume(&mut run.vm, &res, probes, cx.timestamp);
         // the last exit() consumed sets the status (END may override an earlier one)
         if let Some(code) = consumer.exit_code.take().or(res.exit) {
             *exit = Some(code);

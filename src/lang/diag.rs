@@ -23,8 +23,12 @@ impl Diagnostic {
         Diagnostic { tag, line, message }
     }
 
-    /// The text after `dtx: failed to compile script F: `.
+    /// The text after `dtx: failed to compile script F: `. A library error (`EDT_*`, raised
+    /// by libdtrace's code generator rather than by `xyerror()`) carries neither tag nor line.
     pub fn render(&self, errtags: bool) -> String {
+        if self.tag.starts_with("EDT_") {
+            return self.message.clone();
+        }
         let mut s = String::new();
         if errtags {
             s.push('[');
@@ -65,5 +69,14 @@ mod tests {
         assert_eq!(d.render(false), "line 3: syntax error near \"}\"");
         let d = derr("D_SYNTAX", 0, "x");
         assert_eq!(d.render(false), "x");
+        let d = derr(
+            "EDT_NOTUPREG",
+            4,
+            "Insufficient tuple registers to generate code",
+        );
+        assert_eq!(
+            d.render(true),
+            "Insufficient tuple registers to generate code"
+        );
     }
 }

@@ -484,14 +484,15 @@ impl TypeTable {
         // The rule of CTF's struct builder, which D declarations go through: each member starts
         // at the end of the previous one (its bit width for integers), rounded up to a byte and
         // then to the member's alignment; a bit-field is an integer of just enough bytes for its
-        // width, aligned to that size. The struct's size is the end of its last member.
+        // width (rounded up to a power of two, libctf's `clp2()` in `ctf_add_integer()`), aligned
+        // to that size. The struct's size is the end of its last member (not the furthest end).
         let mut size: u64 = 0;
         let mut align: u64 = 1;
         let mut prev_end_bits: Option<u64> = None;
         for m in members.iter_mut() {
             let (msize, malign, mbits) = match m.bits {
                 Some(w) => {
-                    let bytes = (w as u64).div_ceil(8).max(1);
+                    let bytes = (w as u64).div_ceil(8).max(1).next_power_of_two();
                     (bytes, bytes, w as u64)
                 }
                 None => {
@@ -515,7 +516,9 @@ impl TypeTable {
             };
             m.offset_bits = off * 8;
             prev_end_bits = Some(off * 8 + mbits);
-            size = size.max(off + msize);
+            // CTF takes the size from the last member's end (a wide bit-field before a narrow
+            // last one can reach further)
+            size = off + msize;
         }
         (size, align)
     }
@@ -588,9 +591,7 @@ impl TypeTable {
                 if *varargs {
                     ps.push("...".into());
                 }
-                if ps.is_empty() {
-                    ps.push("void".into());
-                }
+                // CTF names a function without listed parameters `()`
                 self.name_parts(*ret, format!("{inner}({})", ps.join(", ")))
             }
         }

@@ -185,6 +185,15 @@ pub fn fault_line(p: &FaultProbe, action: i32, dif_offset: i32, fault: u32, addr
 
 /// A library-level fault (consumer-side failure while processing a record),
 /// e.g. `dtx: error on enabled probe ID 2 (ID 5: p:m:f:n): <why>`.
+/// An I/O error as C's `strerror()` words it: Rust's text without its ` (os error N)` tail.
+pub fn strerror(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    match s.rfind(" (os error ") {
+        Some(i) if s.ends_with(')') => s[..i].to_string(),
+        _ => s,
+    }
+}
+
 pub fn library_fault_line(p: &FaultProbe, why: &str) -> String {
     error_line(&format!(
         "error on enabled probe ID {} (ID {}: {}:{}:{}:{}): {}\n",

@@ -1,132 +1,323 @@
-//! The size of what an enabled probe records in a dtrace buffer (its ECB): a 12-byte header (the
-//! enabled probe ID and the timestamp), then each record at its type's size and alignment, the
-//! whole rounded up to the largest alignment. `bufpolicy=fill` counts these bytes, and the END
-//! clauses' sizes are what a filling buffer keeps in reserve.
+//! The size of what an enabled probe records in a dtrace buffer (its ECB), computed from the
+//! clause's actions before anything fires, as illumos' `dtrace_ecb_action_add()` and
+//! `dtrace_ecb_resize()` compute it: a 12-byte header (the enabled probe ID and the timestamp),
+//! then one record per action at its size, each aligned to the largest power of two up to 8 that
+//! divides its size; aggregation keys are laid out past the records (they count in what the
+//! ECB needs, not in what it keeps). Every firing reserves `needed` bytes of its buffer before
+//! the predicate runs and keeps `size` of them; a buffer without the room drops the firing
+//! whole. `bufpolicy=fill` counts these bytes, and the END clauses' needs are what a filling
+//! buffer keeps in reserve.
 
-use super::record::{Datum, Record};
-use crate::ir::{ActionKind, Stmt, ValKind};
+use crate::ir::{ActionKind, AggFunc, Clause, Program, Stmt, ValKind};
 
 /// The record header: enabled probe ID (4 bytes) and timestamp (8 bytes, as two words).
 pub const HEADER: usize = 12;
 
-/// Adds one record of `size` bytes aligned to `align` at offset `at`; returns the new offset.
-fn place(at: usize, size: usize, align: usize) -> usize {
-    at.next_multiple_of(align.max(1)) + size
+/// What one clause's ECB takes in a buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EcbSize {
+    /// Bytes kept in the buffer by a firing (0 when no action records data).
+    pub size: usize,
+    /// Bytes a firing reserves before it runs (records plus aggregation keys).
+    pub needed: usize,
+    /// Alignment of the ECB's start in the buffer.
+    pub align: usize,
 }
 
-fn int_align(size: usize) -> usize {
-    size.clamp(1, 8).next_power_of_two()
+/// A record's alignment: the largest power of two up to 8 that divides its size.
+fn rec_align(size: usize) -> usize {
+    [8, 4, 2]
+        .into_iter()
+        .find(|a| size.is_multiple_of(*a))
+        .unwrap_or(1)
 }
 
-/// Bytes the records of one firing of one clause take.
-pub fn firing_bytes(records: &[(u32, Record)], strsize: usize) -> usize {
-    let (mut at, mut align) = (HEADER, 4usize);
-    for (_, r) in records {
-        let values = match r {
-            Record::Fire { .. } => continue,
-            Record::Exit(_) => {
-                at = place(at, 4, 4);
-                continue;
-            }
-            Record::Data { values, .. } | Record::Lib { values, .. } => values,
-        };
-        for d in values {
-            let (size, a) = match d {
-                Datum::Int { size, .. } => (usize::from(*size), int_align(usize::from(*size))),
-                Datum::Str(_) => (strsize, 1),
-                Datum::Bytes(b) => (b.len(), 1),
-                Datum::Stack { frames, .. } => (frames.len().max(1) * 8, 8),
-            };
-            align = align.max(a);
-            at = place(at, size, a);
+/// Bytes a value of kind `k` records.
+fn value_size(k: &ValKind, strsize: usize) -> usize {
+    match *k {
+        ValKind::Int { size, .. } => usize::from(size),
+        ValKind::String => strsize,
+        ValKind::ByRef { size } => size as usize,
+    }
+}
+
+/// Bytes of an aggregation's value record (`dtrace_ecb_aggregation_create()`).
+fn agg_data_size(f: &AggFunc) -> usize {
+    match *f {
+        AggFunc::Count | AggFunc::Sum | AggFunc::Min | AggFunc::Max => 8,
+        AggFunc::Avg => 16,
+        AggFunc::Stddev => 32,
+        // 63 negative buckets, zero, 63 positive
+        AggFunc::Quantize => 127 * 8,
+        AggFunc::Lquantize { levels, .. } => usize::from(levels) * 8 + 24,
+        AggFunc::Llquantize {
+            factor,
+            low,
+            high,
+            nsteps,
+        } => {
+            // buckets per order of magnitude times the orders, plus under- and overflow
+            let per = usize::from(nsteps) - usize::from(nsteps) / usize::from(factor.max(1));
+            (usize::from(high.saturating_sub(low)) + 1) * per.max(1) * 8 + 16
         }
     }
-    at.next_multiple_of(align)
 }
 
-/// The most a clause body can record in one firing (the larger branch of each `if`).
-pub fn clause_bytes(body: &[Stmt], strsize: usize) -> usize {
-    fn body_end(body: &[Stmt], strsize: usize, at: usize, align: &mut usize) -> usize {
-        body.iter().fold(at, |at, s| match s {
-            Stmt::Eval(_) => at,
-            Stmt::If {
-                then, otherwise, ..
-            } => body_end(then, strsize, at, align).max(body_end(otherwise, strsize, at, align)),
-            Stmt::Action(a) => match a.kind {
-                ActionKind::Exit => place(at, 4, 4),
-                ActionKind::Aggregate { .. } => at,
-                _ => a.arg_kinds.iter().fold(at, |at, k| {
-                    let (size, al) = match *k {
-                        ValKind::Int { size, .. } => (usize::from(size), int_align(size.into())),
-                        ValKind::String => (strsize, 1),
-                        ValKind::ByRef { size } => (size as usize, 1),
-                    };
-                    *align = (*align).max(al);
-                    place(at, size, al)
-                }),
-            },
-        })
+/// The data records (sizes in order) an action adds to the ECB, as libdtrace compiles it and
+/// the kernel sizes it.
+fn action_records(a: &crate::ir::Action, strsize: usize) -> Vec<usize> {
+    let args = || -> Vec<usize> { a.arg_kinds.iter().map(|k| value_size(k, strsize)).collect() };
+    match &a.kind {
+        // a printf-like action with no arguments still records one 64-bit word
+        ActionKind::Printf(_) | ActionKind::System(_) | ActionKind::Freopen(_) => {
+            if a.arg_kinds.is_empty() {
+                vec![8]
+            } else {
+                args()
+            }
+        }
+        // one aggregation ID per aggregation
+        ActionKind::Printa { aggs, .. } => vec![8; aggs.len()],
+        ActionKind::Trace | ActionKind::Print(_) | ActionKind::EtwTrace(_) => args(),
+        ActionKind::Tracemem => {
+            let n = match a.args.get(1) {
+                Some(crate::ir::Node::Const(n)) => (*n).max(0) as usize,
+                _ => 0,
+            };
+            if a.args.len() > 2 {
+                // the dynamic size is a record of its own, before the memory
+                vec![8, n]
+            } else {
+                vec![n]
+            }
+        }
+        ActionKind::Stack { frames } => vec![*frames as usize * 8],
+        ActionKind::Ustack { frames, strsize } | ActionKind::Jstack { frames, strsize } => {
+            // a slot for the pid, the frames, then the strings
+            vec![((*frames as usize + 1) * 8 + *strsize as usize).next_multiple_of(8)]
+        }
+        ActionKind::Sym | ActionKind::Mod => vec![8],
+        // the pid and the address, each 64 bits
+        ActionKind::Usym | ActionKind::Umod | ActionKind::Uaddr => vec![16],
+        ActionKind::Exit => vec![4],
+        // the aggregation's ID
+        ActionKind::Clear(_) | ActionKind::Denormalize(_) | ActionKind::Ftruncate => vec![8],
+        ActionKind::Trunc(_) | ActionKind::Normalize(_) => {
+            let mut v = vec![8];
+            v.push(a.arg_kinds.first().map_or(8, |k| value_size(k, strsize)));
+            v
+        }
+        ActionKind::Setopt => {
+            let mut v = args();
+            if v.len() == 1 {
+                v.push(8);
+            }
+            v
+        }
+        ActionKind::Speculate
+        | ActionKind::Commit
+        | ActionKind::Discard
+        | ActionKind::Raise
+        | ActionKind::Stop
+        | ActionKind::Chill
+        | ActionKind::Breakpoint
+        | ActionKind::Panic
+        | ActionKind::Copyout
+        | ActionKind::Copyoutstr
+        | ActionKind::Aggregate { .. } => Vec::new(),
     }
-    let mut align = 4;
-    body_end(body, strsize, HEADER, &mut align).next_multiple_of(align)
 }
 
-/// What a filling buffer keeps for the program's END clauses.
-pub fn end_reserve(program: &crate::ir::Program, strsize: usize) -> usize {
+/// The layout being built: the kept size, the needed size and the alignment so far.
+#[derive(Clone, Copy)]
+struct Layout {
+    size: usize,
+    needed: usize,
+    align: usize,
+    /// An action other than `speculate` was laid out.
+    acted: bool,
+}
+
+impl Layout {
+    fn record(&mut self, size: usize) {
+        let al = rec_align(size);
+        self.align = self.align.max(al);
+        self.size = self.size.next_multiple_of(al) + size;
+        self.needed = self.needed.max(self.size);
+    }
+
+    /// An aggregation: its keys from offset 4 of an 8-byte block past the records, then its
+    /// value; only what the ECB needs grows.
+    fn aggregation(&mut self, keys: &[usize], data: usize) {
+        let mut cur = self.size.next_multiple_of(8) + 4;
+        for &k in keys {
+            let al = rec_align(k);
+            self.align = self.align.max(al);
+            cur = cur.next_multiple_of(al) + k;
+        }
+        self.align = self.align.max(8);
+        cur = cur.next_multiple_of(8) + data;
+        self.needed = self.needed.max(cur);
+    }
+
+    fn body(&mut self, body: &[Stmt], program: &Program, strsize: usize) {
+        for s in body {
+            match s {
+                Stmt::Eval(_) => {}
+                Stmt::If {
+                    then, otherwise, ..
+                } => {
+                    let (mut a, mut b) = (*self, *self);
+                    a.body(then, program, strsize);
+                    b.body(otherwise, program, strsize);
+                    *self = if (b.size, b.needed) > (a.size, a.needed) {
+                        b
+                    } else {
+                        a
+                    };
+                }
+                Stmt::Action(a) => {
+                    if let ActionKind::Aggregate { agg } = a.kind {
+                        let keys: Vec<usize> =
+                            a.key_kinds.iter().map(|k| value_size(k, strsize)).collect();
+                        let data = program
+                            .aggregations
+                            .get(agg as usize)
+                            .map_or(8, |g| agg_data_size(&g.func));
+                        self.acted = true;
+                        self.aggregation(&keys, data);
+                        continue;
+                    }
+                    if !matches!(a.kind, ActionKind::Speculate) {
+                        self.acted = true;
+                    }
+                    for r in action_records(a, strsize) {
+                        self.record(r);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The ECB of one clause, as `dtrace_ecb_resize()` sizes it.
+pub fn ecb_size(clause: &Clause, program: &Program, strsize: usize) -> EcbSize {
+    let mut l = Layout {
+        size: HEADER,
+        needed: HEADER,
+        align: 4,
+        acted: false,
+    };
+    l.body(&clause.body, program, strsize);
+    // actions that all record nothing keep nothing, not even the header (a lone speculate()
+    // keeps its header)
+    let size = if l.acted && l.size == HEADER {
+        0
+    } else {
+        l.size
+    };
+    EcbSize {
+        size: size.next_multiple_of(4),
+        needed: l.needed.next_multiple_of(4),
+        align: l.align,
+    }
+}
+
+/// What a filling buffer keeps for the program's END clauses (`dtrace_state_prereserve()`:
+/// each END ECB's needs and its alignment).
+pub fn end_reserve(program: &Program, strsize: usize) -> usize {
     program
         .clauses
         .iter()
         .filter(|c| c.probes.iter().any(|d| d.name == "END"))
-        .map(|c| clause_bytes(&c.body, strsize))
+        .map(|c| {
+            let e = ecb_size(c, program, strsize);
+            e.needed + e.align
+        })
         .sum()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ir::Action;
 
-    fn int(size: u8) -> Datum {
-        Datum::Int {
-            value: 1,
-            size,
-            signed: true,
-        }
+    fn action(kind: ActionKind, arg_kinds: Vec<ValKind>) -> Stmt {
+        Stmt::Action(Action {
+            id: 0,
+            kind,
+            keys: Vec::new(),
+            args: Vec::new(),
+            arg_kinds,
+            key_kinds: Vec::new(),
+            line: 0,
+        })
+    }
+
+    fn size_of(body: Vec<Stmt>) -> EcbSize {
+        let clause = Clause {
+            probes: Vec::new(),
+            predicate: None,
+            body,
+            line: 0,
+        };
+        ecb_size(&clause, &Program::default(), 256)
+    }
+
+    fn printf(kinds: Vec<ValKind>) -> Stmt {
+        action(
+            ActionKind::Printf(crate::output::printf::parse("x").unwrap()),
+            kinds,
+        )
     }
 
     #[test]
     fn printf_of_an_int_takes_sixteen_bytes() {
-        let recs = vec![
-            (1, Record::Fire { cpu: 0, probe: 1 }),
-            (
-                1,
-                Record::Data {
-                    action: 0,
-                    values: vec![int(4)],
-                },
-            ),
-        ];
-        assert_eq!(firing_bytes(&recs, 256), 16);
+        let int = ValKind::Int {
+            size: 4,
+            signed: true,
+        };
+        let e = size_of(vec![printf(vec![int])]);
+        assert_eq!((e.size, e.needed, e.align), (16, 16, 4));
     }
 
     #[test]
-    fn records_are_aligned_and_the_whole_rounded_up() {
-        let recs = vec![(
-            1,
-            Record::Data {
-                action: 0,
-                values: vec![int(1), int(8)],
+    fn printf_without_arguments_records_a_word() {
+        // the speculative clause of the illumos SpecSizeVariations tests: four of them
+        let mut body = vec![action(ActionKind::Speculate, Vec::new())];
+        body.extend((0..4).map(|_| printf(Vec::new())));
+        let e = size_of(body);
+        assert_eq!((e.size, e.needed, e.align), (48, 48, 8));
+    }
+
+    #[test]
+    fn exit_and_no_data() {
+        let e = size_of(vec![
+            printf(Vec::new()),
+            action(ActionKind::Exit, Vec::new()),
+        ]);
+        assert_eq!((e.size, e.needed), (28, 28));
+        // commit() records nothing: the ECB keeps nothing but still needs its header
+        let e = size_of(vec![action(ActionKind::Commit, Vec::new())]);
+        assert_eq!((e.size, e.needed), (0, 12));
+        // a lone speculate() keeps its header
+        let e = size_of(vec![action(ActionKind::Speculate, Vec::new())]);
+        assert_eq!(e.size, 12);
+        // an empty clause records its probe (the default action)
+        assert_eq!(size_of(Vec::new()).size, 12);
+    }
+
+    #[test]
+    fn strings_take_strsize_aligned_to_eight() {
+        let e = size_of(vec![action(ActionKind::Trace, vec![ValKind::String])]);
+        assert_eq!((e.size, e.align), (16 + 256, 8));
+        let e = size_of(vec![action(
+            ActionKind::Printa {
+                format: None,
+                aggs: vec![0, 1],
             },
-        )];
-        // 12 + 1 -> 13, aligned to 16 + 8 = 24
-        assert_eq!(firing_bytes(&recs, 256), 24);
-        let recs = vec![(
-            1,
-            Record::Data {
-                action: 0,
-                values: vec![Datum::Str(b"dtx".to_vec())],
-            },
-        )];
-        assert_eq!(firing_bytes(&recs, 64), 76);
-        assert_eq!(firing_bytes(&[(1, Record::Exit(0))], 64), 16);
+            Vec::new(),
+        )]);
+        assert_eq!(e.size, 32);
     }
 }

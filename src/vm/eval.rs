@@ -151,7 +151,9 @@ impl Vm {
         }
     }
 
-    /// The bytes of the string at `addr` (up to NUL or `strsize - 1`), appended to `out`.
+    /// The bytes of the string at `addr` (up to NUL or `strsize` bytes: as dtrace's
+    /// `dtrace_strlen()` bounds a read by `strsize`, a string of exactly `strsize` bytes needs
+    /// no NUL), appended to `out`.
     pub(crate) fn read_string_cx(&self, addr: u64, cx: &FiringCtx<'_>, out: &mut Vec<u8>) -> R<()> {
         self.read_string(addr, cx.memory, out)
     }
@@ -162,7 +164,7 @@ impl Vm {
         mem: &dyn super::AddressSpace,
         out: &mut Vec<u8>,
     ) -> R<()> {
-        let max = self.opts.strsize.saturating_sub(1);
+        let max = self.opts.strsize;
         out.clear();
         if addr == 0 {
             // a NULL string (an absent dynamic variable, a NULL result) reads as ""
@@ -481,7 +483,10 @@ impl Vm {
                 if src != 0 {
                     self.read_string_cx(src, cx, &mut s)?;
                 }
-                s.push(0);
+                // a string of `strsize` bytes fills its slot with no room for a NUL
+                if s.len() < self.opts.strsize {
+                    s.push(0);
+                }
                 self.write_bytes(dst, &s, cx)
             }
             ValKind::ByRef { size } => {

@@ -5,7 +5,7 @@ use super::memory::Fault;
 use super::record::{Datum, Record};
 use std::sync::Arc;
 
-use super::{ErrorInfo, FireResult, FiringCtx, Vm};
+use super::{ecb, ErrorInfo, FireResult, FiringCtx, Vm};
 use crate::agg::{IntKey, KeyValue};
 use crate::ir::{Action, ActionKind, Node, Program, Stmt, ValKind};
 use crate::providers::{ERROR_ID, ERROR_PROBE};
@@ -25,8 +25,12 @@ impl Vm {
     /// Runs every clause enabled on the firing's probe, in program order.
     pub fn fire(&mut self, cx: &FiringCtx<'_>) -> FireResult {
         let mut res = FireResult::default();
-        // the consumer takes each firing's data at once: the aggregation buffer is empty again
+        // the consumer takes each firing's data at once: the aggregation buffer is empty again,
+        // and so is a principal buffer that is not filling
         self.aggs.new_window();
+        if !self.opts.fill {
+            self.buf_offset = 0;
+        }
         self.fire_into(cx, &mut res, false);
         res
     }
@@ -54,10 +58,48 @@ impl Vm {
             if self.exiting && cx.probe.id != crate::providers::END_ID {
                 break;
             }
+            // the ECB reserves its room in the principal buffer before its predicate runs;
+            // without the room the firing is dropped whole (`dtrace_buffer_reserve()`)
+            let ecb = self
+                .ecb_sizes
+                .get(e.clause)
+                .copied()
+                .unwrap_or(ecb::EcbSize {
+                    size: 0,
+                    needed: 0,
+                    align: 4,
+                });
+            let end = cx.probe.id == crate::providers::END_ID;
+            let filling = self.opts.fill && !end;
+            let offs = if self.opts.ring {
+                0
+            } else {
+                self.buf_offset.next_multiple_of(ecb.align)
+            };
+            let limit = if filling {
+                self.fill_limit
+            } else {
+                self.opts.bufsize & !7
+            };
+            if filling && self.filled {
+                continue;
+            }
+            if offs + ecb.needed > limit {
+                if filling {
+                    // the filling buffer is full: tracing stops (dtrace counts no drop, it
+                    // marks the buffer full)
+                    self.filled = true;
+                    self.exiting = true;
+                    res.exit.get_or_insert(0);
+                } else {
+                    self.principal_drops += 1;
+                }
+                continue;
+            }
+            self.current_clause = e.clause;
             self.current_epid = e.epid;
             self.current_spec = 0;
             self.header_sent = false;
-            self.clause_bytes = 0;
             self.clause_first_record = self.records.len();
             self.fire_cpu = cx.cpu;
             self.fire_probe = cx.probe.id;
@@ -97,33 +139,13 @@ impl Vm {
                     },
                 ));
             }
-            // an enabled probe whose records do not fit the principal buffer is dropped whole
-            if self.clause_bytes > self.opts.bufsize {
-                self.records.truncate(self.clause_first_record);
-                self.principal_drops += 1;
-                if matches!(r, Ok(Flow::Exit)) {
-                    // its exit() is lost with it
-                    continue;
-                }
-            }
-            if self.opts.fill
-                && cx.probe.id != crate::providers::END_ID
-                && self.records.len() > self.clause_first_record
+            // a firing that ran to its end keeps its records in the buffer it wrote to; a
+            // speculating one kept them in its speculation's buffer
+            if self.clause_ran
+                && matches!(r, Ok(Flow::Exit) | Ok(Flow::Done))
+                && self.current_spec == 0
             {
-                let bytes = super::ecb::firing_bytes(
-                    &self.records[self.clause_first_record..],
-                    self.opts.strsize,
-                );
-                if self.filled || self.fill_used + bytes > self.fill_limit {
-                    // the filling buffer is full: this record is dropped and tracing stops
-                    self.records.truncate(self.clause_first_record);
-                    self.principal_drops += 1;
-                    self.filled = true;
-                    self.exiting = true;
-                    res.exit.get_or_insert(0);
-                    continue;
-                }
-                self.fill_used += bytes;
+                self.buf_offset = offs + ecb.size;
             }
             if matches!(r, Ok(Flow::Exit)) && self.current_spec == 0 {
                 // exit(): the remaining clauses of this firing do not run
@@ -254,23 +276,6 @@ impl Vm {
         Ok(v)
     }
 
-    /// Bytes a record takes in a DTrace buffer: 8 per integer, `strsize` per string.
-    fn record_size(&self, rec: &Record) -> usize {
-        match rec {
-            Record::Data { values, .. } | Record::Lib { values, .. } => values
-                .iter()
-                .map(|d| match d {
-                    Datum::Int { .. } => 8,
-                    Datum::Str(_) => self.opts.strsize,
-                    Datum::Bytes(b) => b.len().div_ceil(8) * 8,
-                    Datum::Stack { frames, .. } => frames.len().max(1) * 8,
-                })
-                .sum::<usize>(),
-            Record::Exit(_) => 4,
-            Record::Fire { .. } => 4,
-        }
-    }
-
     /// Sends a record to the output, or to the clause's speculation.
     fn emit(&mut self, rec: Record) {
         let epid = self.current_epid;
@@ -281,17 +286,14 @@ impl Vm {
                 probe: self.fire_probe,
             };
             if self.current_spec != 0 {
-                self.spec.push(self.current_spec, (epid, fire), 4);
+                self.spec.push(self.current_spec, (epid, fire));
             } else {
-                self.clause_bytes += 4;
                 self.records.push((epid, fire));
             }
         }
-        let size = self.record_size(&rec);
         if self.current_spec != 0 {
-            self.spec.push(self.current_spec, (epid, rec), size);
+            self.spec.push(self.current_spec, (epid, rec));
         } else {
-            self.clause_bytes += size;
             self.records.push((epid, rec));
         }
     }
@@ -366,13 +368,15 @@ impl Vm {
                     Some(n) => self.eval(n, cx)?,
                     None => 0,
                 };
-                if id == 0 {
-                    // no speculation (what a failed `speculation()` returns): dtrace's
-                    // `dtrace_speculation_buffer()` gives no buffer, the firing is dropped and
-                    // the clause's later actions do not run
-                    return Ok(Flow::Drop);
+                // no speculation (0, what a failed `speculation()` returns), one not active,
+                // or one without room for the ECB: dtrace's `dtrace_speculation_buffer()` or
+                // `dtrace_buffer_reserve()` fails, the firing is dropped and the clause's later
+                // actions do not run
+                let ecb = self.ecb_sizes.get(self.current_clause).copied();
+                match ecb {
+                    Some(ecb) if self.spec.reserve(id, ecb) => self.current_spec = id,
+                    _ => return Ok(Flow::Drop),
                 }
-                self.current_spec = id;
             }
             ActionKind::Commit => {
                 let id = match a.args.first() {

@@ -32,7 +32,8 @@ pub struct VmOptions {
     pub strsize: usize,
     /// `aggsize`, when the program set it.
     pub aggsize: Option<usize>,
-    /// `bufsize`: the most one enabled probe may record in one firing.
+    /// `bufsize`: the principal buffer, which the consumer takes after each firing unless it
+    /// is filling.
     pub bufsize: usize,
     pub dynvarsize: usize,
     pub nspec: usize,
@@ -43,6 +44,8 @@ pub struct VmOptions {
     pub quiet: bool,
     /// `bufpolicy=fill`: the principal buffer is never drained; tracing stops once it is full.
     pub fill: bool,
+    /// `bufpolicy=ring`: the principal buffer wraps; a firing only needs to fit in it.
+    pub ring: bool,
 }
 
 impl Default for VmOptions {
@@ -58,6 +61,7 @@ impl Default for VmOptions {
             destructive: false,
             quiet: false,
             fill: false,
+            ring: false,
         }
     }
 }
@@ -77,6 +81,7 @@ impl VmOptions {
             destructive: o.destructive(),
             quiet: o.quiet(),
             fill: o.bufpolicy() == "fill",
+            ring: o.bufpolicy() == "ring",
         }
     }
 }
@@ -312,8 +317,13 @@ pub struct Vm {
     exit_in_clause: bool,
     /// The running clause passed its predicate.
     clause_ran: bool,
-    /// Bytes the running clause has recorded to the principal buffer.
-    clause_bytes: usize,
+    /// What each clause's ECB takes in a buffer, by clause index.
+    ecb_sizes: Vec<ecb::EcbSize>,
+    /// Offset of the principal buffer: what the firings kept since the consumer last took
+    /// the buffer (each firing when it is not filling).
+    buf_offset: usize,
+    /// Index of the running clause.
+    current_clause: usize,
     /// Index in `records` where the running clause's records start.
     clause_first_record: usize,
     /// Aggregation updates dropped (over `aggsize`).
@@ -322,9 +332,8 @@ pub struct Vm {
     pub double_errors: u64,
     /// Enabled-probe records dropped because they did not fit the principal buffer.
     pub principal_drops: u64,
-    /// `bufpolicy=fill`: bytes of the principal buffer used, and the most that may be (the
-    /// buffer less what END keeps in reserve).
-    fill_used: usize,
+    /// `bufpolicy=fill`: the most of the principal buffer firings may use (the buffer less
+    /// what END keeps in reserve).
     fill_limit: usize,
     /// The filling buffer is full: nothing more is recorded before END.
     pub filled: bool,
@@ -358,6 +367,7 @@ impl Vm {
     }
 
     pub fn new(program: Arc<Program>, opts: VmOptions) -> Self {
+        let strsize = opts.strsize;
         let fill_limit =
             (opts.bufsize & !7).saturating_sub(ecb::end_reserve(&program, opts.strsize));
         let mut aggs = AggregationTable::new(&program.aggregations);
@@ -398,12 +408,17 @@ impl Vm {
             exiting: false,
             exit_in_clause: false,
             clause_ran: false,
-            clause_bytes: 0,
+            ecb_sizes: program
+                .clauses
+                .iter()
+                .map(|c| ecb::ecb_size(c, &program, strsize))
+                .collect(),
+            buf_offset: 0,
+            current_clause: 0,
             clause_first_record: 0,
             agg_drops: 0,
             double_errors: 0,
             principal_drops: 0,
-            fill_used: 0,
             fill_limit,
             filled: false,
             fire_cpu: 0,

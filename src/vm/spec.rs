@@ -21,6 +21,7 @@ pub struct Speculations {
 struct Buffer {
     active: bool,
     records: Vec<(u32, Record)>,
+    /// Bytes of the buffer the speculated ECBs keep (its offset).
     bytes: usize,
     /// Set by commit/discard: the buffer is freed at the end of the firing.
     closing: bool,
@@ -67,19 +68,41 @@ impl Speculations {
                 .is_some_and(|b| b.active && !b.closing)
     }
 
-    /// Appends a speculated record; counts a drop when it does not fit.
-    pub fn push(&mut self, id: u64, rec: (u32, Record), size: usize) {
-        let specsize = self.specsize;
-        match id
+    /// `speculate(id)` in a clause whose ECB needs `ecb.needed` bytes: reserves them in the
+    /// buffer as `dtrace_buffer_reserve()` does (aligned, within `specsize` rounded down to 8
+    /// bytes) and keeps `ecb.size` of them. `false` when the firing is dropped: no such buffer
+    /// or one not active (not counted: dtrace's `dtrace_speculation_buffer()` gives none, and
+    /// the illegal-operation flag it raises for an id past the last buffer is lost with the
+    /// dropped firing), or no room (a speculative drop).
+    pub fn reserve(&mut self, id: u64, ecb: super::ecb::EcbSize) -> bool {
+        let limit = self.specsize & !7;
+        let Some(b) = id
+            .checked_sub(1)
+            .and_then(|i| self.buffers.get_mut(i as usize))
+        else {
+            return false;
+        };
+        if !b.active || b.closing {
+            return false;
+        }
+        let offs = b.bytes.next_multiple_of(ecb.align);
+        if offs + ecb.needed > limit {
+            self.drops += 1;
+            return false;
+        }
+        b.bytes = offs + ecb.size;
+        true
+    }
+
+    /// Appends a record of a clause that reserved its room with [`Speculations::reserve`].
+    pub fn push(&mut self, id: u64, rec: (u32, Record)) {
+        if let Some(b) = id
             .checked_sub(1)
             .and_then(|i| self.buffers.get_mut(i as usize))
         {
-            Some(b) if b.active && !b.closing && b.bytes + size <= specsize => {
-                b.bytes += size;
+            if b.active && !b.closing {
                 b.records.push(rec);
             }
-            Some(b) if b.active && !b.closing => self.drops += 1,
-            _ => {}
         }
     }
 
@@ -137,8 +160,19 @@ mod tests {
         assert_eq!(id, 1);
         assert_eq!(s.allocate(), 0);
         assert_eq!(s.unavail_drops, 1);
-        s.push(id, (1, Record::Exit(0)), 60);
-        s.push(id, (1, Record::Exit(0)), 60);
+        let ecb = super::super::ecb::EcbSize {
+            size: 60,
+            needed: 60,
+            align: 8,
+        };
+        assert!(s.reserve(id, ecb));
+        s.push(id, (1, Record::Exit(0)));
+        // 60 rounded up to 64, plus 60, is past 96 (100 rounded down to 8)
+        assert!(!s.reserve(id, ecb));
+        assert_eq!(s.drops, 1);
+        // no such buffer: dropped, not counted
+        assert!(!s.reserve(2, ecb));
+        assert!(!s.reserve(u64::MAX, ecb));
         assert_eq!(s.drops, 1);
         assert_eq!(s.commit(id).len(), 1);
         assert!(!s.is_active(id));

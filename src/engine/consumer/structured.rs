@@ -101,7 +101,7 @@ impl Consumer {
         let actions = program.actions();
         let folded = self.opts.oformat == OFormat::Folded;
         let mut open: Option<Open> = None;
-        for (_, r) in &records {
+        for (epid, r) in &records {
             match r {
                 Record::Fire { cpu, probe } => {
                     let prev = open.take();
@@ -135,7 +135,10 @@ impl Consumer {
                         }
                         // folded output is of the aggregations' final state
                         ActionKind::Printa { .. } => {}
-                        kind => self.library_action(vm, kind, values),
+                        kind => {
+                            let probe = open.as_ref().and_then(|o| probes.get(&o.probe));
+                            self.library_action(vm, kind, values, *epid, probe)
+                        }
                     }
                 }
                 Record::Exit(code) => self.exit_code = Some(*code),

@@ -242,7 +242,6 @@ impl Checker<'_> {
                 params,
                 varargs,
             } => {
-                let mut ps = Vec::new();
                 let nvoid = params
                     .iter()
                     .filter(|p| {
@@ -295,12 +294,15 @@ impl Checker<'_> {
                             "invalid parameter type: void",
                         ));
                     }
-                    ps.push(t);
                 }
+                // libdtrace checks the prototype but keeps no function types of its own: every
+                // function D declares is its one representative type, a function returning
+                // int with no parameters (`dt_decl_type()`: "CTF treats all function pointers
+                // identically"), named `int ()`
                 let f = self.types.add(TypeKind::Function {
-                    ret: base,
-                    params: ps,
-                    varargs: *varargs,
+                    ret: self.types.int,
+                    params: Vec::new(),
+                    varargs: false,
                 });
                 self.apply_inner(f, inner, keys)
             }

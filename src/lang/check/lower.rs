@@ -829,7 +829,14 @@ impl Checker<'_> {
                 let at = add_const(addr, byte);
                 match m.bits {
                     Some(bits) => {
-                        let size = self.types.size_of(m.ty).clamp(1, 8) as u8;
+                        // the field is read and written as an integer of just enough bytes
+                        // for it, a power of two (libdtrace's `dt_cg_field_get()`), not as its
+                        // declared type: a D struct's last bit-field may end the struct
+                        let shift = m.offset_bits % 8;
+                        let size = (shift + u64::from(bits))
+                            .div_ceil(8)
+                            .clamp(1, 8)
+                            .next_power_of_two() as u8;
                         Ok(LValue::Bitfield {
                             addr: at,
                             size,

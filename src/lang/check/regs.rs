@@ -41,7 +41,13 @@ pub fn need(e: &Expr) -> u32 {
     }
 }
 
-/// Refuses an expression that needs more than [`NREGS`] registers (`D_NOREG`).
+/// Tuple registers a key list may fill (DIF's `DIF_DTR_NREGS`): libdtrace's code generator
+/// counts the keys it pushes for one array reference against it.
+pub const NTUPREGS: usize = 8;
+
+/// Refuses an expression that needs more than [`NREGS`] registers (`D_NOREG`), or that indexes
+/// an associative array with more keys than the tuple stack holds: illumos' `dt_cg_arglist()`
+/// then fails the compilation with `EDT_NOTUPREG`, a library error with no tag or line.
 pub fn check(e: &Expr) -> DResult<()> {
     if need(e) > NREGS {
         return Err(derr(
@@ -50,5 +56,41 @@ pub fn check(e: &Expr) -> DResult<()> {
             "Insufficient registers to generate code",
         ));
     }
+    if widest_tuple(e) > NTUPREGS {
+        return Err(derr(
+            "EDT_NOTUPREG",
+            0,
+            "Insufficient tuple registers to generate code",
+        ));
+    }
     Ok(())
+}
+
+/// The most keys any array reference in `e` pushes on the tuple stack (aggregation keys are
+/// recorded, not pushed, so they do not count).
+fn widest_tuple(e: &Expr) -> usize {
+    let sub = |xs: &[&Expr]| xs.iter().map(|x| widest_tuple(x)).max().unwrap_or(0);
+    match &e.kind {
+        ExprKind::Index { base, keys } => {
+            let own = if matches!(base.kind, ExprKind::Agg(_)) {
+                0
+            } else {
+                keys.len()
+            };
+            own.max(widest_tuple(base))
+                .max(keys.iter().map(widest_tuple).max().unwrap_or(0))
+        }
+        ExprKind::Call { func, args } => {
+            widest_tuple(func).max(args.iter().map(widest_tuple).max().unwrap_or(0))
+        }
+        ExprKind::Binary(_, a, b) | ExprKind::Assign(_, a, b) => sub(&[a, b]),
+        ExprKind::Ternary(c, a, b) => sub(&[c, a, b]),
+        ExprKind::Unary(_, x)
+        | ExprKind::Cast(_, x)
+        | ExprKind::Stringof(x)
+        | ExprKind::Xlate(_, x)
+        | ExprKind::SizeofExpr(x)
+        | ExprKind::Member { base: x, .. } => widest_tuple(x),
+        _ => 0,
+    }
 }

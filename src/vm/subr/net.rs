@@ -8,9 +8,10 @@ pub const AF_INET: i64 = 2;
 /// `AF_INET6` as the Windows port (and Windows' own headers) define it.
 pub const AF_INET6: i64 = 23;
 
-/// Every value `inet_ntop` accepts as `AF_INET6`: Windows' 23, illumos' 26 and FreeBSD's 28
-/// (the suite's tst.inet_ntop.d declares `inline int AF_INET6 = 28`).
-pub const AF_INET6_ALIASES: [i64; 3] = [AF_INET6, 26, 28];
+/// Every value `inet_ntop` accepts as `AF_INET6`: Windows' 23, illumos' 26, FreeBSD's 28 (the
+/// suite's tst.inet_ntop.d declares `inline int AF_INET6 = 28`) and Linux's 10 (what dtx's
+/// own `AF_INET6` is on Linux).
+pub const AF_INET6_ALIASES: [i64; 4] = [AF_INET6, 26, 28, 10];
 
 /// Builds a short string from its end towards its start, as the kernel does; writes that
 /// would not fit are dropped rather than panicking.
