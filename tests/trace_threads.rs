@@ -132,3 +132,32 @@ fn each_cpu_has_its_own_idle_thread() {
     assert_eq!(same, "1", "{out}");
     assert!(n.parse::<u64>().unwrap() > 1000, "{out}");
 }
+
+#[test]
+fn curthread_tells_threads_apart_and_each_cpus_idle_thread() {
+    let Some(t) = etl::trace(TRACE) else { return };
+    // one key per thread, and one per CPU for the idle threads: as many `curthread` values
+    // as (thread, or CPU for thread 0) pairs
+    let out = quiet(
+        &t,
+        "sched:::on-cpu { @threads[curthread] = count(); \
+                          @want[tid == 0 ? 1 << 40 | cpu : tid] = count(); } \
+         sched:::on-cpu /tid == 0/ { @idle[curthread] = count(); @cpus[cpu] = count(); } \
+         END { printa(\"threads %@d\\n\", @threads); printa(\"want %@d\\n\", @want); \
+               printa(\"idle %@d\\n\", @idle); printa(\"cpus %@d\\n\", @cpus); }",
+    );
+    let counts = |tag: &str| -> Vec<u64> {
+        let mut v: Vec<u64> = out
+            .lines()
+            .filter_map(|l| l.strip_prefix(tag)?.trim().parse().ok())
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    let (threads, want) = (counts("threads "), counts("want "));
+    assert!(threads.len() > 50, "{out}");
+    assert_eq!(threads, want);
+    // the trace's 8 CPUs each ran their idle thread
+    assert_eq!(counts("idle "), counts("cpus "));
+    assert_eq!(counts("idle ").len(), 8, "{out}");
+}

@@ -641,6 +641,7 @@ impl Engine {
         // decode only what the enabled probes read (recomputed when the programs change)
         // borrowed, not copied, per record (the probe masks make it a large value)
         let interest = std::cell::RefCell::new(self.etw_interest(etw));
+        scratch.interest = Some(*interest.borrow());
         // every thread attributed to its process from the first record
         source.collect_threads();
         if interest.borrow().needs_file_names() {
@@ -658,7 +659,15 @@ impl Engine {
         let mut errors = Vec::new();
         let stack_source = crate::sources::etl::StackSource(stacks);
         let mut generation = self.generation;
-        source.walk_filtered(
+        // the kernel records no enabled probe reads are stepped over unbuilt, unless timers
+        // run (a timer fires at the first record at or after its time, which a record stepped
+        // over would move) or the programs may change on the way (the console's re-runs)
+        let keep = match self.timers.is_empty() && !source.walks_every_record() {
+            true => interest.borrow().kernel_events(),
+            false => None,
+        };
+        let end = source.walk_kernel_events(
+            keep,
             |ev| interest.borrow().wants(ev),
             |ev, dec, state| {
                 if self.done() || !between(self) {
@@ -667,6 +676,7 @@ impl Engine {
                 if self.generation != generation {
                     generation = self.generation;
                     *interest.borrow_mut() = self.etw_interest(etw);
+                    scratch.interest = Some(*interest.borrow());
                 }
                 self.advance_to(ev.time_ns);
                 if !interest.borrow().may_fire(ev) {
@@ -677,6 +687,10 @@ impl Engine {
             },
             |e| errors.push(e.to_string()),
         );
+        // the trace's clock ends at its last record, delivered or stepped over
+        if let Some(t) = end.filter(|_| !self.done()) {
+            self.advance_to(t);
+        }
         source.stacks = stack_source.0;
         errors
     }
@@ -702,14 +716,17 @@ impl Engine {
             psargs,
             kstack,
             ustack,
+            interest,
+            process,
         } = scratch;
         firings.clear();
         let runs = &self.runs;
-        etw.firings(
+        etw.firings_with(
             ev,
             dec,
             state,
             &|id| runs.iter().any(|r| r.vm.is_enabled(id)),
+            interest.as_ref().is_none_or(|i| i.kernel_probe(ev)),
             firings,
         );
         if !self.sampler.is_empty() {
@@ -728,17 +745,22 @@ impl Engine {
             let Some(p) = probes.get(&f.probe) else {
                 continue;
             };
-            execname.clear();
-            psargs.clear();
-            let (mut proc_start, mut ppid) = (0, 0);
-            if f.pid == crate::etw::state::UNKNOWN_PID {
-                execname.extend_from_slice(UNKNOWN_EXECNAME);
-            } else if let Some(proc_) = state.process(f.pid) {
-                execname.extend(proc_.name.bytes().map(|b| b.to_ascii_lowercase()));
-                psargs.extend_from_slice(proc_.command_line.as_bytes());
-                proc_start = proc_.start_ns.unwrap_or(0);
-                ppid = proc_.parent as u64;
+            // the process's names are built once for a run of firings of one process
+            let known = (f.pid, state.processes_changed());
+            if process.0 != Some(known) {
+                *process = (Some(known), 0, 0);
+                execname.clear();
+                psargs.clear();
+                if f.pid == crate::etw::state::UNKNOWN_PID {
+                    execname.extend_from_slice(UNKNOWN_EXECNAME);
+                } else if let Some(proc_) = state.process(f.pid) {
+                    execname.extend(proc_.name.bytes().map(|b| b.to_ascii_lowercase()));
+                    psargs.extend_from_slice(proc_.command_line.as_bytes());
+                    process.1 = proc_.start_ns.unwrap_or(0);
+                    process.2 = proc_.parent as u64;
+                }
             }
+            let (proc_start, ppid) = (process.1, process.2);
             let mem = PayloadMemory {
                 id: ev.id,
                 version: ev.version,
@@ -783,6 +805,13 @@ pub struct EventScratch {
     psargs: Vec<u8>,
     kstack: Vec<u64>,
     ustack: Vec<u64>,
+    /// The programs' interest, when the caller knows it: records no enabled kernel probe
+    /// lists skip the kernel probe table.
+    interest: Option<crate::providers::etw::Interest>,
+    /// The process `execname` and `psargs` hold and the state's
+    /// [`crate::etw::state::SystemState::processes_changed`] when they were built; its start
+    /// time and parent.
+    process: (Option<(u32, u64)>, u64, u64),
 }
 
 /// Runs one firing in every program that enabled its probe (see [`Engine::fire`]); returns

@@ -603,6 +603,8 @@ impl Worker {
         if super::uses_stacks(&spec.program) {
             src.collect_stacks();
         }
+        // the status counts every record, and a re-run may enable other probes mid-walk
+        src.walk_every_record();
         let mut engine = self.engine_for(&spec);
         self.status.state = RunState::Running;
         self.status.events = 0;

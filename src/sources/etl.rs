@@ -2,7 +2,7 @@
 //! system state (processes, threads, images, stacks) rebuilt as they go by.
 
 use crate::etw::decode::{DecodedEvent, Decoder};
-use crate::etw::reader::{EtlError, EtlFile};
+use crate::etw::reader::{EtlError, EtlFile, HookSet};
 use crate::etw::record::{EventRecord, HeaderKind, RecordCopy};
 use crate::etw::state::{StackMatcher, SystemState};
 use crate::providers::etw::native::NATIVE_BASE;
@@ -28,6 +28,8 @@ pub struct TraceSource {
     threads_collected: bool,
     /// Whether [`TraceSource::collect_disk_completions`] ran.
     disks_collected: bool,
+    /// Whether a walk must hand every record to its caller ([`TraceSource::walk_every_record`]).
+    every_record: bool,
 }
 
 impl TraceSource {
@@ -43,6 +45,7 @@ impl TraceSource {
             files_collected: false,
             threads_collected: false,
             disks_collected: false,
+            every_record: false,
         })
     }
 
@@ -139,6 +142,18 @@ impl TraceSource {
     /// compare the live path with; a thread then counts as unknown until a record names it.
     pub fn learn_threads_as_they_come(&mut self) {
         self.threads_collected = true;
+    }
+
+    /// Makes the engine's walk hand every record to its caller, even the kernel records no
+    /// enabled probe reads (which it otherwise steps over unbuilt): for a caller that counts
+    /// the records or may change the programs on the way (the console).
+    pub fn walk_every_record(&mut self) {
+        self.every_record = true;
+    }
+
+    /// Whether [`TraceSource::walk_every_record`] was asked for.
+    pub fn walks_every_record(&self) -> bool {
+        self.every_record
     }
 
     /// Gives the state the threads and processes of the trace's start (once).
@@ -319,10 +334,41 @@ impl TraceSource {
     pub fn walk_filtered(
         &mut self,
         wants: impl Fn(&EventRecord<'_>) -> bool,
+        f: impl FnMut(&EventRecord<'_>, &DecodedEvent<'_>, &SystemState) -> bool,
+        on_error: impl FnMut(&EtlError),
+    ) {
+        self.walk_kernel_events(None, wants, f, on_error);
+    }
+
+    /// [`TraceSource::walk_filtered`]; with `keep`, the kernel records (system, compact and
+    /// perfinfo headers) of the events not in it are stepped over unbuilt and never reach
+    /// `f` (provider records always do), together with the events the system state reads
+    /// ([`state_kernel_events`] is added to `keep`). When the walk went to the end of the file
+    /// and a record stepped over was the trace's last, its time (ns since the trace's start):
+    /// where the trace's clock ends.
+    pub fn walk_kernel_events(
+        &mut self,
+        keep: Option<HookSet>,
+        wants: impl Fn(&EventRecord<'_>) -> bool,
         mut f: impl FnMut(&EventRecord<'_>, &DecodedEvent<'_>, &SystemState) -> bool,
         mut on_error: impl FnMut(&EtlError),
-    ) {
+    ) -> Option<u64> {
         let mut it = self.file.events();
+        if let Some(mut keep) = keep {
+            state_kernel_events(&mut keep);
+            // the state's clock starts at the trace's first record, delivered or not
+            let mut first = self.file.events();
+            while let Some(r) = first.next_event() {
+                if let Ok(ev) = r {
+                    if ev.time_ns > 0 {
+                        self.state.observe(&ev, None);
+                        break;
+                    }
+                }
+            }
+            it = it.kernel_events_only(keep);
+        }
+        let mut last = i64::MIN;
         while let Some(r) = it.next_event() {
             let ev = match r {
                 Ok(ev) => ev,
@@ -331,19 +377,34 @@ impl TraceSource {
                     continue;
                 }
             };
+            last = ev.raw_timestamp;
             self.decoder.observe(&ev);
-            if state_needs(&ev) || wants(&ev) {
+            let go_on = if state_needs(&ev) || wants(&ev) {
                 let dec = self.decoder.decode(&ev);
                 self.state.observe(&ev, Some(&dec));
-                if !f(&ev, &dec, &self.state) {
-                    break;
-                }
+                f(&ev, &dec, &self.state)
             } else {
                 self.state.observe(&ev, None);
-                if !f(&ev, &DecodedEvent::skipped(), &self.state) {
-                    break;
-                }
+                f(&ev, &DecodedEvent::skipped(), &self.state)
+            };
+            if !go_on {
+                return None;
             }
+        }
+        let end = it.skipped_until().filter(|&t| t > last)?;
+        Some(self.file.time_base().since_start_ns(end).max(0) as u64)
+    }
+}
+
+/// Adds to `keep` the kernel events the system state reads ([`state_needs`]): process, image
+/// and thread records but the context switches and ready-thread events.
+pub fn state_kernel_events(keep: &mut HookSet) {
+    use crate::providers::etw::group;
+    keep.insert_group(group::PROCESS);
+    keep.insert_group(group::IMAGE);
+    for op in 0..=255u8 {
+        if !matches!(op, 36 | 50) {
+            keep.insert(group::THREAD, op);
         }
     }
 }

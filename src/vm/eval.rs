@@ -29,7 +29,7 @@ impl Vm {
             Region::Globals => &self.global_mem,
             Region::Dynamic => &self.dynvars.mem,
             Region::Locals => &self.local_mem,
-            Region::Thread => &self.thread_mem,
+            Region::Thread | Region::IdleThread => &self.thread_mem,
         }
     }
 
@@ -40,7 +40,23 @@ impl Vm {
             Region::Globals => &mut self.global_mem,
             Region::Dynamic => &mut self.dynvars.mem,
             Region::Locals => &mut self.local_mem,
-            Region::Thread => &mut self.thread_mem,
+            Region::Thread | Region::IdleThread => &mut self.thread_mem,
+        }
+    }
+
+    /// An internal address as (region, offset into the region's storage): [`decode`], with
+    /// the `struct thread` regions' offsets taken from the address of the struct last built
+    /// (`curthread`). The struct of another thread is not kept: an address into it lies past
+    /// the region's storage, and faults.
+    fn place(&self, addr: u64) -> Option<(Region, usize)> {
+        let (r, off) = decode(addr)?;
+        match r {
+            Region::Thread | Region::IdleThread => {
+                let base = decode(self.thread_addr).filter(|&(br, _)| br == r);
+                let inside = base.and_then(|(_, b)| off.checked_sub(b));
+                Some((r, inside.unwrap_or(usize::MAX / 2)))
+            }
+            _ => Some((r, off)),
         }
     }
 
@@ -66,7 +82,7 @@ impl Vm {
     /// Reads `buf.len()` bytes from any address. An internal address must lie inside its
     /// region (for scratch, the clause's scratch space, zero where never written).
     pub(crate) fn read_bytes(&self, addr: u64, buf: &mut [u8], cx: &FiringCtx<'_>) -> R<()> {
-        match decode(addr) {
+        match self.place(addr) {
             Some((Region::Scratch, off)) => {
                 let end = self.scratch_end(addr, off, buf.len())?;
                 // the materialised overlap, then zeros
@@ -109,7 +125,7 @@ impl Vm {
     /// literals, past the scratch space, an unmapped address) faults with `BadAddr` at the
     /// address.
     pub(crate) fn write_bytes(&mut self, addr: u64, data: &[u8], cx: &FiringCtx<'_>) -> R<()> {
-        match decode(addr) {
+        match self.place(addr) {
             Some((Region::Strings, _)) => Err(Fault::BadAddr(addr)),
             Some((Region::Scratch, off)) => {
                 let range = self.touch_scratch(addr, off, data.len())?;
@@ -139,13 +155,13 @@ impl Vm {
     /// storage, the scratch space); for `bcopy` (`allocated`) its `dtrace_inscratch()`, scratch
     /// below the allocation pointer only. Faults with `BadAddr` at `addr`.
     pub(crate) fn check_store(&self, addr: u64, len: usize, allocated: bool) -> R<()> {
-        let limit = match decode(addr) {
+        let limit = match self.place(addr) {
             Some((Region::Scratch, _)) if allocated => self.scratch_top,
             Some((Region::Scratch, _)) => self.opts.scratch,
             Some((r, _)) if r != Region::Strings && !allocated => self.region(r).len(),
             _ => return Err(Fault::BadAddr(addr)),
         };
-        match decode(addr).and_then(|(_, off)| off.checked_add(len)) {
+        match self.place(addr).and_then(|(_, off)| off.checked_add(len)) {
             Some(end) if end <= limit => Ok(()),
             _ => Err(Fault::BadAddr(addr)),
         }
@@ -170,7 +186,7 @@ impl Vm {
             // a NULL string (an absent dynamic variable, a NULL result) reads as ""
             return Ok(());
         }
-        match decode(addr) {
+        match self.place(addr) {
             Some((r, off)) => {
                 let m = self.region(r);
                 if r == Region::Scratch && off < self.opts.scratch && off >= m.len() {
@@ -633,7 +649,8 @@ impl Vm {
             var::IPL => 0,
             var::CURTHREAD => {
                 super::thread::build(&mut self.thread_mem, cx);
-                internal(Region::Thread, 0)
+                self.thread_addr = super::thread::address(cx);
+                self.thread_addr
             }
             _ => return Err(Fault::IllegalOp),
         })

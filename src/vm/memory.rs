@@ -103,8 +103,11 @@ pub enum Region {
     Dynamic = 4,
     /// Clause-local variables that are strings, structs or arrays.
     Locals = 5,
-    /// The `struct thread` that `curthread` points at, built from the firing's context.
+    /// The `struct thread` that `curthread` points at, built from the firing's context: at
+    /// offset `tid << 8` (see [`super::thread::address`]).
     Thread = 6,
+    /// The `struct thread` of a CPU's idle thread (thread 0): at offset `cpu << 8`.
+    IdleThread = 7,
 }
 
 pub fn internal(region: Region, offset: usize) -> u64 {
@@ -123,6 +126,7 @@ pub fn decode(addr: u64) -> Option<(Region, usize)> {
         4 => Region::Dynamic,
         5 => Region::Locals,
         6 => Region::Thread,
+        7 => Region::IdleThread,
         _ => return None,
     };
     Some((region, (addr & ((1 << REGION_SHIFT) - 1)) as usize))

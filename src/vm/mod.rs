@@ -273,6 +273,9 @@ pub struct Vm {
     local_mem: Vec<u8>,
     /// The `struct thread` of the current firing (`curthread`), built when first read.
     thread_mem: Vec<u8>,
+    /// The address `thread_mem` appears at: each thread's struct has its own address
+    /// ([`thread::address`]), 0 before the first is built.
+    thread_addr: u64,
     local_off: Vec<usize>,
     dynvars: DynVars,
     strings: Vec<u8>,
@@ -383,6 +386,7 @@ impl Vm {
             null_strings: vec![false; program.variables.len()],
             local_mem: Vec::new(),
             thread_mem: Vec::new(),
+            thread_addr: 0,
             local_off: vec![usize::MAX; program.variables.len()],
             dynvars: DynVars::new(0),
             strings: vec![0],

@@ -89,8 +89,22 @@ pub fn write(buf: &mut [u8], f: &ThreadFacts<'_>) {
     put(buf, T_PROCP, &f.procp.to_le_bytes());
 }
 
-/// Writes the firing's thread into `mem` (resized to the struct).
+/// Where the `struct thread` of the firing's thread appears to D: `curthread`. Every thread
+/// has its own address, as every thread has its own `kthread_t` in DTrace, so `curthread`
+/// tells threads apart as a key or in a comparison; each CPU's idle thread (thread 0) is a
+/// thread of its own, as for `self->` ([`FiringCtx::thread_key`]).
+pub fn address(cx: &FiringCtx<'_>) -> u64 {
+    if cx.tid == 0 {
+        internal(Region::IdleThread, (cx.cpu as usize) << 8)
+    } else {
+        internal(Region::Thread, ((cx.tid & 0xffff_ffff) as usize) << 8)
+    }
+}
+
+/// Writes the firing's thread into `mem` (resized to the struct), for D to see at
+/// [`address`]`(cx)`.
 pub fn build(mem: &mut Vec<u8>, cx: &FiringCtx<'_>) {
+    let base = address(cx);
     mem.clear();
     mem.resize(SIZE, 0);
     write(
@@ -108,7 +122,7 @@ pub fn build(mem: &mut Vec<u8>, cx: &FiringCtx<'_>) {
             fname: cx.execname,
             psargs: cx.psargs,
             tname: cx.tname,
-            procp: internal(Region::Thread, T_PROC),
+            procp: base + T_PROC as u64,
         },
     );
 }
@@ -204,5 +218,66 @@ mod tests {
                 "UI thread"
             ]
         );
+    }
+
+    /// Fires `BEGIN` of `vm` as thread `tid` on `cpu`: the integers it traced, and whether a
+    /// clause faulted.
+    fn fire_as(vm: &mut crate::vm::Vm, tid: u64, cpu: u32) -> (Vec<i64>, bool) {
+        let p = standard_probe("BEGIN").unwrap();
+        let mut cx = FiringCtx::synthetic(&p, 1, 1, b"x");
+        cx.tid = tid;
+        cx.cpu = cpu;
+        vm.records.clear();
+        let res = vm.fire(&cx);
+        let ints = vm
+            .records
+            .iter()
+            .filter_map(|(_, r)| match r {
+                Record::Data { values, .. } => match values.first() {
+                    Some(Datum::Int { value, .. }) => Some(*value),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect();
+        (ints, !res.errors.is_empty())
+    }
+
+    #[test]
+    fn curthread_is_one_per_thread_and_one_per_cpu_for_the_idle_threads() {
+        let (mut vm, _) = standalone_vm(
+            "BEGIN { trace((uint64_t)curthread); trace(curthread->t_cpu); trace(curthread->t_tid);
+                     trace(curlwpsinfo->pr_onpro); }",
+        )
+        .unwrap();
+        let (idle0, _) = fire_as(&mut vm, 0, 0);
+        let (idle1, _) = fire_as(&mut vm, 0, 1);
+        let (idle0_again, _) = fire_as(&mut vm, 0, 0);
+        let (t8, _) = fire_as(&mut vm, 8, 0);
+        let (t8_on_1, _) = fire_as(&mut vm, 8, 1);
+        let (t12, _) = fire_as(&mut vm, 12, 1);
+        // the idle threads of two CPUs are two threads; one CPU's idle thread is one thread
+        assert_ne!(idle0[0], idle1[0]);
+        assert_eq!(idle0[0], idle0_again[0]);
+        // a thread is the same thread on any CPU, and not another thread
+        assert_eq!(t8[0], t8_on_1[0]);
+        assert_ne!(t8[0], t12[0]);
+        assert_ne!(t8[0], idle0[0]);
+        // the struct and its translation read the firing's thread and CPU
+        assert_eq!(&idle1[1..], [1, 0, 1]);
+        assert_eq!(&t12[1..], [1, 12, 1]);
+        assert_eq!(&t8[1..], [0, 8, 0]);
+    }
+
+    #[test]
+    fn another_threads_curthread_faults_rather_than_reading_this_one() {
+        let (mut vm, _) = standalone_vm(
+            "BEGIN /!t/ { t = curthread; trace(t->t_tid); }
+             BEGIN /t != curthread/ { trace(curthread->t_tid); trace(t->t_tid); }",
+        )
+        .unwrap();
+        assert_eq!(fire_as(&mut vm, 8, 0), (vec![8], false));
+        // thread 12 reads its own struct, then faults on thread 8's (not kept)
+        assert_eq!(fire_as(&mut vm, 12, 0), (vec![12], true));
     }
 }

@@ -393,9 +393,6 @@ fn layout_place(
     version: u8,
     name: &str,
 ) -> Option<(FieldType, usize)> {
-    if !fields.iter().any(|fl| fl.name == name) {
-        return None;
-    }
     let mut pos = 0;
     for fl in fields {
         if fl.since > version {

@@ -55,9 +55,40 @@ pub struct Events<'f> {
     header_error_pending: bool,
     /// Step over kernel (system/compact/perfinfo) records without delivering them.
     skip_kernel: bool,
-    /// The kernel groups (`HookId >> 8`, bit per group below 128) delivered even when
-    /// `skip_kernel` is set.
-    keep_groups: u128,
+    /// The kernel events (by HookId) delivered even when `skip_kernel` is set.
+    keep: Option<Box<HookSet>>,
+    /// The latest raw timestamp of the kernel records stepped over (`i64::MIN`: none).
+    skipped_until: Cell<i64>,
+}
+
+/// A set of kernel events by HookId (`group << 8 | opcode`): one bit each, 8 KB.
+#[derive(Clone)]
+pub struct HookSet(Box<[u64; 1024]>);
+
+impl Default for HookSet {
+    fn default() -> Self {
+        HookSet(Box::new([0; 1024]))
+    }
+}
+
+impl HookSet {
+    /// Adds the event `opcode` of kernel group `group`.
+    pub fn insert(&mut self, group: u8, opcode: u8) {
+        let hook = (group as usize) << 8 | opcode as usize;
+        self.0[hook >> 6] |= 1 << (hook & 63);
+    }
+
+    /// Adds every event of kernel group `group`.
+    pub fn insert_group(&mut self, group: u8) {
+        let at = (group as usize) << 2;
+        self.0[at..at + 4].fill(u64::MAX);
+    }
+
+    /// Whether the set holds the kernel event with this HookId.
+    #[inline(always)]
+    pub fn contains(&self, hook: u16) -> bool {
+        self.0[hook as usize >> 6] >> (hook & 63) & 1 == 1
+    }
 }
 
 impl<'f> Events<'f> {
@@ -79,7 +110,8 @@ impl<'f> Events<'f> {
             limit: i64::MIN,
             header_error_pending: file.header_error.is_some(),
             skip_kernel: false,
-            keep_groups: 0,
+            keep: None,
+            skipped_until: Cell::new(i64::MIN),
         }
     }
 
@@ -93,21 +125,37 @@ impl<'f> Events<'f> {
 
     /// [`Events::skip_kernel_records`], but the kernel records of these groups are delivered
     /// (a pass over the Process and Thread records alone).
-    pub fn kernel_groups_only(mut self, groups: &[u8]) -> Self {
+    pub fn kernel_groups_only(self, groups: &[u8]) -> Self {
+        let mut keep = HookSet::default();
+        for &g in groups {
+            keep.insert_group(g);
+        }
+        self.kernel_events_only(keep)
+    }
+
+    /// [`Events::skip_kernel_records`], but the kernel records of the events in `keep` are
+    /// delivered: a walk for a program that reads a few kinds of kernel event steps over the
+    /// others (their headers are read for their size and timestamp, nothing more).
+    pub fn kernel_events_only(mut self, keep: HookSet) -> Self {
         self.skip_kernel = true;
-        self.keep_groups = groups
-            .iter()
-            .filter(|&&g| g < 128)
-            .fold(0, |m, &g| m | 1u128 << g);
+        self.keep = Some(Box::new(keep));
         self
     }
 
-    /// Whether the kernel record at `pos` is of a group [`Events::kernel_groups_only`] keeps.
+    /// The latest raw timestamp of the kernel records stepped over so far (see
+    /// [`Events::skip_kernel_records`]), if any was: with the records delivered, where the
+    /// trace's time has got to.
+    pub fn skipped_until(&self) -> Option<i64> {
+        let t = self.skipped_until.get();
+        (t != i64::MIN).then_some(t)
+    }
+
+    /// Whether the kernel record at `pos` is one [`Events::kernel_events_only`] keeps.
     #[inline]
     fn keeps(&self, b: &[u8], pos: usize) -> bool {
-        self.keep_groups != 0
-            && super::buffer::u16_at(b, pos + 6)
-                .is_some_and(|hook| (hook >> 8) < 128 && self.keep_groups >> (hook >> 8) & 1 == 1)
+        self.keep
+            .as_ref()
+            .is_some_and(|k| super::buffer::u16_at(b, pos + 6).is_some_and(|hook| k.contains(hook)))
     }
 
     fn error(&self, offset: u64, message: String) -> EtlError {
@@ -123,10 +171,10 @@ impl<'f> Events<'f> {
         Some(self.file.index[i as usize].sort_ts)
     }
 
-    /// In one scan: the index in `heap` of the earliest waiting cursor, and the earliest
-    /// timestamp of the others (`i64::MAX` when there are none).
+    /// In one scan: the index in `heap` of the earliest waiting cursor, its timestamp, and the
+    /// earliest timestamp of the others (`i64::MAX` when there are none).
     #[inline]
-    fn heap_min_and_next(&self) -> Option<(usize, i64)> {
+    fn heap_min_and_next(&self) -> Option<(usize, i64, i64)> {
         let mut best: Option<(usize, (i64, usize))> = None;
         let mut next = i64::MAX;
         for (i, &(ts, idx, _)) in self.heap.iter().enumerate() {
@@ -140,17 +188,13 @@ impl<'f> Events<'f> {
                 }
             }
         }
-        best.map(|(i, _)| (i, next))
-    }
-
-    /// The timestamp of the earliest waiting cursor.
-    #[inline]
-    fn heap_peek_ts(&self) -> Option<i64> {
-        self.heap.iter().map(|h| h.0).min()
+        best.map(|(i, (ts, _))| (i, ts, next))
     }
 
     fn free_slot(&mut self, slot: usize) {
         if let Some(c) = self.slots.get_mut(slot).and_then(Option::take) {
+            // the buffer is behind the walk: its pages of the mapped file can go
+            self.file.done_with(c.range.0, c.range.1);
             if c.owned.capacity() > 0 {
                 self.free_vecs.push(c.owned);
             }
@@ -262,11 +306,18 @@ impl<'f> Events<'f> {
     fn look_ahead_in(&self, c: &Cursor, b: &[u8]) -> Option<i64> {
         let mut pos = c.pos.get();
         if self.skip_kernel {
+            let mut skipped = i64::MIN;
             while pos < c.end {
                 match super::headers::skip_kernel_record(b, pos, c.end) {
-                    Some(next) if !self.keeps(b, pos) => pos = next,
+                    Some(next) if !self.keeps(b, pos) => {
+                        skipped = skipped.max(record_timestamp(b, pos).unwrap_or(i64::MIN));
+                        pos = next
+                    }
                     _ => break,
                 }
+            }
+            if skipped > self.skipped_until.get() {
+                self.skipped_until.set(skipped);
             }
             c.pos.set(pos);
         }
@@ -333,13 +384,13 @@ impl<'f> Events<'f> {
                 }
                 continue;
             }
+            let best = self.heap_min_and_next();
             // Activate buffers that may hold the next record.
             if let Some(pts) = self.pending_ts() {
-                let heap_ts = self.heap_peek_ts();
                 let take = if self.merged {
-                    heap_ts.is_none_or(|h| pts <= h)
+                    best.is_none_or(|(_, h, _)| pts <= h)
                 } else {
-                    heap_ts.is_none()
+                    best.is_none()
                 };
                 if take {
                     let index = self.order[self.next_pending] as usize;
@@ -352,7 +403,7 @@ impl<'f> Events<'f> {
                     continue;
                 }
             }
-            let (i, others) = self.heap_min_and_next()?;
+            let (i, _, others) = best?;
             let (_, _, slot) = self.heap.swap_remove(i);
             self.current = Some(slot);
             self.limit = others.min(self.pending_ts().unwrap_or(i64::MAX));

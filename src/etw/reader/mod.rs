@@ -35,7 +35,7 @@ pub use archive::{open_path, open_zip_member, split_member, zip_etl_members};
 pub use buffer::{BufferHeader, BufferInfo};
 pub use headers::{kernel_group_guid, kernel_group_name};
 pub use logfile::{LogfileHeader, TimeBase};
-pub use merge::Events;
+pub use merge::{Events, HookSet};
 
 use crate::etw::record::EventRecord;
 use buffer::{BufferStep, BufferWalk, BUFFER_HEADER_SIZE};
@@ -227,6 +227,9 @@ impl EtlFile {
                             last_ts = ts;
                         }
                     }
+                    // a read maps whole folios of the page cache (a megabyte, often): the
+                    // buffer's pages go again, or the index alone maps the whole file
+                    self.done_with(b.offset as usize, b.available as usize);
                     IndexEntry::Buffer(b)
                 }
             };
@@ -266,6 +269,34 @@ impl EtlFile {
         }
     }
 
+    /// Tells the system that the walk is done with the file's bytes `[offset, offset + len)`:
+    /// the pages of a mapped file that lie wholly inside are dropped from the process (they
+    /// stay in the page cache, and a later read maps them again). So a walk over a trace of
+    /// many gigabytes keeps only the buffers it is reading resident, not the whole file.
+    pub(crate) fn done_with(&self, offset: usize, len: usize) {
+        #[cfg(unix)]
+        if let Bytes::Mapped(m) = &self.bytes {
+            // a smaller file stays mapped whole: the next pass over it then finds its pages
+            // in place rather than faulting them in again
+            if m.len() < RELEASE_PAGES_ABOVE {
+                return;
+            }
+            const PAGE: usize = 4096;
+            let start = offset.div_ceil(PAGE) * PAGE;
+            let end = (offset + len).min(m.len()) / PAGE * PAGE;
+            if end > start {
+                // SAFETY: the map is a read-only shared map of a file: after MADV_DONTNEED a
+                // read of these pages maps the file's (unchanged) bytes again, so every
+                // slice into the map stays valid and sees the same contents.
+                let _ = unsafe {
+                    m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
+                };
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = (offset, len);
+    }
+
     /// The buffers in file order, with damage reported in place.
     pub fn buffers(&self) -> impl Iterator<Item = Result<BufferInfo, EtlError>> + '_ {
         self.index.iter().map(|i| match &i.entry {
@@ -292,6 +323,10 @@ impl EtlFile {
         }
     }
 }
+
+/// The size of a mapped trace from which a walk gives back the pages of the buffers it is
+/// done with ([`EtlFile::done_with`]).
+pub const RELEASE_PAGES_ABOVE: usize = 128 << 20;
 
 /// The bytes of one buffer, header included: a slice of the file, or for compressed buffers the
 /// header followed by the decompressed records (into `scratch`, at most `limit` bytes).

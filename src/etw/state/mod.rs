@@ -98,6 +98,8 @@ pub struct SystemState {
     identities: ImageIdentities,
     /// Whether [`SystemState::observe`] feeds the stack matcher ([`SystemState::with_stacks`]).
     keep_stacks: bool,
+    /// Counts the changes to the process table ([`SystemState::processes_changed`]).
+    process_changes: u64,
 }
 
 /// The process id given to a thread no record of the trace names: never a real Windows pid
@@ -126,6 +128,7 @@ impl SystemState {
     /// to its real process from the first record. What the records in time order say replaces
     /// these as they come.
     pub fn preload(&mut self, processes: Vec<Process>, threads: Vec<Thread>) {
+        self.process_changes += 1;
         for p in processes {
             self.processes.entry(p.pid).or_insert(p);
         }
@@ -234,7 +237,14 @@ impl SystemState {
         }
     }
 
+    /// A number that changes whenever a process is added, replaced or renamed: a consumer
+    /// that keeps a process's name across records rebuilds it when this moved.
+    pub fn processes_changed(&self) -> u64 {
+        self.process_changes
+    }
+
     fn on_process(&mut self, ev: &EventRecord<'_>, d: &DecodedEvent<'_>) {
+        self.process_changes += 1;
         let Some(info) = process_of(ev, d) else {
             return;
         };
@@ -317,9 +327,13 @@ impl SystemState {
             img.original_name = name;
             img.pdb = pdb;
         }
-        let p = self.processes.entry(pid).or_insert_with(|| Process {
-            pid,
-            ..Process::default()
+        let changes = &mut self.process_changes;
+        let p = self.processes.entry(pid).or_insert_with(|| {
+            *changes += 1;
+            Process {
+                pid,
+                ..Process::default()
+            }
         });
         if d.name == "Load" {
             p.image_loads = p.image_loads.saturating_add(1);

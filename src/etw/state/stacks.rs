@@ -31,9 +31,10 @@ pub struct StackMatcher {
     refs: HashMap<EventKey, Vec<(u64, bool)>>,
     /// Key definitions.
     keys: HashMap<u64, Vec<u64>>,
-    /// By thread: the raw timestamp of the last event whose stack comes in a later event of
-    /// the same thread (the .NET runtime's ClrStackWalk follows the event it belongs to).
-    awaiting: HashMap<u32, EventKey>,
+    /// By thread (and CPU, for the idle threads): the last event whose stack comes in a later
+    /// event of the same thread (the .NET runtime's ClrStackWalk follows the event it belongs
+    /// to).
+    awaiting: HashMap<(u32, u16), EventKey>,
     /// While [`StackMatcher::track_missed`] is on: what finds the stack walks that name no event.
     tracker: Option<MissedTracker>,
     tracked: bool,
@@ -178,15 +179,17 @@ impl StackMatcher {
     /// Notes an event whose stack, if any, comes in the next stack event of its thread
     /// ([`StackMatcher::stack_of_previous`]).
     pub fn await_stack(&mut self, ev: &EventRecord<'_>) {
-        self.awaiting
-            .insert(ev.tid, event_key(ev.raw_timestamp, ev.tid, ev.cpu));
+        let k = event_key(ev.raw_timestamp, ev.tid, ev.cpu);
+        self.awaiting.insert((k.1, k.2), k);
     }
 
     /// Gives `frames` (a stack event's, e.g. ClrStackWalk's) to the event of its thread noted
     /// by [`StackMatcher::await_stack`], unless that event already has a stack. With no such
     /// event the stack event is missed, and keeps the frames under its own key.
     pub fn stack_of_previous(&mut self, stack_event: &EventRecord<'_>, frames: Vec<u64>) {
-        match self.awaiting.remove(&stack_event.tid) {
+        // by thread, and CPU for an idle thread (each CPU's is a thread of its own)
+        let (_, tid, cpu) = event_key(0, stack_event.tid, stack_event.cpu);
+        match self.awaiting.remove(&(tid, cpu)) {
             Some(k) => {
                 let e = self.direct.entry(k).or_default();
                 if e.is_empty() {

@@ -130,6 +130,36 @@ impl Interest {
         self.opcodes[group::PERF_INFO as usize] |= 1 << perf::SAMPLED_PROFILE;
     }
 
+    /// The kernel events (by HookId) whose records may fire an enabled probe, or `None` when
+    /// any kernel record may (a probe that fires for every record, or for the stack records
+    /// no event claimed). A trace walk may step over the kernel records of the other events
+    /// without building them.
+    pub fn kernel_events(&self) -> Option<crate::etw::reader::HookSet> {
+        if self.every || self.missed {
+            return None;
+        }
+        let mut keep = crate::etw::reader::HookSet::default();
+        for (g, ops) in self.opcodes.iter().enumerate() {
+            for op in (0..128u8).filter(|&op| ops >> op & 1 == 1) {
+                keep.insert(g as u8, op);
+            }
+        }
+        Some(keep)
+    }
+
+    /// Whether an enabled kernel probe may fire for this record: false for a record with a
+    /// kernel group whose (group, opcode) no enabled kernel probe lists.
+    #[inline]
+    pub fn kernel_probe(&self, ev: &EventRecord<'_>) -> bool {
+        match ev.kernel_group {
+            Some(g) if (g as usize) < GROUPS && ev.opcode < 128 => {
+                self.opcodes[g as usize] >> ev.opcode & 1 == 1
+            }
+            Some(_) => true,
+            None => false,
+        }
+    }
+
     /// Whether a record may fire any enabled probe: [`Interest::wants`] it, or a probe that
     /// fires for every record is enabled. A record for which this is false fires nothing, so a
     /// trace walk need not map it to firings.
@@ -670,6 +700,21 @@ impl EtwProbes {
         enabled: &dyn Fn(u64) -> bool,
         out: &mut EtwFirings,
     ) {
+        self.firings_with(ev, dec, state, enabled, true, out)
+    }
+
+    /// [`EtwProbes::firings`]; with `kernel_probes` false the caller knows that no enabled
+    /// kernel probe fires for this record (see [`Interest::kernel_probe`]), and the table of
+    /// kernel probes is not looked up.
+    pub fn firings_with(
+        &self,
+        ev: &EventRecord<'_>,
+        dec: &DecodedEvent<'_>,
+        state: &SystemState,
+        enabled: &dyn Fn(u64) -> bool,
+        kernel_probes: bool,
+        out: &mut EtwFirings,
+    ) {
         let cx = EventCx::new(ev, dec, state);
         let (pid, tid) = (cx.pid, cx.tid);
         let payload_args = |id: u64| -> [u64; 10] {
@@ -702,7 +747,7 @@ impl EtwProbes {
                 },
             );
         }
-        if let Some(g) = ev.kernel_group {
+        if let Some(g) = ev.kernel_group.filter(|_| kernel_probes) {
             for i in table::probes_of(g, ev.opcode) {
                 let id = FIRST_ID + i as u64;
                 if !enabled(id) {

@@ -1,0 +1,62 @@
+//! Memory bounded by what the program keeps, not by the trace: a synthetic trace nine times
+//! the Windows 7 xperf trace (about 300 MB, its buffers repeated with their timestamps moved
+//! on, see `support/etl.rs`) is walked with the same resident memory, give or take, as the
+//! 33 MB original, and every record of it counts. The multi-GB run is
+//! `scripts/bench-memory.sh`. Skips when `../shared/etl` is absent.
+
+#[path = "support/etl.rs"]
+mod etl;
+
+const TRACE: &str = "randomascii_slow_ppt_trace.etl.zip";
+const COPIES: usize = 9;
+const PROG: &str = "diag:::events { @[execname] = count(); @n = count(); } \
+                    END { printa(\"total %@d\\n\", @n); }";
+
+/// The `total N` line of [`PROG`]'s output.
+fn total(out: &str) -> u64 {
+    let line = out.lines().find_map(|l| l.strip_prefix("total "));
+    line.and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no total in {out}"))
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_trace_nine_times_as_long_takes_no_more_memory() {
+    let Some(bytes) = etl::trace_bytes(TRACE) else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (one, big) = (dir.path().join("one.etl"), dir.path().join("big.etl"));
+    std::fs::write(&one, &bytes).unwrap();
+    etl::write_repeated_trace(&bytes, COPIES, &big);
+    let size = std::fs::metadata(&big).unwrap().len();
+    assert_eq!(size, COPIES as u64 * bytes.len() as u64);
+    let (out1, rss1) = etl::quiet_with_peak_rss(one.to_str().unwrap(), PROG);
+    let (out9, rss9) = etl::quiet_with_peak_rss(big.to_str().unwrap(), PROG);
+    // every record of every copy is read
+    assert_eq!(total(&out9), COPIES as u64 * total(&out1), "{out1}\n{out9}");
+    assert_eq!(total(&out1), 505_715);
+    // the whole 33 MB trace may stay mapped; of the 300 MB one only the buffers being read
+    eprintln!(
+        "peak RSS: {rss1} KB over 33 MB, {rss9} KB over {} MB",
+        size >> 20
+    );
+    assert!(rss1 > 0 && rss9 > 0);
+    assert!(rss9 < 2 * rss1, "{rss9} KB against {rss1} KB");
+    assert!(rss9 * 1024 < size / 4, "{rss9} KB for {size} bytes");
+}
+
+/// Writes the synthetic trace of `scripts/bench-memory.sh`: `$DTX_BIG_COPIES` copies of the
+/// xperf trace into `$DTX_BIG_TRACE`. Ignored by default (it writes gigabytes).
+#[test]
+#[ignore]
+fn write_big_trace() {
+    let (Ok(path), Ok(copies)) = (
+        std::env::var("DTX_BIG_TRACE"),
+        std::env::var("DTX_BIG_COPIES"),
+    ) else {
+        panic!("set DTX_BIG_TRACE and DTX_BIG_COPIES");
+    };
+    let bytes = etl::trace_bytes(TRACE).expect("../shared/etl is needed");
+    etl::write_repeated_trace(&bytes, copies.parse().unwrap(), path.as_ref());
+}
