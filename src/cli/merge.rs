@@ -104,7 +104,7 @@ fn run(prog: &str, argv: &[String]) -> Result<(), String> {
     };
     let mut vm = crate::vm::Vm::new(Arc::new(program), crate::vm::VmOptions::default());
     vm.aggs = merged.table;
-    consumer.finish(&mut vm);
+    consumer.finish(&mut vm, &Default::default());
     Ok(())
 }
 
