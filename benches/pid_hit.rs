@@ -463,7 +463,13 @@ fn windows_fpid_against_pid() {
         .output();
     if let Ok(o) = out {
         let so = String::from_utf8_lossy(&o.stdout);
-        let counted = so.lines().last().unwrap_or("").trim().to_string();
+        let counted = so
+            .lines()
+            .rev()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .unwrap_or("")
+            .to_string();
         let drops = String::from_utf8_lossy(&o.stderr)
             .lines()
             .filter(|l| l.contains("drops"))

@@ -19,9 +19,11 @@ __attribute__((noinline)) int outer(int x) { return middle(x) + 3; }
 int main(int argc, char **argv) {
     long long n = argc > 1 ? atoll(argv[1]) : 5000, sum = 0;
     int pause = argc > 2 ? atoi(argv[2]) : 0;
-    setvbuf(stdout, NULL, _IONBF, 0);
+    /* stdout stays buffered: the program's lines come out together at its exit, not between
+       the lines dtx prints meanwhile */
     if (pause) {
         printf("ready\n");
+        fflush(stdout);
         Sleep(pause * 4);
     }
     for (long long i = 0; i < n; i++) {
