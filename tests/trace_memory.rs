@@ -8,11 +8,14 @@
 mod etl;
 
 const TRACE: &str = "randomascii_slow_ppt_trace.etl.zip";
+#[cfg(target_os = "linux")]
 const COPIES: usize = 9;
+#[cfg(target_os = "linux")]
 const PROG: &str = "diag:::events { @[execname] = count(); @n = count(); } \
                     END { printa(\"total %@d\\n\", @n); }";
 
 /// The `total N` line of [`PROG`]'s output.
+#[cfg(target_os = "linux")]
 fn total(out: &str) -> u64 {
     let line = out.lines().find_map(|l| l.strip_prefix("total "));
     line.and_then(|n| n.trim().parse().ok())

@@ -57,8 +57,10 @@ pub struct Events<'f> {
     skip_kernel: bool,
     /// The kernel events (by HookId) delivered even when `skip_kernel` is set.
     keep: Option<Box<HookSet>>,
-    /// The latest raw timestamp of the kernel records stepped over (`i64::MIN`: none).
+    /// The latest raw timestamp of the kernel records stepped over (`i64::MIN`: none), kept
+    /// when `track_skipped` is set.
     skipped_until: Cell<i64>,
+    track_skipped: bool,
 }
 
 /// A set of kernel events by HookId (`group << 8 | opcode`): one bit each, 8 KB.
@@ -112,6 +114,7 @@ impl<'f> Events<'f> {
             skip_kernel: false,
             keep: None,
             skipped_until: Cell::new(i64::MIN),
+            track_skipped: false,
         }
     }
 
@@ -125,12 +128,14 @@ impl<'f> Events<'f> {
 
     /// [`Events::skip_kernel_records`], but the kernel records of these groups are delivered
     /// (a pass over the Process and Thread records alone).
-    pub fn kernel_groups_only(self, groups: &[u8]) -> Self {
+    pub fn kernel_groups_only(mut self, groups: &[u8]) -> Self {
         let mut keep = HookSet::default();
         for &g in groups {
             keep.insert_group(g);
         }
-        self.kernel_events_only(keep)
+        self.skip_kernel = true;
+        self.keep = Some(Box::new(keep));
+        self
     }
 
     /// [`Events::skip_kernel_records`], but the kernel records of the events in `keep` are
@@ -139,11 +144,12 @@ impl<'f> Events<'f> {
     pub fn kernel_events_only(mut self, keep: HookSet) -> Self {
         self.skip_kernel = true;
         self.keep = Some(Box::new(keep));
+        self.track_skipped = true;
         self
     }
 
-    /// The latest raw timestamp of the kernel records stepped over so far (see
-    /// [`Events::skip_kernel_records`]), if any was: with the records delivered, where the
+    /// The latest raw timestamp of the kernel records stepped over so far by a walk of
+    /// [`Events::kernel_events_only`], if any was: with the records delivered, where the
     /// trace's time has got to.
     pub fn skipped_until(&self) -> Option<i64> {
         let t = self.skipped_until.get();
@@ -306,18 +312,24 @@ impl<'f> Events<'f> {
     fn look_ahead_in(&self, c: &Cursor, b: &[u8]) -> Option<i64> {
         let mut pos = c.pos.get();
         if self.skip_kernel {
-            let mut skipped = i64::MIN;
+            let mut last = None;
             while pos < c.end {
                 match super::headers::skip_kernel_record(b, pos, c.end) {
                     Some(next) if !self.keeps(b, pos) => {
-                        skipped = skipped.max(record_timestamp(b, pos).unwrap_or(i64::MIN));
+                        last = Some(pos);
                         pos = next
                     }
                     _ => break,
                 }
             }
-            if skipped > self.skipped_until.get() {
-                self.skipped_until.set(skipped);
+            // a buffer's records never go back in time: its last one stepped over is its latest
+            if let Some(ts) = last
+                .filter(|_| self.track_skipped)
+                .and_then(|at| record_timestamp(b, at))
+            {
+                if ts > self.skipped_until.get() {
+                    self.skipped_until.set(ts);
+                }
             }
             c.pos.set(pos);
         }
