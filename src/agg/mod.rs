@@ -18,6 +18,17 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
 pub use key::{IntKey, KeyValue};
+
+/// Bytes of one entry's value for `f` as dtrace's kernel sizes it
+/// (`dtrace_ecb_aggregation_create()`): the data words dtx keeps, plus the word in which the
+/// kernel keeps the encoded arguments of `lquantize()` and `llquantize()`.
+pub fn entry_bytes(f: crate::ir::AggFunc) -> usize {
+    let arg = matches!(
+        f,
+        crate::ir::AggFunc::Lquantize { .. } | crate::ir::AggFunc::Llquantize { .. }
+    );
+    (funcs::Func::new(f).stride() + usize::from(arg)) * 8
+}
 pub use sort::{Encoding, SortOptions};
 
 use funcs::Func;

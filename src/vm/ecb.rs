@@ -8,7 +8,7 @@
 //! whole. `bufpolicy=fill` counts these bytes, and the END clauses' needs are what a filling
 //! buffer keeps in reserve.
 
-use crate::ir::{ActionKind, AggFunc, Clause, Program, Stmt, ValKind};
+use crate::ir::{ActionKind, Clause, Program, Stmt, ValKind};
 
 /// The record header: enabled probe ID (4 bytes) and timestamp (8 bytes, as two words).
 pub const HEADER: usize = 12;
@@ -38,28 +38,6 @@ fn value_size(k: &ValKind, strsize: usize) -> usize {
         ValKind::Int { size, .. } => usize::from(size),
         ValKind::String => strsize,
         ValKind::ByRef { size } => size as usize,
-    }
-}
-
-/// Bytes of an aggregation's value record (`dtrace_ecb_aggregation_create()`).
-fn agg_data_size(f: &AggFunc) -> usize {
-    match *f {
-        AggFunc::Count | AggFunc::Sum | AggFunc::Min | AggFunc::Max => 8,
-        AggFunc::Avg => 16,
-        AggFunc::Stddev => 32,
-        // 63 negative buckets, zero, 63 positive
-        AggFunc::Quantize => 127 * 8,
-        AggFunc::Lquantize { levels, .. } => usize::from(levels) * 8 + 24,
-        AggFunc::Llquantize {
-            factor,
-            low,
-            high,
-            nsteps,
-        } => {
-            // buckets per order of magnitude times the orders, plus under- and overflow
-            let per = usize::from(nsteps) - usize::from(nsteps) / usize::from(factor.max(1));
-            (usize::from(high.saturating_sub(low)) + 1) * per.max(1) * 8 + 16
-        }
     }
 }
 
@@ -183,7 +161,7 @@ impl Layout {
                         let data = program
                             .aggregations
                             .get(agg as usize)
-                            .map_or(8, |g| agg_data_size(&g.func));
+                            .map_or(8, |g| crate::agg::entry_bytes(g.func));
                         self.acted = true;
                         self.aggregation(&keys, data);
                         continue;
@@ -319,5 +297,36 @@ mod tests {
             Vec::new(),
         )]);
         assert_eq!(e.size, 32);
+    }
+
+    #[test]
+    fn aggregations_need_room_past_the_records_but_keep_none() {
+        let program = Program {
+            aggregations: vec![crate::ir::Aggregation {
+                name: "a".into(),
+                func: crate::ir::AggFunc::Avg,
+                keys: vec![ValKind::I64],
+            }],
+            ..Program::default()
+        };
+        let agg = Stmt::Action(Action {
+            id: 0,
+            kind: ActionKind::Aggregate { agg: 0 },
+            keys: Vec::new(),
+            args: Vec::new(),
+            arg_kinds: Vec::new(),
+            key_kinds: vec![ValKind::I64],
+            line: 0,
+        });
+        let clause = Clause {
+            probes: Vec::new(),
+            predicate: None,
+            body: vec![agg],
+            line: 0,
+        };
+        let e = ecb_size(&clause, &program, 256);
+        // the key at 20 (offset 4 of an 8-byte block past the header), 8 bytes; the value
+        // (avg: count and total) at 32, 16 bytes
+        assert_eq!((e.size, e.needed, e.align), (0, 48, 8));
     }
 }
