@@ -46,6 +46,14 @@ fn two_traces() -> Option<(String, String)> {
     ))
 }
 
+/// A copy of `trace` under another name (in a directory that lives as long as the guard).
+fn copy_of(trace: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("copy.etl.zip");
+    std::fs::copy(trace, &copy).unwrap();
+    (dir, copy.to_string_lossy().into_owned())
+}
+
 /// Every aggregating function over the scheduler's events.
 const PROGRAM: &str = "sched:::on-cpu { @c[execname] = count(); @s[execname] = sum(tid & 0xff); \
      @mn[execname] = min(tid); @mx[execname] = max(tid); @a[cpu] = avg(tid); \
@@ -149,13 +157,7 @@ fn merge_of_saved_results_equals_the_merged_run() {
 fn the_trace_variable_splits_by_file() {
     let Some((a, net)) = two_traces() else { return };
     // the scheduler trace under a second name (the .NET trace has no context switches)
-    let dir = tempfile::tempdir().unwrap();
-    let b = dir
-        .path()
-        .join("copy.etl.zip")
-        .to_string_lossy()
-        .into_owned();
-    std::fs::copy(&a, &b).unwrap();
+    let (_dir, b) = copy_of(&a);
     let count = |t: &str| -> i64 {
         let out = run(
             false,
@@ -275,13 +277,7 @@ fn globs_and_zip_members_name_the_same_traces() {
 #[test]
 fn exit_in_one_trace_ends_that_trace_only() {
     let Some((a, _)) = two_traces() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let b = dir
-        .path()
-        .join("copy.etl.zip")
-        .to_string_lossy()
-        .into_owned();
-    std::fs::copy(&a, &b).unwrap();
+    let (_dir, b) = copy_of(&a);
     let prog = format!(
         "sched:::on-cpu {{ @[trace] = count(); }} tick-1s /trace == \"{a}\"/ {{ exit(3); }} \
          END {{ printa(\"%s %@d\\n\", @); }}"
