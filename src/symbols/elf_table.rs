@@ -70,8 +70,10 @@ impl ElfSymbols {
     pub fn lookup(&self, vaddr: u64) -> Option<(&str, u64)> {
         let i = self.syms.partition_point(|s| s.0 <= vaddr).checked_sub(1)?;
         let (start, size, name) = &self.syms[i];
-        // a sized symbol must contain the address; unsized ones (assembly) are taken as is
-        if *size != 0 && vaddr >= start + size {
+        // a sized symbol must contain the address; unsized ones (assembly) are taken as is.
+        // One past its end is its own too: the return address of a call that ends a function
+        // which never returns (`exit` calling `__run_exit_handlers`), as a stack shows it
+        if *size != 0 && vaddr > start + size {
             return None;
         }
         Some((name, *start))
@@ -189,6 +191,20 @@ mod tests {
         // malformed names are kept as they are
         assert_eq!(demangle("_ZN99fooE"), "_ZN99fooE");
         assert_eq!(demangle("_ZN3foo"), "_ZN3foo");
+    }
+
+    #[test]
+    fn a_return_address_just_past_a_function_names_it() {
+        let e = ElfSymbols {
+            syms: vec![(0x1000, 0x20, "exit".into()), (0x1040, 0x10, "next".into())],
+            segments: Vec::new(),
+        };
+        assert_eq!(e.lookup(0x101f), Some(("exit", 0x1000)));
+        // a call that ends `exit` returns to 0x1020
+        assert_eq!(e.lookup(0x1020), Some(("exit", 0x1000)));
+        // padding between functions is no one's
+        assert_eq!(e.lookup(0x1030), None);
+        assert_eq!(e.lookup(0x1040), Some(("next", 0x1040)));
     }
 
     #[test]
