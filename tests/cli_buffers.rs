@@ -56,9 +56,9 @@ fn fill_policy_keeps_room_for_end() {
         prog,
     ]);
     assert_eq!(code, 0, "stderr: {err}");
-    // the END clause's needs plus its alignment are held back (dtrace_state_prereserve():
-    // 16 + 4 bytes), so six 16-byte firings fit in the 108 left, then END records
+    // END's 16 bytes and its alignment of 4 are reserved (dtrace_state_prereserve()): six
+    // firings of 16 bytes fit in the 108 left, then END records
     let lines: Vec<&str> = out.lines().filter(|l| !l.is_empty()).collect();
     assert_eq!(lines.len(), 7, "{out}");
-    assert!(lines[6].starts_with("end "), "{out}");
+    assert_eq!(lines[6], "end 6", "{out}");
 }
