@@ -3,6 +3,7 @@
 //! library loaded), both reported in bytes per second.
 
 use dtx::lang::parser::TypeNames;
+use dtx::probes::Catalog;
 use std::fmt::Write;
 use std::time::Duration;
 
@@ -11,7 +12,6 @@ use dtx::lang::options::DOptions;
 use dtx::lang::parser::parse_program;
 use dtx::lang::types::DataModel;
 use dtx::lang::{compile, CompileInput, MacroEnv, SourceKind};
-use dtx::probes::Catalog;
 
 const TARGET_BYTES: usize = 4 << 20;
 
@@ -178,7 +178,7 @@ fn compile_corpus(text: &str, catalog: &Catalog) {
 
 fn bench(c: &mut Criterion) {
     let text = corpus();
-    let catalog = Catalog::standard();
+    let catalog = dtx::providers::standard_catalog();
     // Check once, outside the timing, that the corpus is valid D.
     compile_corpus(&text, &catalog);
     let (program, _, _) = parse_program(

@@ -8,7 +8,6 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use dtx::agg::AggValue;
 use dtx::engine::session::{RunState, Status, Update};
 use dtx::engine::snapshot::{AggRow, AggView, KeyCell, Snapshot};
-use dtx::probes::Catalog;
 use dtx::tui::app::{App, Focus};
 use dtx::tui::ui;
 use ratatui::backend::TestBackend;
@@ -35,7 +34,7 @@ fn snapshot(generation: u64, rows: usize) -> Snapshot {
 
 fn app() -> App {
     let mut a = App::new(
-        Arc::new(Catalog::standard()),
+        Arc::new(dtx::providers::standard_catalog()),
         Status {
             state: RunState::Running,
             generation: 1,

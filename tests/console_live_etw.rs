@@ -210,7 +210,7 @@ fn console_live_etw_default_dashboard_equals_the_file_path() {
         return;
     };
     let etw = providers(&path);
-    let catalog = Arc::new(Catalog::with_etw(&etw));
+    let catalog = Arc::new(dtx::providers::etw_catalog(&etw));
     let script = dashboard("cpu.d");
     let want = file_aggregations(&path, &script, &etw, &catalog, false);
     let same_records = file_aggregations(&path, &script, &etw, &catalog, true);
@@ -250,7 +250,7 @@ fn console_live_etw_every_top_dashboard_runs_live() {
         return;
     };
     let etw = providers(&path);
-    let catalog = Arc::new(Catalog::with_etw(&etw));
+    let catalog = Arc::new(dtx::providers::etw_catalog(&etw));
     let dir = format!("{}/dscripts/top", env!("CARGO_MANIFEST_DIR"));
     let mut names: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
@@ -285,7 +285,7 @@ fn console_live_etw_replans_a_replaced_program_and_keeps_the_system_state() {
         return;
     };
     let etw = providers(&path);
-    let catalog = Arc::new(Catalog::with_etw(&etw));
+    let catalog = Arc::new(dtx::providers::etw_catalog(&etw));
     let (backend, plans, _) = replay_backend(&path, &etw);
     let session = run_console(
         backend,
@@ -420,7 +420,7 @@ impl SessionControl for Flood {
 fn flood_catalog() -> (Catalog, EtwProbes) {
     let mut etw = EtwProbes::new();
     etw.add_named("flood-provider");
-    (Catalog::with_etw(&etw), etw)
+    (dtx::providers::etw_catalog(&etw), etw)
 }
 
 fn engine_for(script: &str, catalog: &Catalog) -> Engine {

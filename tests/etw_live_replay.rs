@@ -61,7 +61,7 @@ fn both_paths_with(file: &str, script: &str, tdh: bool) -> (String, String, u64,
     let mut etw = EtwProbes::new();
     let mut src = TraceSource::open(file).unwrap();
     src.scan_providers(&mut etw);
-    let catalog = Catalog::with_etw(&etw);
+    let catalog = dtx::providers::etw_catalog(&etw);
 
     // -E file.etl
     let file_out = Shared::default();
@@ -254,7 +254,7 @@ fn profile_n_fires_from_the_sessions_samples_as_in_the_file_path() {
 #[test]
 fn lost_events_fire_diag_lostevent() {
     // ETW's real-time loss record (RT_LostEvent, opcode 32: events lost) reaches diag:::lostevent
-    let catalog = Catalog::with_etw(&EtwProbes::new());
+    let catalog = dtx::providers::etw_catalog(&EtwProbes::new());
     let out = Shared::default();
     let mut e = engine("diag:::lostevent { @[arg1] = sum(arg0); }", &catalog, &out);
     let (context, rx) = CallbackContext::channel(16);

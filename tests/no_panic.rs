@@ -6,6 +6,7 @@
 //! process rather than unwinding.
 
 use dtx::lang::parser::TypeNames;
+use dtx::probes::Catalog;
 use std::fs;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
@@ -17,7 +18,6 @@ use dtx::lang::options::DOptions;
 use dtx::lang::parser::parse_program;
 use dtx::lang::types::DataModel;
 use dtx::lang::{compile, CompileInput, MacroEnv, SourceKind};
-use dtx::probes::Catalog;
 
 // ---------------------------------------------------------------------------------------------
 // Seed programs (each compiles; `seed_programs_compile` checks that).
@@ -515,7 +515,7 @@ fn mutate_tokens(rng: &mut Rng, text: &str) -> String {
 
 #[test]
 fn seed_programs_compile() {
-    let catalog = Catalog::standard();
+    let catalog = dtx::providers::standard_catalog();
     let with_args = [(P_MACROS, false, SourceKind::File)];
     for (i, (text, cpp, kind)) in SEEDS.iter().chain(with_args.iter()).enumerate() {
         let mut macros = macros();
@@ -542,7 +542,7 @@ fn seed_programs_compile() {
 
 #[test]
 fn truncation_at_every_position() {
-    let catalog = Catalog::standard();
+    let catalog = dtx::providers::standard_catalog();
     let mut f = Failures::default();
     for (text, cpp, kind) in [SEEDS[0], SEEDS[2], SEEDS[3]] {
         for cut in (0..=text.len()).filter(|&i| text.is_char_boundary(i)) {
@@ -558,7 +558,7 @@ fn truncation_at_every_position() {
 
 #[test]
 fn random_byte_mutations() {
-    let catalog = Catalog::standard();
+    let catalog = dtx::providers::standard_catalog();
     let mut rng = Rng(0x5eed_0001);
     let mut f = Failures::default();
     let deadline = Instant::now() + Duration::from_secs(6);
@@ -576,7 +576,7 @@ fn random_byte_mutations() {
 
 #[test]
 fn random_token_shuffles() {
-    let catalog = Catalog::standard();
+    let catalog = dtx::providers::standard_catalog();
     let mut rng = Rng(0x5eed_0002);
     let mut f = Failures::default();
     let deadline = Instant::now() + Duration::from_secs(6);
@@ -612,7 +612,7 @@ fn oversized_tokens() {
 }
 
 fn oversized_tokens_body() {
-    let catalog = Catalog::standard();
+    let catalog = dtx::providers::standard_catalog();
     let mut f = Failures::default();
     let digits = "9".repeat(5000);
     let ident = "a".repeat(200_000);
@@ -691,7 +691,7 @@ fn oversized_tokens_body() {
 fn moderate_nesting_in_process() {
     let depth = if cfg!(debug_assertions) { 50 } else { 200 };
     on_big_stack(move || {
-        let catalog = Catalog::standard();
+        let catalog = dtx::providers::standard_catalog();
         let mut f = Failures::default();
         for text in nested_programs(depth) {
             f.check(&catalog, &text, false, SourceKind::File);

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dtx::engine::session::{Command, RunState, Session, SessionSource, Speed, Status, Update};
-use dtx::probes::Catalog;
 use dtx::providers::etw::EtwProbes;
 use dtx::sources::etl::TraceSource;
 use dtx::tui::compile::compile_text;
@@ -67,7 +66,7 @@ fn pause_pace_replace_and_restart() {
     let mut etw = EtwProbes::new();
     let mut src = TraceSource::open(&path).unwrap();
     src.scan_providers(&mut etw);
-    let catalog = Arc::new(Catalog::with_etw(&etw));
+    let catalog = Arc::new(dtx::providers::etw_catalog(&etw));
     let s = Session::start(
         SessionSource::Trace {
             path: path.clone(),

@@ -8,7 +8,6 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use dtx::agg::AggValue;
 use dtx::engine::session::{Command, RunState, Speed, Status, Update};
 use dtx::engine::snapshot::{AggRow, AggView, KeyCell, Snapshot};
-use dtx::probes::Catalog;
 use dtx::tui::app::{App, Focus, Overlay};
 use dtx::tui::ui;
 use ratatui::backend::TestBackend;
@@ -34,7 +33,7 @@ fn status(state: RunState, generation: u64) -> Status {
 
 fn app() -> App {
     let mut a = App::new(
-        Arc::new(Catalog::standard()),
+        Arc::new(dtx::providers::standard_catalog()),
         status(RunState::Idle, 0),
         true,
     );

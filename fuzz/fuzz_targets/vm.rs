@@ -13,7 +13,6 @@ use dtx::engine::consumer::{Consumer, ConsumerOptions};
 use dtx::engine::standalone::{standalone_vm, standard_probe};
 use dtx::engine::Engine;
 use dtx::lang::options::DOptions;
-use dtx::probes::Catalog;
 use dtx::vm::{AddressSpace, Fault, FiringCtx};
 use libfuzzer_sys::fuzz_target;
 
@@ -429,7 +428,7 @@ fuzz_target!(|data: &[u8]| {
     let mut engine = Engine::new(
         vec![("fuzz.d".into(), Arc::clone(&vm.program))],
         vm.opts.clone(),
-        &Catalog::standard(),
+        &dtx::providers::standard_catalog(),
         Box::new(LiveClock::new()),
         consumer,
     );

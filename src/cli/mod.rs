@@ -311,15 +311,15 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
         crate::sources::etw_live::LiveEtw::default()
     };
     let mut catalog = if trace.is_some() || many.is_some() {
-        Catalog::with_etw(&etw)
+        crate::providers::etw_catalog(&etw)
     } else if cfg!(windows) {
         // live ETW: the kernel providers and the user providers the programs name
         #[cfg(windows)]
         let etw = live_etw.etw.clone();
-        Catalog::with_etw(&etw)
+        crate::providers::etw_catalog(&etw)
     } else {
         // live: on Linux this includes the perf-backed kernel providers
-        Catalog::live()
+        crate::providers::live_catalog()
     };
     let console = args.tui
         || (args.programs.is_empty()

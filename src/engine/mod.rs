@@ -708,7 +708,7 @@ impl Engine {
         stacks: &crate::sources::etl::StackSource,
         scratch: &mut EventScratch,
     ) {
-        use crate::sources::etl::PayloadMemory;
+        use crate::providers::etw::payload::PayloadMemory;
         let t = self.trace_time.unwrap_or(ev.time_ns);
         let EventScratch {
             firings,
@@ -768,7 +768,7 @@ impl Engine {
                 payload: ev.payload,
                 native: firings.native_of(f),
             };
-            let mem = crate::sources::etl::EventMemory {
+            let mem = crate::providers::etw::payload::EventMemory {
                 payload: &mem,
                 event: dec,
             };

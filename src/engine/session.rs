@@ -1107,7 +1107,7 @@ mod tests {
 
     #[test]
     fn timers_session_runs_replaces_and_stops() {
-        let catalog = Arc::new(Catalog::standard());
+        let catalog = Arc::new(crate::providers::standard_catalog());
         let s = Session::start(
             SessionSource::Timers,
             catalog.clone(),
@@ -1140,7 +1140,7 @@ mod tests {
 
     #[test]
     fn snapshots_follow_the_programs_aggrate() {
-        let catalog = Arc::new(Catalog::standard());
+        let catalog = Arc::new(crate::providers::standard_catalog());
         let s = Session::start(
             SessionSource::Timers,
             catalog.clone(),

@@ -7,13 +7,13 @@ use std::sync::Arc;
 use crate::lang::options::DOptions;
 use crate::lang::types::DataModel;
 use crate::lang::{compile, CompileInput, MacroEnv, SourceKind};
-use crate::probes::{Catalog, ProbeCatalog, ProbeDesc, ProbeInfo};
+use crate::probes::{ProbeCatalog, ProbeDesc, ProbeInfo};
 use crate::vm::{Vm, VmOptions};
 
 /// Compiles `src` (a D program text) and returns its VM with every matching probe enabled, and
 /// those probes. A compile error comes back as dtrace's message.
 pub fn standalone_vm(src: &str) -> Result<(Vm, Vec<ProbeInfo>), String> {
-    let catalog = Catalog::standard();
+    let catalog = crate::providers::standard_catalog();
     let mut opts = DOptions::new();
     let c = compile(
         CompileInput {
@@ -53,7 +53,7 @@ pub fn standalone_engine(src: &str) -> Result<super::Engine, String> {
     Ok(super::Engine::new(
         vec![("standalone.d".into(), vm.program.clone())],
         VmOptions::default(),
-        &Catalog::standard(),
+        &crate::providers::standard_catalog(),
         Box::new(super::clock::LiveClock::new()),
         consumer,
     ))
@@ -61,7 +61,7 @@ pub fn standalone_engine(src: &str) -> Result<super::Engine, String> {
 
 /// The first probe of the standard catalog matching `desc` (`BEGIN`, `profile:::tick-1s`).
 pub fn standard_probe(desc: &str) -> Option<ProbeInfo> {
-    Catalog::standard()
+    crate::providers::standard_catalog()
         .matching(&ProbeDesc::parse(desc).ok()?)
         .into_iter()
         .next()

@@ -8,3 +8,12 @@ pub mod reader;
 pub mod record;
 pub mod state;
 pub mod tlg_event;
+
+/// Kernel addresses: the upper half of the address space.
+pub fn is_kernel_address(pc: u64, pointer_size: u8) -> bool {
+    if pointer_size == 4 {
+        pc >= 0x8000_0000
+    } else {
+        pc >= 0xffff_8000_0000_0000
+    }
+}

@@ -25,7 +25,7 @@ static EMPTY: std::sync::OnceLock<Catalog> = std::sync::OnceLock::new();
 impl TypeBook {
     /// The library's types in the LP64 data model; `None` if the library does not load.
     pub fn new() -> Option<TypeBook> {
-        let catalog: &'static Catalog = EMPTY.get_or_init(Catalog::standard);
+        let catalog: &'static Catalog = EMPTY.get_or_init(|| Catalog::new(Vec::new()));
         let opts = DOptions::new();
         let lib = super::library::load(DataModel::Lp64, &opts, catalog).ok()?;
         let mut checker = Checker::new(TypeTable::new(DataModel::Lp64), opts, catalog);

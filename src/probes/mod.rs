@@ -69,46 +69,37 @@ pub trait ProbeCatalog {
     }
 }
 
+/// A DTrace provider: names its probes, creates those a description matches, and lists them
+/// for `dtx -l`. The providers themselves live in `crate::providers`.
+pub trait Provider {
+    fn name(&self) -> &str;
+    /// Whether the provider field of a description (a glob) names this provider.
+    fn matches_provider(&self, field: &str) -> bool {
+        glob_match(field, self.name())
+    }
+    /// The probes matching a description (the provider field already matched).
+    fn matching(&self, desc: &ProbeDesc) -> Vec<ProbeInfo>;
+    /// [`Provider::matching`], or why the probes could not be created.
+    fn try_matching(&self, desc: &ProbeDesc) -> Result<Vec<ProbeInfo>, ProbeError> {
+        Ok(self.matching(desc))
+    }
+    /// The probes to show in `dtx -l`.
+    fn list(&self) -> Vec<ProbeInfo>;
+}
+
 /// The catalog of a set of providers.
 pub struct Catalog {
-    providers: Vec<Box<dyn crate::providers::Provider + Send + Sync>>,
+    providers: Vec<Box<dyn Provider + Send + Sync>>,
 }
 
 impl Catalog {
-    pub fn new(providers: Vec<Box<dyn crate::providers::Provider + Send + Sync>>) -> Self {
+    pub fn new(providers: Vec<Box<dyn Provider + Send + Sync>>) -> Self {
         Catalog { providers }
     }
 
     /// Adds a provider (the `pid` provider of a run with a target).
-    pub fn add(&mut self, p: Box<dyn crate::providers::Provider + Send + Sync>) {
+    pub fn add(&mut self, p: Box<dyn Provider + Send + Sync>) {
         self.providers.push(p);
-    }
-
-    /// The providers every dtx run has: `dtrace` and `profile`.
-    pub fn standard() -> Self {
-        Catalog::new(crate::providers::standard())
-    }
-
-    /// The catalog of a live run (no recorded trace): on Linux the standard providers plus the
-    /// kernel providers that perf events back (`syscall`, `sched`, `proc`, `io`); elsewhere the
-    /// standard ones.
-    pub fn live() -> Self {
-        #[cfg(target_os = "linux")]
-        {
-            let mut p = crate::providers::standard();
-            p.extend(crate::providers::linux::providers());
-            Catalog::new(p)
-        }
-        #[cfg(not(target_os = "linux"))]
-        Catalog::standard()
-    }
-
-    /// The standard providers plus the ETW providers (kernel ones, and those named in a trace).
-    pub fn with_etw(etw: &crate::providers::etw::EtwProbes) -> Self {
-        let mut p = crate::providers::standard_with_samples(true);
-        p.extend(crate::providers::etw::providers(etw));
-        p.push(Box::new(crate::providers::dnet::DnetProvider));
-        Catalog::new(p)
     }
 }
 

@@ -11,23 +11,8 @@ mod profile;
 pub use dtrace::{DtraceProvider, BEGIN_ID, END_ID, ERROR_ID, ERROR_PROBE};
 pub use profile::{parse_rate, parse_sample, ProfileProvider, ProfileSampler, TickKind};
 
-use crate::probes::{ProbeDesc, ProbeError, ProbeInfo};
-
-pub trait Provider {
-    fn name(&self) -> &str;
-    /// Whether the provider field of a description (a glob) names this provider.
-    fn matches_provider(&self, field: &str) -> bool {
-        crate::probes::glob_match(field, self.name())
-    }
-    /// The probes matching a description (the provider field already matched).
-    fn matching(&self, desc: &ProbeDesc) -> Vec<ProbeInfo>;
-    /// [`Provider::matching`], or why the probes could not be created.
-    fn try_matching(&self, desc: &ProbeDesc) -> Result<Vec<ProbeInfo>, ProbeError> {
-        Ok(self.matching(desc))
-    }
-    /// The probes to show in `dtx -l`.
-    fn list(&self) -> Vec<ProbeInfo>;
-}
+pub use crate::probes::Provider;
+use crate::probes::{Catalog, ProbeDesc};
 
 /// The providers of every run.
 pub fn standard() -> Vec<Box<dyn Provider + Send + Sync>> {
@@ -41,6 +26,33 @@ pub fn standard_with_samples(samples: bool) -> Vec<Box<dyn Provider + Send + Syn
         Box::new(DtraceProvider),
         Box::new(ProfileProvider { samples }),
     ]
+}
+
+/// The catalog every dtx run has: `dtrace` and `profile`.
+pub fn standard_catalog() -> Catalog {
+    Catalog::new(standard())
+}
+
+/// The catalog of a live run (no recorded trace): on Linux the standard providers plus the
+/// kernel providers that perf events back (`syscall`, `sched`, `proc`, `io`); elsewhere the
+/// standard ones.
+pub fn live_catalog() -> Catalog {
+    #[cfg(target_os = "linux")]
+    {
+        let mut p = standard();
+        p.extend(linux::providers());
+        Catalog::new(p)
+    }
+    #[cfg(not(target_os = "linux"))]
+    standard_catalog()
+}
+
+/// The standard providers plus the ETW providers (kernel ones, and those named in a trace).
+pub fn etw_catalog(etw: &etw::EtwProbes) -> Catalog {
+    let mut p = standard_with_samples(true);
+    p.extend(etw::providers(etw));
+    p.push(Box::new(dnet::DnetProvider));
+    Catalog::new(p)
 }
 
 /// Matches the module/function/name fields of a description against one probe.

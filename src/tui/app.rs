@@ -584,7 +584,7 @@ mod quit_tests {
 
     fn app() -> App {
         App::new(
-            Arc::new(Catalog::standard()),
+            Arc::new(crate::providers::standard_catalog()),
             Status::new("t".into()),
             false,
         )

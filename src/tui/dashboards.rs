@@ -110,13 +110,13 @@ mod tests {
     #[test]
     fn dashboards_need_the_kernel_providers() {
         // with only BEGIN/END/profile there is nothing to show
-        assert!(default_for(&Catalog::standard()).is_none());
+        assert!(default_for(&crate::providers::standard_catalog()).is_none());
         let etw = crate::providers::etw::EtwProbes::new();
-        let (name, _) = default_for(&Catalog::with_etw(&etw)).unwrap();
+        let (name, _) = default_for(&crate::providers::etw_catalog(&etw)).unwrap();
         assert_eq!(name, "top/cpu.d");
         assert!(by_name("builtin:top/disk.d").is_some());
         // a trace whose only events are system calls: cpu.d has nothing, syscalls.d has
-        let catalog = Catalog::with_etw(&etw);
+        let catalog = crate::providers::etw_catalog(&etw);
         let entry = crate::probes::ProbeCatalog::matching(
             &catalog,
             &crate::probes::ProbeDesc::parse("syscall:::entry").unwrap(),
@@ -126,7 +126,7 @@ mod tests {
         let said = advice(&catalog, &counts, "top/cpu.d").unwrap();
         assert!(said.contains("no events for top/cpu.d") && said.contains("top/syscalls.d"));
         assert_eq!(advice(&catalog, &counts, "top/syscalls.d"), None);
-        let catalog = Catalog::with_etw(&etw);
+        let catalog = crate::providers::etw_catalog(&etw);
         for (name, text) in DASHBOARDS {
             if let Err(e) = super::super::compile::compile_text(text, name, &catalog) {
                 panic!("{name}: {e}");

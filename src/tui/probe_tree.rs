@@ -414,7 +414,7 @@ mod tests {
 #[cfg(test)]
 mod console_edges {
     use super::*;
-    use crate::probes::{Catalog, ProbeCatalog};
+    use crate::probes::ProbeCatalog;
 
     #[test]
     fn numbers_sort_as_numbers() {
@@ -438,7 +438,7 @@ mod console_edges {
         );
         assert_eq!(natural_cmp("a007", "a7"), std::cmp::Ordering::Equal);
         assert_eq!(natural_cmp("a", "a1"), std::cmp::Ordering::Less);
-        let t = ProbeTree::new(Catalog::standard().list());
+        let t = ProbeTree::new(crate::providers::standard_catalog().list());
         let names: Vec<&str> = t.rows().iter().map(|r| r.label.as_str()).collect();
         assert!(names.contains(&"profile"), "{names:?}");
     }
@@ -446,7 +446,7 @@ mod console_edges {
     #[test]
     fn every_listed_probe_gets_a_clause_that_compiles() {
         let etw = crate::providers::etw::EtwProbes::new();
-        let catalog = Catalog::with_etw(&etw);
+        let catalog = crate::providers::etw_catalog(&etw);
         let probes = catalog.list();
         assert!(probes.len() > 100);
         let mut bodies = HashSet::new();

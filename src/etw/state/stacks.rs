@@ -254,7 +254,7 @@ impl StackMatcher {
             return;
         }
         let stacks = self.direct.entry(k).or_default();
-        let user = |pc: u64| !crate::sources::etl::is_kernel_address(pc, pointer_size);
+        let user = |pc: u64| !crate::etw::is_kernel_address(pc, pointer_size);
         match stacks.last_mut() {
             Some(last) if user(frames[0]) && !last.iter().any(|&pc| user(pc)) => {
                 last.extend(frames)

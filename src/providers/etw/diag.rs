@@ -50,7 +50,7 @@ pub(super) fn fire(cx: &EventCx<'_, '_>, name: &str, out: &mut Emit<'_>) {
         return;
     };
     let Some(&first) = frames.first() else { return };
-    let user = !crate::sources::etl::is_kernel_address(first, cx.ev.pointer_size);
+    let user = !crate::etw::is_kernel_address(first, cx.ev.pointer_size);
     if user != (name == "missed-ustack") {
         return;
     }

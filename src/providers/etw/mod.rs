@@ -25,6 +25,7 @@ mod hwconfig;
 mod io;
 pub mod native;
 mod net;
+pub mod payload;
 mod perf;
 mod pf;
 mod proc;
@@ -1003,8 +1004,8 @@ mod xlate_tests {
     use crate::lang::options::DOptions;
     use crate::lang::types::DataModel;
     use crate::lang::{compile, CompileInput, MacroEnv, SourceKind};
-    use crate::probes::{Catalog, ProbeCatalog};
-    use crate::sources::etl::PayloadMemory;
+    use crate::probes::ProbeCatalog;
+    use crate::providers::etw::payload::PayloadMemory;
     use crate::vm::{Datum, FiringCtx, Record, Vm, VmOptions};
     use std::sync::Arc;
 
@@ -1038,7 +1039,7 @@ mod xlate_tests {
     /// The values a clause traces when `ev` fires its probe.
     fn traced(src: &str, ev: &EventRecord<'_>, state: &SystemState) -> Vec<String> {
         let etw = EtwProbes::new();
-        let catalog = Catalog::with_etw(&etw);
+        let catalog = crate::providers::etw_catalog(&etw);
         let mut opts = DOptions::new();
         let c = compile(
             CompileInput {

@@ -490,7 +490,7 @@ impl EtwLiveSource {
         };
         let user = frames
             .iter()
-            .any(|&pc| !crate::sources::etl::is_kernel_address(pc, w.pointer_size));
+            .any(|&pc| !crate::etw::is_kernel_address(pc, w.pointer_size));
         user || w.tid == 0 || matches!(self.state.thread(w.tid).map(|t| t.pid), Some(0 | 4))
     }
 

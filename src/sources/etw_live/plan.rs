@@ -957,7 +957,7 @@ mod tests {
             dnet::RUNTIME,
         );
         etw.add_provider(&info);
-        let catalog = crate::probes::Catalog::with_etw(&etw);
+        let catalog = crate::providers::etw_catalog(&etw);
         let events = crate::probes::ProbeCatalog::matching(
             &catalog,
             &crate::probes::ProbeDesc::parse("microsoft-windows-dotnetruntime:::events").unwrap(),
@@ -1007,14 +1007,14 @@ mod tests {
     #[test]
     fn keyword_and_guid_probes_set_keywords_and_level() {
         use crate::etw::catalog::ProviderInfo;
-        use crate::probes::{Catalog, ProbeCatalog, ProbeDesc};
+        use crate::probes::{ProbeCatalog, ProbeDesc};
         let runtime = Guid::parse("e13c0d23-ccbc-4e12-931b-d9cc2eee27e4").unwrap();
         let mut info = ProviderInfo::new("Microsoft-Windows-DotNETRuntime", runtime);
         info.add_keyword("GCKeyword", 0x1);
         info.add_keyword("JitKeyword", 0x10);
         let mut etw = EtwProbes::new();
         etw.add_provider(&info);
-        let catalog = Catalog::with_etw(&etw);
+        let catalog = crate::providers::etw_catalog(&etw);
         let mut probes = Vec::new();
         for d in [
             "microsoft-windows-dotnetruntime:::gc",
