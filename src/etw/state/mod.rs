@@ -338,6 +338,9 @@ impl SystemState {
         if d.name == "Load" {
             p.image_loads = p.image_loads.saturating_add(1);
         }
+        if name_from_main_image(p, &img) {
+            *changes += 1;
+        }
         match p.images.binary_search_by_key(&base, |i| i.base) {
             Ok(i) => {
                 let old = std::mem::take(&mut p.images[i]);
@@ -495,6 +498,26 @@ pub fn process_of(ev: &EventRecord<'_>, d: &DecodedEvent<'_>) -> Option<Process>
     })
 }
 
+/// Names a process that no Process record named after its first user-mode `.exe` image, as
+/// WPA and PerfView do for traces without a process rundown (the Windows 11 traces here have
+/// none). The Idle and System processes (0 and 4) load only kernel images and stay as the
+/// records leave them. Returns whether the name changed.
+fn name_from_main_image(p: &mut Process, img: &Image) -> bool {
+    let user = img.base < 0x8000_0000 || (img.base >> 32 != 0 && img.base < 0xffff_8000_0000_0000);
+    if !p.name.is_empty() || p.pid == 0 || p.pid == 4 || !user {
+        return false;
+    }
+    let base_name = img.file_name.rsplit(['\\', '/']).next().unwrap_or("");
+    let is_exe = base_name.len() > 4
+        && base_name.is_char_boundary(base_name.len() - 4)
+        && base_name[base_name.len() - 4..].eq_ignore_ascii_case(".exe");
+    if !is_exe {
+        return false;
+    }
+    p.name = base_name.to_string();
+    true
+}
+
 /// A Thread record's thread id, process id and name (when it has a non-empty one).
 pub fn thread_of(d: &DecodedEvent<'_>) -> Option<(u32, u32, Option<String>)> {
     let [tid, pid, name] = d.pick(["TThreadId", "ProcessId", "ThreadName"]);
@@ -554,6 +577,65 @@ mod tests {
         state.preload(Vec::new(), vec![thread(7092, 8)]);
         assert_eq!(state.pid_of_thread(7092), 2452);
         assert_eq!(state.pid_of_thread(7096), UNKNOWN_PID);
+    }
+
+    #[test]
+    fn an_unnamed_process_takes_the_name_of_its_exe_image() {
+        let unnamed = |pid| Process {
+            pid,
+            ..Process::default()
+        };
+        let mut p = unnamed(9144);
+        assert!(!name_from_main_image(
+            &mut p,
+            &image(
+                0x7ffd_0000_0000,
+                r"\Device\HarddiskVolume3\Windows\System32\ntdll.dll",
+                None
+            )
+        ));
+        assert!(p.name.is_empty());
+        assert!(name_from_main_image(
+            &mut p,
+            &image(
+                0x1_4000_0000,
+                r"\Device\HarddiskVolume3\bench\HotLoop.EXE",
+                None
+            )
+        ));
+        assert_eq!(p.name, "HotLoop.EXE");
+        // the first .exe wins; a record's name is never replaced
+        assert!(!name_from_main_image(
+            &mut p,
+            &image(0x40_0000, r"C:\x\other.exe", None)
+        ));
+        assert_eq!(p.name, "HotLoop.EXE");
+        // kernel images (the Idle and System processes' drivers, ntoskrnl.exe) name nothing
+        let mut idle = unnamed(0);
+        assert!(!name_from_main_image(
+            &mut idle,
+            &image(
+                0xffff_f800_0000_0000,
+                r"\SystemRoot\system32\ntoskrnl.exe",
+                None
+            )
+        ));
+        let mut other = unnamed(77);
+        assert!(!name_from_main_image(
+            &mut other,
+            &image(
+                0xffff_f800_0000_0000,
+                r"\SystemRoot\system32\ntoskrnl.exe",
+                None
+            )
+        ));
+        assert!(other.name.is_empty());
+        // a 32-bit process's image below 2 GB
+        assert!(name_from_main_image(
+            &mut other,
+            &image(0x0040_0000, r"C:\app\a.exe", None)
+        ));
+        assert_eq!(other.name, "a.exe");
     }
 
     #[test]
