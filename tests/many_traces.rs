@@ -278,8 +278,10 @@ fn globs_and_zip_members_name_the_same_traces() {
 fn exit_in_one_trace_ends_that_trace_only() {
     let Some((a, _)) = two_traces() else { return };
     let (_dir, b) = copy_of(&a);
+    // the name inside a D string: Windows' backslashes escaped
+    let a_in_d = a.replace('\\', "\\\\");
     let prog = format!(
-        "sched:::on-cpu {{ @[trace] = count(); }} tick-1s /trace == \"{a}\"/ {{ exit(3); }} \
+        "sched:::on-cpu {{ @[trace] = count(); }} tick-1s /trace == \"{a_in_d}\"/ {{ exit(3); }} \
          END {{ printa(\"%s %@d\\n\", @); }}"
     );
     let out = Command::new(env!("CARGO_BIN_EXE_dtx"))
