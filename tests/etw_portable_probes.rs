@@ -550,3 +550,23 @@ fn module_load_file_name_prints_with_ws() {
         assert_eq!(got, want, "{prog}");
     }
 }
+
+/// The Idle process (pid 0) has the same `execname` whether a Process rundown record names it
+/// (the Windows 7 trace: `Idle`) or no record does (the Windows 11 traces, where only its
+/// kernel images are recorded).
+#[test]
+fn idle_process_is_named_with_or_without_a_rundown() {
+    let traces = [
+        shared("etl", "randomascii_slow_ppt_trace.etl.zip"),
+        shared("etl-win11", "filtrace_diskio.etl"),
+        shared("etl-win11", "filtrace_etw.etl"),
+    ];
+    for trace in traces.into_iter().flatten() {
+        let got = dtx_lines(
+            &trace,
+            "sched:::on-cpu /pid == 0/ { @[execname] = count(); }
+             END { printa(\"%s\\n\", @); }",
+        );
+        assert_eq!(got, ["idle"], "{trace}");
+    }
+}
