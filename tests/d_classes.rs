@@ -394,7 +394,8 @@ fn setopt_and_freopen_argument_checks() {
 fn freopen_sends_the_output_to_a_file_and_back() {
     let file = std::env::temp_dir().join(format!("dtx-classes-freopen-{}", std::process::id()));
     let _ = std::fs::remove_file(&file);
-    let name = file.display().to_string();
+    // a D string: Windows' backslashes escaped
+    let name = file.display().to_string().replace('\\', "\\\\");
     let o = run(
         &format!(
             "#pragma D option quiet\n#pragma D option destructive\n\

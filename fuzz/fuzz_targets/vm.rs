@@ -432,7 +432,8 @@ fuzz_target!(|data: &[u8]| {
         Box::new(LiveClock::new()),
         consumer,
     );
-    engine.begin(true);
+    // driven as a trace is (profile-N fires from the samples given), starting at wall time 0
+    engine.begin(Some(0));
     let Some(profile) = standard_probe("profile-997") else {
         return;
     };

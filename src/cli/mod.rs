@@ -464,6 +464,9 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
         enabling::check(&opts, &irs, &names)?;
     }
 
+    // live ETW only when no trace is replayed (one or many)
+    #[cfg(windows)]
+    let live_etw = (trace.is_none() && many.is_none()).then_some(live_etw);
     let pid_run = PidRun {
         target,
         provider: pid_provider,
@@ -472,7 +475,7 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
     };
     #[cfg(windows)]
     let pid_run = PidRun {
-        live_etw: Some(live_etw),
+        live_etw,
         ..pid_run
     };
     run_programs(
@@ -584,9 +587,9 @@ fn run_programs(
         consumer,
     );
     #[cfg(target_os = "linux")]
-    let mut perf = match &trace {
-        None => open_perf(prog, &mut engine, opts, compiled_uses_stacks)?,
-        Some(_) => None,
+    let mut perf = match (&trace, &pid_run.many) {
+        (None, None) => open_perf(prog, &mut engine, opts, compiled_uses_stacks)?,
+        _ => None,
     };
     // the interrupt handler comes before any session starts: Ctrl-C during start-up must
     // reach the run's normal end (sessions stopped), not the default handler's exit

@@ -183,10 +183,16 @@ pub fn fault_line(p: &FaultProbe, action: i32, dif_offset: i32, fault: u32, addr
     error_line(&fault_message(p, action, dif_offset, fault, addr))
 }
 
-/// A library-level fault (consumer-side failure while processing a record),
-/// e.g. `dtx: error on enabled probe ID 2 (ID 5: p:m:f:n): <why>`.
-/// An I/O error as C's `strerror()` words it: Rust's text without its ` (os error N)` tail.
+/// An I/O error as C's `strerror()` words it: the common kinds in POSIX's words on every OS
+/// (Windows' own texts differ), else Rust's text without its ` (os error N)` tail.
 pub fn strerror(e: &std::io::Error) -> String {
+    use std::io::ErrorKind;
+    match e.kind() {
+        ErrorKind::NotFound => return "No such file or directory".into(),
+        ErrorKind::PermissionDenied => return "Permission denied".into(),
+        ErrorKind::AlreadyExists => return "File exists".into(),
+        _ => {}
+    }
     let s = e.to_string();
     match s.rfind(" (os error ") {
         Some(i) if s.ends_with(')') => s[..i].to_string(),
@@ -194,6 +200,8 @@ pub fn strerror(e: &std::io::Error) -> String {
     }
 }
 
+/// A library-level fault (consumer-side failure while processing a record),
+/// e.g. `dtx: error on enabled probe ID 2 (ID 5: p:m:f:n): <why>`.
 pub fn library_fault_line(p: &FaultProbe, why: &str) -> String {
     error_line(&format!(
         "error on enabled probe ID {} (ID {}: {}:{}:{}:{}): {}\n",

@@ -117,17 +117,7 @@ pub fn split(
     // the hooks are in: the target runs on untraced
     plan.target.detach(&[]);
     let watch = ExitWatch::new(pid, plan.created);
-    let modules = fpid.modules_of(pid).unwrap_or(plan.modules);
-    let mut s = FpidSource::new(
-        pid,
-        Some(watch),
-        ring,
-        hooks,
-        modules,
-        plan.execname,
-        plan.ppid,
-        plan.want_ustack,
-    );
-    s.announce = plan.announce;
+    let modules = fpid.modules_of(pid);
+    let s = FpidSource::from_plan(pid, watch, ring, hooks, modules, plan);
     Ok((None, Some(s)))
 }

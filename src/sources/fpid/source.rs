@@ -37,6 +37,30 @@ pub struct FpidSource {
 }
 
 impl FpidSource {
+    /// The source of a target whose hooks are in, from the pid plan it was handed over as:
+    /// its modules as the provider knows them now (`modules`) or as the plan had them.
+    pub(super) fn from_plan(
+        pid: u32,
+        watch: ExitWatch,
+        ring: SharedRing,
+        hooks: Installed,
+        modules: Option<ProcessModules>,
+        plan: crate::sources::debugger::PidPlan,
+    ) -> FpidSource {
+        let mut s = FpidSource::new(
+            pid,
+            Some(watch),
+            ring,
+            hooks,
+            modules.unwrap_or(plan.modules),
+            plan.execname,
+            plan.ppid,
+            plan.want_ustack,
+        );
+        s.announce = plan.announce;
+        s
+    }
+
     #[allow(clippy::too_many_arguments)]
     pub(super) fn new(
         pid: u32,

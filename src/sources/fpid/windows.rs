@@ -218,17 +218,6 @@ pub fn split(
         }
     };
     drop(frozen);
-    let modules = modules.unwrap_or(plan.modules);
-    let mut s = FpidSource::new(
-        pid,
-        Some(watch),
-        ring,
-        hooks,
-        modules,
-        plan.execname,
-        plan.ppid,
-        plan.want_ustack,
-    );
-    s.announce = plan.announce;
+    let s = FpidSource::from_plan(pid, watch, ring, hooks, modules, plan);
     Ok((None, Some(s)))
 }
