@@ -130,14 +130,7 @@ impl TraceSymbols {
         }));
         let mut t = TraceSymbols::default();
         for p in state.processes() {
-            // the images still mapped, then the unloaded ones no mapped image overlaps
-            let live = &p.images;
-            let gone = p.unloaded_images.iter().filter(|g| {
-                !live.iter().any(|i| {
-                    i.base < g.base.saturating_add(g.size) && g.base < i.base.saturating_add(i.size)
-                })
-            });
-            let m = modules(live.iter().chain(gone), &pdbs);
+            let m = modules(p.images.iter(), &pdbs);
             if m.is_empty() {
                 continue;
             }

@@ -30,9 +30,6 @@ pub struct Process {
     pub exit_status: Option<i64>,
     /// Loaded images, sorted by base address.
     pub images: Vec<Image>,
-    /// Images an Image Unload record removed (a process's images are unloaded as it exits),
-    /// kept so that addresses sampled while they were mapped are still named after the trace.
-    pub unloaded_images: Vec<Image>,
     /// How many Image Load records (not rundowns) named the process: the first one of a
     /// process that started in the trace maps its executable (`proc:::exec-success`).
     pub image_loads: u32,
@@ -208,10 +205,7 @@ impl SystemState {
             ("Image", "Unload") => {
                 if let (Some(pid), Some(base)) = (d.u64("ProcessId"), d.u64("ImageBase")) {
                     if let Some(p) = self.processes.get_mut(&(pid as u32)) {
-                        if let Ok(i) = p.images.binary_search_by_key(&base, |i| i.base) {
-                            let gone = p.images.remove(i);
-                            p.unloaded_images.push(gone);
-                        }
+                        p.images.retain(|i| i.base != base);
                     }
                 }
             }
@@ -513,7 +507,6 @@ pub fn process_of(ev: &EventRecord<'_>, d: &DecodedEvent<'_>) -> Option<Process>
             .flatten(),
         images: Vec::new(),
         image_loads: 0,
-        unloaded_images: Vec::new(),
     })
 }
 
