@@ -519,3 +519,54 @@ fn create_probes_fire_in_the_creating_thread() {
         eprintln!("{trace}: {} creations", want.len());
     }
 }
+
+/// `printf("%ws", args[0])` of `proc:::module-load` (a `wchar_t *`, as the Windows port's
+/// scripts print it) gives the file name of each Image record of the process, and so does
+/// `*(wchar_t(*)[260])args[0]` (the name's buffer holds at least MAX_PATH units).
+#[test]
+fn module_load_file_name_prints_with_ws() {
+    let Some(trace) = shared("etl-win11", "filtrace_diskio.etl") else {
+        return;
+    };
+    let mut want: Vec<String> = Vec::new();
+    each_record(&trace, |ev| {
+        let p = ev.pointer_size as usize;
+        // Image Load (10) and DCStart (3): ImageBase, ImageSize, ProcessId, ..., FileName
+        if matches!(ev.kernel_group, Some(PROCESS | IMAGE)) && matches!(ev.opcode, 3 | 10) {
+            let pid = u32_at(ev.payload, 2 * p).unwrap();
+            if pid == 11112 {
+                want.push(utf16_at(ev.payload, 3 * p + 32));
+            }
+        }
+    });
+    want.sort();
+    assert_eq!(want.len(), 12, "pid 11112's Image records");
+    for prog in [
+        "proc:::module-load /pid == 11112/ { printf(\"%ws\\n\", args[0]); }",
+        "proc:::module-load /pid == 11112/ { printf(\"%ls\\n\", *(wchar_t(*)[260])args[0]); }",
+    ] {
+        let mut got = dtx_lines(&trace, prog);
+        got.sort();
+        assert_eq!(got, want, "{prog}");
+    }
+}
+
+/// The Idle process (pid 0) has the same `execname` whether a Process rundown record names it
+/// (the Windows 7 trace: `Idle`) or no record does (the Windows 11 traces, where only its
+/// kernel images are recorded).
+#[test]
+fn idle_process_is_named_with_or_without_a_rundown() {
+    let traces = [
+        shared("etl", "randomascii_slow_ppt_trace.etl.zip"),
+        shared("etl-win11", "filtrace_diskio.etl"),
+        shared("etl-win11", "filtrace_etw.etl"),
+    ];
+    for trace in traces.into_iter().flatten() {
+        let got = dtx_lines(
+            &trace,
+            "sched:::on-cpu /pid == 0/ { @[execname] = count(); }
+             END { printa(\"%s\\n\", @); }",
+        );
+        assert_eq!(got, ["idle"], "{trace}");
+    }
+}

@@ -63,6 +63,9 @@ pub enum ArgType {
     },
     /// Array of `wchar_t` (dtx's is Windows' 16-bit one), accepted by `%ls` / `%ws`.
     WcharArray,
+    /// Pointer to `wchar_t`, accepted by `%ls` / `%ws` as the Windows port's scripts use it
+    /// (the compiler reads the wide string it points to, see `lower_action`).
+    WcharPointer,
     Struct,
     Union,
     Function,
@@ -96,7 +99,10 @@ impl ArgType {
     fn is_pointer(&self) -> bool {
         matches!(
             self,
-            ArgType::Pointer { .. } | ArgType::Array { .. } | ArgType::WcharArray
+            ArgType::Pointer { .. }
+                | ArgType::Array { .. }
+                | ArgType::WcharArray
+                | ArgType::WcharPointer
         )
     }
 
@@ -139,6 +145,7 @@ impl ArgType {
             ArgType::Array { elem_is_char: true } => "char []",
             ArgType::Array { .. } => "int []",
             ArgType::WcharArray => "wchar_t []",
+            ArgType::WcharPointer => "wchar_t *",
             ArgType::Struct => "struct",
             ArgType::Union => "union",
             ArgType::Function => "function",
@@ -538,6 +545,20 @@ impl Format {
     pub fn arg_count(&self) -> usize {
         self.conversions().map(Conversion::arg_count).sum()
     }
+
+    /// The positions, among the run-time arguments, of the values `%ls` / `%ws` print.
+    pub fn wide_string_args(&self) -> Vec<usize> {
+        let mut at = 0;
+        let mut v = Vec::new();
+        for c in self.conversions() {
+            let n = c.arg_count();
+            if c.print_kind() == PrintKind::Wstr && !c.flags.agg && n > 0 {
+                v.push(at + n - 1);
+            }
+            at += n;
+        }
+        v
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -743,7 +764,7 @@ fn type_check(kind: CheckKind, a: &ArgDesc, opts: &CheckOptions) -> bool {
         CheckKind::Stack => *t == ArgType::Stack,
         CheckKind::Time => t.is_integer() && t.size() == 8,
         CheckKind::Str => matches!(t, ArgType::String | ArgType::Array { elem_is_char: true }),
-        CheckKind::Wstr => *t == ArgType::WcharArray,
+        CheckKind::Wstr => matches!(t, ArgType::WcharArray | ArgType::WcharPointer),
         CheckKind::Csi => t.is_integer() && t.size() <= 4,
         CheckKind::Fp => matches!(t, ArgType::Float { .. }),
         CheckKind::Xint | CheckKind::Dint => t.is_integer(),
@@ -1163,7 +1184,9 @@ fn print_value(
             _ => return Err(FormatError::mismatch()),
         },
         PrintKind::Wstr => match v {
-            Value::Bytes(b) | Value::Str(b) | Value::Rendered(b) => {
+            // a `wchar_t *` argument, read and converted to UTF-8 by the VM (`wstringof`)
+            Value::Str(b) => c_wstring(out, sp, &String::from_utf8_lossy(c_str(b))),
+            Value::Bytes(b) | Value::Rendered(b) => {
                 // dtx's wchar_t is Windows' (2 bytes, UTF-16), up to the first NUL
                 let units = b
                     .chunks_exact(2)
@@ -1818,6 +1841,9 @@ mod tests {
             &[int(8, true), int(8, false), int(8, false)],
         );
         ok("%ls", "printf", &[ArgType::WcharArray]);
+        ok("%ws", "printf", &[ArgType::WcharPointer]);
+        assert_eq!(parse("%d %*ws %%%ls").unwrap().wide_string_args(), [2, 3]);
+        ok("%p", "printf", &[ArgType::WcharPointer]);
         ok(
             "%lc %wc %hd %hx",
             "printf",

@@ -102,6 +102,14 @@ pub struct SystemState {
     process_changes: u64,
 }
 
+/// The Idle process (pid 0) as a Windows 7 Process rundown record gives it (ImageFileName
+/// `Idle`), for the traces that have no such record.
+static IDLE: std::sync::LazyLock<Process> = std::sync::LazyLock::new(|| Process {
+    pid: 0,
+    name: "Idle".to_string(),
+    ..Process::default()
+});
+
 /// The process id given to a thread no record of the trace names: never a real Windows pid
 /// (those are multiples of 4), and `-1` as D's `pid_t`.
 pub const UNKNOWN_PID: u32 = u32::MAX;
@@ -358,9 +366,13 @@ impl SystemState {
         p.images.get_mut(i)
     }
 
-    /// The live (or last) process with this pid.
+    /// The live (or last) process with this pid. Pid 0 without a Process record (traces
+    /// without a process rundown) is the Idle process, named `Idle` as Windows' rundown
+    /// records name it.
     pub fn process(&self, pid: u32) -> Option<&Process> {
-        self.processes.get(&pid)
+        self.processes
+            .get(&pid)
+            .or_else(|| (pid == 0).then(|| &*IDLE))
     }
 
     /// Every process seen, including ones whose pid was reused.
@@ -500,9 +512,14 @@ pub fn process_of(ev: &EventRecord<'_>, d: &DecodedEvent<'_>) -> Option<Process>
 
 /// Names a process that no Process record named after its first user-mode `.exe` image, as
 /// WPA and PerfView do for traces without a process rundown (the Windows 11 traces here have
-/// none). The Idle and System processes (0 and 4) load only kernel images and stay as the
-/// records leave them. Returns whether the name changed.
+/// none). The Idle and System processes (0 and 4) load only kernel images: the Idle process
+/// takes the name a Process rundown record gives it ([`IDLE`]), the System process stays as
+/// the records leave it. Returns whether the name changed.
 fn name_from_main_image(p: &mut Process, img: &Image) -> bool {
+    if p.pid == 0 && p.name.is_empty() {
+        p.name = IDLE.name.clone();
+        return true;
+    }
     let user = img.base < 0x8000_0000 || (img.base >> 32 != 0 && img.base < 0xffff_8000_0000_0000);
     if !p.name.is_empty() || p.pid == 0 || p.pid == 4 || !user {
         return false;
@@ -585,6 +602,12 @@ mod tests {
             pid,
             ..Process::default()
         };
+        // pid 0 without a Process record is Idle, as rundown records name it
+        assert_eq!(
+            SystemState::new().process(0).map(|p| p.name.as_str()),
+            Some("Idle")
+        );
+        assert!(SystemState::new().process(8).is_none());
         let mut p = unnamed(9144);
         assert!(!name_from_main_image(
             &mut p,
@@ -611,15 +634,16 @@ mod tests {
         ));
         assert_eq!(p.name, "HotLoop.EXE");
         // kernel images (the Idle and System processes' drivers, ntoskrnl.exe) name nothing
+        // (and the Idle process, unnamed, is named Idle once)
         let mut idle = unnamed(0);
-        assert!(!name_from_main_image(
-            &mut idle,
-            &image(
-                0xffff_f800_0000_0000,
-                r"\SystemRoot\system32\ntoskrnl.exe",
-                None
-            )
-        ));
+        let ntos = image(
+            0xffff_f800_0000_0000,
+            r"\SystemRoot\system32\ntoskrnl.exe",
+            None,
+        );
+        assert!(name_from_main_image(&mut idle, &ntos));
+        assert_eq!(idle.name, "Idle");
+        assert!(!name_from_main_image(&mut idle, &ntos));
         let mut other = unnamed(77);
         assert!(!name_from_main_image(
             &mut other,

@@ -167,6 +167,8 @@ impl Checker<'_> {
                 is_char: ty.is_char_like(id),
                 is_enum: matches!(ty.rkind(id), crate::lang::types::TypeKind::Enum { .. }),
             }
+        } else if ty.is_pointer(id) && self.is_wchar_pointer(id) {
+            ArgType::WcharPointer
         } else if ty.is_pointer(id) {
             let r = ty.referent(id).unwrap_or(ty.void);
             ArgType::Pointer {
@@ -194,6 +196,13 @@ impl Checker<'_> {
         let name = ty.name(id);
         let base = ty.name(ty.resolve(id));
         pf::ArgDesc::named(at, &name, &base)
+    }
+
+    /// Whether `id` is a pointer to `wchar_t`, which `%ws` / `%ls` accept.
+    pub(crate) fn is_wchar_pointer(&self, id: crate::lang::types::TypeId) -> bool {
+        let ty = &self.types;
+        ty.is_pointer(id)
+            && ty.referent(id).map(|e| ty.resolve(e)) == ty.lookup("wchar_t").map(|w| ty.resolve(w))
     }
 
     fn printf_check(

@@ -448,8 +448,32 @@ impl Checker<'_> {
             Some(idx) => idx.iter().filter_map(|&i| args.get(i)).collect(),
             None => args[rest_from.min(args.len())..].iter().collect(),
         };
-        for a in evaluated {
+        let wide = match &kind {
+            ActionKind::Printf(f) | ActionKind::System(f) | ActionKind::Freopen(f) => {
+                f.wide_string_args()
+            }
+            _ => Vec::new(),
+        };
+        for (i, a) in evaluated.into_iter().enumerate() {
             let t = self.expr(a)?;
+            if wide.contains(&i) && self.is_wchar_pointer(t.ty) {
+                // `%ws` of a `wchar_t *`: the wide string it points to, read up to its NUL
+                // (bounded by strsize, faulting on a bad address) as `wstringof()` does
+                let read = Expr {
+                    kind: ExprKind::Call {
+                        func: Box::new(Expr {
+                            kind: ExprKind::Ident("wstringof".into()),
+                            line: a.line,
+                        }),
+                        args: vec![a.clone()],
+                    },
+                    line: a.line,
+                };
+                let t = self.expr(&read)?;
+                kinds.push(self.val_kind(t.ty));
+                nodes.push(self.lower(lw, &read)?);
+                continue;
+            }
             kinds.push(self.val_kind(t.ty));
             nodes.push(self.lower(lw, a)?);
         }

@@ -17,6 +17,9 @@
 //!   was running before the trace began (rundown records only) fires none.
 
 use super::native::NATIVE_BASE;
+
+/// Windows' `MAX_PATH`: the least length, in `wchar_t`, of a module-load file name's buffer.
+const MAX_PATH: usize = 260;
 use super::{Emit, EventCx, Lwp};
 use crate::vm::thread::STATE_RUN;
 
@@ -90,7 +93,10 @@ pub(super) fn fire(cx: &EventCx<'_, '_>, name: &str, out: &mut Emit<'_>) {
             a[2] = dec.u64("ImageSize").unwrap_or(0);
             let file = dec.str("FileName").unwrap_or_default();
             let units: Vec<u16> = file.encode_utf16().chain([0]).collect();
-            out.push_native(a, p, cx.tid, units.len() * 2, |w| {
+            // at least MAX_PATH (260) units, NUL-padded: scripts read the name as
+            // `*(wchar_t(*)[260])args[0]`, which must not run past the buffer
+            let len = units.len().max(MAX_PATH) * 2;
+            out.push_native(a, p, cx.tid, len, |w| {
                 for (i, u) in units.iter().enumerate() {
                     w.bytes(2 * i, &u.to_le_bytes());
                 }
