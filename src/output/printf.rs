@@ -934,7 +934,8 @@ pub struct Context<'a> {
     pub sym: Option<Resolver<'a>>,
     /// User symbol lookup for `%A`; `0x…` is printed when absent/None.
     pub usym: Option<Resolver<'a>>,
-    /// Local time zone for `%Y` / `%T`; UTC when None.
+    /// Time zone for `%Y` / `%T`; the machine's local zone when None, as dtrace's
+    /// (`super::localtime`).
     pub tz: Option<TimeZone<'a>>,
     /// Aggregation results consumed by successive `%@` conversions (the
     /// last one is reused when there are more `%@` than values).
@@ -1512,7 +1513,7 @@ fn local_tm(ns: i64, ctx: &Context) -> Tm {
     let secs = ns / 1_000_000_000;
     let (off, zone) = match ctx.tz {
         Some(tz) => tz(secs),
-        None => (0, "UTC".to_string()),
+        None => super::localtime::system_zone(secs),
     };
     let t = secs.saturating_add(off);
     let days = t.div_euclid(86_400);
@@ -1599,8 +1600,14 @@ mod tests {
         String::from_utf8_lossy(&out).into_owned()
     }
 
+    /// Formats in UTC, whatever the machine's zone.
     fn fmt(f: &str, args: &[Value]) -> String {
-        fmt_ctx(f, args, &Context::default())
+        let utc = |_: i64| (0, "UTC".to_string());
+        let ctx = Context {
+            tz: Some(&utc),
+            ..Context::default()
+        };
+        fmt_ctx(f, args, &ctx)
     }
 
     fn perr(f: &str) -> FormatError {
