@@ -20,6 +20,8 @@ mod imp {
         // SAFETY: tzset only reads the environment and the zone files, once, before any
         // localtime_r of this process's formatting.
         TZSET.call_once(|| unsafe { tzset() });
+        // time_t is 32 bits on some Unix targets
+        #[allow(clippy::useless_conversion)]
         let t: libc::time_t = secs.try_into().ok()?;
         // SAFETY: a zeroed tm is a valid out-parameter; localtime_r writes it or returns null.
         let mut tm: libc::tm = unsafe { std::mem::zeroed() };
@@ -36,6 +38,7 @@ mod imp {
                 .to_string_lossy()
                 .into_owned()
         };
+        #[allow(clippy::unnecessary_cast)]
         Some((tm.tm_gmtoff as i64, name))
     }
 }
