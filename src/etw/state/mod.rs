@@ -30,6 +30,10 @@ pub struct Process {
     pub exit_status: Option<i64>,
     /// Loaded images, sorted by base address.
     pub images: Vec<Image>,
+    /// Images an Image Unload record removed, in unload order (a process's images are all
+    /// unloaded as it exits): frames sampled while they were mapped are named after them at
+    /// the end of a trace ([`crate::symbols::trace`]).
+    pub unloaded_images: Vec<Image>,
     /// How many Image Load records (not rundowns) named the process: the first one of a
     /// process that started in the trace maps its executable (`proc:::exec-success`).
     pub image_loads: u32,
@@ -205,7 +209,10 @@ impl SystemState {
             ("Image", "Unload") => {
                 if let (Some(pid), Some(base)) = (d.u64("ProcessId"), d.u64("ImageBase")) {
                     if let Some(p) = self.processes.get_mut(&(pid as u32)) {
-                        p.images.retain(|i| i.base != base);
+                        if let Ok(i) = p.images.binary_search_by_key(&base, |i| i.base) {
+                            let gone = p.images.remove(i);
+                            p.unloaded_images.push(gone);
+                        }
                     }
                 }
             }
@@ -375,7 +382,8 @@ impl SystemState {
             .or_else(|| (pid == 0).then(|| &*IDLE))
     }
 
-    /// Every process seen, including ones whose pid was reused.
+    /// Every process seen, including ones whose pid was reused: the live ones first, then
+    /// the ones whose pid was reused, in the order they ended.
     pub fn processes(&self) -> impl Iterator<Item = &Process> {
         self.processes.values().chain(self.exited.iter())
     }
@@ -459,7 +467,7 @@ impl SystemState {
         let mut filled = 0;
         let identities = &mut self.identities;
         for p in self.processes.values_mut().chain(self.exited.iter_mut()) {
-            for img in p.images.iter_mut() {
+            for img in p.images.iter_mut().chain(p.unloaded_images.iter_mut()) {
                 if img.pdb.is_some() || img.file_name.is_empty() {
                     continue;
                 }
@@ -506,6 +514,7 @@ pub fn process_of(ev: &EventRecord<'_>, d: &DecodedEvent<'_>) -> Option<Process>
             .then(|| num(&exit_status).map(|v| v as i32 as i64))
             .flatten(),
         images: Vec::new(),
+        unloaded_images: Vec::new(),
         image_loads: 0,
     })
 }
