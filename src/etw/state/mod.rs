@@ -345,10 +345,7 @@ impl SystemState {
         let changes = &mut self.process_changes;
         let p = self.processes.entry(pid).or_insert_with(|| {
             *changes += 1;
-            Process {
-                pid,
-                ..Process::default()
-            }
+            Process::unrecorded(pid)
         });
         if d.name == "Load" {
             p.image_loads = p.image_loads.saturating_add(1);
@@ -519,16 +516,29 @@ pub fn process_of(ev: &EventRecord<'_>, d: &DecodedEvent<'_>) -> Option<Process>
     })
 }
 
+impl Process {
+    /// A process that a record names before any Process record describes it (an Image
+    /// record of a trace without a process rundown): pid 0 is the Idle process as a rundown
+    /// record gives it ([`IDLE`], which [`SystemState::process`] also answers for a pid 0
+    /// that no record named), any other pid starts unnamed.
+    fn unrecorded(pid: u32) -> Process {
+        if pid == 0 {
+            IDLE.clone()
+        } else {
+            Process {
+                pid,
+                ..Process::default()
+            }
+        }
+    }
+}
+
 /// Names a process that no Process record named after its first user-mode `.exe` image, as
 /// WPA and PerfView do for traces without a process rundown (the Windows 11 traces here have
-/// none). The Idle and System processes (0 and 4) load only kernel images: the Idle process
-/// takes the name a Process rundown record gives it ([`IDLE`]), the System process stays as
-/// the records leave it. Returns whether the name changed.
+/// none). The Idle and System processes (0 and 4) load only kernel images and stay as the
+/// records leave them (the Idle process is named when its entry is made,
+/// [`Process::unrecorded`]). Returns whether the name changed.
 fn name_from_main_image(p: &mut Process, img: &Image) -> bool {
-    if p.pid == 0 && p.name.is_empty() {
-        p.name = IDLE.name.clone();
-        return true;
-    }
     let user = img.base < 0x8000_0000 || (img.base >> 32 != 0 && img.base < 0xffff_8000_0000_0000);
     if !p.name.is_empty() || p.pid == 0 || p.pid == 4 || !user {
         return false;
@@ -642,17 +652,18 @@ mod tests {
             &image(0x40_0000, r"C:\x\other.exe", None)
         ));
         assert_eq!(p.name, "HotLoop.EXE");
-        // kernel images (the Idle and System processes' drivers, ntoskrnl.exe) name nothing
-        // (and the Idle process, unnamed, is named Idle once)
-        let mut idle = unnamed(0);
+        // kernel images (the Idle and System processes' drivers, ntoskrnl.exe) name nothing;
+        // the Idle process is named when a record first makes its entry
+        let mut idle = Process::unrecorded(0);
+        assert_eq!((idle.pid, idle.name.as_str()), (0, "Idle"));
+        assert_eq!(Process::unrecorded(8), unnamed(8));
         let ntos = image(
             0xffff_f800_0000_0000,
             r"\SystemRoot\system32\ntoskrnl.exe",
             None,
         );
-        assert!(name_from_main_image(&mut idle, &ntos));
-        assert_eq!(idle.name, "Idle");
         assert!(!name_from_main_image(&mut idle, &ntos));
+        assert_eq!(idle.name, "Idle");
         let mut other = unnamed(77);
         assert!(!name_from_main_image(
             &mut other,
