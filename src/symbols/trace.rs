@@ -115,19 +115,22 @@ fn modules<'a>(
 /// and where two images held the same addresses at different times the newer one names them:
 /// a key holds a frame's pid and address, not its time.
 fn newest_first<'a>(procs: &[&'a Process]) -> impl Iterator<Item = &'a Image> {
-    let mut kept: Vec<&Image> = Vec::new();
+    // the kept images by base: their ranges do not overlap, so a new range [base, end)
+    // overlaps one of them exactly when the last one starting before `end` ends after `base`
+    let mut kept: std::collections::BTreeMap<u64, &Image> = std::collections::BTreeMap::new();
     for p in procs {
         for i in p.images.iter().chain(p.unloaded_images.iter().rev()) {
             let end = i.base.saturating_add(i.size);
-            if !kept
-                .iter()
-                .any(|k| k.base < end && i.base < k.base.saturating_add(k.size))
-            {
-                kept.push(i);
+            let overlaps = kept
+                .range(..end)
+                .next_back()
+                .is_some_and(|(_, k)| k.base.saturating_add(k.size) > i.base);
+            if i.size > 0 && !overlaps {
+                kept.insert(i.base, i);
             }
         }
     }
-    kept.into_iter()
+    kept.into_values()
 }
 
 fn find(mods: &[Module], addr: u64) -> Option<&Module> {
