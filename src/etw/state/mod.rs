@@ -209,10 +209,7 @@ impl SystemState {
             ("Image", "Unload") => {
                 if let (Some(pid), Some(base)) = (d.u64("ProcessId"), d.u64("ImageBase")) {
                     if let Some(p) = self.processes.get_mut(&(pid as u32)) {
-                        if let Ok(i) = p.images.binary_search_by_key(&base, |i| i.base) {
-                            let gone = p.images.remove(i);
-                            p.unloaded_images.push(gone);
-                        }
+                        p.unload_image(base);
                     }
                 }
             }
@@ -517,6 +514,20 @@ pub fn process_of(ev: &EventRecord<'_>, d: &DecodedEvent<'_>) -> Option<Process>
 }
 
 impl Process {
+    /// An Image Unload record of the image at `base`: it moves to
+    /// [`Process::unloaded_images`]. The same image unloaded again (a DLL loaded and freed in
+    /// a loop) replaces its earlier entry, so the list grows with the distinct images only,
+    /// also in a live session of days.
+    fn unload_image(&mut self, base: u64) {
+        if let Ok(i) = self.images.binary_search_by_key(&base, |i| i.base) {
+            let gone = self.images.remove(i);
+            self.unloaded_images.retain(|u| {
+                (u.base, u.size, &u.file_name) != (gone.base, gone.size, &gone.file_name)
+            });
+            self.unloaded_images.push(gone);
+        }
+    }
+
     /// A process that a record names before any Process record describes it (an Image
     /// record of a trace without a process rundown): pid 0 is the Idle process as a rundown
     /// record gives it ([`IDLE`], which [`SystemState::process`] also answers for a pid 0
@@ -589,6 +600,26 @@ mod tests {
             age,
             file_name: file_name.into(),
         }
+    }
+
+    #[test]
+    fn an_image_loaded_and_freed_in_a_loop_is_kept_once() {
+        let mut p = Process::unrecorded(8);
+        for round in 0..1000 {
+            p.images = vec![
+                image(0x1000_0000, r"C:\x\a.dll", None),
+                image(0x2000_0000, r"C:\x\b.dll", None),
+            ];
+            p.unload_image(0x1000_0000);
+            if round % 2 == 0 {
+                p.unload_image(0x2000_0000);
+            }
+            p.unload_image(0x3000_0000); // nothing there
+        }
+        let names: Vec<&str> = p.unloaded_images.iter().map(|i| &*i.file_name).collect();
+        // the last round unloaded only a.dll: it is the newest
+        assert_eq!(names, [r"C:\x\b.dll", r"C:\x\a.dll"]);
+        assert_eq!(p.images.len(), 1);
     }
 
     #[test]
