@@ -1,0 +1,226 @@
+//! `syscall::<function>:entry` and `return` from the PerfInfo SysClEnter and SysClExit
+//! records (the kernel logger's `EVENT_TRACE_FLAG_SYSTEMCALL`; Microsoft Learn, "SysCallEnter
+//! class" and "SysCallExit class": the entry's only field is `SysCallAddress`, the address of
+//! the system call's service routine, the exit's is `SysCallNtStatus`).
+//!
+//! The function of a probe is the symbol that names the address in the kernel (the images of
+//! process 0): a trace's addresses are named before the run, from the kernel image's PDB found
+//! on the symbol path, as PerfView's TraceLog names `SysCallEnter` addresses through the kernel
+//! module's symbols (microsoft/perfview, `KernelTraceEventParser.cs` SysCallEnterTraceData
+//! gives only the address; the name is a symbol lookup). An address no symbol names gets the
+//! function `<module>`0x<offset>` (`ntoskrnl.exe`0x3c1b0`; `0x<address>` outside every kernel
+//! image), a valid probe-description token, so that `syscall:::entry` still sees every call.
+//!
+//! A SysClExit record does not say which call returns: each thread's pending call is its last
+//! entry (see [`crate::etw::state::CpuThreads`]), and the return fires in
+//! `syscall::<that call>:return`. A return whose entry the trace did not hold (the trace began
+//! during the call) fires nothing when the calls have names.
+//!
+//! Arguments: ETW logs none of a call's arguments. Entry: `arg0` is the service routine's
+//! address, the others 0. Return: `arg0` and `arg1` are the NTSTATUS, sign-extended (as
+//! DTrace's return probes give the return value in both; negative is an error).
+
+use std::collections::HashMap;
+
+use super::{EtwFirings, EventCx};
+use crate::fasthash::FastMap;
+use crate::probes::ProbeInfo;
+
+/// PerfInfo opcodes of SysClEnter and SysClExit.
+pub(super) const ENTER: u8 = 51;
+pub(super) const EXIT: u8 = 52;
+/// First id of the system call probes (`syscall::<function>:entry`; its return is the next
+/// id), below the `etw:<guid>:...` probes.
+pub(super) const FIRST_ID: u64 = 700_000;
+/// The end of their range.
+const END_ID: u64 = super::FIRST_GUID_ID;
+
+/// The system calls a trace makes, by the address of their service routine, and the probes
+/// they fire: `syscall::<function>:entry` (id [`FIRST_ID`] + 2·i) and `return` (+1).
+#[derive(Clone, Debug, Default)]
+pub struct SyscallNames {
+    /// The probe function of each call.
+    functions: Vec<String>,
+    by_function: HashMap<String, u32>,
+    by_address: FastMap<u64, u32>,
+    /// How many addresses no symbol named.
+    unnamed: usize,
+}
+
+impl SyscallNames {
+    /// Adds the call at `address` under `function` (a symbol, or the offset form when
+    /// `named` is false). Several addresses may share a function.
+    pub fn add(&mut self, address: u64, function: &str, named: bool) {
+        if self.by_address.contains_key(&address) {
+            return;
+        }
+        let i = match self.by_function.get(function) {
+            Some(&i) => i,
+            None => {
+                let i = self.functions.len() as u32;
+                if FIRST_ID + 2 * i as u64 + 1 >= END_ID {
+                    return;
+                }
+                self.functions.push(function.to_string());
+                self.by_function.insert(function.to_string(), i);
+                i
+            }
+        };
+        self.by_address.insert(address, i);
+        if !named {
+            self.unnamed += 1;
+        }
+    }
+
+    /// Whether no call is known (then the table's `syscall:::entry` and `return` probes, with
+    /// no function, stand for every call).
+    pub fn is_empty(&self) -> bool {
+        self.functions.is_empty()
+    }
+
+    /// How many addresses no symbol named.
+    pub fn unnamed(&self) -> usize {
+        self.unnamed
+    }
+
+    /// The probes, entry and return of each function, in the order the calls were added.
+    pub fn probes(&self) -> Vec<ProbeInfo> {
+        let mut v = Vec::with_capacity(self.functions.len() * 2);
+        for (i, f) in self.functions.iter().enumerate() {
+            for (k, name) in ["entry", "return"].into_iter().enumerate() {
+                v.push(ProbeInfo {
+                    id: FIRST_ID + 2 * i as u64 + k as u64,
+                    provider: "syscall".to_string(),
+                    module: String::new(),
+                    function: f.clone(),
+                    name: name.to_string(),
+                    arg_types: Vec::new(),
+                    arg_native: Vec::new(),
+                });
+            }
+        }
+        v
+    }
+
+    /// Whether any of these probes is enabled: (an entry, a return).
+    pub fn enabled(&self, enabled: &dyn Fn(u64) -> bool) -> (bool, bool) {
+        let mut any = (false, false);
+        for i in 0..self.functions.len() as u64 {
+            any.0 |= enabled(FIRST_ID + 2 * i);
+            any.1 |= enabled(FIRST_ID + 2 * i + 1);
+        }
+        any
+    }
+
+    /// The entry probe of the call at `address`.
+    fn entry_id(&self, address: u64) -> Option<u64> {
+        self.by_address
+            .get(&address)
+            .map(|&i| FIRST_ID + 2 * i as u64)
+    }
+}
+
+/// The firing of a SysClEnter or SysClExit record: the named probe of its call when the
+/// calls have names, else the table's probe with no function (`generic`: its id).
+pub(super) fn fire(
+    names: &SyscallNames,
+    cx: &EventCx<'_, '_>,
+    generic: u64,
+    enabled: &dyn Fn(u64) -> bool,
+    out: &mut EtwFirings,
+) {
+    let mut a = [0u64; 10];
+    let id = if cx.ev.opcode == ENTER {
+        let address = cx.dec.u64("SysCallAddress").unwrap_or(0);
+        a[0] = address;
+        match names.is_empty() {
+            true => Some(generic),
+            false => names.entry_id(address),
+        }
+    } else {
+        let status = cx.dec.u64("SysCallNtStatus").unwrap_or(0) as u32 as i32 as i64 as u64;
+        a[0] = status;
+        a[1] = status;
+        match names.is_empty() {
+            true => Some(generic),
+            false => cx
+                .state
+                .cpus()
+                .returned_call()
+                .and_then(|addr| names.entry_id(addr))
+                .map(|id| id + 1),
+        }
+    };
+    if let Some(id) = id.filter(|&id| enabled(id)) {
+        out.push(id, a, cx.pid, cx.tid);
+    }
+}
+
+/// A symbol as a probe function: kept when every character may appear in a probe
+/// description's field (letters, digits, `_`, `.`, `$`, `-`), else None.
+pub fn function_token(symbol: &str) -> Option<&str> {
+    let ok = !symbol.is_empty()
+        && symbol
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_.$-".contains(&b))
+        && !symbol.starts_with(|c: char| c.is_ascii_digit() || c == '-');
+    ok.then_some(symbol)
+}
+
+/// The function of a call no symbol names: `<module>`0x<offset>` in a kernel image, else
+/// `0x<address>`.
+pub fn offset_function(module: Option<(&str, u64)>, address: u64) -> String {
+    match module {
+        Some((name, base)) => format!("{name}`0x{:x}", address.wrapping_sub(base)),
+        None => format!("0x{address:x}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_get_one_pair_of_probes_per_function() {
+        let mut n = SyscallNames::default();
+        assert!(n.is_empty());
+        n.add(0x100, "NtReadFile", true);
+        n.add(0x200, "ntoskrnl.exe`0x200", false);
+        n.add(0x100, "Other", true);
+        n.add(0x300, "NtReadFile", true);
+        let p = n.probes();
+        let names: Vec<String> = p
+            .iter()
+            .map(|p| format!("{}:{}:{}:{} {}", p.provider, p.module, p.function, p.name, p.id))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "syscall::NtReadFile:entry 700000",
+                "syscall::NtReadFile:return 700001",
+                "syscall::ntoskrnl.exe`0x200:entry 700002",
+                "syscall::ntoskrnl.exe`0x200:return 700003"
+            ]
+        );
+        assert_eq!(n.entry_id(0x300), Some(FIRST_ID));
+        assert_eq!(n.entry_id(0x400), None);
+        assert_eq!(n.unnamed(), 1);
+        assert_eq!(n.enabled(&|id| id == FIRST_ID + 3), (false, true));
+    }
+
+    #[test]
+    fn symbols_that_are_not_tokens_take_the_offset_form() {
+        assert_eq!(function_token("NtReadFile"), Some("NtReadFile"));
+        assert_eq!(function_token("ns::f<int>"), None);
+        assert_eq!(function_token("1abc"), None);
+        assert_eq!(function_token(""), None);
+        assert_eq!(
+            offset_function(Some(("ntoskrnl.exe", 0xfffff800_00000000)), 0xfffff800_0003c1b0),
+            "ntoskrnl.exe`0x3c1b0"
+        );
+        assert_eq!(offset_function(None, 0x1234), "0x1234");
+        // the lexer reads both as one probe-description token
+        let d = crate::probes::ProbeDesc::parse("syscall::ntoskrnl.exe`0x3c1b0:entry").unwrap();
+        assert_eq!(d.function, "ntoskrnl.exe`0x3c1b0");
+    }
+}
