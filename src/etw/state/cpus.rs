@@ -20,6 +20,21 @@ const PERF_INFO: u8 = 0x0F;
 const SYSCALL_ENTER: u8 = 51;
 const SYSCALL_EXIT: u8 = 52;
 
+/// The address a SysClEnter record's call starts at (`SysCallAddress`, a pointer at 0).
+pub fn syscall_address(ev: &EventRecord<'_>) -> Option<u64> {
+    match ev.pointer_size {
+        4 => ev
+            .payload
+            .get(..4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64),
+        _ => ev
+            .payload
+            .get(..8)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_le_bytes),
+    }
+}
+
 /// The thread on each CPU, and the pending system call of each thread.
 #[derive(Default)]
 pub struct CpuThreads {
@@ -48,18 +63,7 @@ impl CpuThreads {
                 }
             }
             (Some(PERF_INFO), SYSCALL_ENTER) => {
-                let addr = match ev.pointer_size {
-                    4 => ev
-                        .payload
-                        .get(..4)
-                        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64),
-                    _ => ev
-                        .payload
-                        .get(..8)
-                        .and_then(|b| b.try_into().ok())
-                        .map(u64::from_le_bytes),
-                };
-                if let (Some(tid), Some(addr)) = (self.thread_on_cpu(ev.cpu), addr) {
+                if let (Some(tid), Some(addr)) = (self.thread_on_cpu(ev.cpu), syscall_address(ev)) {
                     self.in_call.insert(tid, addr);
                 }
             }

@@ -9,7 +9,7 @@ mod stacks;
 
 use crate::fasthash::FastMap;
 
-pub use cpus::CpuThreads;
+pub use cpus::{syscall_address, CpuThreads};
 pub use devices::{DevicePaths, ImageIdentities};
 pub use stacks::StackMatcher;
 

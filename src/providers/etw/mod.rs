@@ -567,6 +567,7 @@ impl EtwProbes {
     /// union of the providers of several traces, scanned each into its own set. Probe ids are
     /// this set's own.
     pub fn absorb(&mut self, other: &EtwProbes) {
+        self.syscalls.absorb(&other.syscalls);
         for p in other.named.values() {
             if self.named_entry(&p.display).is_none() {
                 continue;

@@ -72,10 +72,27 @@ impl SyscallNames {
         }
     }
 
+    /// Adds the calls of `other` this set lacks (several traces read as one run: their
+    /// kernels' addresses side by side).
+    pub fn absorb(&mut self, other: &SyscallNames) {
+        let mut theirs: Vec<(&u64, &u32)> = other.by_address.iter().collect();
+        theirs.sort_unstable();
+        for (&addr, &i) in theirs {
+            let f = &other.functions[i as usize];
+            let named = !f.contains('`') && !f.starts_with("0x");
+            self.add(addr, f, named);
+        }
+    }
+
     /// Whether no call is known (then the table's `syscall:::entry` and `return` probes, with
     /// no function, stand for every call).
     pub fn is_empty(&self) -> bool {
         self.functions.is_empty()
+    }
+
+    /// How many addresses are known.
+    pub fn addresses(&self) -> usize {
+        self.by_address.len()
     }
 
     /// How many addresses no symbol named.
@@ -156,6 +173,29 @@ pub(super) fn fire(
     }
 }
 
+/// The calls at `addresses` by the name `symbols` gives each in the kernel (sorted by
+/// address, so that probe ids follow them).
+pub fn name_calls(
+    addresses: impl IntoIterator<Item = u64>,
+    symbols: &crate::symbols::TraceSymbols,
+) -> SyscallNames {
+    let mut sorted: Vec<u64> = addresses.into_iter().collect();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut names = SyscallNames::default();
+    for addr in sorted {
+        let sym = symbols.kernel_symbol(addr);
+        match sym.and_then(|(_, _, f)| function_token(f?)) {
+            Some(f) => names.add(addr, f, true),
+            None => {
+                let f = offset_function(sym.map(|(m, base, _)| (m, base)), addr);
+                names.add(addr, &f, false)
+            }
+        }
+    }
+    names
+}
+
 /// A symbol as a probe function: kept when every character may appear in a probe
 /// description's field (letters, digits, `_`, `.`, `$`, `-`), else None.
 pub fn function_token(symbol: &str) -> Option<&str> {
@@ -191,7 +231,12 @@ mod tests {
         let p = n.probes();
         let names: Vec<String> = p
             .iter()
-            .map(|p| format!("{}:{}:{}:{} {}", p.provider, p.module, p.function, p.name, p.id))
+            .map(|p| {
+                format!(
+                    "{}:{}:{}:{} {}",
+                    p.provider, p.module, p.function, p.name, p.id
+                )
+            })
             .collect();
         assert_eq!(
             names,
@@ -215,7 +260,10 @@ mod tests {
         assert_eq!(function_token("1abc"), None);
         assert_eq!(function_token(""), None);
         assert_eq!(
-            offset_function(Some(("ntoskrnl.exe", 0xfffff800_00000000)), 0xfffff800_0003c1b0),
+            offset_function(
+                Some(("ntoskrnl.exe", 0xfffff800_00000000)),
+                0xfffff800_0003c1b0
+            ),
             "ntoskrnl.exe`0x3c1b0"
         );
         assert_eq!(offset_function(None, 0x1234), "0x1234");

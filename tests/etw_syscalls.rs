@@ -1,0 +1,337 @@
+//! `syscall::<function>:entry/return`, `isr` and `dpc` over a trace: the records that name no
+//! thread fire in the thread a context switch put on their CPU, a return pairs with its
+//! thread's entry, and a call's function is the kernel symbol at its address. No real trace
+//! here has system call records: these tests write a small one (`support/synthetic_etl.rs`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+#[path = "support/synthetic_etl.rs"]
+mod synthetic;
+
+use synthetic::{CpuRecords, START};
+
+/// Where the synthetic trace's kernel is.
+const KERNEL: u64 = 0xfffff800_00000000;
+const KERNEL_SIZE: u64 = 0x100000;
+
+/// The threads: 104 of alpha.exe (pid 100), 204 and 208 of beta.exe (pid 200).
+fn rundown(c: &mut CpuRecords, pdb: Option<([u8; 16], u32)>) {
+    let t = START + 1;
+    c.process(t, 4, "System");
+    c.process(t, 100, "alpha.exe");
+    c.process(t, 200, "beta.exe");
+    c.thread(t, 100, 104);
+    c.thread(t, 200, 204);
+    c.thread(t, 200, 208);
+    c.image(
+        t,
+        0,
+        KERNEL,
+        KERNEL_SIZE,
+        r"\SystemRoot\system32\ntoskrnl.exe",
+    );
+    if let Some((guid, age)) = pdb {
+        c.pdb_identity(t, 0, KERNEL, guid, age, "ntkrnlmp.pdb");
+    }
+}
+
+/// The trace: calls at `a` and `b` (kernel offsets), an offset no function holds, and an
+/// address outside every image; two CPUs, a thread that moves between them during a call,
+/// returns whose entry came before the trace, an ISR before its CPU's first switch.
+fn write_trace(dir: &Path, a: u64, b: u64, pdb: Option<([u8; 16], u32)>) -> PathBuf {
+    let (mut cpu0, mut cpu1) = (CpuRecords::default(), CpuRecords::default());
+    rundown(&mut cpu0, pdb);
+    let t = |us: i64| START + 10 * us;
+    cpu0.isr(t(10), KERNEL + 0x500);
+    cpu0.cswitch(t(20), 104, 0);
+    cpu0.syscall_enter(t(30), KERNEL + a);
+    cpu0.isr(t(40), KERNEL + 0x500);
+    cpu0.cswitch(t(50), 204, 104);
+    cpu0.syscall_enter(t(60), KERNEL + b);
+    cpu0.syscall_exit(t(70), 0);
+    cpu0.dpc(t(80), KERNEL + 0x600);
+    cpu1.syscall_exit(t(15), 0);
+    cpu1.cswitch(t(25), 208, 0);
+    cpu1.syscall_exit(t(35), 0x103);
+    cpu1.cswitch(t(55), 104, 208);
+    cpu1.syscall_exit(t(65), 0xC000_0034);
+    cpu1.syscall_enter(t(75), KERNEL + 0x90000);
+    cpu1.syscall_exit(t(78), 0);
+    cpu1.syscall_enter(t(85), 0x1234);
+    let path = dir.join("syscalls.etl");
+    std::fs::write(&path, synthetic::trace_bytes(&[cpu0, cpu1])).unwrap();
+    path
+}
+
+fn dtx(trace: &Path, args: &[&str], symbol_path: Option<&str>) -> (String, String) {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_dtx"));
+    c.arg("-E").arg(trace).args(args);
+    c.env_remove("_NT_ALT_SYMBOL_PATH")
+        .env_remove("_NT_SYMBOL_PATH");
+    if let Some(p) = symbol_path {
+        c.env("_NT_SYMBOL_PATH", p);
+    }
+    let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// The lines of a program's output, trimmed, blank lines left out, sorted.
+fn lines(s: &str) -> Vec<String> {
+    let mut v: Vec<String> = s
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .filter(|l| !l.is_empty())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn calls_interrupts_and_dpcs_run_in_the_thread_on_their_cpu() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write_trace(dir.path(), 0x1000, 0x2000, None);
+    let prog = r#"syscall:::entry, syscall:::return, isr:::, dpc:::
+        { printf("%d %s %s %s %d %d %d\n", timestamp / 1000, probefunc, probename, execname,
+                 tid, pid, (int64_t)arg0); }"#;
+    let (out, err) = dtx(&trace, &["-q", "-n", prog], None);
+    let a = KERNEL + 0x1000;
+    let b = KERNEL + 0x2000;
+    let c = KERNEL + 0x90000;
+    let isr = KERNEL + 0x500;
+    let dpc = KERNEL + 0x600;
+    let want = [
+        // before CPU 0's first switch: no thread
+        format!("10 isr <unknown> -1 -1 {}", isr as i64),
+        format!(
+            "30 ntoskrnl.exe`0x1000 entry alpha.exe 104 100 {}",
+            a as i64
+        ),
+        format!("40 isr alpha.exe 104 100 {}", isr as i64),
+        format!("60 ntoskrnl.exe`0x2000 entry beta.exe 204 200 {}", b as i64),
+        "70 ntoskrnl.exe`0x2000 return beta.exe 204 200 0".to_string(),
+        format!("80 dpc beta.exe 204 200 {}", dpc as i64),
+        // thread 104 returns on CPU 1 from the call it entered on CPU 0; NTSTATUS signed
+        format!(
+            "65 ntoskrnl.exe`0x1000 return alpha.exe 104 100 {}",
+            0xC000_0034u32 as i32
+        ),
+        format!(
+            "75 ntoskrnl.exe`0x90000 entry alpha.exe 104 100 {}",
+            c as i64
+        ),
+        "78 ntoskrnl.exe`0x90000 return alpha.exe 104 100 0".to_string(),
+        // an address in no kernel image
+        "85 0x1234 entry alpha.exe 104 100 4660".to_string(),
+    ];
+    let mut want: Vec<String> = want.to_vec();
+    want.sort();
+    // the exits at 15 (no thread yet) and 35 (thread 208 entered before the trace) fire none
+    assert_eq!(lines(&out), want, "{out}");
+    // the names need the kernel's PDB: said once
+    assert_eq!(err.matches("ntkrnlmp.pdb").count(), 1, "{err}");
+    assert!(
+        err.contains("4 of the trace's 4 system call addresses"),
+        "{err}"
+    );
+
+    // `@[probefunc] = count()`, the classic one-liner, and the same counts with every record
+    // walked (a timer: nothing stepped over)
+    for extra in ["", " tick-1000s { }"] {
+        let (out, _) = dtx(
+            &trace,
+            &[
+                "-q",
+                "-n",
+                &format!("syscall:::entry {{ @[probefunc] = count(); }}{extra}"),
+            ],
+            None,
+        );
+        assert_eq!(
+            lines(&out),
+            [
+                "0x1234 1",
+                "ntoskrnl.exe`0x1000 1",
+                "ntoskrnl.exe`0x2000 1",
+                "ntoskrnl.exe`0x90000 1"
+            ]
+        );
+    }
+    // a return probe alone still pairs (the entries are read though no entry probe is on)
+    let (out, _) = dtx(
+        &trace,
+        &[
+            "-q",
+            "-n",
+            "syscall::ntoskrnl.exe`0x1000:return { printf(\"%d %d\\n\", tid, arg1); }",
+        ],
+        None,
+    );
+    assert_eq!(lines(&out), [format!("104 {}", 0xC000_0034u32 as i32)]);
+    // isr alone: the context switches are read for it
+    let (out, _) = dtx(
+        &trace,
+        &["-q", "-n", "isr:::isr { @[execname] = count(); }"],
+        None,
+    );
+    assert_eq!(lines(&out), ["<unknown> 1", "alpha.exe 1"]);
+    // -l lists a pair of probes per call, by address
+    let (out, _) = dtx(&trace, &["-l", "-P", "syscall"], None);
+    let listed: Vec<String> = out
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().skip(2).collect::<Vec<_>>().join(" "))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            "0x1234 entry",
+            "0x1234 return",
+            "ntoskrnl.exe`0x1000 entry",
+            "ntoskrnl.exe`0x1000 return",
+            "ntoskrnl.exe`0x2000 entry",
+            "ntoskrnl.exe`0x2000 return",
+            "ntoskrnl.exe`0x90000 entry",
+            "ntoskrnl.exe`0x90000 return",
+        ]
+    );
+}
+
+/// A PDB built by clang + lld (for x86_64-w64-mingw32) in `dir`, or None after saying why.
+fn clang_pdb(dir: &Path) -> Option<PathBuf> {
+    let libgcc = Command::new("x86_64-w64-mingw32-gcc")
+        .arg("-print-libgcc-file-name")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    let Some(libgcc) = libgcc else {
+        eprintln!("skipped: x86_64-w64-mingw32-gcc is not installed");
+        return None;
+    };
+    let c = dir.join("standin.c");
+    std::fs::write(
+        &c,
+        "int NtStandInCall(int x) { return x + 1; }\nint main(void) { return NtStandInCall(1); }\n",
+    )
+    .ok()?;
+    let pdb = dir.join("standin.pdb");
+    let ok = Command::new("clang")
+        .args([
+            "--target=x86_64-w64-mingw32",
+            "-g",
+            "-gcodeview",
+            "-fuse-ld=lld",
+        ])
+        .arg(format!("-L{}", Path::new(&libgcc).parent()?.display()))
+        .arg(format!("-Wl,--pdb={}", pdb.display()))
+        .arg(&c)
+        .arg("-o")
+        .arg(dir.join("standin.exe"))
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok || !pdb.is_file() {
+        eprintln!("skipped: clang and lld could not build a PDB (apt-get install clang lld)");
+        return None;
+    }
+    Some(pdb)
+}
+
+fn guid_bytes(g: &dtx::etw::record::Guid) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    b[0..4].copy_from_slice(&g.data1.to_le_bytes());
+    b[4..6].copy_from_slice(&g.data2.to_le_bytes());
+    b[6..8].copy_from_slice(&g.data3.to_le_bytes());
+    b[8..16].copy_from_slice(&g.data4);
+    b
+}
+
+/// The kernel's PDB found on `_NT_SYMBOL_PATH` names the calls. No kernel PDB is here: the
+/// stand-in is a clang-built PDB whose identity the trace's DbgID_RSDS record gives as the
+/// kernel's, in a `srv*` store under the kernel PDB's name.
+#[test]
+fn calls_are_named_by_the_kernel_pdb_on_the_symbol_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(pdb) = clang_pdb(dir.path()) else {
+        return;
+    };
+    let (guid, age) = dtx::symbols::pdb::pdb_identity(&pdb).unwrap();
+    let standin = dtx::symbols::pdb::read(&pdb, None).unwrap();
+    let rva = |name: &str| {
+        standin
+            .functions
+            .iter()
+            .find(|f| f.name == name)
+            .map(|f| f.rva as u64)
+            .unwrap_or_else(|| panic!("{name} not in the stand-in"))
+    };
+    let (a, b) = (rva("NtStandInCall"), rva("main"));
+    let trace = write_trace(dir.path(), a, b, Some((guid_bytes(&guid), age)));
+    let id = dtx::symbols::pdb::PdbId {
+        guid,
+        age,
+        path: "ntkrnlmp.pdb".into(),
+    };
+    let place = dir
+        .path()
+        .join("store")
+        .join("ntkrnlmp.pdb")
+        .join(id.store_key());
+    std::fs::create_dir_all(&place).unwrap();
+    std::fs::copy(&pdb, place.join("ntkrnlmp.pdb")).unwrap();
+    let store = format!("srv*{}", dir.path().join("store").display());
+    let (out, err) = dtx(
+        &trace,
+        &[
+            "-q",
+            "-n",
+            "syscall:::entry, syscall:::return { @[probefunc, probename, execname] = count(); }",
+        ],
+        Some(&store),
+    );
+    let unnamed = |o: u64| format!("ntoskrnl.exe`0x{o:x}");
+    // the offset in no function of the stand-in keeps the offset form, as does the address
+    // outside the kernel; the note counts them
+    let mut want = vec![
+        "NtStandInCall entry alpha.exe 1".to_string(),
+        "NtStandInCall return alpha.exe 1".to_string(),
+        "main entry beta.exe 1".to_string(),
+        "main return beta.exe 1".to_string(),
+        "0x1234 entry alpha.exe 1".to_string(),
+    ];
+    if standin.function_at(0x90000).is_none() {
+        want.push(format!("{} entry alpha.exe 1", unnamed(0x90000)));
+        want.push(format!("{} return alpha.exe 1", unnamed(0x90000)));
+        assert!(
+            err.contains("2 of the trace's 4 system call addresses"),
+            "{err}"
+        );
+    }
+    want.sort();
+    assert_eq!(lines(&out), want, "{out}");
+    // listed by name, and a description by name fires
+    let (out, _) = dtx(&trace, &["-l", "-n", "syscall::NtStandIn*:"], Some(&store));
+    assert_eq!(out.lines().count(), 3, "{out}");
+    assert!(
+        out.contains("NtStandInCall") && out.contains("return"),
+        "{out}"
+    );
+    let (out, _) = dtx(
+        &trace,
+        &[
+            "-q",
+            "-n",
+            "syscall::NtStandInCall:entry { printf(\"%s %d %x\\n\", probefunc, tid, arg0); }",
+        ],
+        Some(&store),
+    );
+    assert_eq!(out.trim(), format!("NtStandInCall 104 {:x}", KERNEL + a));
+}
