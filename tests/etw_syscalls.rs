@@ -9,6 +9,9 @@ use std::process::Command;
 #[path = "support/synthetic_etl.rs"]
 mod synthetic;
 
+#[path = "support/etl.rs"]
+mod support;
+
 use synthetic::{CpuRecords, START};
 
 /// Where the synthetic trace's kernel is.
@@ -16,7 +19,7 @@ const KERNEL: u64 = 0xfffff800_00000000;
 const KERNEL_SIZE: u64 = 0x100000;
 
 /// The threads: 104 of alpha.exe (pid 100), 204 and 208 of beta.exe (pid 200).
-fn rundown(c: &mut CpuRecords, pdb: Option<([u8; 16], u32)>) {
+fn rundown(c: &mut CpuRecords, kernel: &str, pdb: Option<([u8; 16], u32)>) {
     let t = START + 1;
     c.process(t, 4, "System");
     c.process(t, 100, "alpha.exe");
@@ -29,7 +32,7 @@ fn rundown(c: &mut CpuRecords, pdb: Option<([u8; 16], u32)>) {
         0,
         KERNEL,
         KERNEL_SIZE,
-        r"\SystemRoot\system32\ntoskrnl.exe",
+        &format!(r"\SystemRoot\system32\{kernel}"),
     );
     if let Some((guid, age)) = pdb {
         c.pdb_identity(t, 0, KERNEL, guid, age, "ntkrnlmp.pdb");
@@ -40,8 +43,19 @@ fn rundown(c: &mut CpuRecords, pdb: Option<([u8; 16], u32)>) {
 /// address outside every image; two CPUs, a thread that moves between them during a call,
 /// returns whose entry came before the trace, an ISR before its CPU's first switch.
 fn write_trace(dir: &Path, a: u64, b: u64, pdb: Option<([u8; 16], u32)>) -> PathBuf {
+    write_trace_of(dir, "ntoskrnl.exe", a, b, pdb)
+}
+
+/// [`write_trace`] with the kernel image file named `kernel`.
+fn write_trace_of(
+    dir: &Path,
+    kernel: &str,
+    a: u64,
+    b: u64,
+    pdb: Option<([u8; 16], u32)>,
+) -> PathBuf {
     let (mut cpu0, mut cpu1) = (CpuRecords::default(), CpuRecords::default());
-    rundown(&mut cpu0, pdb);
+    rundown(&mut cpu0, kernel, pdb);
     let t = |us: i64| START + 10 * us;
     cpu0.isr(t(10), KERNEL + 0x500);
     cpu0.cswitch(t(20), 104, 0);
@@ -334,4 +348,140 @@ fn calls_are_named_by_the_kernel_pdb_on_the_symbol_path() {
         Some(&store),
     );
     assert_eq!(out.trim(), format!("NtStandInCall 104 {:x}", KERNEL + a));
+}
+
+/// Over the Windows 7 xperf trace (138,599 ISRs, 13,487 DPCs, 1,772 timer DPCs, 8 threaded
+/// DPCs), each interrupt and DPC fires in the thread the last context switch on its CPU put
+/// there, as this test finds it from the records themselves (CSwitch `NewThreadId`, the first
+/// u32 of its payload), and `-1` before a CPU's first switch; not all in the idle thread.
+#[test]
+fn xperf_interrupts_and_dpcs_run_in_the_switched_in_thread() {
+    let Some(path) = support::trace("randomascii_slow_ppt_trace.etl.zip") else {
+        return;
+    };
+    let etl = dtx::etw::reader::EtlFile::open_path(&path).unwrap();
+    let mut on_cpu: std::collections::HashMap<u16, u32> = Default::default();
+    let mut want: std::collections::BTreeMap<(String, i64), u64> = Default::default();
+    let mut it = etl.events();
+    while let Some(r) = it.next_event() {
+        let Ok(ev) = r else { continue };
+        let name = match (ev.kernel_group, ev.opcode) {
+            (Some(0x05), 36) => {
+                let b = &ev.payload[..4];
+                on_cpu.insert(ev.cpu, u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+                continue;
+            }
+            (Some(0x0F), 67) => "isr",
+            (Some(0x0F), 68) => "dpc",
+            (Some(0x0F), 69) => "timer",
+            (Some(0x0F), 66) => "thread",
+            _ => continue,
+        };
+        let tid = on_cpu.get(&ev.cpu).map_or(-1, |&t| t as i64);
+        *want.entry((name.to_string(), tid)).or_default() += 1;
+    }
+    let out = support::quiet(
+        &path,
+        "isr:::, dpc::: { @[probename, (int)tid] = count(); }",
+    );
+    let got: std::collections::BTreeMap<(String, i64), u64> = out
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            match f.as_slice() {
+                [name, tid, n] => Some(((name.to_string(), tid.parse().ok()?), n.parse().ok()?)),
+                _ => None,
+            }
+        })
+        .collect();
+    assert_eq!(got, want);
+    let total: u64 = want.values().sum();
+    assert_eq!(total, 138_599 + 13_487 + 1_772 + 8);
+    let idle: u64 = want
+        .iter()
+        .filter(|((_, tid), _)| *tid == 0)
+        .map(|(_, n)| n)
+        .sum();
+    assert!(
+        idle < total * 95 / 100,
+        "{idle} of {total} in the idle thread"
+    );
+}
+
+/// Live, the calls are named by the running kernel's image file and its PDB, by their offset
+/// in the kernel image the session's records place: the stand-in program plays the kernel
+/// image (its `Nt*` functions are the calls), a trace walked without its own names plays the
+/// session. An address no `Nt*` function starts at fires the probe with no function.
+#[test]
+fn live_calls_are_named_by_the_kernel_image_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(pdb) = clang_pdb(dir.path()) else {
+        return;
+    };
+    let exe = dir.path().join("standin.exe");
+    let standin = dtx::symbols::pdb::read(&pdb, None).unwrap();
+    let rva = |name: &str| {
+        standin
+            .functions
+            .iter()
+            .find(|f| f.name == name)
+            .map(|f| f.rva as u64)
+            .unwrap()
+    };
+    let names = dtx::providers::etw::syscall::SyscallNames::of_kernel_image(
+        &exe,
+        &dtx::symbols::pdb::SymbolPath::default(),
+    )
+    .expect("the stand-in names a call");
+    assert_eq!(names.live_from_pdb(), Some(true));
+    let mut etw = dtx::providers::etw::EtwProbes::new();
+    etw.set_syscalls(names);
+    let listed: std::collections::HashMap<u64, (String, String)> =
+        dtx::providers::etw::providers(&etw)
+            .into_iter()
+            .filter(|p| p.name() == "syscall")
+            .flat_map(|p| p.list())
+            .map(|p| (p.id, (p.function, p.name)))
+            .collect();
+    let mut functions: Vec<&str> = listed.values().map(|(f, _)| f.as_str()).collect();
+    functions.sort();
+    functions.dedup();
+    // the Nt functions, and the probes of the calls with no name
+    assert_eq!(functions, ["", "NtStandInCall"]);
+    let trace = write_trace_of(
+        dir.path(),
+        "standin.exe",
+        rva("NtStandInCall"),
+        rva("main"),
+        None,
+    );
+    let mut src = dtx::sources::etl::TraceSource::open(trace.to_str().unwrap()).unwrap();
+    let mut fired = Vec::new();
+    let mut out = dtx::providers::etw::EtwFirings::new();
+    src.walk(
+        |ev, dec, state| {
+            out.clear();
+            etw.firings(ev, dec, state, &|id| listed.contains_key(&id), &mut out);
+            for f in &out {
+                let (func, name) = &listed[&f.probe];
+                fired.push(format!("{func}:{name} {}", f.tid));
+            }
+            true
+        },
+        |_| {},
+    );
+    assert_eq!(
+        fired,
+        [
+            "NtStandInCall:entry 104",
+            // main is no service routine: the probe with no function
+            ":entry 204",
+            // thread 104 returns on the other CPU; the returns with no entry fire nothing
+            "NtStandInCall:return 104",
+            ":return 204",
+            ":entry 104",
+            ":return 104",
+            ":entry 104",
+        ]
+    );
 }

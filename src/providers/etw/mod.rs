@@ -659,7 +659,11 @@ impl EtwProbes {
             return self.named_probes(provider);
         }
         if provider == "syscall" && !self.syscalls.is_empty() {
-            return self.syscalls.probes();
+            let mut v = self.syscalls.probes();
+            if self.syscalls.has_unnamed_probes() {
+                v.extend(self.kernel_probes(|k| k.provider == provider));
+            }
+            return v;
         }
         self.kernel_probes(|k| k.provider == provider)
     }

@@ -45,6 +45,24 @@ pub struct SyscallNames {
     by_address: FastMap<u64, u32>,
     /// How many addresses no symbol named.
     unnamed: usize,
+    /// Live: the running kernel's calls by offset into its image, for the addresses met as
+    /// the session goes.
+    live: Option<std::sync::Arc<KernelCalls>>,
+}
+
+/// The system calls of the running kernel by their offset in its image (a live session knows
+/// no address before the calls come): the service routines (`Nt*` functions) of the kernel
+/// image file's PDB, found on the symbol path, or of its exports.
+#[derive(Debug, Default)]
+pub struct KernelCalls {
+    /// The kernel image's base name, as the session's Image records name it (`ntoskrnl.exe`).
+    image: String,
+    /// (offset, index of the function), sorted by offset.
+    by_rva: Vec<(u32, u32)>,
+    /// Whether the names come from the PDB (else from the exports, a part of the calls).
+    from_pdb: bool,
+    /// The addresses met so far, and their function.
+    seen: std::sync::Mutex<FastMap<u64, Option<u32>>>,
 }
 
 impl SyscallNames {
@@ -129,11 +147,108 @@ impl SyscallNames {
         any
     }
 
-    /// The entry probe of the call at `address`.
-    fn entry_id(&self, address: u64) -> Option<u64> {
-        self.by_address
-            .get(&address)
-            .map(|&i| FIRST_ID + 2 * i as u64)
+    /// The entry probe of the call at `address` (`state` places the live kernel's image).
+    fn entry_id(&self, address: u64, state: &crate::etw::state::SystemState) -> Option<u64> {
+        let i = match self.by_address.get(&address) {
+            Some(&i) => i,
+            None => self.live.as_ref()?.function_at(address, state)?,
+        };
+        Some(FIRST_ID + 2 * i as u64)
+    }
+
+    /// Whether the table's `syscall:::entry` and `return` (no function) stand for the calls
+    /// with no probe of their own: with no names at all, and live, where an address may have
+    /// none (a call of another image, win32k's, or one the symbols do not list).
+    pub fn has_unnamed_probes(&self) -> bool {
+        self.is_empty() || self.live.is_some()
+    }
+
+    /// Live: names for the running kernel's calls, from the kernel image file at `path` and
+    /// its PDB on `symbols` (else its exports). None when the file cannot be read or names
+    /// no call.
+    pub fn of_kernel_image(
+        path: &std::path::Path,
+        symbols: &crate::symbols::pdb::SymbolPath,
+    ) -> Option<SyscallNames> {
+        let bytes = std::fs::read(path).ok()?;
+        let file = object::File::parse(&*bytes).ok()?;
+        let pdb = crate::symbols::pdb::symbols_for_image(&file, path, symbols);
+        let base = object::Object::relative_address_base(&file);
+        let functions = crate::symbols::pe::functions_with_pdb(&file, pdb.as_ref());
+        let image = crate::output::stack::basename(&path.to_string_lossy()).to_string();
+        let mut names = SyscallNames::default();
+        let mut calls = KernelCalls {
+            image,
+            from_pdb: pdb.is_some(),
+            ..KernelCalls::default()
+        };
+        for f in &functions {
+            let Some(name) = function_token(&f.name).filter(|n| is_service_routine(n)) else {
+                continue;
+            };
+            let Ok(rva) = u32::try_from(f.addr.wrapping_sub(base)) else {
+                continue;
+            };
+            let before = names.functions.len();
+            let i = match names.by_function.get(name) {
+                Some(&i) => i,
+                None if FIRST_ID + 2 * before as u64 + 1 < END_ID => {
+                    names.functions.push(name.to_string());
+                    names.by_function.insert(name.to_string(), before as u32);
+                    before as u32
+                }
+                None => continue,
+            };
+            calls.by_rva.push((rva, i));
+        }
+        if calls.by_rva.is_empty() {
+            return None;
+        }
+        calls.by_rva.sort_unstable();
+        calls.by_rva.dedup_by_key(|(rva, _)| *rva);
+        names.live = Some(std::sync::Arc::new(calls));
+        Some(names)
+    }
+
+    /// Live: whether the names came from the kernel's PDB (else from its exports).
+    pub fn live_from_pdb(&self) -> Option<bool> {
+        self.live.as_ref().map(|l| l.from_pdb)
+    }
+}
+
+/// Whether a kernel function is a system service routine: the `Nt` functions (`NtReadFile`);
+/// the `Zw` ones are the kernel's own stubs that enter the dispatcher.
+fn is_service_routine(name: &str) -> bool {
+    name.len() > 2 && name.starts_with("Nt") && name.as_bytes()[2].is_ascii_uppercase()
+}
+
+impl KernelCalls {
+    /// The function of the call at `address`: its offset in the kernel image the state knows
+    /// (process 0's image of that name), looked up once per address.
+    fn function_at(&self, address: u64, state: &crate::etw::state::SystemState) -> Option<u32> {
+        let mut seen = self.seen.lock().ok()?;
+        if let Some(&known) = seen.get(&address) {
+            return known;
+        }
+        let found = state
+            .process(0)
+            .and_then(|p| {
+                p.images.iter().find(|i| {
+                    i.contains(address)
+                        && crate::output::stack::basename(&i.file_name)
+                            .eq_ignore_ascii_case(&self.image)
+                })
+            })
+            .and_then(|img| u32::try_from(address - img.base).ok())
+            .and_then(|rva| {
+                let k = self.by_rva.binary_search_by_key(&rva, |e| e.0).ok()?;
+                Some(self.by_rva[k].1)
+            });
+        // an address before its image's record is looked up again later
+        if state.process(0).is_some_and(|p| !p.images.is_empty()) {
+            seen.insert(address, found);
+        }
+        found
     }
 }
 
@@ -147,25 +262,19 @@ pub(super) fn fire(
     out: &mut EtwFirings,
 ) {
     let mut a = [0u64; 10];
+    let unnamed = names.has_unnamed_probes().then_some(generic);
     let id = if cx.ev.opcode == ENTER {
         let address = cx.dec.u64("SysCallAddress").unwrap_or(0);
         a[0] = address;
-        match names.is_empty() {
-            true => Some(generic),
-            false => names.entry_id(address),
-        }
+        names.entry_id(address, cx.state).or(unnamed)
     } else {
         let status = cx.dec.u64("SysCallNtStatus").unwrap_or(0) as u32 as i32 as i64 as u64;
         a[0] = status;
         a[1] = status;
-        match names.is_empty() {
-            true => Some(generic),
-            false => cx
-                .state
-                .cpus()
-                .returned_call()
-                .and_then(|addr| names.entry_id(addr))
-                .map(|id| id + 1),
+        match cx.state.cpus().returned_call() {
+            Some(addr) => names.entry_id(addr, cx.state).map(|id| id + 1).or(unnamed),
+            // the entry was not seen: only the probe of every call fires, with no names
+            None => names.is_empty().then_some(generic),
         }
     };
     if let Some(id) = id.filter(|&id| enabled(id)) {
@@ -247,8 +356,10 @@ mod tests {
                 "syscall::ntoskrnl.exe`0x200:return 700003"
             ]
         );
-        assert_eq!(n.entry_id(0x300), Some(FIRST_ID));
-        assert_eq!(n.entry_id(0x400), None);
+        let state = crate::etw::state::SystemState::new();
+        assert_eq!(n.entry_id(0x300, &state), Some(FIRST_ID));
+        assert_eq!(n.entry_id(0x400, &state), None);
+        assert!(!n.has_unnamed_probes());
         assert_eq!(n.unnamed(), 1);
         assert_eq!(n.enabled(&|id| id == FIRST_ID + 3), (false, true));
     }
