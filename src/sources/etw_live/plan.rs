@@ -867,7 +867,7 @@ mod tests {
         assert_eq!(flags(&[("pf", "valloc")]), base | VIRTUAL_ALLOC);
         assert_eq!(
             flags(&[("dpc", "dpc"), ("isr", "isr"), ("syscall", "entry")]),
-            base | k::DPC | k::INTERRUPT | k::SYSTEMCALL
+            base | k::DPC | k::INTERRUPT | k::SYSTEMCALL | k::CSWITCH
         );
         assert_eq!(flags(&[("profile", "sample-5ms")]), base | k::PROFILE);
         // timers and dtrace's own probes need no session
