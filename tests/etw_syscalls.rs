@@ -12,6 +12,11 @@ mod synthetic;
 #[path = "support/etl.rs"]
 mod support;
 
+#[path = "support/standin_pdb.rs"]
+mod standin_pdb;
+
+use standin_pdb::{clang_pdb, guid_bytes};
+
 use synthetic::{CpuRecords, START};
 
 /// Where the synthetic trace's kernel is.
@@ -219,53 +224,17 @@ fn calls_interrupts_and_dpcs_run_in_the_thread_on_their_cpu() {
     );
 }
 
-/// A PDB built by clang + lld (for x86_64-w64-mingw32) in `dir`, or None after saying why.
-fn clang_pdb(dir: &Path) -> Option<PathBuf> {
-    let libgcc = Command::new("x86_64-w64-mingw32-gcc")
-        .arg("-print-libgcc-file-name")
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
-    let Some(libgcc) = libgcc else {
-        eprintln!("skipped: x86_64-w64-mingw32-gcc is not installed");
-        return None;
-    };
-    let c = dir.join("standin.c");
-    std::fs::write(
-        &c,
-        "int NtStandInCall(int x) { return x + 1; }\nint main(void) { return NtStandInCall(1); }\n",
-    )
-    .ok()?;
-    let pdb = dir.join("standin.pdb");
-    let ok = Command::new("clang")
-        .args([
-            "--target=x86_64-w64-mingw32",
-            "-g",
-            "-gcodeview",
-            "-fuse-ld=lld",
-        ])
-        .arg(format!("-L{}", Path::new(&libgcc).parent()?.display()))
-        .arg(format!("-Wl,--pdb={}", pdb.display()))
-        .arg(&c)
-        .arg("-o")
-        .arg(dir.join("standin.exe"))
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok || !pdb.is_file() {
-        eprintln!("skipped: clang and lld could not build a PDB (apt-get install clang lld)");
-        return None;
-    }
-    Some(pdb)
-}
+/// The stand-in kernel: `NtStandInCall` is its system call.
+const STANDIN: &str =
+    "int NtStandInCall(int x) { return x + 1; }\nint main(void) { return NtStandInCall(1); }\n";
 
-fn guid_bytes(g: &dtx::etw::record::Guid) -> [u8; 16] {
-    let mut b = [0u8; 16];
-    b[0..4].copy_from_slice(&g.data1.to_le_bytes());
-    b[4..6].copy_from_slice(&g.data2.to_le_bytes());
-    b[6..8].copy_from_slice(&g.data3.to_le_bytes());
-    b[8..16].copy_from_slice(&g.data4);
-    b
+/// The offset of function `name` in the stand-in.
+fn rva_of(pdb: &dtx::symbols::pdb::PdbSymbols, name: &str) -> u64 {
+    pdb.functions
+        .iter()
+        .find(|f| f.name == name)
+        .map(|f| f.rva as u64)
+        .unwrap_or_else(|| panic!("{name} not in the stand-in"))
 }
 
 /// The kernel's PDB found on `_NT_SYMBOL_PATH` names the calls. No kernel PDB is here: the
@@ -274,19 +243,12 @@ fn guid_bytes(g: &dtx::etw::record::Guid) -> [u8; 16] {
 #[test]
 fn calls_are_named_by_the_kernel_pdb_on_the_symbol_path() {
     let dir = tempfile::tempdir().unwrap();
-    let Some(pdb) = clang_pdb(dir.path()) else {
+    let Some(pdb) = clang_pdb(dir.path(), STANDIN) else {
         return;
     };
     let (guid, age) = dtx::symbols::pdb::pdb_identity(&pdb).unwrap();
     let standin = dtx::symbols::pdb::read(&pdb, None).unwrap();
-    let rva = |name: &str| {
-        standin
-            .functions
-            .iter()
-            .find(|f| f.name == name)
-            .map(|f| f.rva as u64)
-            .unwrap_or_else(|| panic!("{name} not in the stand-in"))
-    };
+    let rva = |name: &str| rva_of(&standin, name);
     let (a, b) = (rva("NtStandInCall"), rva("main"));
     let trace = write_trace(dir.path(), a, b, Some((guid_bytes(&guid), age)));
     let id = dtx::symbols::pdb::PdbId {
@@ -415,19 +377,12 @@ fn xperf_interrupts_and_dpcs_run_in_the_switched_in_thread() {
 #[test]
 fn live_calls_are_named_by_the_kernel_image_file() {
     let dir = tempfile::tempdir().unwrap();
-    let Some(pdb) = clang_pdb(dir.path()) else {
+    let Some(pdb) = clang_pdb(dir.path(), STANDIN) else {
         return;
     };
     let exe = dir.path().join("standin.exe");
     let standin = dtx::symbols::pdb::read(&pdb, None).unwrap();
-    let rva = |name: &str| {
-        standin
-            .functions
-            .iter()
-            .find(|f| f.name == name)
-            .map(|f| f.rva as u64)
-            .unwrap()
-    };
+    let rva = |name: &str| rva_of(&standin, name);
     let names = dtx::providers::etw::syscall::SyscallNames::of_kernel_image(
         &exe,
         &dtx::symbols::pdb::SymbolPath::default(),

@@ -1,15 +1,16 @@
 //! `syscall::<function>:entry` and `return` from the PerfInfo SysClEnter and SysClExit
 //! records (the kernel logger's `EVENT_TRACE_FLAG_SYSTEMCALL`; Microsoft Learn, "SysCallEnter
 //! class" and "SysCallExit class": the entry's only field is `SysCallAddress`, the address of
-//! the system call's service routine, the exit's is `SysCallNtStatus`).
+//! the NT function the call enters, the exit's is `SysCallNtStatus`; TraceEvent's
+//! `KernelTraceEventParser.cs` reads the same two fields, FORMAT.md 4.10).
 //!
 //! The function of a probe is the symbol that names the address in the kernel (the images of
 //! process 0): a trace's addresses are named before the run, from the kernel image's PDB found
-//! on the symbol path, as PerfView's TraceLog names `SysCallEnter` addresses through the kernel
-//! module's symbols (microsoft/perfview, `KernelTraceEventParser.cs` SysCallEnterTraceData
-//! gives only the address; the name is a symbol lookup). An address no symbol names gets the
-//! function `<module>`0x<offset>` (`ntoskrnl.exe`0x3c1b0`; `0x<address>` outside every kernel
-//! image), a valid probe-description token, so that `syscall:::entry` still sees every call.
+//! on the symbol path, as `stack()` frames are (`crate::symbols::trace`). An address no symbol
+//! names gets the function `<module>`0x<offset>` (`ntoskrnl.exe`0x3c1b0`; `0x<address>`
+//! outside every kernel image), a valid probe-description token, so that `syscall:::entry`
+//! still sees every call. Live, the running kernel's image file and its PDB name the calls by
+//! offset ([`SyscallNames::of_kernel_image`]).
 //!
 //! A SysClExit record does not say which call returns: each thread's pending call is its last
 //! entry (see [`crate::etw::state::CpuThreads`]), and the return fires in
