@@ -262,6 +262,19 @@ impl TraceSymbols {
     }
 }
 
+impl TraceSymbols {
+    /// The kernel image holding `addr` (its file's base name and base address) and the PDB
+    /// function that holds it, when the image's PDB was found and names one.
+    pub fn kernel_symbol(&self, addr: u64) -> Option<(&str, u64, Option<&str>)> {
+        let m = find(&self.kernel, addr)?;
+        Some((
+            m.name.as_str(),
+            m.base,
+            function_of(m, addr).map(|(f, _)| f),
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

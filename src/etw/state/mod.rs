@@ -2,12 +2,14 @@
 //! (with PDB identities from KernelTraceControl, or read from the image files), and the stacks
 //! that belong to events.
 
+mod cpus;
 mod devices;
 pub mod disk;
 mod stacks;
 
 use crate::fasthash::FastMap;
 
+pub use cpus::{syscall_address, CpuThreads};
 pub use devices::{DevicePaths, ImageIdentities};
 pub use stacks::StackMatcher;
 
@@ -104,6 +106,8 @@ pub struct SystemState {
     keep_stacks: bool,
     /// Counts the changes to the process table ([`SystemState::processes_changed`]).
     process_changes: u64,
+    /// The thread on each CPU and the system call of each thread ([`SystemState::cpus`]).
+    cpus: CpuThreads,
 }
 
 /// The Idle process (pid 0) as a Windows 7 Process rundown record gives it (ImageFileName
@@ -159,6 +163,13 @@ impl SystemState {
         }
     }
 
+    /// The thread on each CPU (from the context switches so far) and the system call each
+    /// thread is in: the context of the records that name no thread (interrupts, DPCs, system
+    /// calls).
+    pub fn cpus(&self) -> &CpuThreads {
+        &self.cpus
+    }
+
     /// Sets the stack records that belong to no event ([`StackMatcher::missed`]).
     pub fn set_missed_stacks(&mut self, missed: crate::fasthash::FastSet<stacks::EventKey>) {
         self.missed_stacks = missed;
@@ -181,6 +192,7 @@ impl SystemState {
         if self.clock0.is_none() && ev.time_ns > 0 {
             self.clock0 = Some((ev.raw_timestamp, ev.time_ns));
         }
+        self.cpus.observe(ev);
         let Some(d) = decoded else { return };
         match (d.provider, d.name) {
             ("Process", "Start" | "DCStart" | "DCEnd" | "End" | "Defunct") => {
