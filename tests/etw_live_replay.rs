@@ -8,6 +8,9 @@
 #[path = "support/etl.rs"]
 mod etl;
 use etl::{shared, trace};
+#[path = "support/stacks.rs"]
+mod stacks;
+use stacks::{fold, folded_frame, stack_entries};
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -303,44 +306,6 @@ fn lost_events_fire_diag_lostevent() {
 
 /// The line cargo-flamegraph runs on Windows.
 const FLAMEGRAPH_LINE: &str = "profile-997 /pid == $target/ { @[ustack(100)] = count(); }";
-
-/// One entry of `printa`'s text of a stack aggregation: the frames, innermost first, and the
-/// count.
-type StackEntry = (Vec<String>, u64);
-
-/// The entries of `printa`'s text of `@[ustack()] = count()`, as dtrace prints it and
-/// `stackcollapse.pl` reads it: a blank line, the frames one a line, the count on a line of its
-/// own (a stack with no frames is the count line alone).
-fn stack_entries(text: &str) -> Vec<StackEntry> {
-    let mut out = Vec::new();
-    let mut frames = Vec::new();
-    for line in text.lines() {
-        let t = line.trim();
-        if t.is_empty() {
-            frames.clear();
-        } else if let Ok(n) = t.parse::<u64>() {
-            out.push((std::mem::take(&mut frames), n));
-        } else {
-            frames.push(t.to_string());
-        }
-    }
-    out
-}
-
-/// A frame as `stackcollapse.pl` keeps it: without its `+0x..` offset.
-fn folded_frame(f: &str) -> &str {
-    match f.rfind("+0x") {
-        Some(i) if i > 0 => &f[..i],
-        _ => f,
-    }
-}
-
-/// An entry folded as `stackcollapse.pl` folds dtrace's output: the frames from the outermost
-/// to the innermost joined by `;`, a space, the count.
-fn fold(entry: &StackEntry) -> String {
-    let frames: Vec<&str> = entry.0.iter().rev().map(|f| folded_frame(f)).collect();
-    format!("{} {}", frames.join(";"), entry.1)
-}
 
 /// The module a frame names (`module`function+0x..`, `module+0x..`), if it names one.
 fn frame_module(f: &str) -> Option<&str> {

@@ -8,6 +8,9 @@
 //! user how to run them by hand.
 #![cfg(windows)]
 
+#[path = "support/stacks.rs"]
+mod stacks;
+
 use std::io::Read;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -511,23 +514,6 @@ fn build_burnwin(dir: &std::path::Path) -> Result<std::path::PathBuf, String> {
     Ok(run.join("burnwin.exe"))
 }
 
-/// The stacks of `printa`'s text of a stack aggregation: (frames, count) per stack.
-fn stacks_of(text: &str) -> Vec<(Vec<String>, u64)> {
-    let mut out = Vec::new();
-    let mut frames = Vec::new();
-    for line in text.lines() {
-        let t = line.trim();
-        if t.is_empty() {
-            frames.clear();
-        } else if let Ok(n) = t.parse::<u64>() {
-            out.push((std::mem::take(&mut frames), n));
-        } else {
-            frames.push(t.to_string());
-        }
-    }
-    out
-}
-
 /// The flamegraph line, live, on a CPU-bound program built with MSVC and its PDB: the run ends
 /// when the program ends, no session is left, and `out.stacks` holds the program's stacks named
 /// through its PDB (found next to it): at least half of the samples are stacks of three frames
@@ -582,7 +568,7 @@ fn live_windows_flamegraph_line_names_the_targets_functions() {
     run.assert_ok();
     assert_no_sessions_after(&run);
     let text = std::fs::read_to_string(&out).unwrap_or_default();
-    let stacks = stacks_of(&text);
+    let stacks = stacks::stack_entries(&text);
     let total: u64 = stacks.iter().map(|s| s.1).sum();
     // at 997 Hz no more samples than the CPU time it burnt (each fires once), give or take
     assert!(

@@ -3,6 +3,9 @@
 //! with a message where perf events (root) or gcc are missing.
 #![cfg(target_os = "linux")]
 
+#[path = "support/stacks.rs"]
+mod stacks;
+
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -384,29 +387,12 @@ fn compile_burn(dir: &Path) -> PathBuf {
     compile_with(dir, "dtxburn", BURN_C, &["-O2", "-fomit-frame-pointer"])
 }
 
-/// The stacks of dtrace's `printa` of a stack aggregation: (frames, count) per stack.
-fn stacks_of(text: &str) -> Vec<(Vec<String>, u64)> {
-    let mut out = Vec::new();
-    let mut frames = Vec::new();
-    for line in text.lines() {
-        let t = line.trim();
-        if t.is_empty() {
-            frames.clear();
-        } else if let Ok(n) = t.parse::<u64>() {
-            out.push((std::mem::take(&mut frames), n));
-        } else {
-            frames.push(t.to_string());
-        }
-    }
-    out
-}
-
 /// Checks the `-o` file of the flamegraph line: at least half of the samples are stacks of 3
 /// frames or more naming the program's functions down to `main`, and inferno's dtrace
 /// collapser folds the file into lines that name `main`. The program ran `cpu_ms` of CPU time:
 /// at 997 Hz no more samples than that (each fires once). Returns (good samples, all samples).
 fn check_flamegraph_output(text: &str, cpu_ms: u64) -> (u64, u64) {
-    let stacks = stacks_of(text);
+    let stacks = stacks::stack_entries(text);
     let total: u64 = stacks.iter().map(|s| s.1).sum();
     assert!(
         total <= cpu_ms * 997 / 1000 * 115 / 100 + 10,
