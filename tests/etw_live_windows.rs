@@ -577,47 +577,23 @@ fn live_windows_flamegraph_line_names_the_targets_functions() {
         run.report()
     );
     let chain = ["burnwin_leaf", "burnwin_middle", "burnwin_outer", "main"];
-    let good: u64 = stacks
-        .iter()
-        .filter(|(f, _)| {
-            let at = |name: &str| {
-                f.iter()
-                    .position(|l| l.starts_with(&format!("burnwin.exe`{name}")))
-            };
-            let places: Vec<Option<usize>> = chain.iter().map(|n| at(n)).collect();
-            f.len() >= 3
-                && places.iter().all(Option::is_some)
-                && places.windows(2).all(|w| w[0] < w[1])
-        })
-        .map(|s| s.1)
-        .sum();
+    let good = stacks::samples_through(&stacks, "burnwin.exe", &chain);
     assert!(
         good * 2 >= total,
         "{good} of {total} samples have the stack {chain:?}\n{text}\n{}",
         run.report()
     );
-    use inferno::collapse::Collapse;
-    let mut folded = Vec::new();
-    inferno::collapse::dtrace::Folder::default()
-        .collapse(text.as_bytes(), &mut folded)
-        .expect("inferno folds the -o file");
-    let folded = String::from_utf8_lossy(&folded).into_owned();
-    let mut folded_total = 0u64;
-    let mut with_main = 0u64;
+    let folded = stacks::inferno_folded(&text);
+    let folded_total: u64 = folded.iter().map(|l| l.1).sum();
     let outward = "burnwin.exe`main;burnwin.exe`burnwin_outer;burnwin.exe`burnwin_middle;\
                    burnwin.exe`burnwin_leaf";
-    for line in folded.lines() {
-        let (stack, n) = line
-            .rsplit_once(' ')
-            .expect("a folded line ends with its count");
-        let n: u64 = n.parse().expect("a count");
-        folded_total += n;
-        if stack.contains(outward) {
-            with_main += n;
-        }
-    }
-    assert_eq!(folded_total, total, "{folded}");
-    assert_eq!(with_main, good, "{folded}");
+    let with_main: u64 = folded
+        .iter()
+        .filter(|(stack, _)| stack.contains(outward))
+        .map(|l| l.1)
+        .sum();
+    assert_eq!(folded_total, total, "{folded:?}");
+    assert_eq!(with_main, good, "{folded:?}");
     eprintln!(
         "flamegraph line: {good} of {total} samples have the full stack\n{}",
         run.stderr

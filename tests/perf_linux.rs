@@ -398,21 +398,11 @@ fn check_flamegraph_output(text: &str, cpu_ms: u64) -> (u64, u64) {
         total <= cpu_ms * 997 / 1000 * 115 / 100 + 10,
         "{total} samples in {cpu_ms} ms"
     );
-    let good: u64 = stacks
-        .iter()
-        .filter(|(f, _)| {
-            let at = |name: &str| {
-                f.iter()
-                    .position(|l| l.starts_with(&format!("dtxburn`{name}")))
-            };
-            f.len() >= 3
-                && matches!(
-                    (at("dtxb_inner"), at("dtxb_middle"), at("dtxb_outer"), at("main")),
-                    (Some(a), Some(b), Some(c), Some(d)) if a < b && b < c && c < d
-                )
-        })
-        .map(|s| s.1)
-        .sum();
+    let good = stacks::samples_through(
+        &stacks,
+        "dtxburn",
+        &["dtxb_inner", "dtxb_middle", "dtxb_outer", "main"],
+    );
     assert!(total > 50, "{total} samples\n{text}");
     assert!(
         good * 2 >= total,
@@ -423,25 +413,16 @@ fn check_flamegraph_output(text: &str, cpu_ms: u64) -> (u64, u64) {
         !text.contains("libc.so.6`0x"),
         "a libc frame without a name\n{text}"
     );
-    use inferno::collapse::Collapse;
-    let mut folded = Vec::new();
-    inferno::collapse::dtrace::Folder::default()
-        .collapse(text.as_bytes(), &mut folded)
-        .unwrap();
-    let folded = String::from_utf8(folded).unwrap();
-    let mut folded_total = 0u64;
-    let mut with_main = 0u64;
-    for line in folded.lines() {
-        let (stack, n) = line.rsplit_once(' ').unwrap();
-        let n: u64 = n.parse().unwrap();
-        folded_total += n;
-        if stack.contains("dtxburn`main;dtxburn`dtxb_outer;dtxburn`dtxb_middle;dtxburn`dtxb_inner")
-        {
-            with_main += n;
-        }
-    }
-    assert_eq!(folded_total, total, "{folded}");
-    assert_eq!(with_main, good, "{folded}");
+    let folded = stacks::inferno_folded(text);
+    let folded_total: u64 = folded.iter().map(|l| l.1).sum();
+    let outward = "dtxburn`main;dtxburn`dtxb_outer;dtxburn`dtxb_middle;dtxburn`dtxb_inner";
+    let with_main: u64 = folded
+        .iter()
+        .filter(|(stack, _)| stack.contains(outward))
+        .map(|l| l.1)
+        .sum();
+    assert_eq!(folded_total, total, "{folded:?}");
+    assert_eq!(with_main, good, "{folded:?}");
     (good, total)
 }
 
