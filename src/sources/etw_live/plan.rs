@@ -916,6 +916,23 @@ mod tests {
     }
 
     #[test]
+    fn the_flamegraph_lines_samples_are_walked_by_their_class() {
+        // `profile-997 { @[ustack(100)] = count(); }`: the kernel session's PROFILE flag, the
+        // images, and the stack walks of SampledProfile, which the Windows layer asks for as
+        // the CLASSIC_EVENT_ID {PerfInfo class GUID, type 46}
+        let p = plan(&[("profile", "profile-997")], true);
+        assert_eq!(p.stack_events, vec![(group::PERF_INFO, 46)]);
+        assert_eq!(
+            p.kernel_flags,
+            k::PROFILE | k::PROCESS | k::THREAD | k::IMAGE_LOAD
+        );
+        assert_eq!(
+            crate::etw::reader::headers::kernel_group_guid(group::PERF_INFO),
+            Guid::parse("ce1dbfb4-137e-4da6-87b0-3f59aa102cbc").unwrap()
+        );
+    }
+
+    #[test]
     fn a_sampling_interval_windows_changed_is_said() {
         // profile-997: 1/997 s, set as 10030 x 100 ns
         assert_eq!(profile_interval_note(10_030, 10_030), None);

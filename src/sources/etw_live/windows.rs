@@ -692,8 +692,12 @@ fn start_live(
 }
 
 /// Asks the kernel session `h` for stack walks of these (group, event type) records
-/// (TraceSetInformation TraceStackTracingInfo: an array of at most 256 CLASSIC_EVENT_IDs);
-/// a note when it refused.
+/// (TraceSetInformation TraceStackTracingInfo: an array of at most 256 CLASSIC_EVENT_IDs, each
+/// the event class GUID and type; a later call replaces the list); a note when it refused.
+/// Samples are the PerfInfo class's type 46 (SampledProfile), what xperf's `-stackwalk
+/// Profile` and samply's Windows backend ask for. Each walk comes as a StackWalk record (class
+/// def2fe46-7bd6-4b80-bd94-f57fe20d0ce3, type 32) naming its event by timestamp and thread
+/// (Microsoft Learn: TraceSetInformation, CLASSIC_EVENT_ID, StackWalk, StackWalk_Event).
 fn set_stack_walks(h: w::CONTROLTRACE_HANDLE, events: &[(u8, u8)]) -> Option<String> {
     if events.is_empty() {
         return None;
