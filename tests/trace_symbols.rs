@@ -160,11 +160,13 @@ fn frames_named_by_a_pdb_found_on_the_symbol_path() {
     assert!(frames.len() > 100, "{} frames", frames.len());
     let mut src = dtx::sources::etl::TraceSource::open(trace.to_str().unwrap()).unwrap();
     src.walk(|_, _, _| true, |_| {});
-    // a module with a PDB identity some of whose frames lie in functions of the stand-in
+    // a module with a PDB identity some of whose frames lie in functions of the stand-in:
+    // every image the trace recorded counts, those unloaded before its end included (they
+    // name the frames sampled while they were mapped)
     let images: Vec<_> = src
         .state
         .processes()
-        .flat_map(|p| p.images.clone())
+        .flat_map(|p| p.images.iter().chain(&p.unloaded_images).cloned())
         .collect();
     let Some((module, info)) = frames.iter().find_map(|(m, o)| {
         standin.function_at(*o)?;

@@ -6,7 +6,8 @@ pub mod clock;
 pub mod consumer;
 pub mod many;
 pub mod session;
-pub mod snapshot;
+/// Moved to `agg` (it reads only aggregation tables); the old path still names it.
+pub use crate::agg::snapshot;
 pub mod standalone;
 
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -30,6 +30,10 @@ pub struct Process {
     pub exit_status: Option<i64>,
     /// Loaded images, sorted by base address.
     pub images: Vec<Image>,
+    /// Images an Image Unload record removed, in unload order (a process's images are all
+    /// unloaded as it exits): frames sampled while they were mapped are named after them at
+    /// the end of a trace ([`crate::symbols::trace`]).
+    pub unloaded_images: Vec<Image>,
     /// How many Image Load records (not rundowns) named the process: the first one of a
     /// process that started in the trace maps its executable (`proc:::exec-success`).
     pub image_loads: u32,
@@ -205,7 +209,10 @@ impl SystemState {
             ("Image", "Unload") => {
                 if let (Some(pid), Some(base)) = (d.u64("ProcessId"), d.u64("ImageBase")) {
                     if let Some(p) = self.processes.get_mut(&(pid as u32)) {
-                        p.images.retain(|i| i.base != base);
+                        if let Ok(i) = p.images.binary_search_by_key(&base, |i| i.base) {
+                            let gone = p.images.remove(i);
+                            p.unloaded_images.push(gone);
+                        }
                     }
                 }
             }
@@ -338,10 +345,7 @@ impl SystemState {
         let changes = &mut self.process_changes;
         let p = self.processes.entry(pid).or_insert_with(|| {
             *changes += 1;
-            Process {
-                pid,
-                ..Process::default()
-            }
+            Process::unrecorded(pid)
         });
         if d.name == "Load" {
             p.image_loads = p.image_loads.saturating_add(1);
@@ -375,7 +379,8 @@ impl SystemState {
             .or_else(|| (pid == 0).then(|| &*IDLE))
     }
 
-    /// Every process seen, including ones whose pid was reused.
+    /// Every process seen, including ones whose pid was reused: the live ones first, then
+    /// the ones whose pid was reused, in the order they ended.
     pub fn processes(&self) -> impl Iterator<Item = &Process> {
         self.processes.values().chain(self.exited.iter())
     }
@@ -459,7 +464,7 @@ impl SystemState {
         let mut filled = 0;
         let identities = &mut self.identities;
         for p in self.processes.values_mut().chain(self.exited.iter_mut()) {
-            for img in p.images.iter_mut() {
+            for img in p.images.iter_mut().chain(p.unloaded_images.iter_mut()) {
                 if img.pdb.is_some() || img.file_name.is_empty() {
                     continue;
                 }
@@ -506,20 +511,34 @@ pub fn process_of(ev: &EventRecord<'_>, d: &DecodedEvent<'_>) -> Option<Process>
             .then(|| num(&exit_status).map(|v| v as i32 as i64))
             .flatten(),
         images: Vec::new(),
+        unloaded_images: Vec::new(),
         image_loads: 0,
     })
 }
 
+impl Process {
+    /// A process that a record names before any Process record describes it (an Image
+    /// record of a trace without a process rundown): pid 0 is the Idle process as a rundown
+    /// record gives it ([`IDLE`], which [`SystemState::process`] also answers for a pid 0
+    /// that no record named), any other pid starts unnamed.
+    fn unrecorded(pid: u32) -> Process {
+        if pid == 0 {
+            IDLE.clone()
+        } else {
+            Process {
+                pid,
+                ..Process::default()
+            }
+        }
+    }
+}
+
 /// Names a process that no Process record named after its first user-mode `.exe` image, as
 /// WPA and PerfView do for traces without a process rundown (the Windows 11 traces here have
-/// none). The Idle and System processes (0 and 4) load only kernel images: the Idle process
-/// takes the name a Process rundown record gives it ([`IDLE`]), the System process stays as
-/// the records leave it. Returns whether the name changed.
+/// none). The Idle and System processes (0 and 4) load only kernel images and stay as the
+/// records leave them (the Idle process is named when its entry is made,
+/// [`Process::unrecorded`]). Returns whether the name changed.
 fn name_from_main_image(p: &mut Process, img: &Image) -> bool {
-    if p.pid == 0 && p.name.is_empty() {
-        p.name = IDLE.name.clone();
-        return true;
-    }
     let user = img.base < 0x8000_0000 || (img.base >> 32 != 0 && img.base < 0xffff_8000_0000_0000);
     if !p.name.is_empty() || p.pid == 0 || p.pid == 4 || !user {
         return false;
@@ -633,17 +652,18 @@ mod tests {
             &image(0x40_0000, r"C:\x\other.exe", None)
         ));
         assert_eq!(p.name, "HotLoop.EXE");
-        // kernel images (the Idle and System processes' drivers, ntoskrnl.exe) name nothing
-        // (and the Idle process, unnamed, is named Idle once)
-        let mut idle = unnamed(0);
+        // kernel images (the Idle and System processes' drivers, ntoskrnl.exe) name nothing;
+        // the Idle process is named when a record first makes its entry
+        let mut idle = Process::unrecorded(0);
+        assert_eq!((idle.pid, idle.name.as_str()), (0, "Idle"));
+        assert_eq!(Process::unrecorded(8), unnamed(8));
         let ntos = image(
             0xffff_f800_0000_0000,
             r"\SystemRoot\system32\ntoskrnl.exe",
             None,
         );
-        assert!(name_from_main_image(&mut idle, &ntos));
-        assert_eq!(idle.name, "Idle");
         assert!(!name_from_main_image(&mut idle, &ntos));
+        assert_eq!(idle.name, "Idle");
         let mut other = unnamed(77);
         assert!(!name_from_main_image(
             &mut other,

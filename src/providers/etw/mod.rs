@@ -1069,8 +1069,13 @@ mod xlate_tests {
         let dec = decoder.decode(ev);
         let mut out = EtwFirings::new();
         etw.firings(ev, &dec, state, &|id| probes.contains_key(&id), &mut out);
-        assert_eq!(out.len(), 1);
+        assert!(!out.is_empty(), "no firing");
         for f in &out {
+            // the thread the firing runs in, and its process's name, as the engine gives them
+            let execname: Vec<u8> = state
+                .process(f.pid)
+                .map(|p| p.name.to_ascii_lowercase().into_bytes())
+                .unwrap_or_default();
             let mem = PayloadMemory {
                 id: ev.id,
                 version: ev.version,
@@ -1078,8 +1083,10 @@ mod xlate_tests {
                 payload: ev.payload,
                 native: out.native_of(f),
             };
-            let mut cx = FiringCtx::synthetic(&probes[&f.probe], 1, 1, b"x");
+            let mut cx = FiringCtx::synthetic(&probes[&f.probe], 1, 1, &execname);
             cx.args = f.args;
+            cx.pid = f.pid as u64;
+            cx.tid = f.tid as u64;
             cx.memory = &mem;
             vm.fire(&cx);
         }
@@ -1134,6 +1141,74 @@ mod xlate_tests {
                 "43690"
             ]
         );
+    }
+
+    /// `sched:::wakeup` and `sched:::enqueue` from a ReadyThread record (Thread group, opcode
+    /// 50) of each version Windows writes: no trace here has one, so the record is built as
+    /// Microsoft Learn's ReadyThread class and PerfView's DispatcherReadyThreadTraceData lay it
+    /// out (8 bytes: the readied thread's id, then AdjustReason, AdjustIncrement, Flag and a
+    /// reserved byte). Both fire in the thread that readied it (the record's header); the
+    /// readied thread is the arguments' `lwpsinfo_t` and `psinfo_t`, and `enqueue` names no
+    /// queue's CPU (-1). A header without a process id (a thread readied from a DPC, PerfView
+    /// notes) takes the process of its thread.
+    #[test]
+    fn ready_thread_fires_wakeup_and_enqueue_of_the_readied_thread() {
+        let process = |pid: u32, name: &str| crate::etw::state::Process {
+            pid,
+            name: name.into(),
+            ..Default::default()
+        };
+        let thread = |tid: u32, pid: u32| crate::etw::state::Thread {
+            tid,
+            pid,
+            ..Default::default()
+        };
+        let mut state = SystemState::new();
+        state.preload(
+            vec![process(40, "Waker.exe"), process(300, "Sleeper.exe")],
+            vec![thread(41, 40), thread(500, 300)],
+        );
+        // readied thread 500, AdjustReason 1 (Unwait), AdjustIncrement 2, Flag 1 (from a DPC)
+        let payload = [500u32.to_le_bytes().as_slice(), &[1, 2, 1, 0]].concat();
+        for version in [2, 3, 4] {
+            for header_pid in [40, u32::MAX] {
+                let mut ev = kernel_event(group::THREAD, 50, version, &payload);
+                ev.pid = header_pid;
+                let decoder = Decoder::new();
+                let dec = decoder.decode(&ev);
+                assert_eq!((dec.provider, dec.name), ("Thread", "ReadyThread"));
+                let fields = dec.pick(["TThreadId", "AdjustReason", "AdjustIncrement", "Flag"]);
+                let fields: Vec<_> = fields.iter().map(|v| v.as_ref()?.as_u64()).collect();
+                assert_eq!(fields, [Some(500), Some(1), Some(2), Some(1)], "v{version}");
+                let got = traced(
+                    "sched:::wakeup { trace(args[0]->pr_lwpid); trace(args[1]->pr_pid);
+                       trace(args[1]->pr_fname); trace(arg2); trace(tid); trace(pid);
+                       trace(execname); }
+                     sched:::enqueue { trace(args[0]->pr_lwpid); trace(args[1]->pr_fname);
+                       trace(args[2]->cpu_id); trace(tid); trace(execname); }",
+                    &ev,
+                    &state,
+                );
+                assert_eq!(
+                    got,
+                    [
+                        "500",
+                        "300",
+                        "sleeper.exe",
+                        "500",
+                        "41",
+                        "40",
+                        "waker.exe",
+                        "500",
+                        "sleeper.exe",
+                        "-1",
+                        "41",
+                        "waker.exe"
+                    ],
+                    "v{version}, header pid {header_pid}"
+                );
+            }
+        }
     }
 
     #[test]
