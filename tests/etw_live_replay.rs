@@ -7,7 +7,10 @@
 
 #[path = "support/etl.rs"]
 mod etl;
-use etl::trace;
+use etl::{shared, trace};
+#[path = "support/stacks.rs"]
+mod stacks;
+use stacks::{fold, folded_frame, stack_entries};
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -299,4 +302,157 @@ fn lost_events_fire_diag_lostevent() {
         .filter(|v: &Vec<&str>| v.len() == 2)
         .collect();
     assert_eq!(rows, vec![vec!["0", "3"], vec!["3", "7"]], "{text}");
+}
+
+/// The line cargo-flamegraph runs on Windows.
+const FLAMEGRAPH_LINE: &str = "profile-997 /pid == $target/ { @[ustack(100)] = count(); }";
+
+/// The module a frame names (`module`function+0x..`, `module+0x..`), if it names one.
+fn frame_module(f: &str) -> Option<&str> {
+    let m = f.split(['`', '+']).next()?;
+    let lower = m.to_ascii_lowercase();
+    [".dll", ".exe", ".sys"]
+        .iter()
+        .any(|e| lower.ends_with(e))
+        .then_some(m)
+}
+
+/// Checks that `text` (an `-o` file of the line) folds as `stackcollapse.pl` folds it: every
+/// entry with frames into a line `outermost;...;innermost N` with N > 0, the counts adding up
+/// to the samples. Returns (samples, samples with no user stack).
+fn check_folds(text: &str) -> (u64, u64) {
+    assert!(
+        text.starts_with('\n'),
+        "printa's output starts with a blank line"
+    );
+    let entries = stack_entries(text);
+    let total: u64 = entries.iter().map(|e| e.1).sum();
+    let mut folded_total = 0;
+    for e in entries.iter().filter(|e| !e.0.is_empty()) {
+        let line = fold(e);
+        let (stack, n) = line.rsplit_once(' ').expect("a count");
+        let n: u64 = n.parse().expect("a count");
+        assert!(n > 0, "{line}");
+        assert!(
+            !stack.is_empty() && stack.split(';').all(|f| !f.is_empty()),
+            "{line}"
+        );
+        // the outermost frame first, the sampled one last
+        assert!(
+            stack.starts_with(folded_frame(e.0.last().unwrap())),
+            "{line}"
+        );
+        assert!(stack.ends_with(folded_frame(&e.0[0])), "{line}");
+        folded_total += n;
+    }
+    // a sample ETW logged no user stack for prints as its count alone, as dtrace prints an
+    // empty ustack()
+    let bare: u64 = entries.iter().filter(|e| e.0.is_empty()).map(|e| e.1).sum();
+    assert_eq!(folded_total + bare, total);
+    (total, bare)
+}
+
+/// The flamegraph line for the busy process `pid` of a trace whose samples carry full stack
+/// walks (StackWalk records, as a live session of dtx delivers them: it enables no stack
+/// caching): the plan a live run makes, the trace played through the live callback against
+/// `-E`, and `dtx -E trace -o out.stacks`, whose file must fold. Returns the live path's text.
+fn flamegraph_over(path: &str, pid: u32) -> String {
+    let line = FLAMEGRAPH_LINE.replace("$target", &pid.to_string());
+    let script = format!("#pragma D option ustackframes=100\n{line}");
+
+    // samples at 997 Hz, with their stack walks (EVENT_TRACE_FLAG_PROFILE, and
+    // TraceStackTracingInfo with SampledProfile's class) and the images that name the frames
+    let mut etw = EtwProbes::new();
+    TraceSource::open(path).unwrap().scan_providers(&mut etw);
+    let catalog = dtx::providers::etw_catalog(&etw);
+    let e = engine(&script, &catalog, &Shared::default());
+    let plan = dtx::sources::etw_live::plan::SessionPlan::for_engine(&e, &etw);
+    use dtx::sources::etw_live::plan::kernel_flag as k;
+    assert_eq!(plan.kernel_flags & k::PROFILE, k::PROFILE, "{plan:?}");
+    assert_eq!(plan.kernel_flags & k::IMAGE_LOAD, k::IMAGE_LOAD, "{plan:?}");
+    let sampled_profile = (dtx::providers::etw::group::PERF_INFO, 46);
+    assert_eq!(plan.stack_events, vec![sampled_profile], "{plan:?}");
+    // 1/997 s in 100 ns units, inside what Windows accepts
+    assert_eq!(plan.profile_interval_to_set(), Some((10_030, false)));
+
+    let (from_file, from_live, records, dropped) = both_paths_with(path, &script, false);
+    assert_eq!(dropped, 0, "the replay outran the queue");
+    assert!(records > 1000, "only {records} records replayed");
+    if let Ok(d) = std::env::var("DTX_REPLAY_DUMP") {
+        std::fs::write(format!("{d}.file"), &from_file).unwrap();
+        std::fs::write(format!("{d}.live"), &from_live).unwrap();
+    }
+    if from_live != from_file {
+        let (live, file) = (stack_entries(&from_live), stack_entries(&from_file));
+        let only_live: Vec<_> = live.iter().filter(|e| !file.contains(e)).take(3).collect();
+        let only_file: Vec<_> = file.iter().filter(|e| !live.contains(e)).take(3).collect();
+        panic!(
+            "the live path and -E give other stacks for pid {pid} over {path}: {} and {} \
+             entries; only live: {only_live:#?}\nonly -E: {only_file:#?}",
+            live.len(),
+            file.len()
+        );
+    }
+    // the live path's text folds
+    check_folds(&from_live);
+
+    // the command line's -o file: printa's text, which folds
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.stacks");
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_dtx"))
+        .args(["-x", "ustackframes=100", "-E", path, "-n", &line, "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(run.stdout.is_empty(), "the output went to the -o file");
+    let text = std::fs::read_to_string(&out).unwrap();
+    let (total, bare) = check_folds(&text);
+    assert!(total > 100, "{total} samples of pid {pid}\n{text}");
+    assert!(bare < total, "no sample of pid {pid} has a user stack");
+    from_live
+}
+
+#[test]
+fn the_flamegraph_line_over_live_samples_with_full_stacks() {
+    // filtrace_diskio: Windows 11 build 26200, its samples' stacks in StackWalk records (full
+    // stacks), Image rundown; pid 11112 is the process its samples land in
+    let Some(path) = shared("etl-win11", "filtrace_diskio.etl") else {
+        return;
+    };
+    let live = flamegraph_over(&path, 11112);
+    let entries = stack_entries(&live);
+    // of the samples with a user stack, most are stacks of three frames or more, named by
+    // module (EtwRundown.dll, devobj.dll, cfgmgr32.dll, ...) or .NET method
+    let stacked: u64 = entries
+        .iter()
+        .filter(|e| !e.0.is_empty())
+        .map(|e| e.1)
+        .sum();
+    let deep: u64 = entries
+        .iter()
+        .filter(|(f, _)| f.len() >= 3 && f.iter().any(|x| !x.starts_with("0x")))
+        .map(|e| e.1)
+        .sum();
+    eprintln!("filtrace_diskio: {deep} of {stacked} samples with a user stack in named stacks of 3+ frames");
+    assert!(stacked > 50, "{stacked} samples with a user stack");
+    assert!(deep * 2 >= stacked, "{deep} of {stacked}\n{live}");
+    let modules: std::collections::BTreeSet<&str> = entries
+        .iter()
+        .flat_map(|e| e.0.iter())
+        .filter_map(|f| frame_module(f))
+        .collect();
+    assert!(modules.len() >= 3, "{modules:?}");
+    // managed frames by method name, from the runtime's method events
+    assert!(
+        entries.iter().any(|e| e
+            .0
+            .iter()
+            .any(|f| f.starts_with("Microsoft.Diagnostics.Tracing."))),
+        "no managed frame named\n{live}"
+    );
 }

@@ -8,6 +8,9 @@
 //! user how to run them by hand.
 #![cfg(windows)]
 
+#[path = "support/stacks.rs"]
+mod stacks;
+
 use std::io::Read;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -162,7 +165,16 @@ fn drain(pipe: Option<impl Read + Send + 'static>) -> JoinHandle<String> {
 
 /// Starts dtx with `args`.
 fn start(args: &[&str]) -> Running {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_dtx"))
+    start_without(args, &[])
+}
+
+/// Starts dtx with `args`, the environment variables `unset` left out of its environment.
+fn start_without(args: &[&str], unset: &[&str]) -> Running {
+    let mut dtx = Command::new(env!("CARGO_BIN_EXE_dtx"));
+    for v in unset {
+        dtx.env_remove(v);
+    }
+    let mut child = dtx
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -448,4 +460,142 @@ fn live_windows_second_dtx_leaves_the_first_alone() {
     b.assert_ok();
     b.positive_count("b on-cpu ");
     assert_no_sessions_after(&a);
+}
+
+/// The line cargo-flamegraph runs on Windows.
+const FLAMEGRAPH_LINE: &str = "profile-997 /pid == $target/ { @[ustack(100)] = count(); }";
+
+/// How long (CPU ms) the flamegraph target burns.
+const BURN_MS: u64 = 1500;
+
+/// `tests/pid_windows/burnwin.c` built with MSVC as a user builds a program with symbols
+/// (`cl /O2 /Zi`, linked with `/DEBUG`), then moved with its PDB into `dir/run/` (the path the
+/// linker recorded in the program no longer holds the PDB: it is found next to the program).
+/// The compiler is MSVC's `cl.exe` (found as build scripts find it: the cc crate looks in the
+/// environment, then asks vswhere for Visual Studio), else `clang-cl` on the PATH. The program,
+/// or why it could not be built.
+fn build_burnwin(dir: &std::path::Path) -> Result<std::path::PathBuf, String> {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/pid_windows/burnwin.c");
+    let build = dir.join("build");
+    std::fs::create_dir_all(&build).map_err(|e| e.to_string())?;
+    let args = ["/nologo", "/O2", "/Zi", "/Feburnwin.exe"];
+    let link = ["/link", "/DEBUG", "/INCREMENTAL:NO"];
+    let mut cl = match cc::windows_registry::find_tool("x86_64-pc-windows-msvc", "cl.exe") {
+        Some(tool) => tool.to_command(),
+        None => {
+            let clang_cl = Command::new("clang-cl").arg("--version").output();
+            if !clang_cl.is_ok_and(|o| o.status.success()) {
+                return Err("no C compiler: neither MSVC's cl.exe nor clang-cl was found".into());
+            }
+            Command::new("clang-cl")
+        }
+    };
+    let out = cl
+        .args(args)
+        .arg(&src)
+        .args(link)
+        .current_dir(&build)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run the C compiler: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "building burnwin.c failed ({}):\n{}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    let run = dir.join("run");
+    std::fs::create_dir_all(&run).map_err(|e| e.to_string())?;
+    for f in ["burnwin.exe", "burnwin.pdb"] {
+        std::fs::rename(build.join(f), run.join(f)).map_err(|e| format!("moving {f}: {e}"))?;
+    }
+    Ok(run.join("burnwin.exe"))
+}
+
+/// The flamegraph line, live, on a CPU-bound program built with MSVC and its PDB: the run ends
+/// when the program ends, no session is left, and `out.stacks` holds the program's stacks named
+/// through its PDB (found next to it): at least half of the samples are stacks of three frames
+/// or more reading `burnwin_leaf`, `burnwin_middle`, `burnwin_outer`, `main` from the inside
+/// out, and inferno's dtrace collapser folds the file into lines with that chain.
+#[test]
+fn live_windows_flamegraph_line_names_the_targets_functions() {
+    let Some(_live) = live("live_windows_flamegraph_line_names_the_targets_functions") else {
+        return;
+    };
+    // -c splits its command at blanks: a folder of the target directory (no blanks on the
+    // hosted runner) rather than the user's temporary folder
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a temporary folder");
+    if dir
+        .path()
+        .display()
+        .to_string()
+        .contains(char::is_whitespace)
+    {
+        eprintln!(
+            "skipped: live_windows_flamegraph_line_names_the_targets_functions: the build \
+             folder {} has a blank, which -c cannot pass",
+            dir.path().display()
+        );
+        return;
+    }
+    let exe = match build_burnwin(dir.path()) {
+        Ok(exe) => exe,
+        Err(why) => {
+            eprintln!("skipped: live_windows_flamegraph_line_names_the_targets_functions: {why}");
+            return;
+        }
+    };
+    let out = dir.path().join("out.stacks");
+    let out_arg = out.display().to_string();
+    let cmd = format!("{} {BURN_MS}", exe.display());
+    // the PDB must be found next to the program, not on a symbol path
+    let run = start_without(
+        &[
+            "-x",
+            "ustackframes=100",
+            "-n",
+            FLAMEGRAPH_LINE,
+            "-o",
+            &out_arg,
+            "-c",
+            &cmd,
+        ],
+        &["_NT_SYMBOL_PATH", "_NT_ALT_SYMBOL_PATH"],
+    )
+    .finish();
+    run.assert_ok();
+    assert_no_sessions_after(&run);
+    let text = std::fs::read_to_string(&out).unwrap_or_default();
+    let stacks = stacks::stack_entries(&text);
+    let total: u64 = stacks.iter().map(|s| s.1).sum();
+    // at 997 Hz no more samples than the CPU time it burnt (each fires once), give or take
+    assert!(
+        total > 300 && total <= BURN_MS * 997 / 1000 * 115 / 100 + 10,
+        "{total} samples in {BURN_MS} ms of CPU\n{text}\n{}",
+        run.report()
+    );
+    let chain = ["burnwin_leaf", "burnwin_middle", "burnwin_outer", "main"];
+    let good = stacks::samples_through(&stacks, "burnwin.exe", &chain);
+    assert!(
+        good * 2 >= total,
+        "{good} of {total} samples have the stack {chain:?}\n{text}\n{}",
+        run.report()
+    );
+    let folded = stacks::inferno_folded(&text);
+    let folded_total: u64 = folded.iter().map(|l| l.1).sum();
+    let outward = "burnwin.exe`main;burnwin.exe`burnwin_outer;burnwin.exe`burnwin_middle;\
+                   burnwin.exe`burnwin_leaf";
+    let with_main: u64 = folded
+        .iter()
+        .filter(|(stack, _)| stack.contains(outward))
+        .map(|l| l.1)
+        .sum();
+    assert_eq!(folded_total, total, "{folded:?}");
+    assert_eq!(with_main, good, "{folded:?}");
+    eprintln!(
+        "flamegraph line: {good} of {total} samples have the full stack\n{}",
+        run.stderr
+    );
 }

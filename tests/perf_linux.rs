@@ -3,6 +3,9 @@
 //! with a message where perf events (root) or gcc are missing.
 #![cfg(target_os = "linux")]
 
+#[path = "support/stacks.rs"]
+mod stacks;
+
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -384,49 +387,22 @@ fn compile_burn(dir: &Path) -> PathBuf {
     compile_with(dir, "dtxburn", BURN_C, &["-O2", "-fomit-frame-pointer"])
 }
 
-/// The stacks of dtrace's `printa` of a stack aggregation: (frames, count) per stack.
-fn stacks_of(text: &str) -> Vec<(Vec<String>, u64)> {
-    let mut out = Vec::new();
-    let mut frames = Vec::new();
-    for line in text.lines() {
-        let t = line.trim();
-        if t.is_empty() {
-            frames.clear();
-        } else if let Ok(n) = t.parse::<u64>() {
-            out.push((std::mem::take(&mut frames), n));
-        } else {
-            frames.push(t.to_string());
-        }
-    }
-    out
-}
-
 /// Checks the `-o` file of the flamegraph line: at least half of the samples are stacks of 3
 /// frames or more naming the program's functions down to `main`, and inferno's dtrace
 /// collapser folds the file into lines that name `main`. The program ran `cpu_ms` of CPU time:
 /// at 997 Hz no more samples than that (each fires once). Returns (good samples, all samples).
 fn check_flamegraph_output(text: &str, cpu_ms: u64) -> (u64, u64) {
-    let stacks = stacks_of(text);
+    let stacks = stacks::stack_entries(text);
     let total: u64 = stacks.iter().map(|s| s.1).sum();
     assert!(
         total <= cpu_ms * 997 / 1000 * 115 / 100 + 10,
         "{total} samples in {cpu_ms} ms"
     );
-    let good: u64 = stacks
-        .iter()
-        .filter(|(f, _)| {
-            let at = |name: &str| {
-                f.iter()
-                    .position(|l| l.starts_with(&format!("dtxburn`{name}")))
-            };
-            f.len() >= 3
-                && matches!(
-                    (at("dtxb_inner"), at("dtxb_middle"), at("dtxb_outer"), at("main")),
-                    (Some(a), Some(b), Some(c), Some(d)) if a < b && b < c && c < d
-                )
-        })
-        .map(|s| s.1)
-        .sum();
+    let good = stacks::samples_through(
+        &stacks,
+        "dtxburn",
+        &["dtxb_inner", "dtxb_middle", "dtxb_outer", "main"],
+    );
     assert!(total > 50, "{total} samples\n{text}");
     assert!(
         good * 2 >= total,
@@ -437,25 +413,16 @@ fn check_flamegraph_output(text: &str, cpu_ms: u64) -> (u64, u64) {
         !text.contains("libc.so.6`0x"),
         "a libc frame without a name\n{text}"
     );
-    use inferno::collapse::Collapse;
-    let mut folded = Vec::new();
-    inferno::collapse::dtrace::Folder::default()
-        .collapse(text.as_bytes(), &mut folded)
-        .unwrap();
-    let folded = String::from_utf8(folded).unwrap();
-    let mut folded_total = 0u64;
-    let mut with_main = 0u64;
-    for line in folded.lines() {
-        let (stack, n) = line.rsplit_once(' ').unwrap();
-        let n: u64 = n.parse().unwrap();
-        folded_total += n;
-        if stack.contains("dtxburn`main;dtxburn`dtxb_outer;dtxburn`dtxb_middle;dtxburn`dtxb_inner")
-        {
-            with_main += n;
-        }
-    }
-    assert_eq!(folded_total, total, "{folded}");
-    assert_eq!(with_main, good, "{folded}");
+    let folded = stacks::inferno_folded(text);
+    let folded_total: u64 = folded.iter().map(|l| l.1).sum();
+    let outward = "dtxburn`main;dtxburn`dtxb_outer;dtxburn`dtxb_middle;dtxburn`dtxb_inner";
+    let with_main: u64 = folded
+        .iter()
+        .filter(|(stack, _)| stack.contains(outward))
+        .map(|l| l.1)
+        .sum();
+    assert_eq!(folded_total, total, "{folded:?}");
+    assert_eq!(with_main, good, "{folded:?}");
     (good, total)
 }
 

@@ -360,16 +360,32 @@ fn store_candidates(store: &Path, id: &PdbId, out: &mut Vec<PathBuf>) {
 }
 
 /// Finds the PDB that matches `id`: the path the image records, beside the image
-/// (`image_path`), then `symbol_path`. Returns the first candidate whose GUID and age match.
+/// (`image_path`, also when it is the NT path an ETW Image record carries: see
+/// [`image_folder`]), then `symbol_path`. Returns the first candidate whose GUID and age match.
 pub fn find_pdb(
     id: &PdbId,
     image_path: Option<&Path>,
     symbol_path: &SymbolPath,
 ) -> Option<PathBuf> {
+    find_pdb_with(
+        id,
+        image_path,
+        symbol_path,
+        crate::etw::state::DevicePaths::this_machine(),
+    )
+}
+
+/// [`find_pdb`], with NT device paths turned into this machine's paths by `devices`.
+pub fn find_pdb_with(
+    id: &PdbId,
+    image_path: Option<&Path>,
+    symbol_path: &SymbolPath,
+    devices: Option<&crate::etw::state::DevicePaths>,
+) -> Option<PathBuf> {
     let mut candidates = vec![PathBuf::from(&id.path)];
     let mut ext = String::new();
     if let Some(img) = image_path {
-        if let Some(dir) = img.parent() {
+        if let Some(dir) = image_folder(img, devices) {
             candidates.push(dir.join(id.file_name()));
         }
         ext = img
@@ -381,6 +397,32 @@ pub fn find_pdb(
     candidates.into_iter().find(|c| {
         c.is_file() && pdb_identity(c).is_ok_and(|(guid, age)| guid == id.guid && age == id.age)
     })
+}
+
+/// The folder an image file is in, as this machine can open it. ETW's Image records name an
+/// image by its NT path (`\Device\HarddiskVolume3\app\prog.exe`), which no file API opens:
+/// `devices` turns it into the drive path (`C:\app\prog.exe`), so that the PDB a user keeps
+/// next to their program is found live and over a trace recorded on this machine. A path that
+/// is not an NT path is taken as it is; an NT path `devices` cannot place has no folder here.
+pub fn image_folder(
+    image_path: &Path,
+    devices: Option<&crate::etw::state::DevicePaths>,
+) -> Option<PathBuf> {
+    let text = image_path.to_string_lossy();
+    // `\Device\..`, `\SystemRoot\..`, `\??\C:\..` and `\\?\..`; a share (`\\server\..`)
+    // opens as it is
+    let nt = text.starts_with('\\')
+        && (!text.starts_with("\\\\")
+            || text.starts_with("\\\\?\\")
+            || text.starts_with("\\\\.\\"));
+    let path = if nt {
+        PathBuf::from(devices?.to_dos(&text)?)
+    } else {
+        image_path.to_path_buf()
+    };
+    path.parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .map(Path::to_path_buf)
 }
 
 /// The functions of the PDB matching a PE image, when one is found (see [`find_pdb`]).
@@ -710,6 +752,53 @@ pub(crate) mod tests {
         // an age the PDB does not have
         id.age += 1;
         assert_eq!(find_pdb(&id, Some(&exe), &sp), None);
+    }
+
+    #[test]
+    fn a_pdb_beside_an_image_named_by_its_nt_path() {
+        // what a live session or a trace recorded here names the image by: its NT path; the
+        // PDB the user keeps next to the program (moved there with it, so the path the linker
+        // recorded is gone) is found through the drive the device stands for
+        let Some((_built, exe, pdb)) = clang_program("besideprog", PROGRAM) else {
+            return;
+        };
+        let bytes = std::fs::read(&exe).unwrap();
+        let id = image_pdb_id(&object::File::parse(&*bytes).unwrap()).unwrap();
+        let drive = tempfile::tempdir().unwrap();
+        let moved = drive.path().join("apps");
+        std::fs::create_dir_all(&moved).unwrap();
+        std::fs::copy(&exe, moved.join("besideprog.exe")).unwrap();
+        std::fs::rename(&pdb, moved.join("besideprog.pdb")).unwrap();
+        assert!(!Path::new(&id.path).exists());
+        let devices = crate::etw::state::DevicePaths::new(
+            vec![(
+                r"\Device\HarddiskVolume9".into(),
+                drive.path().display().to_string(),
+            )],
+            None,
+        );
+        let nt = Path::new(r"\Device\HarddiskVolume9\apps\besideprog.exe");
+        let none = SymbolPath::default();
+        assert_eq!(
+            find_pdb_with(&id, Some(nt), &none, Some(&devices)),
+            Some(moved.join("besideprog.pdb"))
+        );
+        // a device this machine does not have, or no device names at all: not found
+        let other = Path::new(r"\Device\HarddiskVolume2\apps\besideprog.exe");
+        assert_eq!(find_pdb_with(&id, Some(other), &none, Some(&devices)), None);
+        assert_eq!(find_pdb_with(&id, Some(nt), &none, None), None);
+        // a path the file system knows is taken as it is
+        assert_eq!(
+            find_pdb_with(&id, Some(&moved.join("besideprog.exe")), &none, None),
+            Some(moved.join("besideprog.pdb"))
+        );
+        // the folders
+        assert_eq!(image_folder(nt, Some(&devices)), Some(moved.clone()));
+        assert_eq!(image_folder(Path::new("prog.exe"), None), None);
+        assert_eq!(
+            image_folder(Path::new(r"\\server\share\x.exe"), None).is_some(),
+            cfg!(windows)
+        );
     }
 
     #[test]

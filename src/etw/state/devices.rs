@@ -97,6 +97,20 @@ impl DevicePaths {
             .map(|unc| format!(r"\\{unc}"))
     }
 
+    /// This machine's device paths ([`DevicePaths::system`]), asked once per process; None
+    /// where there are none to ask (not Windows).
+    pub fn this_machine() -> Option<&'static DevicePaths> {
+        #[cfg(windows)]
+        {
+            static DEVICES: std::sync::OnceLock<DevicePaths> = std::sync::OnceLock::new();
+            Some(DEVICES.get_or_init(DevicePaths::system))
+        }
+        #[cfg(not(windows))]
+        {
+            None
+        }
+    }
+
     /// The device names of this machine's drive letters (QueryDosDevice of each drive
     /// GetLogicalDrives lists; a SUBST drive, whose target is a DOS path, is left out) and its
     /// system root (GetSystemWindowsDirectory: the shared Windows folder, not a terminal

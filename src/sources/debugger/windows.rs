@@ -32,8 +32,8 @@ use windows_sys::Win32::System::ProcessStatus::{
 };
 use windows_sys::Win32::System::Threading::{
     CreateProcessW, OpenProcess, ResumeThread, SuspendThread, TerminateProcess,
-    DEBUG_ONLY_THIS_PROCESS, INFINITE, PROCESS_INFORMATION, PROCESS_QUERY_INFORMATION,
-    PROCESS_TERMINATE, PROCESS_VM_READ, STARTUPINFOW,
+    CREATE_UNICODE_ENVIRONMENT, DEBUG_ONLY_THIS_PROCESS, INFINITE, PROCESS_INFORMATION,
+    PROCESS_QUERY_INFORMATION, PROCESS_TERMINATE, PROCESS_VM_READ, STARTUPINFOW,
 };
 
 use super::{DebugEvent, ExitStatus, Regs, Stop, TargetProcess};
@@ -261,11 +261,21 @@ impl WindowsTarget {
             quote_arg(a, &mut line);
         }
         let mut wline = wide(&line);
+        // the target's environment: dtx's, with the normal heap asked for
+        let env = {
+            use std::os::windows::ffi::OsStrExt;
+            super::environment_block(
+                std::env::vars_os()
+                    .map(|(k, v)| (k.encode_wide().collect(), v.encode_wide().collect()))
+                    .collect(),
+            )
+        };
         // SAFETY: zeroed STARTUPINFOW/PROCESS_INFORMATION are valid inputs/outputs.
         let mut si: STARTUPINFOW = unsafe { std::mem::zeroed() };
         si.cb = std::mem::size_of::<STARTUPINFOW>() as u32;
         let mut pi: PROCESS_INFORMATION = unsafe { std::mem::zeroed() };
-        // SAFETY: a mutable NUL-terminated command line, inherited environment and directory.
+        // SAFETY: a mutable NUL-terminated command line, a UTF-16 environment block ending in
+        // two NULs, the inherited directory.
         let ok = unsafe {
             CreateProcessW(
                 std::ptr::null(),
@@ -273,8 +283,8 @@ impl WindowsTarget {
                 std::ptr::null(),
                 std::ptr::null(),
                 0,
-                DEBUG_ONLY_THIS_PROCESS,
-                std::ptr::null(),
+                DEBUG_ONLY_THIS_PROCESS | CREATE_UNICODE_ENVIRONMENT,
+                env.as_ptr().cast(),
                 std::ptr::null(),
                 &si,
                 &mut pi,

@@ -380,7 +380,9 @@ impl EtwLiveSource {
         EtwLiveSource {
             rx,
             context,
-            decoder: Decoder::new(),
+            // the .NET runtime's shipped manifest, as a trace's walk has it: its method events
+            // name managed frames even where TDH has no schema for them
+            decoder: crate::sources::etl::TraceSource::new_decoder(),
             state: SystemState::new(),
             stacks: StackSource(stacks.then(StackMatcher::new)),
             etw,

@@ -121,6 +121,32 @@ pub fn clamp_profile_interval(interval: u32) -> u32 {
     interval.clamp(PROFILE_INTERVAL_MIN, PROFILE_INTERVAL_MAX)
 }
 
+/// What the user is told about the sampling interval, or None when Windows samples at the
+/// interval the probes asked for: `asked` is the probes' interval, `actual` the one Windows
+/// reports after dtx set the nearest it accepts (TraceQueryInformation
+/// TraceSampledProfileIntervalInfo, all in 100 ns units). The profile interrupt's interval is
+/// system-wide, and the hardware's timer may not reach every value: xperf's `-setprofint` and
+/// PerfView read it back the same way.
+pub fn profile_interval_note(asked: u32, actual: u32) -> Option<String> {
+    if asked == actual {
+        return None;
+    }
+    let ms = |i: u32| i as f64 / 10_000.0;
+    let why = if clamp_profile_interval(asked) != asked {
+        "Windows samples every 0.1221 ms to 1 s"
+    } else {
+        "the nearest interval Windows accepts"
+    };
+    Some(format!(
+        "profile samples were asked every {:.4} ms ({:.0} Hz); Windows samples every {:.4} ms \
+         ({:.0} Hz), {why}",
+        ms(asked),
+        10_000_000.0 / asked.max(1) as f64,
+        ms(actual),
+        10_000_000.0 / actual.max(1) as f64,
+    ))
+}
+
 /// The kernel flags of the high-frequency events (context switches, ready threads, DPCs,
 /// interrupts, system calls). When a live run also logs to a file (`-E new.etl`), these go to
 /// a session of their own that only writes the file; `-gE` processes them live too.
@@ -898,6 +924,41 @@ mod tests {
         assert_eq!(
             p.profile_interval_to_set(),
             Some((PROFILE_INTERVAL_MAX, true))
+        );
+    }
+
+    #[test]
+    fn the_flamegraph_lines_samples_are_walked_by_their_class() {
+        // `profile-997 { @[ustack(100)] = count(); }`: the kernel session's PROFILE flag, the
+        // images, and the stack walks of SampledProfile, which the Windows layer asks for as
+        // the CLASSIC_EVENT_ID {PerfInfo class GUID, type 46}
+        let p = plan(&[("profile", "profile-997")], true);
+        assert_eq!(p.stack_events, vec![(group::PERF_INFO, 46)]);
+        assert_eq!(
+            p.kernel_flags,
+            k::PROFILE | k::PROCESS | k::THREAD | k::IMAGE_LOAD
+        );
+        assert_eq!(
+            crate::etw::reader::headers::kernel_group_guid(group::PERF_INFO),
+            Guid::parse("ce1dbfb4-137e-4da6-87b0-3f59aa102cbc").unwrap()
+        );
+    }
+
+    #[test]
+    fn a_sampling_interval_windows_changed_is_said() {
+        // profile-997: 1/997 s, set as 10030 x 100 ns
+        assert_eq!(profile_interval_note(10_030, 10_030), None);
+        assert_eq!(
+            profile_interval_note(10_030, 10_000).as_deref(),
+            Some(
+                "profile samples were asked every 1.0030 ms (997 Hz); Windows samples every \
+                 1.0000 ms (1000 Hz), the nearest interval Windows accepts"
+            )
+        );
+        let fast = profile_interval_note(100, PROFILE_INTERVAL_MIN).unwrap();
+        assert!(
+            fast.contains("0.1221 ms to 1 s") && fast.contains("8190 Hz"),
+            "{fast}"
         );
     }
 

@@ -25,7 +25,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Once, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, Once};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -89,8 +89,9 @@ pub fn open_for(
 /// carries no ImageID records): the kernel's NT paths become DOS paths through this machine's
 /// drive devices (asked once per process). Returns how many images were identified.
 pub fn identify_images(state: &mut crate::etw::state::SystemState) -> usize {
-    static DEVICES: OnceLock<crate::etw::state::DevicePaths> = OnceLock::new();
-    let devices = DEVICES.get_or_init(crate::etw::state::DevicePaths::system);
+    let Some(devices) = crate::etw::state::DevicePaths::this_machine() else {
+        return 0;
+    };
     state.identify_images(&mut |nt| {
         devices
             .to_dos(nt)
@@ -254,9 +255,14 @@ impl Sessions {
     }
 
     /// Sets the sampling interval the plan asks for (remembering the system's, to restore),
-    /// with SeSystemProfilePrivilege enabled first.
+    /// with SeSystemProfilePrivilege enabled first, and reads back what Windows took: the
+    /// interval it samples at is said when it is not the one asked for. (Microsoft Learn:
+    /// TraceSetInformation and TraceQueryInformation with TraceSampledProfileIntervalInfo and a
+    /// TRACE_PROFILE_INTERVAL, a system-wide setting in 100 ns units; samply's Windows backend
+    /// sets it before the session as xperf's `-SetProfInt`, PerfView's TraceEventSession sets
+    /// it with session handle 0 and reads it back.)
     fn set_profile(&mut self, plan: &SessionPlan, notes: &mut Vec<String>) -> Result<(), String> {
-        let Some((interval, clamped)) = plan.profile_interval_to_set() else {
+        let Some((interval, _)) = plan.profile_interval_to_set() else {
             return Ok(());
         };
         if self.profile_set == Some(interval) {
@@ -273,13 +279,9 @@ impl Sessions {
             return Ok(());
         }
         self.profile_set = Some(interval);
-        if clamped {
-            let asked = plan.profile_interval.unwrap_or(interval);
-            notes.push(format!(
-                "sample interval {asked} x 100 ns is outside what Windows accepts; sampling \
-                 every {interval} x 100 ns"
-            ));
-        }
+        let asked = plan.profile_interval.unwrap_or(interval);
+        let actual = query_profile_interval().unwrap_or(interval);
+        notes.extend(super::plan::profile_interval_note(asked, actual));
         Ok(())
     }
 
@@ -690,8 +692,12 @@ fn start_live(
 }
 
 /// Asks the kernel session `h` for stack walks of these (group, event type) records
-/// (TraceSetInformation TraceStackTracingInfo: an array of at most 256 CLASSIC_EVENT_IDs);
-/// a note when it refused.
+/// (TraceSetInformation TraceStackTracingInfo: an array of at most 256 CLASSIC_EVENT_IDs, each
+/// the event class GUID and type; a later call replaces the list); a note when it refused.
+/// Samples are the PerfInfo class's type 46 (SampledProfile), what xperf's `-stackwalk
+/// Profile` and samply's Windows backend ask for. Each walk comes as a StackWalk record (class
+/// def2fe46-7bd6-4b80-bd94-f57fe20d0ce3, type 32) naming its event by timestamp and thread
+/// (Microsoft Learn: TraceSetInformation, CLASSIC_EVENT_ID, StackWalk, StackWalk_Event).
 fn set_stack_walks(h: w::CONTROLTRACE_HANDLE, events: &[(u8, u8)]) -> Option<String> {
     if events.is_empty() {
         return None;
