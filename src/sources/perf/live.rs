@@ -427,7 +427,7 @@ impl IdleNames {
 struct Tasks(FastMap<u32, Task>);
 
 impl Tasks {
-    /// Every thread alive now, from `/proc`: read once just before the side-band events are
+    /// Every thread alive now, from `/proc`: read once just after the side-band events are
     /// turned on (what starts or execs later comes in their FORK and COMM records), so that
     /// what lived before (a `-c` target stopped after its exec) keeps its name even when it
     /// exits before its first event is read.
@@ -843,9 +843,13 @@ impl PerfSource {
         let mut rings = Vec::new();
         let mut fds = Vec::new();
         let mut by_id = FastMap::default();
-        // before the events are on, so that dtx's own reading of /proc is not traced
-        let tasks = Tasks::snapshot();
         let cpus = online_cpus();
+        // the side-band events of every CPU first, then the snapshot of /proc, then the
+        // probes' events: a task that starts while this runs is in the snapshot or has its
+        // FORK and COMM records (before, a task started between the snapshot and its CPU's
+        // side-band event had neither, and lost its name if it exited before its first event
+        // was read); dtx's own reading of /proc comes before any probe's event is on
+        let mut side_rings = Vec::with_capacity(cpus.len());
         for &cpu in &cpus {
             let side = PerfEventAttr {
                 kind: TYPE_SOFTWARE,
@@ -861,6 +865,10 @@ impl PerfSource {
             let ring = Ring::map(fd, cpu, pages).map_err(|e| {
                 format!("could not enable tracing: perf ring buffer on CPU {cpu}: {e}")
             })?;
+            side_rings.push((cpu, ring));
+        }
+        let tasks = Tasks::snapshot();
+        for (cpu, ring) in side_rings {
             for (dec, attr, filter) in &specs {
                 let fd = perf_event_open(&finish(*attr, data_bytes), -1, cpu as i32)
                     .map_err(|e| open_error(&format!("perf event on CPU {cpu}"), &e))?;
