@@ -144,17 +144,7 @@ mod tests {
         .unwrap();
         let p = standard_probe("BEGIN").unwrap();
         vm.fire(&FiringCtx::synthetic(&p, 1, 1, b"x"));
-        let got: Vec<i64> = vm
-            .records
-            .iter()
-            .filter_map(|(_, r)| match r {
-                Record::Data { values, .. } => match values.first() {
-                    Some(Datum::Int { value, .. }) => Some(*value),
-                    _ => None,
-                },
-                _ => None,
-            })
-            .collect();
+        let got = first_ints(&vm);
         assert_eq!(
             got,
             [
@@ -220,6 +210,20 @@ mod tests {
         );
     }
 
+    /// The integer each data record of `vm` starts with, in order.
+    fn first_ints(vm: &crate::vm::Vm) -> Vec<i64> {
+        vm.records
+            .iter()
+            .filter_map(|(_, r)| match r {
+                Record::Data { values, .. } => match values.first() {
+                    Some(Datum::Int { value, .. }) => Some(*value),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Fires `BEGIN` of `vm` as thread `tid` on `cpu`: the integers it traced, and whether a
     /// clause faulted.
     fn fire_as(vm: &mut crate::vm::Vm, tid: u64, cpu: u32) -> (Vec<i64>, bool) {
@@ -229,17 +233,7 @@ mod tests {
         cx.cpu = cpu;
         vm.records.clear();
         let res = vm.fire(&cx);
-        let ints = vm
-            .records
-            .iter()
-            .filter_map(|(_, r)| match r {
-                Record::Data { values, .. } => match values.first() {
-                    Some(Datum::Int { value, .. }) => Some(*value),
-                    _ => None,
-                },
-                _ => None,
-            })
-            .collect();
+        let ints = first_ints(vm);
         (ints, !res.errors.is_empty())
     }
 
