@@ -129,7 +129,7 @@ pub fn build(mem: &mut Vec<u8>, cx: &FiringCtx<'_>) {
 
 #[cfg(test)]
 mod tests {
-    use crate::engine::standalone::{standalone_vm, standard_probe};
+    use crate::engine::standalone::{first_ints, standalone_vm, standard_probe};
     use crate::vm::{Datum, FiringCtx, Record};
 
     #[test]
@@ -208,20 +208,6 @@ mod tests {
                 "UI thread"
             ]
         );
-    }
-
-    /// The integer each data record of `vm` starts with, in order.
-    fn first_ints(vm: &crate::vm::Vm) -> Vec<i64> {
-        vm.records
-            .iter()
-            .filter_map(|(_, r)| match r {
-                Record::Data { values, .. } => match values.first() {
-                    Some(Datum::Int { value, .. }) => Some(*value),
-                    _ => None,
-                },
-                _ => None,
-            })
-            .collect()
     }
 
     /// Fires `BEGIN` of `vm` as thread `tid` on `cpu`: the integers it traced, and whether a
