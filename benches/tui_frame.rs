@@ -5,9 +5,9 @@
 use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, Criterion};
+use dtx::agg::snapshot::{AggRow, AggView, KeyCell, Snapshot};
 use dtx::agg::AggValue;
 use dtx::engine::session::{RunState, Status, Update};
-use dtx::engine::snapshot::{AggRow, AggView, KeyCell, Snapshot};
 use dtx::tui::app::{App, Focus};
 use dtx::tui::ui;
 use ratatui::backend::TestBackend;

@@ -13,10 +13,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use dtx::agg::snapshot::{self, AggView};
 use dtx::engine::clock::LiveClock;
 use dtx::engine::consumer::{Consumer, ConsumerOptions};
 use dtx::engine::session::{Command, EtwBackend, RunState, Session, SessionSource, Status, Update};
-use dtx::engine::snapshot::{self, AggView};
 use dtx::engine::{Engine, EventSource, SourceState};
 use dtx::lang::options::DOptions;
 use dtx::probes::Catalog;
@@ -172,7 +172,7 @@ fn same_but_unknown(got: &[AggView], want: &[AggView]) {
         let (live, file) = (rows(g), rows(w));
         let unknown = format!(
             "{:?}",
-            [dtx::engine::snapshot::KeyCell::Text("<unknown>".into())]
+            [dtx::agg::snapshot::KeyCell::Text("<unknown>".into())]
         );
         assert!(!file.contains_key(&unknown), "{}: {w:?}", w.name);
         let mut moved = 0;

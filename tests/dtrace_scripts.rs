@@ -283,3 +283,38 @@ fn a_rate_faster_than_the_traces_sampling_fires_every_sample_and_says_so() {
     let (code, _, err) = run(&["-q", "-E", &t, "-n", "profile-997 { @ = count(); }"]);
     assert!(code == 0 && err.is_empty(), "{err}");
 }
+
+/// `%Y` and `%T` print in the local zone of the machine dtx runs on, as dtrace's `ctime_r` and
+/// `strftime` do: with `TZ` set to the Pacific zone the xperf trace (recorded 2011-08-30 04:56
+/// UTC) starts on the evening of 2011-08-29, PDT; with `TZ=UTC0` at 04:56 the next day.
+#[test]
+fn walltimestamp_prints_in_the_local_zone() {
+    let Some(t) = trace(PPT) else { return };
+    if !std::path::Path::new("/usr/share/zoneinfo/America/Los_Angeles").exists() {
+        eprintln!("skipped: no zoneinfo for America/Los_Angeles");
+        return;
+    }
+    let prog = "BEGIN { printf(\"%Y|%T\\n\", walltimestamp, walltimestamp); exit(0); }";
+    let run = |tz: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_dtx"))
+            .args(["-q", "-E", &t, "-n", prog])
+            .env("TZ", tz)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8(out.stdout).unwrap();
+        text.lines().next().unwrap_or_default().to_string()
+    };
+    assert_eq!(
+        run("America/Los_Angeles"),
+        "2011 Aug 29 21:56:58|Mon, 29 Aug 2011 21:56:58 PDT"
+    );
+    assert_eq!(
+        run("UTC0"),
+        "2011 Aug 30 04:56:58|Tue, 30 Aug 2011 04:56:58 UTC"
+    );
+}

@@ -570,3 +570,73 @@ fn idle_process_is_named_with_or_without_a_rundown() {
         assert_eq!(got, ["idle"], "{trace}");
     }
 }
+
+/// The flamegraph line (`@[pid, ustack(8)] = count()`) over a Windows 11 trace with samples
+/// and stacks: a user frame is named by module exactly when an Image record of its process
+/// covers it (module name the record's file), and stays a bare address otherwise (the images
+/// loaded before the trace began, such as ntdll, which these traces without an image rundown
+/// never record). Frames in JIT-compiled code carry the CLR's method names and are not checked
+/// here. Multi-frame user stacks with named frames are among them.
+#[test]
+fn ustack_frames_are_named_by_the_images_the_trace_records() {
+    let Some(trace) = shared("etl-win11", "filtrace_etw.etl") else {
+        return;
+    };
+    // pid -> (base, size, file base name) of each Image record (Load, DCStart, DCEnd, Unload)
+    let mut images: HashMap<u32, Vec<(u64, u64, String)>> = HashMap::new();
+    each_record(&trace, |ev| {
+        let p = ev.pointer_size as usize;
+        if matches!(ev.kernel_group, Some(PROCESS | IMAGE)) && matches!(ev.opcode, 2 | 3 | 4 | 10) {
+            let (Some(base), Some(size), Some(pid)) =
+                (ptr_at(ev, 0), ptr_at(ev, p), u32_at(ev.payload, 2 * p))
+            else {
+                return;
+            };
+            let file = utf16_at(ev.payload, 3 * p + 32);
+            let name = file.rsplit('\\').next().unwrap_or("").to_lowercase();
+            images.entry(pid).or_default().push((base, size, name));
+        }
+    });
+    let out = etl::quiet(&trace, "profile-997 { @[pid, ustack(8)] = count(); }");
+    let mut lines = out.lines().map(str::trim).filter(|l| !l.is_empty());
+    let (mut named, mut bare, mut multi_named) = (0, 0, 0);
+    while let Some(pid) = lines.next() {
+        let mut w = pid.split_whitespace();
+        let pid: u32 = w.next().unwrap().parse().unwrap();
+        if w.next().is_some() {
+            continue; // an empty user stack: the count is on the key's line
+        }
+        let mut frames_named = 0;
+        for frame in lines.by_ref() {
+            if frame.parse::<u64>().is_ok() {
+                break; // the count ends the stack
+            }
+            let recorded = images.get(&pid).map(Vec::as_slice).unwrap_or(&[]);
+            if let Some(hex) = frame.strip_prefix("0x") {
+                let a = u64::from_str_radix(hex, 16).unwrap();
+                assert!(
+                    !recorded.iter().any(|(b, s, _)| (*b..b + s).contains(&a)),
+                    "pid {pid}: {frame} lies in a recorded image"
+                );
+                bare += 1;
+            } else {
+                let module = frame.split(['`', '+']).next().unwrap().to_lowercase();
+                if !module.ends_with(".dll") && !module.ends_with(".exe") {
+                    continue; // JIT-compiled code, named by the CLR's method records
+                }
+                assert!(
+                    recorded.iter().any(|(_, _, n)| *n == module
+                        || n.rsplit_once('.').map(|x| x.0) == Some(&module)),
+                    "pid {pid}: {frame} names no recorded image"
+                );
+                named += 1;
+                frames_named += 1;
+            }
+        }
+        multi_named += (frames_named >= 2) as usize;
+    }
+    assert!(
+        named > 0 && bare > 0 && multi_named > 0,
+        "{named} {bare} {multi_named}"
+    );
+}

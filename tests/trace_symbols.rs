@@ -4,6 +4,11 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+#[path = "support/standin_pdb.rs"]
+mod standin_pdb;
+
+use standin_pdb::{clang_pdb, guid_bytes};
+
 fn run(trace: &str, program: &str) -> Option<String> {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../shared/etl")
@@ -61,58 +66,6 @@ fn kernel_and_user_frames_name_their_modules() {
     assert!(u.contains("clr.dll") || u.contains("ntdll.dll"), "{u}");
 }
 
-/// A PDB built by clang + lld (for x86_64-w64-mingw32) in `dir`, or None after saying why.
-fn clang_pdb(dir: &std::path::Path) -> Option<PathBuf> {
-    let libgcc = Command::new("x86_64-w64-mingw32-gcc")
-        .arg("-print-libgcc-file-name")
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
-    let Some(libgcc) = libgcc else {
-        eprintln!("skipped: x86_64-w64-mingw32-gcc is not installed");
-        return None;
-    };
-    let c = dir.join("standin.c");
-    std::fs::write(
-        &c,
-        "int standin_a(int x) { return x + 1; }\nint main(void) { return standin_a(1); }\n",
-    )
-    .ok()?;
-    let pdb = dir.join("standin.pdb");
-    let ok = Command::new("clang")
-        .args([
-            "--target=x86_64-w64-mingw32",
-            "-g",
-            "-gcodeview",
-            "-fuse-ld=lld",
-        ])
-        .arg(format!(
-            "-L{}",
-            std::path::Path::new(&libgcc).parent()?.display()
-        ))
-        .arg(format!("-Wl,--pdb={}", pdb.display()))
-        .arg(&c)
-        .arg("-o")
-        .arg(dir.join("standin.exe"))
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok || !pdb.is_file() {
-        eprintln!("skipped: clang and lld could not build a PDB (apt-get install clang lld)");
-        return None;
-    }
-    Some(pdb)
-}
-
-fn guid_bytes(g: &dtx::etw::record::Guid) -> [u8; 16] {
-    let mut b = [0u8; 16];
-    b[0..4].copy_from_slice(&g.data1.to_le_bytes());
-    b[4..6].copy_from_slice(&g.data2.to_le_bytes());
-    b[6..8].copy_from_slice(&g.data3.to_le_bytes());
-    b[8..16].copy_from_slice(&g.data4);
-    b
-}
-
 /// The wiring of `-E` stacks to PDBs: a module's DbgID_RSDS identity from the trace, a PDB
 /// with that identity in a `srv*` store on `_NT_SYMBOL_PATH`, and the module's frames print as
 /// `module`function+0x..`. No PDB of the traced machine's DLLs is here, so the PDB is a
@@ -126,7 +79,10 @@ fn frames_named_by_a_pdb_found_on_the_symbol_path() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let Some(pdb) = clang_pdb(dir.path()) else {
+    let Some(pdb) = clang_pdb(
+        dir.path(),
+        "int standin_a(int x) { return x + 1; }\nint main(void) { return standin_a(1); }\n",
+    ) else {
         return;
     };
     let (guid, age) = dtx::symbols::pdb::pdb_identity(&pdb).unwrap();
@@ -160,11 +116,13 @@ fn frames_named_by_a_pdb_found_on_the_symbol_path() {
     assert!(frames.len() > 100, "{} frames", frames.len());
     let mut src = dtx::sources::etl::TraceSource::open(trace.to_str().unwrap()).unwrap();
     src.walk(|_, _, _| true, |_| {});
-    // a module with a PDB identity some of whose frames lie in functions of the stand-in
+    // a module with a PDB identity some of whose frames lie in functions of the stand-in:
+    // every image the trace recorded counts, those unloaded before its end included (they
+    // name the frames sampled while they were mapped)
     let images: Vec<_> = src
         .state
         .processes()
-        .flat_map(|p| p.images.clone())
+        .flat_map(|p| p.images.iter().chain(&p.unloaded_images).cloned())
         .collect();
     let Some((module, info)) = frames.iter().find_map(|(m, o)| {
         standin.function_at(*o)?;

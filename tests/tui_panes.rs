@@ -5,9 +5,9 @@
 use std::sync::Arc;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use dtx::agg::snapshot::{AggRow, AggView, KeyCell, Snapshot};
 use dtx::agg::AggValue;
 use dtx::engine::session::{Command, RunState, Speed, Status, Update};
-use dtx::engine::snapshot::{AggRow, AggView, KeyCell, Snapshot};
 use dtx::tui::app::{App, Focus, Overlay};
 use dtx::tui::ui;
 use ratatui::backend::TestBackend;

@@ -11,6 +11,7 @@ mod funcs;
 mod key;
 mod print;
 pub(crate) mod quantize;
+pub mod snapshot;
 mod sort;
 
 use std::cell::Cell;

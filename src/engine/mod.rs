@@ -6,7 +6,8 @@ pub mod clock;
 pub mod consumer;
 pub mod many;
 pub mod session;
-pub mod snapshot;
+/// Moved to `agg` (it reads only aggregation tables); the old path still names it.
+pub use crate::agg::snapshot;
 pub mod standalone;
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -181,6 +182,21 @@ impl Engine {
     /// without samples, or with slower ones).
     pub fn sampler_notes(&self) -> Vec<String> {
         self.sampler.notes()
+    }
+
+    /// What the user should know when a `syscall` probe is enabled and some of the trace's
+    /// system call addresses have no name: where names come from.
+    pub fn syscall_note(&self, etw: &crate::providers::etw::EtwProbes) -> Option<String> {
+        let calls = etw.syscalls();
+        let unnamed = calls.unnamed();
+        (unnamed > 0 && self.probes.values().any(|p| p.provider == "syscall")).then(|| {
+            format!(
+                "{unnamed} of the trace's {} system call addresses have no name (their probe \
+                 functions are module`0xoffset): names need the kernel's PDB (ntkrnlmp.pdb) on \
+                 the symbol path (_NT_SYMBOL_PATH)",
+                calls.addresses()
+            )
+        })
     }
 
     /// What the enabled probes need decoded of ETW records (the `profile-N` probes fed from
@@ -610,6 +626,9 @@ impl Engine {
         etw: &crate::providers::etw::EtwProbes,
     ) -> i32 {
         self.set_trace_name(&source.name);
+        if let Some(n) = self.syscall_note(etw) {
+            eprintln!("{}: {n}", self.consumer.prog());
+        }
         self.begin(Some(source.start_unix_ns()));
         let errors = self.walk_trace(source, etw, &mut |_| true);
         for e in errors.iter().take(20) {

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use super::clock::LiveClock;
 use super::consumer::{Consumer, ConsumerOptions};
-use super::snapshot::{self, Snapshot};
 use super::{Engine, EventSource, SourceState};
+use crate::agg::snapshot::{self, Snapshot};
 use crate::agg::{NoSymbols, SymbolResolver};
 use crate::ir;
 use crate::lang::options::DOptions;

@@ -7,10 +7,12 @@
 //! the trees; `dtx -S` prints them ([`disasm`]).
 
 pub mod disasm;
+pub mod printf;
+pub mod ptype;
 pub mod visit;
 
-use crate::output::printf::Format;
 use crate::probes::ProbeDesc;
+use printf::Format;
 
 /// How a value is carried: integers (and pointers) in a 64-bit register; strings and other
 /// by-reference values (structs, arrays) as a reference to `size` bytes.
@@ -269,7 +271,7 @@ pub enum ActionKind {
     },
     Trace,
     /// `print(x)`: the value's type, for printing it as dtrace does.
-    Print(Box<crate::output::print::PType>),
+    Print(Box<ptype::PType>),
     Tracemem,
     Stack {
         frames: u32,

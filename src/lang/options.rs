@@ -44,6 +44,10 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+/// The words the `oformat` option accepts (libxo's style names, `,pretty` as libxo spells it);
+/// `crate::output::structured::OFormat` is what each means.
+pub const OFORMAT_WORDS: &[&str] = &["text", "json", "json,pretty", "xml", "xml,pretty", "folded"];
+
 /// How an option's value is parsed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OptKind {
@@ -187,10 +191,7 @@ pub const OPTIONS: &[OptionDef] = &[
     rt("jstackstrsize", OptKind::Size),
     rt("nspec", OptKind::Bool),
     // FreeBSD's structured output (dtrace(1) STRUCTURED OUTPUT), and dtx's folded stacks
-    rt(
-        "oformat",
-        OptKind::Enum(crate::output::structured::OFormat::WORDS),
-    ),
+    rt("oformat", OptKind::Enum(OFORMAT_WORDS)),
     rt("pidmode", OptKind::Enum(&["auto", "ptrace", "uprobe"])),
     rt("specsize", OptKind::Size),
     rt("stackframes", OptKind::Bool),

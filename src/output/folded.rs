@@ -7,7 +7,7 @@
 use std::io::Write;
 
 use super::json::Json;
-use crate::engine::snapshot::{AggView, KeyCell};
+use crate::agg::snapshot::{AggView, KeyCell};
 
 /// What a frame may not contain in a folded line: `;` separates frames and a newline ends the
 /// line; both become `_`.
@@ -163,8 +163,8 @@ pub fn table_json(view: &AggView) -> Json {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agg::snapshot::AggRow;
     use crate::agg::AggValue;
-    use crate::engine::snapshot::AggRow;
 
     fn stacks() -> AggView {
         let row = |proc_: &str, frames: &[&str], n: u64| AggRow {

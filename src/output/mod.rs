@@ -5,6 +5,7 @@ pub mod flow;
 pub mod folded;
 pub mod json;
 pub mod labelled;
+pub mod localtime;
 pub mod memory;
 pub mod messages;
 pub mod print;

@@ -32,9 +32,8 @@ pub enum OFormat {
 }
 
 impl OFormat {
-    /// The words `oformat` accepts (libxo's style names, `,pretty` as libxo spells it).
-    pub const WORDS: &'static [&'static str] =
-        &["text", "json", "json,pretty", "xml", "xml,pretty", "folded"];
+    /// The words `oformat` accepts.
+    pub const WORDS: &'static [&'static str] = crate::lang::options::OFORMAT_WORDS;
 
     /// The format an `oformat` value names; `None` for a word dtx does not know.
     pub fn parse(word: &str) -> Option<OFormat> {

@@ -2,10 +2,12 @@
 //! answers "which probes does this description enable" for the compiler and `dtx -l`.
 
 mod desc;
+mod dtrace;
 mod glob;
 pub mod stability;
 
 pub use desc::ProbeDesc;
+pub use dtrace::{dtrace_probes, BEGIN_ID, END_ID, ERROR_ID, ERROR_PROBE};
 pub use glob::glob_match;
 
 /// One concrete probe.

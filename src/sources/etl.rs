@@ -227,15 +227,25 @@ impl TraceSource {
         let mut first: crate::fasthash::FastMap<_, ((i64, u64), RecordCopy)> =
             crate::fasthash::FastMap::default();
         let mut threads = (!self.threads_collected).then(EarliestRecords::default);
-        let mut it = self.file.events_in_file_order();
-        it = match threads {
-            Some(_) => it.kernel_groups_only(&GROUPS),
-            None => it.skip_kernel_records(),
-        };
+        // the Process and Thread records (for the thread table), and the system call entries
+        // (for the `syscall` probes by name)
+        let mut keep = HookSet::default();
+        if threads.is_some() {
+            for g in GROUPS {
+                keep.insert_group(g);
+            }
+        }
+        keep.insert(PERF_INFO, SYSCALL_ENTER);
+        let mut it = self.file.events_in_file_order().kernel_events_only(keep);
         let thread_decoder = Decoder::new();
         let mut n = 0u64;
+        let mut calls = crate::fasthash::FastSet::default();
         while let Some(r) = it.next_event() {
             let Ok(ev) = r else { continue };
+            if ev.kernel_group == Some(PERF_INFO) && ev.opcode == SYSCALL_ENTER {
+                calls.extend(crate::etw::state::syscall_address(&ev));
+                continue;
+            }
             // the Process and Thread records the other pass would have stepped over
             if let (Some(t), Some(g)) = (&mut threads, ev.kernel_group) {
                 if GROUPS.contains(&g) {
@@ -269,6 +279,10 @@ impl TraceSource {
         if let Some(t) = threads {
             self.preload(t);
         }
+        if !calls.is_empty() {
+            let symbols = crate::symbols::TraceSymbols::from_state(&self.kernel_images());
+            probes.set_syscalls(crate::providers::etw::syscall::name_calls(calls, &symbols));
+        }
         let mut first: Vec<_> = first.into_values().collect();
         first.sort_by_key(|(at, _)| *at);
         for (_, copy) in &first {
@@ -295,6 +309,23 @@ impl TraceSource {
                 probes.add_provider(p);
             }
         }
+    }
+
+    /// The images of the trace's processes (the kernel's are process 0's) with their PDB
+    /// identities, as of the trace's end: a pass in time order over the Process, Image and
+    /// ImageID records, the others stepped over.
+    pub fn kernel_images(&self) -> SystemState {
+        let decoder = Decoder::new();
+        let mut state = SystemState::new();
+        let groups = [PROCESS, IMAGE];
+        let mut it = self.file.events().kernel_groups_only(&groups);
+        while let Some(r) = it.next_event() {
+            let Ok(ev) = r else { continue };
+            if state_needs(&ev) {
+                state.observe(&ev, Some(&decoder.decode(&ev)));
+            }
+        }
+        state
     }
 
     /// How often each probe of the ETW providers fires over the whole trace (by probe id): what
@@ -428,6 +459,12 @@ pub(crate) fn state_needs(ev: &EventRecord<'_>) -> bool {
         None => ev.provider == crate::etw::decode::kernel::IMAGE_ID,
     }
 }
+
+/// The kernel groups and the event the `syscall` probes' names come from.
+const PROCESS: u8 = crate::providers::etw::group::PROCESS;
+const IMAGE: u8 = crate::providers::etw::group::IMAGE;
+const PERF_INFO: u8 = crate::providers::etw::group::PERF_INFO;
+const SYSCALL_ENTER: u8 = 51;
 
 /// The kernel group of StackWalk records.
 pub const STACK_WALK: u8 = crate::providers::etw::group::STACK_WALK;

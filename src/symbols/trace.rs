@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use super::pdb::{PdbId, PdbSymbols, SymbolPath};
 
 use crate::agg::SymbolResolver;
-use crate::etw::state::SystemState;
+use crate::etw::state::{Image, Process, SystemState};
 
 #[derive(Clone, Debug)]
 struct Module {
@@ -83,7 +83,7 @@ pub struct TraceSymbols {
 }
 
 fn modules<'a>(
-    images: impl Iterator<Item = &'a crate::etw::state::Image>,
+    images: impl Iterator<Item = &'a Image>,
     pdbs: &Arc<Mutex<PdbCache>>,
 ) -> Vec<Module> {
     let mut v: Vec<Module> = images
@@ -108,6 +108,31 @@ fn modules<'a>(
     v
 }
 
+/// The images that name the addresses of one pid, from its processes newest first: each
+/// process's images still mapped when the trace ended (or when it exited), then the ones it
+/// unloaded, last unloaded first. An image is kept where no newer one overlaps it, so a frame
+/// of an image unloaded before the end (every image of a process that exited) is still named,
+/// and where two images held the same addresses at different times the newer one names them:
+/// a key holds a frame's pid and address, not its time.
+fn newest_first<'a>(procs: &[&'a Process]) -> impl Iterator<Item = &'a Image> {
+    // the kept images by base: their ranges do not overlap, so a new range [base, end)
+    // overlaps one of them exactly when the last one starting before `end` ends after `base`
+    let mut kept: std::collections::BTreeMap<u64, &Image> = std::collections::BTreeMap::new();
+    for p in procs {
+        for i in p.images.iter().chain(p.unloaded_images.iter().rev()) {
+            let end = i.base.saturating_add(i.size);
+            let overlaps = kept
+                .range(..end)
+                .next_back()
+                .is_some_and(|(_, k)| k.base.saturating_add(k.size) > i.base);
+            if i.size > 0 && !overlaps {
+                kept.insert(i.base, i);
+            }
+        }
+    }
+    kept.into_values()
+}
+
 fn find(mods: &[Module], addr: u64) -> Option<&Module> {
     let i = mods.partition_point(|m| m.base <= addr).checked_sub(1)?;
     let m = &mods[i];
@@ -128,20 +153,27 @@ impl TraceSymbols {
             path,
             read: HashMap::new(),
         }));
-        let mut t = TraceSymbols::default();
+        // every process of each pid, newest first: `processes()` gives the live one first,
+        // then those whose pid was reused in the order they ended
+        let mut by_pid: HashMap<u32, Vec<&Process>> = HashMap::new();
         for p in state.processes() {
-            let m = modules(p.images.iter(), &pdbs);
+            by_pid.entry(p.pid).or_default().push(p);
+        }
+        let mut t = TraceSymbols::default();
+        for (pid, mut procs) in by_pid {
+            let live = state
+                .process(pid)
+                .is_some_and(|l| std::ptr::eq(l, procs[0]));
+            procs[usize::from(live)..].reverse();
+            let m = modules(newest_first(&procs), &pdbs);
             if m.is_empty() {
                 continue;
             }
-            if p.pid == 0 {
+            if pid == 0 {
                 t.kernel = m;
             } else {
-                t.user.entry(p.pid).or_default().extend(m);
+                t.user.insert(pid, m);
             }
-        }
-        for v in t.user.values_mut() {
-            v.sort_by_key(|m| m.base);
         }
         t
     }
@@ -230,6 +262,19 @@ impl TraceSymbols {
     }
 }
 
+impl TraceSymbols {
+    /// The kernel image holding `addr` (its file's base name and base address) and the PDB
+    /// function that holds it, when the image's PDB was found and names one.
+    pub fn kernel_symbol(&self, addr: u64) -> Option<(&str, u64, Option<&str>)> {
+        let m = find(&self.kernel, addr)?;
+        Some((
+            m.name.as_str(),
+            m.base,
+            function_of(m, addr).map(|(f, _)| f),
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,6 +320,50 @@ mod tests {
         assert_eq!(t.user(7, 0x7f0004), "App.Main+0x4");
         assert_eq!(t.user(7, 0x7f0024), "0x7f0024");
         assert_eq!(t.methods[&7].len(), 2);
+    }
+
+    #[test]
+    fn unloaded_images_name_what_no_newer_image_covers() {
+        let img = |base: u64, file_name: &str| Image {
+            base,
+            size: 0x1000,
+            file_name: file_name.into(),
+            ..Default::default()
+        };
+        // pid 7 was an old process that unloaded all its images as it exited (two DLLs at one
+        // base in turn), then a new one that has app2.exe mapped and unloaded plugin.dll
+        let newer = Process {
+            pid: 7,
+            images: vec![img(0x40_0000, r"C:\apps\app2.exe")],
+            unloaded_images: vec![img(0x1000_0000, r"C:\plugin.dll")],
+            ..Default::default()
+        };
+        let older = Process {
+            pid: 7,
+            unloaded_images: vec![
+                img(0x2000_0000, r"C:\apps\first.dll"),
+                img(0x40_0000, r"C:\apps\app1.exe"),
+                img(0x2000_0000, r"C:\second.dll"),
+                img(0x3000_0000, r"C:\old.dll"),
+            ],
+            ..Default::default()
+        };
+        let pdbs = Arc::new(Mutex::new(PdbCache {
+            path: SymbolPath::parse(""),
+            read: HashMap::new(),
+        }));
+        let t = TraceSymbols {
+            user: [(7, modules(newest_first(&[&newer, &older]), &pdbs))]
+                .into_iter()
+                .collect(),
+            ..Default::default()
+        };
+        assert_eq!(t.user(7, 0x40_0010), "app2.exe+0x10");
+        assert_eq!(t.user(7, 0x1000_0010), "plugin.dll+0x10");
+        assert_eq!(t.user(7, 0x2000_0010), "second.dll+0x10");
+        assert_eq!(t.user(7, 0x3000_0fff), "old.dll+0xfff");
+        assert_eq!(t.user(7, 0x3000_1000), "0x30001000");
+        assert_eq!(t.user[&7].len(), 4);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use crate::engine::snapshot::AggView;
+use crate::agg::snapshot::AggView;
 
 /// Points kept for a row's sparkline.
 pub const HISTORY: usize = 40;
@@ -166,8 +166,8 @@ fn compare_keys(a: Option<&String>, b: Option<&String>) -> std::cmp::Ordering {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agg::snapshot::{AggRow, KeyCell};
     use crate::agg::AggValue;
-    use crate::engine::snapshot::{AggRow, KeyCell};
 
     fn view(rows: &[(&str, u64)]) -> AggView {
         AggView {

@@ -53,7 +53,7 @@ pub enum Export {
 
 /// Writes one aggregation's export files into `dir`; their names.
 pub fn export_view(
-    view: &crate::engine::snapshot::AggView,
+    view: &crate::agg::snapshot::AggView,
     what: Export,
     dir: &Path,
 ) -> Result<Vec<String>, String> {
@@ -620,8 +620,8 @@ mod quit_tests {
 #[cfg(test)]
 mod export_tests {
     use super::*;
+    use crate::agg::snapshot::{AggRow, AggView, KeyCell};
     use crate::agg::AggValue;
-    use crate::engine::snapshot::{AggRow, AggView, KeyCell};
 
     fn view(stack: bool) -> AggView {
         let key = |f: &str| {

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use super::agg_table::AggTable;
 use super::stack_tree::StackTree;
-use crate::engine::snapshot::{AggView, Snapshot};
+use crate::agg::snapshot::{AggView, Snapshot};
 
 #[derive(Default)]
 pub struct Results {
@@ -110,8 +110,8 @@ impl Results {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agg::snapshot::{AggRow, KeyCell};
     use crate::agg::AggValue;
-    use crate::engine::snapshot::{AggRow, KeyCell};
 
     fn snap(generation: u64, rows: &[(&str, u64)]) -> Snapshot {
         Snapshot {

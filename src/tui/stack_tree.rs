@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use crate::engine::snapshot::{AggView, KeyCell};
+use crate::agg::snapshot::{AggView, KeyCell};
 
 #[derive(Default)]
 struct Node {
@@ -130,8 +130,8 @@ fn walk(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agg::snapshot::AggRow;
     use crate::agg::AggValue;
-    use crate::engine::snapshot::AggRow;
 
     fn row(frames: &[&str], n: u64) -> AggRow {
         AggRow {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::{ecb, ErrorInfo, FireResult, FiringCtx, Vm};
 use crate::agg::{IntKey, KeyValue};
 use crate::ir::{Action, ActionKind, Node, Program, Stmt, ValKind};
-use crate::providers::{ERROR_ID, ERROR_PROBE};
+use crate::probes::{END_ID, ERROR_ID, ERROR_PROBE};
 
 type R<T> = Result<T, Fault>;
 
@@ -55,7 +55,7 @@ impl Vm {
         // firings); they are read by index so the clauses can use `self` freely
         while let Some(&e) = self.enabling_lists[slot].get(next) {
             next += 1;
-            if self.exiting && cx.probe.id != crate::providers::END_ID {
+            if self.exiting && cx.probe.id != END_ID {
                 break;
             }
             // the ECB reserves its room in the principal buffer before its predicate runs;
@@ -69,7 +69,7 @@ impl Vm {
                     needed: 0,
                     align: 4,
                 });
-            let end = cx.probe.id == crate::providers::END_ID;
+            let end = cx.probe.id == END_ID;
             let filling = self.opts.fill && !end;
             let offs = if self.opts.ring {
                 0

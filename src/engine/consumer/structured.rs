@@ -374,7 +374,7 @@ impl Consumer {
 
     /// `-x oformat=folded`: every aggregation with a stack key as folded stacks.
     pub(super) fn finish_folded(&mut self, vm: &Vm) {
-        let views = crate::engine::snapshot::take(&vm.aggs, &*self.symbols);
+        let views = crate::agg::snapshot::take(&vm.aggs, &*self.symbols);
         for v in &views {
             if v.has_stack_key() {
                 crate::output::folded::write_folded(v, &mut self.buf);

@@ -2,12 +2,14 @@
 //! (with PDB identities from KernelTraceControl, or read from the image files), and the stacks
 //! that belong to events.
 
+mod cpus;
 mod devices;
 pub mod disk;
 mod stacks;
 
 use crate::fasthash::FastMap;
 
+pub use cpus::{syscall_address, CpuThreads};
 pub use devices::{DevicePaths, ImageIdentities};
 pub use stacks::StackMatcher;
 
@@ -30,6 +32,10 @@ pub struct Process {
     pub exit_status: Option<i64>,
     /// Loaded images, sorted by base address.
     pub images: Vec<Image>,
+    /// Images an Image Unload record removed, in unload order (a process's images are all
+    /// unloaded as it exits): frames sampled while they were mapped are named after them at
+    /// the end of a trace ([`crate::symbols::trace`]).
+    pub unloaded_images: Vec<Image>,
     /// How many Image Load records (not rundowns) named the process: the first one of a
     /// process that started in the trace maps its executable (`proc:::exec-success`).
     pub image_loads: u32,
@@ -100,6 +106,8 @@ pub struct SystemState {
     keep_stacks: bool,
     /// Counts the changes to the process table ([`SystemState::processes_changed`]).
     process_changes: u64,
+    /// The thread on each CPU and the system call of each thread ([`SystemState::cpus`]).
+    cpus: CpuThreads,
 }
 
 /// The Idle process (pid 0) as a Windows 7 Process rundown record gives it (ImageFileName
@@ -155,6 +163,13 @@ impl SystemState {
         }
     }
 
+    /// The thread on each CPU (from the context switches so far) and the system call each
+    /// thread is in: the context of the records that name no thread (interrupts, DPCs, system
+    /// calls).
+    pub fn cpus(&self) -> &CpuThreads {
+        &self.cpus
+    }
+
     /// Sets the stack records that belong to no event ([`StackMatcher::missed`]).
     pub fn set_missed_stacks(&mut self, missed: crate::fasthash::FastSet<stacks::EventKey>) {
         self.missed_stacks = missed;
@@ -177,6 +192,7 @@ impl SystemState {
         if self.clock0.is_none() && ev.time_ns > 0 {
             self.clock0 = Some((ev.raw_timestamp, ev.time_ns));
         }
+        self.cpus.observe(ev);
         let Some(d) = decoded else { return };
         match (d.provider, d.name) {
             ("Process", "Start" | "DCStart" | "DCEnd" | "End" | "Defunct") => {
@@ -205,7 +221,7 @@ impl SystemState {
             ("Image", "Unload") => {
                 if let (Some(pid), Some(base)) = (d.u64("ProcessId"), d.u64("ImageBase")) {
                     if let Some(p) = self.processes.get_mut(&(pid as u32)) {
-                        p.images.retain(|i| i.base != base);
+                        p.unload_image(base);
                     }
                 }
             }
@@ -338,10 +354,7 @@ impl SystemState {
         let changes = &mut self.process_changes;
         let p = self.processes.entry(pid).or_insert_with(|| {
             *changes += 1;
-            Process {
-                pid,
-                ..Process::default()
-            }
+            Process::unrecorded(pid)
         });
         if d.name == "Load" {
             p.image_loads = p.image_loads.saturating_add(1);
@@ -375,7 +388,8 @@ impl SystemState {
             .or_else(|| (pid == 0).then(|| &*IDLE))
     }
 
-    /// Every process seen, including ones whose pid was reused.
+    /// Every process seen, including ones whose pid was reused: the live ones first, then
+    /// the ones whose pid was reused, in the order they ended.
     pub fn processes(&self) -> impl Iterator<Item = &Process> {
         self.processes.values().chain(self.exited.iter())
     }
@@ -459,7 +473,7 @@ impl SystemState {
         let mut filled = 0;
         let identities = &mut self.identities;
         for p in self.processes.values_mut().chain(self.exited.iter_mut()) {
-            for img in p.images.iter_mut() {
+            for img in p.images.iter_mut().chain(p.unloaded_images.iter_mut()) {
                 if img.pdb.is_some() || img.file_name.is_empty() {
                     continue;
                 }
@@ -506,20 +520,48 @@ pub fn process_of(ev: &EventRecord<'_>, d: &DecodedEvent<'_>) -> Option<Process>
             .then(|| num(&exit_status).map(|v| v as i32 as i64))
             .flatten(),
         images: Vec::new(),
+        unloaded_images: Vec::new(),
         image_loads: 0,
     })
 }
 
+impl Process {
+    /// An Image Unload record of the image at `base`: it moves to
+    /// [`Process::unloaded_images`]. The same image unloaded again (a DLL loaded and freed in
+    /// a loop) replaces its earlier entry, so the list grows with the distinct images only,
+    /// also in a live session of days.
+    fn unload_image(&mut self, base: u64) {
+        if let Ok(i) = self.images.binary_search_by_key(&base, |i| i.base) {
+            let gone = self.images.remove(i);
+            self.unloaded_images.retain(|u| {
+                (u.base, u.size, &u.file_name) != (gone.base, gone.size, &gone.file_name)
+            });
+            self.unloaded_images.push(gone);
+        }
+    }
+
+    /// A process that a record names before any Process record describes it (an Image
+    /// record of a trace without a process rundown): pid 0 is the Idle process as a rundown
+    /// record gives it ([`IDLE`], which [`SystemState::process`] also answers for a pid 0
+    /// that no record named), any other pid starts unnamed.
+    fn unrecorded(pid: u32) -> Process {
+        if pid == 0 {
+            IDLE.clone()
+        } else {
+            Process {
+                pid,
+                ..Process::default()
+            }
+        }
+    }
+}
+
 /// Names a process that no Process record named after its first user-mode `.exe` image, as
 /// WPA and PerfView do for traces without a process rundown (the Windows 11 traces here have
-/// none). The Idle and System processes (0 and 4) load only kernel images: the Idle process
-/// takes the name a Process rundown record gives it ([`IDLE`]), the System process stays as
-/// the records leave it. Returns whether the name changed.
+/// none). The Idle and System processes (0 and 4) load only kernel images and stay as the
+/// records leave them (the Idle process is named when its entry is made,
+/// [`Process::unrecorded`]). Returns whether the name changed.
 fn name_from_main_image(p: &mut Process, img: &Image) -> bool {
-    if p.pid == 0 && p.name.is_empty() {
-        p.name = IDLE.name.clone();
-        return true;
-    }
     let user = img.base < 0x8000_0000 || (img.base >> 32 != 0 && img.base < 0xffff_8000_0000_0000);
     if !p.name.is_empty() || p.pid == 0 || p.pid == 4 || !user {
         return false;
@@ -570,6 +612,26 @@ mod tests {
             age,
             file_name: file_name.into(),
         }
+    }
+
+    #[test]
+    fn an_image_loaded_and_freed_in_a_loop_is_kept_once() {
+        let mut p = Process::unrecorded(8);
+        for round in 0..1000 {
+            p.images = vec![
+                image(0x1000_0000, r"C:\x\a.dll", None),
+                image(0x2000_0000, r"C:\x\b.dll", None),
+            ];
+            p.unload_image(0x1000_0000);
+            if round % 2 == 0 {
+                p.unload_image(0x2000_0000);
+            }
+            p.unload_image(0x3000_0000); // nothing there
+        }
+        let names: Vec<&str> = p.unloaded_images.iter().map(|i| &*i.file_name).collect();
+        // the last round unloaded only a.dll: it is the newest
+        assert_eq!(names, [r"C:\x\b.dll", r"C:\x\a.dll"]);
+        assert_eq!(p.images.len(), 1);
     }
 
     #[test]
@@ -633,17 +695,18 @@ mod tests {
             &image(0x40_0000, r"C:\x\other.exe", None)
         ));
         assert_eq!(p.name, "HotLoop.EXE");
-        // kernel images (the Idle and System processes' drivers, ntoskrnl.exe) name nothing
-        // (and the Idle process, unnamed, is named Idle once)
-        let mut idle = unnamed(0);
+        // kernel images (the Idle and System processes' drivers, ntoskrnl.exe) name nothing;
+        // the Idle process is named when a record first makes its entry
+        let mut idle = Process::unrecorded(0);
+        assert_eq!((idle.pid, idle.name.as_str()), (0, "Idle"));
+        assert_eq!(Process::unrecorded(8), unnamed(8));
         let ntos = image(
             0xffff_f800_0000_0000,
             r"\SystemRoot\system32\ntoskrnl.exe",
             None,
         );
-        assert!(name_from_main_image(&mut idle, &ntos));
-        assert_eq!(idle.name, "Idle");
         assert!(!name_from_main_image(&mut idle, &ntos));
+        assert_eq!(idle.name, "Idle");
         let mut other = unnamed(77);
         assert!(!name_from_main_image(
             &mut other,

@@ -5,10 +5,10 @@
 
 use super::expr::Typed;
 use super::{AggInfo, Checker};
+use crate::ir::printf::{self as pf, ArgType};
 use crate::lang::ast::*;
 use crate::lang::builtins::{self, Builtin, BuiltinKind};
 use crate::lang::diag::{derr, DResult};
-use crate::output::printf::{self as pf, ArgType};
 
 /// The kinds of record a clause's statements have produced so far, for the speculation rules.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 
 use super::Checker;
+use crate::ir::printf;
 use crate::ir::{
     self, Action, ActionKind, AggFunc, BinOp as IBin, CmpKind, CmpOp, LValue, Node, Scope,
     Stmt as IStmt, ValKind,
@@ -13,7 +14,6 @@ use crate::lang::ast::*;
 use crate::lang::builtins::BuiltinKind;
 use crate::lang::diag::{derr, DResult};
 use crate::lang::types::TypeId;
-use crate::output::printf;
 
 /// State of one lowering run.
 #[derive(Default)]
@@ -489,9 +489,9 @@ impl Checker<'_> {
     }
 
     /// The description of a type that `print()` needs.
-    pub(crate) fn ptype(&self, ty: TypeId, depth: u32) -> crate::output::print::PType {
+    pub(crate) fn ptype(&self, ty: TypeId, depth: u32) -> crate::ir::ptype::PType {
+        use crate::ir::ptype::{Member as PM, PType};
         use crate::lang::types::TypeKind as K;
-        use crate::output::print::{Member as PM, PType};
         let t = &self.types;
         let name = t.name(ty);
         let r = t.resolve(ty);

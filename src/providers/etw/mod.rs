@@ -31,6 +31,7 @@ mod pf;
 mod proc;
 mod reg;
 mod sched;
+pub mod syscall;
 pub mod table;
 
 pub use table::group;
@@ -63,6 +64,11 @@ pub struct Interest {
     lost: bool,
     /// A `diag:::missed-*` probe is enabled.
     missed: bool,
+    /// A probe of the records that name no thread (`isr`, `dpc`, `syscall`) is enabled: the
+    /// context switches give their thread ([`crate::etw::state::CpuThreads`]).
+    cpu_threads: bool,
+    /// A `syscall` return probe is enabled: the entries say which call returns.
+    syscall_entries: bool,
 }
 
 impl Default for Interest {
@@ -74,6 +80,8 @@ impl Default for Interest {
             every: false,
             lost: false,
             missed: false,
+            cpu_threads: false,
+            syscall_entries: false,
         }
     }
 }
@@ -145,6 +153,13 @@ impl Interest {
                 keep.insert(g as u8, op);
             }
         }
+        // what the system state reads for them, though no enabled probe fires from it
+        if self.cpu_threads {
+            keep.insert(group::THREAD, sched::CSWITCH);
+        }
+        if self.syscall_entries {
+            keep.insert(group::PERF_INFO, syscall::ENTER);
+        }
         Some(keep)
     }
 
@@ -171,9 +186,10 @@ impl Interest {
 
 /// Whether a record with no thread id in its header must be decoded for one: a kernel record
 /// whose layout has a `ThreadId` field (SampledProfile, ...), or any provider's record. A kernel
-/// record with none (ISR, DPC, StackWalk) fires with thread 0 decoded or not, so a probe that
-/// fires for every record need not decode it. (A layout whose class is not its group's name is
-/// decoded too: `diag:::events` names the provider by the decoded class.)
+/// record with none (ISR, DPC, SysClEnter) fires in the thread on its CPU decoded or not (see
+/// [`EventCx::new`]), so a probe that fires for every record need not decode it. (A layout
+/// whose class is not its group's name is decoded too: `diag:::events` names the provider by
+/// the decoded class.)
 fn tid_in_payload(ev: &EventRecord<'_>) -> bool {
     use crate::etw::decode::{kernel, Source};
     static BITS: std::sync::OnceLock<[u128; GROUPS]> = std::sync::OnceLock::new();
@@ -202,6 +218,11 @@ fn tid_in_payload(ev: &EventRecord<'_>) -> bool {
     bits[g as usize] >> ev.opcode & 1 == 1
 }
 
+/// The thread of a record that names none, on a CPU whose first context switch has not come
+/// yet: no real thread id (Windows' are multiples of 4), `-1` as D's `id_t`; its process is
+/// [`crate::etw::state::UNKNOWN_PID`] (`execname` `<unknown>`).
+pub const UNKNOWN_TID: u32 = u32::MAX;
+
 /// What the area modules see of one decoded event.
 pub(crate) struct EventCx<'a, 'e> {
     pub ev: &'a EventRecord<'e>,
@@ -214,11 +235,16 @@ pub(crate) struct EventCx<'a, 'e> {
 
 impl<'a, 'e> EventCx<'a, 'e> {
     /// The context of a record: its thread from the header, or (PerfInfo records) from the
-    /// payload, and the thread's process from the header or the system state (idle for
-    /// thread 0, [`crate::etw::state::UNKNOWN_PID`] for a thread no record named).
+    /// payload, or, for a record that names no thread (an interrupt, a DPC, a system call), the
+    /// thread on its CPU ([`UNKNOWN_TID`] before the CPU's first context switch); and the
+    /// thread's process from the header or the system state (idle for thread 0,
+    /// [`crate::etw::state::UNKNOWN_PID`] for a thread no record named).
     pub fn new(ev: &'a EventRecord<'e>, dec: &'a DecodedEvent<'e>, state: &'a SystemState) -> Self {
         let tid = if ev.tid == u32::MAX {
-            dec.u64("ThreadId").map(|t| t as u32).unwrap_or(0)
+            dec.u64("ThreadId")
+                .map(|t| t as u32)
+                .or_else(|| state.cpus().thread_on_cpu(ev.cpu))
+                .unwrap_or(UNKNOWN_TID)
         } else {
             ev.tid
         };
@@ -433,6 +459,8 @@ pub struct EtwProbes {
     /// The `etw:<guid>:...` probes, made on demand when a description names one; shared by
     /// the clones of one run (the catalog's and the engine's).
     guid_probes: Arc<RwLock<Vec<guid_probe::GuidProbe>>>,
+    /// The system calls of a trace by name (`syscall::<function>:entry`, `return`).
+    syscalls: syscall::SyscallNames,
 }
 
 impl Default for EtwProbes {
@@ -442,6 +470,7 @@ impl Default for EtwProbes {
             by_guid: Default::default(),
             next_id: FIRST_NAMED_ID,
             guid_probes: Arc::default(),
+            syscalls: syscall::SyscallNames::default(),
         }
     }
 }
@@ -485,7 +514,7 @@ impl EtwProbes {
             return None;
         }
         if !self.named.contains_key(&key) {
-            if self.next_id + 2 > FIRST_GUID_ID {
+            if self.next_id + 2 > syscall::FIRST_ID {
                 // the range of named probes is full (hundreds of thousands of probes)
                 return None;
             }
@@ -523,7 +552,7 @@ impl EtwProbes {
         for (k, mask) in &info.keywords {
             let name = keyword_probe_name(k);
             if name.is_empty()
-                || next >= FIRST_GUID_ID
+                || next >= syscall::FIRST_ID
                 || p.keywords.iter().any(|(n, m, _)| *n == name || m == mask)
             {
                 continue;
@@ -538,6 +567,7 @@ impl EtwProbes {
     /// union of the providers of several traces, scanned each into its own set. Probe ids are
     /// this set's own.
     pub fn absorb(&mut self, other: &EtwProbes) {
+        self.syscalls.absorb(&other.syscalls);
         for p in other.named.values() {
             if self.named_entry(&p.display).is_none() {
                 continue;
@@ -553,7 +583,7 @@ impl EtwProbes {
                     .or_insert(p.display.to_ascii_lowercase());
             }
             for (name, mask, _) in &p.keywords {
-                if next >= FIRST_GUID_ID
+                if next >= syscall::FIRST_ID
                     || mine.keywords.iter().any(|(n, m, _)| n == name || m == mask)
                 {
                     continue;
@@ -565,6 +595,18 @@ impl EtwProbes {
         }
     }
 
+    /// Gives the system calls of a trace their probes (`syscall::<function>:entry`,
+    /// `return`), which then stand for every call in place of the table's `syscall:::entry`
+    /// and `return`.
+    pub fn set_syscalls(&mut self, names: syscall::SyscallNames) {
+        self.syscalls = names;
+    }
+
+    /// The system calls by name ([`EtwProbes::set_syscalls`]).
+    pub fn syscalls(&self) -> &syscall::SyscallNames {
+        &self.syscalls
+    }
+
     /// A provider known by name (lower case).
     pub fn named(&self, provider: &str) -> Option<&NamedProvider> {
         self.named.get(&provider.to_ascii_lowercase())
@@ -572,7 +614,7 @@ impl EtwProbes {
 
     /// The provider and meaning of a named provider's probe, by probe id.
     pub fn named_probe(&self, id: u64) -> Option<(&NamedProvider, NamedProbe)> {
-        if !(FIRST_NAMED_ID..FIRST_GUID_ID).contains(&id) {
+        if !(FIRST_NAMED_ID..syscall::FIRST_ID).contains(&id) {
             return None;
         }
         self.named.values().find_map(|p| {
@@ -615,6 +657,13 @@ impl EtwProbes {
         }
         if self.named.contains_key(provider) {
             return self.named_probes(provider);
+        }
+        if provider == "syscall" && !self.syscalls.is_empty() {
+            let mut v = self.syscalls.probes();
+            if self.syscalls.has_unnamed_probes() {
+                v.extend(self.kernel_probes(|k| k.provider == provider));
+            }
+            return v;
         }
         self.kernel_probes(|k| k.provider == provider)
     }
@@ -686,6 +735,23 @@ impl EtwProbes {
         }) || super::dnet::any_enabled(enabled)
             || guid_probe::any_enabled(&self.guid_probes, enabled)
             || enabled(diag::MISSED_DNET_ID);
+        // the named system calls: their records, the entries that say which call returns, and
+        // the context switches that give every record of interrupt or call context its thread
+        let (entry, ret) = self.syscalls.enabled(enabled);
+        let perf = group::PERF_INFO as usize;
+        if entry {
+            it.opcodes[perf] |= 1 << syscall::ENTER;
+        }
+        if ret {
+            it.opcodes[perf] |= 1 << syscall::EXIT;
+        }
+        it.kernel |= entry || ret;
+        it.syscall_entries = ret || enabled(FIRST_ID + table::SYSCALL_RETURN as u64);
+        it.cpu_threads = entry
+            || ret
+            || KERNEL_PROBES.iter().enumerate().any(|(i, k)| {
+                matches!(k.area, Area::Syscall | Area::Interrupt) && enabled(FIRST_ID + i as u64)
+            });
         it.missed = diag::MISSED_IDS.iter().any(|&id| enabled(id));
         it.every = enabled(FIRST_ID) || enabled(diag::IGNORED_ID);
         it.lost = enabled(diag::LOST_ID);
@@ -751,17 +817,23 @@ impl EtwProbes {
         if let Some(g) = ev.kernel_group.filter(|_| kernel_probes) {
             for i in table::probes_of(g, ev.opcode) {
                 let id = FIRST_ID + i as u64;
+                let k = &KERNEL_PROBES[i];
+                if k.area == Area::Syscall {
+                    // the call's named probe, or this one when the calls have no names
+                    syscall::fire(&self.syscalls, &cx, id, enabled, out);
+                    continue;
+                }
                 if !enabled(id) {
                     continue;
                 }
-                let k = &KERNEL_PROBES[i];
                 let mut emit = Emit { probe: id, out };
                 match k.area {
                     Area::Diag => diag::fire(&cx, k.name, &mut emit),
                     Area::Sched => sched::fire(&cx, k.name, &mut emit),
                     Area::Proc => proc::fire(&cx, k.name, &mut emit),
                     Area::Io => io::fire(&cx, k.name, &mut emit),
-                    Area::Perf => perf::fire(&cx, k.name, &mut emit),
+                    Area::Perf | Area::Interrupt => perf::fire(&cx, k.name, &mut emit),
+                    Area::Syscall => {}
                     Area::Pf => pf::fire(&cx, k.name, &mut emit),
                     Area::Fsinfo => fsinfo::fire(&cx, k.name, &mut emit),
                     Area::Net => net::fire(&cx, k, &mut emit),
@@ -1069,8 +1141,13 @@ mod xlate_tests {
         let dec = decoder.decode(ev);
         let mut out = EtwFirings::new();
         etw.firings(ev, &dec, state, &|id| probes.contains_key(&id), &mut out);
-        assert_eq!(out.len(), 1);
+        assert!(!out.is_empty(), "no firing");
         for f in &out {
+            // the thread the firing runs in, and its process's name, as the engine gives them
+            let execname: Vec<u8> = state
+                .process(f.pid)
+                .map(|p| p.name.to_ascii_lowercase().into_bytes())
+                .unwrap_or_default();
             let mem = PayloadMemory {
                 id: ev.id,
                 version: ev.version,
@@ -1078,8 +1155,10 @@ mod xlate_tests {
                 payload: ev.payload,
                 native: out.native_of(f),
             };
-            let mut cx = FiringCtx::synthetic(&probes[&f.probe], 1, 1, b"x");
+            let mut cx = FiringCtx::synthetic(&probes[&f.probe], 1, 1, &execname);
             cx.args = f.args;
+            cx.pid = f.pid as u64;
+            cx.tid = f.tid as u64;
             cx.memory = &mem;
             vm.fire(&cx);
         }
@@ -1134,6 +1213,74 @@ mod xlate_tests {
                 "43690"
             ]
         );
+    }
+
+    /// `sched:::wakeup` and `sched:::enqueue` from a ReadyThread record (Thread group, opcode
+    /// 50) of each version Windows writes: no trace here has one, so the record is built as
+    /// Microsoft Learn's ReadyThread class and PerfView's DispatcherReadyThreadTraceData lay it
+    /// out (8 bytes: the readied thread's id, then AdjustReason, AdjustIncrement, Flag and a
+    /// reserved byte). Both fire in the thread that readied it (the record's header); the
+    /// readied thread is the arguments' `lwpsinfo_t` and `psinfo_t`, and `enqueue` names no
+    /// queue's CPU (-1). A header without a process id (a thread readied from a DPC, PerfView
+    /// notes) takes the process of its thread.
+    #[test]
+    fn ready_thread_fires_wakeup_and_enqueue_of_the_readied_thread() {
+        let process = |pid: u32, name: &str| crate::etw::state::Process {
+            pid,
+            name: name.into(),
+            ..Default::default()
+        };
+        let thread = |tid: u32, pid: u32| crate::etw::state::Thread {
+            tid,
+            pid,
+            ..Default::default()
+        };
+        let mut state = SystemState::new();
+        state.preload(
+            vec![process(40, "Waker.exe"), process(300, "Sleeper.exe")],
+            vec![thread(41, 40), thread(500, 300)],
+        );
+        // readied thread 500, AdjustReason 1 (Unwait), AdjustIncrement 2, Flag 1 (from a DPC)
+        let payload = [500u32.to_le_bytes().as_slice(), &[1, 2, 1, 0]].concat();
+        for version in [2, 3, 4] {
+            for header_pid in [40, u32::MAX] {
+                let mut ev = kernel_event(group::THREAD, 50, version, &payload);
+                ev.pid = header_pid;
+                let decoder = Decoder::new();
+                let dec = decoder.decode(&ev);
+                assert_eq!((dec.provider, dec.name), ("Thread", "ReadyThread"));
+                let fields = dec.pick(["TThreadId", "AdjustReason", "AdjustIncrement", "Flag"]);
+                let fields: Vec<_> = fields.iter().map(|v| v.as_ref()?.as_u64()).collect();
+                assert_eq!(fields, [Some(500), Some(1), Some(2), Some(1)], "v{version}");
+                let got = traced(
+                    "sched:::wakeup { trace(args[0]->pr_lwpid); trace(args[1]->pr_pid);
+                       trace(args[1]->pr_fname); trace(arg2); trace(tid); trace(pid);
+                       trace(execname); }
+                     sched:::enqueue { trace(args[0]->pr_lwpid); trace(args[1]->pr_fname);
+                       trace(args[2]->cpu_id); trace(tid); trace(execname); }",
+                    &ev,
+                    &state,
+                );
+                assert_eq!(
+                    got,
+                    [
+                        "500",
+                        "300",
+                        "sleeper.exe",
+                        "500",
+                        "41",
+                        "40",
+                        "waker.exe",
+                        "500",
+                        "sleeper.exe",
+                        "-1",
+                        "41",
+                        "waker.exe"
+                    ],
+                    "v{version}, header pid {header_pid}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! PerfInfo events: `profile:::sample-N` from SampledProfile (arg0 = kernel PC or 0, arg1 = user
-//! PC or 0, as `profile-N`), `syscall:::entry` (arg0 = system call address) / `return` (arg0 =
-//! NTSTATUS), `isr:::isr` (arg0 = routine, arg1 = vector, arg2 = initial time), `dpc:::dpc`,
-//! `timer`, `thread` (arg0 = routine, arg1 = initial time).
+//! PC or 0, as `profile-N`), `isr:::isr` (arg0 = routine, arg1 = vector, arg2 = initial time),
+//! `dpc:::dpc`, `timer`, `thread` (arg0 = routine, arg1 = initial time). The interrupt and DPC
+//! records name no thread: they fire in the thread that was on their CPU (`EventCx::new`).
+//! The `syscall` probes are in `super::syscall`.
 
 use super::{Emit, EventCx};
 
@@ -41,8 +42,6 @@ pub(super) fn fire(cx: &EventCx<'_, '_>, name: &str, out: &mut Emit<'_>) {
     let mut a = [0u64; 10];
     match name {
         "sample-1ms" => (a[0], a[1]) = sampled_pcs(cx),
-        "entry" => a[0] = dec.u64("SysCallAddress").unwrap_or(0),
-        "return" => a[0] = dec.u64("SysCallNtStatus").unwrap_or(0),
         "isr" => {
             a[0] = dec.u64("Routine").unwrap_or(0);
             a[1] = dec.u64("Vector").unwrap_or(0);

@@ -18,6 +18,9 @@
 //! * `sleep`: no arguments; fired in the thread a CSwitch leaves Waiting (`OldThreadState` 5),
 //!   before its `off-cpu` (`curlwpsinfo` is the thread going to sleep).
 
+/// The Thread opcode of CSwitch.
+pub(super) const CSWITCH: u8 = 36;
+
 use super::native::NATIVE_BASE;
 use super::{Emit, EventCx, Lwp};
 use crate::vm::thread::{STATE_ONPROC, STATE_RUN};

@@ -30,8 +30,12 @@ pub enum Area {
     Sched,
     Proc,
     Io,
-    /// PerfInfo: `profile:::sample-N`, `syscall`, `isr`, `dpc`.
+    /// PerfInfo: `profile:::sample-N`.
     Perf,
+    /// PerfInfo records of interrupt context, which name no thread: `isr`, `dpc`.
+    Interrupt,
+    /// PerfInfo SysClEnter and SysClExit: `syscall` (see `super::syscall`).
+    Syscall,
     Pf,
     Fsinfo,
     /// `tcpip` and `udpip`.
@@ -186,12 +190,12 @@ pub static KERNEL_PROBES: &[KernelProbe] = &[
         &[(DISK_IO, 10), (DISK_IO, 11), (DISK_IO, 14)],
         IO_ARGS,
     ),
-    p("isr", "isr", Area::Perf, &[(PERF_INFO, 67)], &[]),
-    p("dpc", "dpc", Area::Perf, &[(PERF_INFO, 68)], &[]),
-    p("dpc", "timer", Area::Perf, &[(PERF_INFO, 69)], &[]),
-    p("dpc", "thread", Area::Perf, &[(PERF_INFO, 66)], &[]),
-    p("syscall", "entry", Area::Perf, &[(PERF_INFO, 51)], &[]),
-    p("syscall", "return", Area::Perf, &[(PERF_INFO, 52)], &[]),
+    p("isr", "isr", Area::Interrupt, &[(PERF_INFO, 67)], &[]),
+    p("dpc", "dpc", Area::Interrupt, &[(PERF_INFO, 68)], &[]),
+    p("dpc", "timer", Area::Interrupt, &[(PERF_INFO, 69)], &[]),
+    p("dpc", "thread", Area::Interrupt, &[(PERF_INFO, 66)], &[]),
+    p("syscall", "entry", Area::Syscall, &[(PERF_INFO, 51)], &[]),
+    p("syscall", "return", Area::Syscall, &[(PERF_INFO, 52)], &[]),
     p(
         "pf",
         "hardflt",
@@ -622,6 +626,9 @@ fn firing_rank(p: &KernelProbe) -> u8 {
     }
 }
 
+/// Index of `syscall:::return`.
+pub const SYSCALL_RETURN: usize = 18;
+
 /// Indexes of the diag probes the walk fires itself.
 pub const DIAG_LOSTEVENT: usize = 1;
 pub const DIAG_IGNORED: usize = 21;
@@ -718,6 +725,7 @@ mod tests {
             .collect();
         assert_eq!(ready, ["wakeup", "enqueue"]);
         assert_eq!(position("diag", "lostevent"), Some(DIAG_LOSTEVENT));
+        assert_eq!(position("syscall", "return"), Some(SYSCALL_RETURN));
         assert_eq!(position("diag", "ignored"), Some(DIAG_IGNORED));
         assert_eq!(position("diag", "missed-stack"), Some(DIAG_MISSED_STACK));
         assert_eq!(position("diag", "missed-ustack"), Some(DIAG_MISSED_USTACK));

@@ -931,15 +931,60 @@ impl LiveEtw {
         LiveEtw::with_catalog(&names, log_file, None, false).unwrap_or_else(|_| LiveEtw::default())
     }
 
-    /// The user provider names (or GUIDs) the programs' probe descriptions name.
-    pub fn provider_names(programs: &[crate::cli::args::ProgramSource]) -> Vec<String> {
+    /// The text of each program (a script file's, read; unreadable: empty).
+    fn program_texts(programs: &[crate::cli::args::ProgramSource]) -> Vec<String> {
         use crate::cli::args::ProgramSource;
-        let mut names: Vec<String> = Vec::new();
-        for p in programs {
-            let text = match p {
+        programs
+            .iter()
+            .map(|p| match p {
                 ProgramSource::Script(path) => std::fs::read_to_string(path).unwrap_or_default(),
                 ProgramSource::Probe(_, t) => t.clone(),
-            };
+            })
+            .collect()
+    }
+
+    /// Gives the `syscall` probes the names of the running kernel's calls, read from its image
+    /// file `kernel` and its PDB on the symbol path (else its exports), when the programs name
+    /// the `syscall` provider or every probe is listed. What the user should know when the
+    /// names are missing or partial.
+    pub fn name_kernel_calls(
+        &mut self,
+        programs: &[crate::cli::args::ProgramSource],
+        list_all: bool,
+        kernel: &std::path::Path,
+    ) -> Option<String> {
+        let wanted = list_all
+            || Self::program_texts(programs)
+                .iter()
+                .any(|t| t.contains("syscall"));
+        if !wanted {
+            return None;
+        }
+        let symbols = crate::symbols::pdb::SymbolPath::from_env();
+        let names = crate::providers::etw::syscall::SyscallNames::of_kernel_image(kernel, &symbols);
+        let note = match names.as_ref().and_then(|n| n.live_from_pdb()) {
+            Some(true) => None,
+            Some(false) => Some(format!(
+                "syscall probes name only the calls {} exports: the other names need the \
+                 kernel's PDB (ntkrnlmp.pdb) on the symbol path (_NT_SYMBOL_PATH)",
+                kernel.display()
+            )),
+            None => Some(format!(
+                "syscall probes have no function names: {} names no call (names need the \
+                 kernel's PDB, ntkrnlmp.pdb, on the symbol path, _NT_SYMBOL_PATH)",
+                kernel.display()
+            )),
+        };
+        if let Some(n) = names {
+            self.etw.set_syscalls(n);
+        }
+        note
+    }
+
+    /// The user provider names (or GUIDs) the programs' probe descriptions name.
+    pub fn provider_names(programs: &[crate::cli::args::ProgramSource]) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        for text in Self::program_texts(programs) {
             for name in named_providers_in(&text) {
                 if !names.contains(&name) {
                     names.push(name);

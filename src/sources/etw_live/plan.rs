@@ -61,9 +61,11 @@ fn kernel_flags(kp: &KernelProbe) -> Result<u32, String> {
         ("pf", _) => k::MEMORY_PAGE_FAULTS,
         ("tcpip" | "udpip", _) => k::NETWORK_TCPIP,
         ("profile", _) => k::PROFILE,
-        ("dpc", _) => k::DPC,
-        ("isr", _) => k::INTERRUPT,
-        ("syscall", _) => k::SYSTEMCALL,
+        // their records name no thread: the context switches say which thread was on the CPU
+        // (`SystemState::cpus`); a return's call is its thread's last entry
+        ("dpc", _) => k::DPC | k::CSWITCH,
+        ("isr", _) => k::INTERRUPT | k::CSWITCH,
+        ("syscall", _) => k::SYSTEMCALL | k::CSWITCH,
         ("diag", "events" | "ignored") => k::IMAGE_LOAD,
         // lost events come from ETW's own loss records; missed stacks need a trace's walk
         ("diag", _) => 0,
@@ -818,6 +820,16 @@ mod tests {
                 );
             }
             assert_ne!(p.kernel_flags & k::IMAGE_LOAD, 0);
+            // a record that names no thread runs in the thread a context switch put there
+            if matches!(kp.provider, "isr" | "dpc" | "syscall") {
+                assert_ne!(
+                    p.kernel_flags & k::CSWITCH,
+                    0,
+                    "{}:::{}",
+                    kp.provider,
+                    kp.name
+                );
+            }
             // no stacks asked: no stack walks
             let p = SessionPlan::for_probes([&info], &|_| false, &EtwProbes::new());
             assert!(p.stack_events.is_empty());
@@ -855,7 +867,7 @@ mod tests {
         assert_eq!(flags(&[("pf", "valloc")]), base | VIRTUAL_ALLOC);
         assert_eq!(
             flags(&[("dpc", "dpc"), ("isr", "isr"), ("syscall", "entry")]),
-            base | k::DPC | k::INTERRUPT | k::SYSTEMCALL
+            base | k::DPC | k::INTERRUPT | k::SYSTEMCALL | k::CSWITCH
         );
         assert_eq!(flags(&[("profile", "sample-5ms")]), base | k::PROFILE);
         // timers and dtrace's own probes need no session

@@ -1544,6 +1544,12 @@ pub fn live_etw(
     for name in &unknown {
         live.etw.add_named(name);
     }
+    // the running kernel's image, whose calls the `syscall` probes are named after
+    let root = std::env::var_os("SystemRoot").unwrap_or_else(|| "C:\\Windows".into());
+    let kernel = Path::new(&root).join("System32").join("ntoskrnl.exe");
+    if let Some(note) = live.name_kernel_calls(programs, list_all, &kernel) {
+        eprintln!("dtx: {note}");
+    }
     Ok(live)
 }
 

@@ -9,8 +9,8 @@ use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 use super::{fit, frame, human};
+use crate::agg::snapshot::AggView;
 use crate::agg::AggValue;
-use crate::engine::snapshot::AggView;
 use crate::tui::agg_table::{AggTable, SortBy};
 use crate::tui::app::{App, Focus};
 use crate::tui::scroll::first_visible;
