@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 #[path = "support/cli.rs"]
 mod cli;
-use cli::{dtx_ok, run};
+use cli::{dtx_ok, run, Dtx};
 
 const PPT: &str = "randomascii_slow_ppt_trace.etl.zip";
 
@@ -296,17 +296,7 @@ fn walltimestamp_prints_in_the_local_zone() {
     }
     let prog = "BEGIN { printf(\"%Y|%T\\n\", walltimestamp, walltimestamp); exit(0); }";
     let run = |tz: &str| {
-        let out = Command::new(env!("CARGO_BIN_EXE_dtx"))
-            .args(["-q", "-E", &t, "-n", prog])
-            .env("TZ", tz)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = String::from_utf8(out.stdout).unwrap();
+        let text = Dtx::new(&["-q", "-E", &t, "-n", prog]).env("TZ", tz).ok();
         text.lines().next().unwrap_or_default().to_string()
     };
     assert_eq!(
