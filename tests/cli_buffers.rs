@@ -2,18 +2,9 @@
 //! buffer is full (each `printf("%d\n", int)` firing takes 16 bytes: a 12-byte header and a
 //! 4-byte int), then stops tracing with status 0 and still runs END from its reserve.
 
-use std::process::Command;
-
-const DTX: &str = env!("CARGO_BIN_EXE_dtx");
-
-fn run(args: &[&str]) -> (i32, String, String) {
-    let o = Command::new(DTX).args(args).output().expect("run dtx");
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
+#[path = "support/cli.rs"]
+mod cli;
+use cli::run;
 
 #[test]
 fn fill_policy_stops_when_the_buffer_is_full() {

@@ -4,10 +4,12 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-const DTX: &str = env!("CARGO_BIN_EXE_dtx");
+#[path = "support/cli.rs"]
+mod cli;
+use cli::{dtx, Dtx};
 
 /// A directory under the system temp dir, removed when dropped.
 struct TempDir(PathBuf);
@@ -41,21 +43,9 @@ impl Drop for TempDir {
     }
 }
 
-/// Runs dtx with `args` in `dir` (the current directory when `None`), stdin closed.
-fn dtx_in(dir: Option<&Path>, args: &[&str]) -> Output {
-    let mut cmd = Command::new(DTX);
-    cmd.args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    if let Some(d) = dir {
-        cmd.current_dir(d);
-    }
-    cmd.output().expect("run dtx")
-}
-
-fn dtx(args: &[&str]) -> Output {
-    dtx_in(None, args)
+/// Runs dtx with `args` in `dir`, stdin closed.
+fn dtx_in(dir: &Path, args: &[&str]) -> Output {
+    Dtx::new(args).dir(dir).output()
 }
 
 fn stderr_of(o: &Output) -> String {
@@ -130,7 +120,7 @@ const SYNTAX_ERROR_SCRIPT: &str = "BEGIN\n{\n\tx = ;\n}\n";
 fn syntax_error_in_script_with_errtags() {
     let t = TempDir::new("syn");
     t.write("syn.d", SYNTAX_ERROR_SCRIPT);
-    let o = dtx_in(Some(&t.0), &["-xerrtags", "-e", "-s", "syn.d"]);
+    let o = dtx_in(&t.0, &["-xerrtags", "-e", "-s", "syn.d"]);
     let line = one_error_line(&o, 1);
     assert_eq!(
         line,
@@ -142,7 +132,7 @@ fn syntax_error_in_script_with_errtags() {
 fn syntax_error_in_script_without_errtags() {
     let t = TempDir::new("syn2");
     t.write("syn.d", SYNTAX_ERROR_SCRIPT);
-    let o = dtx_in(Some(&t.0), &["-e", "-s", "syn.d"]);
+    let o = dtx_in(&t.0, &["-e", "-s", "syn.d"]);
     let line = one_error_line(&o, 1);
     assert_eq!(
         line,
@@ -159,7 +149,7 @@ fn syntax_error_line_counts_leading_comments_and_blank_lines() {
     }
     text.push_str("END { trace(1) trace(2); }\n"); // line 25
     t.write("late.d", &text);
-    let o = dtx_in(Some(&t.0), &["-xerrtags", "-e", "-s", "late.d"]);
+    let o = dtx_in(&t.0, &["-xerrtags", "-e", "-s", "late.d"]);
     let line = one_error_line(&o, 1);
     let rest = line
         .strip_prefix("dtx: failed to compile script late.d: ")
@@ -202,7 +192,7 @@ fn cast_to_unknown_type_name() {
 
     let t = TempDir::new("cast");
     t.write("cast.d", "BEGIN\n{\n\tx = (bogus_t)1;\n}\n");
-    let o = dtx_in(Some(&t.0), &["-xerrtags", "-e", "-s", "cast.d"]);
+    let o = dtx_in(&t.0, &["-xerrtags", "-e", "-s", "cast.d"]);
     let line = one_error_line(&o, 1);
     let rest = line
         .strip_prefix("dtx: failed to compile script cast.d: ")
@@ -217,7 +207,7 @@ fn cast_to_unknown_type_name() {
 fn cast_to_undefined_struct() {
     let t = TempDir::new("caststruct");
     t.write("sc.d", "BEGIN\n{\n\tx = (struct nosuch)0;\n}\n");
-    let o = dtx_in(Some(&t.0), &["-xerrtags", "-e", "-s", "sc.d"]);
+    let o = dtx_in(&t.0, &["-xerrtags", "-e", "-s", "sc.d"]);
     let line = one_error_line(&o, 1);
     assert_eq!(
         line,
@@ -229,7 +219,7 @@ fn cast_to_undefined_struct() {
 fn unterminated_string_literal() {
     let t = TempDir::new("str");
     t.write("str.d", "BEGIN\n{\n\tx = \"abc\n\";\n}\n");
-    let o = dtx_in(Some(&t.0), &["-xerrtags", "-e", "-s", "str.d"]);
+    let o = dtx_in(&t.0, &["-xerrtags", "-e", "-s", "str.d"]);
     let line = one_error_line(&o, 1);
     assert_eq!(
         line,
@@ -286,7 +276,7 @@ fn megabyte_of_garbage_is_one_clean_error() {
                 args.push("-C");
             }
             args.extend(["-s", name.as_str()]);
-            let o = dtx_in(Some(&t.0), &args);
+            let o = dtx_in(&t.0, &args);
             let line = one_error_line(&o, 1);
             let prefix = format!("dtx: failed to compile script {name}: [D_");
             assert!(
@@ -303,7 +293,7 @@ fn garbage_starting_with_a_valid_clause_reports_a_later_line() {
     let mut data = b"BEGIN { x = 1; }\n\n".to_vec();
     data.extend(garbage(7).into_iter().filter(|&b| b != b'\n' && b != b'\r'));
     t.write("g.d", &data);
-    let o = dtx_in(Some(&t.0), &["-xerrtags", "-e", "-s", "g.d"]);
+    let o = dtx_in(&t.0, &["-xerrtags", "-e", "-s", "g.d"]);
     let line = one_error_line(&o, 1);
     let rest = line
         .strip_prefix("dtx: failed to compile script g.d: ")
@@ -353,7 +343,7 @@ fn unknown_option_is_a_usage_error() {
 
 #[test]
 fn no_arguments_prints_usage() {
-    let o = dtx(&[]);
+    let o = dtx::<&str>(&[]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr_of(&o).starts_with("Usage: dtx "));
 }
@@ -424,25 +414,19 @@ fn cpp_defines_select_the_branch() {
         "cpp.d",
         "#if X\nBEGIN { x = 1; }\n#else\nBEGIN { x = ; }\n#endif\n",
     );
-    success(&dtx_in(
-        Some(&t.0),
-        &["-e", "-C", "-D", "X=1", "-s", "cpp.d"],
-    ));
-    success(&dtx_in(Some(&t.0), &["-e", "-C", "-DX", "-s", "cpp.d"]));
+    success(&dtx_in(&t.0, &["-e", "-C", "-D", "X=1", "-s", "cpp.d"]));
+    success(&dtx_in(&t.0, &["-e", "-C", "-DX", "-s", "cpp.d"]));
     // Without the definition the #else branch (a syntax error on line 4) is compiled.
-    let o = dtx_in(Some(&t.0), &["-xerrtags", "-e", "-C", "-s", "cpp.d"]);
+    let o = dtx_in(&t.0, &["-xerrtags", "-e", "-C", "-s", "cpp.d"]);
     let line = one_error_line(&o, 1);
     assert_eq!(
         line,
         "dtx: failed to compile script cpp.d: [D_SYNTAX] line 4: syntax error near \";\""
     );
-    let o = dtx_in(Some(&t.0), &["-e", "-C", "-D", "X=0", "-s", "cpp.d"]);
+    let o = dtx_in(&t.0, &["-e", "-C", "-D", "X=0", "-s", "cpp.d"]);
     one_error_line(&o, 1);
     // -U removes a definition made earlier on the command line.
-    let o = dtx_in(
-        Some(&t.0),
-        &["-e", "-C", "-D", "X=1", "-U", "X", "-s", "cpp.d"],
-    );
+    let o = dtx_in(&t.0, &["-e", "-C", "-D", "X=1", "-U", "X", "-s", "cpp.d"]);
     one_error_line(&o, 1);
 }
 
@@ -468,10 +452,10 @@ fn macro_arguments() {
 fn pragma_options() {
     let t = TempDir::new("pragma");
     t.write("q.d", "#pragma D option quiet\nBEGIN { x = 1; }\n");
-    success(&dtx_in(Some(&t.0), &["-e", "-s", "q.d"]));
+    success(&dtx_in(&t.0, &["-e", "-s", "q.d"]));
 
     t.write("bad.d", "#pragma D option nosuchopt\nBEGIN { x = 1; }\n");
-    let o = dtx_in(Some(&t.0), &["-xerrtags", "-e", "-s", "bad.d"]);
+    let o = dtx_in(&t.0, &["-xerrtags", "-e", "-s", "bad.d"]);
     let line = one_error_line(&o, 1);
     assert_eq!(
         line,
@@ -482,7 +466,7 @@ fn pragma_options() {
         "badval.d",
         "\n#pragma D option bufsize=zzz\nBEGIN { x = 1; }\n",
     );
-    let o = dtx_in(Some(&t.0), &["-xerrtags", "-e", "-s", "badval.d"]);
+    let o = dtx_in(&t.0, &["-xerrtags", "-e", "-s", "badval.d"]);
     let line = one_error_line(&o, 1);
     assert_eq!(
         line,

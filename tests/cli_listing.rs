@@ -1,20 +1,9 @@
 //! `dtx -l` and `-lv`: dtrace's listing, byte for byte: the column header and probe line, then
 //! (with `-v`) the probe description and argument stability attributes and the argument types.
 
-use std::process::Command;
-
-fn dtx(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_dtx"))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
+#[path = "support/cli.rs"]
+mod cli;
+use cli::dtx_ok;
 
 #[test]
 fn verbose_listing_of_begin_is_dtraces() {
@@ -35,9 +24,9 @@ fn verbose_listing_of_begin_is_dtraces() {
 \t\tNone
 
 ";
-    assert_eq!(dtx(&["-lv", "-n", "BEGIN"]), want);
+    assert_eq!(dtx_ok(&["-lv", "-n", "BEGIN"]), want);
     assert_eq!(
-        dtx(&["-l", "-n", "BEGIN"]),
+        dtx_ok(&["-l", "-n", "BEGIN"]),
         want.lines()
             .take(2)
             .map(|l| format!("{l}\n"))

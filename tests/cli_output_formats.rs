@@ -5,17 +5,9 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-fn dtx(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_dtx"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+#[path = "support/cli.rs"]
+mod cli;
+use cli::run;
 
 fn trace(name: &str) -> Option<PathBuf> {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -35,7 +27,7 @@ fn root() -> PathBuf {
 
 #[test]
 fn version_prints_the_package_version() {
-    let (code, out, err) = dtx(&["--version"]);
+    let (code, out, err) = run(&["--version"]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, format!("dtx {}\n", env!("CARGO_PKG_VERSION")));
 }
@@ -43,7 +35,7 @@ fn version_prints_the_package_version() {
 #[cfg(not(windows))]
 #[test]
 fn missing_etl_says_the_file_is_missing_first() {
-    let (code, _, err) = dtx(&["-E", "missing.etl", "-n", "BEGIN"]);
+    let (code, _, err) = run(&["-E", "missing.etl", "-n", "BEGIN"]);
     assert_eq!(code, 1);
     let missing = err.find("no such file").expect(&err);
     let live = err.find("needs Windows").expect(&err);
@@ -113,9 +105,9 @@ fn json_output_parses_and_matches_the_text_output() {
     };
     let script = root().join("dscripts/sched/oncpu.d");
     let (t, s) = (t.to_str().unwrap(), script.to_str().unwrap());
-    let (code, text, err) = dtx(&["-q", "-E", t, "-s", s]);
+    let (code, text, err) = run(&["-q", "-E", t, "-s", s]);
     assert_eq!(code, 0, "{err}");
-    let (code, json, err) = dtx(&["-q", "-x", "oformat=json", "-E", t, "-s", s]);
+    let (code, json, err) = run(&["-q", "-x", "oformat=json", "-E", t, "-s", s]);
     assert_eq!(code, 0, "{err}");
     // python's own JSON reader accepts it
     let Some(pretty) = python(
@@ -174,7 +166,7 @@ for o in end["output"]:
 
 #[test]
 fn xml_output_is_one_document() {
-    let (code, xml, err) = dtx(&[
+    let (code, xml, err) = run(&[
         "-q",
         "-x",
         "oformat=xml",
@@ -200,7 +192,7 @@ fn xml_output_is_one_document() {
 
 #[test]
 fn unknown_oformat_is_refused() {
-    let (code, _, err) = dtx(&["-x", "oformat=yaml", "-n", "BEGIN"]);
+    let (code, _, err) = run(&["-x", "oformat=yaml", "-n", "BEGIN"]);
     assert_ne!(code, 0);
     assert!(err.contains("oformat"), "{err}");
 }
@@ -212,9 +204,9 @@ fn folded_stacks_sum_to_the_aggregation() {
     };
     let t = t.to_str().unwrap();
     let prog = "profile:::sample-1ms { @[execname, stack()] = count(); }";
-    let (code, folded, err) = dtx(&["-q", "-x", "oformat=folded", "-E", t, "-n", prog]);
+    let (code, folded, err) = run(&["-q", "-x", "oformat=folded", "-E", t, "-n", prog]);
     assert_eq!(code, 0, "{err}");
-    let (code, text, err) = dtx(&[
+    let (code, text, err) = run(&[
         "-q",
         "-E",
         t,
@@ -255,7 +247,7 @@ fn etw_trace_runs_and_says_once_that_there_is_no_etw() {
         printf("%d\n", i);
     }
     tick-1ms /i >= 5/ { exit(0); }"#;
-    let (code, out, err) = dtx(&["-q", "-n", prog]);
+    let (code, out, err) = run(&["-q", "-n", prog]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(out.lines().filter(|l| !l.is_empty()).count(), 5, "{out}");
     assert_eq!(err.matches("etw_trace()").count(), 1, "{err}");

@@ -2,22 +2,12 @@
 //! only from wider types; string variables remember NULL. (dtrace ends its output with a
 //! newline when tracing stops.)
 
-use std::process::Command;
+#[path = "support/cli.rs"]
+mod cli;
 
-const DTX: &str = env!("CARGO_BIN_EXE_dtx");
-
+/// `dtx -q -n prog`, which must succeed: its stdout.
 fn stdout_of(prog: &str) -> String {
-    let o = Command::new(DTX)
-        .args(["-q", "-n", prog])
-        .output()
-        .expect("run dtx");
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
+    cli::dtx_ok(&["-q", "-n", prog])
 }
 
 #[test]

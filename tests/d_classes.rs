@@ -3,11 +3,13 @@
 //! runs small D programs through the `dtx` binary and compares what dtrace's code does, byte
 //! for byte. The expected values are worked out from those sources in the comments.
 
+use std::ffi::OsStr;
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-const DTX: &str = env!("CARGO_BIN_EXE_dtx");
+#[path = "support/cli.rs"]
+mod cli;
 
 /// A D script written to a temporary file, removed when dropped.
 struct Script(PathBuf);
@@ -34,14 +36,10 @@ impl Drop for Script {
 /// Runs `src` as a script (`dtx -xerrtags [extra] -s file`).
 fn run(src: &str, extra: &[&str]) -> Output {
     let s = Script::new(src);
-    Command::new(DTX)
-        .arg("-xerrtags")
-        .args(extra)
-        .arg("-s")
-        .arg(&s.0)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run dtx")
+    let mut args = vec![OsStr::new("-xerrtags")];
+    args.extend(extra.iter().map(OsStr::new));
+    args.extend([OsStr::new("-s"), s.0.as_os_str()]);
+    cli::dtx(&args)
 }
 
 fn stdout(o: &Output) -> String {

@@ -9,7 +9,6 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::Command;
 
 use dtx::providers::dnet::{arg0_xlate, PROBES, RUNDOWN, RUNTIME};
 
@@ -23,18 +22,9 @@ fn shared() -> Option<PathBuf> {
     }
 }
 
-fn dtx(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_dtx"))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "dtx {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
+#[path = "support/cli.rs"]
+mod cli;
+use cli::dtx_ok;
 
 /// Events of `provider`/`id` in one file of `expected_counts.json` (all opcodes).
 fn expected(json: &str, file: &str, provider: &str, id: u16) -> u64 {
@@ -93,7 +83,7 @@ fn dnet_probes_fire_once_per_runtime_event() {
     ];
     for (spec, key) in cases {
         let trace = format!("{}/{spec}", dir.display());
-        let out = dtx(&[
+        let out = dtx_ok(&[
             "-q",
             "-E",
             &trace,
@@ -129,7 +119,7 @@ fn dnet_probes_fire_once_per_runtime_event() {
 fn gc_and_jit_arguments_decode() {
     let Some(dir) = shared() else { return };
     // gcevents has no EventMetadata: GCStart v2 decodes through dtx's runtime manifest
-    let gc = dtx(&[
+    let gc = dtx_ok(&[
         "-q",
         "-E",
         &format!("{}/perfview_gcevents.etl.zip", dir.display()),
@@ -146,7 +136,7 @@ fn gc_and_jit_arguments_decode() {
         assert!(f[2] <= 16 && f[3] <= 2, "reason/type in range: {l}");
     }
     // JIT events of a 32-bit process (EVENT_HEADER32, 4-byte pointers) decode with names
-    let jit = dtx(&[
+    let jit = dtx_ok(&[
         "-q",
         "-E",
         &format!("{}/perfview_net.4.5.2.x86.etl.zip", dir.display()),
@@ -161,7 +151,7 @@ fn gc_and_jit_arguments_decode() {
         "{jit}"
     );
     // and the method addresses are user-mode addresses of a 32-bit process
-    let addr = dtx(&[
+    let addr = dtx_ok(&[
         "-q",
         "-E",
         &format!("{}/perfview_net.4.5.2.x86.etl.zip", dir.display()),
@@ -200,7 +190,7 @@ fn typed_args_are_the_ports_structs() {
     assert!(typed >= 40, "{typed} typed probes");
     let script = std::env::temp_dir().join(format!("dtx-dnet-typed-{}.d", std::process::id()));
     std::fs::write(&script, format!("#pragma D option quiet\n{all}")).unwrap();
-    let printed = dtx(&["-E", &x64, "-s", script.to_str().unwrap()]);
+    let printed = dtx_ok(&["-E", &x64, "-s", script.to_str().unwrap()]);
     let _ = std::fs::remove_file(&script);
     for t in [
         "netgc_t {",
@@ -217,7 +207,7 @@ fn typed_args_are_the_ports_structs() {
     );
 
     let check = |trace: &str, prog: &str| -> BTreeMap<String, u64> {
-        let out = dtx(&[
+        let out = dtx_ok(&[
             "-q",
             "-E",
             trace,
@@ -292,7 +282,7 @@ fn typed_args_are_the_ports_structs() {
 #[test]
 fn dnet_ustack_is_the_clr_stack_with_method_names() {
     let Some(dir) = shared() else { return };
-    let out = dtx(&[
+    let out = dtx_ok(&[
         "-q",
         "-E",
         &format!("{}/perfview_net.4.5.2.x64.etl.zip", dir.display()),
@@ -311,7 +301,7 @@ fn dns_fields_by_name_and_wstringof() {
     let Some(dir) = shared() else { return };
     let trace = format!("{}/perfview_net.4.5.2.x64.etl.zip", dir.display());
     // the port's way: the payload's first field is a wide string
-    let out = dtx(&[
+    let out = dtx_ok(&[
         "-q",
         "-E",
         &trace,
@@ -330,7 +320,7 @@ fn dns_fields_by_name_and_wstringof() {
         ]
     );
     // a field the event does not have reads as 0 / ""
-    let none = dtx(&[
+    let none = dtx_ok(&[
         "-q",
         "-E",
         &trace,
@@ -362,7 +352,7 @@ fn scripts_match_their_golden_output() {
         ("dns/dnsqueries.d", x64, "dnsqueries-net452x64"),
     ];
     for (script, trace, name) in cases {
-        let out = dtx(&[
+        let out = dtx_ok(&[
             "-s",
             &root.join("dscripts").join(script).to_string_lossy(),
             "-E",
@@ -440,7 +430,7 @@ fn manifest_agrees_with_trace_metadata() {
 fn each_description_of_a_clause_has_its_own_args() {
     let Some(dir) = shared() else { return };
     let x64 = format!("{}/perfview_net.4.5.2.x64.etl.zip", dir.display());
-    let out = dtx(&[
+    let out = dtx_ok(&[
         "-q",
         "-E",
         &x64,
@@ -459,16 +449,13 @@ fn each_description_of_a_clause_has_its_own_args() {
         out.contains("string clr_excep = [ \"System.IO.FileNotFoundException\" ]"),
         "{out}"
     );
-    let bad = Command::new(env!("CARGO_BIN_EXE_dtx"))
-        .args([
-            "-q",
-            "-E",
-            &x64,
-            "-n",
-            "dnet::event:runtime, dnet::event:excp { trace(args[0]->clr_excep); }",
-        ])
-        .output()
-        .unwrap();
+    let bad = cli::dtx(&[
+        "-q",
+        "-E",
+        &x64,
+        "-n",
+        "dnet::event:runtime, dnet::event:excp { trace(args[0]->clr_excep); }",
+    ]);
     assert!(!bad.status.success());
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(err.contains("clr_excep"), "{err}");

@@ -6,7 +6,10 @@
 //! `expected_counts.json`. Skips when `../shared/etl` is absent.
 
 use std::path::PathBuf;
-use std::process::Command;
+
+#[path = "support/cli.rs"]
+mod cli;
+use cli::{dtx, dtx_ok};
 
 const DIAGHUB_KERNEL: &str = "perfview_diaghub-dotnetcore3.1-win-x64-diagsession.zip:diaghub-dotnetcore3.1-win-x64-diagsession/diaghub.kernel.1.etl";
 
@@ -20,23 +23,9 @@ fn shared() -> Option<PathBuf> {
     }
 }
 
-fn dtx(args: &[&str]) -> (bool, Vec<u8>, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_dtx"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        out.stdout,
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 /// `dtx -q -E trace -n prog`, which must succeed: its output.
 fn quiet(trace: &std::path::Path, prog: &str) -> String {
-    let (ok, out, err) = dtx(&["-q", "-E", trace.to_str().unwrap(), "-n", prog]);
-    assert!(ok, "{prog}: {err}");
-    String::from_utf8(out).unwrap()
+    dtx_ok(&["-q", "-E", trace.to_str().unwrap(), "-n", prog])
 }
 
 #[test]
@@ -54,8 +43,9 @@ fn area_scripts_match_their_golden_output() {
     for (script, trace) in cases {
         let s = root.join("dscripts").join(format!("{script}.d"));
         let t = etl.join(trace);
-        let (ok, out, err) = dtx(&["-E", t.to_str().unwrap(), "-s", s.to_str().unwrap()]);
-        assert!(ok, "{script}: {err}");
+        let o = dtx(&["-E", t.to_str().unwrap(), "-s", s.to_str().unwrap()]);
+        let (out, err) = (o.stdout, String::from_utf8_lossy(&o.stderr));
+        assert!(o.status.success(), "{script}: {err}");
         assert!(err.is_empty(), "{script}: {err}");
         let golden = root.join("tests/golden").join(format!("{script}.out"));
         if std::env::var_os("UPDATE_GOLDEN").is_some() {
@@ -80,8 +70,7 @@ fn scripts_without_a_trace_compile() {
     let t = etl.join("perfview_net.4.5.2.x64.etl.zip");
     for script in ["reg/registry", "fileio/fsinfo"] {
         let s = root.join("dscripts").join(format!("{script}.d"));
-        let (ok, _, err) = dtx(&["-e", "-E", t.to_str().unwrap(), "-s", s.to_str().unwrap()]);
-        assert!(ok, "{script}: {err}");
+        dtx_ok(&["-e", "-E", t.to_str().unwrap(), "-s", s.to_str().unwrap()]);
     }
 }
 
@@ -89,7 +78,7 @@ fn scripts_without_a_trace_compile() {
 fn probe_counts(trace: &str) -> Vec<String> {
     let etl = shared().unwrap();
     let t = etl.join(trace);
-    let (ok, out, err) = dtx(&[
+    let out = dtx_ok(&[
         "-q",
         "-E",
         t.to_str().unwrap(),
@@ -97,9 +86,7 @@ fn probe_counts(trace: &str) -> Vec<String> {
         "io:::,fsinfo:::,pf:::,tcpip:::,udpip:::,reg:::,hwconfig:::,pmc:::,diag:::lostevent \
          { @[probeprov, probename] = count(); } END { printa(\"%s:::%s %@d\\n\", @); }",
     ]);
-    assert!(ok, "{trace}: {err}");
-    let mut v: Vec<String> = String::from_utf8(out)
-        .unwrap()
+    let mut v: Vec<String> = out
         .lines()
         .filter(|l| !l.is_empty())
         .map(String::from)

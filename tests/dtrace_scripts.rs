@@ -4,7 +4,10 @@
 //! `../shared/etl` is absent.
 
 use std::path::PathBuf;
-use std::process::Command;
+
+#[path = "support/cli.rs"]
+mod cli;
+use cli::{dtx_ok, run, Dtx};
 
 const PPT: &str = "randomascii_slow_ppt_trace.etl.zip";
 
@@ -21,24 +24,9 @@ fn trace(name: &str) -> Option<String> {
     }
 }
 
-/// Runs dtx: (success, stdout, stderr).
-fn dtx(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_dtx"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 /// `dtx -q -E trace -n prog`, which must succeed: its output.
 fn over(trace: &str, prog: &str) -> String {
-    let (ok, out, err) = dtx(&["-q", "-E", trace, "-n", prog]);
-    assert!(ok, "{prog}: {err}");
-    out
+    dtx_ok(&["-q", "-E", trace, "-n", prog])
 }
 
 /// The rows of a printed `@[key] = count()` aggregation: (key, count), in printed order.
@@ -138,21 +126,20 @@ fn walltimestamp_is_trace_time_in_begin_and_end() {
 #[test]
 fn sample_probes_are_listed_and_unknown_names_refused() {
     let Some(t) = trace(PPT) else { return };
-    let (ok, out, err) = dtx(&["-l", "-E", &t]);
-    assert!(ok, "{err}");
+    let out = dtx_ok(&["-l", "-E", &t]);
     assert!(
         out.lines()
             .any(|l| l.contains("profile") && l.ends_with("sample-1ms")),
         "{out}"
     );
-    let (ok, _, err) = dtx(&[
+    let (code, _, err) = run(&[
         "-q",
         "-E",
         &t,
         "-n",
         "profile:::sample-foo { @ = count(); }",
     ]);
-    assert!(!ok);
+    assert_ne!(code, 0);
     assert!(
         err.contains("profile:::sample-foo does not match any probes"),
         "{err}"
@@ -166,9 +153,7 @@ fn sample_probes_are_listed_and_unknown_names_refused() {
 fn quiet(args: &[&str]) -> String {
     let mut a = vec!["-q"];
     a.extend_from_slice(args);
-    let (ok, out, err) = dtx(&a);
-    assert!(ok, "{args:?}: {err}");
-    out
+    dtx_ok(&a)
 }
 
 #[test]
@@ -265,12 +250,12 @@ fn a_script_may_declare_the_library_constants_itself() {
     ]);
     assert_eq!(out.trim(), "28 4 2");
     // a program's own inline is not redeclared twice
-    let (ok, _, err) = dtx(&[
+    let (code, _, err) = run(&[
         "-n",
         "inline int AF_INET6 = 28; inline int AF_INET6 = 26; BEGIN { exit(0); }",
     ]);
     assert!(
-        !ok && err.contains("identifier redeclared: AF_INET6"),
+        code != 0 && err.contains("identifier redeclared: AF_INET6"),
         "{err}"
     );
 }
@@ -286,8 +271,8 @@ fn kernel_stack_keys_do_not_split_by_process() {
 #[test]
 fn a_rate_faster_than_the_traces_sampling_fires_every_sample_and_says_so() {
     let Some(t) = trace(PPT) else { return };
-    let (ok, out, err) = dtx(&["-q", "-E", &t, "-n", "profile-1999 { @ = count(); }"]);
-    assert!(ok, "{err}");
+    let (code, out, err) = run(&["-q", "-E", &t, "-n", "profile-1999 { @ = count(); }"]);
+    assert_eq!(code, 0, "{err}");
     let n = rows(&out).first().map_or(0, |r| r.1);
     // every sample but the few that came within half an interval of the one before
     assert!((136_000..=136_370).contains(&n), "{out}");
@@ -295,8 +280,8 @@ fn a_rate_faster_than_the_traces_sampling_fires_every_sample_and_says_so() {
         err.contains("profile:::profile-1999: the trace sampled each CPU every 1.000 ms"),
         "{err}"
     );
-    let (ok, _, err) = dtx(&["-q", "-E", &t, "-n", "profile-997 { @ = count(); }"]);
-    assert!(ok && err.is_empty(), "{err}");
+    let (code, _, err) = run(&["-q", "-E", &t, "-n", "profile-997 { @ = count(); }"]);
+    assert!(code == 0 && err.is_empty(), "{err}");
 }
 
 /// `%Y` and `%T` print in the local zone of the machine dtx runs on, as dtrace's `ctime_r` and
@@ -311,17 +296,7 @@ fn walltimestamp_prints_in_the_local_zone() {
     }
     let prog = "BEGIN { printf(\"%Y|%T\\n\", walltimestamp, walltimestamp); exit(0); }";
     let run = |tz: &str| {
-        let out = Command::new(env!("CARGO_BIN_EXE_dtx"))
-            .args(["-q", "-E", &t, "-n", prog])
-            .env("TZ", tz)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = String::from_utf8(out.stdout).unwrap();
+        let text = Dtx::new(&["-q", "-E", &t, "-n", prog]).env("TZ", tz).ok();
         text.lines().next().unwrap_or_default().to_string()
     };
     assert_eq!(

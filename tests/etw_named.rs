@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use dtx::etw::reader::EtlFile;
 use dtx::etw::record::{Guid, HeaderKind};
@@ -31,23 +31,25 @@ fn shared() -> Option<PathBuf> {
     }
 }
 
-fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_dtx"));
-    c.args(args).env_remove("DTX_PROVIDER_CATALOG");
-    for (k, v) in env {
-        c.env(k, v);
-    }
-    c.output().unwrap()
+#[path = "support/cli.rs"]
+mod cli;
+use cli::Dtx;
+
+/// dtx with `args`, the provider catalog of this machine's environment out of the way.
+fn clean(args: &[&str]) -> Dtx {
+    Dtx::new(args).env_remove("DTX_PROVIDER_CATALOG")
 }
 
+/// [`clean`] dtx with `env` set: its output.
+fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
+    env.iter()
+        .fold(clean(args), |d, (k, v)| d.env(k, v))
+        .output()
+}
+
+/// [`clean`] dtx, which must succeed: its stdout.
 fn dtx(args: &[&str]) -> String {
-    let out = run(args, &[]);
-    assert!(
-        out.status.success(),
-        "dtx {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    clean(args).ok()
 }
 
 /// `name count` lines of a `printa("%s %@d\n", @)`.

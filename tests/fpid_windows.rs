@@ -6,7 +6,11 @@
 
 use std::io::BufRead;
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
+
+#[path = "support/cli.rs"]
+mod cli;
+use cli::{dtx, text};
 
 /// The test program, or None (after saying why).
 fn program() -> Option<PathBuf> {
@@ -23,21 +27,6 @@ fn program() -> Option<PathBuf> {
         return None;
     }
     Some(p)
-}
-
-fn dtx(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dtx"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run dtx")
-}
-
-fn text(o: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).replace("\r\n", "\n"),
-        String::from_utf8_lossy(&o.stderr).replace("\r\n", "\n"),
-    )
 }
 
 /// The sum the program prints for `n` calls of hit() (and wide()'s 36).

@@ -6,24 +6,13 @@
 #[path = "support/etl.rs"]
 mod support;
 
+#[path = "support/cli.rs"]
+mod cli;
+use cli::dtx_ok;
+
 use std::collections::BTreeMap;
-use std::process::Command;
 
 use dtx::output::json::{parse, Json};
-
-/// `dtx args...`, which must succeed: its stdout.
-fn dtx(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_dtx"))
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 /// `dtx -q [-x oformat=json] -E trace... -n prog`: its stdout.
 fn run(json: bool, traces: &[&str], prog: &str) -> String {
@@ -35,7 +24,7 @@ fn run(json: bool, traces: &[&str], prog: &str) -> String {
         args.extend(["-E", t]);
     }
     args.extend(["-n", prog]);
-    dtx(&args)
+    dtx_ok(&args)
 }
 
 /// The scheduler trace and the .NET trace of the shared set.
@@ -141,14 +130,17 @@ fn merge_of_saved_results_equals_the_merged_run() {
     let (ja, jb) = (ja.to_str().unwrap(), jb.to_str().unwrap());
     let merged_run = run(false, &[&a, &b], PROGRAM);
     assert!(merged_run.contains("value  ------------- Distribution -------------"));
-    assert_eq!(dtx(&["--merge", ja, jb]), merged_run);
+    assert_eq!(dtx_ok(&["--merge", ja, jb]), merged_run);
     let merged_json = run(true, &[&a, &b], PROGRAM);
-    assert_eq!(dtx(&["--merge", "-x", "oformat=json", ja, jb]), merged_json);
+    assert_eq!(
+        dtx_ok(&["--merge", "-x", "oformat=json", ja, jb]),
+        merged_json
+    );
     // a merged result merges again: (a + b) + a is a, b, a in one run
     let ab = dir.path().join("ab.json");
     std::fs::write(&ab, &merged_json).unwrap();
     assert_eq!(
-        dtx(&["--merge", ab.to_str().unwrap(), ja]),
+        dtx_ok(&["--merge", ab.to_str().unwrap(), ja]),
         run(false, &[&a, &b, &a], PROGRAM)
     );
 }
@@ -266,10 +258,7 @@ fn globs_and_zip_members_name_the_same_traces() {
     let one = run(false, &[&format!("{zip_path}:t*.etl")], prog);
     assert_eq!(one.trim(), format!("{zip_path}:two.etl {}", plain[1]));
     // a glob that matches nothing is an error naming it
-    let out = Command::new(env!("CARGO_BIN_EXE_dtx"))
-        .args(["-q", "-E", &format!("{d}/*.nothing"), "-n", "BEGIN"])
-        .output()
-        .unwrap();
+    let out = cli::dtx(&["-q", "-E", &format!("{d}/*.nothing"), "-n", "BEGIN"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no file matches"));
 }
@@ -284,10 +273,7 @@ fn exit_in_one_trace_ends_that_trace_only() {
         "sched:::on-cpu {{ @[trace] = count(); }} tick-1s /trace == \"{a_in_d}\"/ {{ exit(3); }} \
          END {{ printa(\"%s %@d\\n\", @); }}"
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_dtx"))
-        .args(["-q", "-E", &a, "-E", &b, "-n", &prog])
-        .output()
-        .unwrap();
+    let out = cli::dtx(&["-q", "-E", &a, "-E", &b, "-n", &prog]);
     assert_eq!(
         out.status.code(),
         Some(3),

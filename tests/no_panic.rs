@@ -7,10 +7,10 @@
 
 use dtx::lang::parser::TypeNames;
 use dtx::probes::Catalog;
+use std::ffi::OsStr;
 use std::fs;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use dtx::lang::cpp::CppOptions;
@@ -18,6 +18,9 @@ use dtx::lang::options::DOptions;
 use dtx::lang::parser::parse_program;
 use dtx::lang::types::DataModel;
 use dtx::lang::{compile, CompileInput, MacroEnv, SourceKind};
+
+#[path = "support/cli.rs"]
+mod cli;
 
 // ---------------------------------------------------------------------------------------------
 // Seed programs (each compiles; `seed_programs_compile` checks that).
@@ -764,13 +767,7 @@ fn dtx_crash(label: &str, text: &str) -> Option<String> {
         std::process::id()
     )));
     fs::write(&file.0, text).expect("write temp script");
-    let o = Command::new(env!("CARGO_BIN_EXE_dtx"))
-        .arg("-e")
-        .arg("-s")
-        .arg(&file.0)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run dtx");
+    let o = cli::dtx(&[OsStr::new("-e"), OsStr::new("-s"), file.0.as_os_str()]);
     let err = String::from_utf8_lossy(&o.stderr);
     let clean_exit = matches!(o.status.code(), Some(0 | 1));
     let clean_err = err.is_empty() || (err.starts_with("dtx: ") && !err.contains("panicked"));

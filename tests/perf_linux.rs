@@ -11,6 +11,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "support/cli.rs"]
+mod cli;
+use cli::run;
+
 const SYS_C: &str = r#"
 #include <stdlib.h>
 #include <unistd.h>
@@ -129,19 +133,6 @@ fn wait_for(c: &mut Child, limit: Duration) -> bool {
     let _ = c.kill();
     let _ = c.wait();
     false
-}
-
-/// Runs dtx with `args` to its end: (stdout, stderr, whether it exited with status 0).
-fn run_dtx<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> (String, String, bool) {
-    let out = Command::new(env!("CARGO_BIN_EXE_dtx"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-        out.status.success(),
-    )
 }
 
 /// A guard so that a test never hangs: the program ends after 20 s whatever happens.
@@ -333,14 +324,14 @@ fn tracefs_is_mounted_when_absent() {
 fn a_short_lived_c_target_has_its_execname() {
     require_perf!();
     // the -c child exits before dtx reads its first event: its name is known all the same
-    let (text, err, ok) = run_dtx(&[
+    let (code, text, err) = run(&[
         "-q",
         "-n",
         "syscall::openat:entry /pid == $target/ { @[execname] = count(); }",
         "-c",
         "/bin/cat /etc/hostname",
     ]);
-    assert!(ok, "{err}");
+    assert_eq!(code, 0, "{err}");
     let rows: Vec<(&str, u64)> = text
         .lines()
         .filter_map(|l| {
@@ -507,8 +498,8 @@ fn copyinstr_reads_the_string_as_it_was_at_the_probe() {
     require_perf!();
     // a short-lived target: its paths are gone by the time dtx reads its events
     let clause = "syscall::openat:entry /pid == $target/ { printf(\"<%s>\\n\", copyinstr(arg1)); }";
-    let (text, err, ok) = run_dtx(&["-q", "-n", clause, "-c", "/bin/cat /etc/hostname"]);
-    assert!(ok, "{err}");
+    let (code, text, err) = run(&["-q", "-n", clause, "-c", "/bin/cat /etc/hostname"]);
+    assert_eq!(code, 0, "{err}");
     if err.contains("cannot be captured at the probe here") {
         eprintln!("skipping: {err}");
         return;
@@ -526,7 +517,7 @@ fn copyinstr_reads_the_string_as_it_was_at_the_probe() {
     let dir = tempfile::tempdir().unwrap();
     let exe = compile(dir.path(), "dtxt_capture", CAPTURE_C);
     let exe = exe.display().to_string();
-    let (text, err, _) = run_dtx(&["-q", "-n", clause, "-c", &exe]);
+    let (_, text, err) = run(&["-q", "-n", clause, "-c", &exe]);
     let paths: Vec<&str> = text.lines().filter(|l| l.starts_with('<')).collect();
     assert_eq!(paths, ["</tmp/dtxt-capture-at-the-probe>"], "{text}\n{err}");
     assert!(
@@ -538,7 +529,7 @@ fn copyinstr_reads_the_string_as_it_was_at_the_probe() {
 #[test]
 fn idle_samples_are_named_by_their_cpu() {
     require_perf!();
-    let (text, err, ok) = run_dtx(&[
+    let (code, text, err) = run(&[
         "-q",
         "-n",
         "profile-997 /pid != -1/ { @all[execname == \"\"] = count(); }
@@ -546,7 +537,7 @@ fn idle_samples_are_named_by_their_cpu() {
          tick-1s { exit(0); }
          END { printa(\"all %d %@d\\n\", @all); printa(\"idle %d %@d\\n\", @idle); }",
     ]);
-    assert!(ok, "{err}");
+    assert_eq!(code, 0, "{err}");
     // no sample has an empty name (but those of a task so far into its exit that perf
     // reports its pid as -1: nothing says who it was)
     assert!(text.lines().any(|l| l.starts_with("all 0 ")), "{text}");

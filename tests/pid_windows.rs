@@ -6,7 +6,11 @@
 #![cfg(windows)]
 
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
+
+#[path = "support/cli.rs"]
+mod cli;
+use cli::{dtx, text, Dtx};
 
 /// The folder of the built test programs, or None (after saying why).
 fn fixtures() -> Option<PathBuf> {
@@ -35,21 +39,6 @@ fn prog(dir: &std::path::Path, args: &str) -> String {
     } else {
         format!("{} {args}", p.display())
     }
-}
-
-fn dtx(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dtx"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run dtx")
-}
-
-fn text(o: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).replace("\r\n", "\n"),
-        String::from_utf8_lossy(&o.stderr).replace("\r\n", "\n"),
-    )
 }
 
 #[test]
@@ -544,21 +533,20 @@ fn pdb_found_on_the_symbol_path() {
     let copy = alone.path().join("pidwin_pdb.exe");
     std::fs::copy(&exe, &copy).unwrap();
     let run = |symbol_path: Option<&str>| {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_dtx"));
-        c.args([
+        let d = Dtx::new(&[
             "-q",
             "-n",
             "pid$target:a.out:add:entry { @[probefunc] = count(); }",
             "-c",
             &format!("{} 4", copy.display()),
         ])
-        .stdin(Stdio::null())
         .env_remove("_NT_ALT_SYMBOL_PATH")
         .env_remove("_NT_SYMBOL_PATH");
-        if let Some(p) = symbol_path {
-            c.env("_NT_SYMBOL_PATH", p);
+        match symbol_path {
+            Some(p) => d.env("_NT_SYMBOL_PATH", p),
+            None => d,
         }
-        c.output().unwrap()
+        .output()
     };
     let out = run(None);
     let (_, se) = text(&out);

@@ -5,6 +5,8 @@
 //! Unix only: the pseudo-terminal is a Unix pty (Wine has no ConPTY for the Windows build).
 #![cfg(unix)]
 
+#[path = "support/cli.rs"]
+mod cli;
 #[path = "support/pty.rs"]
 mod pty;
 
@@ -44,16 +46,7 @@ fn quit(s: &mut PtySession) {
 /// The top row of the aggregation as the batch command line prints it (dtrace prints the
 /// largest value last): (key, value).
 fn batch_top(trace: &str, program: &str) -> (String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_dtx"))
-        .args(["-q", "-E", trace, "-n", program])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = cli::dtx_ok(&["-q", "-E", trace, "-n", program]);
     let last = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap();
     let mut words: Vec<&str> = last.split_whitespace().collect();
     let value = words.pop().unwrap().to_string();
@@ -139,10 +132,7 @@ fn open_trace_type_run_edit_rerun_quit() {
 #[cfg(target_os = "linux")]
 #[test]
 fn live_console_runs_the_default_dashboard() {
-    let probe = Command::new(env!("CARGO_BIN_EXE_dtx"))
-        .args(["-q", "-n", "sched:::on-cpu { exit(0); }"])
-        .output()
-        .unwrap();
+    let probe = cli::dtx(&["-q", "-n", "sched:::on-cpu { exit(0); }"]);
     if !probe.status.success() {
         eprintln!(
             "skipped: perf events are not available here: {}",
@@ -209,11 +199,13 @@ int main(void) {
             return;
         }
     }
-    let probe = Command::new(env!("CARGO_BIN_EXE_dtx"))
-        .args(["-q", "-n", "BEGIN { exit(0); }", "-c"])
-        .arg(&exe)
-        .output()
-        .unwrap();
+    let probe = cli::dtx(&[
+        "-q",
+        "-n",
+        "BEGIN { exit(0); }",
+        "-c",
+        exe.to_str().unwrap(),
+    ]);
     if !probe.status.success() {
         eprintln!(
             "skipped: cannot trace a process here: {}",

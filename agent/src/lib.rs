@@ -16,6 +16,11 @@
 #![allow(clippy::missing_safety_doc)]
 
 #[cfg(any(target_os = "linux", windows))]
+#[macro_use]
+mod stubs;
+#[cfg(any(target_os = "linux", windows))]
+mod hit;
+#[cfg(any(target_os = "linux", windows))]
 #[allow(dead_code)]
 mod layout;
 #[cfg(target_os = "linux")]

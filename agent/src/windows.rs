@@ -16,10 +16,8 @@
 //! hit calls nothing in the system before it knows whether it is nested in the agent's own
 //! work (a hooked `QueryPerformanceCounter` then passes straight through).
 
-use crate::layout::{
-    Desc, Header, Record, HOOK_ENTRY, HOOK_OK, HOOK_RETURN, KIND_ENTRY, KIND_RETURN, MAGIC,
-};
-use crate::shadow::ShadowStack;
+use crate::hit::{Platform, State};
+use crate::layout::{Desc, Header, Record, HOOK_OK, MAGIC};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -78,16 +76,6 @@ pub const ATTACH_NO_MINHOOK: u32 = 3;
 pub const ATTACH_NO_TLS: u32 = 4;
 pub const ATTACH_NO_MEMORY: u32 = 5;
 
-/// A thread's state, allocated at its first hit and never freed (a thread may be inside a
-/// hooked function when tracing ends).
-#[repr(C)]
-struct State {
-    tid: u64,
-    /// Inside a handler: hits now (a hooked function it calls) pass through.
-    busy: u64,
-    shadow: ShadowStack,
-}
-
 /// The TLS index whose slot holds each thread's `State` (TlsAlloc'd at the first attach).
 static TLS: AtomicU32 = AtomicU32::new(TLS_OUT_OF_INDEXES);
 /// QueryPerformanceFrequency.
@@ -98,6 +86,26 @@ static HOOKED: AtomicU64 = AtomicU64::new(0);
 static TARGETS: AtomicU64 = AtomicU64::new(0);
 /// MinHook was initialized.
 static MH_READY: AtomicU32 = AtomicU32::new(0);
+
+/// One stub of this platform (see `stub_asm!`): the registers pushed in the order given (the
+/// argument or return registers first) and xmm0-5, the frame passed in rcx over 32 bytes of
+/// home space; it `ret`s to what the handler answers.
+macro_rules! stub {
+    ($name:literal, before: [$($before:literal),*], push: [$($reg:literal),*], call: $handler:literal) => {
+        stub_asm!(
+            $name,
+            directives: [".globl"],
+            before: [$($before),*],
+            push: [$($reg),*],
+            pushed: 56,
+            reserve: 104,
+            xmm: [0 152, 1 136, 2 120, 3 104, 4 88, 5 72],
+            call: ["sub rsp, 32", "mov rcx, rbp"],
+            handler: $handler,
+            after: ["ret"]
+        )
+    };
+}
 
 // Entry stub, reached from a hook's thunk with the descriptor pushed over the return address:
 // saves the registers the Windows x64 convention lets a call clobber (rax rcx rdx r8-r11,
@@ -115,87 +123,18 @@ static MH_READY: AtomicU32 = AtomicU32::new(0);
 // asks (Microsoft Learn, "x64 calling convention").
 core::arch::global_asm!(
     ".text",
-    ".p2align 4",
-    ".globl dtx_fpid_entry_stub",
-    "dtx_fpid_entry_stub:",
-    "push rbp",
-    "mov rbp, rsp",
-    "push rcx",
-    "push rdx",
-    "push r8",
-    "push r9",
-    "push rax",
-    "push r10",
-    "push r11",
-    "sub rsp, 104",
-    "movdqu xmmword ptr [rbp - 152], xmm0",
-    "movdqu xmmword ptr [rbp - 136], xmm1",
-    "movdqu xmmword ptr [rbp - 120], xmm2",
-    "movdqu xmmword ptr [rbp - 104], xmm3",
-    "movdqu xmmword ptr [rbp - 88], xmm4",
-    "movdqu xmmword ptr [rbp - 72], xmm5",
-    "and rsp, -16",
-    "sub rsp, 32",
-    "mov rcx, rbp",
-    "call {on_entry}",
-    "mov qword ptr [rbp + 8], rax",
-    "movdqu xmm0, xmmword ptr [rbp - 152]",
-    "movdqu xmm1, xmmword ptr [rbp - 136]",
-    "movdqu xmm2, xmmword ptr [rbp - 120]",
-    "movdqu xmm3, xmmword ptr [rbp - 104]",
-    "movdqu xmm4, xmmword ptr [rbp - 88]",
-    "movdqu xmm5, xmmword ptr [rbp - 72]",
-    "lea rsp, [rbp - 56]",
-    "pop r11",
-    "pop r10",
-    "pop rax",
-    "pop r9",
-    "pop r8",
-    "pop rdx",
-    "pop rcx",
-    "pop rbp",
-    "ret",
-    ".p2align 4",
-    ".globl dtx_fpid_return_stub",
-    "dtx_fpid_return_stub:",
-    "sub rsp, 8",
-    "push rbp",
-    "mov rbp, rsp",
-    "push rax",
-    "push rcx",
-    "push rdx",
-    "push r8",
-    "push r9",
-    "push r10",
-    "push r11",
-    "sub rsp, 104",
-    "movdqu xmmword ptr [rbp - 152], xmm0",
-    "movdqu xmmword ptr [rbp - 136], xmm1",
-    "movdqu xmmword ptr [rbp - 120], xmm2",
-    "movdqu xmmword ptr [rbp - 104], xmm3",
-    "movdqu xmmword ptr [rbp - 88], xmm4",
-    "movdqu xmmword ptr [rbp - 72], xmm5",
-    "and rsp, -16",
-    "sub rsp, 32",
-    "mov rcx, rbp",
-    "call {on_return}",
-    "mov qword ptr [rbp + 8], rax",
-    "movdqu xmm0, xmmword ptr [rbp - 152]",
-    "movdqu xmm1, xmmword ptr [rbp - 136]",
-    "movdqu xmm2, xmmword ptr [rbp - 120]",
-    "movdqu xmm3, xmmword ptr [rbp - 104]",
-    "movdqu xmm4, xmmword ptr [rbp - 88]",
-    "movdqu xmm5, xmmword ptr [rbp - 72]",
-    "lea rsp, [rbp - 56]",
-    "pop r11",
-    "pop r10",
-    "pop r9",
-    "pop r8",
-    "pop rdx",
-    "pop rcx",
-    "pop rax",
-    "pop rbp",
-    "ret",
+    stub!(
+        "dtx_fpid_entry_stub",
+        before: [],
+        push: ["rcx", "rdx", "r8", "r9", "rax", "r10", "r11"],
+        call: "on_entry"
+    ),
+    stub!(
+        "dtx_fpid_return_stub",
+        before: ["sub rsp, 8"],
+        push: ["rax", "rcx", "rdx", "r8", "r9", "r10", "r11"],
+        call: "on_return"
+    ),
     on_entry = sym on_entry,
     on_return = sym on_return,
 );
@@ -226,160 +165,106 @@ unsafe fn slot() -> Option<*mut usize> {
     Some(teb().add(TEB_TLS_SLOTS + 8 * i) as *mut usize)
 }
 
-/// The calling thread's state, allocated at its first hit; null while it is being allocated
-/// (a hooked allocator) or when no memory is left.
-unsafe fn state() -> *mut State {
-    let Some(slot) = slot() else {
-        return std::ptr::null_mut();
-    };
-    let s = *slot;
-    if s == ALLOCATING {
-        return std::ptr::null_mut();
+/// The Windows parts of a hit: the state behind the agent's TLS slot, read from the TEB,
+/// QueryPerformanceCounter, the stack copied in place up to the thread's stack base, the x64
+/// registers (rcx rdx r8 r9 at entry, rax at return, the stack arguments past the return
+/// address and the 32 bytes of home space).
+struct Windows;
+
+impl Platform for Windows {
+    type Extra = ();
+    const ARG_REGS: usize = 4;
+    const RET_REGS: usize = 1;
+    const STACK_ARGS_AT: usize = 7;
+
+    /// Allocated at the thread's first hit; null while it is being allocated (a hooked
+    /// allocator) or when no memory is left.
+    unsafe fn state() -> *mut State<()> {
+        let Some(slot) = slot() else {
+            return std::ptr::null_mut();
+        };
+        let s = *slot;
+        if s == ALLOCATING {
+            return std::ptr::null_mut();
+        }
+        if s != 0 {
+            return s as *mut State<()>;
+        }
+        *slot = ALLOCATING;
+        let p = VirtualAlloc(
+            std::ptr::null_mut(),
+            std::mem::size_of::<State<()>>(),
+            MEM_COMMIT_RESERVE,
+            PAGE_READWRITE,
+        ) as *mut State<()>;
+        if p.is_null() {
+            *slot = 0;
+            return p;
+        }
+        // zeroed by VirtualAlloc: depth 0, not busy; ClientId.UniqueThread is at TEB+0x48
+        (*p).tid = *(teb().add(0x48) as *const u64);
+        *slot = p as usize;
+        p
     }
-    if s != 0 {
-        return s as *mut State;
+
+    unsafe fn current() -> *mut State<()> {
+        match slot() {
+            Some(slot) if *slot > ALLOCATING => *slot as *mut State<()>,
+            _ => std::ptr::null_mut(),
+        }
     }
-    *slot = ALLOCATING;
-    let p = VirtualAlloc(
-        std::ptr::null_mut(),
-        std::mem::size_of::<State>(),
-        MEM_COMMIT_RESERVE,
-        PAGE_READWRITE,
-    ) as *mut State;
-    if p.is_null() {
-        *slot = 0;
-        return p;
+
+    /// The time in ns of QueryPerformanceCounter (what dtx reads too).
+    unsafe fn now_ns() -> u64 {
+        let mut c = 0i64;
+        QueryPerformanceCounter(&mut c);
+        let f = FREQ.load(Ordering::Relaxed).max(1);
+        let c = c as u64;
+        (c / f) * 1_000_000_000 + (c % f) * 1_000_000_000 / f
     }
-    // zeroed by VirtualAlloc: depth 0, not busy; ClientId.UniqueThread is at TEB+0x48
-    (*p).tid = *(teb().add(0x48) as *const u64);
-    *slot = p as usize;
-    p
+
+    /// 0 for a word at or past the thread's stack base.
+    unsafe fn stack_word(at: *const u64, i: usize) -> u64 {
+        let p = at.add(i);
+        if (p as u64) + 8 <= stack_base() {
+            *p
+        } else {
+            0
+        }
+    }
+
+    /// The stack is copied from where it is, up to the thread's stack base.
+    unsafe fn write(h: &Header, _st: &mut State<()>, r: &mut Record, sp: u64) {
+        let mut len = 0u64;
+        if h.stack_bytes != 0 {
+            len = h
+                .stack_bytes
+                .min(STACK_MAX)
+                .min(stack_base().saturating_sub(sp))
+                & !7;
+        }
+        crate::ring::append(h, r, sp as *const u8, len as usize);
+    }
+
+    fn return_stub() -> u64 {
+        dtx_fpid_return_stub as *const () as u64
+    }
 }
 
-/// The time in ns of QueryPerformanceCounter (what dtx reads too).
-unsafe fn now_ns() -> u64 {
-    let mut c = 0i64;
-    QueryPerformanceCounter(&mut c);
-    let f = FREQ.load(Ordering::Relaxed).max(1);
-    let c = c as u64;
-    (c / f) * 1_000_000_000 + (c % f) * 1_000_000_000 / f
+/// The top of the calling thread's stack (`NT_TIB.StackBase`): everything below it down to the
+/// stack pointer is committed.
+unsafe fn stack_base() -> u64 {
+    *(teb().add(8) as *const u64)
 }
 
-/// Appends `r` and, when the header asks, a copy of the stack from `sp` up to the thread's
-/// stack base.
-unsafe fn write(h: &Header, r: &mut Record, sp: u64) {
-    let mut len = 0u64;
-    if h.stack_bytes != 0 {
-        // NT_TIB.StackBase: the top of the thread's stack, everything below it down to sp is
-        // committed
-        let base = *(teb().add(8) as *const u64);
-        len = h.stack_bytes.min(STACK_MAX).min(base.saturating_sub(sp)) & !7;
-    }
-    crate::ring::append(h, r, sp as *const u8, len as usize);
-}
-
-/// Reads the `i`th word above `at` when it lies below the thread's stack base.
-unsafe fn stack_word(at: *const u64, i: usize) -> u64 {
-    let base = *(teb().add(8) as *const u64);
-    let p = at.add(i);
-    if (p as u64) + 8 <= base {
-        *p
-    } else {
-        0
-    }
-}
-
-/// A hooked function was called: `frame` as the entry stub describes. Returns the trampoline.
+/// The entry stub's handler ([`crate::hit::on_entry`]).
 unsafe extern "C" fn on_entry(frame: *mut u64) -> u64 {
-    let desc = &*(*frame.add(1) as *const Desc);
-    let trampoline = desc.trampoline;
-    let h = &*(desc.header as *const Header);
-    if h.enabled.load(Ordering::Relaxed) == 0 {
-        return trampoline;
-    }
-    let st = state();
-    if st.is_null() || (*st).busy != 0 {
-        return trampoline;
-    }
-    let st = &mut *st;
-    st.busy = 1;
-    let flags = crate::ring::hook(h, desc.index).map_or(0, |k| k.flags.load(Ordering::Relaxed));
-    let sp = frame.add(2) as u64;
-    if flags & HOOK_ENTRY != 0 {
-        let mut r = Record {
-            hook: desc.index as u32,
-            kind: KIND_ENTRY,
-            tid: st.tid,
-            time: now_ns(),
-            rsp: sp,
-            rbp: *frame,
-            ..Record::default()
-        };
-        // rcx rdx r8 r9, then the caller's stack past the return address and the 32 bytes of
-        // home space
-        for i in 0..4 {
-            r.args[i] = *frame.sub(1 + i);
-        }
-        if h.stack_args != 0 {
-            for i in 0..6 {
-                r.args[4 + i] = stack_word(frame.add(7), i);
-            }
-        }
-        write(h, &mut r, sp);
-    }
-    if flags & HOOK_RETURN != 0 {
-        let stub = dtx_fpid_return_stub as *const () as u64;
-        st.shadow
-            .swap(h, frame.add(2), desc as *const Desc as u64, stub);
-    }
-    st.busy = 0;
-    trampoline
+    crate::hit::on_entry::<Windows>(frame)
 }
 
-/// A probed function returned: `frame` as the return stub describes. Returns the original
-/// return address.
+/// The return stub's handler ([`crate::hit::on_return`]).
 unsafe extern "C" fn on_return(frame: *mut u64) -> u64 {
-    let slot = frame.add(1) as u64;
-    let st = match slot_state() {
-        Some(s) => &mut *s,
-        // no thread swaps a return address without its state
-        None => std::process::abort(),
-    };
-    let Some(e) = st.shadow.take(slot) else {
-        std::process::abort()
-    };
-    if st.busy != 0 {
-        return e.ret;
-    }
-    let desc = &*(e.desc as *const Desc);
-    let h = &*(desc.header as *const Header);
-    if h.enabled.load(Ordering::Relaxed) == 0 {
-        return e.ret;
-    }
-    let flags = crate::ring::hook(h, desc.index).map_or(0, |k| k.flags.load(Ordering::Relaxed));
-    if flags & HOOK_RETURN != 0 {
-        st.busy = 1;
-        let mut r = Record {
-            hook: desc.index as u32,
-            kind: KIND_RETURN,
-            tid: st.tid,
-            time: now_ns(),
-            rsp: slot + 8,
-            rbp: *frame,
-            pc: e.ret,
-            ..Record::default()
-        };
-        r.args[0] = *frame.sub(1);
-        write(h, &mut r, slot + 8);
-        st.busy = 0;
-    }
-    e.ret
-}
-
-/// The thread's state as it is (never allocating).
-unsafe fn slot_state() -> Option<*mut State> {
-    let s = *slot()?;
-    (s > ALLOCATING).then_some(s as *mut State)
+    crate::hit::on_return::<Windows>(frame)
 }
 
 /// The thunk area: `MAX_HOOKS` slots of a thunk and its descriptor, then the hooked

@@ -9,6 +9,7 @@ use super::key::{self, KeyRef};
 use super::quantize::{self, Graph, Total, ZERO_BUCKET};
 use super::sort::{self, Encoding, SortOptions};
 use super::{Agg, SymbolResolver};
+use crate::output::memory::pad_str;
 
 /// Renders one stack frame's text into the output (a printa() conversion).
 pub(crate) type FrameFormat<'a> = &'a dyn Fn(&str, &mut Vec<u8>);
@@ -310,19 +311,6 @@ fn is_printable(c: u8) -> bool {
     (0x20..=0x7e).contains(&c) || matches!(c, b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | 8 | 7)
 }
 
-/// `%*s` with C semantics (negative width: left-justified).
-fn pad(out: &mut Vec<u8>, s: &[u8], width: i32) {
-    let w = width.unsigned_abs() as usize;
-    let fill = w.saturating_sub(s.len());
-    if width < 0 {
-        out.extend_from_slice(s);
-        out.resize(out.len() + fill, b' ');
-    } else {
-        out.resize(out.len() + fill, b' ');
-        out.extend_from_slice(s);
-    }
-}
-
 /// `dt_print_bytes`: a string if the bytes look like one, else a hex dump.
 pub(crate) fn print_bytes(out: &mut Vec<u8>, c: &[u8], width: i32, raw: bool) {
     if c.is_empty() {
@@ -340,14 +328,14 @@ pub(crate) fn print_bytes(out: &mut Vec<u8>, c: &[u8], width: i32, raw: bool) {
                 if width < 0 {
                     out.push(b' ');
                 }
-                pad(out, &c[..i], width);
+                pad_str(&c[..i], width, out);
                 return;
             }
             break;
         }
         if i == c.len() {
             out.extend_from_slice(b"  ");
-            pad(out, c, -(width.unsigned_abs() as i32));
+            pad_str(c, -(width.unsigned_abs() as i32), out);
             return;
         }
     }

@@ -67,6 +67,23 @@ pub fn standard_probe(desc: &str) -> Option<ProbeInfo> {
         .next()
 }
 
+/// The integer each data record of `vm` starts with, in order (what a test's `trace()`s of
+/// integers recorded).
+#[cfg(test)]
+pub(crate) fn first_ints(vm: &Vm) -> Vec<i64> {
+    use crate::vm::{Datum, Record};
+    vm.records
+        .iter()
+        .filter_map(|(_, r)| match r {
+            Record::Data { values, .. } => match values.first() {
+                Some(Datum::Int { value, .. }) => Some(*value),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -129,7 +129,7 @@ pub fn build(mem: &mut Vec<u8>, cx: &FiringCtx<'_>) {
 
 #[cfg(test)]
 mod tests {
-    use crate::engine::standalone::{standalone_vm, standard_probe};
+    use crate::engine::standalone::{first_ints, standalone_vm, standard_probe};
     use crate::vm::{Datum, FiringCtx, Record};
 
     #[test]
@@ -144,17 +144,7 @@ mod tests {
         .unwrap();
         let p = standard_probe("BEGIN").unwrap();
         vm.fire(&FiringCtx::synthetic(&p, 1, 1, b"x"));
-        let got: Vec<i64> = vm
-            .records
-            .iter()
-            .filter_map(|(_, r)| match r {
-                Record::Data { values, .. } => match values.first() {
-                    Some(Datum::Int { value, .. }) => Some(*value),
-                    _ => None,
-                },
-                _ => None,
-            })
-            .collect();
+        let got = first_ints(&vm);
         assert_eq!(
             got,
             [
@@ -229,17 +219,7 @@ mod tests {
         cx.cpu = cpu;
         vm.records.clear();
         let res = vm.fire(&cx);
-        let ints = vm
-            .records
-            .iter()
-            .filter_map(|(_, r)| match r {
-                Record::Data { values, .. } => match values.first() {
-                    Some(Datum::Int { value, .. }) => Some(*value),
-                    _ => None,
-                },
-                _ => None,
-            })
-            .collect();
+        let ints = first_ints(vm);
         (ints, !res.errors.is_empty())
     }
 

@@ -4,7 +4,11 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
+
+#[path = "cli.rs"]
+mod cli;
+pub use cli::{dtx, text};
 
 /// A folder of compiled test programs.
 pub struct Env {
@@ -59,23 +63,6 @@ impl Env {
         assert!(st.success(), "gcc failed for {name}");
         Some(out)
     }
-}
-
-/// Runs the built dtx with `args`, no standard input.
-pub fn dtx(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_dtx"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("run dtx")
-}
-
-/// (stdout, stderr) of a run.
-pub fn text(o: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
 }
 
 /// A `-c` command line: the program and its arguments.

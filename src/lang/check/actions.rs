@@ -452,27 +452,7 @@ impl Checker<'_> {
             "tracemem" => {
                 if (2..=3).contains(&n) {
                     let p = b.parsed_proto().map_err(|m| derr("D_UNKNOWN", line, m))?;
-                    for (i, (pp, a)) in p.params.iter().zip(&typed).enumerate() {
-                        if pp.ty == "@" {
-                            continue;
-                        }
-                        let pt = self.type_from_text(&pp.ty);
-                        if !self.arg_compatible(pt, a) {
-                            return Err(derr(
-                                "D_PROTO_ARG",
-                                line,
-                                builtins::proto_arg_message(
-                                    "",
-                                    "tracemem",
-                                    "( )",
-                                    false,
-                                    i + 1,
-                                    &self.types.name(pt),
-                                    &self.types.name(a.ty),
-                                ),
-                            ));
-                        }
-                    }
+                    self.check_proto_arg_types(b, &p, &typed, line)?;
                 }
                 if n < 2 {
                     return Err(derr(

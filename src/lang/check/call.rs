@@ -77,6 +77,18 @@ impl Checker<'_> {
         if let Err(msg) = builtins::check_call_arity(b.name, proto, args.len()) {
             return Err(derr("D_PROTO_LEN", line, msg));
         }
+        self.check_proto_arg_types(b, proto, args, line)
+    }
+
+    /// Checks each argument's type against its parameter in a parsed prototype (`D_PROTO_ARG`);
+    /// `@` parameters take anything, and arguments past the parameters are not looked at.
+    pub(crate) fn check_proto_arg_types(
+        &mut self,
+        b: &Builtin,
+        proto: &builtins::Proto,
+        args: &[Typed],
+        line: u32,
+    ) -> DResult<()> {
         for (i, (p, a)) in proto.params.iter().zip(args).enumerate() {
             if p.ty == "@" {
                 continue;

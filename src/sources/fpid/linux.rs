@@ -51,22 +51,16 @@ impl ExitWatch {
     }
 }
 
-/// Splits a run's debugger source in two when it has `fpid` probes: the hooks go in now
+/// The Linux part of [`super::split`], for a process with `fpid` probes: the hooks go in now
 /// (the target is still stopped). With no `pid` probes in the process, the debugger lets
 /// it go and the fpid source alone watches it; else both run, the `pid` source reporting
 /// the end.
 pub fn split(
-    src: Option<PidSource>,
+    mut src: PidSource,
     provider: &PidProvider,
     engine: &Engine,
 ) -> Result<(Option<PidSource>, Option<FpidSource>), String> {
-    let Some(mut src) = src else {
-        return Ok((None, None));
-    };
     let pid = src.pid();
-    if !super::has_fpid_probes(engine, pid) {
-        return Ok((Some(src), None));
-    }
     let fpid = provider.fpid();
     if src.has_pid_probes() {
         let avoid = src.probe_sites();

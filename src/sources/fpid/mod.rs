@@ -34,9 +34,10 @@ mod sites;
 mod source;
 
 #[cfg(any(target_os = "linux", windows))]
-pub use platform::split;
-#[cfg(any(target_os = "linux", windows))]
 pub use source::FpidSource;
+
+#[cfg(any(target_os = "linux", windows))]
+use crate::{engine::Engine, providers::pid::PidProvider, sources::debugger::PidSource};
 
 /// The agent built from `agent/` by `build.rs` (empty where none is built).
 pub const AGENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fpid-agent.bin"));
@@ -45,4 +46,23 @@ pub const AGENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fpid-agent.bi
 pub fn has_fpid_probes(engine: &crate::engine::Engine, pid: u32) -> bool {
     let provider = format!("fpid{pid}");
     engine.enabled_probes().any(|p| p.provider == provider)
+}
+
+/// Splits a run's debugger source in two when it has `fpid` probes in its process: the hooks
+/// go in now, while the target is still held, and the fpid source drains their hits. A run
+/// without fpid probes there keeps its debugger source as it is. What the platform does with
+/// a process that has both `pid` and `fpid` probes is its own ([`platform::split`]).
+#[cfg(any(target_os = "linux", windows))]
+pub fn split(
+    src: Option<PidSource>,
+    provider: &PidProvider,
+    engine: &Engine,
+) -> Result<(Option<PidSource>, Option<FpidSource>), String> {
+    let Some(src) = src else {
+        return Ok((None, None));
+    };
+    if !has_fpid_probes(engine, src.pid()) {
+        return Ok((Some(src), None));
+    }
+    platform::split(src, provider, engine)
 }

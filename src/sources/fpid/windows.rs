@@ -170,22 +170,17 @@ impl Drop for Frozen {
     }
 }
 
-/// Takes a run's debugger source over when it has `fpid` probes: the debugger lets the target
-/// go and the agent hooks its functions; the fpid source then watches it alone. A run with
-/// both `pid` and `fpid` probes in one process is refused (the debugger would have to answer
-/// the events of the injection: not done yet on Windows).
+/// The Windows part of [`super::split`], for a process with `fpid` probes: takes the run's
+/// debugger source over: the debugger lets the target go and the agent hooks its functions;
+/// the fpid source then watches it alone. A run with both `pid` and `fpid` probes in one
+/// process is refused (the debugger would have to answer the events of the injection: not
+/// done yet on Windows).
 pub fn split(
-    src: Option<PidSource>,
+    mut src: PidSource,
     provider: &PidProvider,
     engine: &Engine,
 ) -> Result<(Option<PidSource>, Option<FpidSource>), String> {
-    let Some(mut src) = src else {
-        return Ok((None, None));
-    };
     let pid = src.pid();
-    if !super::has_fpid_probes(engine, pid) {
-        return Ok((Some(src), None));
-    }
     if src.has_pid_probes() {
         if src.created {
             src.target_mut().terminate();
