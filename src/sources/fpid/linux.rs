@@ -66,7 +66,6 @@ pub fn split(
         let avoid = src.probe_sites();
         let want_ustack = src.want_ustack;
         let args_used = src.args_used();
-        let announce = src.announce;
         let installed = src.without_breakpoints(|target| {
             install(target, &fpid, engine, &avoid, want_ustack, args_used)
         });
@@ -85,7 +84,6 @@ pub fn split(
         let (execname, ppid) = src.target_mut().identity();
         let modules = fpid.modules_of(pid).unwrap_or_default();
         let s = FpidSource::new(pid, None, ring, hooks, modules, execname, ppid, want_ustack);
-        let _ = announce;
         return Ok((Some(src), Some(s)));
     }
     let mut plan = src.into_plan(engine);
