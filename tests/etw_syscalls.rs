@@ -4,7 +4,6 @@
 //! here has system call records: these tests write a small one (`support/synthetic_etl.rs`).
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 #[path = "support/synthetic_etl.rs"]
 mod synthetic;
@@ -14,6 +13,11 @@ mod support;
 
 #[path = "support/standin_pdb.rs"]
 mod standin_pdb;
+
+#[path = "support/cli.rs"]
+mod cli;
+
+use cli::Dtx;
 
 use standin_pdb::{clang_pdb, guid_bytes};
 
@@ -84,14 +88,9 @@ fn write_trace_of(
 }
 
 fn dtx(trace: &Path, args: &[&str], symbol_path: Option<&str>) -> (String, String) {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_dtx"));
-    c.arg("-E").arg(trace).args(args);
-    c.env_remove("_NT_ALT_SYMBOL_PATH")
-        .env_remove("_NT_SYMBOL_PATH");
-    if let Some(p) = symbol_path {
-        c.env("_NT_SYMBOL_PATH", p);
-    }
-    let out = c.output().unwrap();
+    let mut all = vec![std::ffi::OsStr::new("-E"), trace.as_os_str()];
+    all.extend(args.iter().map(std::ffi::OsStr::new));
+    let out = Dtx::new(&all).symbol_path(symbol_path).output();
     assert!(
         out.status.success(),
         "{args:?}: {}",

@@ -2,10 +2,14 @@
 //! processes had loaded (`module+0xoffset`). Skips when `../shared/etl` is absent.
 
 use std::path::PathBuf;
-use std::process::Command;
 
 #[path = "support/standin_pdb.rs"]
 mod standin_pdb;
+
+#[path = "support/cli.rs"]
+mod cli;
+
+use cli::Dtx;
 
 use standin_pdb::{clang_pdb, guid_bytes};
 
@@ -17,19 +21,14 @@ fn run(trace: &str, program: &str) -> Option<String> {
         eprintln!("skipped: ../shared/etl/{trace} is not here");
         return None;
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_dtx"))
-        .arg("-q")
-        .arg("-E")
-        .arg(&p)
-        .args(["-n", program])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some(String::from_utf8(out.stdout).unwrap())
+    let args = [
+        std::ffi::OsStr::new("-q"),
+        "-E".as_ref(),
+        p.as_os_str(),
+        "-n".as_ref(),
+        program.as_ref(),
+    ];
+    Some(Dtx::new(&args).ok())
 }
 
 #[test]
@@ -89,20 +88,14 @@ fn frames_named_by_a_pdb_found_on_the_symbol_path() {
     let standin = dtx::symbols::pdb::read(&pdb, None).unwrap();
     let program = "profile:::sample-1ms { @[ustack()] = count(); }";
     let run = |symbol_path: Option<String>| {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_dtx"));
-        c.arg("-q").arg("-E").arg(&trace).args(["-n", program]);
-        c.env_remove("_NT_ALT_SYMBOL_PATH")
-            .env_remove("_NT_SYMBOL_PATH");
-        if let Some(p) = symbol_path {
-            c.env("_NT_SYMBOL_PATH", p);
-        }
-        let out = c.output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        let args = [
+            std::ffi::OsStr::new("-q"),
+            "-E".as_ref(),
+            trace.as_os_str(),
+            "-n".as_ref(),
+            program.as_ref(),
+        ];
+        Dtx::new(&args).symbol_path(symbol_path.as_deref()).ok()
     };
     let plain = run(None);
     // (module, offset) of every frame

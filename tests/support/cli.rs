@@ -30,6 +30,18 @@ impl Dtx {
         self
     }
 
+    /// With `path` as its only symbol path (`_NT_SYMBOL_PATH`), or none: the machine's own
+    /// symbol path variables are not passed on.
+    pub fn symbol_path(self, path: Option<&str>) -> Dtx {
+        let d = self
+            .env_remove("_NT_ALT_SYMBOL_PATH")
+            .env_remove("_NT_SYMBOL_PATH");
+        match path {
+            Some(p) => d.env("_NT_SYMBOL_PATH", p),
+            None => d,
+        }
+    }
+
     /// Run in the folder `dir`.
     pub fn dir(mut self, dir: &Path) -> Dtx {
         self.0.current_dir(dir);

@@ -115,7 +115,7 @@ impl<'a> NativeWriter<'a> {
 #[cfg(test)]
 mod tests {
     use crate::engine::standalone::{standalone_vm, standard_probe};
-    use crate::vm::{Datum, FiringCtx, Record};
+    use crate::vm::FiringCtx;
 
     /// `offsetof`/`sizeof` of the library's native structures, as the compiler lays them out.
     fn layout(members: &[(&str, &str)]) -> Vec<i64> {
@@ -132,16 +132,7 @@ mod tests {
         let (mut vm, _) = standalone_vm(&format!("BEGIN {{ {body} }}")).unwrap();
         let p = standard_probe("BEGIN").unwrap();
         vm.fire(&FiringCtx::synthetic(&p, 1, 1, b"x"));
-        vm.records
-            .iter()
-            .filter_map(|(_, r)| match r {
-                Record::Data { values, .. } => match values.first() {
-                    Some(Datum::Int { value, .. }) => Some(*value),
-                    _ => None,
-                },
-                _ => None,
-            })
-            .collect()
+        crate::engine::standalone::first_ints(&vm)
     }
 
     #[test]
