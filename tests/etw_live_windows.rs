@@ -583,17 +583,11 @@ fn live_windows_flamegraph_line_names_the_targets_functions() {
         "{good} of {total} samples have the stack {chain:?}\n{text}\n{}",
         run.report()
     );
-    let folded = stacks::inferno_folded(&text);
-    let folded_total: u64 = folded.iter().map(|l| l.1).sum();
     let outward = "burnwin.exe`main;burnwin.exe`burnwin_outer;burnwin.exe`burnwin_middle;\
                    burnwin.exe`burnwin_leaf";
-    let with_main: u64 = folded
-        .iter()
-        .filter(|(stack, _)| stack.contains(outward))
-        .map(|l| l.1)
-        .sum();
-    assert_eq!(folded_total, total, "{folded:?}");
-    assert_eq!(with_main, good, "{folded:?}");
+    let (folded_total, with_main) = stacks::inferno_counts(&text, outward);
+    assert_eq!(folded_total, total, "{text}");
+    assert_eq!(with_main, good, "{text}");
     eprintln!(
         "flamegraph line: {good} of {total} samples have the full stack\n{}",
         run.stderr

@@ -381,12 +381,15 @@ fn compile_burn(dir: &Path) -> PathBuf {
 /// Checks the `-o` file of the flamegraph line: at least half of the samples are stacks of 3
 /// frames or more naming the program's functions down to `main`, and inferno's dtrace
 /// collapser folds the file into lines that name `main`. The program ran `cpu_ms` of CPU time:
-/// at 997 Hz no more samples than that (each fires once). Returns (good samples, all samples).
+/// at 997 Hz about that many samples, and far fewer than twice as many (a sample fires once).
+/// The margin is wide because the sampling clock runs on wall time while the program's CPU
+/// clock leaves out what the hypervisor steals: a loaded virtual machine gave 729 samples in
+/// 600 ms of CPU. Returns (good samples, all samples).
 fn check_flamegraph_output(text: &str, cpu_ms: u64) -> (u64, u64) {
     let stacks = stacks::stack_entries(text);
     let total: u64 = stacks.iter().map(|s| s.1).sum();
     assert!(
-        total <= cpu_ms * 997 / 1000 * 115 / 100 + 10,
+        total <= cpu_ms * 997 / 1000 * 150 / 100 + 10,
         "{total} samples in {cpu_ms} ms"
     );
     let good = stacks::samples_through(
@@ -404,16 +407,10 @@ fn check_flamegraph_output(text: &str, cpu_ms: u64) -> (u64, u64) {
         !text.contains("libc.so.6`0x"),
         "a libc frame without a name\n{text}"
     );
-    let folded = stacks::inferno_folded(text);
-    let folded_total: u64 = folded.iter().map(|l| l.1).sum();
     let outward = "dtxburn`main;dtxburn`dtxb_outer;dtxburn`dtxb_middle;dtxburn`dtxb_inner";
-    let with_main: u64 = folded
-        .iter()
-        .filter(|(stack, _)| stack.contains(outward))
-        .map(|l| l.1)
-        .sum();
-    assert_eq!(folded_total, total, "{folded:?}");
-    assert_eq!(with_main, good, "{folded:?}");
+    let (folded_total, with_main) = stacks::inferno_counts(text, outward);
+    assert_eq!(folded_total, total, "{text}");
+    assert_eq!(with_main, good, "{text}");
     (good, total)
 }
 

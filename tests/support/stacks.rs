@@ -77,3 +77,16 @@ pub fn inferno_folded(text: &str) -> Vec<(String, u64)> {
         })
         .collect()
 }
+
+/// `text` folded by inferno ([`inferno_folded`]): (every sample it counts, the samples whose
+/// folded stack holds `outward`, frames outermost first joined by `;`).
+pub fn inferno_counts(text: &str, outward: &str) -> (u64, u64) {
+    let folded = inferno_folded(text);
+    let total = folded.iter().map(|l| l.1).sum();
+    let with = folded
+        .iter()
+        .filter(|(stack, _)| stack.contains(outward))
+        .map(|l| l.1)
+        .sum();
+    (total, with)
+}
