@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 #[path = "support/cli.rs"]
 mod cli;
-use cli::{dtx_ok, run, Dtx};
+use cli::{dtx_ok, run};
 
 const PPT: &str = "randomascii_slow_ppt_trace.etl.zip";
 
@@ -286,7 +286,9 @@ fn a_rate_faster_than_the_traces_sampling_fires_every_sample_and_says_so() {
 
 /// `%Y` and `%T` print in the local zone of the machine dtx runs on, as dtrace's `ctime_r` and
 /// `strftime` do: with `TZ` set to the Pacific zone the xperf trace (recorded 2011-08-30 04:56
-/// UTC) starts on the evening of 2011-08-29, PDT; with `TZ=UTC0` at 04:56 the next day.
+/// UTC) starts on the evening of 2011-08-29, PDT; with `TZ=UTC0` at 04:56 the next day. (On
+/// Windows the zone is the one Windows is set to, not `TZ`.)
+#[cfg(unix)]
 #[test]
 fn walltimestamp_prints_in_the_local_zone() {
     let Some(t) = trace(PPT) else { return };
@@ -296,7 +298,9 @@ fn walltimestamp_prints_in_the_local_zone() {
     }
     let prog = "BEGIN { printf(\"%Y|%T\\n\", walltimestamp, walltimestamp); exit(0); }";
     let run = |tz: &str| {
-        let text = Dtx::new(&["-q", "-E", &t, "-n", prog]).env("TZ", tz).ok();
+        let text = cli::Dtx::new(&["-q", "-E", &t, "-n", prog])
+            .env("TZ", tz)
+            .ok();
         text.lines().next().unwrap_or_default().to_string()
     };
     assert_eq!(

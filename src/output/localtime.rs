@@ -47,18 +47,22 @@ mod imp {
 mod imp {
     use windows_sys::Win32::Foundation::{FILETIME, SYSTEMTIME};
     use windows_sys::Win32::System::Time::{
-        FileTimeToSystemTime, GetDynamicTimeZoneInformation, SystemTimeToFileTime,
-        SystemTimeToTzSpecificLocalTimeEx, DYNAMIC_TIME_ZONE_INFORMATION,
+        FileTimeToSystemTime, GetTimeZoneInformation, SystemTimeToFileTime,
+        SystemTimeToTzSpecificLocalTime, TIME_ZONE_INFORMATION,
     };
 
     /// 100 ns intervals from 1601-01-01 to 1970-01-01.
     const EPOCH_DIFF: i64 = 116_444_736_000_000_000;
 
-    /// The zone Windows is set to (the registry's dynamic zone, with its daylight rules for the
-    /// year of `secs`). Windows names zones in words ("Pacific Daylight Time"); the
-    /// abbreviation is the words' initials ("PDT"), as the C runtime has none.
+    /// The zone Windows is set to, with its daylight rule (`GetTimeZoneInformation` and
+    /// `SystemTimeToTzSpecificLocalTime`, which Wine has too; the `...Ex` forms with each
+    /// year's own rule are missing there). Windows names zones in words ("Pacific Daylight
+    /// Time"); the abbreviation is the words' initials ("PDT"), as the C runtime has none.
     pub(super) fn zone(secs: i64) -> Option<(i64, String)> {
         let ticks = secs.checked_mul(10_000_000)?.checked_add(EPOCH_DIFF)?;
+        if ticks < 0 {
+            return None;
+        }
         let ft = FILETIME {
             dwLowDateTime: ticks as u32,
             dwHighDateTime: (ticks >> 32) as u32,
@@ -66,13 +70,13 @@ mod imp {
         // SAFETY: zeroed plain-data structures are valid out-parameters.
         let mut utc: SYSTEMTIME = unsafe { std::mem::zeroed() };
         let mut local: SYSTEMTIME = unsafe { std::mem::zeroed() };
-        let mut dtzi: DYNAMIC_TIME_ZONE_INFORMATION = unsafe { std::mem::zeroed() };
+        let mut tzi: TIME_ZONE_INFORMATION = unsafe { std::mem::zeroed() };
         let mut back: FILETIME = unsafe { std::mem::zeroed() };
         // SAFETY: every pointer is to a live local of the right type.
         unsafe {
-            GetDynamicTimeZoneInformation(&mut dtzi);
+            GetTimeZoneInformation(&mut tzi);
             if FileTimeToSystemTime(&ft, &mut utc) == 0
-                || SystemTimeToTzSpecificLocalTimeEx(&dtzi, &utc, &mut local) == 0
+                || SystemTimeToTzSpecificLocalTime(&tzi, &utc, &mut local) == 0
                 || SystemTimeToFileTime(&local, &mut back) == 0
             {
                 return None;
@@ -80,12 +84,12 @@ mod imp {
         }
         let local_ticks = (back.dwHighDateTime as i64) << 32 | back.dwLowDateTime as i64;
         let offset = (local_ticks - ticks) / 10_000_000;
-        // daylight when the offset is the standard one plus the daylight bias
-        let standard = -(dtzi.Bias as i64 + dtzi.StandardBias as i64) * 60;
+        // daylight when the offset is not the standard one
+        let standard = -(tzi.Bias as i64 + tzi.StandardBias as i64) * 60;
         let words = if offset == standard {
-            &dtzi.StandardName[..]
+            &tzi.StandardName[..]
         } else {
-            &dtzi.DaylightName[..]
+            &tzi.DaylightName[..]
         };
         let end = words.iter().position(|&c| c == 0).unwrap_or(words.len());
         let name = String::from_utf16_lossy(&words[..end]);
@@ -94,7 +98,18 @@ mod imp {
             .filter_map(|w| w.chars().next())
             .filter(|c| c.is_alphanumeric())
             .collect();
-        Some((offset, initials.to_uppercase()))
+        let abbreviation = match (initials.is_empty(), offset) {
+            (false, _) => initials.to_uppercase(),
+            (true, 0) => "UTC".to_string(),
+            // a zone without a name: its offset, as strftime's %z
+            (true, o) => format!(
+                "{}{:02}{:02}",
+                if o < 0 { '-' } else { '+' },
+                o.abs() / 3600,
+                o.abs() % 3600 / 60
+            ),
+        };
+        Some((offset, abbreviation))
     }
 }
 
@@ -139,5 +154,23 @@ mod tests {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
+    }
+}
+
+#[cfg(all(test, windows))]
+mod windows_tests {
+    use super::*;
+
+    /// The Windows zone answers for any time dtx prints (under Wine too): an offset Windows
+    /// can have, whole minutes, and an abbreviation.
+    #[test]
+    fn the_windows_zone_answers() {
+        for secs in [0, 1_062_609_821, 1_314_680_218, 0x7fff_ffff] {
+            let (off, name) = imp::zone(secs).expect("the zone of a time after 1601");
+            assert!(off.abs() <= 14 * 3600 && off % 60 == 0, "{off}");
+            assert!(!name.is_empty());
+        }
+        assert_eq!(imp::zone(i64::MIN), None);
+        assert_eq!(system_zone(i64::MIN), (0, "UTC".to_string()));
     }
 }
