@@ -67,6 +67,17 @@ pub enum ProgramSource {
     Probe(ProbeSpecKind, String),
 }
 
+impl ProgramSource {
+    /// The program's text: a script file's, read (one that cannot be read is empty here and
+    /// left to the compiler to report), or the probe text.
+    pub fn text(&self) -> String {
+        match self {
+            ProgramSource::Script(path) => std::fs::read_to_string(path).unwrap_or_default(),
+            ProgramSource::Probe(_, t) => t.clone(),
+        }
+    }
+}
+
 /// Data model requested by `-32` / `-64`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DataModel {

@@ -302,8 +302,13 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
     // next to the executable), every provider of it for -l
     #[cfg(windows)]
     let live_etw = if trace.is_none() && many.is_none() {
+        let texts: Vec<String> = args
+            .programs
+            .iter()
+            .map(args::ProgramSource::text)
+            .collect();
         crate::sources::etw_live::windows::live_etw(
-            &args.programs,
+            &texts,
             args.etl.clone(),
             args.list || args.tui || args.programs.is_empty(),
         )?

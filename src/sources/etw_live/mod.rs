@@ -922,42 +922,17 @@ pub struct LiveEtw {
 }
 
 impl LiveEtw {
-    /// From the command line's programs (`-s` files are read; one that cannot be read is left
-    /// to the compiler to report), with no provider catalog: names are resolved when the
-    /// session starts.
-    pub fn for_programs(
-        programs: &[crate::cli::args::ProgramSource],
-        log_file: Option<std::path::PathBuf>,
-    ) -> LiveEtw {
-        let names = LiveEtw::provider_names(programs);
-        LiveEtw::with_catalog(&names, log_file, None, false).unwrap_or_else(|_| LiveEtw::default())
-    }
-
-    /// The text of each program (a script file's, read; unreadable: empty).
-    fn program_texts(programs: &[crate::cli::args::ProgramSource]) -> Vec<String> {
-        use crate::cli::args::ProgramSource;
-        programs
-            .iter()
-            .map(|p| match p {
-                ProgramSource::Script(path) => std::fs::read_to_string(path).unwrap_or_default(),
-                ProgramSource::Probe(_, t) => t.clone(),
-            })
-            .collect()
-    }
-
     /// Gives the `syscall` probes the names of the running kernel's calls, read from its image
-    /// file `kernel` and its PDB on the symbol path (else its exports), when the programs name
-    /// the `syscall` provider or every probe is listed. What the user should know when the
+    /// file `kernel` and its PDB on the symbol path (else its exports), when the programs'
+    /// texts name the `syscall` provider or every probe is listed. What the user should know when the
     /// names are missing or partial (said only when the programs name `syscall`).
     pub fn name_kernel_calls(
         &mut self,
-        programs: &[crate::cli::args::ProgramSource],
+        texts: &[String],
         list_all: bool,
         kernel: &std::path::Path,
     ) -> Option<String> {
-        let asked = Self::program_texts(programs)
-            .iter()
-            .any(|t| t.contains("syscall"));
+        let asked = texts.iter().any(|t| t.contains("syscall"));
         if !asked && !list_all {
             return None;
         }
@@ -984,11 +959,11 @@ impl LiveEtw {
         note.filter(|_| asked)
     }
 
-    /// The user provider names (or GUIDs) the programs' probe descriptions name.
-    pub fn provider_names(programs: &[crate::cli::args::ProgramSource]) -> Vec<String> {
+    /// The user provider names (or GUIDs) the probe descriptions of the programs' texts name.
+    pub fn provider_names(texts: &[String]) -> Vec<String> {
         let mut names: Vec<String> = Vec::new();
-        for text in Self::program_texts(programs) {
-            for name in named_providers_in(&text) {
+        for text in texts {
+            for name in named_providers_in(text) {
                 if !names.contains(&name) {
                     names.push(name);
                 }

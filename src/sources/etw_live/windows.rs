@@ -1526,11 +1526,11 @@ fn catalog_for(needed: &[&String]) -> Result<(ProviderCatalog, Vec<String>), Str
 /// system does not register is kept by name: the session enables it by the GUID the name
 /// hashes to (EventSource, TraceLogging) and says so.
 pub fn live_etw(
-    programs: &[crate::cli::args::ProgramSource],
+    texts: &[String],
     log_file: Option<PathBuf>,
     list_all: bool,
 ) -> Result<super::LiveEtw, String> {
-    let names = super::LiveEtw::provider_names(programs);
+    let names = super::LiveEtw::provider_names(texts);
     let needed: Vec<&String> = names.iter().filter(|n| Guid::parse(n).is_none()).collect();
     let (catalog, unknown) = if !needed.is_empty() {
         let (c, unknown) = catalog_for(&needed)?;
@@ -1553,7 +1553,7 @@ pub fn live_etw(
     // the running kernel's image, whose calls the `syscall` probes are named after
     let root = std::env::var_os("SystemRoot").unwrap_or_else(|| "C:\\Windows".into());
     let kernel = Path::new(&root).join("System32").join("ntoskrnl.exe");
-    if let Some(note) = live.name_kernel_calls(programs, list_all, &kernel) {
+    if let Some(note) = live.name_kernel_calls(texts, list_all, &kernel) {
         eprintln!("dtx: {note}");
     }
     Ok(live)
