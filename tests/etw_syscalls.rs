@@ -160,6 +160,22 @@ fn calls_interrupts_and_dpcs_run_in_the_thread_on_their_cpu() {
         err.contains("4 of the trace's 4 system call addresses"),
         "{err}"
     );
+    // two traces in one run: named together, said once for the run
+    let copy = dir.path().join("copy.etl");
+    std::fs::copy(&trace, &copy).unwrap();
+    let (two, err) = dtx(
+        &trace,
+        &[
+            "-E",
+            copy.to_str().unwrap(),
+            "-q",
+            "-n",
+            "syscall:::entry { @[probefunc] = count(); }",
+        ],
+        None,
+    );
+    assert_eq!(err.matches("ntkrnlmp.pdb").count(), 1, "{err}");
+    assert!(two.contains("ntoskrnl.exe`0x1000"), "{two}");
 
     // `@[probefunc] = count()`, the classic one-liner, and the same counts with every record
     // walked (a timer: nothing stepped over)

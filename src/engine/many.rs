@@ -152,6 +152,10 @@ pub fn run(main: &mut Engine, run: &ManyTraces<'_>) -> i32 {
     let first_start = run.scanned.first().map_or(0, |s| {
         s.lock().unwrap_or_else(|e| e.into_inner()).start_unix_ns
     });
+    // once for the run: the traces' system call addresses are named together
+    if let Some(n) = main.syscall_note(run.etw) {
+        eprintln!("{prog}: {n}");
+    }
     main.begin(Some(first_start));
     let results = if main.done() {
         Vec::new()

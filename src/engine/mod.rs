@@ -185,7 +185,8 @@ impl Engine {
     }
 
     /// What the user should know when a `syscall` probe is enabled and some of the trace's
-    /// system call addresses have no name: where names come from.
+    /// (or, over several, the traces') system call addresses have no name: where names come
+    /// from.
     pub fn syscall_note(&self, etw: &crate::providers::etw::EtwProbes) -> Option<String> {
         let calls = etw.syscalls();
         let unnamed = calls.unnamed();
