@@ -2,6 +2,8 @@
 //! system state (processes, threads, images, stacks) rebuilt as they go by.
 
 use crate::etw::decode::{DecodedEvent, Decoder};
+use crate::etw::group::{self, IMAGE, PERF_INFO, PROCESS};
+use crate::etw::opcode::{CSWITCH, READY_THREAD, SYSCALL_ENTER};
 use crate::etw::reader::{EtlError, EtlFile, HookSet};
 use crate::etw::record::{EventRecord, HeaderKind, RecordCopy};
 use crate::etw::state::{StackMatcher, SystemState};
@@ -175,9 +177,7 @@ impl TraceSource {
         let mut it = self.file.events();
         while let Some(r) = it.next_event() {
             let Ok(ev) = r else { continue };
-            if ev.kernel_group != Some(crate::providers::etw::group::FILE_IO)
-                || !matches!(ev.opcode, 0 | 32 | 36 | 64)
-            {
+            if ev.kernel_group != Some(group::FILE_IO) || !matches!(ev.opcode, 0 | 32 | 36 | 64) {
                 continue;
             }
             let dec = decoder.decode(&ev);
@@ -201,7 +201,7 @@ impl TraceSource {
         self.disks_collected = true;
         let decoder = Decoder::new();
         let mut completions = crate::etw::state::disk::DiskCompletions::new();
-        let disk = [crate::providers::etw::group::DISK_IO];
+        let disk = [group::DISK_IO];
         let mut it = self.file.events().kernel_groups_only(&disk);
         while let Some(r) = it.next_event() {
             let Ok(ev) = r else { continue };
@@ -428,11 +428,10 @@ impl TraceSource {
 /// Adds to `keep` the kernel events the system state reads ([`state_needs`]): process, image
 /// and thread records but the context switches and ready-thread events.
 pub fn state_kernel_events(keep: &mut HookSet) {
-    use crate::providers::etw::group;
     keep.insert_group(group::PROCESS);
     keep.insert_group(group::IMAGE);
     for op in 0..=255u8 {
-        if !matches!(op, 36 | 50) {
+        if op != CSWITCH && op != READY_THREAD {
             keep.insert(group::THREAD, op);
         }
     }
@@ -451,23 +450,16 @@ fn skip_kernel_record_kind(ev: &EventRecord<'_>) -> bool {
 /// and ready-thread events), image and image-id records. (Stack walks are matched to their
 /// events before the run, by [`TraceSource::collect_stacks`].)
 pub(crate) fn state_needs(ev: &EventRecord<'_>) -> bool {
-    use crate::providers::etw::group;
     match ev.kernel_group {
         Some(group::PROCESS | group::IMAGE) => true,
-        Some(group::THREAD) => !matches!(ev.opcode, 36 | 50),
+        Some(group::THREAD) => ev.opcode != CSWITCH && ev.opcode != READY_THREAD,
         Some(_) => false,
         None => ev.provider == crate::etw::decode::kernel::IMAGE_ID,
     }
 }
 
-/// The kernel groups and the event the `syscall` probes' names come from.
-const PROCESS: u8 = crate::providers::etw::group::PROCESS;
-const IMAGE: u8 = crate::providers::etw::group::IMAGE;
-const PERF_INFO: u8 = crate::providers::etw::group::PERF_INFO;
-const SYSCALL_ENTER: u8 = 51;
-
 /// The kernel group of StackWalk records.
-pub const STACK_WALK: u8 = crate::providers::etw::group::STACK_WALK;
+pub const STACK_WALK: u8 = group::STACK_WALK;
 
 /// The stacks of a trace, taken out of the source while it is walked.
 pub struct StackSource(pub Option<StackMatcher>);

@@ -6,33 +6,20 @@
 //! is where DTrace's `curthread` points in interrupt context and in a system call. Read straight
 //! from the payload (the records need not be decoded), so that a walk that steps over the
 //! records no probe reads still costs nothing per record here.
+//!
+//! The payloads read: CSwitch's `NewThreadId` (u32 at 0 in every version from 2, FORMAT.md
+//! 4.9, Microsoft Learn's CSwitch class) and SysClEnter's `SysCallAddress` (a pointer at 0,
+//! Microsoft Learn's SysCallEnter class).
 
+use crate::etw::decode::value::{le_ptr, le_u32};
+use crate::etw::group::{PERF_INFO, THREAD};
+use crate::etw::opcode::{CSWITCH, SYSCALL_ENTER, SYSCALL_EXIT};
 use crate::etw::record::EventRecord;
 use crate::fasthash::FastMap;
 
-/// Thread group, CSwitch opcode (FORMAT.md 4.9; payload `NewThreadId` u32 at 0 in every
-/// version from 2, Microsoft Learn's CSwitch class).
-const THREAD: u8 = 0x05;
-const CSWITCH: u8 = 36;
-/// PerfInfo group: SysClEnter (`SysCallAddress`, a pointer at 0) and SysClExit
-/// (`SysCallNtStatus`, u32 at 0), Microsoft Learn's SysCallEnter / SysCallExit classes.
-const PERF_INFO: u8 = 0x0F;
-const SYSCALL_ENTER: u8 = 51;
-const SYSCALL_EXIT: u8 = 52;
-
 /// The address a SysClEnter record's call starts at (`SysCallAddress`, a pointer at 0).
 pub fn syscall_address(ev: &EventRecord<'_>) -> Option<u64> {
-    match ev.pointer_size {
-        4 => ev
-            .payload
-            .get(..4)
-            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u64),
-        _ => ev
-            .payload
-            .get(..8)
-            .and_then(|b| b.try_into().ok())
-            .map(u64::from_le_bytes),
-    }
+    le_ptr(ev.payload, 0, ev.pointer_size)
 }
 
 /// The thread on each CPU, and the pending system call of each thread.
@@ -42,9 +29,9 @@ pub struct CpuThreads {
     on_cpu: Vec<u32>,
     /// By thread: the address of the system call it entered and has not returned from.
     in_call: FastMap<u32, u64>,
-    /// The call the last SysClExit record observed returned from (its thread, the call's
-    /// address when its entry was seen).
-    returned: Option<(u32, Option<u64>)>,
+    /// The address of the call the last SysClExit record returned from, when its thread was
+    /// known and its entry was seen.
+    returned: Option<u64>,
 }
 
 impl CpuThreads {
@@ -53,8 +40,7 @@ impl CpuThreads {
     pub fn observe(&mut self, ev: &EventRecord<'_>) {
         match (ev.kernel_group, ev.opcode) {
             (Some(THREAD), CSWITCH) => {
-                if let Some(b) = ev.payload.get(..4) {
-                    let tid = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                if let Some(tid) = le_u32(ev.payload, 0) {
                     let cpu = ev.cpu as usize;
                     if self.on_cpu.len() <= cpu {
                         self.on_cpu.resize(cpu + 1, u32::MAX);
@@ -70,7 +56,7 @@ impl CpuThreads {
             (Some(PERF_INFO), SYSCALL_EXIT) => {
                 self.returned = self
                     .thread_on_cpu(ev.cpu)
-                    .map(|tid| (tid, self.in_call.remove(&tid)));
+                    .and_then(|tid| self.in_call.remove(&tid));
             }
             _ => {}
         }
@@ -88,7 +74,7 @@ impl CpuThreads {
     /// The address of the system call the last SysClExit record returned from, when its
     /// thread was known and its entry was seen.
     pub fn returned_call(&self) -> Option<u64> {
-        self.returned.and_then(|(_, addr)| addr)
+        self.returned
     }
 
     /// The address of the system call thread `tid` is in (entered, not yet returned).

@@ -155,10 +155,10 @@ impl Interest {
         }
         // what the system state reads for them, though no enabled probe fires from it
         if self.cpu_threads {
-            keep.insert(group::THREAD, sched::CSWITCH);
+            keep.insert(group::THREAD, crate::etw::opcode::CSWITCH);
         }
         if self.syscall_entries {
-            keep.insert(group::PERF_INFO, syscall::ENTER);
+            keep.insert(group::PERF_INFO, crate::etw::opcode::SYSCALL_ENTER);
         }
         Some(keep)
     }
@@ -740,10 +740,10 @@ impl EtwProbes {
         let (entry, ret) = self.syscalls.enabled(enabled);
         let perf = group::PERF_INFO as usize;
         if entry {
-            it.opcodes[perf] |= 1 << syscall::ENTER;
+            it.opcodes[perf] |= 1 << crate::etw::opcode::SYSCALL_ENTER;
         }
         if ret {
-            it.opcodes[perf] |= 1 << syscall::EXIT;
+            it.opcodes[perf] |= 1 << crate::etw::opcode::SYSCALL_EXIT;
         }
         it.kernel |= entry || ret;
         it.syscall_entries = ret || enabled(FIRST_ID + table::SYSCALL_RETURN as u64);

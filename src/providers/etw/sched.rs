@@ -18,9 +18,6 @@
 //! * `sleep`: no arguments; fired in the thread a CSwitch leaves Waiting (`OldThreadState` 5),
 //!   before its `off-cpu` (`curlwpsinfo` is the thread going to sleep).
 
-/// The Thread opcode of CSwitch.
-pub(super) const CSWITCH: u8 = 36;
-
 use super::native::NATIVE_BASE;
 use super::{Emit, EventCx, Lwp};
 use crate::vm::thread::{STATE_ONPROC, STATE_RUN};
@@ -33,7 +30,7 @@ const WAITING: u64 = 5;
 
 pub(super) fn fire(cx: &EventCx<'_, '_>, name: &str, out: &mut Emit<'_>) {
     let mut a = [0u64; 10];
-    let cswitch = cx.ev.opcode == 36;
+    let cswitch = cx.ev.opcode == crate::etw::opcode::CSWITCH;
     let new = cx.dec.u64("NewThreadId").unwrap_or(0) as u32;
     let old = cx.dec.u64("OldThreadId").unwrap_or(0) as u32;
     let this_cpu = cx.ev.cpu as u32;

@@ -27,9 +27,7 @@ use super::{EtwFirings, EventCx};
 use crate::fasthash::FastMap;
 use crate::probes::ProbeInfo;
 
-/// PerfInfo opcodes of SysClEnter and SysClExit.
-pub(super) const ENTER: u8 = 51;
-pub(super) const EXIT: u8 = 52;
+use crate::etw::opcode::SYSCALL_ENTER as ENTER;
 /// First id of the system call probes (`syscall::<function>:entry`; its return is the next
 /// id), below the `etw:<guid>:...` probes.
 pub(super) const FIRST_ID: u64 = 700_000;

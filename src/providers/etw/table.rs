@@ -5,21 +5,7 @@
 
 use std::sync::OnceLock;
 
-/// Kernel groups (`HookId >> 8`).
-pub mod group {
-    pub const DISK_IO: u8 = 0x01;
-    pub const PAGE_FAULT: u8 = 0x02;
-    pub const PROCESS: u8 = 0x03;
-    pub const FILE_IO: u8 = 0x04;
-    pub const THREAD: u8 = 0x05;
-    pub const TCP_IP: u8 = 0x06;
-    pub const UDP_IP: u8 = 0x08;
-    pub const REGISTRY: u8 = 0x09;
-    pub const CONFIG: u8 = 0x0B;
-    pub const PERF_INFO: u8 = 0x0F;
-    pub const IMAGE: u8 = 0x14;
-    pub const STACK_WALK: u8 = 0x18;
-}
+pub use crate::etw::group;
 use group::*;
 
 /// The module that turns a kernel event into the firing of one of its probes.

@@ -154,9 +154,14 @@ pub const HIGH_FREQUENCY: u32 = k::CSWITCH | k::DISPATCHER | k::DPC | k::INTERRU
 
 /// The kernel records those flags enable (their stack walks go with them).
 fn is_high_frequency(event: (u8, u8)) -> bool {
+    use crate::etw::opcode as op;
     matches!(
         event,
-        (group::THREAD, 36 | 50) | (group::PERF_INFO, 51 | 52 | 66..=69)
+        (group::THREAD, op::CSWITCH | op::READY_THREAD)
+            | (
+                group::PERF_INFO,
+                op::SYSCALL_ENTER | op::SYSCALL_EXIT | 66..=69
+            )
     )
 }
 
