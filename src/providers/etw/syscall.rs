@@ -71,22 +71,27 @@ impl SyscallNames {
         if self.by_address.contains_key(&address) {
             return;
         }
-        let i = match self.by_function.get(function) {
-            Some(&i) => i,
-            None => {
-                let i = self.functions.len() as u32;
-                if FIRST_ID + 2 * i as u64 + 1 >= END_ID {
-                    return;
-                }
-                self.functions.push(function.to_string());
-                self.by_function.insert(function.to_string(), i);
-                i
-            }
+        let Some(i) = self.function_index(function) else {
+            return;
         };
         self.by_address.insert(address, i);
         if !named {
             self.unnamed += 1;
         }
+    }
+
+    /// The index of `function`, added when new; None when the id range is full.
+    fn function_index(&mut self, function: &str) -> Option<u32> {
+        if let Some(&i) = self.by_function.get(function) {
+            return Some(i);
+        }
+        let i = self.functions.len() as u32;
+        if FIRST_ID + 2 * i as u64 + 1 >= END_ID {
+            return None;
+        }
+        self.functions.push(function.to_string());
+        self.by_function.insert(function.to_string(), i);
+        Some(i)
     }
 
     /// Adds the calls of `other` this set lacks (several traces read as one run: their
@@ -188,15 +193,8 @@ impl SyscallNames {
             let Ok(rva) = u32::try_from(f.addr.wrapping_sub(base)) else {
                 continue;
             };
-            let before = names.functions.len();
-            let i = match names.by_function.get(name) {
-                Some(&i) => i,
-                None if FIRST_ID + 2 * before as u64 + 1 < END_ID => {
-                    names.functions.push(name.to_string());
-                    names.by_function.insert(name.to_string(), before as u32);
-                    before as u32
-                }
-                None => continue,
+            let Some(i) = names.function_index(name) else {
+                continue;
             };
             calls.by_rva.push((rva, i));
         }
@@ -229,8 +227,8 @@ impl KernelCalls {
         if let Some(&known) = seen.get(&address) {
             return known;
         }
-        let found = state
-            .process(0)
+        let kernel = state.process(0);
+        let found = kernel
             .and_then(|p| {
                 p.images.iter().find(|i| {
                     i.contains(address)
@@ -244,7 +242,7 @@ impl KernelCalls {
                 Some(self.by_rva[k].1)
             });
         // an address before its image's record is looked up again later
-        if state.process(0).is_some_and(|p| !p.images.is_empty()) {
+        if kernel.is_some_and(|p| !p.images.is_empty()) {
             seen.insert(address, found);
         }
         found
