@@ -154,6 +154,17 @@ fn calls_interrupts_and_dpcs_run_in_the_thread_on_their_cpu() {
     want.sort();
     // the exits at 15 (no thread yet) and 35 (thread 208 entered before the trace) fire none
     assert_eq!(lines(&out), want, "{out}");
+    // the unknown thread's ids are D's -1, as a predicate compares them
+    let (unknown, _) = dtx(
+        &trace,
+        &[
+            "-q",
+            "-n",
+            "isr::: /pid == -1 && tid == -1/ { printf(\"%s\\n\", execname); }",
+        ],
+        None,
+    );
+    assert_eq!(lines(&unknown), ["<unknown>"], "{unknown}");
     // the names need the kernel's PDB: said once
     assert_eq!(err.matches("ntkrnlmp.pdb").count(), 1, "{err}");
     assert!(

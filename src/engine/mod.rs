@@ -794,8 +794,7 @@ impl Engine {
             };
             let mut cx = FiringCtx::synthetic(p, t, ev.wall_ns, execname);
             cx.args = f.args;
-            cx.pid = f.pid as u64;
-            cx.tid = f.tid as u64;
+            cx.set_ids(f.pid, f.tid);
             cx.ppid = ppid;
             cx.cpu = ev.cpu as u32;
             cx.psargs = psargs;

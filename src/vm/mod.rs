@@ -191,6 +191,16 @@ impl<'a> FiringCtx<'a> {
 }
 
 impl FiringCtx<'_> {
+    /// Sets `pid` and `tid` from a source's 32-bit ids. The id a source gives a thread or
+    /// process it cannot name (`u32::MAX`, a task caught exiting or a record before its CPU's
+    /// first context switch) reads as -1 in D: `pid_t` and `id_t` are signed, and D compares
+    /// them as 64-bit values, so `pid == -1` and `pid != -1` hold as a script means them.
+    #[inline]
+    pub fn set_ids(&mut self, pid: u32, tid: u32) {
+        self.pid = id_value(pid);
+        self.tid = id_value(tid);
+    }
+
     /// The firing's user stack, innermost first (worked out now when the source defers it).
     pub fn user_stack(&self) -> &[u64] {
         match self.ustack_lazy {
@@ -215,6 +225,16 @@ impl FiringCtx<'_> {
 
 /// Where the thread-local keys of the per-CPU idle threads start ([`FiringCtx::thread_key`]).
 pub const IDLE_THREAD_KEY: u64 = 1 << 48;
+
+/// A source's 32-bit process or thread id as D reads it: `u32::MAX` (unknown) is -1.
+#[inline]
+pub fn id_value(id: u32) -> u64 {
+    if id == u32::MAX {
+        u64::MAX
+    } else {
+        id as u64
+    }
+}
 
 /// The saved registers of a firing with no user thread behind it: all zero.
 static SYNTHETIC_UREGS: [u64; 32] = [0; 32];

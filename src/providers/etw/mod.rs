@@ -1157,8 +1157,7 @@ mod xlate_tests {
             };
             let mut cx = FiringCtx::synthetic(&probes[&f.probe], 1, 1, &execname);
             cx.args = f.args;
-            cx.pid = f.pid as u64;
-            cx.tid = f.tid as u64;
+            cx.set_ids(f.pid, f.tid);
             cx.memory = &mem;
             vm.fire(&cx);
         }

@@ -1336,16 +1336,19 @@ impl PerfSource {
                 raw,
                 captured: &strings,
             };
-            // thread 0 is the CPU's idle task: named as the kernel names it on that CPU
+            // thread 0 is the CPU's idle task: named as the kernel names it on that CPU; a
+            // task perf gives no id (so far into its exit that its ids are released) is the
+            // unknown thread that ETW sources also name `<unknown>`
             let comm = if tid == 0 {
                 self.idle_names.of(s.cpu)
+            } else if pid == u32::MAX && t.len == 0 {
+                crate::engine::UNKNOWN_EXECNAME
             } else {
                 t.comm()
             };
             let mut cx = FiringCtx::synthetic(p, ts, ts.wrapping_add(wall_off), comm);
             cx.args = args;
-            cx.pid = pid as u64;
-            cx.tid = tid as u64;
+            cx.set_ids(pid, tid);
             cx.ppid = t.ppid as u64;
             cx.cpu = s.cpu;
             cx.errno = errno;
