@@ -134,3 +134,75 @@ fn pause_pace_replace_and_restart() {
         "final printing of the replaced program"
     );
 }
+
+/// The console's replay names stack frames as `dtx -E` does: also the .NET methods the
+/// runtime's events describe (the console once named only the images, so managed frames were
+/// bare addresses in its stack view).
+#[test]
+fn the_console_names_managed_frames_as_the_command_line_does() {
+    // filtrace_diskio: Windows 11, full stacks, .NET method events; its samples land in 11112
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/etl-win11/filtrace_diskio.etl");
+    if !path.exists() {
+        eprintln!("skipped: ../shared/etl-win11/filtrace_diskio.etl is not here");
+        return;
+    }
+    let path = path.to_string_lossy().into_owned();
+    let program = "profile-997 /pid == 11112/ { @[ustack(100)] = count(); }";
+    let mut etw = EtwProbes::new();
+    let mut src = TraceSource::open(&path).unwrap();
+    src.scan_providers(&mut etw);
+    let catalog = Arc::new(dtx::providers::etw_catalog(&etw));
+    let s = Session::start(
+        SessionSource::Trace {
+            path: path.clone(),
+            etw: Arc::new(etw),
+        },
+        catalog.clone(),
+        Duration::from_millis(50),
+    );
+    s.send(Command::Run {
+        program: compile_text(program, "a.d", &catalog).unwrap(),
+        restart: false,
+    });
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut last = None;
+    let mut ended = false;
+    while Instant::now() < deadline && !ended {
+        match s.wait(Duration::from_millis(50)) {
+            Some(Update::Snapshot(snap)) => last = Some(snap),
+            Some(Update::Status(st)) => ended = matches!(st.state, RunState::Ended(_)),
+            _ => {}
+        }
+    }
+    // the snapshot published with the end comes before its status
+    let snap = last.expect("no snapshot");
+    assert!(ended, "the replay did not end");
+    let frames: Vec<String> = snap
+        .aggs
+        .iter()
+        .flat_map(|a| a.rows.iter())
+        .flat_map(|r| r.keys.iter())
+        .filter_map(|k| match k {
+            dtx::agg::snapshot::KeyCell::Stack(f) => Some(f.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    let managed = |f: &String| f.starts_with("Microsoft.Diagnostics.Tracing.");
+    assert!(
+        frames.iter().any(managed),
+        "no managed frame named in {} frames: {:?}",
+        frames.len(),
+        &frames[..frames.len().min(20)]
+    );
+    // the same frames as the command line's
+    let text = std::process::Command::new(env!("CARGO_BIN_EXE_dtx"))
+        .args(["-q", "-E", &path, "-n", program])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    for f in frames.iter().filter(|f| managed(f)) {
+        assert!(text.contains(f.as_str()), "{f} is not in dtx -E's output");
+    }
+}

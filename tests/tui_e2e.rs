@@ -295,3 +295,49 @@ fn bare_dtx_without_a_terminal_prints_the_usage() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("Usage:"));
 }
+
+/// What dtx says on stderr while the console runs (here dtrace's line for a fault in a clause)
+/// shows in the output pane, not written over the screen where the cursor happens to be (a
+/// redraw then erased it), and the run goes on to its end.
+#[test]
+fn a_fault_in_a_clause_shows_in_the_output_pane() {
+    let Some(trace) = trace() else {
+        eprintln!("skipped: ../shared/etl/{TRACE} is not here");
+        return;
+    };
+    let trace = trace.to_string_lossy().into_owned();
+    let state = tempfile::tempdir().unwrap();
+    let state_dir = state.path().to_string_lossy().into_owned();
+    let program = "BEGIN { trace(*(int *)8); } END { printf(\"the end\\n\"); }";
+    let mut s = PtySession::spawn(
+        env!("CARGO_BIN_EXE_dtx"),
+        &["--tui", "-E", &trace, "-n", program],
+        &[
+            ("XDG_STATE_HOME", &state_dir),
+            ("XDG_CONFIG_HOME", &state_dir),
+        ],
+        120,
+        36,
+    );
+    let fault = "dtx: error on enabled probe ID 1 (ID 1: dtrace:::BEGIN): invalid address (0x8)";
+    let screen = s.wait_for(
+        "the fault in the output pane",
+        Duration::from_secs(60),
+        |t| t.contains(":END the end") && t.contains("ended 0"),
+    );
+    let rows: Vec<&str> = screen.lines().collect();
+    let output = rows.iter().position(|r| r.contains(" Output ")).unwrap();
+    let at = rows.iter().position(|r| r.contains(fault));
+    let end = rows
+        .iter()
+        .position(|r| r.contains(":END the end"))
+        .unwrap();
+    // in the pane, before END's output
+    assert!(
+        at.is_some_and(|at| at > output && at < end),
+        "the fault is not in the output pane ({at:?}, {output}, {end}):\n{screen}"
+    );
+    // and it is said once, on the screen's one line for it in the pane
+    assert_eq!(screen.matches(fault).count(), 1, "{screen}");
+    quit(&mut s);
+}

@@ -298,6 +298,15 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
         Some(_) => None,
         None => None,
     };
+    let console = args.tui
+        || (args.programs.is_empty()
+            && !args.list
+            && !args.compile_only
+            && std::io::IsTerminal::is_terminal(&std::io::stdout())
+            && std::io::IsTerminal::is_terminal(&std::io::stdin()));
+    // what is said from here on shows in the console (a note of the live ETW setup below
+    // written to the terminal would be hidden by the console's screen)
+    let _held = console.then(crate::output::stderr::capture);
     // live ETW: the user providers resolved through the system's provider catalog (cached
     // next to the executable), every provider of it for -l
     #[cfg(windows)]
@@ -326,12 +335,6 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
         // live: on Linux this includes the perf-backed kernel providers
         crate::providers::live_catalog()
     };
-    let console = args.tui
-        || (args.programs.is_empty()
-            && !args.list
-            && !args.compile_only
-            && std::io::IsTerminal::is_terminal(&std::io::stdout())
-            && std::io::IsTerminal::is_terminal(&std::io::stdin()));
     let pid_provider = crate::sources::debugger::pid_provider();
     if console && many.is_some() {
         return Err("the console replays one trace; give -E once".into());

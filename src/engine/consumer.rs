@@ -519,7 +519,7 @@ impl Consumer {
                 e.fault.code() as u32,
                 e.fault.addr(),
             );
-            let _ = std::io::stderr().write_all(line.as_bytes());
+            crate::output::stderr::write(&line);
         }
         self.write_buf();
         vm.records = records;
@@ -547,7 +547,7 @@ impl Consumer {
             self.write_buf();
             let _ = self.sink().flush();
             let line = messages::library_fault_line(&fp, &msg);
-            let _ = std::io::stderr().write_all(line.as_bytes());
+            crate::output::stderr::write(&line);
         }
     }
 
@@ -574,7 +574,7 @@ impl Consumer {
                         &mut self.buf,
                     ) {
                         self.write_buf();
-                        let _ = writeln!(std::io::stderr(), "{}: {}", self.opts.prog, e.message);
+                        crate::output::stderr::say(&self.opts.prog, &e.message);
                     }
                 }
                 None => vm.aggs.print_default_multi(
@@ -638,7 +638,7 @@ impl Consumer {
                 let why = crate::output::messages::strerror(&e);
                 let msg = format!("couldn't freopen() \"{name}\": {why}");
                 let line = messages::library_fault_line(&fp, &msg);
-                let _ = std::io::stderr().write_all(line.as_bytes());
+                crate::output::stderr::write(&line);
             }
         }
     }
@@ -663,7 +663,7 @@ impl Consumer {
             self.etw_warned = true;
             self.write_buf();
             let _ = self.sink().flush();
-            let _ = writeln!(std::io::stderr(), "{}: etw_trace(): {why}", self.opts.prog);
+            crate::output::stderr::say(&self.opts.prog, format_args!("etw_trace(): {why}"));
         }
     }
 
@@ -684,9 +684,8 @@ impl Consumer {
         }
         self.write_buf();
         let _ = self.sink().flush();
-        let mut err = std::io::stderr();
         for (_, _, msg) in &drops {
-            let _ = err.write_all(msg.as_bytes());
+            crate::output::stderr::write(msg);
         }
     }
 

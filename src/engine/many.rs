@@ -153,9 +153,7 @@ pub fn run(main: &mut Engine, run: &ManyTraces<'_>) -> i32 {
         s.lock().unwrap_or_else(|e| e.into_inner()).start_unix_ns
     });
     // once for the run: the traces' system call addresses are named together
-    if let Some(n) = main.syscall_note(run.etw) {
-        eprintln!("{prog}: {n}");
-    }
+    main.say_before_trace(run.etw);
     main.begin(Some(first_start));
     let results = if main.done() {
         Vec::new()
@@ -203,7 +201,7 @@ fn run_file(
     let mut src = match kept.map_or_else(|| TraceSource::open(name), Ok) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("{prog}: {e}");
+            crate::output::stderr::say(prog, e);
             return None;
         }
     };
@@ -234,17 +232,9 @@ fn run_file(
     }
     engine.start_trace(src.start_unix_ns());
     let warnings = engine.walk_trace(&mut src, run.etw, &mut |_| true);
-    for w in warnings.iter().take(20) {
-        eprintln!("{prog}: {name}: warning: {w}");
-    }
-    for n in engine.sampler_notes() {
-        eprintln!("{prog}: {name}: {n}");
-    }
+    engine.say_after_trace(Some(name), &warnings);
     engine.consumer.flush();
-    let mut symbols = crate::symbols::TraceSymbols::from_state(&src.state);
-    symbols.add_methods(
-        (src.managed_methods.iter()).map(|m| (m.pid, m.start, m.size, m.name.as_str())),
-    );
+    let symbols = src.symbols();
     let drops = engine
         .runs
         .iter()

@@ -200,6 +200,29 @@ impl Engine {
         })
     }
 
+    /// Says (on dtx's stderr, which the console shows) what the user should know before a
+    /// trace is walked: that `syscall` probes go unnamed without the kernel's PDB.
+    pub fn say_before_trace(&self, etw: &crate::providers::etw::EtwProbes) {
+        if let Some(n) = self.syscall_note(etw) {
+            crate::output::stderr::say(self.consumer.prog(), n);
+        }
+    }
+
+    /// Says what the walk of a trace (`label`, when several are read) left to know: the
+    /// reader's first 20 warnings and the notes on `profile-N` samples.
+    pub fn say_after_trace(&self, label: Option<&str>, warnings: &[String]) {
+        let prog = match label {
+            Some(l) => format!("{}: {l}", self.consumer.prog()),
+            None => self.consumer.prog().to_string(),
+        };
+        for w in warnings.iter().take(20) {
+            crate::output::stderr::say(&prog, format_args!("warning: {w}"));
+        }
+        for n in self.sampler_notes() {
+            crate::output::stderr::say(&prog, n);
+        }
+    }
+
     /// What the enabled probes need decoded of ETW records (the `profile-N` probes fed from
     /// samples need SampledProfile).
     pub fn etw_interest(
@@ -627,23 +650,12 @@ impl Engine {
         etw: &crate::providers::etw::EtwProbes,
     ) -> i32 {
         self.set_trace_name(&source.name);
-        if let Some(n) = self.syscall_note(etw) {
-            eprintln!("{}: {n}", self.consumer.prog());
-        }
+        self.say_before_trace(etw);
         self.begin(Some(source.start_unix_ns()));
         let errors = self.walk_trace(source, etw, &mut |_| true);
-        for e in errors.iter().take(20) {
-            eprintln!("{}: warning: {e}", self.consumer.prog());
-        }
-        for n in self.sampler_notes() {
-            eprintln!("{}: {n}", self.consumer.prog());
-        }
+        self.say_after_trace(None, &errors);
         // stacks print with the modules the trace had loaded
-        let mut symbols = crate::symbols::TraceSymbols::from_state(&source.state);
-        symbols.add_methods(
-            (source.managed_methods.iter()).map(|m| (m.pid, m.start, m.size, m.name.as_str())),
-        );
-        self.consumer.symbols = Box::new(symbols);
+        self.consumer.symbols = Box::new(source.symbols());
         self.end()
     }
 

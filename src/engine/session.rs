@@ -611,6 +611,7 @@ impl Worker {
         self.status.position = Some((0, length));
         let mut rates = Rates::new();
         engine.set_trace_name(&src.name);
+        engine.say_before_trace(etw);
         engine.begin(Some(src.start_unix_ns()));
         let mut last = Instant::now();
         // pacing: trace time `anchor.1` was reached at wall time `anchor.0`
@@ -668,15 +669,13 @@ impl Worker {
             }
         });
         self.status.events = events;
-        for e in errors.iter().take(20) {
-            let _ = self.updates.send(Update::Error(e.clone()));
-        }
         match outcome {
             Some(Outcome::Restart) => Outcome::Restart,
             Some(Outcome::Quit) => Outcome::Quit,
             _ => {
+                engine.say_after_trace(None, &errors);
                 // stacks print with the modules the trace had loaded
-                let syms = crate::symbols::TraceSymbols::from_state(&src.state);
+                let syms = src.symbols();
                 engine.consumer.symbols = Box::new(syms.clone());
                 self.symbols = Box::new(syms);
                 let code = engine.end();

@@ -12,4 +12,5 @@ pub mod print;
 pub mod printf;
 pub mod record;
 pub mod stack;
+pub mod stderr;
 pub mod structured;

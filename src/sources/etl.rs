@@ -116,6 +116,16 @@ impl TraceSource {
         self.managed_methods = methods;
     }
 
+    /// The names of the stack frames of the trace as walked so far: the images its processes
+    /// loaded (from the state) and, when the stacks were collected, its .NET methods.
+    pub fn symbols(&self) -> crate::symbols::TraceSymbols {
+        let mut symbols = crate::symbols::TraceSymbols::from_state(&self.state);
+        symbols.add_methods(
+            (self.managed_methods.iter()).map(|m| (m.pid, m.start, m.size, m.name.as_str())),
+        );
+        symbols
+    }
+
     /// A pass over the trace's Process and Thread records (every other record is stepped over
     /// unbuilt) that gives the system state, before the first event, each thread and process
     /// that existed from the trace's start: those whose earliest record is not their Start (a

@@ -248,8 +248,29 @@ impl App {
                 }
                 self.status = s;
             }
-            Update::Error(e) => self.say(e, true),
+            Update::Error(e) => {
+                // kept in the output pane too: the message line holds only the last
+                self.log.push_stderr(format!("dtx: {e}"));
+                self.say(e, true);
+            }
         }
+    }
+
+    /// What dtx said on stderr while the console captured it (errors on enabled probes,
+    /// drops, the sources' notes): each line goes to the output pane, in the error colour, and
+    /// the last is shown on the message line.
+    pub fn on_stderr(&mut self, lines: Vec<String>, dropped: u64) {
+        if dropped > 0 {
+            self.log
+                .push_stderr(format!("dtx: {dropped} earlier messages were dropped"));
+        }
+        let Some(last) = lines.last().cloned() else {
+            return;
+        };
+        for l in lines {
+            self.log.push_stderr(l);
+        }
+        self.say(last, true);
     }
 
     pub fn on_key(&mut self, k: KeyEvent) {

@@ -1,5 +1,6 @@
 //! The output log: what the program printed (`printf`, `trace`, default probe lines, the final
-//! aggregations), scrollable and searchable, bounded in memory.
+//! aggregations) and, marked, what dtx said on its stderr meanwhile (errors on enabled probes,
+//! drops, the sources' notes), scrollable and searchable, bounded in memory.
 
 use std::collections::VecDeque;
 
@@ -10,7 +11,8 @@ pub const MAX_LINES: usize = 20_000;
 
 #[derive(Default)]
 pub struct Log {
-    lines: VecDeque<String>,
+    /// Each line, and whether dtx said it on stderr (not the program's output).
+    lines: VecDeque<(String, bool)>,
     /// The last line, until its newline arrives.
     partial: String,
     /// Lines scrolled back from the end (0 follows the output).
@@ -27,14 +29,23 @@ impl Log {
         while let Some(i) = rest.find('\n') {
             let mut line = std::mem::take(&mut self.partial);
             line.push_str(&rest[..i]);
-            self.lines.push_back(line);
-            if self.back > 0 {
-                // keep the view where it is while output arrives
-                self.back += 1;
-            }
+            self.add(line, false);
             rest = &rest[i + 1..];
         }
         self.partial.push_str(rest);
+    }
+
+    /// A line dtx said on stderr: one line of its own, before a partial line of output.
+    pub fn push_stderr(&mut self, line: String) {
+        self.add(line, true);
+    }
+
+    fn add(&mut self, line: String, stderr: bool) {
+        self.lines.push_back((line, stderr));
+        if self.back > 0 {
+            // keep the view where it is while output arrives
+            self.back += 1;
+        }
         while self.lines.len() > MAX_LINES {
             self.lines.pop_front();
             self.dropped += 1;
@@ -52,10 +63,15 @@ impl Log {
 
     pub fn line(&self, i: usize) -> Option<&str> {
         match self.lines.get(i) {
-            Some(l) => Some(l),
+            Some((l, _)) => Some(l),
             None if i == self.lines.len() && !self.partial.is_empty() => Some(&self.partial),
             None => None,
         }
+    }
+
+    /// Whether line `i` is one dtx said on stderr.
+    pub fn is_stderr(&self, i: usize) -> bool {
+        self.lines.get(i).is_some_and(|l| l.1)
     }
 
     /// The lines that fit in `height` rows: (first index, count).
@@ -146,5 +162,28 @@ mod tests {
         }
         assert_eq!(l.len(), MAX_LINES);
         assert!(l.dropped > 0);
+    }
+
+    #[test]
+    fn stderr_lines_are_marked_and_go_before_a_partial_line() {
+        let mut l = Log::default();
+        l.push("done\nhalf");
+        l.push_stderr("dtx: error on enabled probe ID 1".into());
+        l.push(" line\n");
+        let lines: Vec<(&str, bool)> = (0..l.len())
+            .map(|i| (l.line(i).unwrap(), l.is_stderr(i)))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                ("done", false),
+                ("dtx: error on enabled probe ID 1", true),
+                ("half line", false)
+            ]
+        );
+        // a view scrolled back stays where it is
+        l.scroll_by(1);
+        l.push_stderr("dtx: 3 drops on CPU 0".into());
+        assert_eq!(l.back, 2);
     }
 }

@@ -133,6 +133,9 @@ pub fn build_app(opts: &ConsoleOptions, target: u32) -> Result<App, String> {
 
 /// Runs the console until the user quits. Returns the exit status.
 pub fn run(mut opts: ConsoleOptions) -> Result<i32, String> {
+    // dtx's stderr lines (errors on enabled probes, drops, the sources' notes) show in the
+    // output pane while the console has the screen; what is left is written after it
+    let _held = crate::output::stderr::capture();
     let (session, target) = match opts.target.take() {
         Some(t) => {
             Session::start_with_target(opts.source.clone(), opts.catalog.clone(), opts.refresh, t)?
@@ -218,6 +221,11 @@ where
         }
         for u in session.poll() {
             app.on_update(u);
+            dirty = true;
+        }
+        let (said, dropped) = crate::output::stderr::take();
+        if !said.is_empty() || dropped > 0 {
+            app.on_stderr(said, dropped);
             dirty = true;
         }
         if let Some(rx) = &counts {

@@ -175,7 +175,7 @@ impl Consumer {
             }
             self.write_buf();
             let _ = self.out.flush();
-            let _ = std::io::stderr().write_all(messages::error_line(&msg).as_bytes());
+            crate::output::stderr::write(&messages::error_line(&msg));
         }
         self.write_buf();
         vm.records = records;
@@ -293,7 +293,7 @@ impl Consumer {
                 vm.aggs
                     .print_formatted(f, aggs, &self.opts.sort, &*self.symbols, &mut text)
             {
-                let _ = writeln!(std::io::stderr(), "{}: {}", self.opts.prog, e.message);
+                crate::output::stderr::say(&self.opts.prog, &e.message);
             }
             out.push(Json::object([(
                 "message",

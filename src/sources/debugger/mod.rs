@@ -1027,9 +1027,17 @@ impl PidSource {
         let pid = self.target.pid();
         if self.announce {
             match st {
-                ExitStatus::Code(0) => eprintln!("dtx: pid {pid} has exited"),
-                ExitStatus::Code(c) => eprintln!("dtx: pid {pid} exited with status {c}"),
-                ExitStatus::Signal(s) => eprintln!("dtx: pid {pid} terminated by signal {s}"),
+                ExitStatus::Code(0) => {
+                    crate::output::stderr::say("dtx", format_args!("pid {pid} has exited"))
+                }
+                ExitStatus::Code(c) => crate::output::stderr::say(
+                    "dtx",
+                    format_args!("pid {pid} exited with status {c}"),
+                ),
+                ExitStatus::Signal(s) => crate::output::stderr::say(
+                    "dtx",
+                    format_args!("pid {pid} terminated by signal {s}"),
+                ),
             }
         }
         SourceState::Ended(Some(match st {

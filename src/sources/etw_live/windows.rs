@@ -80,7 +80,7 @@ pub fn open_for(
     let open = open_control(log_file.map(Path::to_path_buf), process_all);
     let (source, notes) = open_source(&open, etw.clone(), engine)?;
     for note in notes {
-        eprintln!("dtx: warning: {note}");
+        crate::output::stderr::say("dtx", format_args!("warning: {note}"));
     }
     Ok(Some(source))
 }
@@ -1554,7 +1554,7 @@ pub fn live_etw(
     let root = std::env::var_os("SystemRoot").unwrap_or_else(|| "C:\\Windows".into());
     let kernel = Path::new(&root).join("System32").join("ntoskrnl.exe");
     if let Some(note) = live.name_kernel_calls(texts, list_all, &kernel) {
-        eprintln!("dtx: {note}");
+        crate::output::stderr::say("dtx", format_args!("{note}"));
     }
     Ok(live)
 }

@@ -313,9 +313,9 @@ pub fn install(
                 Some(format!("{}`{}", m.name, f.name))
             })
             .unwrap_or_else(|| format!("0x{:x}", s.func));
-        eprintln!(
-            "dtx: fpid: {name} is not traced: {}",
-            minhook_status(status)
+        crate::output::stderr::say(
+            "dtx",
+            format_args!("fpid: {name} is not traced: {}", minhook_status(status)),
         );
     }
     if hooked == 0 && !sites.is_empty() {

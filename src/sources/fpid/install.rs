@@ -247,7 +247,9 @@ pub fn install(
         };
         match why {
             Ok(()) => hooked += 1,
-            Err(why) => eprintln!("dtx: fpid: {name} is not traced: {why}"),
+            Err(why) => {
+                crate::output::stderr::say("dtx", format_args!("fpid: {name} is not traced: {why}"))
+            }
         }
     }
     if hooked == 0 && !sites.is_empty() {

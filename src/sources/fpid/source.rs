@@ -174,17 +174,23 @@ impl FpidSource {
     fn report_losses(&mut self) {
         let (drops, shadow) = self.ring.losses();
         if drops > self.reported.0 {
-            eprintln!(
-                "dtx: {} fpid drops in pid {} (its ring was full)",
-                drops - self.reported.0,
-                self.pid
+            crate::output::stderr::say(
+                "dtx",
+                format_args!(
+                    "{} fpid drops in pid {} (its ring was full)",
+                    drops - self.reported.0,
+                    self.pid
+                ),
             );
         }
         if shadow > self.reported.1 {
-            eprintln!(
-                "dtx: {} fpid return probes missed in pid {} (calls nested too deep)",
-                shadow - self.reported.1,
-                self.pid
+            crate::output::stderr::say(
+                "dtx",
+                format_args!(
+                    "{} fpid return probes missed in pid {} (calls nested too deep)",
+                    shadow - self.reported.1,
+                    self.pid
+                ),
             );
         }
         self.reported = (drops, shadow);
@@ -194,7 +200,7 @@ impl FpidSource {
         self.ended = true;
         self.ring.disable();
         if self.announce && self.watch.is_some() {
-            eprintln!("dtx: pid {} {how}", self.pid);
+            crate::output::stderr::say("dtx", format_args!("pid {} {how}", self.pid));
         }
         SourceState::Ended(code)
     }

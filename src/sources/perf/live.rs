@@ -1373,7 +1373,7 @@ impl PerfSource {
                     false,
                 );
                 let prog = engine.consumer.prog();
-                eprint!("{}", msg.replacen("dtx", prog, 1));
+                crate::output::stderr::write(&msg.replacen("dtx", prog, 1));
                 *n = 0;
             }
         }
@@ -1450,9 +1450,12 @@ impl CapturePlan {
         match Self::try_prepare(root, nrs) {
             Ok(p) => p,
             Err(e) => {
-                eprintln!(
-                    "dtx: copyinstr() on system call arguments reads the process after the \
+                crate::output::stderr::say(
+                    "dtx",
+                    format_args!(
+                        "copyinstr() on system call arguments reads the process after the \
                      call was recorded (it cannot be captured at the probe here: {e})"
+                    ),
                 );
                 CapturePlan::default()
             }

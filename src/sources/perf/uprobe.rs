@@ -492,16 +492,19 @@ impl UprobeSource {
     fn end(&mut self, how: &str, code: Option<i32>) -> SourceState {
         self.ended = true;
         if self.announce {
-            eprintln!("dtx: pid {} {how}", self.pid);
+            crate::output::stderr::say("dtx", format_args!("pid {} {how}", self.pid));
         }
         SourceState::Ended(code)
     }
 
     fn report_lost(&mut self) {
         if self.lost > 0 {
-            eprintln!(
-                "dtx: {} pid probe hits lost (the uprobe ring buffer was full)",
-                self.lost
+            crate::output::stderr::say(
+                "dtx",
+                format_args!(
+                    "{} pid probe hits lost (the uprobe ring buffer was full)",
+                    self.lost
+                ),
             );
             self.lost = 0;
         }

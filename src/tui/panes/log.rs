@@ -1,4 +1,5 @@
-//! The output pane: the program's printed lines, scrollable, with the search text marked.
+//! The output pane: the program's printed lines, and dtx's own (stderr) lines in the error
+//! colour, scrollable, with the search text marked.
 
 use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
@@ -47,7 +48,8 @@ pub fn draw(f: &mut Frame, area: Rect, app: &App) {
                 Style::default().fg(t.accent).add_modifier(Modifier::BOLD),
             )));
         } else {
-            lines.push(Line::from(Span::styled(text, Style::default().fg(t.text))));
+            let fg = if log.is_stderr(i) { t.error } else { t.text };
+            lines.push(Line::from(Span::styled(text, Style::default().fg(fg))));
         }
     }
     f.render_widget(Paragraph::new(lines).style(t.base()), inner);

@@ -1,0 +1,143 @@
+//! Where dtx's own lines go: errors on enabled probes, drops, notes and warnings of the sources.
+//! They are written to stderr, as dtrace writes them, except while the console runs: writing to
+//! the terminal under a full-screen interface would tear its screen and the line would be lost
+//! at the next redraw. The console captures them ([`capture`]) and shows each in its output
+//! pane ([`take`]); what it has not taken when it ends goes to stderr then.
+
+use std::collections::VecDeque;
+use std::io::Write;
+use std::sync::Mutex;
+
+/// Lines held for the console at most; older ones are dropped (and counted).
+const MAX_HELD: usize = 10_000;
+
+#[derive(Default)]
+struct Held {
+    lines: VecDeque<String>,
+    dropped: u64,
+}
+
+/// The lines held while capturing (`None` when not).
+struct Sink(Mutex<Option<Held>>);
+
+/// dtx's one sink.
+static SINK: Sink = Sink(Mutex::new(None));
+
+impl Sink {
+    fn held(&self) -> std::sync::MutexGuard<'_, Option<Held>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Holds `text`'s lines when capturing; else gives it back.
+    fn hold<'t>(&self, text: &'t str) -> Option<&'t str> {
+        let mut h = self.held();
+        let Some(h) = h.as_mut() else {
+            return Some(text);
+        };
+        for line in text.lines() {
+            if h.lines.len() == MAX_HELD {
+                h.lines.pop_front();
+                h.dropped += 1;
+            }
+            h.lines.push_back(line.to_string());
+        }
+        None
+    }
+
+    fn capture(&'static self) -> Capture {
+        self.held().get_or_insert_with(Held::default);
+        Capture(self)
+    }
+
+    fn take(&self) -> (Vec<String>, u64) {
+        match self.held().as_mut() {
+            Some(h) => (h.lines.drain(..).collect(), std::mem::take(&mut h.dropped)),
+            None => (Vec::new(), 0),
+        }
+    }
+
+    /// Stops capturing: the lines not taken, and how many were dropped.
+    fn release(&self) -> Option<Held> {
+        self.held().take()
+    }
+}
+
+/// Writes `text` (one or more lines, each ending in a newline; one is added where the last
+/// does not) to stderr, or holds its lines for the console while it captures.
+pub fn write(text: &str) {
+    if text.is_empty() {
+        return;
+    }
+    if let Some(text) = SINK.hold(text) {
+        let mut err = std::io::stderr().lock();
+        let _ = err.write_all(text.as_bytes());
+        if !text.ends_with('\n') {
+            let _ = err.write_all(b"\n");
+        }
+    }
+}
+
+/// Writes one line, `{prog}: {line}`, `prog` being the program's name (`dtx`).
+pub fn say(prog: &str, line: impl std::fmt::Display) {
+    write(&format!("{prog}: {line}\n"));
+}
+
+/// While the returned guard lives, lines are held for [`take`] instead of written. Dropping it
+/// writes what was not taken to stderr (the console has given the terminal back by then).
+#[must_use = "lines are captured only while the guard lives"]
+pub fn capture() -> Capture {
+    SINK.capture()
+}
+
+/// The lines held since the last call, oldest first, and how many were dropped because the
+/// console did not take them in time.
+pub fn take() -> (Vec<String>, u64) {
+    SINK.take()
+}
+
+/// Holds dtx's lines for the console; see [`capture`].
+pub struct Capture(&'static Sink);
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        if let Some(h) = self.0.release() {
+            let mut err = std::io::stderr().lock();
+            if h.dropped > 0 {
+                let _ = writeln!(err, "dtx: {} earlier messages were dropped", h.dropped);
+            }
+            for l in h.lines {
+                let _ = writeln!(err, "{l}");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn captured_lines_are_held_in_order_and_bounded() {
+        // a sink of the test's own: other tests write to dtx's
+        let sink: &'static Sink = Box::leak(Box::new(Sink(Mutex::new(None))));
+        assert_eq!(sink.hold("not capturing\n"), Some("not capturing\n"));
+        let guard = sink.capture();
+        assert_eq!(sink.hold("first\nsecond\n"), None);
+        let _ = sink.hold("no newline");
+        let (lines, dropped) = sink.take();
+        assert_eq!(lines, ["first", "second", "no newline"]);
+        assert_eq!(dropped, 0);
+        assert!(sink.take().0.is_empty());
+        for i in 0..MAX_HELD + 3 {
+            let _ = sink.hold(&format!("{i}\n"));
+        }
+        let (lines, dropped) = sink.take();
+        assert_eq!((lines.len(), dropped), (MAX_HELD, 3));
+        assert_eq!(lines[0], "3");
+        let _ = sink.hold("left\n");
+        drop(guard);
+        // the guard gave up what was not taken, and the sink holds nothing more
+        assert!(sink.release().is_none());
+        assert_eq!(sink.hold("after\n"), Some("after\n"));
+    }
+}
