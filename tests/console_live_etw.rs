@@ -79,7 +79,7 @@ fn file_aggregations(
     if as_live {
         src.learn_threads_as_they_come();
     }
-    e.walk_trace(&mut src, etw, &mut |_| true);
+    e.walk_trace(&mut src, etw, &mut |_, _| true);
     let mut v = Vec::new();
     for r in &e.runs {
         v.extend(snapshot::take(&r.vm.aggs, &dtx::agg::NoSymbols));

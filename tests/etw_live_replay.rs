@@ -56,6 +56,44 @@ fn engine(script: &str, catalog: &Catalog, out: &Shared) -> Engine {
     )
 }
 
+/// Every record of `src` through the live callback into `e` (which has begun), as a session
+/// delivers them, pumped in batches; `no_metadata` leaves the EventMetadata records out. The
+/// live source is returned before it finishes.
+fn replay_live(
+    e: &mut Engine,
+    src: &TraceSource,
+    etw: &EtwProbes,
+    (context, rx): (
+        Box<CallbackContext>,
+        std::sync::mpsc::Receiver<dtx::sources::etw_live::LiveMessage>,
+    ),
+    stacks: bool,
+    no_metadata: bool,
+) -> EtwLiveSource {
+    // the session's plan says which kernel records get stack walks
+    let plan = dtx::sources::etw_live::plan::SessionPlan::for_engine(e, etw);
+    let mut live = EtwLiveSource::new(context, rx, etw.clone(), *src.file.time_base(), stacks)
+        .with_stack_events(&plan.stack_events);
+    let ctx = live.context_ptr();
+    let mut batch = 0;
+    let mut events = src.file.events();
+    while let Some(r) = events.next_event() {
+        let Ok(ev) = r else { continue };
+        if no_metadata && ev.provider == dtx::etw::decode::kernel::EVENT_METADATA {
+            continue;
+        }
+        // SAFETY: ctx is the source's, alive for the call
+        unsafe { pass_to_callback(&LiveEvent::from_record(&ev), ctx) };
+        batch += 1;
+        if batch == 2048 {
+            batch = 0;
+            live.drain(e);
+        }
+    }
+    live.drain(e);
+    live
+}
+
 /// (output of the `-E` path, output of the live path, records replayed, records dropped).
 /// With `tdh`, the live replay leaves out the trace's EventMetadata records
 /// (a live session has none) and the callback's schema lookup answers with their blobs, as
@@ -123,28 +161,8 @@ fn both_paths_with(file: &str, script: &str, tdh: bool) -> (String, String, u64,
             })
         }));
     }
-    // the session's plan says which kernel records get stack walks
-    let plan = dtx::sources::etw_live::plan::SessionPlan::for_engine(&e, &etw);
-    let mut live = EtwLiveSource::new(context, rx, etw.clone(), *src.file.time_base(), stacks)
-        .with_stack_events(&plan.stack_events);
-    let ctx = live.context_ptr();
     e.begin(None);
-    let mut batch = 0;
-    let mut events = src.file.events();
-    while let Some(r) = events.next_event() {
-        let Ok(ev) = r else { continue };
-        if tdh && ev.provider == metadata {
-            continue;
-        }
-        // SAFETY: ctx is the source's, alive for the call
-        unsafe { pass_to_callback(&LiveEvent::from_record(&ev), ctx) };
-        batch += 1;
-        if batch == 2048 {
-            batch = 0;
-            live.drain(&mut e);
-        }
-    }
-    live.drain(&mut e);
+    let mut live = replay_live(&mut e, &src, &etw, (context, rx), stacks, tdh);
     live.finish(&mut e);
     live.stop();
     live.closing(&mut e);
@@ -455,4 +473,52 @@ fn the_flamegraph_line_over_live_samples_with_full_stacks() {
             .any(|f| f.starts_with("Microsoft.Diagnostics.Tracing."))),
         "no managed frame named\n{live}"
     );
+}
+
+/// Live, what is printed before END names stack frames: before timers fire (a `printa()` in
+/// `tick-5s`), the session's images as of then name them; once nothing changed, nothing is
+/// built again; END's names are the images of the whole session. (Live, frames printed before
+/// END were bare addresses: the session's images reached the consumer only at the end.)
+#[test]
+fn live_frames_are_named_before_end() {
+    let Some(path) = trace("randomascii_slow_ppt_trace.etl.zip") else {
+        return;
+    };
+    let mut etw = EtwProbes::new();
+    let src = {
+        let mut s = TraceSource::open(&path).unwrap();
+        s.scan_providers(&mut etw);
+        s
+    };
+    let catalog = dtx::providers::etw_catalog(&etw);
+    let out = Shared::default();
+    let mut e = engine("profile-97 { @[stack(2)] = count(); }", &catalog, &out);
+    e.begin(None);
+    let channel = CallbackContext::channel(4096);
+    let mut live = replay_live(&mut e, &src, &etw, channel, true, false);
+    let frames = |e: &Engine| -> Vec<String> {
+        dtx::agg::snapshot::take(&e.runs[0].vm.aggs, &*e.consumer.symbols)
+            .iter()
+            .flat_map(|a| a.rows.iter())
+            .flat_map(|r| r.keys.iter())
+            .filter_map(|k| match k {
+                dtx::agg::snapshot::KeyCell::Stack(f) => Some(f.clone()),
+                _ => None,
+            })
+            .flatten()
+            .collect()
+    };
+    // what the run loop does before a timer fires
+    live.name_frames(&mut e);
+    let before_end = frames(&e);
+    let named = before_end.iter().filter(|f| f.contains(".exe+0x")).count();
+    assert!(before_end.len() > 100, "{before_end:?}");
+    assert!(
+        named * 2 > before_end.len(),
+        "{named} of {}",
+        before_end.len()
+    );
+    live.stop();
+    live.closing(&mut e);
+    assert_eq!(frames(&e), before_end);
 }

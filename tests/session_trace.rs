@@ -206,3 +206,62 @@ fn the_console_names_managed_frames_as_the_command_line_does() {
         assert!(text.contains(f.as_str()), "{f} is not in dtx -E's output");
     }
 }
+
+/// While the console replays a trace, its snapshots name stack frames with the images loaded
+/// so far (they were bare addresses until the replay ended).
+#[test]
+fn stacks_are_named_while_the_replay_runs() {
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/etl")
+        .join(TRACE);
+    if !path.exists() {
+        eprintln!("skipped: ../shared/etl/{TRACE} is not here");
+        return;
+    }
+    let path = path.to_string_lossy().into_owned();
+    let mut etw = EtwProbes::new();
+    let mut src = TraceSource::open(&path).unwrap();
+    src.scan_providers(&mut etw);
+    let catalog = Arc::new(dtx::providers::etw_catalog(&etw));
+    let s = Session::start(
+        SessionSource::Trace {
+            path: path.clone(),
+            etw: Arc::new(etw),
+        },
+        catalog.clone(),
+        Duration::from_millis(50),
+    );
+    // 1x: the replay of this 17-second trace is still going when the first stacks come
+    s.send(Command::Speed(Speed::Times(1)));
+    s.send(Command::Run {
+        program: compile_text("profile-97 { @[stack(2)] = count(); }", "a.d", &catalog).unwrap(),
+        restart: false,
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut running = false;
+    let mut frames: Vec<String> = Vec::new();
+    while Instant::now() < deadline && frames.len() < 20 {
+        match s.wait(Duration::from_millis(50)) {
+            Some(Update::Status(st)) => running = st.state == RunState::Running,
+            Some(Update::Snapshot(snap)) if running => {
+                frames = (snap.aggs.iter().flat_map(|a| a.rows.iter()))
+                    .flat_map(|r| r.keys.iter())
+                    .filter_map(|k| match k {
+                        dtx::agg::snapshot::KeyCell::Stack(f) => Some(f.clone()),
+                        _ => None,
+                    })
+                    .flatten()
+                    .collect();
+            }
+            _ => {}
+        }
+    }
+    assert!(running, "the replay was not running");
+    assert!(frames.len() >= 20, "{frames:?}");
+    let named = frames.iter().filter(|f| f.contains(".exe+0x")).count();
+    assert!(
+        named * 2 > frames.len(),
+        "{named} of {}: {frames:?}",
+        frames.len()
+    );
+}

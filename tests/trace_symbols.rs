@@ -206,3 +206,34 @@ fn frames_named_by_a_pdb_found_on_the_symbol_path() {
     println!("{module}: {renamed} frames named by the stand-in PDB");
     assert!(renamed > 0);
 }
+
+/// What is printed before END names frames too, with the images loaded by then, as dtrace's
+/// consumer names them when it prints: `printa()` in a `tick-5s` prints what END would, and a
+/// `stack()` traced by a sample is named (both printed bare addresses once).
+#[test]
+fn frames_printed_before_end_are_named() {
+    let trace = "randomascii_slow_ppt_trace.etl.zip";
+    let agg = "profile-97 { @[stack(4), ustack(4)] = count(); }";
+    let Some(at_tick) = run(
+        trace,
+        &format!("{agg} tick-5s {{ printa(@); trunc(@); exit(0); }}"),
+    ) else {
+        return;
+    };
+    let at_end = run(trace, &format!("{agg} tick-5s {{ exit(0); }}")).unwrap();
+    let named = |s: &str| s.lines().filter(|l| l.contains("+0x")).count();
+    assert!(named(&at_end) > 100, "{at_end}");
+    // the same text but END's final newline
+    assert_eq!(at_tick.trim_end(), at_end.trim_end());
+    let traced = run(
+        trace,
+        "profile-97 /cpu == 0 && arg0 != 0/ { stack(3); exit(0); }",
+    )
+    .unwrap();
+    let frames: Vec<&str> = traced.split_whitespace().collect();
+    assert!(!frames.is_empty(), "{traced}");
+    assert!(
+        frames.iter().all(|f| f.starts_with("ntoskrnl.exe+0x")),
+        "{traced}"
+    );
+}

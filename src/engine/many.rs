@@ -231,7 +231,7 @@ fn run_file(
         r.vm.set_global_state(g.clone());
     }
     engine.start_trace(src.start_unix_ns());
-    let warnings = engine.walk_trace(&mut src, run.etw, &mut |_| true);
+    let warnings = engine.walk_trace(&mut src, run.etw, &mut |_, _| true);
     engine.say_after_trace(Some(name), &warnings);
     engine.consumer.flush();
     let symbols = src.symbols();

@@ -382,6 +382,7 @@ impl Engine {
             &self.probes,
             &mut self.exit,
             cx,
+            &mut |_| {},
         );
     }
 
@@ -540,6 +541,9 @@ impl Engine {
                 }
             }
             let now = self.clock.now_ns();
+            if self.next_timer().is_some_and(|(_, due)| due <= now) {
+                source.name_frames(self);
+            }
             while let Some((i, due)) = self.next_timer() {
                 if due > now || self.done() {
                     break;
@@ -592,6 +596,9 @@ pub trait EventSource {
     fn finish(&mut self, _engine: &mut Engine) {}
     /// Stops the source: called once, before END (detach, close ring buffers, ...).
     fn stop(&mut self) {}
+    /// Before timers fire (whose clauses print: `printa()` in `tick-5s`): brings the names the
+    /// consumer gives stack frames up to date with what the source knows of the system now.
+    fn name_frames(&mut self, _engine: &mut Engine) {}
     /// After [`EventSource::stop`], before END: hands the engine what END's output needs
     /// from the source (e.g. the images that name stack frames).
     fn closing(&mut self, _engine: &mut Engine) {}
@@ -652,7 +659,7 @@ impl Engine {
         self.set_trace_name(&source.name);
         self.say_before_trace(etw);
         self.begin(Some(source.start_unix_ns()));
-        let errors = self.walk_trace(source, etw, &mut |_| true);
+        let errors = self.walk_trace(source, etw, &mut |_, _| true);
         self.say_after_trace(None, &errors);
         // stacks print with the modules the trace had loaded
         self.consumer.symbols = Box::new(source.symbols());
@@ -661,13 +668,13 @@ impl Engine {
 
     /// Offers every record of the trace to the ETW providers and fires what they map it to,
     /// moving trace time along, until the end of the file, `exit()`, interruption, or
-    /// `between` (called before each record with the engine) returns false. Returns the
-    /// reader's warnings.
+    /// `between` (called before each record with the engine and the system state as of the
+    /// record before) returns false. Returns the reader's warnings.
     pub fn walk_trace(
         &mut self,
         source: &mut crate::sources::etl::TraceSource,
         etw: &crate::providers::etw::EtwProbes,
-        between: &mut dyn FnMut(&mut Engine) -> bool,
+        between: &mut dyn FnMut(&mut Engine, &crate::etw::state::SystemState) -> bool,
     ) -> Vec<String> {
         let mut scratch = EventScratch::default();
         // decode only what the enabled probes read (recomputed when the programs change)
@@ -687,6 +694,8 @@ impl Engine {
         {
             source.collect_stacks_with(true);
         }
+        // what is printed before END names frames with the images loaded by then
+        scratch.names = Some(crate::sources::etl::WalkNames::of(source));
         let stacks = source.stacks.take();
         let mut errors = Vec::new();
         let stack_source = crate::sources::etl::StackSource(stacks);
@@ -702,13 +711,19 @@ impl Engine {
             keep,
             |ev| interest.borrow().wants(ev),
             |ev, dec, state| {
-                if self.done() || !between(self) {
+                if self.done() || !between(self, state) {
                     return false;
                 }
                 if self.generation != generation {
                     generation = self.generation;
                     *interest.borrow_mut() = self.etw_interest(etw);
                     scratch.interest = Some(*interest.borrow());
+                }
+                // a timer's clause may print stacks (`printa()` in `tick-5s`)
+                if self.next_timer().is_some_and(|(_, due)| due <= ev.time_ns) {
+                    if let Some(n) = scratch.names.as_mut().and_then(|n| n.current(state)) {
+                        self.consumer.symbols = Box::new(n);
+                    }
                 }
                 self.advance_to(ev.time_ns);
                 if !interest.borrow().may_fire(ev) {
@@ -743,6 +758,7 @@ impl Engine {
         use crate::providers::etw::payload::PayloadMemory;
         let t = self.trace_time.unwrap_or(ev.time_ns);
         let EventScratch {
+            names,
             firings,
             execname,
             psargs,
@@ -819,7 +835,12 @@ impl Engine {
                 cx.stack = kstack;
                 cx.ustack = ustack;
             }
-            *fired += fire_runs(runs, consumer, probes, exit, &cx);
+            let mut current_names = |c: &mut Consumer| {
+                if let Some(n) = names.as_mut().and_then(|n| n.current(state)) {
+                    c.symbols = Box::new(n);
+                }
+            };
+            *fired += fire_runs(runs, consumer, probes, exit, &cx, &mut current_names);
         }
     }
 }
@@ -831,6 +852,9 @@ pub const UNKNOWN_EXECNAME: &[u8] = b"<unknown>";
 /// Buffers [`Engine::fire_event`] reuses from one record to the next.
 #[derive(Default)]
 pub struct EventScratch {
+    /// A trace walk's names for stack frames, brought up to date before a firing's records
+    /// are printed (`None` where the source names frames otherwise: live ETW).
+    names: Option<crate::sources::etl::WalkNames>,
     firings: crate::providers::etw::EtwFirings,
     execname: Vec<u8>,
     psargs: Vec<u8>,
@@ -846,13 +870,15 @@ pub struct EventScratch {
 }
 
 /// Runs one firing in every program that enabled its probe (see [`Engine::fire`]); returns
-/// how many programs ran it.
+/// how many programs ran it. `before_print` sees the consumer before it takes records that
+/// a firing made (to bring its names of stack frames up to date).
 fn fire_runs(
     runs: &mut [ProgramRun],
     consumer: &mut Consumer,
     probes: &crate::fasthash::FastMap<u64, ProbeInfo>,
     exit: &mut Option<i32>,
     cx: &FiringCtx,
+    before_print: &mut dyn FnMut(&mut Consumer),
 ) -> u64 {
     let id = cx.probe.id;
     let mut n = 0;
@@ -862,6 +888,9 @@ fn fire_runs(
         }
         n += 1;
         let res = run.vm.fire(cx);
+        if !run.vm.records.is_empty() {
+            before_print(consumer);
+        }
         consumer.consume(&mut run.vm, &res, probes, cx.timestamp);
         // the last exit() consumed sets the status (END may override an earlier one)
         if let Some(code) = consumer.exit_code.take().or(res.exit) {

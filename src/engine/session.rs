@@ -618,7 +618,11 @@ impl Worker {
         let mut anchor: Option<(Instant, u64)> = None;
         let mut outcome = None;
         let mut events = 0u64;
-        let errors = engine.walk_trace(&mut src, etw, &mut |engine| {
+        // the snapshots name stack frames with the images the walk has seen so far (PDBs
+        // read once for the run), rebuilt as images come
+        let (pdbs, methods) = (src.pdbs.clone(), src.managed_methods.clone());
+        let mut names_due = crate::sources::etl::NamesDue::default();
+        let errors = engine.walk_trace(&mut src, etw, &mut |engine, state| {
             events += 1;
             if events & 255 != 0 && self.speed == Speed::Max {
                 return true;
@@ -643,6 +647,10 @@ impl Worker {
                     } else {
                         RunState::Running
                     };
+                    if names_due.check(state, Duration::from_secs(1)) {
+                        let names = crate::sources::etl::frame_names(state, &methods, &pdbs);
+                        self.symbols = Box::new(names);
+                    }
                     self.publish(engine, &mut rates);
                 }
                 let wait = if self.paused {

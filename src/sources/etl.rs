@@ -30,6 +30,77 @@ pub struct TraceSource {
     disks_collected: bool,
     /// Whether a walk must hand every record to its caller ([`TraceSource::walk_every_record`]).
     every_record: bool,
+    /// The PDBs read to name the trace's frames, kept for every resolver built from it.
+    pub pdbs: crate::symbols::PdbStore,
+}
+
+/// When the names of frames are worth building again while events come (a console's
+/// snapshots name stacks as they go): what names frames changed since the last build
+/// ([`SystemState::names_changed`]), which was at least `every` ago (each build looks at every
+/// image; the PDBs come from the store).
+#[derive(Default)]
+pub struct NamesDue {
+    /// The state's count and the time of the last build.
+    last: Option<(u64, std::time::Instant)>,
+}
+
+impl NamesDue {
+    /// Whether to build now; when so, the build is taken as done.
+    pub fn check(&mut self, state: &SystemState, every: std::time::Duration) -> bool {
+        let changed = state.names_changed();
+        let now = std::time::Instant::now();
+        let due = self
+            .last
+            .is_none_or(|(n, at)| n != changed && now.duration_since(at) >= every);
+        if due {
+            self.last = Some((changed, now));
+        }
+        due
+    }
+}
+
+/// The names a walk of a trace gives stack frames as it goes, for what is printed before END
+/// (a `printa()` of stacks in `tick-5s`, a `stack()` traced per event): built again from the
+/// state as of the record when something is about to be printed and the images changed since
+/// the last build, so a frame prints as dtrace's consumer would name it then.
+pub struct WalkNames {
+    pdbs: crate::symbols::PdbStore,
+    methods: std::sync::Arc<Vec<crate::providers::dnet::ManagedMethod>>,
+    /// [`SystemState::names_changed`] at the last build.
+    built: Option<u64>,
+}
+
+impl WalkNames {
+    /// Names for a walk of `source` (its PDB store and .NET methods).
+    pub fn of(source: &TraceSource) -> WalkNames {
+        WalkNames {
+            pdbs: source.pdbs.clone(),
+            methods: std::sync::Arc::new(source.managed_methods.clone()),
+            built: None,
+        }
+    }
+
+    /// A resolver current with `state`, when the last one is not.
+    pub fn current(&mut self, state: &SystemState) -> Option<crate::symbols::TraceSymbols> {
+        let now = state.names_changed();
+        if self.built == Some(now) {
+            return None;
+        }
+        self.built = Some(now);
+        Some(frame_names(state, &self.methods, &self.pdbs))
+    }
+}
+
+/// The names of stack frames as `state` knows the images: PDBs from `pdbs`, and the .NET
+/// `methods` (JIT-compiled code) looked up before the images.
+pub fn frame_names(
+    state: &SystemState,
+    methods: &[crate::providers::dnet::ManagedMethod],
+    pdbs: &crate::symbols::PdbStore,
+) -> crate::symbols::TraceSymbols {
+    let mut symbols = crate::symbols::TraceSymbols::with_store(state, pdbs);
+    symbols.add_methods((methods.iter()).map(|m| (m.pid, m.start, m.size, m.name.as_str())));
+    symbols
 }
 
 impl TraceSource {
@@ -46,6 +117,7 @@ impl TraceSource {
             threads_collected: false,
             disks_collected: false,
             every_record: false,
+            pdbs: crate::symbols::PdbStore::from_env(),
         })
     }
 
@@ -119,11 +191,7 @@ impl TraceSource {
     /// The names of the stack frames of the trace as walked so far: the images its processes
     /// loaded (from the state) and, when the stacks were collected, its .NET methods.
     pub fn symbols(&self) -> crate::symbols::TraceSymbols {
-        let mut symbols = crate::symbols::TraceSymbols::from_state(&self.state);
-        symbols.add_methods(
-            (self.managed_methods.iter()).map(|m| (m.pid, m.start, m.size, m.name.as_str())),
-        );
-        symbols
+        frame_names(&self.state, &self.managed_methods, &self.pdbs)
     }
 
     /// A pass over the trace's Process and Thread records (every other record is stepped over

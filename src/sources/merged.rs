@@ -86,6 +86,12 @@ impl EventSource for MergedSource {
         }
     }
 
+    fn name_frames(&mut self, engine: &mut Engine) {
+        for s in self.sources.iter_mut() {
+            s.name_frames(engine);
+        }
+    }
+
     fn live_status(&mut self) -> Option<crate::engine::LiveStatus> {
         let mut all: Option<crate::engine::LiveStatus> = None;
         for s in self.sources.iter_mut() {
@@ -113,6 +119,9 @@ impl<S: EventSource> EventSource for Shared<S> {
     }
     fn closing(&mut self, engine: &mut Engine) {
         self.0.borrow_mut().closing(engine)
+    }
+    fn name_frames(&mut self, engine: &mut Engine) {
+        self.0.borrow_mut().name_frames(engine)
     }
     fn reprogram(&mut self, engine: &mut Engine) -> Option<Result<Vec<String>, String>> {
         self.0.borrow_mut().reprogram(engine)

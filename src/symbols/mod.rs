@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 pub use elf::{ElfImage, Function};
 pub use live::{LiveSymbols, SymbolTables};
-pub use trace::TraceSymbols;
+pub use trace::{PdbStore, TraceSymbols};
 
 /// One line of `/proc/PID/maps` that maps a file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -174,6 +174,41 @@ impl ProcessModules {
             },
             None => Lookup::Module(m.name.clone()),
         }
+    }
+}
+
+/// A resolver its owner replaces while the consumer holds it: a live source hands the consumer
+/// this once and puts a newer resolver in as the system's images change.
+#[derive(Clone)]
+pub struct SharedNames(pub std::sync::Arc<std::sync::Mutex<TraceSymbols>>);
+
+impl SharedNames {
+    fn with<T>(&self, f: impl FnOnce(&TraceSymbols) -> T) -> T {
+        f(&self.0.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+impl crate::agg::SymbolResolver for SharedNames {
+    fn kernel(&self, addr: u64) -> String {
+        self.with(|r| r.kernel(addr))
+    }
+    fn user(&self, pid: u32, addr: u64) -> String {
+        self.with(|r| r.user(pid, addr))
+    }
+    fn kmod(&self, addr: u64) -> String {
+        self.with(|r| r.kmod(addr))
+    }
+    fn umod(&self, pid: u32, addr: u64) -> String {
+        self.with(|r| r.umod(pid, addr))
+    }
+    fn kernel_func(&self, addr: u64) -> String {
+        self.with(|r| r.kernel_func(addr))
+    }
+    fn user_func(&self, pid: u32, addr: u64) -> String {
+        self.with(|r| r.user_func(pid, addr))
+    }
+    fn user_lookup(&self, pid: u32, addr: u64) -> crate::output::stack::Lookup {
+        self.with(|r| r.user_lookup(pid, addr))
     }
 }
 

@@ -52,7 +52,26 @@ impl std::fmt::Debug for LazyPdb {
     }
 }
 
-/// The PDBs read for one trace, by identity (an image loaded in many processes is read once).
+/// The PDBs read for one trace or live session, by identity (an image loaded in many processes
+/// is read once, and so is one named again by a resolver built later from the grown state).
+#[derive(Clone)]
+pub struct PdbStore(Arc<Mutex<PdbCache>>);
+
+impl PdbStore {
+    /// A store that looks for PDBs on `path` (or at the path the trace records for each).
+    pub fn new(path: SymbolPath) -> PdbStore {
+        PdbStore(Arc::new(Mutex::new(PdbCache {
+            path,
+            read: HashMap::new(),
+        })))
+    }
+
+    /// A store over `_NT_ALT_SYMBOL_PATH` / `_NT_SYMBOL_PATH`.
+    pub fn from_env() -> PdbStore {
+        PdbStore::new(SymbolPath::from_env())
+    }
+}
+
 struct PdbCache {
     path: SymbolPath,
     read: HashMap<(crate::etw::record::Guid, u32), Option<Arc<PdbSymbols>>>,
@@ -143,16 +162,19 @@ impl TraceSymbols {
     /// The modules of the trace's processes, with the PDBs found on `_NT_ALT_SYMBOL_PATH` /
     /// `_NT_SYMBOL_PATH`.
     pub fn from_state(state: &SystemState) -> TraceSymbols {
-        Self::with_symbol_path(state, SymbolPath::from_env())
+        Self::with_store(state, &PdbStore::from_env())
     }
 
     /// The modules of the trace's processes, with the PDBs found on `path` (or at the path
     /// the trace records for each).
     pub fn with_symbol_path(state: &SystemState, path: SymbolPath) -> TraceSymbols {
-        let pdbs = Arc::new(Mutex::new(PdbCache {
-            path,
-            read: HashMap::new(),
-        }));
+        Self::with_store(state, &PdbStore::new(path))
+    }
+
+    /// The modules of the trace's processes, with their PDBs from `store`, which keeps what it
+    /// reads for the next resolver built from the same trace.
+    pub fn with_store(state: &SystemState, store: &PdbStore) -> TraceSymbols {
+        let pdbs = &store.0;
         // every process of each pid, newest first: `processes()` gives the live one first,
         // then those whose pid was reused in the order they ended
         let mut by_pid: HashMap<u32, Vec<&Process>> = HashMap::new();
@@ -165,7 +187,7 @@ impl TraceSymbols {
                 .process(pid)
                 .is_some_and(|l| std::ptr::eq(l, procs[0]));
             procs[usize::from(live)..].reverse();
-            let m = modules(newest_first(&procs), &pdbs);
+            let m = modules(newest_first(&procs), pdbs);
             if m.is_empty() {
                 continue;
             }

@@ -106,6 +106,8 @@ pub struct SystemState {
     keep_stacks: bool,
     /// Counts the changes to the process table ([`SystemState::processes_changed`]).
     process_changes: u64,
+    /// Counts the changes to the image tables ([`SystemState::names_changed`]).
+    image_changes: u64,
     /// The thread on each CPU and the system call of each thread ([`SystemState::cpus`]).
     cpus: CpuThreads,
 }
@@ -222,6 +224,7 @@ impl SystemState {
                 if let (Some(pid), Some(base)) = (d.u64("ProcessId"), d.u64("ImageBase")) {
                     if let Some(p) = self.processes.get_mut(&(pid as u32)) {
                         p.unload_image(base);
+                        self.image_changes += 1;
                     }
                 }
             }
@@ -253,7 +256,10 @@ impl SystemState {
                     file_name: d.str("PdbFileName").as_deref().unwrap_or("").to_string(),
                 };
                 match self.image_mut(pid as u32, base) {
-                    Some(img) => img.pdb = Some(pdb),
+                    Some(img) => {
+                        img.pdb = Some(pdb);
+                        self.image_changes += 1;
+                    }
                     None => self.pending_ids.entry((pid as u32, base)).or_default().1 = Some(pdb),
                 }
             }
@@ -265,6 +271,13 @@ impl SystemState {
     /// that keeps a process's name across records rebuilds it when this moved.
     pub fn processes_changed(&self) -> u64 {
         self.process_changes
+    }
+
+    /// A number that changes whenever what names stack frames changes: a process or an image
+    /// came or went, or an image was given its PDB identity. A resolver built from the state
+    /// is current while this has not moved.
+    pub fn names_changed(&self) -> u64 {
+        self.process_changes.wrapping_add(self.image_changes)
     }
 
     fn on_process(&mut self, ev: &EventRecord<'_>, d: &DecodedEvent<'_>) {
@@ -359,6 +372,7 @@ impl SystemState {
         if d.name == "Load" {
             p.image_loads = p.image_loads.saturating_add(1);
         }
+        self.image_changes += 1;
         if name_from_main_image(p, &img) {
             *changes += 1;
         }
@@ -483,6 +497,7 @@ impl SystemState {
                 }
             }
         }
+        self.image_changes += filled as u64;
         filled
     }
 }

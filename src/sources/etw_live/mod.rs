@@ -322,8 +322,18 @@ pub struct EtwLiveSource {
     methods: Vec<crate::providers::dnet::ManagedMethod>,
     /// What the user should be told (a session that ended, a failed callback), once.
     messages: Vec<String>,
-    /// The image count and time the console's resolver was last built at.
-    symbols_at: Option<(usize, std::time::Instant)>,
+    /// When the console's resolver is built again.
+    names_due: crate::sources::etl::NamesDue,
+    /// The PDBs read for the resolvers, kept from one to the next.
+    pdbs: crate::symbols::PdbStore,
+    /// The resolver the consumer names frames with before END (from the first
+    /// [`EventSource::name_frames`]), what it was built from (the state's
+    /// [`SystemState::names_changed`] and the method count), and when.
+    printing: Option<(
+        crate::symbols::SharedNames,
+        (u64, usize),
+        std::time::Instant,
+    )>,
     ended: Option<u32>,
     /// Kernel (group, event type) records whose stack walk follows them (the plan's).
     stack_events: Vec<(u8, u8)>,
@@ -397,7 +407,9 @@ impl EtwLiveSource {
             plan: None,
             methods: Vec::new(),
             messages: Vec::new(),
-            symbols_at: None,
+            names_due: Default::default(),
+            printing: None,
+            pdbs: crate::symbols::PdbStore::from_env(),
             ended: None,
             stack_events: Vec::new(),
             held: VecDeque::new(),
@@ -587,9 +599,44 @@ impl EtwLiveSource {
         // live images have no ImageID records: their PDB identity comes from the files
         #[cfg(windows)]
         windows::identify_images(&mut self.state);
-        let mut own = crate::symbols::TraceSymbols::from_state(&self.state);
-        own.add_methods((self.methods.iter()).map(|m| (m.pid, m.start, m.size, m.name.as_str())));
-        own
+        crate::sources::etl::frame_names(&self.state, &self.methods, &self.pdbs)
+    }
+
+    /// Brings the resolver the consumer names frames with up to date (`always`: even when
+    /// nothing changed since it was built, as before END). The first call puts it before what
+    /// named frames already (a pid target's modules), so that the session's images name a
+    /// frame first.
+    fn update_printing(&mut self, engine: &mut Engine, always: bool) {
+        let from = (self.state.names_changed(), self.methods.len());
+        if let Some(p) = self.printing.as_mut() {
+            if p.1 == from && !always {
+                p.2 = std::time::Instant::now();
+                return;
+            }
+        }
+        let own = self.trace_symbols();
+        // building may have given images their identities: that is what it was built from
+        let from = (self.state.names_changed(), self.methods.len());
+        let now = std::time::Instant::now();
+        match self.printing.as_mut() {
+            Some((shared, at, when)) => {
+                *shared.0.lock().unwrap_or_else(|e| e.into_inner()) = own;
+                (*at, *when) = (from, now);
+            }
+            None => {
+                let shared =
+                    crate::symbols::SharedNames(std::sync::Arc::new(std::sync::Mutex::new(own)));
+                let before = std::mem::replace(
+                    &mut engine.consumer.symbols,
+                    Box::new(crate::agg::NoSymbols),
+                );
+                engine.consumer.symbols = Box::new(crate::symbols::FirstNamed(vec![
+                    Box::new(shared.clone()),
+                    before,
+                ]));
+                self.printing = Some((shared, from, now));
+            }
+        }
     }
 
     /// What went wrong and what was lost, in words, for the end of a run.
@@ -795,6 +842,15 @@ impl EventSource for EtwLiveSource {
     /// commands and a merged target get their turn under any load.
     fn pump(&mut self, deadline: u64, engine: &mut Engine) -> SourceState {
         engine.profile_from_samples();
+        // what events print (a `stack()` traced per event) names frames with images at most
+        // a second old; a timer's clause gets them current (`name_frames` before timers)
+        if self
+            .printing
+            .as_ref()
+            .is_none_or(|p| p.2.elapsed() >= std::time::Duration::from_secs(1))
+        {
+            self.name_frames(engine);
+        }
         let mut n = 0u32;
         loop {
             if engine.done() {
@@ -854,14 +910,13 @@ impl EventSource for EtwLiveSource {
         self.check_dropped(engine);
     }
 
+    fn name_frames(&mut self, engine: &mut Engine) {
+        self.update_printing(engine, false);
+    }
+
     fn closing(&mut self, engine: &mut Engine) {
-        // stacks print with the images the session saw, before what named frames already
-        let own = self.trace_symbols();
-        let before = std::mem::replace(
-            &mut engine.consumer.symbols,
-            Box::new(crate::agg::NoSymbols),
-        );
-        engine.consumer.symbols = Box::new(crate::symbols::FirstNamed(vec![Box::new(own), before]));
+        // END's output names frames with every image the session saw
+        self.update_printing(engine, true);
     }
 
     fn stop(&mut self) {
@@ -873,17 +928,10 @@ impl EventSource for EtwLiveSource {
     }
 
     fn symbols(&mut self) -> Option<Box<dyn crate::agg::SymbolResolver + Send>> {
-        // rebuilt when images came or went, at most every SYMBOLS_EVERY (a resolver reads
-        // its PDBs again)
-        let images: usize = self.state.processes().map(|p| p.images.len()).sum();
-        let now = std::time::Instant::now();
-        let due = self
-            .symbols_at
-            .is_none_or(|(n, at)| n != images && now.duration_since(at) >= SYMBOLS_EVERY);
-        if !due {
+        // rebuilt when images came or went, at most every SYMBOLS_EVERY
+        if !self.names_due.check(&self.state, SYMBOLS_EVERY) {
             return None;
         }
-        self.symbols_at = Some((images, now));
         Some(Box::new(self.trace_symbols()))
     }
 
