@@ -10,7 +10,7 @@ mod etl;
 use etl::{shared, trace};
 #[path = "support/stacks.rs"]
 mod stacks;
-use stacks::{fold, folded_frame, stack_entries};
+use stacks::{fold, folded_frame, snapshot_frames, stack_entries};
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -496,17 +496,11 @@ fn live_frames_are_named_before_end() {
     e.begin(None);
     let channel = CallbackContext::channel(4096);
     let mut live = replay_live(&mut e, &src, &etw, channel, true, false);
-    let frames = |e: &Engine| -> Vec<String> {
-        dtx::agg::snapshot::take(&e.runs[0].vm.aggs, &*e.consumer.symbols)
-            .iter()
-            .flat_map(|a| a.rows.iter())
-            .flat_map(|r| r.keys.iter())
-            .filter_map(|k| match k {
-                dtx::agg::snapshot::KeyCell::Stack(f) => Some(f.clone()),
-                _ => None,
-            })
-            .flatten()
-            .collect()
+    let frames = |e: &Engine| {
+        snapshot_frames(&dtx::agg::snapshot::take(
+            &e.runs[0].vm.aggs,
+            &*e.consumer.symbols,
+        ))
     };
     // what the run loop does before a timer fires
     live.name_frames(&mut e);

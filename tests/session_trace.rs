@@ -10,7 +10,31 @@ use dtx::providers::etw::EtwProbes;
 use dtx::sources::etl::TraceSource;
 use dtx::tui::compile::compile_text;
 
+#[path = "support/etl.rs"]
+mod etl;
+use etl::{quiet, shared, trace};
+#[path = "support/stacks.rs"]
+mod stacks;
+use stacks::snapshot_frames;
+
 const TRACE: &str = "randomascii_slow_ppt_trace.etl.zip";
+
+/// A console session over the trace at `path`, refreshing every 50 ms, and its probes.
+fn start(path: &str) -> (Session, Arc<dtx::probes::Catalog>) {
+    let mut etw = EtwProbes::new();
+    let mut src = TraceSource::open(path).unwrap();
+    src.scan_providers(&mut etw);
+    let catalog = Arc::new(dtx::providers::etw_catalog(&etw));
+    let s = Session::start(
+        SessionSource::Trace {
+            path: path.to_string(),
+            etw: Arc::new(etw),
+        },
+        catalog.clone(),
+        Duration::from_millis(50),
+    );
+    (s, catalog)
+}
 
 /// The last status within `wait` (updates of other kinds are dropped: only used while the
 /// numbers do not matter).
@@ -55,26 +79,10 @@ fn wait_status(s: &Session, seen: &mut Seen, what: &str, f: impl Fn(&Status) -> 
 
 #[test]
 fn pause_pace_replace_and_restart() {
-    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/etl")
-        .join(TRACE);
-    if !path.exists() {
-        eprintln!("skipped: ../shared/etl/{TRACE} is not here");
+    let Some(path) = trace(TRACE) else {
         return;
-    }
-    let path = path.to_string_lossy().into_owned();
-    let mut etw = EtwProbes::new();
-    let mut src = TraceSource::open(&path).unwrap();
-    src.scan_providers(&mut etw);
-    let catalog = Arc::new(dtx::providers::etw_catalog(&etw));
-    let s = Session::start(
-        SessionSource::Trace {
-            path: path.clone(),
-            etw: Arc::new(etw),
-        },
-        catalog.clone(),
-        Duration::from_millis(50),
-    );
+    };
+    let (s, catalog) = start(&path);
     let count = compile_text("sched:::on-cpu { @n = count(); }", "a.d", &catalog).unwrap();
     s.send(Command::Speed(Speed::Times(1)));
     s.send(Command::Run {
@@ -141,26 +149,11 @@ fn pause_pace_replace_and_restart() {
 #[test]
 fn the_console_names_managed_frames_as_the_command_line_does() {
     // filtrace_diskio: Windows 11, full stacks, .NET method events; its samples land in 11112
-    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/etl-win11/filtrace_diskio.etl");
-    if !path.exists() {
-        eprintln!("skipped: ../shared/etl-win11/filtrace_diskio.etl is not here");
+    let Some(path) = shared("etl-win11", "filtrace_diskio.etl") else {
         return;
-    }
-    let path = path.to_string_lossy().into_owned();
+    };
     let program = "profile-997 /pid == 11112/ { @[ustack(100)] = count(); }";
-    let mut etw = EtwProbes::new();
-    let mut src = TraceSource::open(&path).unwrap();
-    src.scan_providers(&mut etw);
-    let catalog = Arc::new(dtx::providers::etw_catalog(&etw));
-    let s = Session::start(
-        SessionSource::Trace {
-            path: path.clone(),
-            etw: Arc::new(etw),
-        },
-        catalog.clone(),
-        Duration::from_millis(50),
-    );
+    let (s, catalog) = start(&path);
     s.send(Command::Run {
         program: compile_text(program, "a.d", &catalog).unwrap(),
         restart: false,
@@ -178,17 +171,7 @@ fn the_console_names_managed_frames_as_the_command_line_does() {
     // the snapshot published with the end comes before its status
     let snap = last.expect("no snapshot");
     assert!(ended, "the replay did not end");
-    let frames: Vec<String> = snap
-        .aggs
-        .iter()
-        .flat_map(|a| a.rows.iter())
-        .flat_map(|r| r.keys.iter())
-        .filter_map(|k| match k {
-            dtx::agg::snapshot::KeyCell::Stack(f) => Some(f.clone()),
-            _ => None,
-        })
-        .flatten()
-        .collect();
+    let frames = snapshot_frames(&snap.aggs);
     let managed = |f: &String| f.starts_with("Microsoft.Diagnostics.Tracing.");
     assert!(
         frames.iter().any(managed),
@@ -197,11 +180,7 @@ fn the_console_names_managed_frames_as_the_command_line_does() {
         &frames[..frames.len().min(20)]
     );
     // the same frames as the command line's
-    let text = std::process::Command::new(env!("CARGO_BIN_EXE_dtx"))
-        .args(["-q", "-E", &path, "-n", program])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&text.stdout);
+    let text = quiet(&path, program);
     for f in frames.iter().filter(|f| managed(f)) {
         assert!(text.contains(f.as_str()), "{f} is not in dtx -E's output");
     }
@@ -211,26 +190,10 @@ fn the_console_names_managed_frames_as_the_command_line_does() {
 /// so far (they were bare addresses until the replay ended).
 #[test]
 fn stacks_are_named_while_the_replay_runs() {
-    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/etl")
-        .join(TRACE);
-    if !path.exists() {
-        eprintln!("skipped: ../shared/etl/{TRACE} is not here");
+    let Some(path) = trace(TRACE) else {
         return;
-    }
-    let path = path.to_string_lossy().into_owned();
-    let mut etw = EtwProbes::new();
-    let mut src = TraceSource::open(&path).unwrap();
-    src.scan_providers(&mut etw);
-    let catalog = Arc::new(dtx::providers::etw_catalog(&etw));
-    let s = Session::start(
-        SessionSource::Trace {
-            path: path.clone(),
-            etw: Arc::new(etw),
-        },
-        catalog.clone(),
-        Duration::from_millis(50),
-    );
+    };
+    let (s, catalog) = start(&path);
     // 1x: the replay of this 17-second trace is still going when the first stacks come
     s.send(Command::Speed(Speed::Times(1)));
     s.send(Command::Run {
@@ -244,14 +207,7 @@ fn stacks_are_named_while_the_replay_runs() {
         match s.wait(Duration::from_millis(50)) {
             Some(Update::Status(st)) => running = st.state == RunState::Running,
             Some(Update::Snapshot(snap)) if running => {
-                frames = (snap.aggs.iter().flat_map(|a| a.rows.iter()))
-                    .flat_map(|r| r.keys.iter())
-                    .filter_map(|k| match k {
-                        dtx::agg::snapshot::KeyCell::Stack(f) => Some(f.clone()),
-                        _ => None,
-                    })
-                    .flatten()
-                    .collect();
+                frames = snapshot_frames(&snap.aggs);
             }
             _ => {}
         }

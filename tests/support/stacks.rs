@@ -23,6 +23,19 @@ pub fn stack_entries(text: &str) -> Vec<StackEntry> {
     out
 }
 
+/// Every frame of the stack keys of a snapshot's aggregations (the console's view), in order.
+pub fn snapshot_frames(aggs: &[dtx::agg::snapshot::AggView]) -> Vec<String> {
+    aggs.iter()
+        .flat_map(|a| a.rows.iter())
+        .flat_map(|r| r.keys.iter())
+        .filter_map(|k| match k {
+            dtx::agg::snapshot::KeyCell::Stack(f) => Some(f.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
 /// A frame as `stackcollapse.pl` keeps it: without its `+0x..` offset.
 pub fn folded_frame(f: &str) -> &str {
     match f.rfind("+0x") {
