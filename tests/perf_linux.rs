@@ -474,6 +474,59 @@ fn the_flamegraph_line_unwinds_a_grabbed_process() {
     eprintln!("-p: {good} of {total} samples have the full stack");
 }
 
+/// A program whose `write` calls are three named calls below `main`, built without frame
+/// pointers: it writes one byte to /dev/null `$1` times, then lives 300 ms more (dtx reads a
+/// process's mappings from /proc when it reads its events, a few milliseconds after them: the
+/// frames of a process gone by then are not unwound, see docs/live-linux.md).
+const WRITER_C: &str = r#"
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+static int fd;
+__attribute__((noinline)) int dtxw_inner(int i) { char c = (char)i; return (int)write(fd, &c, 1) + i; }
+__attribute__((noinline)) int dtxw_middle(int i) { return dtxw_inner(i) ^ 3; }
+__attribute__((noinline)) int dtxw_outer(int i) { return dtxw_middle(i) * 5; }
+int main(int argc, char **argv) {
+  int n = argc > 1 ? atoi(argv[1]) : 100, acc = 0;
+  fd = open("/dev/null", O_WRONLY);
+  for (int i = 0; i < n; i++) acc += dtxw_outer(i);
+  usleep(300000);
+  return acc == 42;
+}
+"#;
+
+/// A system call's `ustack()` is unwound from the user registers and stack at the call, with
+/// `.eh_frame`, as a `profile-N` sample's: through code built without frame pointers (it was
+/// the kernel's frame-pointer walk, which gave `libc`'s `write` and the one caller it found).
+#[test]
+fn a_system_calls_user_stack_unwinds_without_frame_pointers() {
+    require_perf!();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile_with(
+        dir.path(),
+        "dtxwrite",
+        WRITER_C,
+        &["-O2", "-fomit-frame-pointer"],
+    );
+    let (code, text, err) = run(&[
+        "-q",
+        "-n",
+        "syscall::write:entry /pid == $target/ { @[ustack()] = count(); }",
+        "-c",
+        &format!("{} 200", exe.display()),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let stacks = stacks::stack_entries(&text);
+    let total: u64 = stacks.iter().map(|s| s.1).sum();
+    assert_eq!(total, 200, "{text}\n{err}");
+    let through = stacks::samples_through(
+        &stacks,
+        "dtxwrite",
+        &["dtxw_inner", "dtxw_middle", "dtxw_outer", "main"],
+    );
+    assert_eq!(through, 200, "{text}\n{err}");
+}
+
 /// Opens a path, changes the buffer right after the call, then opens a bad address.
 const CAPTURE_C: &str = r#"
 #include <fcntl.h>

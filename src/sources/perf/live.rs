@@ -740,6 +740,16 @@ impl PerfSource {
         // (decoder index, attr, filter)
         let mut specs: Vec<(usize, PerfEventAttr, Option<String>)> = Vec::new();
         let chain = if config.stacks { sample::CALLCHAIN } else { 0 };
+        // user registers and stack copies only for a program that reads user stacks: its user
+        // frames come from unwinding the copy with the modules' `.eh_frame` (code built
+        // without frame pointers, most distributions' and Rust's), not from the kernel's walk
+        // of frame pointers; for every event, as `perf record --call-graph dwarf` does
+        let sample_user = config.stacks
+            && engine
+                .runs
+                .iter()
+                .any(|r| crate::engine::uses_user_stacks(&r.vm.program));
+        let user_part = |attr| with_user_stack(attr, sample_user);
         for (sys, name, filter) in tracepoints {
             let Some(root) = &root else { break };
             let fmt = load_format(root, sys, name)?;
@@ -791,39 +801,26 @@ impl PerfSource {
                 },
             };
             decoders.push(dec);
-            let attr = PerfEventAttr {
+            let attr = user_part(PerfEventAttr {
                 kind: TYPE_TRACEPOINT,
                 config: fmt.id as u64,
                 sample_period: 1,
                 sample_type: COMMON | sample::RAW | chain,
                 ..Default::default()
-            };
+            });
             specs.push((decoders.len() - 1, attr, filter));
         }
-        // user registers and stack copies only for a program that reads user stacks
-        let sample_user = config.stacks
-            && engine
-                .runs
-                .iter()
-                .any(|r| crate::engine::uses_user_stacks(&r.vm.program));
         for p in &enabled {
             if let (true, Some((_, ns))) = (is_profile(p), parse_rate(&p.name)) {
                 engine.detach_timer(p.id);
                 decoders.push(Decoder::Profile { probe: p.id });
-                let mut attr = PerfEventAttr {
+                let attr = user_part(PerfEventAttr {
                     kind: TYPE_SOFTWARE,
                     config: SW_CPU_CLOCK,
                     sample_period: ns,
-                    sample_type: profile_sample_type(sample_user),
+                    sample_type: COMMON | sample::IP | sample::CALLCHAIN,
                     ..Default::default()
-                };
-                if sample_user {
-                    // the user frames come from unwinding the copy, not from the kernel's
-                    // walk of frame pointers
-                    attr.sample_regs_user = ustack::REGS_MASK;
-                    attr.sample_stack_user = ustack::STACK_BYTES;
-                    attr.flags |= flag::EXCLUDE_CALLCHAIN_USER;
-                }
+                });
                 specs.push((decoders.len() - 1, attr, None));
             }
         }
@@ -891,7 +888,8 @@ impl PerfSource {
             }
             if let Some(dec) = capture_decoder {
                 let first = rings.is_empty();
-                let (out, attached) = capture.attach(cpu, first, chain, data_bytes, &ring)?;
+                let (out, attached) =
+                    capture.attach(cpu, first, chain, sample_user, data_bytes, &ring)?;
                 by_id.insert(event_id(&out)?, dec);
                 fds.push(out);
                 fds.extend(attached);
@@ -1030,11 +1028,13 @@ impl PerfSource {
                 let id = body
                     .get(..8)
                     .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])));
+                let user = if self.sample_user { USER_STACK } else { 0 };
                 let st = match self.by_id.get(&id).map(|&d| &self.decoders[d]) {
-                    Some(Decoder::Profile { .. }) => profile_sample_type(self.sample_user),
+                    Some(Decoder::Profile { .. }) => COMMON | sample::IP | sample::CALLCHAIN | user,
                     Some(Decoder::SideBand) | None => return,
                     Some(_) => {
-                        COMMON | sample::RAW | if self.stacks { sample::CALLCHAIN } else { 0 }
+                        let chain = if self.stacks { sample::CALLCHAIN } else { 0 };
+                        COMMON | sample::RAW | chain | user
                     }
                 };
                 if let Some(s) = record::parse_sample_regs(body, st, ustack::REGS_MASK) {
@@ -1101,11 +1101,10 @@ impl PerfSource {
             self.kstack.clear();
             self.ustack.clear();
         }
-        // a profile sample's user registers and stack copy: its user stack is unwound only
-        // for a clause that reads it
-        let user_sampled = matches!(self.decoders[d], Decoder::Profile { .. })
-            && !s.regs.is_empty()
-            && s.reg(ustack::REGS_MASK, record::x86_reg::IP).unwrap_or(0) != 0;
+        // a sample's user registers and stack copy (any event's, when a program reads user
+        // stacks): its user stack is unwound only for a clause that reads it
+        let user_sampled =
+            !s.regs.is_empty() && s.reg(ustack::REGS_MASK, record::x86_reg::IP).unwrap_or(0) != 0;
         let uregs = if user_sampled {
             Some(super::uprobe::sampled_regs(|i| s.reg(ustack::REGS_MASK, i)).uregs())
         } else {
@@ -1380,16 +1379,20 @@ impl PerfSource {
     }
 }
 
-/// The layout of a `profile-N` sample: the interrupted PC and the kernel call chain, and with
-/// `user` the user registers and a copy of the user stack to unwind.
-fn profile_sample_type(user: bool) -> u64 {
-    let base = COMMON | sample::IP | sample::CALLCHAIN;
+/// `attr` with, when `user`, the user registers and a copy of the user stack in each sample
+/// (the user frames are unwound from them) and no user part in the kernel's call chain.
+fn with_user_stack(mut attr: PerfEventAttr, user: bool) -> PerfEventAttr {
     if user {
-        base | sample::REGS_USER | sample::STACK_USER
-    } else {
-        base
+        attr.sample_type |= USER_STACK;
+        attr.sample_regs_user = ustack::REGS_MASK;
+        attr.sample_stack_user = ustack::STACK_BYTES;
+        attr.flags |= flag::EXCLUDE_CALLCHAIN_USER;
     }
+    attr
 }
+
+/// What a sample carries to unwind its user stack ([`with_user_stack`]).
+const USER_STACK: u64 = sample::REGS_USER | sample::STACK_USER;
 
 /// The system calls of enabled `syscall::X:entry` probes that a clause calling `copyinstr()`
 /// matches.
@@ -1519,17 +1522,21 @@ impl CapturePlan {
         cpu: u32,
         first: bool,
         chain: u64,
+        user: bool,
         data_bytes: u32,
         ring: &Ring,
     ) -> Result<(OwnedFd, Vec<OwnedFd>), String> {
         let fail = |what: &str, e: io::Error| format!("could not enable tracing: {what}: {e}");
-        let out_attr = PerfEventAttr {
-            kind: TYPE_SOFTWARE,
-            config: SW_BPF_OUTPUT,
-            sample_period: 1,
-            sample_type: COMMON | sample::RAW | chain,
-            ..Default::default()
-        };
+        let out_attr = with_user_stack(
+            PerfEventAttr {
+                kind: TYPE_SOFTWARE,
+                config: SW_BPF_OUTPUT,
+                sample_period: 1,
+                sample_type: COMMON | sample::RAW | chain,
+                ..Default::default()
+            },
+            user,
+        );
         let out = perf_event_open(&finish(out_attr, data_bytes), -1, cpu as i32)
             .map_err(|e| open_error(&format!("BPF output event on CPU {cpu}"), &e))?;
         // SAFETY: SET_OUTPUT takes the descriptor of the ring's event.
