@@ -237,3 +237,37 @@ fn frames_printed_before_end_are_named() {
         "{traced}"
     );
 }
+
+/// A trace recorded without ImageID records (a plain `xperf -start`, dtx's own `-E` log), read
+/// on the machine that recorded it, has its images' PDB identities read from their files on
+/// Windows (as a live session does): only from a file whose link time stamp is the one the
+/// Image record gives, so a DLL updated since the recording is not believed.
+#[test]
+fn an_image_file_is_believed_only_with_the_records_time_stamp() {
+    use object::read::pe::ImageNtHeaders;
+    let dir = tempfile::tempdir().unwrap();
+    let Some(pdb) = clang_pdb(dir.path(), "int main(void) { return 0; }") else {
+        return;
+    };
+    let exe = dir.path().join("standin.exe");
+    let data = std::fs::read(&exe).unwrap();
+    // the stamp as the object crate reads the headers
+    let pe = object::read::pe::PeFile64::parse(&data[..]).unwrap();
+    let stamp = (pe.nt_headers().file_header().time_date_stamp).get(object::LittleEndian);
+    assert_ne!(stamp, 0);
+    assert_eq!(
+        dtx::symbols::pdb::pe_time_date_stamp(&data[..4096]),
+        Some(stamp)
+    );
+    let of = |s: u32| dtx::symbols::pdb::pdb_info_of_image(&exe, s);
+    let info = of(stamp).expect("the image's identity");
+    assert!(info.file_name.ends_with("standin.pdb"), "{info:?}");
+    assert_eq!(of(0), Some(info.clone()), "0 checks no stamp");
+    assert_eq!(of(stamp ^ 1), None, "another build of the file");
+    // the identity is the PDB's own
+    let read = dtx::symbols::pdb::read(&pdb, None).unwrap();
+    assert!(!read.functions.is_empty());
+    // not a PE: no stamp
+    assert_eq!(dtx::symbols::pdb::pe_time_date_stamp(b"MZ"), None);
+    assert_eq!(dtx::symbols::pdb::pe_time_date_stamp(&[0u8; 64]), None);
+}

@@ -190,7 +190,10 @@ impl TraceSource {
 
     /// The names of the stack frames of the trace as walked so far: the images its processes
     /// loaded (from the state) and, when the stacks were collected, its .NET methods.
-    pub fn symbols(&self) -> crate::symbols::TraceSymbols {
+    pub fn symbols(&mut self) -> crate::symbols::TraceSymbols {
+        // a trace recorded here without ImageID records: identities from the image files
+        #[cfg(windows)]
+        crate::symbols::trace::identify_from_this_machine(&mut self.state);
         frame_names(&self.state, &self.managed_methods, &self.pdbs)
     }
 

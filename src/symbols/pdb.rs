@@ -63,7 +63,23 @@ pub fn image_pdb_id<'data, R: object::ReadRef<'data>>(
 /// Reads only the headers and the debug records, not the whole file. None when the file
 /// cannot be read, is not a PE image or names no PDB.
 pub fn pdb_info_from_file(path: &Path) -> Option<crate::etw::state::PdbInfo> {
-    let file = std::fs::File::open(path).ok()?;
+    pdb_info_of_image(path, 0)
+}
+
+/// The PDB identity of the image file at `path` when it is the image an ETW Image record
+/// describes: its link time stamp (`IMAGE_FILE_HEADER.TimeDateStamp`, which the record
+/// carries) is `stamp`; 0 does not check. A file rebuilt or updated since the trace was
+/// recorded has another stamp, and its PDB would name the trace's addresses wrongly.
+pub fn pdb_info_of_image(path: &Path, stamp: u32) -> Option<crate::etw::state::PdbInfo> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path).ok()?;
+    if stamp != 0 {
+        let mut head = vec![0u8; 4096];
+        let n = file.read(&mut head).ok()?;
+        if pe_time_date_stamp(&head[..n]) != Some(stamp) {
+            return None;
+        }
+    }
     let data = object::ReadCache::new(file);
     let image = object::File::parse(&data).ok()?;
     let id = image_pdb_id(&image)?;
@@ -72,6 +88,25 @@ pub fn pdb_info_from_file(path: &Path) -> Option<crate::etw::state::PdbInfo> {
         age: id.age,
         file_name: id.path,
     })
+}
+
+/// `IMAGE_FILE_HEADER.TimeDateStamp` of the PE image whose first bytes are `head`: the
+/// `PE\0\0` signature at `e_lfanew` (offset 0x3c), then Machine, NumberOfSections and the
+/// stamp.
+pub fn pe_time_date_stamp(head: &[u8]) -> Option<u32> {
+    let u32_at = |at: usize| -> Option<u32> {
+        Some(u32::from_le_bytes(
+            head.get(at..at.checked_add(4)?)?.try_into().ok()?,
+        ))
+    };
+    if head.get(..2) != Some(b"MZ") {
+        return None;
+    }
+    let pe = u32_at(0x3c)? as usize;
+    if head.get(pe..pe.checked_add(4)?) != Some(b"PE\0\0") {
+        return None;
+    }
+    u32_at(pe.checked_add(8)?)
 }
 
 /// One function of a PDB: RVA, size (a public symbol, whose size the PDB does not say, reaches

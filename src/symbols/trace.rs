@@ -152,6 +152,23 @@ fn newest_first<'a>(procs: &[&'a Process]) -> impl Iterator<Item = &'a Image> {
     kept.into_values()
 }
 
+/// Gives the images of `state` that have no PDB identity the identity their files on this
+/// machine have, where a file's link time stamp is the one its Image record gives (a file
+/// updated since is not believed): the identities of a live session (which no ImageID records
+/// reach), and of a trace recorded without them (one a plain `xperf -start` or dtx's own `-E`
+/// log wrote, not merged) read on the machine that recorded it. The kernel's NT paths become
+/// DOS paths through this machine's drive devices. Returns how many images were identified.
+#[cfg(windows)]
+pub fn identify_from_this_machine(state: &mut SystemState) -> usize {
+    let Some(devices) = crate::etw::state::DevicePaths::this_machine() else {
+        return 0;
+    };
+    state.identify_images(&mut |nt, stamp| {
+        let path = devices.to_dos(nt)?;
+        super::pdb::pdb_info_of_image(std::path::Path::new(&path), stamp)
+    })
+}
+
 fn find(mods: &[Module], addr: u64) -> Option<&Module> {
     let i = mods.partition_point(|m| m.base <= addr).checked_sub(1)?;
     let m = &mods[i];

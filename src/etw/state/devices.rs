@@ -199,12 +199,13 @@ fn join(root: &str, rest: &str) -> String {
     }
 }
 
-/// The PDB identities found for image file names, misses included, so each name is looked up
-/// once however often the images are asked about.
+/// The PDB identities found for image files, misses included, so each is looked up once
+/// however often the images are asked about.
 #[derive(Clone, Debug, Default)]
 pub struct ImageIdentities {
-    /// By file name in lower case (Windows names ignore case).
-    known: HashMap<String, Option<PdbInfo>>,
+    /// By file name in lower case (Windows names ignore case) and the image's link time
+    /// stamp as its Image record gives it.
+    known: HashMap<(String, u32), Option<PdbInfo>>,
 }
 
 impl ImageIdentities {
@@ -213,18 +214,20 @@ impl ImageIdentities {
         ImageIdentities::default()
     }
 
-    /// The PDB identity of the image file named `file_name`, asking `identify` the first time
-    /// the name (in any letter case) is met.
+    /// The PDB identity of the image file named `file_name` whose record gives link time stamp
+    /// `stamp`, asking `identify` the first time the name (in any letter case) and stamp are
+    /// met.
     pub fn identity(
         &mut self,
         file_name: &str,
-        identify: &mut dyn FnMut(&str) -> Option<PdbInfo>,
+        stamp: u32,
+        identify: &mut dyn FnMut(&str, u32) -> Option<PdbInfo>,
     ) -> Option<PdbInfo> {
-        let key = file_name.to_ascii_lowercase();
+        let key = (file_name.to_ascii_lowercase(), stamp);
         if let Some(known) = self.known.get(&key) {
             return known.clone();
         }
-        let found = identify(file_name);
+        let found = identify(file_name, stamp);
         self.known.insert(key, found.clone());
         found
     }
@@ -434,17 +437,25 @@ mod tests {
         };
         let mut asked = Vec::new();
         let mut ids = ImageIdentities::new();
-        let mut identify = |name: &str| {
-            asked.push(name.to_string());
-            name.ends_with("a.dll").then(|| info.clone())
+        let mut identify = |name: &str, stamp: u32| {
+            asked.push(format!("{name} {stamp}"));
+            (name.ends_with("a.dll") && stamp == 7).then(|| info.clone())
         };
         for _ in 0..2 {
-            assert_eq!(ids.identity(r"C:\a.dll", &mut identify), Some(info.clone()));
-            assert_eq!(ids.identity(r"C:\A.DLL", &mut identify), Some(info.clone()));
-            assert_eq!(ids.identity(r"C:\b.dll", &mut identify), None);
+            assert_eq!(
+                ids.identity(r"C:\a.dll", 7, &mut identify),
+                Some(info.clone())
+            );
+            assert_eq!(
+                ids.identity(r"C:\A.DLL", 7, &mut identify),
+                Some(info.clone())
+            );
+            assert_eq!(ids.identity(r"C:\b.dll", 7, &mut identify), None);
+            // another build of the same file is another question
+            assert_eq!(ids.identity(r"C:\a.dll", 8, &mut identify), None);
         }
-        assert_eq!(asked, [r"C:\a.dll", r"C:\b.dll"]);
-        assert_eq!(ids.len(), 2);
+        assert_eq!(asked, [r"C:\a.dll 7", r"C:\b.dll 7", r"C:\a.dll 8"]);
+        assert_eq!(ids.len(), 3);
         assert!(!ids.is_empty());
     }
 }

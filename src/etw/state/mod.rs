@@ -479,11 +479,15 @@ impl SystemState {
     }
 
     /// Gives a PDB identity to every image with none (of every process, the kernel's included),
-    /// by `identify` of its file name: a live session, which no KernelTraceControl ImageID
-    /// records reach, reads it from the image file. Each distinct name is asked about once per
-    /// state, misses included, so calling this again as more images load stays cheap. The
-    /// number of images given an identity.
-    pub fn identify_images(&mut self, identify: &mut dyn FnMut(&str) -> Option<PdbInfo>) -> usize {
+    /// by `identify` of its file name and link time stamp (0 when its record has none): a
+    /// live session, which no KernelTraceControl ImageID records reach, and a trace recorded
+    /// without them read on the machine that recorded it, read it from the image file. Each
+    /// distinct name and stamp is asked about once per state, misses included, so calling
+    /// this again as more images load stays cheap. The number of images given an identity.
+    pub fn identify_images(
+        &mut self,
+        identify: &mut dyn FnMut(&str, u32) -> Option<PdbInfo>,
+    ) -> usize {
         let mut filled = 0;
         let identities = &mut self.identities;
         for p in self.processes.values_mut().chain(self.exited.iter_mut()) {
@@ -491,7 +495,9 @@ impl SystemState {
                 if img.pdb.is_some() || img.file_name.is_empty() {
                     continue;
                 }
-                if let Some(pdb) = identities.identity(&img.file_name, identify) {
+                if let Some(pdb) =
+                    identities.identity(&img.file_name, img.time_date_stamp, identify)
+                {
                     img.pdb = Some(pdb);
                     filled += 1;
                 }
@@ -771,7 +777,7 @@ mod tests {
             .exited
             .push(process(8, vec![image(0x7ff0_0000, ntdll, None)]));
         let mut asked = Vec::new();
-        let mut identify = |name: &str| {
+        let mut identify = |name: &str, _stamp: u32| {
             asked.push(name.to_string());
             match name {
                 n if n == ntdll => Some(info(1, "ntdll.pdb")),
@@ -797,7 +803,7 @@ mod tests {
         state
             .processes
             .insert(9, process(9, vec![image(0x7ff0_0000, ntdll, None)]));
-        let mut never = |_: &str| -> Option<PdbInfo> { panic!("asked again") };
+        let mut never = |_: &str, _: u32| -> Option<PdbInfo> { panic!("asked again") };
         assert_eq!(state.identify_images(&mut never), 1);
         assert_eq!(
             state.image_at(9, 0x7ff0_0010).and_then(|i| i.pdb.clone()),

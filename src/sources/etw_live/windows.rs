@@ -86,17 +86,9 @@ pub fn open_for(
 }
 
 /// Gives the images of `state` their PDB identities, read from the image files (a live session
-/// carries no ImageID records): the kernel's NT paths become DOS paths through this machine's
-/// drive devices (asked once per process). Returns how many images were identified.
+/// carries no ImageID records). Returns how many images were identified.
 pub fn identify_images(state: &mut crate::etw::state::SystemState) -> usize {
-    let Some(devices) = crate::etw::state::DevicePaths::this_machine() else {
-        return 0;
-    };
-    state.identify_images(&mut |nt| {
-        devices
-            .to_dos(nt)
-            .and_then(|p| crate::symbols::pdb::pdb_info_from_file(Path::new(&p)))
-    })
+    crate::symbols::trace::identify_from_this_machine(state)
 }
 
 /// The session clock: QueryPerformanceCounter ticks (`Wnode.ClientContext` 1), with the wall
