@@ -818,22 +818,16 @@ impl EtwProbes {
             for i in table::probes_of(g, ev.opcode) {
                 let id = FIRST_ID + i as u64;
                 let k = &KERNEL_PROBES[i];
-                if k.area == Area::Syscall {
-                    // the call's named probe, or this one when the calls have no names
-                    syscall::fire(&self.syscalls, &cx, id, enabled, out);
-                    continue;
-                }
-                if !enabled(id) {
-                    continue;
-                }
                 let mut emit = Emit { probe: id, out };
                 match k.area {
+                    // the call's named probe, or this one when the calls have no names
+                    Area::Syscall => syscall::fire(&self.syscalls, &cx, id, enabled, emit.out),
+                    _ if !enabled(id) => {}
                     Area::Diag => diag::fire(&cx, k.name, &mut emit),
                     Area::Sched => sched::fire(&cx, k.name, &mut emit),
                     Area::Proc => proc::fire(&cx, k.name, &mut emit),
                     Area::Io => io::fire(&cx, k.name, &mut emit),
                     Area::Perf | Area::Interrupt => perf::fire(&cx, k.name, &mut emit),
-                    Area::Syscall => {}
                     Area::Pf => pf::fire(&cx, k.name, &mut emit),
                     Area::Fsinfo => fsinfo::fire(&cx, k.name, &mut emit),
                     Area::Net => net::fire(&cx, k, &mut emit),
