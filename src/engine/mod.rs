@@ -736,6 +736,13 @@ impl Engine {
         );
         // the trace's clock ends at its last record, delivered or stepped over
         if let Some(t) = end.filter(|_| !self.done()) {
+            if let Some(n) = scratch
+                .names
+                .as_mut()
+                .and_then(|n| n.current(&source.state))
+            {
+                self.consumer.symbols = Box::new(n);
+            }
             self.advance_to(t);
         }
         source.stacks = stack_source.0;
