@@ -298,7 +298,8 @@ fn bare_dtx_without_a_terminal_prints_the_usage() {
 
 /// What dtx says on stderr while the console runs (here dtrace's line for a fault in a clause)
 /// shows in the output pane, not written over the screen where the cursor happens to be (a
-/// redraw then erased it), and the run goes on to its end.
+/// redraw then erased it), in its place among the program's output, and the run goes on to
+/// its end.
 #[test]
 fn a_fault_in_a_clause_shows_in_the_output_pane() {
     let Some(trace) = trace() else {
@@ -308,7 +309,8 @@ fn a_fault_in_a_clause_shows_in_the_output_pane() {
     let trace = trace.to_string_lossy().into_owned();
     let state = tempfile::tempdir().unwrap();
     let state_dir = state.path().to_string_lossy().into_owned();
-    let program = "BEGIN { trace(*(int *)8); } END { printf(\"the end\\n\"); }";
+    let program = "BEGIN { printf(\"the start\\n\"); } BEGIN { trace(*(int *)8); } \
+                   END { printf(\"the end\\n\"); }";
     let mut s = PtySession::spawn(
         env!("CARGO_BIN_EXE_dtx"),
         &["--tui", "-E", &trace, "-n", program],
@@ -317,9 +319,9 @@ fn a_fault_in_a_clause_shows_in_the_output_pane() {
             ("XDG_CONFIG_HOME", &state_dir),
         ],
         120,
-        36,
+        60,
     );
-    let fault = "dtx: error on enabled probe ID 1 (ID 1: dtrace:::BEGIN): invalid address (0x8)";
+    let fault = "dtx: error on enabled probe ID 2 (ID 1: dtrace:::BEGIN): invalid address (0x8)";
     let screen = s.wait_for(
         "the fault in the output pane",
         Duration::from_secs(60),
@@ -332,9 +334,12 @@ fn a_fault_in_a_clause_shows_in_the_output_pane() {
         .iter()
         .position(|r| r.contains(":END the end"))
         .unwrap();
-    // in the pane, before END's output
+    let Some(start) = rows.iter().position(|r| r.contains(":BEGIN the start")) else {
+        panic!("no BEGIN line:\n{screen}");
+    };
+    // in the pane, after BEGIN's output and before END's
     assert!(
-        at.is_some_and(|at| at > output && at < end),
+        at.is_some_and(|at| at > output && start < at && at < end),
         "the fault is not in the output pane ({at:?}, {output}, {end}):\n{screen}"
     );
     // and it is said once, on the screen's one line for it in the pane

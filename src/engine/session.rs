@@ -267,6 +267,12 @@ impl Session {
                     symbols: Box::new(NoSymbols),
                     live: None,
                 };
+                // while the console captures dtx's stderr lines, they go among the program's
+                // output in the order they are said
+                let mut said = w.output.clone();
+                let _routed = crate::output::stderr::route(Box::new(move |line: &str| {
+                    let _ = writeln!(said, "{}{line}", crate::output::stderr::MARK);
+                }));
                 w.serve();
                 w.release_target();
             })

@@ -238,7 +238,11 @@ impl App {
 
     pub fn on_update(&mut self, u: Update) {
         match u {
-            Update::Output(text) => self.log.push(&text),
+            Update::Output(text) => {
+                if let Some(said) = self.log.push(&text) {
+                    self.say(said, true);
+                }
+            }
             Update::Snapshot(s) => self.results.update(s),
             Update::Status(s) => {
                 if let RunState::Ended(code) = s.state {

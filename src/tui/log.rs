@@ -24,15 +24,28 @@ pub struct Log {
 }
 
 impl Log {
-    pub fn push(&mut self, text: &str) {
+    /// Adds output text. A line that starts with [`crate::output::stderr::MARK`] (anywhere in
+    /// a line: after a partial line of output) is one dtx said on stderr, in its place among
+    /// the output. Returns the last such line.
+    pub fn push(&mut self, text: &str) -> Option<String> {
+        let mut said = None;
         let mut rest = text;
         while let Some(i) = rest.find('\n') {
             let mut line = std::mem::take(&mut self.partial);
             line.push_str(&rest[..i]);
-            self.add(line, false);
+            match line.split_once(crate::output::stderr::MARK) {
+                Some((before, own)) => {
+                    // the output's partial line stays partial, after dtx's line
+                    self.partial = before.to_string();
+                    self.add(own.to_string(), true);
+                    said = Some(own.to_string());
+                }
+                None => self.add(line, false),
+            }
             rest = &rest[i + 1..];
         }
         self.partial.push_str(rest);
+        said
     }
 
     /// A line dtx said on stderr: one line of its own, before a partial line of output.
@@ -170,6 +183,9 @@ mod tests {
         l.push("done\nhalf");
         l.push_stderr("dtx: error on enabled probe ID 1".into());
         l.push(" line\n");
+        // dtx's line in the output stream, marked, after a partial line of output
+        let said = l.push("more\nand \u{1}dtx: 2 drops on CPU 1\nmore\n");
+        assert_eq!(said.as_deref(), Some("dtx: 2 drops on CPU 1"));
         let lines: Vec<(&str, bool)> = (0..l.len())
             .map(|i| (l.line(i).unwrap(), l.is_stderr(i)))
             .collect();
@@ -178,12 +194,16 @@ mod tests {
             [
                 ("done", false),
                 ("dtx: error on enabled probe ID 1", true),
-                ("half line", false)
+                ("half line", false),
+                ("more", false),
+                ("dtx: 2 drops on CPU 1", true),
+                ("and more", false),
             ]
         );
         // a view scrolled back stays where it is
         l.scroll_by(1);
         l.push_stderr("dtx: 3 drops on CPU 0".into());
         assert_eq!(l.back, 2);
+        assert_eq!(l.push("plain\n"), None);
     }
 }
