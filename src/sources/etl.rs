@@ -193,7 +193,7 @@ impl TraceSource {
     pub fn symbols(&mut self) -> crate::symbols::TraceSymbols {
         // a trace recorded here without ImageID records: identities from the image files
         #[cfg(windows)]
-        crate::symbols::trace::identify_from_this_machine(&mut self.state);
+        crate::symbols::trace::identify_from_this_machine(&mut self.state, true);
         frame_names(&self.state, &self.managed_methods, &self.pdbs)
     }
 

@@ -157,13 +157,18 @@ fn newest_first<'a>(procs: &[&'a Process]) -> impl Iterator<Item = &'a Image> {
 /// updated since is not believed): the identities of a live session (which no ImageID records
 /// reach), and of a trace recorded without them (one a plain `xperf -start` or dtx's own `-E`
 /// log wrote, not merged) read on the machine that recorded it. The kernel's NT paths become
-/// DOS paths through this machine's drive devices. Returns how many images were identified.
+/// DOS paths through this machine's drive devices. With `recorded` (a trace: its files may be
+/// from another machine or another build), an image whose record gives no time stamp is left
+/// alone; live, the file is the one running. Returns how many images were identified.
 #[cfg(windows)]
-pub fn identify_from_this_machine(state: &mut SystemState) -> usize {
+pub fn identify_from_this_machine(state: &mut SystemState, recorded: bool) -> usize {
     let Some(devices) = crate::etw::state::DevicePaths::this_machine() else {
         return 0;
     };
     state.identify_images(&mut |nt, stamp| {
+        if recorded && stamp == 0 {
+            return None;
+        }
         let path = devices.to_dos(nt)?;
         super::pdb::pdb_info_of_image(std::path::Path::new(&path), stamp)
     })

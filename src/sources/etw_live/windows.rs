@@ -88,7 +88,7 @@ pub fn open_for(
 /// Gives the images of `state` their PDB identities, read from the image files (a live session
 /// carries no ImageID records). Returns how many images were identified.
 pub fn identify_images(state: &mut crate::etw::state::SystemState) -> usize {
-    crate::symbols::trace::identify_from_this_machine(state)
+    crate::symbols::trace::identify_from_this_machine(state, false)
 }
 
 /// The session clock: QueryPerformanceCounter ticks (`Wnode.ClientContext` 1), with the wall
