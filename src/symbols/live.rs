@@ -32,11 +32,21 @@ impl SymbolTables {
 
     /// Reads the module map of `pid` unless it is known already.
     pub fn note_process(&mut self, pid: u32) {
+        self.note_process_or(pid, None);
+    }
+
+    /// Reads the module map of `pid` unless it is known already; `recorded` (in
+    /// `/proc/PID/maps` form) stands for it when the process is gone.
+    pub fn note_process_or(&mut self, pid: u32, recorded: Option<&str>) {
         if pid == 0 || self.maps.contains_key(&pid) {
             return;
         }
         let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
-        self.maps.insert(pid, Arc::new(maps::parse(&text)));
+        let text = match (text.is_empty(), recorded) {
+            (true, Some(r)) => r,
+            _ => &text,
+        };
+        self.maps.insert(pid, Arc::new(maps::parse(text)));
     }
 
     /// Forgets the module map of `pid` (after an `exec` replaced it).

@@ -68,11 +68,13 @@ const IOC_SET_BPF: libc::c_ulong = 0x4004_2408;
 
 /// `perf_event_attr` flag bits.
 pub(super) mod flag {
+    pub const MMAP: u64 = 1 << 8;
     pub const COMM: u64 = 1 << 9;
     pub const TASK: u64 = 1 << 13;
     pub const WATERMARK: u64 = 1 << 14;
     pub const SAMPLE_ID_ALL: u64 = 1 << 18;
     pub const EXCLUDE_CALLCHAIN_USER: u64 = 1 << 22;
+    pub const MMAP2: u64 = 1 << 23;
     pub const COMM_EXEC: u64 = 1 << 24;
     pub const USE_CLOCKID: u64 = 1 << 25;
 }
@@ -847,13 +849,20 @@ impl PerfSource {
         // side-band event had neither, and lost its name if it exited before its first event
         // was read); dtx's own reading of /proc comes before any probe's event is on
         let mut side_rings = Vec::with_capacity(cpus.len());
+        // with stacks, the files each process maps (the executable segments: what unwinding
+        // and naming need), for the processes gone before their events are read
+        let mappings = if config.stacks {
+            flag::MMAP | flag::MMAP2
+        } else {
+            0
+        };
         for &cpu in &cpus {
             let side = PerfEventAttr {
                 kind: TYPE_SOFTWARE,
                 config: SW_DUMMY,
                 sample_period: 1,
                 sample_type: COMMON,
-                flags: flag::COMM | flag::TASK | flag::COMM_EXEC,
+                flags: flag::COMM | flag::TASK | flag::COMM_EXEC | mappings,
                 ..Default::default()
             };
             let fd = perf_event_open(&finish(side, data_bytes), -1, cpu as i32)
@@ -865,6 +874,10 @@ impl PerfSource {
             side_rings.push((cpu, ring));
         }
         let tasks = Tasks::snapshot();
+        let mut user_stacks = UserStacks::default();
+        if config.stacks {
+            user_stacks.record_running();
+        }
         for (cpu, ring) in side_rings {
             for (dec, attr, filter) in &specs {
                 let fd = perf_event_open(&finish(*attr, data_bytes), -1, cpu as i32)
@@ -919,7 +932,7 @@ impl PerfSource {
             noted: FastMap::default(),
             stacks: config.stacks,
             sample_user,
-            user_stacks: UserStacks::default(),
+            user_stacks,
             idle_names: IdleNames::default(),
             offset: None,
             bufs: vec![Vec::new(); n],
@@ -1059,8 +1072,17 @@ impl PerfSource {
                     }
                 }
             }
+            kind::MMAP2 => {
+                if let Some(m) = record::parse_mmap2(body) {
+                    let file = String::from_utf8_lossy(m.filename);
+                    (self.user_stacks).record_mapping(m.pid, m.addr, m.len, m.pgoff, m.prot, &file);
+                }
+            }
             kind::FORK => {
                 if let Some((pid, ppid, tid, ptid, _)) = record::parse_task(body) {
+                    if pid == tid && pid != ppid {
+                        self.user_stacks.record_fork(ppid, pid);
+                    }
                     let parent = self.tasks.get(ptid, ppid);
                     let mut t = parent;
                     t.pid = pid;
@@ -1068,7 +1090,13 @@ impl PerfSource {
                     self.tasks.0.insert(tid, t);
                 }
             }
-            kind::EXIT => {}
+            kind::EXIT => {
+                if let Some((pid, _, tid, _, _)) = record::parse_task(body) {
+                    if pid == tid {
+                        self.user_stacks.record_exit(pid);
+                    }
+                }
+            }
             kind::LOST | 13 => {
                 let n = if h.kind == kind::LOST {
                     record::parse_lost(body).map_or(0, |l| l.1)
@@ -1325,7 +1353,7 @@ impl PerfSource {
                     .0
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .note_process(pid);
+                    .note_process_or(pid, user_stacks.borrow().recorded(pid));
             }
             let Some(p) = self.probes.get(&probe) else {
                 continue;

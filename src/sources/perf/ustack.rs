@@ -38,12 +38,96 @@ struct Known {
 pub struct UserStacks {
     processes: FastMap<u32, Known>,
     images: HashMap<String, Arc<ElfImage>>,
+    /// Each process's file mappings as the kernel's side-band records (and a reading of
+    /// `/proc` when the run began) gave them, in `/proc/PID/maps` form: what stands for
+    /// `/proc/PID/maps` once the process is gone (one that lived a millisecond is gone before
+    /// its events are read).
+    recorded: FastMap<u32, String>,
 }
 
 impl UserStacks {
-    /// Forgets `pid`'s modules (after an `exec` replaced them).
+    /// Forgets `pid`'s modules (after an `exec` replaced them): its mappings are recorded
+    /// anew.
     pub fn forget(&mut self, pid: u32) {
         self.processes.remove(&pid);
+        self.recorded.remove(&pid);
+    }
+
+    /// Records the file mappings of every process alive now (from `/proc`), for those that
+    /// will be gone when their events are read.
+    pub fn record_running(&mut self) {
+        let Ok(procs) = std::fs::read_dir("/proc") else {
+            return;
+        };
+        for p in procs.flatten() {
+            let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                continue;
+            };
+            let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+                continue;
+            };
+            let files: String = maps
+                .lines()
+                .filter(|l| l.contains(" /"))
+                .flat_map(|l| [l, "\n"])
+                .collect();
+            if !files.is_empty() {
+                self.recorded.insert(pid, files);
+            }
+        }
+    }
+
+    /// Records a file mapped into process `pid` at `addr` (`len` bytes from file offset
+    /// `pgoff`, protection `prot`). A mapping at an offset past 0 of a file not mapped from 0
+    /// yet (an executable segment: the kernel reports only those) also records where the file
+    /// starts, which the module list takes the load address from.
+    pub fn record_mapping(
+        &mut self,
+        pid: u32,
+        addr: u64,
+        len: u64,
+        pgoff: u64,
+        prot: u32,
+        file: &str,
+    ) {
+        use std::fmt::Write;
+        if !file.starts_with('/') {
+            return;
+        }
+        let text = self.recorded.entry(pid).or_default();
+        if pgoff > 0 && addr >= pgoff && !text.contains(&format!(" {file}\n")) {
+            let _ = writeln!(
+                text,
+                "{:x}-{addr:x} r--p 00000000 00:00 0 {file}",
+                addr - pgoff
+            );
+        }
+        let flag = |bit: u32, c: char| if prot & bit != 0 { c } else { '-' };
+        let _ = writeln!(
+            text,
+            "{addr:x}-{:x} {}{}{}p {pgoff:08x} 00:00 0 {file}",
+            addr.saturating_add(len),
+            flag(1, 'r'),
+            flag(2, 'w'),
+            flag(4, 'x'),
+        );
+    }
+
+    /// A process `child` forked from `parent`: it has the parent's mappings.
+    pub fn record_fork(&mut self, parent: u32, child: u32) {
+        if let Some(t) = self.recorded.get(&parent).cloned() {
+            self.recorded.insert(child, t);
+        }
+    }
+
+    /// Process `pid` exited: its events are all read (they come before its exit in time).
+    pub fn record_exit(&mut self, pid: u32) {
+        self.recorded.remove(&pid);
+    }
+
+    /// The mappings recorded for `pid`, in `/proc/PID/maps` form.
+    pub fn recorded(&self, pid: u32) -> Option<&str> {
+        self.recorded.get(&pid).map(String::as_str)
     }
 
     /// The modules of `pid` (read from `/proc` the first time), re-read when `pc` is outside
@@ -56,7 +140,11 @@ impl UserStacks {
             }
         };
         if stale {
-            let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+            let mut maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+            if maps.is_empty() {
+                // gone: what its side-band records said
+                maps = self.recorded.get(&pid).cloned().unwrap_or_default();
+            }
             let exe = std::fs::read_link(format!("/proc/{pid}/exe"))
                 .map(|p| p.to_string_lossy().into_owned())
                 .unwrap_or_default();
