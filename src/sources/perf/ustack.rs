@@ -66,9 +66,18 @@ impl UserStacks {
             let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
                 continue;
             };
+            // the files' executable segments and where each file starts: what the module
+            // list is made of
             let files: String = maps
                 .lines()
-                .filter(|l| l.contains(" /"))
+                .filter(|l| {
+                    let mut f = l.split(' ');
+                    let perms = f.nth(1).unwrap_or("");
+                    let offset = f.next().unwrap_or("");
+                    l.contains(" /")
+                        && (perms.as_bytes().get(2) == Some(&b'x')
+                            || offset.bytes().all(|b| b == b'0'))
+                })
                 .flat_map(|l| [l, "\n"])
                 .collect();
             if !files.is_empty() {
