@@ -8,27 +8,16 @@ mod standin_pdb;
 
 #[path = "support/cli.rs"]
 mod cli;
+#[path = "support/etl.rs"]
+mod etl;
 
 use cli::Dtx;
 
 use standin_pdb::{clang_pdb, guid_bytes};
 
+/// `dtx -q -E ../shared/etl/<trace> -n program`'s output, or None when the trace is absent.
 fn run(trace: &str, program: &str) -> Option<String> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/etl")
-        .join(trace);
-    if !p.exists() {
-        eprintln!("skipped: ../shared/etl/{trace} is not here");
-        return None;
-    }
-    let args = [
-        std::ffi::OsStr::new("-q"),
-        "-E".as_ref(),
-        p.as_os_str(),
-        "-n".as_ref(),
-        program.as_ref(),
-    ];
-    Some(Dtx::new(&args).ok())
+    etl::trace(trace).map(|p| etl::quiet(&p, program))
 }
 
 #[test]
