@@ -616,7 +616,8 @@ pub trait EventSource {
     }
     /// A fresh resolver for the names of stack frames in snapshots, when what the source knows
     /// of the system's images has changed since the last call (a live source learns them as
-    /// it goes); `None` when nothing changed.
+    /// it goes; one whose resolver follows what it learns hands it over once); `None` when
+    /// nothing changed.
     fn symbols(&mut self) -> Option<Box<dyn crate::agg::SymbolResolver + Send>> {
         None
     }

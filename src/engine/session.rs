@@ -626,8 +626,7 @@ impl Worker {
         let mut events = 0u64;
         // the snapshots name stack frames with the images the walk has seen so far (PDBs
         // read once for the run), rebuilt as images come
-        let (pdbs, methods) = (src.pdbs.clone(), src.managed_methods.clone());
-        let mut names_due = crate::sources::etl::NamesDue::default();
+        let mut names = crate::sources::etl::WalkNames::of(&src);
         let errors = engine.walk_trace(&mut src, etw, &mut |engine, state| {
             events += 1;
             if events & 255 != 0 && self.speed == Speed::Max {
@@ -653,9 +652,8 @@ impl Worker {
                     } else {
                         RunState::Running
                     };
-                    if names_due.check(state, Duration::from_secs(1)) {
-                        let names = crate::sources::etl::frame_names(state, &methods, &pdbs);
-                        self.symbols = Box::new(names);
+                    if let Some(n) = names.current_every(state, Duration::from_secs(1)) {
+                        self.symbols = Box::new(n);
                     }
                     self.publish(engine, &mut rates);
                 }

@@ -34,31 +34,6 @@ pub struct TraceSource {
     pub pdbs: crate::symbols::PdbStore,
 }
 
-/// When the names of frames are worth building again while events come (a console's
-/// snapshots name stacks as they go): what names frames changed since the last build
-/// ([`SystemState::names_changed`]), which was at least `every` ago (each build looks at every
-/// image; the PDBs come from the store).
-#[derive(Default)]
-pub struct NamesDue {
-    /// The state's count and the time of the last build.
-    last: Option<(u64, std::time::Instant)>,
-}
-
-impl NamesDue {
-    /// Whether to build now; when so, the build is taken as done.
-    pub fn check(&mut self, state: &SystemState, every: std::time::Duration) -> bool {
-        let changed = state.names_changed();
-        let now = std::time::Instant::now();
-        let due = self
-            .last
-            .is_none_or(|(n, at)| n != changed && now.duration_since(at) >= every);
-        if due {
-            self.last = Some((changed, now));
-        }
-        due
-    }
-}
-
 /// The names a walk of a trace gives stack frames as it goes, for what is printed before END
 /// (a `printa()` of stacks in `tick-5s`, a `stack()` traced per event): built again from the
 /// state as of the record when something is about to be printed and the images changed since
@@ -66,8 +41,8 @@ impl NamesDue {
 pub struct WalkNames {
     pdbs: crate::symbols::PdbStore,
     methods: std::sync::Arc<Vec<crate::providers::dnet::ManagedMethod>>,
-    /// [`SystemState::names_changed`] at the last build.
-    built: Option<u64>,
+    /// [`SystemState::names_changed`] at the last build, and when it was.
+    built: Option<(u64, std::time::Instant)>,
 }
 
 impl WalkNames {
@@ -82,11 +57,21 @@ impl WalkNames {
 
     /// A resolver current with `state`, when the last one is not.
     pub fn current(&mut self, state: &SystemState) -> Option<crate::symbols::TraceSymbols> {
+        self.current_every(state, std::time::Duration::ZERO)
+    }
+
+    /// A resolver current with `state`, when the last one is not and was built at least
+    /// `every` ago (a console's snapshots, refreshed many times a second, need no more).
+    pub fn current_every(
+        &mut self,
+        state: &SystemState,
+        every: std::time::Duration,
+    ) -> Option<crate::symbols::TraceSymbols> {
         let now = state.names_changed();
-        if self.built == Some(now) {
+        if (self.built).is_some_and(|(n, at)| n == now || at.elapsed() < every) {
             return None;
         }
-        self.built = Some(now);
+        self.built = Some((now, std::time::Instant::now()));
         Some(frame_names(state, &self.methods, &self.pdbs))
     }
 }

@@ -322,18 +322,17 @@ pub struct EtwLiveSource {
     methods: Vec<crate::providers::dnet::ManagedMethod>,
     /// What the user should be told (a session that ended, a failed callback), once.
     messages: Vec<String>,
-    /// When the console's resolver is built again.
-    names_due: crate::sources::etl::NamesDue,
     /// The PDBs read for the resolvers, kept from one to the next.
     pdbs: crate::symbols::PdbStore,
-    /// The resolver the consumer names frames with before END (from the first
-    /// [`EventSource::name_frames`]), what it was built from (the state's
-    /// [`SystemState::names_changed`] and the method count), and when.
-    printing: Option<(
-        crate::symbols::SharedNames,
-        (u64, usize),
-        std::time::Instant,
-    )>,
+    /// The names of stack frames as the session knows them: one resolver, built again as
+    /// images come, that the consumer (from the first [`EventSource::name_frames`]) and the
+    /// console's snapshots ([`EventSource::symbols`]) share.
+    names: crate::symbols::SharedNames,
+    /// What `names` was built from (the state's [`SystemState::names_changed`] and the method
+    /// count) and when; `None` before its first build.
+    names_built: Option<((u64, usize), std::time::Instant)>,
+    /// Whether the consumer has `names`, and whether the console has.
+    names_given: (bool, bool),
     ended: Option<u32>,
     /// Kernel (group, event type) records whose stack walk follows them (the plan's).
     stack_events: Vec<(u8, u8)>,
@@ -407,8 +406,9 @@ impl EtwLiveSource {
             plan: None,
             methods: Vec::new(),
             messages: Vec::new(),
-            names_due: Default::default(),
-            printing: None,
+            names: crate::symbols::SharedNames(Default::default()),
+            names_built: None,
+            names_given: (false, false),
             pdbs: crate::symbols::PdbStore::from_env(),
             ended: None,
             stack_events: Vec::new(),
@@ -602,40 +602,35 @@ impl EtwLiveSource {
         crate::sources::etl::frame_names(&self.state, &self.methods, &self.pdbs)
     }
 
-    /// Brings the resolver the consumer names frames with up to date (`always`: even when
-    /// nothing changed since it was built, as before END). The first call puts it before what
-    /// named frames already (a pid target's modules), so that the session's images name a
-    /// frame first.
-    fn update_printing(&mut self, engine: &mut Engine, always: bool) {
+    /// Builds [`EtwLiveSource::names`] again when what names frames changed since its last
+    /// build and that was at least `every` ago.
+    fn refresh_names(&mut self, every: std::time::Duration) {
         let from = (self.state.names_changed(), self.methods.len());
-        if let Some(p) = self.printing.as_mut() {
-            if p.1 == from && !always {
-                p.2 = std::time::Instant::now();
-                return;
-            }
+        if (self.names_built).is_some_and(|(f, at)| f == from || at.elapsed() < every) {
+            return;
         }
         let own = self.trace_symbols();
         // building may have given images their identities: that is what it was built from
         let from = (self.state.names_changed(), self.methods.len());
-        let now = std::time::Instant::now();
-        match self.printing.as_mut() {
-            Some((shared, at, when)) => {
-                *shared.0.lock().unwrap_or_else(|e| e.into_inner()) = own;
-                (*at, *when) = (from, now);
-            }
-            None => {
-                let shared =
-                    crate::symbols::SharedNames(std::sync::Arc::new(std::sync::Mutex::new(own)));
-                let before = std::mem::replace(
-                    &mut engine.consumer.symbols,
-                    Box::new(crate::agg::NoSymbols),
-                );
-                engine.consumer.symbols = Box::new(crate::symbols::FirstNamed(vec![
-                    Box::new(shared.clone()),
-                    before,
-                ]));
-                self.printing = Some((shared, from, now));
-            }
+        *self.names.0.lock().unwrap_or_else(|e| e.into_inner()) = own;
+        self.names_built = Some((from, std::time::Instant::now()));
+    }
+
+    /// Brings the names of frames up to date (at most `every` old) and, the first time, has
+    /// the consumer name frames with them before what named frames already (a pid target's
+    /// modules), so that the session's images name a frame first.
+    fn give_names(&mut self, engine: &mut Engine, every: std::time::Duration) {
+        self.refresh_names(every);
+        if !self.names_given.0 {
+            self.names_given.0 = true;
+            let before = std::mem::replace(
+                &mut engine.consumer.symbols,
+                Box::new(crate::agg::NoSymbols),
+            );
+            engine.consumer.symbols = Box::new(crate::symbols::FirstNamed(vec![
+                Box::new(self.names.clone()),
+                before,
+            ]));
         }
     }
 
@@ -799,8 +794,6 @@ impl EtwLiveSource {
     }
 }
 
-/// How often, at most, the console's names for stack frames are rebuilt while images load.
-const SYMBOLS_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 /// How many records [`EtwLiveSource::pump`] takes between looks at the clock.
 const DEADLINE_EVERY: u32 = 64;
 /// The longest [`EventSource::finish`] spends on what the stopped sessions left queued.
@@ -842,15 +835,10 @@ impl EventSource for EtwLiveSource {
     /// commands and a merged target get their turn under any load.
     fn pump(&mut self, deadline: u64, engine: &mut Engine) -> SourceState {
         engine.profile_from_samples();
-        // what events print (a `stack()` traced per event) names frames with images at most
-        // a second old; a timer's clause gets them current (`name_frames` before timers)
-        if self
-            .printing
-            .as_ref()
-            .is_none_or(|p| p.2.elapsed() >= std::time::Duration::from_secs(1))
-        {
-            self.name_frames(engine);
-        }
+        // what events print (a `stack()` traced per event), and the console's snapshots,
+        // name frames with images at most a second old; a timer's clause gets them current
+        // (`name_frames` before timers)
+        self.give_names(engine, std::time::Duration::from_secs(1));
         let mut n = 0u32;
         loop {
             if engine.done() {
@@ -911,12 +899,12 @@ impl EventSource for EtwLiveSource {
     }
 
     fn name_frames(&mut self, engine: &mut Engine) {
-        self.update_printing(engine, false);
+        self.give_names(engine, std::time::Duration::ZERO);
     }
 
     fn closing(&mut self, engine: &mut Engine) {
         // END's output names frames with every image the session saw
-        self.update_printing(engine, true);
+        self.give_names(engine, std::time::Duration::ZERO);
     }
 
     fn stop(&mut self) {
@@ -928,11 +916,13 @@ impl EventSource for EtwLiveSource {
     }
 
     fn symbols(&mut self) -> Option<Box<dyn crate::agg::SymbolResolver + Send>> {
-        // rebuilt when images came or went, at most every SYMBOLS_EVERY
-        if !self.names_due.check(&self.state, SYMBOLS_EVERY) {
+        // handed over once: the resolver follows the rebuilds the pumps make
+        if self.names_given.1 {
             return None;
         }
-        Some(Box::new(self.trace_symbols()))
+        self.names_given.1 = true;
+        self.refresh_names(std::time::Duration::ZERO);
+        Some(Box::new(self.names.clone()))
     }
 
     fn live_status(&mut self) -> Option<LiveStatus> {
