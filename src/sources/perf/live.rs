@@ -435,21 +435,10 @@ impl Tasks {
     /// exits before its first event is read.
     fn snapshot() -> Tasks {
         let mut tasks = Tasks::default();
-        let Ok(procs) = std::fs::read_dir("/proc") else {
-            return tasks;
-        };
-        for p in procs.flatten() {
-            let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
-                continue;
-            };
-            let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-                continue;
-            };
-            for t in threads.flatten() {
-                if let Some(tid) = t.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) {
-                    if let Some(task) = task_from_proc(tid) {
-                        tasks.0.insert(tid, task);
-                    }
+        for pid in super::numbered_entries("/proc") {
+            for tid in super::numbered_entries(&format!("/proc/{pid}/task")) {
+                if let Some(task) = task_from_proc(tid) {
+                    tasks.0.insert(tid, task);
                 }
             }
         }

@@ -13,3 +13,14 @@ pub mod live;
 pub mod uprobe;
 #[cfg(target_os = "linux")]
 pub mod ustack;
+
+/// The numbered entries of a `/proc` folder (`/proc`: processes; `/proc/PID/task`: threads),
+/// none when it cannot be read.
+#[cfg(target_os = "linux")]
+fn numbered_entries(dir: &str) -> impl Iterator<Item = u32> {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
+}

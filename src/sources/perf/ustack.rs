@@ -56,13 +56,7 @@ impl UserStacks {
     /// Records the file mappings of every process alive now (from `/proc`), for those that
     /// will be gone when their events are read.
     pub fn record_running(&mut self) {
-        let Ok(procs) = std::fs::read_dir("/proc") else {
-            return;
-        };
-        for p in procs.flatten() {
-            let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
-                continue;
-            };
+        for pid in super::numbered_entries("/proc") {
             let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
                 continue;
             };
