@@ -722,9 +722,7 @@ impl Engine {
                 }
                 // a timer's clause may print stacks (`printa()` in `tick-5s`)
                 if self.next_timer().is_some_and(|(_, due)| due <= ev.time_ns) {
-                    if let Some(n) = scratch.names.as_mut().and_then(|n| n.current(state)) {
-                        self.consumer.symbols = Box::new(n);
-                    }
+                    current_names(&mut scratch.names, &mut self.consumer, state);
                 }
                 self.advance_to(ev.time_ns);
                 if !interest.borrow().may_fire(ev) {
@@ -737,13 +735,7 @@ impl Engine {
         );
         // the trace's clock ends at its last record, delivered or stepped over
         if let Some(t) = end.filter(|_| !self.done()) {
-            if let Some(n) = scratch
-                .names
-                .as_mut()
-                .and_then(|n| n.current(&source.state))
-            {
-                self.consumer.symbols = Box::new(n);
-            }
+            current_names(&mut scratch.names, &mut self.consumer, &source.state);
             self.advance_to(t);
         }
         source.stacks = stack_source.0;
@@ -843,12 +835,8 @@ impl Engine {
                 cx.stack = kstack;
                 cx.ustack = ustack;
             }
-            let mut current_names = |c: &mut Consumer| {
-                if let Some(n) = names.as_mut().and_then(|n| n.current(state)) {
-                    c.symbols = Box::new(n);
-                }
-            };
-            *fired += fire_runs(runs, consumer, probes, exit, &cx, &mut current_names);
+            let mut before_print = |c: &mut Consumer| current_names(names, c, state);
+            *fired += fire_runs(runs, consumer, probes, exit, &cx, &mut before_print);
         }
     }
 }
@@ -875,6 +863,18 @@ pub struct EventScratch {
     /// [`crate::etw::state::SystemState::processes_changed`] when they were built; its start
     /// time and parent.
     process: (Option<(u32, u64)>, u64, u64),
+}
+
+/// Gives `consumer` names of stack frames current with `state`, when a trace walk's `names`
+/// are not.
+fn current_names(
+    names: &mut Option<crate::sources::etl::WalkNames>,
+    consumer: &mut Consumer,
+    state: &crate::etw::state::SystemState,
+) {
+    if let Some(n) = names.as_mut().and_then(|n| n.current(state)) {
+        consumer.symbols = Box::new(n);
+    }
 }
 
 /// Runs one firing in every program that enabled its probe (see [`Engine::fire`]); returns
