@@ -165,10 +165,7 @@ fn frames_named_by_a_pdb_found_on_the_symbol_path() {
         dtx::symbols::pdb::pdb_identity(&place.join(&name)).unwrap(),
         (info.guid, info.age)
     );
-    let named = run(Some(format!(
-        "srv*{}*https://msdl.microsoft.com/download/symbols",
-        store.display()
-    )));
+    let named = run(Some(format!("srv*{}", store.display())));
     // line by line: the module's frames in a function of the stand-in are named by it, the
     // rest is unchanged
     let (p, n): (Vec<&str>, Vec<&str>) = (plain.lines().collect(), named.lines().collect());

@@ -62,6 +62,11 @@ pub trait SymbolResolver {
     fn user_func(&self, pid: u32, addr: u64) -> String {
         strip_offset(self.user(pid, addr))
     }
+    /// Readies the names of `frames` (a pid, None for the kernel; an address) about to be
+    /// printed together: a resolver that fetches symbol files may fetch them at once.
+    fn prefetch(&self, frames: &mut dyn Iterator<Item = (Option<u32>, u64)>) {
+        let _ = frames;
+    }
     /// A user address of process `pid` as a `ustack()` frame lookup.
     fn user_lookup(&self, pid: u32, addr: u64) -> crate::output::stack::Lookup {
         let _ = (pid, addr);

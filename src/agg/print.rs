@@ -118,7 +118,9 @@ pub(crate) fn print_agg_entries(
     out: &mut Vec<u8>,
 ) {
     let ex = extra(a, opts);
-    for i in sort::sorted_entries(a, opts) {
+    let order = sort::sorted_entries(a, opts);
+    prefetch(a, &order, syms);
+    for i in order {
         let keys: Vec<KeyRef> = key::iter(a.key(i)).collect();
         let packed = ex.hist.is_some() || ex.pack.is_some();
         if packed && st.header_for != Some(a as *const Agg) {
@@ -181,6 +183,27 @@ pub(crate) fn print_agg_entries(
 }
 
 /// printa(@a, @b, ...) without a format.
+/// Readies the names of every frame and symbol the entries' keys print (see
+/// [`SymbolResolver::prefetch`]).
+fn prefetch(a: &Agg, order: &[usize], syms: &dyn SymbolResolver) {
+    let mut frames = order.iter().flat_map(|&i| {
+        key::iter(a.key(i)).flat_map(|k| -> Vec<(Option<u32>, u64)> {
+            match k {
+                KeyRef::Stack { frames, user, pid } => key::frames(frames)
+                    .take_while(|&pc| pc != 0)
+                    .map(|pc| (user.then_some(pid), pc))
+                    .collect(),
+                KeyRef::Sym(a) | KeyRef::Mod(a) => vec![(None, a)],
+                KeyRef::Usym { addr, pid } | KeyRef::Umod { addr, pid } => {
+                    vec![(Some(pid), addr)]
+                }
+                _ => Vec::new(),
+            }
+        })
+    });
+    syms.prefetch(&mut frames);
+}
+
 pub(crate) fn print_joined(
     aggs: &[&Agg],
     opts: &SortOptions,

@@ -161,6 +161,8 @@ pub struct Args {
     pub operands: Vec<String>,
     /// `--tui`
     pub tui: bool,
+    /// `--symbols`: the symbols report of a trace (`-E`) or a process (`-p`), not a run
+    pub symbols: bool,
     /// `--theme NAME`
     pub theme: Option<String>,
     /// `--keys FILE`: the console's key bindings.
@@ -443,6 +445,7 @@ pub fn parse(args: &[OsString]) -> Result<Args, UsageError> {
                         return Ok(out);
                     }
                     ("tui", None) => out.tui = true,
+                    ("symbols", None) => out.symbols = true,
                     ("theme", Some(v)) => out.theme = Some(v),
                     ("keys", Some(v)) => out.keys = Some(v),
                     (opt @ ("theme" | "keys"), None) => {

@@ -4,6 +4,7 @@ pub mod args;
 mod enabling;
 mod listing;
 mod merge;
+mod symbols;
 mod target;
 mod traces;
 
@@ -81,6 +82,19 @@ pub fn main(argv: Vec<OsString>) -> i32 {
     if args.version {
         println!("{}", args::version_text(prog));
         return EXIT_OK;
+    }
+    // `-x sympath=...`: the symbol path of this run, for every PDB store made from now on
+    if let Some((_, Some(path))) = args.xopts.iter().rev().find(|(n, _)| n == "sympath") {
+        crate::symbols::pdb::set_run_symbol_path(path);
+    }
+    if args.symbols {
+        return match symbols::report(prog, &args) {
+            Ok(code) => code,
+            Err(msg) => {
+                fatal(prog, &msg);
+                EXIT_ERROR
+            }
+        };
     }
     if let Some(e) = args.unsupported_error(prog) {
         if let Some(m) = &e.message {

@@ -168,6 +168,8 @@ pub const OPTIONS: &[OptionDef] = &[
     ct("stdc", OptKind::Enum(&["a", "c", "s", "t"])),
     ct("strip", OptKind::Flag),
     ct("syslibdir", OptKind::Str),
+    // dtx: the symbol path of the run, in place of _NT_SYMBOL_PATH (docs/symbols.md)
+    ct("sympath", OptKind::Str),
     ct("tree", OptKind::Int { min: 1 }),
     ct("tregs", OptKind::Int { min: 1 }),
     ct("udefs", OptKind::Flag),

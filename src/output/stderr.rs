@@ -94,6 +94,34 @@ pub fn write(text: &str) {
     }
 }
 
+/// The status text of long work (symbol downloads), for the console's status line.
+static STATUS: Mutex<Option<String>> = Mutex::new(None);
+
+/// Shows `text` as the status of long work, or takes it away (`None`): while the console
+/// captures, the console's status line shows it ([`status_text`]); else, only when stderr is a
+/// terminal, it is one line rewritten in place (a file or a pipe never gets it).
+pub fn status(text: Option<&str>) {
+    *STATUS.lock().unwrap_or_else(|e| e.into_inner()) = text.map(str::to_string);
+    if SINK.held().is_some() {
+        return;
+    }
+    use std::io::IsTerminal;
+    let mut err = std::io::stderr().lock();
+    if !err.is_terminal() {
+        return;
+    }
+    let _ = match text {
+        Some(t) => write!(err, "\r{t}\x1b[K"),
+        None => write!(err, "\r\x1b[K"),
+    };
+    let _ = err.flush();
+}
+
+/// The status of long work being done, if any (see [`status`]).
+pub fn status_text() -> Option<String> {
+    STATUS.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
 /// Writes one line, `{prog}: {line}`, `prog` being the program's name (`dtx`).
 pub fn say(prog: &str, line: impl std::fmt::Display) {
     write(&format!("{prog}: {line}\n"));

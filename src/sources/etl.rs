@@ -394,6 +394,33 @@ impl TraceSource {
         state
     }
 
+    /// Every frame of the trace's StackWalk records (the stacks the kernel logs for its
+    /// events and for the providers that ask for them): the process the stack was taken in
+    /// (the kernel's frames are given with `None`) and the address.
+    pub fn each_stack_frame(&self, mut f: impl FnMut(Option<u32>, u64)) {
+        let mut it = self.file.events().kernel_groups_only(&[STACK_WALK]);
+        while let Some(r) = it.next_event() {
+            let Ok(ev) = r else { continue };
+            // StackWalk_Event: EventTimeStamp (8), StackProcess (4), StackThread (4), frames
+            if ev.kernel_group != Some(STACK_WALK) || ev.opcode != 32 || ev.payload.len() < 16 {
+                continue;
+            }
+            let pid =
+                u32::from_le_bytes([ev.payload[8], ev.payload[9], ev.payload[10], ev.payload[11]]);
+            let width = if ev.pointer_size == 4 { 4 } else { 8 };
+            for c in ev.payload[16..].chunks_exact(width) {
+                let mut b = [0u8; 8];
+                b[..width].copy_from_slice(c);
+                let pc = u64::from_le_bytes(b);
+                if pc == 0 {
+                    continue;
+                }
+                let kernel = crate::etw::is_kernel_address(pc, ev.pointer_size);
+                f((!kernel).then_some(pid), pc);
+            }
+        }
+    }
+
     /// How often each probe of the ETW providers fires over the whole trace (by probe id): what
     /// the console's probe browser shows next to each probe.
     pub fn probe_counts(&mut self, probes: &EtwProbes) -> std::collections::HashMap<u64, u64> {

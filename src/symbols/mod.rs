@@ -12,6 +12,7 @@ pub mod live;
 pub mod maps;
 pub mod pdb;
 pub mod pe;
+pub mod symsrv;
 pub mod trace;
 pub mod unwind_info;
 

@@ -4,8 +4,10 @@
 //! search for the matching PDB: the recorded path, beside the image, then the symbol path
 //! (`_NT_ALT_SYMBOL_PATH`, `_NT_SYMBOL_PATH`: plain folders, `srv*cache*url`, `cache*dir`,
 //! `symsrv*symsrv.dll*cache*url`, their local stores in the symbol server's
-//! `name.pdb/<GUID><age>/name.pdb` layout). Nothing is downloaded: a PDB not already in a local
-//! store is not found. Only a PDB whose GUID and age match the image's is used.
+//! `name.pdb/<GUID><age>/name.pdb` layout). [`find_pdb`] looks only on this machine; the
+//! symbol servers a path names are asked by [`super::symsrv`] (through the PDB store of a
+//! trace or live session, `super::trace::PdbStore`). Only a PDB whose GUID and age match the
+//! image's is used.
 //!
 //! Read with `pdb2` (the maintained fork of the `pdb` crate): its address map applies OMAP
 //! (images rewritten after linking) and the section headers the PDB records. Platform-neutral:
@@ -285,64 +287,104 @@ pub enum SymbolPathEntry {
     /// A plain folder: `dir\name.pdb`, `dir\<ext>\name.pdb`, `dir\symbols\<ext>\name.pdb`, or a
     /// symbol store laid out in it.
     Folder(PathBuf),
-    /// Local symbol stores (the downstream caches of `srv*`/`symsrv*`, and `cache*` folders):
-    /// `store\name.pdb\<GUID><age>\name.pdb` (or the two-tier `index2.txt` layout). Servers
-    /// named by URL are not contacted.
+    /// Local symbol stores (the folders of `srv*`/`symsrv*` chains, the per-user cache a chain
+    /// without one gets, and `cache*` folders):
+    /// `store\name.pdb\<GUID><age>\name.pdb` (or the two-tier `index2.txt` layout).
     Stores(Vec<PathBuf>),
 }
 
-/// A parsed `_NT_SYMBOL_PATH`.
+/// A parsed `_NT_SYMBOL_PATH`: the local places, searched first, then the HTTP symbol
+/// servers (see [`super::symsrv`]), asked only for a PDB no local place has.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SymbolPath {
     pub entries: Vec<SymbolPathEntry>,
+    pub servers: Vec<super::symsrv::Server>,
 }
 
-fn is_url(s: &str) -> bool {
-    let l = s.to_ascii_lowercase();
-    l.starts_with("http://") || l.starts_with("https://") || l.starts_with("\\\\?\\http")
+/// The symbol path `-x sympath=...` sets for the run, in place of the environment's.
+static OVERRIDE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Sets the symbol path of this run (`-x sympath=...`), used in place of
+/// `_NT_ALT_SYMBOL_PATH` / `_NT_SYMBOL_PATH`. Only the first call counts.
+pub fn set_run_symbol_path(text: &str) {
+    let _ = OVERRIDE.set(text.to_string());
 }
 
 impl SymbolPath {
-    /// Parses `;`-separated elements: `srv*[cache*...]*url`, `symsrv*dll*[cache*...]*url`,
-    /// `cache*[dir]`, and plain folders. Empty elements are skipped.
+    /// Parses `;`-separated elements: `srv*[store*...]*url`, `symsrv*dll*[store*...]*url`,
+    /// `cache*[dir]`, and plain folders (see [`super::symsrv::grammar`]). Empty elements are
+    /// skipped.
     pub fn parse(text: &str) -> SymbolPath {
-        let mut entries = Vec::new();
-        for el in text.split(';').map(str::trim).filter(|e| !e.is_empty()) {
-            let parts: Vec<&str> = el.split('*').collect();
-            let head = parts[0].to_ascii_lowercase();
-            let stores: Option<Vec<&str>> = match head.as_str() {
-                "srv" => Some(parts[1..].to_vec()),
-                "symsrv" => Some(parts.get(2..).map(|p| p.to_vec()).unwrap_or_default()),
-                "cache" => Some(parts[1..].to_vec()),
-                _ => None,
-            };
-            match stores {
-                Some(list) => {
-                    let dirs: Vec<PathBuf> = list
-                        .into_iter()
-                        .filter(|p| !p.is_empty() && !is_url(p))
-                        .map(PathBuf::from)
-                        .collect();
-                    if !dirs.is_empty() {
-                        entries.push(SymbolPathEntry::Stores(dirs));
+        use super::symsrv::grammar::{Element, Store};
+        let mut p = SymbolPath::default();
+        // the folder of the last `cache*` element: where servers after it put what they give
+        let mut cache: Option<PathBuf> = None;
+        for el in super::symsrv::grammar::parse(text) {
+            match el {
+                Element::Folder(d) => p.entries.push(SymbolPathEntry::Folder(d)),
+                Element::Cache(d) => {
+                    if let Some(d) = d.or_else(super::symsrv::cache::default_dir) {
+                        p.entries.push(SymbolPathEntry::Stores(vec![d.clone()]));
+                        cache = Some(d);
                     }
                 }
-                None if parts.len() == 1 => entries.push(SymbolPathEntry::Folder(el.into())),
-                None => {}
-            }
-        }
-        SymbolPath { entries }
-    }
-
-    /// `_NT_ALT_SYMBOL_PATH` then `_NT_SYMBOL_PATH`, as the debuggers search them.
-    pub fn from_env() -> SymbolPath {
-        let mut p = SymbolPath::default();
-        for var in ["_NT_ALT_SYMBOL_PATH", "_NT_SYMBOL_PATH"] {
-            if let Ok(v) = std::env::var(var) {
-                p.entries.extend(SymbolPath::parse(&v).entries);
+                Element::Chain(stores) => {
+                    let mut local: Vec<PathBuf> = Vec::new();
+                    for st in stores {
+                        match st {
+                            Store::Dir(d) => local.push(d),
+                            Store::Http(url) => {
+                                let (downstream, default_cache) = if !local.is_empty() {
+                                    (local.clone(), false)
+                                } else if let Some(c) = &cache {
+                                    (vec![c.clone()], false)
+                                } else {
+                                    let Some(d) = super::symsrv::cache::default_dir() else {
+                                        continue;
+                                    };
+                                    local.push(d.clone());
+                                    (vec![d], true)
+                                };
+                                p.servers.push(super::symsrv::Server {
+                                    url,
+                                    downstream,
+                                    default_cache,
+                                });
+                            }
+                        }
+                    }
+                    if !local.is_empty() {
+                        p.entries.push(SymbolPathEntry::Stores(local));
+                    }
+                }
             }
         }
         p
+    }
+
+    /// The run's symbol path (`-x sympath`), else `_NT_ALT_SYMBOL_PATH` then
+    /// `_NT_SYMBOL_PATH`, as the debuggers search them.
+    pub fn from_env() -> SymbolPath {
+        if let Some(text) = OVERRIDE.get() {
+            return SymbolPath::parse(text);
+        }
+        let mut p = SymbolPath::default();
+        for var in ["_NT_ALT_SYMBOL_PATH", "_NT_SYMBOL_PATH"] {
+            if let Ok(v) = std::env::var(var) {
+                let more = SymbolPath::parse(&v);
+                p.entries.extend(more.entries);
+                p.servers.extend(more.servers);
+            }
+        }
+        p
+    }
+
+    /// Whether `path` lies in one of this path's stores (a cache) rather than a plain folder.
+    pub fn in_store(&self, path: &Path) -> bool {
+        self.entries.iter().any(|e| match e {
+            SymbolPathEntry::Stores(dirs) => dirs.iter().any(|d| path.starts_with(d)),
+            SymbolPathEntry::Folder(_) => false,
+        })
     }
 
     /// The places this path would look for `id`'s PDB, in order (existing or not).
@@ -639,15 +681,52 @@ pub(crate) mod tests {
             r"C:\syms; srv*C:\cache*https://msdl.microsoft.com/download/symbols;;cache*D:\c;",
             r"symsrv*symsrv.dll*E:\store*F:\second*http://x;srv*https://only.url;cache*",
         ));
+        let default = crate::symbols::symsrv::cache::default_dir();
+        let mut want = vec![
+            SymbolPathEntry::Folder(r"C:\syms".into()),
+            SymbolPathEntry::Stores(vec![r"C:\cache".into()]),
+            SymbolPathEntry::Stores(vec![r"D:\c".into()]),
+            SymbolPathEntry::Stores(vec![r"E:\store".into(), r"F:\second".into()]),
+        ];
+        want.extend(
+            default
+                .iter()
+                .map(|d| SymbolPathEntry::Stores(vec![d.clone()])),
+        );
+        assert_eq!(p.entries, want);
+        let server = |url: &str, downstream: Vec<PathBuf>| crate::symbols::symsrv::Server {
+            url: url.into(),
+            downstream,
+            default_cache: false,
+        };
+        // the server after `cache*D:\c` fills it; the others their chains' folders
         assert_eq!(
-            p.entries,
+            p.servers,
             vec![
-                SymbolPathEntry::Folder(r"C:\syms".into()),
-                SymbolPathEntry::Stores(vec![r"C:\cache".into()]),
-                SymbolPathEntry::Stores(vec![r"D:\c".into()]),
-                SymbolPathEntry::Stores(vec![r"E:\store".into(), r"F:\second".into()]),
+                server(
+                    "https://msdl.microsoft.com/download/symbols",
+                    vec![r"C:\cache".into()]
+                ),
+                server("http://x", vec![r"E:\store".into(), r"F:\second".into()]),
+                server("https://only.url", vec![r"D:\c".into()]),
             ]
         );
+        // a server alone gets the per-user cache
+        let alone = SymbolPath::parse("srv*http://127.0.0.1:1");
+        if let Some(d) = default {
+            assert_eq!(
+                alone.entries,
+                vec![SymbolPathEntry::Stores(vec![d.clone()])]
+            );
+            assert_eq!(
+                alone.servers,
+                vec![crate::symbols::symsrv::Server {
+                    url: "http://127.0.0.1:1".into(),
+                    downstream: vec![d],
+                    default_cache: true,
+                }]
+            );
+        }
         let id = PdbId {
             guid: Guid {
                 data1: 0xf5124713,
@@ -755,10 +834,7 @@ pub(crate) mod tests {
         std::fs::create_dir_all(place.parent().unwrap()).unwrap();
         let elsewhere = tempfile::tempdir().unwrap();
         let img_elsewhere = elsewhere.path().join("storeprog.exe");
-        let sp = SymbolPath::parse(&format!(
-            "srv*{}*https://msdl.microsoft.com/download/symbols",
-            cache.path().display()
-        ));
+        let sp = SymbolPath::parse(&format!("srv*{}", cache.path().display()));
         // a PDB of another build in the store's place is rejected
         std::fs::copy(&other_pdb, &place).unwrap();
         assert_eq!(find_pdb(&id, Some(&img_elsewhere), &sp), None);

@@ -6,6 +6,7 @@
 //! `module+0xoffset`. Kernel modules are the images of process 0.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use super::pdb::{PdbId, PdbSymbols, SymbolPath};
@@ -23,31 +24,140 @@ struct Module {
 }
 
 /// An image's PDB, looked for on the symbol path the first time a frame of the image is named
-/// (a trace loads hundreds of images; most runs name the frames of few or none).
+/// (a trace loads hundreds of images; most runs name the frames of few or none): on this
+/// machine first, then on the path's symbol servers.
 #[derive(Clone)]
 struct LazyPdb {
     id: PdbId,
     image_path: String,
     cache: Arc<Mutex<PdbCache>>,
-    found: OnceLock<Option<Arc<PdbSymbols>>>,
+    found: OnceLock<Found>,
+}
+
+/// Where an image's PDB came from, for the symbols report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PdbOrigin {
+    /// A plain folder, the path the image records, beside the image.
+    Local(PathBuf),
+    /// A symbol store or cache of the symbol path.
+    Cache(PathBuf),
+    /// Downloaded from a symbol server this run (the URL), into the path.
+    Downloaded(String, PathBuf),
+    /// Not found: why.
+    Missing(String),
+}
+
+/// A PDB looked for: its functions when found and read, and where it came from.
+#[derive(Clone, Debug)]
+struct Found {
+    symbols: Option<Arc<PdbSymbols>>,
+    origin: PdbOrigin,
 }
 
 impl LazyPdb {
-    fn get(&self) -> Option<&PdbSymbols> {
-        self.found
-            .get_or_init(|| match self.cache.lock() {
-                Ok(mut c) => c.symbols(&self.id, &self.image_path),
+    fn found(&self) -> &Found {
+        self.found.get_or_init(|| {
+            // the store's lock is held only to find the identity's slot: looking (a
+            // download) runs unlocked, so that images are fetched in parallel
+            let slot = match self.cache.lock() {
+                Ok(mut c) => {
+                    let path = c.path.clone();
+                    let cell = c
+                        .read
+                        .entry((self.id.guid, self.id.age))
+                        .or_default()
+                        .clone();
+                    Some((path, cell))
+                }
                 Err(_) => None,
-            })
-            .as_deref()
+            };
+            match slot {
+                Some((path, cell)) => cell
+                    .get_or_init(|| look(&path, &self.id, &self.image_path))
+                    .clone(),
+                None => Found {
+                    symbols: None,
+                    origin: PdbOrigin::Missing("the PDB store failed".into()),
+                },
+            }
+        })
     }
+
+    fn get(&self) -> Option<&PdbSymbols> {
+        self.found().symbols.as_deref()
+    }
+}
+
+/// Looks for `id`'s PDB: on this machine ([`super::pdb::find_pdb`]), then on the symbol
+/// path's servers. Says once per run how to name a server when a PDB is missing and the path
+/// names none.
+fn look(path: &SymbolPath, id: &PdbId, image_path: &str) -> Found {
+    let read = |at: &std::path::Path| super::pdb::read(at, Some(id)).map(Arc::new);
+    if let Some(at) = super::pdb::find_pdb(id, Some(std::path::Path::new(image_path)), path) {
+        let origin = if path.in_store(&at) {
+            PdbOrigin::Cache(at.clone())
+        } else {
+            PdbOrigin::Local(at.clone())
+        };
+        return match read(&at) {
+            Ok(s) => Found {
+                symbols: Some(s),
+                origin,
+            },
+            Err(e) => Found {
+                symbols: None,
+                origin: PdbOrigin::Missing(e),
+            },
+        };
+    }
+    if path.servers.is_empty() {
+        hint_no_server(id);
+        return Found {
+            symbols: None,
+            origin: PdbOrigin::Missing(
+                "not on this machine, and the symbol path names no symbol server".into(),
+            ),
+        };
+    }
+    match super::symsrv::fetch(id, &path.servers) {
+        Ok(d) => match read(&d.path) {
+            Ok(s) => Found {
+                symbols: Some(s),
+                origin: PdbOrigin::Downloaded(d.url, d.path),
+            },
+            Err(e) => Found {
+                symbols: None,
+                origin: PdbOrigin::Missing(e),
+            },
+        },
+        Err(why) => Found {
+            symbols: None,
+            origin: PdbOrigin::Missing(why),
+        },
+    }
+}
+
+/// Says once per run that frames go unnamed for want of a PDB, and how to name a server.
+fn hint_no_server(id: &PdbId) {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
+    let ms = super::symsrv::MICROSOFT;
+    crate::output::stderr::say(
+        "dtx",
+        format!(
+            "no PDB for {} here, and the symbol path names no symbol server: its frames print as module+offset. To download PDBs, set _NT_SYMBOL_PATH=srv*<cache folder>*{ms} (Microsoft's public server), or for one run: -x sympath=srv*{ms}",
+            id.file_name()
+        ),
+    );
 }
 
 impl std::fmt::Debug for LazyPdb {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LazyPdb")
             .field("id", &self.id)
-            .field("found", &self.found.get().map(Option::is_some))
+            .field("found", &self.found.get().map(|f| f.symbols.is_some()))
             .finish()
     }
 }
@@ -61,34 +171,37 @@ impl PdbStore {
     /// A store that looks for PDBs on `path` (or at the path the trace records for each).
     pub fn new(path: SymbolPath) -> PdbStore {
         PdbStore(Arc::new(Mutex::new(PdbCache {
-            path,
+            path: Arc::new(path),
             read: HashMap::new(),
         })))
     }
 
-    /// A store over `_NT_ALT_SYMBOL_PATH` / `_NT_SYMBOL_PATH`.
+    /// Where `id`'s PDB comes from (looking for it now if this store has not yet: on this
+    /// machine, then on the path's servers); `image_path`: the image's file.
+    pub fn origin(&self, id: &PdbId, image_path: &str) -> PdbOrigin {
+        LazyPdb {
+            id: id.clone(),
+            image_path: image_path.to_string(),
+            cache: self.0.clone(),
+            found: OnceLock::new(),
+        }
+        .found()
+        .origin
+        .clone()
+    }
+
+    /// A store over the run's symbol path (`-x sympath`, else `_NT_ALT_SYMBOL_PATH` /
+    /// `_NT_SYMBOL_PATH`).
     pub fn from_env() -> PdbStore {
         PdbStore::new(SymbolPath::from_env())
     }
 }
 
+/// What a store has looked for, by (GUID, age): each slot is filled once, by the first
+/// resolver that needs it (a miss is remembered for the run as well as a find).
 struct PdbCache {
-    path: SymbolPath,
-    read: HashMap<(crate::etw::record::Guid, u32), Option<Arc<PdbSymbols>>>,
-}
-
-impl PdbCache {
-    fn symbols(&mut self, id: &PdbId, image_path: &str) -> Option<Arc<PdbSymbols>> {
-        let path = &self.path;
-        self.read
-            .entry((id.guid, id.age))
-            .or_insert_with(|| {
-                let image_path = std::path::Path::new(image_path);
-                let found = super::pdb::find_pdb(id, Some(image_path), path)?;
-                super::pdb::read(&found, Some(id)).ok().map(Arc::new)
-            })
-            .clone()
-    }
+    path: Arc<SymbolPath>,
+    read: HashMap<(crate::etw::record::Guid, u32), Arc<OnceLock<Found>>>,
 }
 
 /// The modules of a trace's processes, as the trace knew them when this was taken.
@@ -261,6 +374,9 @@ impl TraceSymbols {
 }
 
 impl SymbolResolver for TraceSymbols {
+    fn prefetch(&self, frames: &mut dyn Iterator<Item = (Option<u32>, u64)>) {
+        TraceSymbols::prefetch(self, frames)
+    }
     fn kernel(&self, addr: u64) -> String {
         self.text(None, addr)
     }
@@ -316,6 +432,58 @@ impl TraceSymbols {
             m.base,
             function_of(m, addr).map(|(f, _)| f),
         ))
+    }
+}
+
+/// How many PDBs are looked for (downloaded) at once when a batch of frames is named.
+pub const PARALLEL: usize = 4;
+
+impl TraceSymbols {
+    /// The image a frame falls in (`pid` None: the kernel's), and its PDB identity when the
+    /// trace gives one: what the symbols report counts frames by.
+    pub fn image_at(&self, pid: Option<u32>, addr: u64) -> Option<(&str, u64, Option<&PdbId>)> {
+        let m = self.module(pid, addr)?;
+        Some((m.name.as_str(), m.base, m.pdb.as_ref().map(|p| &p.id)))
+    }
+
+    /// Where the PDB of the image holding the frame came from (looking for it now if it was
+    /// not yet: downloading it when the symbol path names a server). None: no image, or the
+    /// trace gives its PDB no identity.
+    pub fn pdb_origin(&self, pid: Option<u32>, addr: u64) -> Option<PdbOrigin> {
+        let m = self.module(pid, addr)?;
+        Some(m.pdb.as_ref()?.found().origin.clone())
+    }
+
+    /// Looks for the PDBs of the images `frames` fall in that were not looked for yet, up to
+    /// [`PARALLEL`] at once, when the symbol path names a server (on this machine alone the
+    /// lookups are quick, and are left to the first frame that needs each): the PDBs a batch
+    /// of frames about to be printed needs arrive together instead of one after another.
+    pub fn prefetch(&self, frames: &mut dyn Iterator<Item = (Option<u32>, u64)>) {
+        let mut due: Vec<&LazyPdb> = Vec::new();
+        for (pid, addr) in frames {
+            let Some(p) = self.module(pid, addr).and_then(|m| m.pdb.as_ref()) else {
+                continue;
+            };
+            if p.found.get().is_none() && !due.iter().any(|d| d.id == p.id) {
+                due.push(p);
+            }
+        }
+        let servers = due
+            .first()
+            .and_then(|p| p.cache.lock().ok().map(|c| !c.path.servers.is_empty()));
+        if due.len() < 2 || servers != Some(true) {
+            return;
+        }
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..PARALLEL.min(due.len()) {
+                s.spawn(|| loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(p) = due.get(i) else { break };
+                    p.found();
+                });
+            }
+        });
     }
 }
 
@@ -392,10 +560,7 @@ mod tests {
             ],
             ..Default::default()
         };
-        let pdbs = Arc::new(Mutex::new(PdbCache {
-            path: SymbolPath::parse(""),
-            read: HashMap::new(),
-        }));
+        let pdbs = PdbStore::new(SymbolPath::parse("")).0;
         let t = TraceSymbols {
             user: [(7, modules(newest_first(&[&newer, &older]), &pdbs))]
                 .into_iter()
@@ -437,14 +602,7 @@ mod tests {
             }),
             ..Default::default()
         };
-        let cache_of = |path: &str| {
-            Arc::new(Mutex::new(PdbCache {
-                path: SymbolPath::parse(&format!(
-                    "srv*{path}*https://msdl.microsoft.com/download/symbols"
-                )),
-                read: HashMap::new(),
-            }))
-        };
+        let cache_of = |path: &str| PdbStore::new(SymbolPath::parse(&format!("srv*{path}"))).0;
         let pdbs = cache_of(&cache.path().display().to_string());
         let imgs = [image(id.age)];
         let t = TraceSymbols {

@@ -1,0 +1,184 @@
+//! `dtx --symbols`: for each image that frames fall in, its PDB identity, how many frames,
+//! and where its PDB came from (found on this machine, in a symbol cache, downloaded, or
+//! missing and why): symchk's answer to "why are my frames unnamed?". Over a trace (`-E`),
+//! the frames are those of its StackWalk records, the kernel's images included; for a
+//! process (`-p PID`, Windows), every image it has loaded. PDBs are looked for, and fetched
+//! when the symbol path names a server, only for the images listed.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use super::args::Args;
+use crate::symbols::pdb::PdbId;
+use crate::symbols::trace::PdbOrigin;
+
+/// One line of the report.
+struct Row {
+    module: String,
+    id: Option<PdbId>,
+    frames: Option<u64>,
+    origin: PdbOrigin,
+}
+
+pub fn report(prog: &str, args: &Args) -> Result<i32, String> {
+    let _ = prog;
+    let rows = match (args.etl_files.as_slice(), args.pids.as_slice()) {
+        ([one], []) => trace_rows(&one.to_string_lossy())?,
+        ([], [pid]) => process_rows(pid)?,
+        _ => {
+            return Err(
+                "--symbols reports on one trace (--symbols -E file.etl) or one process (--symbols -p PID)"
+                    .into(),
+            )
+        }
+    };
+    let mut out = String::new();
+    print_rows(&rows, &mut out);
+    print!("{out}");
+    Ok(0)
+}
+
+fn trace_rows(path: &str) -> Result<Vec<Row>, String> {
+    let src = crate::sources::etl::TraceSource::open(path).map_err(|e| e.to_string())?;
+    #[allow(unused_mut)]
+    let mut state = src.kernel_images();
+    #[cfg(windows)]
+    crate::symbols::trace::identify_from_this_machine(&mut state, true);
+    let symbols = crate::symbols::TraceSymbols::with_store(&state, &src.pdbs);
+    // frames by image (its name and PDB identity), with one frame of each to look it up by
+    let mut by_image: HashMap<
+        (String, Option<(crate::etw::record::Guid, u32)>),
+        (u64, Option<u32>, u64, Option<PdbId>),
+    > = HashMap::new();
+    let mut outside = 0u64;
+    src.each_stack_frame(|pid, pc| match symbols.image_at(pid, pc) {
+        Some((name, _, id)) => {
+            let key = (name.to_string(), id.map(|i| (i.guid, i.age)));
+            by_image
+                .entry(key)
+                .or_insert_with(|| (0, pid, pc, id.cloned()))
+                .0 += 1;
+        }
+        None => outside += 1,
+    });
+    let mut images: Vec<_> = by_image.into_iter().collect();
+    images.sort_by(|a, b| b.1 .0.cmp(&a.1 .0).then(a.0 .0.cmp(&b.0 .0)));
+    // the PDBs are looked for (fetched) together
+    symbols.prefetch(&mut images.iter().map(|(_, (_, pid, pc, _))| (*pid, *pc)));
+    let mut rows: Vec<Row> = images
+        .into_iter()
+        .map(|((module, _), (n, pid, pc, id))| Row {
+            module,
+            frames: Some(n),
+            origin: symbols.pdb_origin(pid, pc).unwrap_or_else(|| {
+                PdbOrigin::Missing(
+                    "the trace gives no PDB identity for this image (no ImageID DbgID_RSDS record; merge the trace with xperf -merge or record it with the image identities)"
+                        .into(),
+                )
+            }),
+            id,
+        })
+        .collect();
+    if outside > 0 {
+        rows.push(Row {
+            module: "(no image)".into(),
+            id: None,
+            frames: Some(outside),
+            origin: PdbOrigin::Missing("no image of the trace holds these addresses".into()),
+        });
+    }
+    Ok(rows)
+}
+
+#[cfg(windows)]
+fn process_rows(pid: &str) -> Result<Vec<Row>, String> {
+    use crate::providers::pid::ProcessReader;
+    let n: u32 = pid
+        .trim()
+        .parse()
+        .map_err(|_| format!("{pid}: not a process ID"))?;
+    let (maps, _) = crate::sources::debugger::windows::ModuleReader.maps(n)?;
+    let store = crate::symbols::PdbStore::from_env();
+    let mut rows = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for m in crate::symbols::parse_maps(&maps) {
+        if !seen.insert(m.path.clone()) {
+            continue;
+        }
+        let module = crate::output::stack::basename(&m.path).to_string();
+        let id =
+            crate::symbols::pdb::pdb_info_from_file(std::path::Path::new(&m.path)).map(|i| PdbId {
+                guid: i.guid,
+                age: i.age,
+                path: i.file_name,
+            });
+        let origin = match &id {
+            Some(id) => store.origin(id, &m.path),
+            None => PdbOrigin::Missing("the image names no PDB (no CodeView record)".into()),
+        };
+        rows.push(Row {
+            module,
+            id,
+            frames: None,
+            origin,
+        });
+    }
+    Ok(rows)
+}
+
+#[cfg(not(windows))]
+fn process_rows(pid: &str) -> Result<Vec<Row>, String> {
+    Err(format!(
+        "--symbols -p {pid}: the images of a live process are reported on Windows (here: --symbols -E trace.etl)"
+    ))
+}
+
+fn origin_text(o: &PdbOrigin) -> String {
+    match o {
+        PdbOrigin::Local(p) => format!("local {}", p.display()),
+        PdbOrigin::Cache(p) => format!("cache {}", p.display()),
+        PdbOrigin::Downloaded(url, p) => format!("downloaded {url} -> {}", p.display()),
+        PdbOrigin::Missing(why) => format!("missing: {why}"),
+    }
+}
+
+fn print_rows(rows: &[Row], out: &mut String) {
+    let _ = writeln!(
+        out,
+        "{:<28} {:>9}  {:<48}  PDB",
+        "MODULE", "FRAMES", "PDB IDENTITY"
+    );
+    let (mut frames, mut named) = (0u64, 0u64);
+    for r in rows {
+        let id =
+            r.id.as_ref()
+                .map(|i| format!("{} {}", i.file_name(), i.store_key()))
+                .unwrap_or_else(|| "-".into());
+        let n = r.frames.map_or("-".to_string(), |n| n.to_string());
+        let _ = writeln!(
+            out,
+            "{:<28} {:>9}  {:<48}  {}",
+            r.module,
+            n,
+            id,
+            origin_text(&r.origin)
+        );
+        frames += r.frames.unwrap_or(0);
+        if !matches!(r.origin, PdbOrigin::Missing(_)) {
+            named += r.frames.unwrap_or(0);
+        }
+    }
+    let found = rows
+        .iter()
+        .filter(|r| !matches!(r.origin, PdbOrigin::Missing(_)))
+        .count();
+    if rows.iter().any(|r| r.frames.is_some()) {
+        let _ = writeln!(
+            out,
+            "{} images, {found} with their PDB; {frames} frames, {named} in images with their PDB",
+            rows.len()
+        );
+    } else {
+        let _ = writeln!(out, "{} images, {found} with their PDB", rows.len());
+    }
+}

@@ -1,0 +1,126 @@
+//! Writing a downloaded PDB into local symbol stores: the store layout
+//! (`store/name.pdb/<GUID><age>/name.pdb`), a temporary file in the store renamed into place
+//! once whole and checked (so no reader, this run or a later one, ever sees a partial or wrong
+//! file there), and the per-user cache a `srv*server` with no cache of its own gets.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::symbols::pdb::PdbId;
+
+/// Where `id`'s PDB lies in the store `store`.
+pub fn place(store: &Path, id: &PdbId) -> PathBuf {
+    let name = id.file_name();
+    store.join(name).join(id.store_key()).join(name)
+}
+
+/// The per-user symbol cache: `%LOCALAPPDATA%\dtx\symbols` on Windows,
+/// `~/Library/Caches/dtx/symbols` on macOS, `$XDG_CACHE_HOME/dtx/symbols` (else
+/// `~/.cache/dtx/symbols`) elsewhere. None when the environment names no home.
+pub fn default_dir() -> Option<PathBuf> {
+    let var = |v: &str| {
+        std::env::var_os(v)
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+    };
+    let base = if cfg!(windows) {
+        var("LOCALAPPDATA")
+    } else if cfg!(target_os = "macos") {
+        var("HOME").map(|h| h.join("Library").join("Caches"))
+    } else {
+        var("XDG_CACHE_HOME").or_else(|| var("HOME").map(|h| h.join(".cache")))
+    }?;
+    Some(base.join("dtx").join("symbols"))
+}
+
+/// A file being written in a store, removed unless [`Partial::keep`] renames it into place.
+pub struct Partial {
+    path: PathBuf,
+    file: Option<std::fs::File>,
+    /// What writes go to once the file is closed.
+    closed: std::io::Sink,
+}
+
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
+impl Partial {
+    /// A new temporary file at the top of `store` (made when missing), named so that no lookup
+    /// takes it for a symbol file.
+    pub fn new(store: &Path) -> Result<Partial, String> {
+        std::fs::create_dir_all(store).map_err(|e| format!("{}: {e}", store.display()))?;
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let path = store.join(format!(".dtx-{}-{n}.partial", std::process::id()));
+        let file = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(Partial {
+            path,
+            file: Some(file),
+            closed: std::io::sink(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn file(&mut self) -> &mut dyn std::io::Write {
+        match &mut self.file {
+            Some(f) => f,
+            None => &mut self.closed,
+        }
+    }
+
+    /// Checks the whole file: a PDB whose GUID or age is not `id`'s is refused (and removed).
+    pub fn check(&mut self, id: &PdbId) -> Result<(), String> {
+        if let Some(f) = self.file.take() {
+            f.sync_all()
+                .map_err(|e| format!("{}: {e}", self.path.display()))?;
+        }
+        let (guid, age) = crate::symbols::pdb::pdb_identity(&self.path)
+            .map_err(|_| "not a PDB file".to_string())?;
+        if guid != id.guid || age != id.age {
+            let got = PdbId {
+                guid,
+                age,
+                path: String::new(),
+            };
+            return Err(format!(
+                "a PDB of another build ({}, the image wants {}): refused",
+                got.store_key(),
+                id.store_key()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Renames the (checked) file to `id`'s place in `store` (the store it was made in).
+    pub fn keep(mut self, store: &Path, id: &PdbId) -> Result<PathBuf, String> {
+        self.file.take();
+        let to = place(store, id);
+        if let Some(dir) = to.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
+        std::fs::rename(&self.path, &to).map_err(|e| format!("{}: {e}", to.display()))?;
+        Ok(to)
+    }
+}
+
+impl Drop for Partial {
+    fn drop(&mut self) {
+        self.file.take();
+        // gone already when kept
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Copies the PDB at `from` into `id`'s place in `store`, through a temporary file there.
+pub fn copy_into(store: &Path, id: &PdbId, from: &Path) -> Result<PathBuf, String> {
+    let to = place(store, id);
+    if to.is_file() {
+        return Ok(to);
+    }
+    let mut part = Partial::new(store)?;
+    let mut src = std::fs::File::open(from).map_err(|e| format!("{}: {e}", from.display()))?;
+    std::io::copy(&mut src, part.file()).map_err(|e| format!("{}: {e}", store.display()))?;
+    part.check(id)?;
+    part.keep(store, id)
+}
