@@ -136,10 +136,23 @@ fn fetch_from(id: &PdbId, s: &Server) -> Result<Downloaded, String> {
             Err(why) => return Err(format!("{host}: {why}")),
         }
     }
-    Err(match refused {
-        Some(why) => format!("{host}: {why}"),
-        None => format!("{host}: not on the server"),
-    })
+    let why = match refused {
+        Some(why) => why,
+        None => format!("{name} {} is not there", id.store_key()),
+    };
+    say_once(
+        host,
+        &format!("{why} (the other PDBs it lacks are not said; dtx --symbols lists them)"),
+    );
+    Err(format!("{host}: {why}"))
+}
+
+/// Says one line about `host`, the first time only this run.
+fn say_once(host: &str, what: &str) {
+    if run().said.insert(host.to_string()) {
+        progress::clear();
+        crate::output::stderr::say("dtx", format!("symbol server {host}: {what}"));
+    }
 }
 
 fn say_default_cache(store: &Path) {
@@ -183,18 +196,13 @@ fn may_ask(url: &str, host: &str) -> Result<Option<ureq::Agent>, String> {
 /// nothing more.
 fn failed(host: &str, f: &http::Failure) -> String {
     let why = f.to_string();
-    let mut r = run();
     if f.server_down() {
-        r.down.insert(host.to_string(), why.clone());
+        run().down.insert(host.to_string(), why.clone());
     }
-    if r.said.insert(host.to_string()) {
-        drop(r);
-        progress::clear();
-        crate::output::stderr::say(
-            "dtx",
-            format!("symbol server {host}: {why}; frames it would name print as module+offset"),
-        );
-    }
+    say_once(
+        host,
+        &format!("{why}; frames it would name print as module+offset"),
+    );
     why
 }
 
