@@ -107,6 +107,17 @@ if [ "${DTX_WIN_SKIP_TESTS:-}" = 1 ]; then
     echo "windows-check: skipping the tests under Wine (DTX_WIN_SKIP_TESTS=1)"
     exit 0
 fi
+# the stand-in kernel PDB of tests/symbol_server.rs (served by the test over 127.0.0.1 to
+# dtx.exe), built here with clang + lld as the test would on Linux: no compiler runs under Wine
+SYMSRV_FIXTURES=$GNU_DIR/symsrv-fixtures
+mkdir -p "$SYMSRV_FIXTURES"
+printf 'int NtStandInCall(int x) { return x + 1; }\nint main(void) { return NtStandInCall(1); }\n' >"$SYMSRV_FIXTURES/standin.c"
+if clang --target=x86_64-w64-mingw32 -g -gcodeview -fuse-ld=lld \
+    -L"$(dirname "$(x86_64-w64-mingw32-gcc -print-libgcc-file-name)")" \
+    -Wl,--pdb="$SYMSRV_FIXTURES/standin.pdb" "$SYMSRV_FIXTURES/standin.c" -o "$SYMSRV_FIXTURES/standin.exe"; then
+    DTX_SYMSRV_FIXTURES=$(printf 'Z:%s' "$SYMSRV_FIXTURES" | tr / '\\')
+    export DTX_SYMSRV_FIXTURES
+fi
 # the library's unit tests, the binaries' and every integration test (each Linux-only test file
 # is compiled out for Windows; the rest skip with a message where a facility is missing)
 status=0
