@@ -12,7 +12,6 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 #[path = "../tests/support/synthetic_etl.rs"]
-#[allow(dead_code)]
 mod synthetic;
 
 #[path = "../tests/support/standin_pdb.rs"]

@@ -12,6 +12,12 @@ use super::args::Args;
 use crate::symbols::pdb::PdbId;
 use crate::symbols::trace::PdbOrigin;
 
+/// An image as the report counts it: its name and PDB identity.
+type ImageKey = (String, Option<(crate::etw::record::Guid, u32)>);
+
+/// Its frames, one of them (process, address) to look it up by, and its PDB identity.
+type Frames = (u64, Option<u32>, u64, Option<PdbId>);
+
 /// One line of the report.
 struct Row {
     module: String,
@@ -46,10 +52,7 @@ fn trace_rows(path: &str) -> Result<Vec<Row>, String> {
     crate::symbols::trace::identify_from_this_machine(&mut state, true);
     let symbols = crate::symbols::TraceSymbols::with_store(&state, &src.pdbs);
     // frames by image (its name and PDB identity), with one frame of each to look it up by
-    let mut by_image: HashMap<
-        (String, Option<(crate::etw::record::Guid, u32)>),
-        (u64, Option<u32>, u64, Option<PdbId>),
-    > = HashMap::new();
+    let mut by_image: HashMap<ImageKey, Frames> = HashMap::new();
     let mut outside = 0u64;
     src.each_stack_frame(|pid, pc| match symbols.image_at(pid, pc) {
         Some((name, _, id)) => {
