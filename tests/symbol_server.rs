@@ -610,5 +610,9 @@ fn symbol_server_report_over_the_xperf_trace() {
         .filter(|l| l.contains(" missing: ") || l.contains(" cache ") || l.contains(" local "))
         .count();
     assert!(rows > 5, "{report:?}");
-    assert!(report.last().unwrap().contains("frames"), "{report:?}");
+    let total = report.iter().find(|l| l.contains(" images, ")).unwrap();
+    assert!(
+        total.contains(" frames, 0 in images with their PDB"),
+        "{total}"
+    );
 }
