@@ -2,7 +2,8 @@
 //! and where its PDB came from (found on this machine, in a symbol cache, downloaded, or
 //! missing and why): symchk's answer to "why are my frames unnamed?". Over a trace (`-E`),
 //! the frames are those of its StackWalk records, the kernel's images included; for a
-//! process (`-p PID`, Windows), every image it has loaded. PDBs are looked for, and fetched
+//! process (`-p PID`, Windows), every image it has loaded; alone (Windows, elevated), the
+//! running kernel's modules. PDBs are looked for, and fetched
 //! when the symbol path names a server, only for the images listed.
 
 use std::collections::HashMap;
@@ -31,9 +32,10 @@ pub fn report(prog: &str, args: &Args) -> Result<i32, String> {
     let rows = match (args.etl_files.as_slice(), args.pids.as_slice()) {
         ([one], []) => trace_rows(&one.to_string_lossy())?,
         ([], [pid]) => process_rows(pid)?,
+        ([], []) => kernel_rows()?,
         _ => {
             return Err(
-                "--symbols reports on one trace (--symbols -E file.etl) or one process (--symbols -p PID)"
+                "--symbols reports on one trace (--symbols -E file.etl), one process (--symbols -p PID) or the running kernel (--symbols)"
                     .into(),
             )
         }
@@ -102,31 +104,80 @@ fn process_rows(pid: &str) -> Result<Vec<Row>, String> {
         .map_err(|_| format!("{pid}: not a process ID"))?;
     let (maps, _) = crate::sources::debugger::windows::ModuleReader.maps(n)?;
     let store = crate::symbols::PdbStore::from_env();
-    let mut rows = Vec::new();
     let mut seen = std::collections::HashSet::new();
-    for m in crate::symbols::parse_maps(&maps) {
-        if !seen.insert(m.path.clone()) {
+    let paths: Vec<String> = crate::symbols::parse_maps(&maps)
+        .into_iter()
+        .map(|m| m.path)
+        .filter(|p| seen.insert(p.clone()))
+        .collect();
+    Ok(paths.iter().map(|p| image_row(&store, p)).collect())
+}
+
+/// The running kernel's modules (ntoskrnl.exe and the drivers), as psapi lists them. Without
+/// elevation Windows gives no driver addresses, so nothing is listed then.
+#[cfg(windows)]
+fn kernel_rows() -> Result<Vec<Row>, String> {
+    use windows_sys::Win32::System::ProcessStatus::{
+        K32EnumDeviceDrivers, K32GetDeviceDriverFileNameW,
+    };
+    let mut bases: Vec<*mut core::ffi::c_void> = vec![std::ptr::null_mut(); 4096];
+    let mut needed = 0u32;
+    // SAFETY: the buffer holds `bases.len()` pointers, its size in bytes is passed
+    let ok = unsafe {
+        K32EnumDeviceDrivers(
+            bases.as_mut_ptr(),
+            (bases.len() * std::mem::size_of::<usize>()) as u32,
+            &mut needed,
+        )
+    };
+    if ok == 0 {
+        return Err(format!(
+            "the kernel's modules: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    let n = (needed as usize / std::mem::size_of::<usize>()).min(bases.len());
+    let devices = crate::etw::state::DevicePaths::this_machine();
+    let store = crate::symbols::PdbStore::from_env();
+    let mut rows = Vec::new();
+    for &base in &bases[..n] {
+        if base.is_null() {
             continue;
         }
-        let module = crate::output::stack::basename(&m.path).to_string();
-        let id =
-            crate::symbols::pdb::pdb_info_from_file(std::path::Path::new(&m.path)).map(|i| PdbId {
-                guid: i.guid,
-                age: i.age,
-                path: i.file_name,
-            });
-        let origin = match &id {
-            Some(id) => store.origin(id, &m.path),
-            None => PdbOrigin::Missing("the image names no PDB (no CodeView record)".into()),
-        };
-        rows.push(Row {
-            module,
-            id,
-            frames: None,
-            origin,
-        });
+        let mut buf = [0u16; 1024];
+        // SAFETY: `buf` holds `buf.len()` UTF-16 units; `base` is one the system gave
+        let len = unsafe { K32GetDeviceDriverFileNameW(base, buf.as_mut_ptr(), buf.len() as u32) };
+        if len == 0 {
+            continue;
+        }
+        let nt = String::from_utf16_lossy(&buf[..(len as usize).min(buf.len())]);
+        let path = devices.and_then(|d| d.to_dos(&nt)).unwrap_or(nt);
+        rows.push(image_row(&store, &path));
+    }
+    if rows.is_empty() {
+        return Err("the kernel's modules: Windows gives their addresses only to an elevated process (run dtx --symbols as administrator)".into());
     }
     Ok(rows)
+}
+
+/// The row of the image file at `path`: the identity its file records, where its PDB is.
+#[cfg(windows)]
+fn image_row(store: &crate::symbols::PdbStore, path: &str) -> Row {
+    let id = crate::symbols::pdb::pdb_info_from_file(std::path::Path::new(path)).map(|i| PdbId {
+        guid: i.guid,
+        age: i.age,
+        path: i.file_name,
+    });
+    let origin = match &id {
+        Some(id) => store.origin(id, path),
+        None => PdbOrigin::Missing("the image names no PDB (no CodeView record)".into()),
+    };
+    Row {
+        module: crate::output::stack::basename(path).to_string(),
+        id,
+        frames: None,
+        origin,
+    }
 }
 
 #[cfg(not(windows))]
@@ -134,6 +185,11 @@ fn process_rows(pid: &str) -> Result<Vec<Row>, String> {
     Err(format!(
         "--symbols -p {pid}: the images of a live process are reported on Windows (here: --symbols -E trace.etl)"
     ))
+}
+
+#[cfg(not(windows))]
+fn kernel_rows() -> Result<Vec<Row>, String> {
+    Err("--symbols alone reports the running kernel's modules on Windows (here: --symbols -E trace.etl)".into())
 }
 
 fn origin_text(o: &PdbOrigin) -> String {
