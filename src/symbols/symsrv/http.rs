@@ -181,24 +181,24 @@ fn io_failure(io: &std::io::Error) -> Failure {
     }
 }
 
-/// GETs `url` into `out`, once more when the first try failed in transit (not for a name
-/// that does not resolve, a TLS failure or an HTTP status). `progress` gets the bytes as they
-/// arrive. A body shorter than its `Content-Length` is an error. `out` is rewound by
-/// `restart` before a retry.
+impl Failure {
+    /// Whether a request that failed so is worth one more try (it failed in transit; not a
+    /// name that does not resolve, a TLS failure or an HTTP status).
+    pub fn retryable(&self) -> bool {
+        matches!(self, Failure::Timeout | Failure::Connection(_))
+    }
+}
+
+/// GETs `url` into `out`; `progress` gets the bytes as they arrive. A body shorter than its
+/// `Content-Length` is an error. One try: the caller retries ([`Failure::retryable`]) with a
+/// fresh `out`.
 pub fn get(
     agent: &ureq::Agent,
     url: &str,
     out: &mut dyn Write,
-    restart: &mut dyn FnMut(&mut dyn Write) -> Result<(), String>,
     progress: &dyn Fn(u64),
 ) -> Result<Got, Failure> {
-    match get_once(agent, url, out, progress) {
-        Err(Failure::Timeout | Failure::Connection(_)) => {
-            restart(out).map_err(Failure::Local)?;
-            get_once(agent, url, out, progress)
-        }
-        r => r,
-    }
+    get_once(agent, url, out, progress)
 }
 
 fn get_once(

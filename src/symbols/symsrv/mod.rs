@@ -212,17 +212,18 @@ fn ask(url: &str, host: &str, store: &Path, id: &PdbId, packed: bool) -> Result<
     let Some(agent) = may_ask(url, host)? else {
         return Ok(Asked::NotThere);
     };
-    let mut part = cache::Partial::new(store)?;
-    let got = {
-        let _shown = progress::start();
-        let path = part.path().to_path_buf();
-        http::get(
-            &agent,
-            url,
-            part.file(),
-            &mut |_| restart(&path),
-            &progress::received,
-        )
+    // one more try for a request that failed in transit, into a new temporary file
+    let mut retried = false;
+    let (got, part) = loop {
+        let mut part = cache::Partial::new(store)?;
+        let got = {
+            let _shown = progress::start();
+            http::get(&agent, url, part.file(), &progress::received)
+        };
+        match got {
+            Err(f) if f.retryable() && !retried => retried = true,
+            got => break (got, part),
+        }
     };
     match got {
         Ok(http::Got::NotFound) => Ok(Asked::NotThere),
@@ -240,15 +241,6 @@ fn ask(url: &str, host: &str, store: &Path, id: &PdbId, packed: bool) -> Result<
     }
 }
 
-/// Truncates the temporary file at `path` for a retry.
-fn restart(path: &Path) -> Result<(), String> {
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(path)
-        .and_then(|f| f.set_len(0))
-        .map_err(|e| e.to_string())
-}
-
 fn keep(mut part: cache::Partial, store: &Path, id: &PdbId, url: &str) -> Result<Asked, String> {
     if let Err(why) = part.check(id) {
         return Ok(Asked::Refused(format!("{url}: {why}")));
@@ -263,13 +255,11 @@ fn ask_pointer(url: &str, host: &str, store: &Path, id: &PdbId) -> Result<Asked,
         return Ok(Asked::NotThere);
     };
     let mut text = Vec::new();
-    let got = http::get(
-        &agent,
-        url,
-        &mut text,
-        &mut |_| Err("no retry".into()),
-        &|_| {},
-    );
+    let mut got = http::get(&agent, url, &mut text, &|_| {});
+    if got.as_ref().is_err_and(http::Failure::retryable) {
+        text.clear();
+        got = http::get(&agent, url, &mut text, &|_| {});
+    }
     match got {
         Ok(http::Got::NotFound) => Ok(Asked::NotThere),
         Ok(http::Got::File(_)) => {
