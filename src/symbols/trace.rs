@@ -626,4 +626,41 @@ mod tests {
             format!("traceprog.exe+0x{:x}", add.rva + 2)
         );
     }
+
+    #[test]
+    fn where_a_pdb_came_from() {
+        use crate::symbols::pdb::tests::{clang_program, PROGRAM};
+        let Some((_dir, exe, pdb)) = clang_program("originprog", PROGRAM) else {
+            return;
+        };
+        let bytes = std::fs::read(&exe).unwrap();
+        let mut id =
+            crate::symbols::pdb::image_pdb_id(&object::File::parse(&*bytes).unwrap()).unwrap();
+        id.path = r"C:\build\originprog.pdb".into();
+        let image = r"\Device\HarddiskVolume9\apps\originprog.exe";
+        // a plain folder: local
+        let flat = tempfile::tempdir().unwrap();
+        std::fs::copy(&pdb, flat.path().join("originprog.pdb")).unwrap();
+        let store = PdbStore::new(SymbolPath::parse(&flat.path().display().to_string()));
+        assert_eq!(
+            store.origin(&id, image),
+            PdbOrigin::Local(flat.path().join("originprog.pdb"))
+        );
+        // a symbol store: cache
+        let cache = tempfile::tempdir().unwrap();
+        let place = crate::symbols::symsrv::cache::place(cache.path(), &id);
+        std::fs::create_dir_all(place.parent().unwrap()).unwrap();
+        std::fs::copy(&pdb, &place).unwrap();
+        let store = PdbStore::new(SymbolPath::parse(&format!(
+            "srv*{}",
+            cache.path().display()
+        )));
+        assert_eq!(store.origin(&id, image), PdbOrigin::Cache(place));
+        // nowhere, and no server named: missing, with why
+        let store = PdbStore::new(SymbolPath::parse(""));
+        match store.origin(&id, image) {
+            PdbOrigin::Missing(why) => assert!(why.contains("no symbol server"), "{why}"),
+            o => panic!("{o:?}"),
+        }
+    }
 }
