@@ -13,6 +13,7 @@
 //! * [`replay`]: a [`SessionControl`] that feeds a recorded trace's records through the same
 //!   callback, on a thread of its own, as a session would (the console's tests, on any OS).
 
+pub mod order;
 pub mod plan;
 pub mod raw;
 pub mod replay;
@@ -333,6 +334,13 @@ pub struct EtwLiveSource {
     names_built: Option<((u64, usize), std::time::Instant)>,
     /// Whether the consumer has `names`, and whether the console has.
     names_given: (bool, bool),
+    /// Whether the programs print frames or symbols (per engine generation): only then are
+    /// the names built.
+    frames_printed: Option<(u64, bool)>,
+    /// How long the last build of `names` took: the next waits at least
+    /// [`NAMES_BUILD_SHARE`] times that, so that naming takes a bounded share of the engine
+    /// thread however many processes and images the session saw.
+    names_cost: std::time::Duration,
     ended: Option<u32>,
     /// Kernel (group, event type) records whose stack walk follows them (the plan's).
     stack_events: Vec<(u8, u8)>,
@@ -344,6 +352,8 @@ pub struct EtwLiveSource {
     since_prune: u32,
     /// The newest session time seen (records wait [`STACK_WAIT_NS`] of it for their stacks).
     newest_ns: u64,
+    /// Records that arrived, held until they can go on in time order ([`order`]).
+    order: order::Reorder,
 }
 
 /// A record waiting in [`EtwLiveSource::held`].
@@ -369,8 +379,18 @@ struct StackWait {
 /// kernel part right after the record, the user part when the thread returns to user mode:
 /// in the recorded traces 99.9% of user parts come within 3 ms, all within 115 ms.
 pub const STACK_WAIT_NS: u64 = 250_000_000;
-/// How long a record waits when the session goes quiet (no newer records come).
-const STACK_WAIT_QUIET_NS: u64 = 1_000_000_000;
+/// How long a record waits when the session goes quiet (no newer records come), from when it
+/// left the time-order window: its user stack part, logged up to [`STACK_WAIT_NS`] later,
+/// maybe on another, quiet CPU whose buffer is flushed only by the flush timer, reaches the
+/// consumer up to a flush period after it was logged and then waits the window itself. So the
+/// wait is the flush period, the window and a margin (3 s with a 1 s flush timer); waiting
+/// just the flush period declared such stacks missing before they came.
+pub const STACK_WAIT_QUIET_NS: u64 = stack_wait_quiet_ns(order::FLUSH_TIMER_S);
+
+/// [`STACK_WAIT_QUIET_NS`] for a session flushed every `flush_timer_s` seconds.
+pub const fn stack_wait_quiet_ns(flush_timer_s: u32) -> u64 {
+    flush_timer_s as u64 * 1_000_000_000 + order::reorder_window_ns(flush_timer_s) + 500_000_000
+}
 /// Records held at most while waiting for stacks.
 const HELD_MAX: usize = 1 << 16;
 /// Stacks are pruned every this many records, dropping those older than the previous pruning.
@@ -409,6 +429,8 @@ impl EtwLiveSource {
             names: crate::symbols::SharedNames(Default::default()),
             names_built: None,
             names_given: (false, false),
+            frames_printed: None,
+            names_cost: std::time::Duration::ZERO,
             pdbs: crate::symbols::PdbStore::from_env(),
             ended: None,
             stack_events: Vec::new(),
@@ -416,6 +438,7 @@ impl EtwLiveSource {
             prune_mark: i64::MIN,
             since_prune: 0,
             newest_ns: 0,
+            order: order::Reorder::new(order::reorder_window_ns(order::FLUSH_TIMER_S)),
         }
     }
 
@@ -427,9 +450,37 @@ impl EtwLiveSource {
         self
     }
 
-    /// Takes one record from the callback: stack walk records are matched at once, and
-    /// records fire in arrival order, each held until its stack has come (or a wait passed).
+    /// Takes one record from the callback: it waits in the time-order window ([`order`]) and
+    /// then goes on to [`EtwLiveSource::accept_ordered`] with the records that may go.
     pub fn accept(&mut self, ev: LiveEvent, engine: &mut Engine) {
+        // ETW's loss records are about the delivery, not a moment of the session: counted now
+        if Guid::from(ev.header.provider_id) == RT_LOST_EVENT {
+            self.deliver(&ev, engine);
+            return;
+        }
+        self.order.push(ev, engine.now_ns());
+        self.release_ordered(engine, false);
+    }
+
+    /// Passes on the records of the time-order window that may go; with `quiet` also those
+    /// that waited the window on the engine's clock (a live session's: a replay that drives
+    /// the source itself between batches of records has no such clock, see [`Self::drain`]).
+    fn release_ordered(&mut self, engine: &mut Engine, quiet: bool) {
+        while let Some(ev) = self.order.pop_ready(&self.time, engine.now_ns(), quiet) {
+            self.accept_ordered(ev, engine);
+        }
+    }
+
+    /// Passes on every record of the time-order window (the end of a run, or of a session).
+    fn flush_ordered(&mut self, engine: &mut Engine) {
+        while let Some(ev) = self.order.pop() {
+            self.accept_ordered(ev, engine);
+        }
+    }
+
+    /// Takes one record in time order: stack walk records are matched at once, and records
+    /// fire in order, each held until its stack has come (or a wait passed).
+    fn accept_ordered(&mut self, ev: LiveEvent, engine: &mut Engine) {
         let Some(m) = self.stacks.0.as_mut() else {
             self.deliver(&ev, engine);
             return;
@@ -606,20 +657,43 @@ impl EtwLiveSource {
     /// build and that was at least `every` ago.
     fn refresh_names(&mut self, every: std::time::Duration) {
         let from = (self.state.names_changed(), self.methods.len());
+        let every = if every.is_zero() {
+            every
+        } else {
+            every.max(self.names_cost * NAMES_BUILD_SHARE)
+        };
         if (self.names_built).is_some_and(|(f, at)| f == from || at.elapsed() < every) {
             return;
         }
+        let started = std::time::Instant::now();
         let own = self.trace_symbols();
         // building may have given images their identities: that is what it was built from
         let from = (self.state.names_changed(), self.methods.len());
         *self.names.0.lock().unwrap_or_else(|e| e.into_inner()) = own;
         self.names_built = Some((from, std::time::Instant::now()));
+        self.names_cost = started.elapsed();
+    }
+
+    /// Whether a program of `engine` prints stack frames or symbols (what `names` is for):
+    /// programs that do not never pay for naming (no image's headers read, no resolver built).
+    fn frames_printed(&mut self, engine: &Engine) -> bool {
+        match self.frames_printed {
+            Some((g, v)) if g == engine.generation() => v,
+            _ => {
+                let v = engine.runs.iter().any(|r| prints_frames(&r.vm.program));
+                self.frames_printed = Some((engine.generation(), v));
+                v
+            }
+        }
     }
 
     /// Brings the names of frames up to date (at most `every` old) and, the first time, has
     /// the consumer name frames with them before what named frames already (a pid target's
     /// modules), so that the session's images name a frame first.
     fn give_names(&mut self, engine: &mut Engine, every: std::time::Duration) {
+        if !self.frames_printed(engine) {
+            return;
+        }
         self.refresh_names(every);
         if !self.names_given.0 {
             self.names_given.0 = true;
@@ -794,6 +868,50 @@ impl EtwLiveSource {
     }
 }
 
+/// A build of the frames' names is followed by at least this many times its duration
+/// without one (on the pump's path: at most 1/20 of the engine thread goes to naming).
+const NAMES_BUILD_SHARE: u32 = 20;
+
+/// Whether a program prints stack frames or symbols: records stacks (`stack()`, `ustack()`,
+/// `jstack()`, a stack key), formats addresses as symbols (`sym()`, `mod()`, `usym()`,
+/// `umod()`, `uaddr()`), or prints with a `%a`/`%A` conversion.
+pub fn prints_frames(p: &crate::ir::Program) -> bool {
+    use crate::ir::ActionKind as A;
+    let symbol_format = |f: &crate::ir::printf::Format| {
+        let b = f.source.as_bytes();
+        b.iter().enumerate().any(|(i, &c)| {
+            c == b'%'
+                && b[i + 1..]
+                    .iter()
+                    .find(|c| {
+                        !matches!(
+                            c,
+                            b'0'..=b'9'
+                                | b'-'
+                                | b'+'
+                                | b' '
+                                | b'#'
+                                | b'.'
+                                | b'*'
+                                | b'?'
+                                | b'l'
+                                | b'h'
+                        )
+                    })
+                    .is_some_and(|c| matches!(c, b'a' | b'A'))
+        })
+    };
+    crate::engine::uses_stacks(p)
+        || p.actions().iter().any(|a| match &a.kind {
+            A::Sym | A::Mod | A::Usym | A::Umod | A::Uaddr => true,
+            A::Printf(f) => symbol_format(f),
+            A::Printa {
+                format: Some(f), ..
+            } => symbol_format(f),
+            _ => false,
+        })
+}
+
 /// How many records [`EtwLiveSource::pump`] takes between looks at the clock.
 const DEADLINE_EVERY: u32 = 64;
 /// The longest [`EventSource::finish`] spends on what the stopped sessions left queued.
@@ -807,6 +925,7 @@ impl EtwLiveSource {
             LiveMessage::Schema(info) => self.learn_schema(info),
             LiveMessage::Ended(code) => {
                 self.session_ended(code);
+                self.flush_ordered(engine);
                 self.release(engine, true);
                 return false;
             }
@@ -848,6 +967,7 @@ impl EventSource for EtwLiveSource {
             if n % DEADLINE_EVERY == 1 {
                 self.check_dropped(engine);
                 if n > 1 && engine.now_ns() >= deadline {
+                    self.release_ordered(engine, true);
                     self.release(engine, false);
                     return SourceState::Running;
                 }
@@ -857,7 +977,9 @@ impl EventSource for EtwLiveSource {
                 Err(_) => {
                     let now = engine.now_ns();
                     if now >= deadline {
-                        // records whose stacks did not come go after their wait
+                        // records that waited the window (a quiet session), and records whose
+                        // stacks did not come, go after their waits
+                        self.release_ordered(engine, true);
                         self.release(engine, false);
                         return SourceState::Running;
                     }
@@ -894,6 +1016,7 @@ impl EventSource for EtwLiveSource {
                 }
             }
         }
+        self.flush_ordered(engine);
         self.release(engine, true);
         self.check_dropped(engine);
     }
@@ -1054,6 +1177,27 @@ impl LiveEtw {
     }
 }
 
+/// What dtx says, before a run starts, of a provider name the system does not register: the
+/// session can only enable it by the GUID the name hashes to (EventSource and TraceLogging
+/// providers register none), which sees nothing if the name is misspelled, so it is said
+/// loudly, with the registered names closest to it.
+pub fn unregistered_provider_warning(
+    name: &str,
+    catalog: Option<&crate::etw::catalog::ProviderCatalog>,
+) -> String {
+    let guid = crate::etw::provider_guid::event_source_guid(name);
+    let mut s = format!(
+        "warning: ETW provider '{name}' is not registered on this system: it is enabled by the \
+         GUID its name hashes to ({guid}), which sees events only from an EventSource or \
+         TraceLogging provider of exactly that name"
+    );
+    let close = catalog.map(|c| c.close_names(name, 5)).unwrap_or_default();
+    if !close.is_empty() {
+        s.push_str(&format!("; did you mean: {}?", close.join(", ")));
+    }
+    s
+}
+
 /// Providers that are dtx's own or the kernel's, never a user ETW provider.
 const BUILT_IN: &[&str] = &[
     "dtrace", "profile", "tick", "pid", "fpid", "diag", "sched", "proc", "io", "isr", "dpc",
@@ -1142,6 +1286,30 @@ mod tests {
         // without a catalog a name is taken as it is (resolved when the session starts)
         let live = LiveEtw::with_catalog(&["x-y".into()], None, None, false).unwrap();
         assert!(live.etw.named("x-y").is_some());
+    }
+
+    #[test]
+    fn live_fix_an_unregistered_provider_is_said_with_close_names() {
+        use crate::etw::catalog::{ProviderCatalog, ProviderInfo};
+        let catalog = ProviderCatalog {
+            providers: vec![ProviderInfo::new(
+                "Microsoft-Windows-DNS-Client",
+                Guid::default(),
+            )],
+        };
+        let w = unregistered_provider_warning("microsoft-windows-dns-clinet", Some(&catalog));
+        assert!(
+            w.starts_with("warning: ETW provider 'microsoft-windows-dns-clinet' is not registered"),
+            "{w}"
+        );
+        assert!(
+            w.ends_with("did you mean: Microsoft-Windows-DNS-Client?"),
+            "{w}"
+        );
+        let g = crate::etw::provider_guid::event_source_guid("microsoft-windows-dns-clinet");
+        assert!(w.contains(&g.to_string()), "{w}");
+        let w = unregistered_provider_warning("contoso-widgets", Some(&catalog));
+        assert!(!w.contains("did you mean"), "{w}");
     }
 
     #[test]

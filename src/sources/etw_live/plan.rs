@@ -289,6 +289,7 @@ impl SessionPlan {
         etw: &EtwProbes,
     ) -> SessionPlan {
         let mut plan = SessionPlan::default();
+        let mut any_stack = false;
         for p in probes {
             if let Some(kp) = kernel_probe(p) {
                 match kernel_flags(kp) {
@@ -305,6 +306,7 @@ impl SessionPlan {
                     plan.profile_interval = Some(plan.profile_interval.map_or(n, |m| m.min(n)));
                 }
                 if wants_stack(p) && !kp.events.is_empty() {
+                    any_stack = true;
                     plan.stack_events.extend_from_slice(kp.events);
                     // stacks print by module: the images must be known
                     plan.kernel_flags |= k::IMAGE_LOAD;
@@ -315,6 +317,7 @@ impl SessionPlan {
                 continue;
             }
             let stacks = wants_stack(p);
+            any_stack |= stacks;
             let (name, guid, mut keywords, level) = user_need(p, etw);
             let managed_frames = p.provider == "dnet" && stacks;
             if managed_frames {
@@ -345,9 +348,44 @@ impl SessionPlan {
                 });
             }
         }
+        if any_stack {
+            plan.add_managed_code_providers();
+        }
         plan.stack_events.sort_unstable();
         plan.stack_events.dedup();
         plan
+    }
+
+    /// What .NET processes need to be walked and named in any stack a clause records: the
+    /// runtime provider with its JIT, NGen and Loader keywords at level 5 (verbose), and the
+    /// rundown provider's start rundown. On x64 the runtime registers the unwind information
+    /// of the code it compiles with the OS only while its provider is enabled with the JIT
+    /// keyword at level 5 (dotnet/runtime eventtrace.cpp, EtwCallback); without it a kernel
+    /// stack walk of a sample stops at the first managed frame. The method events (JIT, NGen,
+    /// Loader; the rundown's DCStart for code compiled before the session began) name the
+    /// managed frames. samply's Windows profiler enables the same set for the same reason
+    /// (its coreclr provider properties: Loader, JIT, NGen, Stack keywords and the start
+    /// rundown); the Stack keyword (ClrStackWalk events) is left to `dnet` probes with stacks,
+    /// which is where managed stacks of runtime events are read.
+    fn add_managed_code_providers(&mut self) {
+        use crate::providers::dnet;
+        self.add_user(UserProvider {
+            name: "microsoft-windows-dotnetruntime".into(),
+            guid: Some(dnet::RUNTIME),
+            keywords: dnet::keyword::JIT | dnet::keyword::NGEN | dnet::keyword::LOADER,
+            level: LEVEL_VERBOSE,
+            stacks: false,
+        });
+        self.add_user(UserProvider {
+            name: "microsoft-windows-dotnetruntimerundown".into(),
+            guid: Some(dnet::RUNDOWN),
+            keywords: dnet::keyword::rundown::START
+                | dnet::keyword::rundown::JIT
+                | dnet::keyword::rundown::NGEN
+                | dnet::keyword::rundown::LOADER,
+            level: LEVEL_VERBOSE,
+            stacks: false,
+        });
     }
 
     /// Adds a user provider, merged with one of the same name or GUID already planned
@@ -568,19 +606,33 @@ pub mod session {
     /// re-plan) never overwrites a file of this run: it gets `new.kernel.2.etl`, ...
     #[derive(Clone, Debug)]
     pub struct LogFiles {
+        /// The file the run was asked to log to.
+        asked: PathBuf,
+        /// The file it logs to: `asked`, or a new name when that exists.
         base: PathBuf,
         used: Vec<PathBuf>,
     }
 
     impl LogFiles {
+        /// The files of a run asked to log to `base`: when `base` exists (the console runs a
+        /// program again with the same `-E new.etl`), the run writes `new.2.etl` (then
+        /// `new.3.etl`, ...) and the names derived from it, and the earlier run's file stays.
         pub fn new(base: &Path) -> LogFiles {
+            let mut actual = base.to_path_buf();
+            let mut n = 2u32;
+            while actual.exists() {
+                actual = base.with_extension(format!("{n}.etl"));
+                n += 1;
+            }
             LogFiles {
-                base: base.to_path_buf(),
+                asked: base.to_path_buf(),
+                base: actual,
                 used: Vec::new(),
             }
         }
 
-        /// The file the next session of `kind` writes (remembered as used).
+        /// The file the next session of `kind` writes (remembered as used): never one this
+        /// run wrote, nor one that exists.
         pub fn next(&mut self, kind: LogKind) -> PathBuf {
             let preferred = match kind {
                 LogKind::HighFrequency => self.base.with_extension("hfreq.etl"),
@@ -590,7 +642,8 @@ pub mod session {
             };
             let mut path = preferred.clone();
             let mut n = 2u32;
-            while self.used.contains(&path) {
+            // nor a file that exists (one left by an earlier run)
+            while self.used.contains(&path) || path.exists() {
                 path = preferred.with_extension(format!("{n}.etl"));
                 n += 1;
             }
@@ -600,7 +653,7 @@ pub mod session {
 
         /// The file the run was asked to log to.
         pub fn base(&self) -> &Path {
-            &self.base
+            &self.asked
         }
     }
 
@@ -701,6 +754,29 @@ pub mod session {
             assert_eq!(files.next(LogKind::Kernel), Path::new("dir/t.etl"));
             assert_eq!(files.next(LogKind::User), Path::new("dir/t.user.etl"));
             assert_eq!(files.base(), Path::new("dir/t.etl"));
+        }
+
+        #[test]
+        fn live_fix_a_second_run_to_the_same_file_keeps_the_first() {
+            // the console's re-run with `-E new.etl`: the first run's file stays
+            let dir = tempfile::tempdir().unwrap();
+            let base = dir.path().join("new.etl");
+            let mut first = LogFiles::new(&base);
+            assert_eq!(first.next(LogKind::Kernel), base);
+            std::fs::write(&base, b"first run").unwrap();
+            std::fs::write(dir.path().join("new.hfreq.etl"), b"first run").unwrap();
+            let mut second = LogFiles::new(&base);
+            assert_eq!(second.next(LogKind::Kernel), dir.path().join("new.2.etl"));
+            assert_eq!(
+                second.next(LogKind::User),
+                dir.path().join("new.2.user.etl")
+            );
+            assert_eq!(
+                second.next(LogKind::HighFrequency),
+                dir.path().join("new.2.hfreq.etl")
+            );
+            assert_eq!(second.base(), base);
+            assert_eq!(std::fs::read(&base).unwrap(), b"first run");
         }
     }
 }
@@ -823,7 +899,13 @@ mod tests {
                 continue;
             }
             if kp.provider == "diag" {
-                assert!(p.not_live.is_empty() && p.user.is_empty());
+                // a stack recorded brings only the .NET runtime's providers (managed frames)
+                use crate::providers::dnet::{RUNDOWN, RUNTIME};
+                assert!(p.not_live.is_empty());
+                assert!(p
+                    .user
+                    .iter()
+                    .all(|u| u.guid == Some(RUNTIME) || u.guid == Some(RUNDOWN)));
                 continue;
             }
             live += 1;
@@ -987,6 +1069,62 @@ mod tests {
         // stacks of profile-N: the samples' stack walks
         let p = plan(&[("profile", "profile-97")], true);
         assert!(p.stack_events.contains(&(group::PERF_INFO, 46)));
+    }
+
+    #[test]
+    fn live_fix_stacks_bring_the_dotnet_runtime_for_managed_frames() {
+        use crate::providers::dnet::{self, keyword};
+        let runtime = |p: &SessionPlan| {
+            p.user
+                .iter()
+                .find(|u| u.guid == Some(dnet::RUNTIME))
+                .cloned()
+        };
+        let rundown = |p: &SessionPlan| {
+            p.user
+                .iter()
+                .find(|u| u.guid == Some(dnet::RUNDOWN))
+                .cloned()
+        };
+        // a sample's stacks (kernel probe) and a user provider's stacks both bring them
+        for probes in [
+            &[("profile", "profile-997")][..],
+            &[("microsoft-windows-dns-client", "events")],
+        ] {
+            let p = plan(probes, true);
+            let rt = runtime(&p).unwrap_or_else(|| panic!("{p:?}"));
+            // unwind info for JIT code is published only with JIT at level 5
+            assert_eq!(rt.level, LEVEL_VERBOSE);
+            let want = keyword::JIT | keyword::NGEN | keyword::LOADER;
+            assert_eq!(rt.keywords & want, want);
+            assert_eq!(rt.keywords & keyword::INTRUSIVE, 0);
+            let rd = rundown(&p).unwrap();
+            assert_ne!(rd.keywords & keyword::rundown::START, 0);
+            assert_ne!(rd.keywords & keyword::rundown::JIT, 0);
+            assert_eq!(rd.keywords & keyword::rundown::END, 0);
+            // without stacks, no .NET provider is asked for
+            let p = plan(probes, false);
+            assert!(runtime(&p).is_none() && rundown(&p).is_none(), "{p:?}");
+        }
+        // merged with what dnet probes ask: one entry per provider, keywords OR'ed
+        let mut gc = probe("dnet", "gc-start");
+        if let Some(i) = dnet::PROBES.iter().position(|d| d.name == "gc-start") {
+            gc.id = dnet::FIRST_ID + i as u64;
+            gc.function = dnet::PROBES[i].function.into();
+        }
+        let sample = probe("profile", "profile-997");
+        let p = SessionPlan::for_probes(
+            [&gc, &sample],
+            &|p| p.provider == "profile",
+            &EtwProbes::new(),
+        );
+        let rt: Vec<_> = p
+            .user
+            .iter()
+            .filter(|u| u.guid == Some(dnet::RUNTIME))
+            .collect();
+        assert_eq!(rt.len(), 1, "{p:?}");
+        assert_ne!(rt[0].keywords & keyword::JIT, 0);
     }
 
     #[test]

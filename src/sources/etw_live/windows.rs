@@ -630,7 +630,7 @@ fn start_session(spec: &Spec) -> Result<Session, String> {
         props.LogFileMode |= w::EVENT_TRACE_REAL_TIME_MODE;
         // flushed every second: live output stays live (a file-only session writes full
         // buffers only)
-        props.FlushTimer = 1;
+        props.FlushTimer = super::order::FLUSH_TIMER_S;
     }
     if file.is_some() {
         props.LogFileMode |= w::EVENT_TRACE_FILE_MODE_SEQUENTIAL;
@@ -1540,6 +1540,14 @@ pub fn live_etw(
         .collect();
     let mut live = super::LiveEtw::with_catalog(&known, log_file, catalog.as_ref(), list_all)?;
     for name in &unknown {
+        // before the run: a misspelled name would otherwise see nothing, silently
+        crate::output::stderr::say(
+            "dtx",
+            format_args!(
+                "{}",
+                super::unregistered_provider_warning(name, catalog.as_ref())
+            ),
+        );
         live.etw.add_named(name);
     }
     // the running kernel's image, whose calls the `syscall` probes are named after

@@ -1,0 +1,170 @@
+//! Real-time records put back in time order before the system state and the probes see them.
+//!
+//! A real-time session hands its records over buffer by buffer: each CPU logs into buffers of
+//! its own, and a buffer reaches the consumer when it is full or when the session's flush
+//! timer (`EVENT_TRACE_PROPERTIES.FlushTimer`, Microsoft Learn) fires; a run's kernel and
+//! user sessions are read by two ProcessTrace threads. So records arrive in arrival order, not
+//! time order: a quiet CPU's records can come up to a flush period after a busy CPU's newer
+//! ones. A trace file's reader merges the per-CPU buffers by timestamp
+//! (`etw::reader::merge`); live, the same order is rebuilt within a window a little longer
+//! than the flush period: a record goes on once a record newer by the window has arrived (then
+//! nothing older can still come), or once it has waited the window itself (a quiet session).
+//! Ties keep (timestamp, CPU, arrival) order, which does not depend on how the CPUs' buffers
+//! interleaved.
+
+use std::cmp::{Ordering, Reverse};
+use std::collections::BinaryHeap;
+
+use super::raw::LiveEvent;
+use crate::etw::reader::logfile::TimeBase;
+
+/// The flush timer of dtx's real-time sessions, in seconds (`FlushTimer`): a quiet CPU's
+/// buffer reaches the consumer at most this long after its records were logged.
+pub const FLUSH_TIMER_S: u32 = 1;
+
+/// How long, in ns, a record is held for older records that may still come: the flush period
+/// plus a margin for the delivery itself (the ProcessTrace thread's turn, the queue).
+pub const fn reorder_window_ns(flush_timer_s: u32) -> u64 {
+    flush_timer_s as u64 * 1_000_000_000 + 500_000_000
+}
+
+/// Records held at most: past this the oldest goes on without waiting (memory stays bounded
+/// under any rate; at 100,000 records/s the window holds about 150,000).
+pub const REORDER_MAX: usize = 1 << 19;
+
+struct Entry {
+    key: (i64, u16, u64),
+    /// Engine time of its arrival.
+    arrived: u64,
+    ev: LiveEvent,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, o: &Self) -> bool {
+        self.key == o.key
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Entry {
+    fn cmp(&self, o: &Self) -> Ordering {
+        self.key.cmp(&o.key)
+    }
+}
+
+/// The records waiting to go on in time order.
+pub struct Reorder {
+    heap: BinaryHeap<Reverse<Entry>>,
+    seq: u64,
+    /// The newest raw timestamp that arrived.
+    newest: i64,
+    window_ns: u64,
+}
+
+impl Reorder {
+    /// Holds records for `window_ns` (see [`reorder_window_ns`]).
+    pub fn new(window_ns: u64) -> Reorder {
+        Reorder {
+            heap: BinaryHeap::new(),
+            seq: 0,
+            newest: i64::MIN,
+            window_ns,
+        }
+    }
+
+    /// Takes a record that arrived at engine time `now`.
+    pub fn push(&mut self, ev: LiveEvent, now: u64) {
+        let ts = ev.header.time_stamp;
+        self.newest = self.newest.max(ts);
+        self.seq += 1;
+        self.heap.push(Reverse(Entry {
+            key: (ts, ev.cpu, self.seq),
+            arrived: now,
+            ev,
+        }));
+    }
+
+    /// The oldest record when it may go: a record newer by the window arrived, it waited the
+    /// window (with `quiet`: the engine's clock is the session's wall clock, not a replay's),
+    /// or too many are held.
+    pub fn pop_ready(&mut self, time: &TimeBase, now: u64, quiet: bool) -> Option<LiveEvent> {
+        let top = &self.heap.peek()?.0;
+        let behind = time
+            .since_start_ns(self.newest)
+            .saturating_sub(time.since_start_ns(top.key.0));
+        let ready = behind >= 0 && behind as u64 >= self.window_ns
+            || quiet && now.saturating_sub(top.arrived) >= self.window_ns
+            || self.heap.len() > REORDER_MAX;
+        if ready {
+            self.pop()
+        } else {
+            None
+        }
+    }
+
+    /// The oldest record, whatever its wait (the end of a run).
+    pub fn pop(&mut self) -> Option<LiveEvent> {
+        self.heap.pop().map(|e| e.0.ev)
+    }
+
+    pub fn len(&self) -> usize {
+        self.heap.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.heap.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(ts: i64, cpu: u16) -> LiveEvent {
+        let mut e = LiveEvent {
+            header: Default::default(),
+            cpu,
+            payload: Vec::new(),
+            extended: Vec::new(),
+        };
+        e.header.time_stamp = ts;
+        e
+    }
+
+    #[test]
+    fn live_fix_reorder_releases_in_time_order_after_the_window() {
+        // a TimeBase of 10 MHz ticks (100 ns), as QPC commonly runs
+        let time = TimeBase::default();
+        let tick = |ns: i64| ns / 100;
+        let mut r = Reorder::new(reorder_window_ns(FLUSH_TIMER_S));
+        // CPU 1's buffer comes 0.9 s late, after CPU 0's newer records
+        r.push(ev(tick(1_000_000_000), 0), 0);
+        r.push(ev(tick(1_100_000_000), 0), 0);
+        r.push(ev(tick(200_000_000), 1), 0);
+        r.push(ev(tick(1_000_000_000), 1), 0);
+        // nothing is 1.5 s behind the newest yet
+        assert!(r.pop_ready(&time, 0, true).is_none());
+        // a record 1.5 s newer than the oldest lets it go, and only it
+        r.push(ev(tick(1_700_000_000), 0), 0);
+        let first = r.pop_ready(&time, 0, false).unwrap();
+        assert_eq!(first.header.time_stamp, tick(200_000_000));
+        assert!(r.pop_ready(&time, 0, false).is_none());
+        // a quiet session: the wait alone lets records go, once the window has passed
+        assert!(r.pop_ready(&time, 1_499_999_999, true).is_none());
+        let next = r.pop_ready(&time, 1_500_000_000, true).unwrap();
+        // equal timestamps go by CPU, whatever their arrival
+        assert_eq!((next.header.time_stamp, next.cpu), (tick(1_000_000_000), 0));
+        let next = r.pop_ready(&time, 1_500_000_000, true).unwrap();
+        assert_eq!((next.header.time_stamp, next.cpu), (tick(1_000_000_000), 1));
+        // the end of a run takes all, in order
+        let rest: Vec<i64> = std::iter::from_fn(|| r.pop())
+            .map(|e| e.header.time_stamp)
+            .collect();
+        assert_eq!(rest, vec![tick(1_100_000_000), tick(1_700_000_000)]);
+        assert!(r.is_empty());
+    }
+}
