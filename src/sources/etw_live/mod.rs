@@ -617,6 +617,7 @@ impl EtwLiveSource {
             return Ok(Vec::new());
         }
         let mut notes = plan.not_live.clone();
+        notes.extend(plan.notes.iter().cloned());
         let stacks = !plan.stack_events.is_empty() || plan.user.iter().any(|u| u.stacks);
         if stacks && self.stacks.0.is_none() {
             self.stacks.0 = Some(StackMatcher::new());

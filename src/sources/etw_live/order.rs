@@ -12,8 +12,8 @@
 //! Ties keep (timestamp, CPU, arrival) order, which does not depend on how the CPUs' buffers
 //! interleaved.
 
-use std::cmp::{Ordering, Reverse};
-use std::collections::BinaryHeap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 
 use super::raw::LiveEvent;
 use crate::etw::reader::logfile::TimeBase;
@@ -32,34 +32,15 @@ pub const fn reorder_window_ns(flush_timer_s: u32) -> u64 {
 /// under any rate; at 100,000 records/s the window holds about 150,000).
 pub const REORDER_MAX: usize = 1 << 19;
 
-struct Entry {
-    key: (i64, u16, u64),
-    /// Engine time of its arrival.
-    arrived: u64,
-    ev: LiveEvent,
-}
-
-impl PartialEq for Entry {
-    fn eq(&self, o: &Self) -> bool {
-        self.key == o.key
-    }
-}
-impl Eq for Entry {}
-impl PartialOrd for Entry {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Entry {
-    fn cmp(&self, o: &Self) -> Ordering {
-        self.key.cmp(&o.key)
-    }
-}
-
-/// The records waiting to go on in time order.
+/// The records waiting to go on in time order: the records themselves in arrival order (a
+/// ring indexed by arrival number: they leave about in arrival order, so it stays about the
+/// window's size), and a heap of their small keys (moving a key is cheaper than a record).
 pub struct Reorder {
-    heap: BinaryHeap<Reverse<Entry>>,
-    seq: u64,
+    heap: BinaryHeap<Reverse<(i64, u16, u64)>>,
+    /// Slot `i` holds the record of arrival number `first + i` (None once it went) and the
+    /// engine time of its arrival.
+    slots: VecDeque<Option<(LiveEvent, u64)>>,
+    first: u64,
     /// The newest raw timestamp that arrived.
     newest: i64,
     window_ns: u64,
@@ -70,7 +51,8 @@ impl Reorder {
     pub fn new(window_ns: u64) -> Reorder {
         Reorder {
             heap: BinaryHeap::new(),
-            seq: 0,
+            slots: VecDeque::new(),
+            first: 0,
             newest: i64::MIN,
             window_ns,
         }
@@ -80,25 +62,22 @@ impl Reorder {
     pub fn push(&mut self, ev: LiveEvent, now: u64) {
         let ts = ev.header.time_stamp;
         self.newest = self.newest.max(ts);
-        self.seq += 1;
-        self.heap.push(Reverse(Entry {
-            key: (ts, ev.cpu, self.seq),
-            arrived: now,
-            ev,
-        }));
+        let seq = self.first + self.slots.len() as u64;
+        self.heap.push(Reverse((ts, ev.cpu, seq)));
+        self.slots.push_back(Some((ev, now)));
     }
 
     /// The oldest record when it may go: a record newer by the window arrived, it waited the
     /// window (with `quiet`: the engine's clock is the session's wall clock, not a replay's),
     /// or too many are held.
     pub fn pop_ready(&mut self, time: &TimeBase, now: u64, quiet: bool) -> Option<LiveEvent> {
-        let top = &self.heap.peek()?.0;
+        let &Reverse((ts, _, seq)) = self.heap.peek()?;
         let behind = time
             .since_start_ns(self.newest)
-            .saturating_sub(time.since_start_ns(top.key.0));
+            .saturating_sub(time.since_start_ns(ts));
         let ready = behind >= 0 && behind as u64 >= self.window_ns
-            || quiet && now.saturating_sub(top.arrived) >= self.window_ns
-            || self.heap.len() > REORDER_MAX;
+            || self.heap.len() > REORDER_MAX
+            || quiet && now.saturating_sub(self.arrived(seq)) >= self.window_ns;
         if ready {
             self.pop()
         } else {
@@ -106,9 +85,28 @@ impl Reorder {
         }
     }
 
+    fn arrived(&self, seq: u64) -> u64 {
+        let i = seq.wrapping_sub(self.first) as usize;
+        match self.slots.get(i) {
+            Some(Some((_, at))) => *at,
+            _ => 0,
+        }
+    }
+
     /// The oldest record, whatever its wait (the end of a run).
     pub fn pop(&mut self) -> Option<LiveEvent> {
-        self.heap.pop().map(|e| e.0.ev)
+        let Reverse((_, _, seq)) = self.heap.pop()?;
+        let i = seq.wrapping_sub(self.first) as usize;
+        let ev = self
+            .slots
+            .get_mut(i)
+            .and_then(Option::take)
+            .map(|(ev, _)| ev);
+        while let Some(None) = self.slots.front() {
+            self.slots.pop_front();
+            self.first += 1;
+        }
+        ev
     }
 
     pub fn len(&self) -> usize {

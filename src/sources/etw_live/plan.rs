@@ -250,6 +250,20 @@ fn all_keywords(guid: Guid) -> u64 {
     }
 }
 
+/// What the user is told before a live run of a `dnet::rundown:*-dcend` probe. The .NET
+/// runtime runs its end rundown (the DCEnd events) as soon as a session enables the rundown
+/// provider with the end-rundown keyword (dotnet/runtime eventtrace.cpp: its ETW callback
+/// starts the rundown when the keyword is set), so live these fire when the session starts.
+/// A PerfView trace has them at its end because PerfView enables that keyword in a rundown
+/// session of its own when it stops collecting. dtx keeps the probe names (scripts read the
+/// same over a trace and live) and says when they fire.
+fn dcend_note(name: &str) -> String {
+    format!(
+        "dnet::rundown:{name} fires live when the session starts (the .NET runtime runs its end \
+         rundown when the keyword is enabled), not at the end as in a PerfView trace"
+    )
+}
+
 /// A user-mode provider to enable in the user session.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UserProvider {
@@ -277,6 +291,9 @@ pub struct SessionPlan {
     pub profile_interval: Option<u32>,
     /// Enabled probes that cannot fire live, each with the reason (one line each).
     pub not_live: Vec<String>,
+    /// Enabled probes that fire live otherwise than over a trace, each with how (one line
+    /// each).
+    pub notes: Vec<String>,
 }
 
 impl SessionPlan {
@@ -315,6 +332,15 @@ impl SessionPlan {
             }
             if not_etw(&p.provider) {
                 continue;
+            }
+            if p.provider == "dnet"
+                && p.name.ends_with("-dcend")
+                && crate::providers::dnet::probe_of(p.id).is_some_and(|d| d.rundown)
+            {
+                let note = dcend_note(&p.name);
+                if !plan.notes.contains(&note) {
+                    plan.notes.push(note);
+                }
             }
             let stacks = wants_stack(p);
             any_stack |= stacks;
@@ -1125,6 +1151,41 @@ mod tests {
             .collect();
         assert_eq!(rt.len(), 1, "{p:?}");
         assert_ne!(rt[0].keywords & keyword::JIT, 0);
+    }
+
+    #[test]
+    fn live_fix_dcend_rundown_probes_say_when_they_fire_live() {
+        use crate::providers::dnet;
+        let mut dcend = probe("dnet", "method-dcend");
+        let i = dnet::PROBES
+            .iter()
+            .position(|d| d.name == "method-dcend" && d.rundown)
+            .expect("the rundown's method-dcend");
+        dcend.id = dnet::FIRST_ID + i as u64;
+        dcend.function = dnet::PROBES[i].function.into();
+        let p = SessionPlan::for_probes([&dcend], &|_| false, &EtwProbes::new());
+        assert_eq!(p.notes.len(), 1, "{p:?}");
+        assert!(
+            p.notes[0].contains("fires live when the session starts"),
+            "{p:?}"
+        );
+        // and it is still enabled, with the end-rundown keyword
+        let rd = p
+            .user
+            .iter()
+            .find(|u| u.guid == Some(dnet::RUNDOWN))
+            .unwrap();
+        assert_ne!(rd.keywords & dnet::keyword::rundown::END, 0);
+        // a dcstart probe has no such note
+        let j = dnet::PROBES
+            .iter()
+            .position(|d| d.name == "method-dcstart" && d.rundown)
+            .unwrap();
+        let mut dcstart = probe("dnet", "method-dcstart");
+        dcstart.id = dnet::FIRST_ID + j as u64;
+        dcstart.function = dnet::PROBES[j].function.into();
+        let p = SessionPlan::for_probes([&dcstart], &|_| false, &EtwProbes::new());
+        assert!(p.notes.is_empty(), "{p:?}");
     }
 
     #[test]
