@@ -626,7 +626,7 @@ fn live_fix_shuffled_delivery_prints_what_in_order_delivery_prints() {
                   { @p[probename, execname, pid] = count(); }";
     let records = live_records(&src);
     let in_order: Vec<usize> = (0..records.len()).collect();
-    let shuffled = shuffled_delivery(&records, 0x5eed_28);
+    let shuffled = shuffled_delivery(&records, 0x005e_ed28);
     assert_eq!(shuffled.len(), records.len());
     // the shuffle does reorder: many records arrive after a newer one, none more than 1 s late
     let mut newest = i64::MIN;

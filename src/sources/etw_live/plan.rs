@@ -633,9 +633,9 @@ pub mod session {
     #[derive(Clone, Debug)]
     pub struct LogFiles {
         /// The file the run was asked to log to.
-        asked: PathBuf,
-        /// The file it logs to: `asked`, or a new name when that exists.
         base: PathBuf,
+        /// The file it logs to: `base`, or a new name when that exists.
+        actual: PathBuf,
         used: Vec<PathBuf>,
     }
 
@@ -651,8 +651,8 @@ pub mod session {
                 n += 1;
             }
             LogFiles {
-                asked: base.to_path_buf(),
-                base: actual,
+                base: base.to_path_buf(),
+                actual,
                 used: Vec::new(),
             }
         }
@@ -661,10 +661,10 @@ pub mod session {
         /// run wrote, nor one that exists.
         pub fn next(&mut self, kind: LogKind) -> PathBuf {
             let preferred = match kind {
-                LogKind::HighFrequency => self.base.with_extension("hfreq.etl"),
-                _ if !self.used.contains(&self.base) => self.base.clone(),
-                LogKind::Kernel => self.base.with_extension("kernel.etl"),
-                LogKind::User => self.base.with_extension("user.etl"),
+                LogKind::HighFrequency => self.actual.with_extension("hfreq.etl"),
+                _ if !self.used.contains(&self.actual) => self.actual.clone(),
+                LogKind::Kernel => self.actual.with_extension("kernel.etl"),
+                LogKind::User => self.actual.with_extension("user.etl"),
             };
             let mut path = preferred.clone();
             let mut n = 2u32;
@@ -679,7 +679,7 @@ pub mod session {
 
         /// The file the run was asked to log to.
         pub fn base(&self) -> &Path {
-            &self.asked
+            &self.base
         }
     }
 
