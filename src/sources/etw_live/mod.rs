@@ -968,7 +968,9 @@ impl EventSource for EtwLiveSource {
             if n % DEADLINE_EVERY == 1 {
                 self.check_dropped(engine);
                 if n > 1 && engine.now_ns() >= deadline {
-                    self.release_ordered(engine, true);
+                    // records keep coming: an older one may still wait in the queue, so
+                    // only the session's time lets records go (not their wait)
+                    self.release_ordered(engine, false);
                     self.release(engine, false);
                     return SourceState::Running;
                 }
@@ -978,8 +980,10 @@ impl EventSource for EtwLiveSource {
                 Err(_) => {
                     let now = engine.now_ns();
                     if now >= deadline {
-                        // records that waited the window (a quiet session), and records whose
-                        // stacks did not come, go after their waits
+                        // the queue is empty: records that waited the window since they were
+                        // taken (every older record has been delivered by then: ETW delivers
+                        // within the flush period, and the queue keeps order), and records
+                        // whose stacks did not come, go after their waits
                         self.release_ordered(engine, true);
                         self.release(engine, false);
                         return SourceState::Running;

@@ -9,8 +9,8 @@
 //! (`etw::reader::merge`); live, the same order is rebuilt within a window a little longer
 //! than the flush period: a record goes on once a record newer by the window has arrived (then
 //! nothing older can still come), or once it has waited the window itself (a quiet session).
-//! Ties keep (timestamp, CPU, arrival) order, which does not depend on how the CPUs' buffers
-//! interleaved.
+//! Records of the same timestamp keep their arrival order (as the trace reader keeps a
+//! buffer's order), so in-order delivery goes on exactly as it came.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -36,7 +36,7 @@ pub const REORDER_MAX: usize = 1 << 19;
 /// ring indexed by arrival number: they leave about in arrival order, so it stays about the
 /// window's size), and a heap of their small keys (moving a key is cheaper than a record).
 pub struct Reorder {
-    heap: BinaryHeap<Reverse<(i64, u16, u64)>>,
+    heap: BinaryHeap<Reverse<(i64, u64)>>,
     /// Slot `i` holds the record of arrival number `first + i` (None once it went) and the
     /// engine time of its arrival.
     slots: VecDeque<Option<(LiveEvent, u64)>>,
@@ -63,7 +63,7 @@ impl Reorder {
         let ts = ev.header.time_stamp;
         self.newest = self.newest.max(ts);
         let seq = self.first + self.slots.len() as u64;
-        self.heap.push(Reverse((ts, ev.cpu, seq)));
+        self.heap.push(Reverse((ts, seq)));
         self.slots.push_back(Some((ev, now)));
     }
 
@@ -71,7 +71,7 @@ impl Reorder {
     /// window (with `quiet`: the engine's clock is the session's wall clock, not a replay's),
     /// or too many are held.
     pub fn pop_ready(&mut self, time: &TimeBase, now: u64, quiet: bool) -> Option<LiveEvent> {
-        let &Reverse((ts, _, seq)) = self.heap.peek()?;
+        let &Reverse((ts, seq)) = self.heap.peek()?;
         let behind = time
             .since_start_ns(self.newest)
             .saturating_sub(time.since_start_ns(ts));
@@ -95,7 +95,7 @@ impl Reorder {
 
     /// The oldest record, whatever its wait (the end of a run).
     pub fn pop(&mut self) -> Option<LiveEvent> {
-        let Reverse((_, _, seq)) = self.heap.pop()?;
+        let Reverse((_, seq)) = self.heap.pop()?;
         let i = seq.wrapping_sub(self.first) as usize;
         let ev = self
             .slots
@@ -154,7 +154,7 @@ mod tests {
         // a quiet session: the wait alone lets records go, once the window has passed
         assert!(r.pop_ready(&time, 1_499_999_999, true).is_none());
         let next = r.pop_ready(&time, 1_500_000_000, true).unwrap();
-        // equal timestamps go by CPU, whatever their arrival
+        // equal timestamps go in arrival order
         assert_eq!((next.header.time_stamp, next.cpu), (tick(1_000_000_000), 0));
         let next = r.pop_ready(&time, 1_500_000_000, true).unwrap();
         assert_eq!((next.header.time_stamp, next.cpu), (tick(1_000_000_000), 1));
