@@ -4,6 +4,8 @@
 
 #[path = "support/cli.rs"]
 mod cli;
+#[path = "support/etl.rs"]
+mod etl;
 use cli::run;
 
 /// Runs `-q -n prog`: (status, stdout, stderr).
@@ -179,4 +181,43 @@ fn an_io_create_device_style_script_compiles() {
     ]);
     assert_eq!(rc, 0, "{err}");
     assert_eq!(out, "");
+}
+
+/// Rows of `  key   count` from a printa() of one key: (key, count).
+fn rows(out: &str) -> Vec<(String, u64)> {
+    out.lines()
+        .filter_map(|l| {
+            let (k, n) = l.trim().rsplit_once(char::is_whitespace)?;
+            Some((k.trim().to_string(), n.parse().ok()?))
+        })
+        .collect()
+}
+
+/// `mod()` keys are merged by module and print the module's name alone, as dtrace's consumer
+/// does (dt_aggregate.c, dt_aggregate_mod; dt_consume.c, dt_print_mod): over the xperf trace,
+/// with no kernel PDB, `sym()` leaves one row per address, and `mod()` gives one
+/// `ntoskrnl.exe` row whose count is their sum. trunc() keeps the top merged rows.
+#[test]
+fn mod_keys_merge_by_module() {
+    let Some(t) = etl::trace("randomascii_slow_ppt_trace.etl.zip") else {
+        return;
+    };
+    let by_sym = rows(&etl::quiet(&t, "profile-997 { @[sym(arg0)] = count(); }"));
+    let nt: Vec<&(String, u64)> = by_sym
+        .iter()
+        .filter(|(k, _)| k.starts_with("ntoskrnl.exe+0x"))
+        .collect();
+    assert!(nt.len() > 10, "{by_sym:?}");
+    let sum: u64 = nt.iter().map(|(_, n)| n).sum();
+    let by_mod = rows(&etl::quiet(&t, "profile-997 { @[mod(arg0)] = count(); }"));
+    let named: Vec<&(String, u64)> = by_mod.iter().filter(|(k, _)| k == "ntoskrnl.exe").collect();
+    assert_eq!(named.len(), 1, "{by_mod:?}");
+    assert_eq!(named[0].1, sum);
+    assert!(by_mod.iter().all(|(k, _)| !k.contains("+0x")), "{by_mod:?}");
+    // trunc() ranks the merged rows: the module, not its hottest address
+    let top = rows(&etl::quiet(
+        &t,
+        "profile-997 { @[mod(arg0)] = count(); } END { trunc(@, 1); }",
+    ));
+    assert_eq!(top, vec![("ntoskrnl.exe".to_string(), sum)]);
 }

@@ -128,7 +128,7 @@ pub fn take(table: &AggregationTable, symbols: &dyn SymbolResolver) -> Vec<AggVi
                 n => n.to_string(),
             },
             rows: table
-                .snapshot(a)
+                .snapshot_named(a, symbols)
                 .into_iter()
                 .map(|(keys, value)| AggRow {
                     keys: keys.iter().map(|k| key_cell(k, symbols)).collect(),

@@ -587,7 +587,7 @@ impl Consumer {
             ActionKind::EtwTrace(def) => self.etw_trace(def, values),
             ActionKind::Freopen(f) => self.freopen(f, values, epid, probe),
             ActionKind::Clear(a) => vm.aggs.clear(*a),
-            ActionKind::Trunc(a) => vm.aggs.trunc(*a, int(0)),
+            ActionKind::Trunc(a) => vm.aggs.trunc(*a, int(0), &*self.symbols),
             ActionKind::Normalize(a) => vm.aggs.normalize(*a, int(0).unwrap_or(1)),
             ActionKind::Denormalize(a) => vm.aggs.denormalize(*a),
             ActionKind::System(f) => {

@@ -535,7 +535,12 @@ impl Vm {
                         Some(n) => self.eval(n, cx)?,
                         None => 0,
                     };
-                    *slot = KeyValue::Sym(v);
+                    // mod() keys name (and merge by) the module, sym()/func() the function
+                    *slot = if *name == "mod" {
+                        KeyValue::Mod(v)
+                    } else {
+                        KeyValue::Sym(v)
+                    };
                     return Ok(());
                 }
                 "usym" | "ufunc" | "umod" | "uaddr" => {
@@ -543,9 +548,11 @@ impl Vm {
                         Some(n) => self.eval(n, cx)?,
                         None => 0,
                     };
-                    *slot = KeyValue::Usym {
-                        addr: v,
-                        pid: cx.pid as u32,
+                    let pid = cx.pid as u32;
+                    *slot = match *name {
+                        "umod" => KeyValue::Umod { addr: v, pid },
+                        "uaddr" => KeyValue::Uaddr { addr: v, pid },
+                        _ => KeyValue::Usym { addr: v, pid },
                     };
                     return Ok(());
                 }

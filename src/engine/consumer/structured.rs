@@ -302,7 +302,7 @@ impl Consumer {
         }
         for &a in aggs {
             vm.aggs.mark_printed(a);
-            let rows = vm.aggs.sorted_snapshot(a, &self.opts.sort);
+            let rows = vm.aggs.sorted_snapshot(a, &self.opts.sort, &*self.symbols);
             out.push(st::aggregation_json(
                 vm.aggs.name(a).unwrap_or(""),
                 &rows,
@@ -338,7 +338,7 @@ impl Consumer {
             if vm.aggs.is_empty(a) {
                 continue;
             }
-            let rows = vm.aggs.sorted_snapshot(a, &self.opts.sort);
+            let rows = vm.aggs.sorted_snapshot(a, &self.opts.sort, &*self.symbols);
             let mut j = st::aggregation_json(vm.aggs.name(a).unwrap_or(""), &rows, &*self.symbols);
             j.push_member("printed", Json::Bool(vm.aggs.is_printed(a)));
             aggs.push(j);
