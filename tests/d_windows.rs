@@ -221,3 +221,35 @@ fn mod_keys_merge_by_module() {
     ));
     assert_eq!(top, vec![("ntoskrnl.exe".to_string(), sum)]);
 }
+
+/// A clause on `syscall:::entry` that reads `arg1`..`arg9` or `args[]` is told, before the run,
+/// that ETW records no system-call arguments (Microsoft's in-kernel provider fills them; ETW's
+/// SysClEnter carries only the routine's address). `arg0` and return probes are not.
+#[test]
+fn syscall_entry_arguments_are_said_to_be_zero() {
+    let Some(t) = etl::trace("randomascii_slow_ppt_trace.etl.zip") else {
+        return;
+    };
+    // the trace recorded no system calls: -Z lets the probes match none
+    let (rc, _, err) = run(&[
+        "-q",
+        "-Z",
+        "-E",
+        &t,
+        "-n",
+        "syscall::NtReadFile:entry { @[arg0] = count(); }\n\
+         syscall::NtReadFile:entry /arg2 > 0/ { @s[execname] = sum(arg3); }\n\
+         syscall:::return { @r = sum(arg1); }",
+    ]);
+    assert_eq!(rc, 0, "{err}");
+    let warnings: Vec<&str> = err.lines().filter(|l| l.contains("warning:")).collect();
+    assert_eq!(
+        warnings,
+        vec![
+            "dtx: warning: the clause for syscall::NtReadFile:entry reads arg2, arg3, \
+             but ETW records no system-call arguments: on entry only arg0 (the service \
+             routine's address) is set, the others are 0"
+        ],
+        "{err}"
+    );
+}

@@ -607,6 +607,10 @@ fn run_programs(
     #[cfg(windows)]
     crate::sources::etw_live::windows::install_console_handler();
     #[cfg(windows)]
+    if trace.is_none() && pid_run.many.is_none() {
+        engine.say_etw_limits();
+    }
+    #[cfg(windows)]
     let etw_live = match (&trace, &pid_run.live_etw) {
         (None, Some(live)) => crate::sources::etw_live::windows::open_for(
             &engine,

@@ -203,8 +203,19 @@ impl Engine {
     /// Says (on dtx's stderr, which the console shows) what the user should know before a
     /// trace is walked: that `syscall` probes go unnamed without the kernel's PDB.
     pub fn say_before_trace(&self, etw: &crate::providers::etw::EtwProbes) {
+        self.say_etw_limits();
         if let Some(n) = self.syscall_note(etw) {
             crate::output::stderr::say(self.consumer.prog(), n);
+        }
+    }
+
+    /// Says, before an ETW run (a trace, or live on Windows), what the programs read that
+    /// ETW does not record: `syscall:::entry` arguments past `arg0`.
+    pub fn say_etw_limits(&self) {
+        for r in &self.runs {
+            for w in crate::providers::etw::syscall::argument_warnings(&r.vm.program) {
+                crate::output::stderr::say(self.consumer.prog(), w);
+            }
         }
     }
 
