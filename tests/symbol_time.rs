@@ -31,10 +31,16 @@ impl Mapped {
     fn overlaps(&self, o: &Mapped) -> bool {
         self.base < o.base + o.size && o.base < self.base + self.size
     }
+    /// The same file at the same place (records spell one file's path in more than one way:
+    /// a rundown at the end of a trace may name it otherwise than its Load did).
+    fn same(&self, o: &Mapped) -> bool {
+        (self.pid, self.base, self.size) == (o.pid, o.base, o.size)
+            && self.name().eq_ignore_ascii_case(&o.name())
+    }
 }
 
-/// Every image of the trace, and the pairs (older, newer) of images of one pid, of different
-/// files, whose address ranges overlap and where the older was unloaded before the newer one
+/// Every image of the trace, and the pairs (older, newer) of images of one pid, not the same
+/// file at the same place, whose address ranges overlap and where the older was unloaded before the newer one
 /// was loaded (also across processes that reused a pid).
 fn image_pairs(path: &str) -> (Vec<Mapped>, Vec<(Mapped, Mapped)>) {
     let mut src = TraceSource::open(path).unwrap();
@@ -52,24 +58,21 @@ fn image_pairs(path: &str) -> (Vec<Mapped>, Vec<(Mapped, Mapped)>) {
             let pid = pid as u32;
             match d.name {
                 "Load" | "DCStart" | "DCEnd" => {
-                    let file = d.str("FileName").map(|s| s.to_string()).unwrap_or_default();
-                    let size = d.u64("ImageSize").unwrap_or(0);
-                    let same = live
-                        .get(&(pid, base))
-                        .is_some_and(|&i| all[i].file == file && all[i].size == size);
-                    if !same && size > 0 {
+                    let new = Mapped {
+                        pid,
+                        base,
+                        size: d.u64("ImageSize").unwrap_or(0),
+                        file: d.str("FileName").map(|s| s.to_string()).unwrap_or_default(),
+                        loaded: ev.time_ns,
+                        unloaded: None,
+                    };
+                    let same = live.get(&(pid, base)).is_some_and(|&i| all[i].same(&new));
+                    if !same && new.size > 0 {
                         if let Some(&i) = live.get(&(pid, base)) {
                             all[i].unloaded.get_or_insert(ev.time_ns);
                         }
                         live.insert((pid, base), all.len());
-                        all.push(Mapped {
-                            pid,
-                            base,
-                            size,
-                            file,
-                            loaded: ev.time_ns,
-                            unloaded: None,
-                        });
+                        all.push(new);
                     }
                 }
                 "Unload" => {
@@ -87,7 +90,7 @@ fn image_pairs(path: &str) -> (Vec<Mapped>, Vec<(Mapped, Mapped)>) {
     for (i, a) in all.iter().enumerate() {
         for b in &all[i + 1..] {
             if a.pid == b.pid
-                && a.file != b.file
+                && !a.same(b)
                 && a.overlaps(b)
                 && a.unloaded.is_some_and(|u| u <= b.loaded)
             {
@@ -182,6 +185,137 @@ fn symbol_time_each_pair_names_its_frames_by_the_image_of_their_time() {
     }
 }
 
+/// The stacks of `dtx -q` output made of `@<timestamp> <pid>` lines each followed by a stack's
+/// frames, up to the `=END` line (what was printed before END) and after it (END's `printa`).
+type Sampled = Vec<(u64, u32, Vec<String>)>;
+
+fn sampled(out: &str) -> (Sampled, Sampled) {
+    let (mut before, mut end) = (Vec::new(), Vec::new());
+    let mut at_end = false;
+    for line in out.lines() {
+        let list = if at_end { &mut end } else { &mut before };
+        if line == "=END" {
+            at_end = true;
+        } else if let Some(head) = line.strip_prefix('@') {
+            let mut f = head.split_whitespace().map(|v| v.parse::<u64>().unwrap());
+            let (t, pid) = (f.next().unwrap(), f.next().unwrap() as u32);
+            list.push((t, pid, Vec::new()));
+        } else if let Some(last) = list.last_mut() {
+            if !line.trim().is_empty() {
+                last.2.push(line.trim().to_string());
+            }
+        }
+    }
+    (before, end)
+}
+
+/// Over the traces that sampled stacks: every stack sampled in a pid of a pair (the kernel's
+/// for a pair of drivers) while the older image was mapped names no frame after the newer
+/// one, and the other way round, printed as sampled and by END's `printa`; the frames of the
+/// overlap that the samples hit name the image of their time.
+#[test]
+fn symbol_time_sampled_stacks_name_the_image_of_their_time() {
+    let mut exercised = 0;
+    for (dir, name, _) in TRACES {
+        let Some(path) = etl::shared(dir, name) else {
+            return;
+        };
+        let (all, pairs) = image_pairs(&path);
+        let mut user: Vec<u32> = pairs.iter().map(|p| p.0.pid).filter(|&p| p != 0).collect();
+        user.sort();
+        user.dedup();
+        let kernel = pairs.iter().any(|p| p.0.pid == 0);
+        let mut prog = String::new();
+        if !user.is_empty() {
+            let pred: Vec<String> = user.iter().map(|p| format!("pid == {p}")).collect();
+            prog += &format!(
+                "profile:::sample-1ms /{}/ {{ @u[timestamp, pid, ustack()] = count(); \
+                 printf(\"@%d %d\", timestamp, pid); ustack(); }}\n",
+                pred.join(" || ")
+            );
+        }
+        if kernel {
+            prog += "profile:::sample-1ms { @k[timestamp, 0, stack()] = count(); \
+                     printf(\"@%d 0\", timestamp); stack(); }\n";
+        }
+        prog += "END { printf(\"=END\\n\"); ";
+        if !user.is_empty() {
+            prog += "printa(\"@%d %d%k\\n\", @u); ";
+        }
+        if kernel {
+            prog += "printa(\"@%d %d%k\\n\", @k); ";
+        }
+        prog += "}";
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_dtx"))
+            .args(["-q", "-E", &path, "-n", &prog])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        if String::from_utf8_lossy(&out.stderr).contains("has none") {
+            eprintln!("{name}: no sampled stacks");
+            continue;
+        }
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let (before, end) = sampled(&text);
+        // a key per sample (two samples of one time, pid and stack are one key)
+        assert!(end.len() <= before.len() && end.len() * 10 >= before.len() * 9, "{name}");
+        // whether an image of `file`'s base name was mapped in `pid` at `t`
+        let mapped = |pid: u32, base_name: &str, t: u64| {
+            all.iter().any(|m| {
+                m.pid == pid
+                    && m.name().eq_ignore_ascii_case(base_name)
+                    && m.loaded <= t
+                    && m.unloaded.is_none_or(|u| t < u)
+            })
+        };
+        for (o, n) in &pairs {
+            if o.name().eq_ignore_ascii_case(&n.name()) {
+                continue;
+            }
+            for (phase, stacks) in [("before END", &before), ("END", &end)] {
+                let mut hits = [0usize; 2];
+                for (t, pid, frames) in stacks.iter() {
+                    if *pid != o.pid {
+                        continue;
+                    }
+                    for (k, (this, other)) in [(o, n), (n, o)].into_iter().enumerate() {
+                        let during = this.loaded <= *t && this.unloaded.is_none_or(|u| *t < u);
+                        if !during {
+                            continue;
+                        }
+                        for f in frames {
+                            let m = module_of(f);
+                            if m.eq_ignore_ascii_case(&this.name()) {
+                                hits[k] += 1;
+                            }
+                            assert!(
+                                !m.eq_ignore_ascii_case(&other.name())
+                                    || mapped(o.pid, &other.name(), *t),
+                                "{name} ({phase}): at {t} pid {pid} frame {f} names {} while {} \
+                                 was mapped",
+                                other.name(),
+                                this.name()
+                            );
+                        }
+                    }
+                }
+                eprintln!(
+                    "{name} ({phase}): pid {} {} then {}: {} and {} frames",
+                    o.pid,
+                    o.name(),
+                    n.name(),
+                    hits[0],
+                    hits[1]
+                );
+                if hits[0] > 0 && hits[1] > 0 {
+                    exercised += 1;
+                }
+            }
+        }
+    }
+    eprintln!("{exercised} pairs with frames of both images");
+}
+
 #[test]
 fn symbol_time_pairs_explore() {
     for (dir, name) in [
@@ -196,7 +330,7 @@ fn symbol_time_pairs_explore() {
         eprintln!("{name}: {} pairs", pairs.len());
         for (a, b) in &pairs {
             eprintln!(
-                "  pid {} {:x}+{:x} {} [{}..{:?}]  then {:x}+{:x} {} [{}..{:?}]",
+                "  pid {} {:x}+{:x} {} [{}..{:?}]  then {:x}+{:x} {} [{}..{:?}] {:?} {:?}",
                 a.pid,
                 a.base,
                 a.size,
@@ -207,7 +341,9 @@ fn symbol_time_pairs_explore() {
                 b.size,
                 b.name(),
                 b.loaded,
-                b.unloaded
+                b.unloaded,
+                a.file,
+                b.file
             );
         }
     }

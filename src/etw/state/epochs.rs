@@ -76,14 +76,18 @@ pub fn holder_at<T: Copy>(
 
 /// Whether two records describe the same image mapped at one place (a rundown record of an
 /// image loaded before, a DLL loaded and freed again): the same base and size, and the same
-/// file, or a file with the same link time stamp and checksum (records may spell one path
-/// differently).
+/// file: the same path, or (records may spell one path in more than one way: a rundown at the
+/// end of a trace may name a file otherwise than its Load did) the same base name with link
+/// time stamps that do not differ.
 pub fn same_image(a: &Image, b: &Image) -> bool {
+    let base_name = |i: &Image| i.file_name.rsplit(['\\', '/']).next().unwrap_or("");
     a.base == b.base
         && a.size == b.size
         && (a.file_name == b.file_name
-            || (a.time_date_stamp != 0
-                && (a.time_date_stamp, a.checksum) == (b.time_date_stamp, b.checksum)))
+            || (base_name(a).eq_ignore_ascii_case(base_name(b))
+                && (a.time_date_stamp == b.time_date_stamp
+                    || a.time_date_stamp == 0
+                    || b.time_date_stamp == 0)))
 }
 
 /// An image that took part in a replacement (held since an epoch above 0, or replaced): the

@@ -604,9 +604,10 @@ impl Process {
         if let Ok(i) = self.images.binary_search_by_key(&base, |i| i.base) {
             let gone = self.images.remove(i);
             // one that a later image replaced since stays: it names the samples of its epochs
-            self.unloaded_images.retain(|u| {
-                u.held.until.is_some_and(|until| until != u.held.since)
-                    || (u.base, u.size, &u.file_name) != (gone.base, gone.size, &gone.file_name)
+            // (one replaced past the bound of epochs, which named nothing, goes)
+            self.unloaded_images.retain(|u| match u.held.until {
+                Some(until) => until != u.held.since,
+                None => (u.base, u.size, &u.file_name) != (gone.base, gone.size, &gone.file_name),
             });
             self.unloaded_images.push(gone);
         }
