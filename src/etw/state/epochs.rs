@@ -80,7 +80,9 @@ pub fn holder_at<T: Copy>(
 /// end of a trace may name a file otherwise than its Load did) the same base name with link
 /// time stamps that do not differ.
 pub fn same_image(a: &Image, b: &Image) -> bool {
-    let base_name = |i: &Image| i.file_name.rsplit(['\\', '/']).next().unwrap_or("");
+    fn base_name(i: &Image) -> &str {
+        i.file_name.rsplit(['\\', '/']).next().unwrap_or("")
+    }
     a.base == b.base
         && a.size == b.size
         && (a.file_name == b.file_name
