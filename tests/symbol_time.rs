@@ -5,6 +5,8 @@
 
 #[path = "support/etl.rs"]
 mod etl;
+#[path = "support/synthetic_etl.rs"]
+mod synthetic;
 
 use dtx::sources::etl::TraceSource;
 
@@ -209,10 +211,11 @@ fn sampled(out: &str) -> (Sampled, Sampled) {
     (before, end)
 }
 
-/// Over the traces that sampled stacks: every stack sampled in a pid of a pair (the kernel's
-/// for a pair of drivers) while the older image was mapped names no frame after the newer
-/// one, and the other way round, printed as sampled and by END's `printa`; the frames of the
-/// overlap that the samples hit name the image of their time.
+/// Over the real traces: every stack sampled in a pid of a pair (the kernel's for a pair of
+/// drivers) while the older image was mapped names no frame after the newer one, and the other
+/// way round, printed as sampled and by END's `printa`. (The samples of these traces fall in
+/// neither image of any pair while it was mapped: the count of such frames is printed; the
+/// synthetic trace below has them.)
 #[test]
 fn symbol_time_sampled_stacks_name_the_image_of_their_time() {
     let mut exercised = 0;
@@ -230,13 +233,13 @@ fn symbol_time_sampled_stacks_name_the_image_of_their_time() {
             let pred: Vec<String> = user.iter().map(|p| format!("pid == {p}")).collect();
             prog += &format!(
                 "profile:::sample-1ms /{}/ {{ @u[timestamp, pid, ustack()] = count(); \
-                 printf(\"@%d %d\", timestamp, pid); ustack(); }}\n",
+                 printf(\"@%d %d\\n\", timestamp, pid); ustack(); }}\n",
                 pred.join(" || ")
             );
         }
         if kernel {
             prog += "profile:::sample-1ms { @k[timestamp, 0, stack()] = count(); \
-                     printf(\"@%d 0\", timestamp); stack(); }\n";
+                     printf(\"@%d 0\\n\", timestamp); stack(); }\n";
         }
         prog += "END { printf(\"=END\\n\"); ";
         if !user.is_empty() {
@@ -255,10 +258,17 @@ fn symbol_time_sampled_stacks_name_the_image_of_their_time() {
             eprintln!("{name}: no sampled stacks");
             continue;
         }
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let (before, end) = sampled(&text);
         // a key per sample (two samples of one time, pid and stack are one key)
-        assert!(end.len() <= before.len() && end.len() * 10 >= before.len() * 9, "{name}");
+        assert!(
+            end.len() <= before.len() && end.len() * 10 >= before.len() * 9,
+            "{name}"
+        );
         // whether an image of `file`'s base name was mapped in `pid` at `t`
         let mapped = |pid: u32, base_name: &str, t: u64| {
             all.iter().any(|m| {
@@ -316,35 +326,107 @@ fn symbol_time_sampled_stacks_name_the_image_of_their_time() {
     eprintln!("{exercised} pairs with frames of both images");
 }
 
+/// A trace written here (`support/synthetic_etl.rs`) where process 7's `old.dll` is unloaded
+/// and `new.dll` loaded at its base, and the kernel's `olddrv.sys` replaced by `newdrv.sys`,
+/// with stacks sampled under each: every stack is named by the images of its time, traced per
+/// sample, printed by a `printa()` in a tick after the replacement (before END) and by END.
 #[test]
-fn symbol_time_pairs_explore() {
-    for (dir, name) in [
-        ("etl-win11", "filtrace_etw.etl"),
-        ("etl", "perfview_net.4.5.2.x86.etl.zip"),
-        ("etl", "etlparser_ShutdownPerfDiagLogger.etl"),
-    ] {
-        let Some(path) = etl::shared(dir, name) else {
-            return;
-        };
-        let (_, pairs) = image_pairs(&path);
-        eprintln!("{name}: {} pairs", pairs.len());
-        for (a, b) in &pairs {
-            eprintln!(
-                "  pid {} {:x}+{:x} {} [{}..{:?}]  then {:x}+{:x} {} [{}..{:?}] {:?} {:?}",
-                a.pid,
-                a.base,
-                a.size,
-                a.name(),
-                a.loaded,
-                a.unloaded,
-                b.base,
-                b.size,
-                b.name(),
-                b.loaded,
-                b.unloaded,
-                a.file,
-                b.file
-            );
-        }
+fn symbol_time_a_synthetic_trace_names_each_sample_by_its_images() {
+    use synthetic::{CpuRecords, START};
+    const S: i64 = 10_000_000; // a second in raw ticks
+    let (dll, ntdll, drv) = (0x1000_0000u64, 0x7000_0000u64, 0xffff_f800_0000_0000u64);
+    let mut c = CpuRecords::default();
+    c.process(START + 1, 7, "app.exe");
+    c.thread(START + 2, 7, 70);
+    c.image(
+        START + 3,
+        7,
+        ntdll,
+        0x10000,
+        r"C:\Windows\System32\ntdll.dll",
+    );
+    c.image(
+        START + 4,
+        0,
+        drv,
+        0x10000,
+        r"\SystemRoot\system32\drivers\olddrv.sys",
+    );
+    c.image_load(START + 5, 7, dll, 0x10000, r"C:\app\old.dll");
+    let frames = [drv + 0x30, dll + 0x10, ntdll + 0x20];
+    for k in 0..3 {
+        c.sample(START + S + k * 1000, 7, 70, &frames);
+    }
+    c.image_unload(START + 2 * S, 7, dll, 0x10000, r"C:\app\old.dll");
+    c.image_unload(
+        START + 2 * S + 1,
+        0,
+        drv,
+        0x10000,
+        r"\SystemRoot\system32\drivers\olddrv.sys",
+    );
+    c.image_load(START + 2 * S + 2, 7, dll, 0x10000, r"C:\app\new.dll");
+    c.image_load(
+        START + 2 * S + 3,
+        0,
+        drv,
+        0x10000,
+        r"\SystemRoot\system32\drivers\newdrv.sys",
+    );
+    for k in 0..2 {
+        c.sample(START + 3 * S + k * 1000, 7, 70, &frames);
+    }
+    // after the tick: one more under the new images
+    c.sample(START + 5 * S, 7, 70, &frames);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("replaced.etl");
+    std::fs::write(&path, synthetic::trace_bytes(&[c])).unwrap();
+    let prog = r#"profile:::sample-1ms { @u[ustack()] = count(); @k[stack()] = count();
+        printf("@%d 7\n", timestamp); stack(); ustack(); }
+        tick-4s { printf("=tick\n"); printa(@u); printa(@k); }
+        END { printf("=END\n"); printa(@u); printa(@k); }"#;
+    let out = etl::quiet(path.to_str().unwrap(), prog);
+    let (per_sample, rest) = out.split_once("=tick").unwrap();
+    let (tick, end) = rest.split_once("=END").unwrap();
+    // traced per sample: each with the images of its time
+    let (samples, _) = sampled(per_sample);
+    let names: Vec<Vec<String>> = samples.iter().map(|s| s.2.clone()).collect();
+    let old = ["olddrv.sys+0x30", "old.dll+0x10", "ntdll.dll+0x20"];
+    let new = ["newdrv.sys+0x30", "new.dll+0x10", "ntdll.dll+0x20"];
+    assert_eq!(
+        names,
+        vec![old; 3]
+            .into_iter()
+            .chain(vec![new; 2])
+            .collect::<Vec<_>>(),
+        "{out}"
+    );
+    // printed by printa: one key per stack under each image, with its count
+    let count_of = |text: &str, frame: &str| -> Option<u64> {
+        let mut lines = text.lines().skip_while(|l| l.trim() != frame);
+        lines.next()?;
+        lines
+            .map(str::trim)
+            .find(|l| l.parse::<u64>().is_ok())?
+            .parse()
+            .ok()
+    };
+    for (phase, text, newer) in [("tick", tick, 2), ("END", end, 3)] {
+        assert_eq!(count_of(text, "old.dll+0x10"), Some(3), "{phase}: {text}");
+        assert_eq!(
+            count_of(text, "new.dll+0x10"),
+            Some(newer),
+            "{phase}: {text}"
+        );
+        assert_eq!(
+            count_of(text, "olddrv.sys+0x30"),
+            Some(3),
+            "{phase}: {text}"
+        );
+        assert_eq!(
+            count_of(text, "newdrv.sys+0x30"),
+            Some(newer),
+            "{phase}: {text}"
+        );
     }
 }

@@ -524,10 +524,9 @@ pub(crate) fn cmp_component(a: &KeyRef, b: &KeyRef, strsize: usize) -> Ordering 
                 // of NUL-free strings.
                 (KeyRef::Str(x), KeyRef::Str(y)) => x.cmp(y),
                 // the same frames under other images: the older images first
-                (KeyRef::Stack { epoch: x, .. }, KeyRef::Stack { epoch: y, .. }) => a
-                    .record_bytes(sa)
-                    .cmp(&b.record_bytes(sb))
-                    .then(x.cmp(y)),
+                (KeyRef::Stack { epoch: x, .. }, KeyRef::Stack { epoch: y, .. }) => {
+                    a.record_bytes(sa).cmp(&b.record_bytes(sb)).then(x.cmp(y))
+                }
                 _ => a.record_bytes(sa).cmp(&b.record_bytes(sb)),
             }
         }

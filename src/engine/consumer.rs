@@ -441,12 +441,14 @@ impl Consumer {
                                                 frames,
                                                 stack::DEFAULT_INDENT,
                                                 &|pc| {
-                                                    Some(match syms.user_lookup_at(pid, epoch, pc) {
-                                                        stack::Lookup::None => {
-                                                            syms.user_at(pid, epoch, pc)
-                                                        }
-                                                        l => stack::frame_text(pc, &l, true),
-                                                    })
+                                                    Some(
+                                                        match syms.user_lookup_at(pid, epoch, pc) {
+                                                            stack::Lookup::None => {
+                                                                syms.user_at(pid, epoch, pc)
+                                                            }
+                                                            l => stack::frame_text(pc, &l, true),
+                                                        },
+                                                    )
                                                 },
                                                 &mut self.buf,
                                             );

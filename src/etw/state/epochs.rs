@@ -71,7 +71,9 @@ pub fn holder_at<T: Copy>(
             }
         }
     }
-    before.map(|(t, u, _)| (t, u)).or(after.map(|(t, _)| (t, 0)))
+    before
+        .map(|(t, u, _)| (t, u))
+        .or(after.map(|(t, _)| (t, 0)))
 }
 
 /// Whether two records describe the same image mapped at one place (a rundown record of an
@@ -186,9 +188,9 @@ impl Epochs {
             for e in open {
                 let (base, end, since) = (e.base, e.base.saturating_add(e.size), e.held.since);
                 e.held.until = Some(new);
-                match (p.spans.iter_mut()).find(|s| {
-                    (s.base, s.end, s.held) == (base, end, Held { since, until: None })
-                }) {
+                match (p.spans.iter_mut())
+                    .find(|s| (s.base, s.end, s.held) == (base, end, Held { since, until: None }))
+                {
                     Some(s) => s.held.until = Some(new),
                     None => p.spans.push(Span {
                         base,
