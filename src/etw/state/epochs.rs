@@ -112,7 +112,7 @@ pub(super) struct PidEpochs {
 
 impl PidEpochs {
     /// The epoch a frame at `addr` sampled now carries.
-    fn from_of(&self, addr: u64) -> u32 {
+    fn epoch_of(&self, addr: u64) -> u32 {
         let covering = (self.spans.iter())
             .filter(|s| s.base <= addr && addr < s.end)
             .map(|s| ((), s.held));
@@ -136,7 +136,7 @@ impl Epochs {
         };
         (frames.iter())
             .take_while(|&&f| f != 0)
-            .map(|&f| p.from_of(f))
+            .map(|&f| p.epoch_of(f))
             .max()
             .unwrap_or(0)
     }
