@@ -68,6 +68,23 @@ pub trait SymbolResolver {
         let _ = (pid, addr);
         crate::output::stack::Lookup::None
     }
+    /// A kernel address as a frame of a stack recorded at address-space epoch `epoch`
+    /// (`KeyValue::Stack`'s, `vm::StackEpochs`): named by the image that held it then. A
+    /// resolver that knows no epochs names it as [`SymbolResolver::kernel`] does.
+    fn kernel_at(&self, epoch: u32, addr: u64) -> String {
+        let _ = epoch;
+        self.kernel(addr)
+    }
+    /// A user address of process `pid` as a frame of a stack recorded at `epoch`.
+    fn user_at(&self, pid: u32, epoch: u32, addr: u64) -> String {
+        let _ = epoch;
+        self.user(pid, addr)
+    }
+    /// [`SymbolResolver::user_lookup`] of a frame of a stack recorded at `epoch`.
+    fn user_lookup_at(&self, pid: u32, epoch: u32, addr: u64) -> crate::output::stack::Lookup {
+        let _ = epoch;
+        self.user_lookup(pid, addr)
+    }
 }
 
 fn strip_offset(s: String) -> String {

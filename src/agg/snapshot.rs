@@ -97,15 +97,20 @@ pub fn key_cell(k: &KeyValue, symbols: &dyn SymbolResolver) -> KeyCell {
             }
             KeyCell::Text(s)
         }
-        KeyValue::Stack { frames, user, pid } => KeyCell::Stack(
+        KeyValue::Stack {
+            frames,
+            user,
+            pid,
+            epoch,
+        } => KeyCell::Stack(
             frames
                 .iter()
                 .take_while(|&&f| f != 0)
                 .map(|&f| {
                     if *user {
-                        symbols.user(*pid, f)
+                        symbols.user_at(*pid, *epoch, f)
                     } else {
-                        symbols.kernel(f)
+                        symbols.kernel_at(*epoch, f)
                     }
                 })
                 .collect(),

@@ -615,6 +615,7 @@ fn key_layouts() {
                 frames: vec![1, 2, 0, 0],
                 user: false,
                 pid: 0,
+                epoch: 0,
             },
             KeyValue::Sym(3),
             KeyValue::Mod(3),

@@ -845,10 +845,19 @@ impl Engine {
                 stacks.stack_of(ev, f.tid, dec.u64("InstructionPointer"), kstack, ustack);
                 cx.stack = kstack;
                 cx.ustack = ustack;
+                cx.epochs = Some(state);
             }
             let mut before_print = |c: &mut Consumer| current_names(names, c, state);
             *fired += fire_runs(runs, consumer, probes, exit, &cx, &mut before_print);
         }
+    }
+}
+
+/// A recorded stack keeps the epoch of the images that named its frames as the ETW system
+/// state knew them when it was sampled.
+impl crate::vm::StackEpochs for crate::etw::state::SystemState {
+    fn stack_epoch(&self, pid: u32, frames: &[u64]) -> u32 {
+        crate::etw::state::SystemState::stack_epoch(self, pid, frames)
     }
 }
 

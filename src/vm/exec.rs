@@ -301,11 +301,15 @@ impl Vm {
     fn stack_datum(&self, frames: u32, user: bool, cx: &FiringCtx<'_>) -> Datum {
         let src = if user { cx.user_stack() } else { cx.stack };
         let n = (frames as usize).min(src.len());
+        // a kernel stack is the same key whatever process it ran for
+        let pid = if user { cx.pid } else { 0 };
         Datum::Stack {
             frames: src[..n].to_vec(),
             user,
-            // a kernel stack is the same key whatever process it ran for
-            pid: if user { cx.pid } else { 0 },
+            pid,
+            epoch: cx
+                .epochs
+                .map_or(0, |e| e.stack_epoch(pid as u32, &src[..n])),
         }
     }
 
@@ -519,7 +523,12 @@ impl Vm {
                         Some(n) => self.eval(n, cx)? as u32,
                         None => u32::MAX,
                     };
-                    let Datum::Stack { frames, user, pid } = self.stack_datum(frames, user, cx)
+                    let Datum::Stack {
+                        frames,
+                        user,
+                        pid,
+                        epoch,
+                    } = self.stack_datum(frames, user, cx)
                     else {
                         unreachable!()
                     };
@@ -527,6 +536,7 @@ impl Vm {
                         frames,
                         user,
                         pid: pid as u32,
+                        epoch,
                     };
                     return Ok(());
                 }

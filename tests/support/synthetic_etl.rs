@@ -101,6 +101,46 @@ impl CpuRecords {
 
     /// Image DCStart (v2) of process `pid`.
     pub fn image(&mut self, ts: i64, pid: u32, base: u64, size: u64, file_name: &str) {
+        self.image_record(3, ts, pid, base, size, file_name)
+    }
+
+    /// Image Load (v2) of process `pid`.
+    pub fn image_load(&mut self, ts: i64, pid: u32, base: u64, size: u64, file_name: &str) {
+        self.image_record(10, ts, pid, base, size, file_name)
+    }
+
+    /// Image Unload (v2) of process `pid`.
+    pub fn image_unload(&mut self, ts: i64, pid: u32, base: u64, size: u64, file_name: &str) {
+        self.image_record(2, ts, pid, base, size, file_name)
+    }
+
+    /// SampledProfile (v2) of thread `tid` at `ip`, then its StackWalk Stack record (v2) with
+    /// `frames` (innermost first) of process `pid`.
+    pub fn sample(&mut self, ts: i64, pid: u32, tid: u32, frames: &[u64]) {
+        let mut p = Vec::new();
+        p.extend_from_slice(&frames.first().copied().unwrap_or(0).to_le_bytes());
+        p.extend_from_slice(&tid.to_le_bytes());
+        p.extend_from_slice(&[1, 0, 0, 0]); // Count, flags, rank
+        self.push(ts, perfinfo(0x0F, 46, 2, ts, &p));
+        let mut s = Vec::new();
+        s.extend_from_slice(&ts.to_le_bytes());
+        s.extend_from_slice(&pid.to_le_bytes());
+        s.extend_from_slice(&tid.to_le_bytes());
+        for f in frames {
+            s.extend_from_slice(&f.to_le_bytes());
+        }
+        self.push(ts, perfinfo(0x18, 32, 2, ts, &s));
+    }
+
+    fn image_record(
+        &mut self,
+        opcode: u8,
+        ts: i64,
+        pid: u32,
+        base: u64,
+        size: u64,
+        file_name: &str,
+    ) {
         let mut p = Vec::new();
         p.extend_from_slice(&base.to_le_bytes());
         p.extend_from_slice(&size.to_le_bytes());
@@ -109,7 +149,7 @@ impl CpuRecords {
         p.extend_from_slice(&base.to_le_bytes()); // DefaultBase
         p.extend_from_slice(&[0; 16]);
         p.extend(utf16z(file_name));
-        self.push(ts, perfinfo(0x14, 3, 2, ts, &p));
+        self.push(ts, perfinfo(0x14, opcode, 2, ts, &p));
     }
 
     /// KernelTraceControl's DbgID_RSDS (event-trace header, 0x14): the PDB of an image.

@@ -198,9 +198,12 @@ impl Consumer {
                     Json::str(st::record_text(b))
                 }
                 Datum::Bytes(b) => Json::str(st::hex(b)),
-                Datum::Stack { frames, user, pid } => {
-                    st::stack_json(frames, *user, *pid as u32, syms)
-                }
+                Datum::Stack {
+                    frames,
+                    user,
+                    pid,
+                    epoch,
+                } => st::stack_json(frames, *user, *pid as u32, *epoch, syms),
             }
         };
         let one = |name: &str, j: Json| Json::object([(name, j)]);
@@ -226,9 +229,12 @@ impl Consumer {
                 values
                     .iter()
                     .filter_map(|v| match v {
-                        Datum::Stack { frames, user, pid } => {
-                            Some(st::stack_json(frames, *user, *pid as u32, syms))
-                        }
+                        Datum::Stack {
+                            frames,
+                            user,
+                            pid,
+                            epoch,
+                        } => Some(st::stack_json(frames, *user, *pid as u32, *epoch, syms)),
                         _ => None,
                     })
                     .collect()
