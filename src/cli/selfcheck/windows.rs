@@ -107,7 +107,10 @@ pub fn checks(progress: &mut dyn FnMut(&str)) -> Vec<Check> {
         for name in ETW_CHECKS {
             v.push(Check::skip(
                 name,
-                format!("not possible under Wine {w}: {why}"),
+                format!(
+                    "not possible under Wine {w}, whose ETW consumer (OpenTrace/ProcessTrace) \
+                     is a stub; a live run there says: {why}"
+                ),
             ));
         }
     } else if !elevated {
