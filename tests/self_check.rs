@@ -128,6 +128,19 @@ fn checks_of(c: &Checked) -> Vec<(String, String, String)> {
         .collect()
 }
 
+/// `--check` takes no program, trace or target: a usage error, said before anything runs.
+#[test]
+fn self_check_runs_alone() {
+    let c = run(&[], &["--check", "-n", "BEGIN { exit(0); }"]);
+    assert_eq!(c.status.code(), Some(2), "{}", c.report());
+    assert!(
+        c.stderr.contains("dtx: --check runs alone"),
+        "{}",
+        c.report()
+    );
+    assert!(c.stdout.is_empty(), "{}", c.report());
+}
+
 #[cfg(target_os = "linux")]
 mod linux {
     use super::*;

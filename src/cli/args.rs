@@ -898,6 +898,8 @@ mod tests {
         assert!(a.tui);
         assert_eq!(a.theme.as_deref(), Some("dark"));
         assert_eq!(ok(&["--theme=light"]).theme.as_deref(), Some("light"));
+        assert!(ok(&["--check", "-x", "oformat=json"]).check);
+        assert!(!ok(&["-n", "BEGIN"]).check);
         assert!(ok(&["--help", "-k"]).help);
         assert_eq!(
             msg(&["--theme"]),

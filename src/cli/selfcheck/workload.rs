@@ -53,14 +53,40 @@ pub const BUSY_CHAIN: [&str; 3] = [
     "dtx_check_busy_outer",
 ];
 
-/// Burns about `ms` of wall time in [`dtx_check_busy_outer`].
+/// Burns `ms` of this process's CPU time in [`dtx_check_busy_outer`] (where the CPU clock can
+/// be read; else `ms` of wall time), for at most ten times as long in wall time: on a loaded
+/// machine the samples still cover the CPU time asked for.
 pub fn busy(ms: u64) -> u64 {
-    let until = Instant::now() + Duration::from_millis(ms);
+    let start = Instant::now();
+    let cpu0 = cpu_time();
+    let wall_limit = Duration::from_millis(ms.saturating_mul(10));
     let mut acc = 0u64;
-    while Instant::now() < until {
+    loop {
         acc = acc.wrapping_add(dtx_check_busy_outer(200_000));
+        let spent = match (cpu0, cpu_time()) {
+            (Some(a), Some(b)) => b.saturating_sub(a),
+            _ => start.elapsed(),
+        };
+        if spent >= Duration::from_millis(ms) || start.elapsed() >= wall_limit {
+            return acc;
+        }
     }
-    acc
+}
+
+/// This process's CPU time (CLOCK_PROCESS_CPUTIME_ID), on Linux.
+fn cpu_time() -> Option<Duration> {
+    #[cfg(target_os = "linux")]
+    {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: ts is a valid timespec for the call to fill
+        let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+        (rc == 0).then(|| Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
+    }
+    #[cfg(not(target_os = "linux"))]
+    None
 }
 
 /// Whether [`dtx_check_busy_leaf`] starts by setting up a frame pointer (`push rbp; mov rbp,
