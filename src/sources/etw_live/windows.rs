@@ -1618,3 +1618,50 @@ fn raw_guid_bytes(rec: &RawEventRecord) -> [u8; 16] {
     b[8..16].copy_from_slice(&g.data4);
     b
 }
+
+// ---------------------------------------------------------------------------------------------
+// What `dtx --check` reads of the system (src/cli/selfcheck/windows.rs)
+
+/// The system's sampling interval now, in 100 ns units (TraceQueryInformation
+/// TraceSampledProfileIntervalInfo), or None when it cannot be read.
+pub fn system_profile_interval() -> Option<u32> {
+    query_profile_interval()
+}
+
+/// The names of the ETW sessions running now, by the query `logman query -ets` makes
+/// (QueryAllTracesW).
+pub fn running_session_names() -> Vec<String> {
+    all_session_names()
+}
+
+/// Whether this process's token is elevated.
+pub fn process_elevated() -> bool {
+    is_elevated()
+}
+
+/// Wine's version when dtx runs under Wine (ntdll's `wine_get_version`), else None.
+pub fn wine_version() -> Option<String> {
+    use windows_sys::Win32::System::LibraryLoader::{GetModuleHandleA, GetProcAddress};
+    if !under_wine() {
+        return None;
+    }
+    // SAFETY: NUL-terminated names; ntdll is loaded in every process
+    let f = unsafe {
+        let ntdll = GetModuleHandleA(c"ntdll.dll".as_ptr().cast());
+        GetProcAddress(ntdll, c"wine_get_version".as_ptr().cast())
+    };
+    let Some(f) = f else {
+        return Some("unknown".into());
+    };
+    // SAFETY: wine_get_version takes nothing and returns a NUL-terminated static string
+    // (Wine's include/wine/debug.h); the pointer is transmuted to that signature
+    let text = unsafe {
+        let get: unsafe extern "C" fn() -> *const std::ffi::c_char = std::mem::transmute(f);
+        let p = get();
+        if p.is_null() {
+            return Some("unknown".into());
+        }
+        std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned()
+    };
+    Some(text)
+}
