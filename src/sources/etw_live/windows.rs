@@ -1161,9 +1161,19 @@ fn ledger_path() -> PathBuf {
 /// it, when it cannot be had, rather than not at all) and writes back what `f` left, living
 /// holders only.
 fn with_ledger_waiting<T>(wait: Duration, f: impl FnOnce(&mut interval::Ledger) -> T) -> T {
+    with_ledger_at(&ledger_path(), LEDGER_MUTEX, wait, f)
+}
+
+/// [`with_ledger_waiting`] on the ledger file `path` under the named mutex `mutex_name`.
+fn with_ledger_at<T>(
+    path: &Path,
+    mutex_name: &str,
+    wait: Duration,
+    f: impl FnOnce(&mut interval::Ledger) -> T,
+) -> T {
     use windows_sys::Win32::Foundation::{WAIT_ABANDONED, WAIT_OBJECT_0};
     use windows_sys::Win32::System::Threading::{CreateMutexW, ReleaseMutex, WaitForSingleObject};
-    let name = wide(LEDGER_MUTEX);
+    let name = wide(mutex_name);
     // SAFETY: a NUL-terminated name, default security, not initially owned
     let mutex = unsafe { CreateMutexW(std::ptr::null(), 0, name.as_ptr()) };
     let held = !mutex.is_null() && {
@@ -1172,17 +1182,16 @@ fn with_ledger_waiting<T>(wait: Duration, f: impl FnOnce(&mut interval::Ledger) 
         let rc = unsafe { WaitForSingleObject(mutex, wait.as_millis() as u32) };
         rc == WAIT_OBJECT_0 || rc == WAIT_ABANDONED
     };
-    let path = ledger_path();
-    let mut ledger = interval::Ledger::parse(&std::fs::read_to_string(&path).unwrap_or_default());
+    let mut ledger = interval::Ledger::parse(&std::fs::read_to_string(path).unwrap_or_default());
     ledger.prune(owner_alive);
     let out = f(&mut ledger);
     if ledger == interval::Ledger::default() {
-        let _ = std::fs::remove_file(&path);
+        let _ = std::fs::remove_file(path);
     } else {
         if let Some(dir) = path.parent() {
             let _ = std::fs::create_dir_all(dir);
         }
-        let _ = std::fs::write(&path, ledger.render());
+        let _ = std::fs::write(path, ledger.render());
     }
     if !mutex.is_null() {
         if held {
@@ -1903,4 +1912,76 @@ fn raw_guid_bytes(rec: &RawEventRecord) -> [u8; 16] {
     b[6..8].copy_from_slice(&g.data3.to_le_bytes());
     b[8..16].copy_from_slice(&g.data4);
     b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// This process instance and the liveness rule, with the system's own calls (they run
+    /// under Wine too): this instance is alive, an earlier one under this pid is not, and the
+    /// session names it makes name it.
+    #[test]
+    fn live_fix_this_instance_names_its_sessions() {
+        let me = this_owner();
+        assert_eq!(me.pid, std::process::id());
+        let started = me
+            .started
+            .expect("GetProcessTimes gives this process's start");
+        assert_eq!(process_started(me.pid), Some(Some(started)));
+        assert!(owner_alive(me));
+        let earlier = session::Owner {
+            pid: me.pid,
+            started: Some(started - 1),
+        };
+        assert!(!owner_alive(earlier));
+        assert_eq!(session::owner(&session_name(KERNEL)), Some(me));
+    }
+
+    /// The ledger file under its named mutex: what one run writes the next reads, holders
+    /// whose process is gone are dropped on reading, an emptied ledger removes its file, and
+    /// a second thread waits for the first's hold.
+    #[test]
+    fn live_fix_ledger_file_under_its_mutex() {
+        let dir = std::env::temp_dir().join(format!("dtx-ledger-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let path = dir.join("sampling-interval.txt");
+        let mutex = format!("Local\\dtx-ledger-test-{}", std::process::id());
+        let wait = Duration::from_secs(5);
+        let me = this_owner();
+        let gone = session::Owner {
+            pid: me.pid,
+            started: me.started.map(|t| t - 1),
+        };
+        let claim = with_ledger_at(&path, &mutex, wait, |l| {
+            let c = l.claim(me, 2_000, Some(10_000));
+            l.holders.push(gone);
+            c
+        });
+        assert_eq!(claim, interval::Claim::Set(2_000));
+        let text = std::fs::read_to_string(&path).expect("the ledger was written");
+        assert!(text.contains("original 10000"), "{text}");
+        // read again: the gone holder is dropped, this one stays
+        let holders = with_ledger_at(&path, &mutex, wait, |l| l.holders.clone());
+        assert_eq!(holders, vec![me]);
+        // a second thread waits while this one holds the mutex
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let (p2, m2, o2) = (path.clone(), mutex.clone(), order.clone());
+        let other = with_ledger_at(&path, &mutex, wait, |_| {
+            let t = std::thread::spawn(move || {
+                with_ledger_at(&p2, &m2, Duration::from_secs(5), |_| {
+                    lock(&o2).push("second")
+                })
+            });
+            std::thread::sleep(Duration::from_millis(200));
+            lock(&order).push("first");
+            t
+        });
+        let _ = other.join();
+        assert_eq!(*lock(&order), vec!["first", "second"]);
+        let released = with_ledger_at(&path, &mutex, wait, |l| l.release(me, Some(2_000)));
+        assert_eq!(released, interval::Release::Restore(10_000));
+        assert!(!path.exists(), "an emptied ledger leaves no file");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
