@@ -190,17 +190,32 @@ impl Ledger {
     }
 }
 
-/// What a run should be told of a claim, or None when it got what it asked for.
-pub fn claim_note(claim: Claim) -> Option<String> {
+/// What a run that asked for `want` should be told of its claim, or None when it got what it
+/// asked for. `profile-N` fires from each CPU's samples thinned to N a second: a held interval
+/// finer than asked still gives N a second, a coarser one fewer.
+pub fn claim_note(claim: Claim, want: u32) -> Option<String> {
+    let ms = |i: u32| i as f64 / 10_000.0;
     match claim {
-        Claim::Held { by, interval } => Some(format!(
-            "the sampling interval is system-wide and another dtx (process {}) set it to {:.4} \
-             ms while it runs; it is left so (changing it would change that run's rate): \
-             samples here come every {:.4} ms too",
-            by.pid,
-            interval as f64 / 10_000.0,
-            interval as f64 / 10_000.0
-        )),
+        Claim::Held { by, interval } => {
+            let effect = if interval <= want {
+                "profile probes here still fire at their own rate (thinned from its samples)"
+                    .to_string()
+            } else {
+                format!(
+                    "profile probes here fire at most once every {:.4} ms per CPU, less often \
+                     than the {:.4} ms asked",
+                    ms(interval),
+                    ms(want)
+                )
+            };
+            Some(format!(
+                "the sampling interval is system-wide and another dtx (process {}) holds it at \
+                 {:.4} ms while it runs; it is left so (changing it would change that run's \
+                 rate): {effect}",
+                by.pid,
+                ms(interval)
+            ))
+        }
         _ => None,
     }
 }
@@ -278,11 +293,24 @@ mod tests {
                 interval: 10_030
             }
         );
-        let note = claim_note(held).unwrap();
+        let note = claim_note(held, 1_221).unwrap();
         assert!(
-            note.contains("process 1") && note.contains("1.0030 ms"),
+            note.contains("process 1")
+                && note.contains("1.0030 ms")
+                && note.contains("less often than the 0.1221 ms asked"),
             "{note}"
         );
+        // a finer held interval still gives the asked rate
+        let finer = claim_note(
+            Claim::Held {
+                by: a,
+                interval: 1_221,
+            },
+            10_030,
+        )
+        .unwrap();
+        assert!(finer.contains("at their own rate"), "{finer}");
+        assert_eq!(claim_note(Claim::Joined, 10_030), None);
         // b holds nothing: its end changes nothing, a's end restores
         assert_eq!(l.release(b, Some(10_030)), Release::NotHeld);
         assert_eq!(l.release(a, Some(10_030)), Release::Restore(SYSTEM));

@@ -313,8 +313,11 @@ impl Sessions {
             )),
             Ok((claim, actual)) => {
                 self.profile_set = Some(interval);
-                notes.extend(interval::claim_note(claim));
-                notes.extend(super::plan::profile_interval_note(asked, actual));
+                match interval::claim_note(claim, interval) {
+                    // held by another run: that note says at which interval samples come
+                    Some(note) => notes.push(note),
+                    None => notes.extend(super::plan::profile_interval_note(asked, actual)),
+                }
             }
         }
         Ok(())
