@@ -610,16 +610,17 @@ fn live_windows_flamegraph_line_names_the_targets_functions() {
     );
 }
 
-/// The sessions of the dtx whose process id is `pid` (`dtx-kernel-<pid>`, `dtx-user-<pid>`...),
-/// as `logman query -ets` lists them.
+/// The sessions of the dtx whose process id is `pid` (`dtx-kernel-<pid>-<start>`,
+/// `dtx-user-<pid>-<start>`...), as `logman query -ets` lists them.
 fn sessions_of(pid: u32) -> Vec<String> {
-    let tail = format!("-{pid}");
+    // dtx-<kind>-<pid>-<process start time>
+    let tag = format!("-{pid}-");
     dtx_sessions()
         .into_iter()
         .filter(|l| {
             l.split_whitespace()
                 .next()
-                .is_some_and(|name| name.ends_with(&tail))
+                .is_some_and(|name| name.contains(&tag))
         })
         .collect()
 }
@@ -843,4 +844,105 @@ fn live_windows_console_close_leaves_no_session() {
         left.is_empty(),
         "left after the console was closed: {left:?} (had {sessions:?}; dtx ended: {ended})"
     );
+}
+
+/// Two concurrent dtx runs and the system-wide sampling interval (issue 28): A samples at
+/// 5 kHz; B, which asks for 997 Hz while A runs, leaves A's interval alone and says so; B's
+/// end does not restore it under A; A's end gives the system its value back.
+#[test]
+fn live_fix_windows_two_runs_share_the_interval() {
+    use dtx::sources::etw_live::windows::sampling_interval;
+    let Some(_live) = live("live_fix_windows_two_runs_share_the_interval") else {
+        return;
+    };
+    let Some(before) = sampling_interval() else {
+        eprintln!("skipped: the sampling interval cannot be read on this system");
+        return;
+    };
+    let a = start(&[
+        "-q",
+        "-n",
+        "profile-4999 { @n = count(); } tick-8s { printa(\"a samples %@d\\n\", @n); exit(0); }",
+    ]);
+    thread::sleep(Duration::from_secs(2));
+    let during_a = sampling_interval();
+    let b = dtx(&[
+        "-q",
+        "-n",
+        "profile-997 { @n = count(); } tick-1s { printa(\"b samples %@d\\n\", @n); exit(0); }",
+    ]);
+    let after_b = sampling_interval();
+    let a = a.finish();
+    let after_a = sampling_interval();
+    a.assert_ok();
+    b.assert_ok();
+    a.positive_count("a samples ");
+    assert!(
+        during_a.is_some_and(|i| i < before),
+        "A did not set its interval (about 0.2 ms): {during_a:?}, before {before}\n{}",
+        a.report()
+    );
+    assert!(
+        b.stderr.contains("another dtx"),
+        "B did not say that another dtx holds the interval\n{}",
+        b.report()
+    );
+    assert_eq!(
+        after_b,
+        during_a,
+        "B's end changed A's interval\n{}",
+        b.report()
+    );
+    assert_eq!(
+        after_a,
+        Some(before),
+        "A's end did not restore the interval\n{}",
+        a.report()
+    );
+    assert_no_sessions_after(&a);
+}
+
+/// A `dtx-` session left under a pid that now names another process instance (here: this test
+/// process, whose start time is not the session's) is stale: the next dtx stops it before its
+/// own sessions start (issue 28: "a stale session under a reused pid is never cleaned up").
+#[test]
+fn live_fix_windows_stale_session_under_a_reused_pid_is_stopped() {
+    let Some(_live) = live("live_fix_windows_stale_session_under_a_reused_pid_is_stopped") else {
+        return;
+    };
+    // a session named as a dtx of this pid that started at time 1 would name it
+    let name = format!("dtx-user-{}-1", std::process::id());
+    let dir = std::env::temp_dir().join(format!("dtx-stale-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let made = Command::new("logman")
+        .args(["start", &name, "-p", "Microsoft-Windows-DNS-Client", "-o"])
+        .arg(dir.join("stale.etl"))
+        .arg("-ets")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run logman start");
+    assert!(
+        made.status.success(),
+        "logman start {name} failed:\n{}{}",
+        String::from_utf8_lossy(&made.stdout),
+        String::from_utf8_lossy(&made.stderr)
+    );
+    assert!(
+        dtx_sessions().iter().any(|l| l.contains(&name)),
+        "the stale session did not start"
+    );
+    let run = dtx(&[
+        "-q",
+        "-n",
+        "sched:::on-cpu { @n = count(); } tick-1s { exit(0); }",
+    ]);
+    let left = dtx_sessions();
+    if left.iter().any(|l| l.contains(&name)) {
+        let _ = Command::new("logman")
+            .args(["stop", &name, "-ets"])
+            .output();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    run.assert_ok();
+    assert!(left.is_empty(), "sessions left: {left:?}\n{}", run.report());
 }

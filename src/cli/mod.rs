@@ -413,6 +413,11 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
             open: target::open_target,
             provider: pid_provider,
         });
+        // the console has no Ctrl-C handler of its own: its handler stops the live sessions
+        // and gives up the sampling interval on a console close, Ctrl-Break and Ctrl-C alike,
+        // installed before any session starts
+        #[cfg(windows)]
+        crate::sources::etw_live::windows::install_console_handler_for_console();
         return run_console(args, source, catalog, target);
     }
     // the target (-c/-p) exists before compiling: `$target` and its pid probes know it
@@ -641,7 +646,8 @@ fn run_programs(
     // reach the run's normal end (sessions stopped), not the default handler's exit
     let flag = engine.interrupt_flag();
     let _ = ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::SeqCst));
-    // and the console closing, logoff and shutdown stop the sessions before Windows ends dtx
+    // and a closed console window stops the sessions before Windows ends dtx (logoff and
+    // shutdown end dtx with no signal: the next dtx stops what that leaves)
     #[cfg(windows)]
     crate::sources::etw_live::windows::install_console_handler();
     #[cfg(windows)]
