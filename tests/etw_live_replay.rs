@@ -311,7 +311,7 @@ fn lost_events_fire_diag_lostevent() {
     live.pump(now, &mut e);
     live.pump(e.now_ns(), &mut e);
     e.end();
-    assert_eq!(live.counts.lost_by_etw, 3);
+    assert_eq!(live.counts.lost_notices, [3, 0, 0]);
     assert_eq!(live.counts.dropped, 7);
     let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
     let rows: Vec<Vec<&str>> = text

@@ -88,11 +88,6 @@ impl CpuRecords {
         self.process_event(ts, pid, name, 2)
     }
 
-    /// Image Load (v2) in process `pid`.
-    pub fn image_load(&mut self, ts: i64, pid: u32, base: u64, size: u64, file_name: &str) {
-        self.image_event(ts, pid, base, size, file_name, 10)
-    }
-
     fn process_event(&mut self, ts: i64, pid: u32, name: &str, opcode: u8) {
         let mut p = Vec::new();
         p.extend_from_slice(&(0xffff_0000_0000_0000u64 | pid as u64).to_le_bytes());
@@ -123,17 +118,45 @@ impl CpuRecords {
 
     /// Image DCStart (v2) of process `pid`.
     pub fn image(&mut self, ts: i64, pid: u32, base: u64, size: u64, file_name: &str) {
-        self.image_event(ts, pid, base, size, file_name, 3)
+        self.image_record(3, ts, pid, base, size, file_name)
     }
 
-    fn image_event(
+    /// Image Load (v2) of process `pid`.
+    pub fn image_load(&mut self, ts: i64, pid: u32, base: u64, size: u64, file_name: &str) {
+        self.image_record(10, ts, pid, base, size, file_name)
+    }
+
+    /// Image Unload (v2) of process `pid`.
+    pub fn image_unload(&mut self, ts: i64, pid: u32, base: u64, size: u64, file_name: &str) {
+        self.image_record(2, ts, pid, base, size, file_name)
+    }
+
+    /// SampledProfile (v2) of thread `tid` at `ip`, then its StackWalk Stack record (v2) with
+    /// `frames` (innermost first) of process `pid`.
+    pub fn sample(&mut self, ts: i64, pid: u32, tid: u32, frames: &[u64]) {
+        let mut p = Vec::new();
+        p.extend_from_slice(&frames.first().copied().unwrap_or(0).to_le_bytes());
+        p.extend_from_slice(&tid.to_le_bytes());
+        p.extend_from_slice(&[1, 0, 0, 0]); // Count, flags, rank
+        self.push(ts, perfinfo(0x0F, 46, 2, ts, &p));
+        let mut s = Vec::new();
+        s.extend_from_slice(&ts.to_le_bytes());
+        s.extend_from_slice(&pid.to_le_bytes());
+        s.extend_from_slice(&tid.to_le_bytes());
+        for f in frames {
+            s.extend_from_slice(&f.to_le_bytes());
+        }
+        self.push(ts, perfinfo(0x18, 32, 2, ts, &s));
+    }
+
+    fn image_record(
         &mut self,
+        opcode: u8,
         ts: i64,
         pid: u32,
         base: u64,
         size: u64,
         file_name: &str,
-        opcode: u8,
     ) {
         let mut p = Vec::new();
         p.extend_from_slice(&base.to_le_bytes());

@@ -13,6 +13,7 @@
 //! * [`replay`]: a [`SessionControl`] that feeds a recorded trace's records through the same
 //!   callback, on a thread of its own, as a session would (the console's tests, on any OS).
 
+pub mod interval;
 pub mod order;
 pub mod plan;
 pub mod raw;
@@ -55,6 +56,7 @@ pub enum LiveMessage {
     Schema(EventSchema),
     /// A session ended that nobody stopped (ProcessTrace returned: the session was stopped by
     /// another program, or failed), with ProcessTrace's error code; or [`ENDED_BY_PANIC`].
+    /// Only a prompt: the end itself is [`CallbackContext::ended`], which cannot be lost.
     Ended(u32),
 }
 
@@ -78,6 +80,11 @@ pub struct CallbackContext {
     pub dropped: AtomicU64,
     /// Set when the callback panicked: it passes nothing on after that.
     failed: AtomicBool,
+    /// The end of a session nobody stopped: [`NOT_ENDED`], else the code of the first end
+    /// ([`CallbackContext::end`]). An atomic besides the queue's `Ended` message, which a full
+    /// queue cannot take: the source looks at it whenever the queue runs dry and every
+    /// [`DEADLINE_EVERY`] records, so an end is never lost.
+    ended: AtomicU64,
     /// Wait for room instead of dropping (a replay, which has no real-time deadline).
     backpressure: AtomicBool,
     /// Where the schemas of manifest providers' events come from (live sessions carry no
@@ -95,6 +102,7 @@ impl CallbackContext {
                 tx,
                 dropped: AtomicU64::new(0),
                 failed: AtomicBool::new(false),
+                ended: AtomicU64::new(NOT_ENDED),
                 backpressure: AtomicBool::new(false),
                 schema_lookup: None,
                 looked_up: Mutex::new(HashSet::new()),
@@ -149,10 +157,23 @@ impl CallbackContext {
         }
     }
 
-    /// Tells the engine's side the session is over (never blocks: when the queue is full the
-    /// engine is stopping the session anyway).
+    /// Tells the engine's side a session is over, with ProcessTrace's code (or
+    /// [`ENDED_BY_PANIC`]). Never blocks and is never lost: the code is kept in
+    /// [`CallbackContext::ended`] (the first end wins), and the queue's `Ended` message, when
+    /// there is room for it, only wakes the source sooner.
     pub fn end(&self, code: u32) {
+        let _ =
+            self.ended
+                .compare_exchange(NOT_ENDED, code as u64, Ordering::SeqCst, Ordering::SeqCst);
         let _ = self.tx.try_send(LiveMessage::Ended(code));
+    }
+
+    /// The code of the first end ([`CallbackContext::end`]), once a session ended.
+    pub fn ended(&self) -> Option<u32> {
+        match self.ended.load(Ordering::SeqCst) {
+            NOT_ENDED => None,
+            code => Some(code as u32),
+        }
     }
 
     /// Sends one record (ProcessTrace's thread; also how a Windows layer passes records it
@@ -197,14 +218,28 @@ pub unsafe extern "system" fn event_record_callback(rec: *mut RawEventRecord) {
     if cx.failed.load(Ordering::Relaxed) {
         return;
     }
+    IN_CALLBACK.with(|c| c.set(true));
     let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         cx.schema_of(rec);
         cx.send(LiveEvent::copy_from(rec));
     }));
+    IN_CALLBACK.with(|c| c.set(false));
     if done.is_err() {
         cx.failed.store(true, Ordering::Relaxed);
         cx.end(ENDED_BY_PANIC);
     }
+}
+
+thread_local! {
+    /// Set while [`event_record_callback`] runs its body on this thread.
+    static IN_CALLBACK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether this thread runs [`event_record_callback`], whose panics are caught (and end the
+/// run with a message): a panic hook asks, so that such a panic does not tear down what a
+/// panic that ends the process would (the console's screen).
+pub fn panic_is_caught() -> bool {
+    IN_CALLBACK.with(|c| c.get())
 }
 
 /// Hands a copied record to [`event_record_callback`] as a session's ProcessTrace thread
@@ -224,6 +259,14 @@ pub unsafe fn pass_to_callback(ev: &LiveEvent, context: *mut std::ffi::c_void) {
 
 /// The code of [`LiveMessage::Ended`] when the callback panicked.
 pub const ENDED_BY_PANIC: u32 = u32::MAX;
+
+/// [`CallbackContext::ended`] before any end (above every u32 code).
+const NOT_ENDED: u64 = u64::MAX;
+
+/// ProcessTrace's code when the session it read was stopped by another program (winerror.h
+/// ERROR_WMI_INSTANCE_NOT_FOUND): Process Hacker's etwmon.c takes it, as 0, for a session
+/// stopped from outside, not for a failure.
+pub const ERROR_WMI_INSTANCE_NOT_FOUND: u32 = 4201;
 
 /// Starts, re-plans and stops the ETW sessions of a live run. On Windows, real sessions
 /// (`windows::Sessions`); elsewhere, a replay of recorded records ([`replay::ReplayControl`])
@@ -291,8 +334,11 @@ pub struct ControlStatus {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LiveCounts {
     pub records: u64,
-    /// Events ETW reported lost (RT_LostEvent records).
-    pub lost_by_etw: u64,
+    /// The RT_LostEvent records ETW inserted, by kind: of lost events, of lost real-time
+    /// buffers, of a log file that could not be written. Each is a notice that something was
+    /// lost, not a count of events: those are the sessions' EventsLost and
+    /// RealTimeBuffersLost ([`ControlStatus`]), and the two are never added.
+    pub lost_notices: [u64; 3],
     /// Records dropped between the callback and the engine.
     pub dropped: u64,
 }
@@ -721,13 +767,7 @@ impl EtwLiveSource {
             .as_mut()
             .map(|c| c.status())
             .unwrap_or_default();
-        let lost = self.counts.lost_by_etw + st.events_lost;
-        if lost > 0 || st.buffers_lost > 0 {
-            out.push(format!(
-                "{prog}: ETW lost {lost} events and {} buffers (the sessions could not keep up)",
-                st.buffers_lost
-            ));
-        }
+        out.extend(loss_lines(&st, self.counts.lost_notices).map(|l| format!("{prog}: {l}")));
         if self.counts.dropped > 0 {
             out.push(format!(
                 "{prog}: {} events dropped (the engine fell behind the session)",
@@ -748,7 +788,9 @@ impl EtwLiveSource {
             ENDED_BY_PANIC => "live ETW stopped: an internal error in the event callback \
                                (please report it); the sessions were stopped"
                 .to_string(),
-            0 => "an ETW session of this run was stopped by another program".to_string(),
+            0 | ERROR_WMI_INSTANCE_NOT_FOUND => {
+                "an ETW session of this run was stopped by another program".to_string()
+            }
             c => format!("reading the ETW session failed (ProcessTrace error {c})"),
         };
         self.messages.push(m);
@@ -770,9 +812,11 @@ impl EtwLiveSource {
         self.counts.records += 1;
         let mut rec = ev.record(&self.time);
         if rec.provider == RT_LOST_EVENT {
-            self.counts.lost_by_etw += 1;
             // 32: events lost, 33: buffers lost, 34: the log file could not be written
             let kind = rec.opcode.saturating_sub(32) as u64;
+            if let Some(n) = self.counts.lost_notices.get_mut(kind as usize) {
+                *n += 1;
+            }
             self.fire_lost(engine, 1, kind);
             return;
         }
@@ -913,6 +957,32 @@ pub fn prints_frames(p: &crate::ir::Program) -> bool {
         })
 }
 
+/// What ETW lost, in words: the sessions' counters (EventsLost, RealTimeBuffersLost: how many
+/// events and buffers), then the RT_LostEvent records it inserted (how many times it said so
+/// in band, by kind), each in its own unit.
+fn loss_lines(st: &ControlStatus, notices: [u64; 3]) -> impl Iterator<Item = String> {
+    let counted = (st.events_lost > 0 || st.buffers_lost > 0).then(|| {
+        format!(
+            "ETW lost {} events and {} real-time buffers (the sessions could not keep up)",
+            st.events_lost, st.buffers_lost
+        )
+    });
+    let [events, buffers, file] = notices;
+    let noticed = (events + buffers + file > 0).then(|| {
+        format!(
+            "ETW inserted {} loss records (RT_LostEvent: {events} of lost events, {buffers} of \
+             lost buffers, {file} of an unwritten log file){}",
+            events + buffers + file,
+            if counted.is_some() {
+                ""
+            } else {
+                "; how many events each stands for is not known"
+            }
+        )
+    });
+    counted.into_iter().chain(noticed)
+}
+
 /// How many records [`EtwLiveSource::pump`] takes between looks at the clock.
 const DEADLINE_EVERY: u32 = 64;
 /// The longest [`EventSource::finish`] spends on what the stopped sessions left queued.
@@ -925,13 +995,34 @@ impl EtwLiveSource {
             LiveMessage::Event(ev) => self.accept(ev, engine),
             LiveMessage::Schema(info) => self.learn_schema(info),
             LiveMessage::Ended(code) => {
-                self.session_ended(code);
-                self.flush_ordered(engine);
-                self.release(engine, true);
+                let code = self.context.ended().unwrap_or(code);
+                self.end_run(code, engine);
                 return false;
             }
         }
         true
+    }
+
+    /// Whether a session ended that nobody stopped ([`CallbackContext::ended`], which a full
+    /// queue or a panicking callback cannot lose); the end is noted (once) when it did.
+    fn ended_now(&mut self, engine: &mut Engine) -> bool {
+        match self.context.ended() {
+            Some(code) => {
+                self.end_run(code, engine);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Notes a session's end (once) and fires what was held for stacks.
+    fn end_run(&mut self, code: u32, engine: &mut Engine) {
+        if self.ended.is_none() {
+            self.session_ended(code);
+        }
+        // what the time-order window still holds goes before the run ends
+        self.flush_ordered(engine);
+        self.release(engine, true);
     }
 }
 
@@ -945,7 +1036,7 @@ impl EtwLiveSource {
             }
         }
         self.check_dropped(engine);
-        true
+        !self.ended_now(engine)
     }
 }
 
@@ -967,6 +1058,9 @@ impl EventSource for EtwLiveSource {
             n = n.wrapping_add(1);
             if n % DEADLINE_EVERY == 1 {
                 self.check_dropped(engine);
+                if self.ended_now(engine) {
+                    return SourceState::Ended(None);
+                }
                 if n > 1 && engine.now_ns() >= deadline {
                     // records keep coming: an older one may still wait in the queue, so
                     // only the session's time lets records go (not their wait)
@@ -978,6 +1072,11 @@ impl EventSource for EtwLiveSource {
             let msg = match self.rx.try_recv() {
                 Ok(m) => m,
                 Err(_) => {
+                    // a queue run dry may be a session that ended without room for its
+                    // message
+                    if self.ended_now(engine) {
+                        return SourceState::Ended(None);
+                    }
                     let now = engine.now_ns();
                     if now >= deadline {
                         // the queue is empty: records that waited the window since they were
@@ -1062,7 +1161,9 @@ impl EventSource for EtwLiveSource {
         Some(LiveStatus {
             sessions: st.sessions,
             records: self.counts.records,
-            lost: self.counts.lost_by_etw + st.events_lost + st.buffers_lost,
+            // ETW's counters; the in-band notices only where no counter is read (a replay):
+            // never the two added
+            lost: (st.events_lost + st.buffers_lost).max(self.counts.lost_notices.iter().sum()),
             dropped: self.counts.dropped,
             messages: self.take_messages(),
         })

@@ -528,27 +528,76 @@ pub mod session {
     /// What every dtx session name starts with.
     pub const PREFIX: &str = "dtx-";
 
-    /// The name of this process's session of `kind` (`kernel`, `user`, `hfreq`):
-    /// `dtx-<kind>-<pid>`.
-    pub fn name(kind: &str, pid: u32) -> String {
-        format!("{PREFIX}{kind}-{pid}")
+    /// The process instance that owns a session: its id and, in the names of this dtx, its
+    /// start time (the process's creation time, FILETIME's 100 ns units). A pid alone does
+    /// not name a process: Windows reuses them, and a session left by a dead dtx would
+    /// otherwise pass for the session of whatever process took its pid (this one included).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Owner {
+        pub pid: u32,
+        /// None in the names of an older dtx (`dtx-<kind>-<pid>`).
+        pub started: Option<u64>,
     }
 
-    /// The process that made a session named `dtx-<kind>-<pid>` (kind: ASCII letters), or None
-    /// for every other name. Session names are case-insensitive (StartTrace), so is the prefix.
-    pub fn owner(name: &str) -> Option<u32> {
+    /// The name of `owner`'s session of `kind` (`kernel`, `user`, `hfreq`):
+    /// `dtx-<kind>-<pid>-<start>`.
+    pub fn name(kind: &str, owner: Owner) -> String {
+        match owner.started {
+            Some(t) => format!("{PREFIX}{kind}-{}-{t}", owner.pid),
+            None => format!("{PREFIX}{kind}-{}", owner.pid),
+        }
+    }
+
+    /// The process that made a session named `dtx-<kind>-<pid>-<start>` (or an older dtx's
+    /// `dtx-<kind>-<pid>`; kind: ASCII letters), or None for every other name. Session names
+    /// are case-insensitive (StartTrace), so is the prefix.
+    pub fn owner(name: &str) -> Option<Owner> {
         let head = name.get(..PREFIX.len())?;
         if !head.eq_ignore_ascii_case(PREFIX) {
             return None;
         }
-        let (kind, pid) = name[PREFIX.len()..].split_once('-')?;
+        let mut parts = name[PREFIX.len()..].split('-');
+        let kind = parts.next()?;
         if kind.is_empty() || !kind.bytes().all(|b| b.is_ascii_alphabetic()) {
             return None;
         }
-        if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+        let number = |s: &str| -> Option<u64> {
+            if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            s.parse().ok()
+        };
+        let pid = u32::try_from(number(parts.next()?)?).ok()?;
+        let started = match parts.next() {
+            Some(t) => Some(number(t)?),
+            None => None,
+        };
+        if parts.next().is_some() {
             return None;
         }
-        pid.parse().ok()
+        Some(Owner { pid, started })
+    }
+
+    /// Whether a dtx session owned by `owner` is stale, seen from the dtx `me`: its process is
+    /// gone, or its pid now names another process (another start time; this one too, when
+    /// the session is not of this instance). `running(pid)` is None when no process has that
+    /// id, else that process's start time if it can be read. A session of an older dtx (no
+    /// start time in its name) under a running pid other than `me`'s cannot be told from a
+    /// live one and is left alone.
+    pub fn is_stale(owner: Owner, me: Owner, running: impl Fn(u32) -> Option<Option<u64>>) -> bool {
+        if owner == me {
+            return false;
+        }
+        if owner.pid == me.pid {
+            // this pid is this process: a session under it that is not this instance's was
+            // left by an earlier process of the same id
+            return true;
+        }
+        match (running(owner.pid), owner.started) {
+            (None, _) => true,
+            (Some(Some(now)), Some(then)) => now != then,
+            (Some(_), _) => false,
+        }
     }
 
     /// Win32 error codes ETW's control functions return (winerror.h).
@@ -601,6 +650,39 @@ pub mod session {
                 "{action} failed: Windows rejected the session's settings (invalid parameter)"
             ),
             _ => format!("{action} failed: error {code}"),
+        }
+    }
+
+    /// The process token's standing, for what a denied privilege means (GetTokenInformation
+    /// TokenElevation and TokenElevationType: an administrator under UAC runs with a limited
+    /// token, `TokenElevationTypeLimited`, until the prompt is elevated).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Standing {
+        /// An elevated token: the privilege is missing all the same (a policy removed it).
+        Elevated,
+        /// An administrator's limited token: the prompt is not elevated.
+        AdminNotElevated,
+        /// A user outside the Administrators group.
+        NotAdmin,
+    }
+
+    /// Why SeSystemProfilePrivilege (profile sampling) could not be enabled, for `standing`.
+    pub fn profile_privilege_words(standing: Standing) -> String {
+        let head = "profile sampling needs SeSystemProfilePrivilege";
+        match standing {
+            Standing::Elevated => format!(
+                "{head}, which this elevated process does not hold: a policy (User Rights \
+                 Assignment, \"Profile system performance\") removed it from the \
+                 Administrators"
+            ),
+            Standing::AdminNotElevated => format!(
+                "{head}, which only an elevated prompt holds: this prompt is not elevated (run \
+                 dtx from a prompt opened with \"Run as administrator\")"
+            ),
+            Standing::NotAdmin => format!(
+                "{head}, which Administrators hold: this account is not in the Administrators \
+                 group (run dtx elevated from an administrator's account)"
+            ),
         }
     }
 
@@ -687,18 +769,31 @@ pub mod session {
     mod tests {
         use super::*;
 
+        fn of(pid: u32, started: Option<u64>) -> Owner {
+            Owner { pid, started }
+        }
+
         #[test]
-        fn names_carry_the_process_id() {
-            assert_eq!(name("kernel", 4242), "dtx-kernel-4242");
-            assert_eq!(owner("dtx-kernel-4242"), Some(4242));
-            assert_eq!(owner("DTX-User-7"), Some(7));
-            assert_eq!(owner(&name("hfreq", u32::MAX)), Some(u32::MAX));
+        fn live_fix_names_carry_the_process_instance() {
+            let me = of(4242, Some(133_000_000_000_000_000));
+            assert_eq!(name("kernel", me), "dtx-kernel-4242-133000000000000000");
+            assert_eq!(owner(&name("kernel", me)), Some(me));
+            // an older dtx's names: a pid alone
+            assert_eq!(name("kernel", of(4242, None)), "dtx-kernel-4242");
+            assert_eq!(owner("dtx-kernel-4242"), Some(of(4242, None)));
+            assert_eq!(owner("DTX-User-7-9"), Some(of(7, Some(9))));
+            let max = of(u32::MAX, Some(u64::MAX));
+            assert_eq!(owner(&name("hfreq", max)), Some(max));
             for other in [
                 "dtx-kernel",
                 "dtx-user",
                 "dtx-hfreq",
                 "dtx--12",
                 "dtx-kernel-",
+                "dtx-kernel-12-",
+                "dtx-kernel-12-3-4",
+                "dtx-kernel-12-3a",
+                "dtx-kernel-12-99999999999999999999",
                 "dtx-kernel-12a",
                 "dtx-kernel-+12",
                 "dtx-ker-nel-12",
@@ -711,6 +806,50 @@ pub mod session {
             ] {
                 assert_eq!(owner(other), None, "{other}");
             }
+        }
+
+        #[test]
+        fn live_fix_stale_sessions_are_told_by_process_instance() {
+            let me = of(100, Some(5000));
+            // pid 200 runs, started at 7000; pid 300 runs, its start time unreadable; no 400
+            let running = |pid: u32| match pid {
+                100 => Some(Some(5000)),
+                200 => Some(Some(7000)),
+                300 => Some(None),
+                _ => None,
+            };
+            // this instance's own session
+            assert!(!is_stale(me, me, running));
+            // an earlier process with this pid (a reused pid of our own), new or old naming
+            assert!(is_stale(of(100, Some(4000)), me, running));
+            assert!(is_stale(of(100, None), me, running));
+            // another live dtx
+            assert!(!is_stale(of(200, Some(7000)), me, running));
+            // a dead dtx whose pid another process took since
+            assert!(is_stale(of(200, Some(6999)), me, running));
+            // gone
+            assert!(is_stale(of(400, Some(1)), me, running));
+            assert!(is_stale(of(400, None), me, running));
+            // cannot be told from a live one: left alone
+            assert!(!is_stale(of(300, Some(1)), me, running));
+            assert!(!is_stale(of(200, None), me, running));
+        }
+
+        #[test]
+        fn live_fix_privilege_error_says_elevation() {
+            let elevated = profile_privilege_words(Standing::Elevated);
+            assert!(
+                elevated.contains("elevated process") && elevated.contains("policy"),
+                "{elevated}"
+            );
+            assert!(!elevated.contains("Run as administrator"), "{elevated}");
+            let limited = profile_privilege_words(Standing::AdminNotElevated);
+            assert!(
+                limited.contains("not elevated") && limited.contains("Run as administrator"),
+                "{limited}"
+            );
+            let user = profile_privilege_words(Standing::NotAdmin);
+            assert!(user.contains("not in the Administrators group"), "{user}");
         }
 
         #[test]
