@@ -5,6 +5,8 @@
 #       message only when adding it fails),
 #   (b) a full cross build of dtx for x86_64-pc-windows-gnu with Debian's cargo/rustc, -Zbuild-std
 #       and the mingw-w64 linker,
+#   (b') scripts/windows-live.sh, the Windows workflow's logic, under Wine: it must pass as it is
+#       and fail with DTX_LIVE_TESTS=require (live ETW cannot run under Wine),
 #   (c) the tests that make sense on Windows (the library's unit tests and the integration tests)
 #       run under Wine; tests of Linux-only facilities (ptrace, perf events, pseudo-terminals) are
 #       compiled out for Windows or skip with a message.
@@ -102,6 +104,17 @@ BUILD_STD=(-Zbuild-std=std,panic_abort --target "$GNU_TARGET")
 "${NICE[@]}" "${GNU_CARGO[@]}" build --release "${BUILD_STD[@]}" --bins
 phase "cross build for $GNU_TARGET done: $GNU_DIR/$GNU_TARGET/release/dtx.exe"
 "$WINE" "$GNU_DIR/$GNU_TARGET/release/dtx.exe" -q -n 'BEGIN { printf("dtx.exe under wine: %d\n", 6 * 7); exit(0); }'
+# the Windows workflow's script (scripts/windows-live.sh) under Wine, where live ETW cannot run:
+# `dtx --check` exits 3, so the script must pass as it is and fail with DTX_LIVE_TESTS=require
+LIVE_OUT=$GNU_DIR/windows-live
+rm -rf "$LIVE_OUT"
+DTX_LIVE_TESTS='' scripts/windows-live.sh "$LIVE_OUT/plain" "$WINE" "$GNU_DIR/$GNU_TARGET/release/dtx.exe" ||
+    { echo "windows-check: scripts/windows-live.sh failed under Wine without require" >&2; exit 1; }
+if DTX_LIVE_TESTS=require scripts/windows-live.sh "$LIVE_OUT/require" "$WINE" "$GNU_DIR/$GNU_TARGET/release/dtx.exe"; then
+    echo "windows-check: scripts/windows-live.sh passed under Wine with DTX_LIVE_TESTS=require" >&2
+    exit 1
+fi
+phase "scripts/windows-live.sh: passes under Wine, fails there with DTX_LIVE_TESTS=require"
 
 if [ "${DTX_WIN_SKIP_TESTS:-}" = 1 ]; then
     echo "windows-check: skipping the tests under Wine (DTX_WIN_SKIP_TESTS=1)"

@@ -311,7 +311,7 @@ fn lost_events_fire_diag_lostevent() {
     live.pump(now, &mut e);
     live.pump(e.now_ns(), &mut e);
     e.end();
-    assert_eq!(live.counts.lost_by_etw, 3);
+    assert_eq!(live.counts.lost_notices, [3, 0, 0]);
     assert_eq!(live.counts.dropped, 7);
     let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
     let rows: Vec<Vec<&str>> = text
@@ -515,4 +515,316 @@ fn live_frames_are_named_before_end() {
     live.stop();
     live.closing(&mut e);
     assert_eq!(frames(&e), before_end);
+}
+
+/// The records of `src` as a session would copy them, with their times since the start (ns).
+fn live_records(src: &TraceSource) -> Vec<(LiveEvent, i64)> {
+    let time = *src.file.time_base();
+    let mut out = Vec::new();
+    let mut events = src.file.events();
+    while let Some(r) = events.next_event() {
+        let Ok(ev) = r else { continue };
+        let live = LiveEvent::from_record(&ev);
+        let ns = time.since_start_ns(live.header.time_stamp);
+        out.push((live, ns));
+    }
+    out
+}
+
+/// A delivery order of `records` as real-time sessions make it: each CPU's records go in
+/// buffers (up to 256 records spanning at most 200 ms) delivered whole, each buffer up to
+/// 0.8 s after its last record (never before the CPU's previous buffer), so that every record
+/// arrives within 1 s of its time and CPUs interleave by buffer. `seed` makes it repeatable.
+fn shuffled_delivery(records: &[(LiveEvent, i64)], seed: u64) -> Vec<usize> {
+    let mut x = seed.max(1);
+    let mut rnd = move |n: u64| {
+        // xorshift64
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    let mut by_cpu: std::collections::BTreeMap<u16, Vec<usize>> = Default::default();
+    for (i, (ev, _)) in records.iter().enumerate() {
+        by_cpu.entry(ev.cpu).or_default().push(i);
+    }
+    // (delivery time, cpu, the buffer's records)
+    let mut buffers: Vec<(i64, u16, Vec<usize>)> = Vec::new();
+    for (cpu, idx) in by_cpu {
+        let mut last_key = i64::MIN;
+        let mut i = 0;
+        while i < idx.len() {
+            let size = 1 + rnd(256) as usize;
+            let first_ns = records[idx[i]].1;
+            let mut j = i;
+            while j < idx.len() && j - i < size && records[idx[j]].1 - first_ns <= 200_000_000 {
+                j += 1;
+            }
+            let last_ns = records[idx[j - 1]].1;
+            let key = (last_ns + rnd(800_000_000) as i64).max(last_key);
+            last_key = key;
+            buffers.push((key, cpu, idx[i..j].to_vec()));
+            i = j;
+        }
+    }
+    buffers.sort_by_key(|b| (b.0, b.1));
+    buffers.into_iter().flat_map(|b| b.2).collect()
+}
+
+/// The output of `script` with `records` delivered through the live callback in `order`.
+fn live_output(
+    script: &str,
+    catalog: &Catalog,
+    etw: &EtwProbes,
+    src: &TraceSource,
+    records: &[(LiveEvent, i64)],
+    order: &[usize],
+) -> String {
+    let out = Shared::default();
+    let mut e = engine(script, catalog, &out);
+    let plan = dtx::sources::etw_live::plan::SessionPlan::for_engine(&e, etw);
+    let (context, rx) = CallbackContext::channel(4096);
+    let mut live = EtwLiveSource::new(context, rx, etw.clone(), *src.file.time_base(), true)
+        .with_stack_events(&plan.stack_events);
+    let ctx = live.context_ptr();
+    e.begin(None);
+    for (n, &i) in order.iter().enumerate() {
+        // SAFETY: ctx is the source's, alive for the call
+        unsafe { pass_to_callback(&records[i].0, ctx) };
+        if n % 2048 == 2047 {
+            live.drain(&mut e);
+        }
+    }
+    live.drain(&mut e);
+    live.finish(&mut e);
+    live.stop();
+    live.closing(&mut e);
+    e.end();
+    assert_eq!(live.counts.dropped, 0, "the replay outran the queue");
+    let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+    text
+}
+
+/// Real-time records arrive in arrival order: each CPU's buffers come when full or flushed, so
+/// a quiet CPU's records come after a busy CPU's newer ones. The live source puts them back in
+/// time order within its window (the flush period and a margin) before the system state and
+/// the probes see them: delivery shuffled within 1 s per CPU prints byte for byte what
+/// in-order delivery prints (execnames from the process and thread records, stacks named by
+/// the images loaded, the processes' lives).
+#[test]
+fn live_fix_shuffled_delivery_prints_what_in_order_delivery_prints() {
+    let Some(path) = trace("randomascii_slow_ppt_trace.etl.zip") else {
+        return;
+    };
+    let mut etw = EtwProbes::new();
+    let mut src = TraceSource::open(&path).unwrap();
+    src.scan_providers(&mut etw);
+    let catalog = dtx::providers::etw_catalog(&etw);
+    let script = "profile:::sample-* { @s[execname, stack(3), ustack(3)] = count(); } \
+                  sched:::on-cpu { @c[execname, cpu] = count(); } \
+                  proc:::lwp-start, proc:::lwp-exit, proc:::module-load \
+                  { @p[probename, execname, pid] = count(); }";
+    let records = live_records(&src);
+    let in_order: Vec<usize> = (0..records.len()).collect();
+    let shuffled = shuffled_delivery(&records, 0x005e_ed28);
+    assert_eq!(shuffled.len(), records.len());
+    // the shuffle does reorder: many records arrive after a newer one, none more than 1 s late
+    let mut newest = i64::MIN;
+    let (mut late, mut latest) = (0u64, 0i64);
+    for &i in &shuffled {
+        let ns = records[i].1;
+        if ns < newest {
+            late += 1;
+            latest = latest.max(newest - ns);
+        }
+        newest = newest.max(ns);
+    }
+    eprintln!(
+        "{} records, {late} delivered after a newer one, up to {:.3} s late",
+        records.len(),
+        latest as f64 / 1e9
+    );
+    assert!(
+        late * 10 > records.len() as u64,
+        "{late} records out of order"
+    );
+    assert!(latest < 1_000_000_000 && latest > 100_000_000, "{latest}");
+    let a = live_output(script, &catalog, &etw, &src, &records, &in_order);
+    let b = live_output(script, &catalog, &etw, &src, &records, &shuffled);
+    let lines = a.lines().filter(|l| !l.trim().is_empty()).count();
+    assert!(lines > 100, "too little output:\n{a}");
+    assert!(a.contains(".exe"), "no frame named by an image:\n{a}");
+    if a != b {
+        if let Ok(d) = std::env::var("DTX_REPLAY_DUMP") {
+            std::fs::write(format!("{d}.inorder"), &a).unwrap();
+            std::fs::write(format!("{d}.shuffled"), &b).unwrap();
+        }
+        panic!("shuffled delivery printed other output than in-order delivery");
+    }
+}
+
+/// `profile-997 { @[ustack()] = count(); }` on a .NET process: the plan a live run makes
+/// enables the runtime's JIT, NGen and Loader keywords at level 5 (without which x64 stacks
+/// stop at the first managed frame) and its start rundown; a program that records no stack
+/// enables neither.
+#[test]
+fn live_fix_a_clause_recording_stacks_plans_the_dotnet_providers() {
+    use dtx::providers::dnet::{self, keyword};
+    use dtx::sources::etw_live::plan::{SessionPlan, LEVEL_VERBOSE};
+    let etw = EtwProbes::new();
+    let catalog = dtx::providers::etw_catalog(&etw);
+    for (script, managed) in [
+        ("profile-997 { @[ustack()] = count(); }", true),
+        ("profile-997 /pid == 4/ { @[stack()] = count(); }", true),
+        ("profile-997 { @[execname] = count(); }", false),
+    ] {
+        let e = engine(script, &catalog, &Shared::default());
+        let plan = SessionPlan::for_engine(&e, &etw);
+        let rt = plan.user.iter().find(|u| u.guid == Some(dnet::RUNTIME));
+        let rd = plan.user.iter().find(|u| u.guid == Some(dnet::RUNDOWN));
+        assert_eq!(rt.is_some(), managed, "{script}: {plan:?}");
+        assert_eq!(rd.is_some(), managed, "{script}: {plan:?}");
+        if let (Some(rt), Some(rd)) = (rt, rd) {
+            assert_eq!(rt.level, LEVEL_VERBOSE);
+            assert_eq!(
+                rt.keywords,
+                keyword::JIT | keyword::NGEN | keyword::LOADER,
+                "{script}"
+            );
+            assert_ne!(rd.keywords & keyword::rundown::START, 0);
+        }
+    }
+}
+
+/// A clock the test moves by hand.
+#[derive(Clone, Default)]
+struct HandClock(Arc<std::sync::atomic::AtomicU64>);
+
+impl dtx::engine::clock::Clock for HandClock {
+    fn now_ns(&self) -> u64 {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+    fn wall_ns(&self) -> u64 {
+        self.now_ns()
+    }
+    fn sleep_until(&self, _t: u64, _interrupted: &dyn Fn() -> bool) {}
+}
+
+impl HandClock {
+    fn advance(&self, ns: u64) {
+        self.0.fetch_add(ns, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// On a quiet CPU a sample's user stack part comes with the buffer's flush, up to the flush
+/// period (1 s) after the sample: the sample waits for it longer than that (its wait is
+/// derived from the session's flush timer) and fires with its stack.
+#[test]
+fn live_fix_a_quiet_cpus_stack_after_the_flush_period_still_joins_its_sample() {
+    use dtx::etw::group;
+    let Some(path) = trace("randomascii_slow_ppt_trace.etl.zip") else {
+        return;
+    };
+    let mut etw = EtwProbes::new();
+    let mut src = TraceSource::open(&path).unwrap();
+    src.scan_providers(&mut etw);
+    let catalog = dtx::providers::etw_catalog(&etw);
+    // the first sample whose stack walk records include a user part
+    let mut samples: std::collections::HashMap<i64, LiveEvent> = Default::default();
+    let mut found: Option<(LiveEvent, Vec<LiveEvent>)> = None;
+    let mut walks: std::collections::HashMap<i64, Vec<LiveEvent>> = Default::default();
+    let mut events = src.file.events();
+    while let Some(r) = events.next_event() {
+        let Ok(ev) = r else { continue };
+        match (ev.kernel_group, ev.opcode) {
+            (Some(group::PERF_INFO), 46) => {
+                samples.insert(ev.raw_timestamp, LiveEvent::from_record(&ev));
+            }
+            (Some(group::STACK_WALK), _) if ev.payload.len() >= 24 => {
+                let at = i64::from_le_bytes(ev.payload[..8].try_into().unwrap());
+                let user = ev.payload[16..]
+                    .chunks_exact(8)
+                    .any(|c| u64::from_le_bytes(c.try_into().unwrap()) < 0x8000_0000_0000_0000);
+                walks
+                    .entry(at)
+                    .or_default()
+                    .push(LiveEvent::from_record(&ev));
+                if user {
+                    if let Some(s) = samples.get(&at) {
+                        found = Some((s.clone(), walks.remove(&at).unwrap()));
+                        break;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    drop(events);
+    let (sample, stack) = found.expect("a sample with a user stack");
+
+    let out = Shared::default();
+    let script = "profile:::sample-* { @[ustack(2)] = count(); }";
+    let spec = compile_text(script, "quiet.d", &catalog).unwrap();
+    let clock = HandClock::default();
+    clock.advance(1_000_000_000);
+    let opts = DOptions::new();
+    let consumer = Consumer::new(
+        Box::new(out.clone()),
+        ConsumerOptions::from_options(&opts, "dtx", true, false),
+    );
+    let mut e = Engine::new(
+        vec![("quiet.d".into(), spec.program)],
+        VmOptions::from_options(&spec.options),
+        &catalog,
+        Box::new(clock.clone()),
+        consumer,
+    );
+    let plan = dtx::sources::etw_live::plan::SessionPlan::for_engine(&e, &etw);
+    let (context, rx) = CallbackContext::channel(64);
+    let mut live = EtwLiveSource::new(context, rx, etw.clone(), *src.file.time_base(), true)
+        .with_stack_events(&plan.stack_events);
+    let ctx = live.context_ptr();
+    e.begin(None);
+    // SAFETY: ctx is the source's, alive for the calls
+    unsafe { pass_to_callback(&sample, ctx) };
+    let pump = |live: &mut EtwLiveSource, e: &mut Engine| {
+        let now = e.now_ns();
+        live.pump(now, e);
+    };
+    pump(&mut live, &mut e);
+    // the sample leaves the time-order window, then waits for its stack: 1.2 s more, past the
+    // flush period, and still it has not fired without it
+    clock.advance(dtx::sources::etw_live::order::reorder_window_ns(1));
+    pump(&mut live, &mut e);
+    clock.advance(1_200_000_000);
+    pump(&mut live, &mut e);
+    assert_eq!(
+        live.counts.records, 0,
+        "the sample fired before its stack could come"
+    );
+    // the quiet CPU's buffer comes: the stack, and the sample with it
+    for s in &stack {
+        // SAFETY: as above
+        unsafe { pass_to_callback(s, ctx) };
+    }
+    pump(&mut live, &mut e);
+    clock.advance(dtx::sources::etw_live::order::reorder_window_ns(1));
+    pump(&mut live, &mut e);
+    assert!(live.counts.records >= 2, "{}", live.counts.records);
+    live.finish(&mut e);
+    live.stop();
+    live.closing(&mut e);
+    e.end();
+    let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+    let entries = stack_entries(&text);
+    assert_eq!(entries.len(), 1, "{text}");
+    assert!(
+        !entries[0].0.is_empty(),
+        "the sample fired without its stack:\n{text}"
+    );
+    // the wait is derived from the flush timer: longer than a flush period and the window
+    assert!(
+        dtx::sources::etw_live::STACK_WAIT_QUIET_NS
+            > 1_000_000_000 + dtx::sources::etw_live::order::reorder_window_ns(1)
+    );
 }

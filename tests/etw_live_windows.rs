@@ -2,7 +2,8 @@
 //! live sessions (the kernel logger, a user-mode session, both) and checks what it printed, and
 //! that no `dtx-` session is left behind. They need an elevated prompt (a hosted GitHub Windows
 //! runner is elevated; `.github/workflows/windows-live.yml` runs them there) and skip with a
-//! message when not elevated, under Wine (whose OpenTrace is a stub) or when `DTX_LIVE_TESTS=0`.
+//! message when not elevated, under Wine (whose OpenTrace is a stub) or when `DTX_LIVE_TESTS=0`;
+//! with `DTX_LIVE_TESTS=require` (the workflow sets it) such a test fails instead of skipping.
 //! Run them one at a time: `cargo test --release --test etw_live_windows -- --test-threads=1
 //! --nocapture` (a lock keeps them apart anyway). `docs/live-windows-tests.md` tells a Windows
 //! user how to run them by hand.
@@ -10,6 +11,9 @@
 
 #[path = "support/stacks.rs"]
 mod stacks;
+
+#[path = "support/pty.rs"]
+mod pty;
 
 use std::io::Read;
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -79,9 +83,20 @@ fn skip_reason() -> Option<String> {
     }
 }
 
+/// Whether a live test that cannot run must fail rather than skip (`DTX_LIVE_TESTS=require`,
+/// as the Windows workflow sets it: a runner that lost its elevation must not pass green).
+fn required() -> bool {
+    std::env::var("DTX_LIVE_TESTS").is_ok_and(|v| v.trim() == "require")
+}
+
 /// The lock of the live tests when they can run here; None after saying why they are skipped.
+/// With `DTX_LIVE_TESTS=require` a test that cannot run fails instead.
 fn live(test: &str) -> Option<MutexGuard<'static, ()>> {
     if let Some(why) = skip_reason() {
+        assert!(
+            !required(),
+            "{test}: DTX_LIVE_TESTS=require, but the test cannot run here: {why}"
+        );
         eprintln!("skipped: {test}: {why}");
         return None;
     }
@@ -543,6 +558,7 @@ fn live_windows_flamegraph_line_names_the_targets_functions() {
     let exe = match build_burnwin(dir.path()) {
         Ok(exe) => exe,
         Err(why) => {
+            assert!(!required(), "DTX_LIVE_TESTS=require: {why}");
             eprintln!("skipped: live_windows_flamegraph_line_names_the_targets_functions: {why}");
             return;
         }
@@ -592,4 +608,341 @@ fn live_windows_flamegraph_line_names_the_targets_functions() {
         "flamegraph line: {good} of {total} samples have the full stack\n{}",
         run.stderr
     );
+}
+
+/// The sessions of the dtx whose process id is `pid` (`dtx-kernel-<pid>-<start>`,
+/// `dtx-user-<pid>-<start>`...), as `logman query -ets` lists them.
+fn sessions_of(pid: u32) -> Vec<String> {
+    // dtx-<kind>-<pid>-<process start time>
+    let tag = format!("-{pid}-");
+    dtx_sessions()
+        .into_iter()
+        .filter(|l| {
+            l.split_whitespace()
+                .next()
+                .is_some_and(|name| name.contains(&tag))
+        })
+        .collect()
+}
+
+/// Waits until the dtx `pid` has a session running (it has started tracing).
+fn wait_for_sessions(pid: u32, limit: Duration) -> Vec<String> {
+    let started = Instant::now();
+    loop {
+        let s = sessions_of(pid);
+        if !s.is_empty() || started.elapsed() > limit {
+            return s;
+        }
+        thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The system's sampling interval is what profile-997 asks for while a run samples, and what
+/// it was before once the run has ended (issue 28: the interval is system-wide and must not be
+/// left changed).
+#[test]
+fn live_windows_interval_set_and_restored() {
+    let Some(_live) = live("live_windows_interval_set_and_restored") else {
+        return;
+    };
+    use dtx::sources::etw_live::{plan, windows::system_profile_interval};
+    let before = system_profile_interval().expect("the sampling interval can be read");
+    let asked = plan::clamp_profile_interval(plan::sample_interval("profile-997").unwrap());
+    let running = start(&[
+        "-q",
+        "-n",
+        "profile-997 { @n = count(); } tick-3s { printa(\"samples %@d\\n\", @n); exit(0); }",
+    ]);
+    let mut seen = Vec::new();
+    let run = running.finish_while(Duration::from_millis(50), || {
+        if let Some(i) = system_profile_interval() {
+            if !seen.contains(&i) {
+                seen.push(i);
+            }
+        }
+    });
+    run.assert_ok();
+    run.positive_count("samples ");
+    let after = system_profile_interval();
+    eprintln!("interval: before {before}, while running {seen:?}, after {after:?}, asked {asked}");
+    assert!(
+        before == asked || seen.iter().any(|&i| i != before),
+        "the interval stayed {before} while profile-997 (asking {asked}) ran: {seen:?}\n{}",
+        run.report()
+    );
+    assert_eq!(after, Some(before), "not restored\n{}", run.report());
+}
+
+/// TDH decodes a manifest provider's fields by name: the DNS client's `QueryName` is the name
+/// the test asked for (under `.invalid`, RFC 6761, so that it cannot resolve).
+#[test]
+fn live_windows_dns_query_name_field() {
+    let Some(_live) = live("live_windows_dns_query_name_field") else {
+        return;
+    };
+    let name = format!("dtx-live-{}.invalid", std::process::id());
+    let program = format!(
+        "microsoft-windows-dns-client:::events /etwfield_str(\"QueryName\") == \"{name}\"/ {{
+             printf(\"query %s event %d\\n\", etwfield_str(\"QueryName\"), arg0); exit(0); }}
+         tick-20s {{ printf(\"no query seen\\n\"); exit(0); }}"
+    );
+    let running = start(&["-q", "-n", &program]);
+    let run = running.finish_while(Duration::from_millis(250), || {
+        use std::net::ToSocketAddrs;
+        let _ = (name.as_str(), 80).to_socket_addrs();
+    });
+    run.assert_ok();
+    assert!(
+        run.stdout.contains(&format!("query {name} event ")),
+        "no DNS client event with QueryName {name}\n{}",
+        run.report()
+    );
+    assert_no_sessions_after(&run);
+}
+
+/// Ctrl-C's twin sent by GenerateConsoleCtrlEvent (CTRL_BREAK_EVENT: Windows delivers
+/// CTRL_C_EVENT to no process group but the caller's own, so a test cannot aim it at one child;
+/// dtx handles both alike) ends a run that would go on forever, and leaves no session.
+#[test]
+fn live_windows_ctrl_break_leaves_no_session() {
+    let Some(_live) = live("live_windows_ctrl_break_leaves_no_session") else {
+        return;
+    };
+    use std::os::windows::process::CommandExt;
+    use windows_sys::Win32::System::Console::{GenerateConsoleCtrlEvent, CTRL_BREAK_EVENT};
+    const CREATE_NEW_PROCESS_GROUP: u32 = 0x0000_0200;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dtx"))
+        .args(["-q", "-n", "sched:::on-cpu { @n = count(); }"])
+        .creation_flags(CREATE_NEW_PROCESS_GROUP)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start dtx.exe");
+    let pid = child.id();
+    let err = drain(child.stderr.take());
+    let sessions = wait_for_sessions(pid, Duration::from_secs(30));
+    assert!(!sessions.is_empty(), "dtx {pid} started no session");
+    // SAFETY: a console control event to the process group the child leads
+    let sent = unsafe { GenerateConsoleCtrlEvent(CTRL_BREAK_EVENT, pid) };
+    assert_ne!(
+        sent,
+        0,
+        "GenerateConsoleCtrlEvent failed: {}",
+        std::io::Error::last_os_error()
+    );
+    let started = Instant::now();
+    let status = loop {
+        if let Ok(Some(s)) = child.try_wait() {
+            break Some(s);
+        }
+        if started.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        thread::sleep(Duration::from_millis(50));
+    };
+    let err = err.join().unwrap_or_default();
+    assert!(
+        status.is_some(),
+        "dtx did not end after CTRL_BREAK_EVENT\n{err}"
+    );
+    let left = sessions_of(pid);
+    assert!(
+        left.is_empty(),
+        "left after CTRL_BREAK_EVENT: {left:?} (had {sessions:?})\n{err}"
+    );
+}
+
+/// The console itself, live, in a pseudo console (ConPTY, as Windows Terminal hosts it): a
+/// program's table shows rows from the live sessions, keys reach it, Ctrl-Q quits with 0, and
+/// no session is left.
+#[test]
+fn live_windows_console_runs_live_and_quits() {
+    let Some(_live) = live("live_windows_console_runs_live_and_quits") else {
+        return;
+    };
+    let state = tempfile::tempdir().expect("a temporary folder");
+    let state_dir = state.path().to_string_lossy().into_owned();
+    let mut s = pty::PtySession::spawn(
+        env!("CARGO_BIN_EXE_dtx"),
+        &["--tui", "-n", "sched:::on-cpu { @[execname] = count(); }"],
+        &[("APPDATA", &state_dir), ("LOCALAPPDATA", &state_dir)],
+        120,
+        36,
+    );
+    let pid = s.child.process_id().expect("the console's pid");
+    s.wait_for("live rows", Duration::from_secs(60), |t| {
+        t.to_ascii_lowercase().contains(".exe")
+    });
+    assert!(
+        !sessions_of(pid).is_empty(),
+        "the console runs without a session"
+    );
+    // a key the console answers: Ctrl-N opens a new script in the editor
+    s.send("\x0e");
+    s.wait_for("an empty editor", Duration::from_secs(10), |t| {
+        t.contains("untitled.d")
+    });
+    s.send(pty::CTRL_Q);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if s.contents().contains("not saved") {
+            s.send("y");
+            break;
+        }
+        if let Ok(Some(_)) = s.child.try_wait() {
+            break;
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        s.wait_exit(Duration::from_secs(20)),
+        Some(0),
+        "{}",
+        s.contents()
+    );
+    let left = sessions_of(pid);
+    assert!(left.is_empty(), "left after the console quit: {left:?}");
+}
+
+/// Closing the console's window (here its pseudo console: ClosePseudoConsole sends
+/// CTRL_CLOSE_EVENT, as closing a console window does) leaves no session: Windows gives the
+/// handler a few seconds before it ends dtx.
+#[test]
+fn live_windows_console_close_leaves_no_session() {
+    let Some(_live) = live("live_windows_console_close_leaves_no_session") else {
+        return;
+    };
+    let state = tempfile::tempdir().expect("a temporary folder");
+    let state_dir = state.path().to_string_lossy().into_owned();
+    let s = pty::PtySession::spawn(
+        env!("CARGO_BIN_EXE_dtx"),
+        &["--tui", "-n", "profile-997 { @[execname] = count(); }"],
+        &[("APPDATA", &state_dir), ("LOCALAPPDATA", &state_dir)],
+        120,
+        36,
+    );
+    let pid = s.child.process_id().expect("the console's pid");
+    let sessions = wait_for_sessions(pid, Duration::from_secs(60));
+    assert!(!sessions.is_empty(), "the console {pid} started no session");
+    let mut child = s.close();
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(20) {
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+    let ended = matches!(child.try_wait(), Ok(Some(_)));
+    if !ended {
+        let _ = child.kill();
+    }
+    let left = sessions_of(pid);
+    assert!(
+        left.is_empty(),
+        "left after the console was closed: {left:?} (had {sessions:?}; dtx ended: {ended})"
+    );
+}
+
+/// Two concurrent dtx runs and the system-wide sampling interval (issue 28): A samples at
+/// 5 kHz; B, which asks for 997 Hz while A runs, leaves A's interval alone and says so; B's
+/// end does not restore it under A; A's end gives the system its value back.
+#[test]
+fn live_fix_windows_two_runs_share_the_interval() {
+    use dtx::sources::etw_live::windows::sampling_interval;
+    let Some(_live) = live("live_fix_windows_two_runs_share_the_interval") else {
+        return;
+    };
+    let Some(before) = sampling_interval() else {
+        eprintln!("skipped: the sampling interval cannot be read on this system");
+        return;
+    };
+    let a = start(&[
+        "-q",
+        "-n",
+        "profile-4999 { @n = count(); } tick-8s { printa(\"a samples %@d\\n\", @n); exit(0); }",
+    ]);
+    thread::sleep(Duration::from_secs(2));
+    let during_a = sampling_interval();
+    let b = dtx(&[
+        "-q",
+        "-n",
+        "profile-997 { @n = count(); } tick-1s { printa(\"b samples %@d\\n\", @n); exit(0); }",
+    ]);
+    let after_b = sampling_interval();
+    let a = a.finish();
+    let after_a = sampling_interval();
+    a.assert_ok();
+    b.assert_ok();
+    a.positive_count("a samples ");
+    assert!(
+        during_a.is_some_and(|i| i < before),
+        "A did not set its interval (about 0.2 ms): {during_a:?}, before {before}\n{}",
+        a.report()
+    );
+    assert!(
+        b.stderr.contains("another dtx"),
+        "B did not say that another dtx holds the interval\n{}",
+        b.report()
+    );
+    assert_eq!(
+        after_b,
+        during_a,
+        "B's end changed A's interval\n{}",
+        b.report()
+    );
+    assert_eq!(
+        after_a,
+        Some(before),
+        "A's end did not restore the interval\n{}",
+        a.report()
+    );
+    assert_no_sessions_after(&a);
+}
+
+/// A `dtx-` session left under a pid that now names another process instance (here: this test
+/// process, whose start time is not the session's) is stale: the next dtx stops it before its
+/// own sessions start (issue 28: "a stale session under a reused pid is never cleaned up").
+#[test]
+fn live_fix_windows_stale_session_under_a_reused_pid_is_stopped() {
+    let Some(_live) = live("live_fix_windows_stale_session_under_a_reused_pid_is_stopped") else {
+        return;
+    };
+    // a session named as a dtx of this pid that started at time 1 would name it
+    let name = format!("dtx-user-{}-1", std::process::id());
+    let dir = std::env::temp_dir().join(format!("dtx-stale-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let made = Command::new("logman")
+        .args(["start", &name, "-p", "Microsoft-Windows-DNS-Client", "-o"])
+        .arg(dir.join("stale.etl"))
+        .arg("-ets")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run logman start");
+    assert!(
+        made.status.success(),
+        "logman start {name} failed:\n{}{}",
+        String::from_utf8_lossy(&made.stdout),
+        String::from_utf8_lossy(&made.stderr)
+    );
+    assert!(
+        dtx_sessions().iter().any(|l| l.contains(&name)),
+        "the stale session did not start"
+    );
+    let run = dtx(&[
+        "-q",
+        "-n",
+        "sched:::on-cpu { @n = count(); } tick-1s { exit(0); }",
+    ]);
+    let left = dtx_sessions();
+    if left.iter().any(|l| l.contains(&name)) {
+        let _ = Command::new("logman")
+            .args(["stop", &name, "-ets"])
+            .output();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    run.assert_ok();
+    assert!(left.is_empty(), "sessions left: {left:?}\n{}", run.report());
 }

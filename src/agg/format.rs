@@ -187,7 +187,12 @@ fn row(
                 pad_str(out, s.as_bytes(), width, c.flags.left, prec);
                 continue;
             }
-            KeyRef::Stack { frames, user, pid } => {
+            KeyRef::Stack {
+                frames,
+                user,
+                pid,
+                epoch,
+            } => {
                 let left = c.flags.left;
                 let indent = match dynwidth {
                     Some(w) if w < 0 => w.unsigned_abs() as usize,
@@ -196,7 +201,13 @@ fn row(
                 };
                 let fw = if left { 0 } else { width };
                 let field = |s: &str, o: &mut Vec<u8>| pad_str(o, s.as_bytes(), fw, false, prec);
-                print::print_stack(out, frames, user, pid, indent, Some(&field), syms);
+                let stack = print::StackKey {
+                    frames,
+                    user,
+                    pid,
+                    epoch,
+                };
+                print::print_stack(out, stack, indent, Some(&field), syms);
                 continue;
             }
             KeyRef::Int {

@@ -25,11 +25,14 @@ pub enum KeyValue {
     /// Any other by-reference value (a structure, an array), raw bytes.
     Bytes(Vec<u8>),
     /// `stack()` (kernel) or `ustack()`/`jstack()` (`user`, of process `pid`); frames as recorded,
-    /// a zero frame ends the stack.
+    /// a zero frame ends the stack. `epoch` is the address-space epoch of the images that
+    /// named the frames when the stack was recorded (`etw::state::epochs`; 0 where no image
+    /// ever took another's place): the same frames under other images are another key.
     Stack {
         frames: Vec<u64>,
         user: bool,
         pid: u32,
+        epoch: u32,
     },
     Sym(u64),
     Mod(u64),
@@ -56,6 +59,9 @@ const T_MOD: u8 = 5;
 const T_USYM: u8 = 6;
 const T_UMOD: u8 = 7;
 const T_UADDR: u8 = 8;
+
+/// In a stack's `user` byte: an epoch follows the pid.
+const STACK_EPOCH: u8 = 2;
 
 fn norm_size(size: u8) -> u8 {
     match size {
@@ -213,10 +219,19 @@ pub(crate) fn encode(key: &[KeyValue], out: &mut Vec<u8>) {
                 put_varint(out, s.len());
                 out.extend_from_slice(s);
             }
-            KeyValue::Stack { frames, user, pid } => {
+            KeyValue::Stack {
+                frames,
+                user,
+                pid,
+                epoch,
+            } => {
+                // the epoch only when there is one: a key of epoch 0 is encoded as before
                 out.push(T_STACK);
-                out.push(u8::from(*user));
+                out.push(u8::from(*user) | if *epoch != 0 { STACK_EPOCH } else { 0 });
                 out.extend_from_slice(&pid.to_le_bytes());
+                if *epoch != 0 {
+                    out.extend_from_slice(&epoch.to_le_bytes());
+                }
                 put_varint(out, frames.len());
                 for f in frames {
                     out.extend_from_slice(&f.to_le_bytes());
@@ -260,6 +275,7 @@ pub(crate) enum KeyRef<'a> {
         frames: &'a [u8],
         user: bool,
         pid: u32,
+        epoch: u32,
     },
     Sym(u64),
     Mod(u64),
@@ -325,12 +341,22 @@ impl<'a> KeyIter<'a> {
                 }
             }
             T_STACK => {
-                let user = *b.get(*pos)? != 0;
+                let flags = *b.get(*pos)?;
                 *pos += 1;
+                let user = flags & 1 != 0;
                 let pid = get_u32(b, pos)?;
+                let epoch = match flags & STACK_EPOCH {
+                    0 => 0,
+                    _ => get_u32(b, pos)?,
+                };
                 let n = get_varint(b, pos)?;
                 let frames = get_bytes(b, pos, n.checked_mul(8)?)?;
-                KeyRef::Stack { frames, user, pid }
+                KeyRef::Stack {
+                    frames,
+                    user,
+                    pid,
+                    epoch,
+                }
             }
             T_SYM => KeyRef::Sym(get_u64(b, pos)?),
             T_MOD => KeyRef::Mod(get_u64(b, pos)?),
@@ -386,10 +412,12 @@ impl KeyRef<'_> {
                 frames: f,
                 user,
                 pid,
+                epoch,
             } => KeyValue::Stack {
                 frames: frames(f).collect(),
                 user,
                 pid,
+                epoch,
             },
             KeyRef::Sym(a) => KeyValue::Sym(a),
             KeyRef::Mod(a) => KeyValue::Mod(a),
@@ -495,6 +523,10 @@ pub(crate) fn cmp_component(a: &KeyRef, b: &KeyRef, strsize: usize) -> Ordering 
                 // Zero padding to the same record size does not change a lexicographic order
                 // of NUL-free strings.
                 (KeyRef::Str(x), KeyRef::Str(y)) => x.cmp(y),
+                // the same frames under other images: the older images first
+                (KeyRef::Stack { epoch: x, .. }, KeyRef::Stack { epoch: y, .. }) => {
+                    a.record_bytes(sa).cmp(&b.record_bytes(sb)).then(x.cmp(y))
+                }
                 _ => a.record_bytes(sa).cmp(&b.record_bytes(sb)),
             }
         }
@@ -571,6 +603,13 @@ mod tests {
                 frames: vec![1, 2, 0],
                 user: true,
                 pid: 7,
+                epoch: 0,
+            },
+            KeyValue::Stack {
+                frames: vec![1, 2],
+                user: false,
+                pid: 0,
+                epoch: 3,
             },
             KeyValue::Sym(5),
             KeyValue::Mod(6),

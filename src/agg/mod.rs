@@ -18,6 +18,7 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
+use key::KeyRef;
 pub use key::{IntKey, KeyValue};
 
 /// Bytes of one entry's value for `f` as dtrace's kernel sizes it
@@ -71,6 +72,23 @@ pub trait SymbolResolver {
     fn user_lookup(&self, pid: u32, addr: u64) -> crate::output::stack::Lookup {
         let _ = (pid, addr);
         crate::output::stack::Lookup::None
+    }
+    /// A kernel address as a frame of a stack recorded at address-space epoch `epoch`
+    /// (`KeyValue::Stack`'s, `vm::StackEpochs`): named by the image that held it then. A
+    /// resolver that knows no epochs names it as [`SymbolResolver::kernel`] does.
+    fn kernel_at(&self, epoch: u32, addr: u64) -> String {
+        let _ = epoch;
+        self.kernel(addr)
+    }
+    /// A user address of process `pid` as a frame of a stack recorded at `epoch`.
+    fn user_at(&self, pid: u32, epoch: u32, addr: u64) -> String {
+        let _ = epoch;
+        self.user(pid, addr)
+    }
+    /// [`SymbolResolver::user_lookup`] of a frame of a stack recorded at `epoch`.
+    fn user_lookup_at(&self, pid: u32, epoch: u32, addr: u64) -> crate::output::stack::Lookup {
+        let _ = epoch;
+        self.user_lookup(pid, addr)
     }
 }
 
@@ -341,6 +359,69 @@ impl Agg {
         *self = next;
     }
 
+    /// The entries as dtrace's consumer keeps them: an address under `sym()`/`func()`,
+    /// `mod()`, `usym()`/`ufunc()` or `umod()` stands for its function or module, so keys
+    /// whose addresses fall in the same one are one entry, their values merged
+    /// (dt_aggregate.c: dt_aggregate_sym, _mod, _usym and _umod turn the address into the
+    /// symbol's or the module's start before keys are compared). Addresses are grouped by
+    /// the name `syms` gives them; one without a name stays apart, as in dtrace. None when
+    /// no key holds such an address (all keys of an aggregation have one shape).
+    fn merged_by_symbol(&self, syms: &dyn SymbolResolver) -> Option<Agg> {
+        let symbolic = |k: &KeyRef| {
+            matches!(
+                k,
+                KeyRef::Sym(_) | KeyRef::Mod(_) | KeyRef::Usym { .. } | KeyRef::Umod { .. }
+            )
+        };
+        if self.len() == 0 || !key::iter(self.key(0)).any(|k| symbolic(&k)) {
+            return None;
+        }
+        // the first address seen under each (kind, pid, name) stands for the others
+        let mut first: HashMap<(u8, u32, String), u64> = HashMap::new();
+        let mut one = |kind: u8, pid: u32, name: String, addr: u64| {
+            *first.entry((kind, pid, name)).or_insert(addr)
+        };
+        let mut next = Agg::new(&self.name, self.func);
+        let mut upto = 0;
+        let mut bytes = Vec::new();
+        for i in 0..self.len() {
+            let mut keys: Vec<KeyValue> = key::iter(self.key(i)).map(KeyRef::to_value).collect();
+            for k in &mut keys {
+                match k {
+                    KeyValue::Sym(a) => *a = one(0, 0, syms.kernel_func(*a), *a),
+                    KeyValue::Mod(a) => *a = one(1, 0, syms.kmod(*a), *a),
+                    KeyValue::Usym { addr, pid } => {
+                        *addr = one(2, *pid, syms.user_func(*pid, *addr), *addr)
+                    }
+                    KeyValue::Umod { addr, pid } => {
+                        *addr = one(3, *pid, syms.umod(*pid, *addr), *addr)
+                    }
+                    _ => {}
+                }
+            }
+            bytes.clear();
+            key::encode(&keys, &mut bytes);
+            let h = hash_key(&bytes);
+            let j = match next.find(&bytes, h) {
+                Some(j) => j,
+                None => match next.insert(&bytes, h) {
+                    Some(j) => j,
+                    None => continue,
+                },
+            };
+            let s = self.stride;
+            self.func
+                .merge(&mut next.data[j * s..(j + 1) * s], self.data(i));
+            if i < self.normal_upto {
+                upto = upto.max(j + 1);
+            }
+        }
+        next.normal = self.normal;
+        next.normal_upto = upto;
+        next.printed = self.printed.clone();
+        Some(next)
+    }
+
     fn value(&self, i: usize) -> AggValue {
         let d = self.data(i);
         match self.func {
@@ -571,10 +652,16 @@ impl AggregationTable {
 
     /// trunc(@a) / trunc(@a, n): keep the `n` entries with the highest values (negative: the
     /// lowest), none when `n` is absent.
-    pub fn trunc(&mut self, agg: u32, n: Option<i64>) {
+    /// Over the entries as the consumer sees them: keys merged by symbol first (dtrace
+    /// truncates its consumer-side aggregation, whose `mod()`/`sym()` keys are already
+    /// merged; see [`Agg::merged_by_symbol`]).
+    pub fn trunc(&mut self, agg: u32, n: Option<i64>, syms: &dyn SymbolResolver) {
         let Some(a) = self.aggs.get_mut(agg as usize) else {
             return;
         };
+        if let Some(merged) = a.merged_by_symbol(syms) {
+            *a = merged;
+        }
         let n = n.unwrap_or(0);
         let order = sort::value_order(a, n >= 0, 256);
         let keepn = usize::try_from(n.unsigned_abs()).unwrap_or(usize::MAX);
@@ -626,9 +713,21 @@ impl AggregationTable {
 
     /// The entries of an aggregation, in the order they were created.
     pub fn snapshot(&self, agg: u32) -> Vec<(Vec<KeyValue>, AggValue)> {
+        self.snapshot_named(agg, &NoSymbols)
+    }
+
+    /// [`Self::snapshot`], with keys merged by symbol as printa() merges them (see
+    /// [`Agg::merged_by_symbol`]).
+    pub fn snapshot_named(
+        &self,
+        agg: u32,
+        syms: &dyn SymbolResolver,
+    ) -> Vec<(Vec<KeyValue>, AggValue)> {
         let Some(a) = self.aggs.get(agg as usize) else {
             return Vec::new();
         };
+        let merged = a.merged_by_symbol(syms);
+        let a = merged.as_ref().unwrap_or(a);
         (0..a.len())
             .map(|i| {
                 (
@@ -639,11 +738,19 @@ impl AggregationTable {
             .collect()
     }
 
-    /// The entries in the order printa() would print them.
-    pub fn sorted_snapshot(&self, agg: u32, opts: &SortOptions) -> Vec<(Vec<KeyValue>, AggValue)> {
+    /// The entries in the order printa() would print them, keys merged by symbol as printa()
+    /// merges them (see [`Agg::merged_by_symbol`]).
+    pub fn sorted_snapshot(
+        &self,
+        agg: u32,
+        opts: &SortOptions,
+        syms: &dyn SymbolResolver,
+    ) -> Vec<(Vec<KeyValue>, AggValue)> {
         let Some(a) = self.aggs.get(agg as usize) else {
             return Vec::new();
         };
+        let merged = a.merged_by_symbol(syms);
+        let a = merged.as_ref().unwrap_or(a);
         sort::sorted_entries(a, opts)
             .into_iter()
             .map(|i| {
@@ -677,19 +784,28 @@ impl AggregationTable {
         out: &mut Vec<u8>,
     ) {
         out.push(b'\n');
-        let list: Vec<&Agg> = aggs
-            .iter()
-            .filter_map(|&a| self.aggs.get(a as usize))
-            .collect();
-        if list.is_empty() || list.len() != aggs.len() {
+        let Some(merged) = self.merged(aggs, syms) else {
             return;
-        }
+        };
+        let list = merged.list();
         let mut state = print::State::default();
         if list.len() == 1 {
             print::print_agg(list[0], opts, syms, &mut state, out);
         } else {
             print::print_joined(&list, opts, syms, &mut state, out);
         }
+        merged.mark_printed();
+    }
+
+    /// The aggregations `aggs` names, each with its keys merged by symbol as dtrace's
+    /// consumer merges them ([`Agg::merged_by_symbol`]). None when one is missing.
+    fn merged<'a>(&'a self, aggs: &[u32], syms: &dyn SymbolResolver) -> Option<Merged<'a>> {
+        let list: Vec<(&Agg, Option<Agg>)> = aggs
+            .iter()
+            .filter_map(|&a| self.aggs.get(a as usize))
+            .map(|a| (a, a.merged_by_symbol(syms)))
+            .collect();
+        (!list.is_empty() && list.len() == aggs.len()).then_some(Merged(list))
     }
 
     /// The end-of-run printing (`dtrace_aggregate_print`): every aggregation not printed by a
@@ -708,7 +824,8 @@ impl AggregationTable {
         }
         for a in order {
             if !a.printed.get() && a.len() > 0 {
-                print::print_agg_entries(a, opts, syms, &mut state, out);
+                let merged = a.merged_by_symbol(syms);
+                print::print_agg_entries(merged.as_ref().unwrap_or(a), opts, syms, &mut state, out);
             }
         }
     }
@@ -723,14 +840,35 @@ impl AggregationTable {
         syms: &dyn SymbolResolver,
         out: &mut Vec<u8>,
     ) -> Result<(), crate::output::printf::FormatError> {
-        let list: Vec<&Agg> = aggs
-            .iter()
-            .filter_map(|&a| self.aggs.get(a as usize))
-            .collect();
-        if list.is_empty() || list.len() != aggs.len() {
+        let Some(merged) = self.merged(aggs, syms) else {
             return Ok(());
+        };
+        let done = format::printa(fmt, &merged.list(), opts, syms, out);
+        merged.mark_printed();
+        done
+    }
+}
+
+/// Aggregations to print, each with its by-symbol merge when it has one.
+struct Merged<'a>(Vec<(&'a Agg, Option<Agg>)>);
+
+impl Merged<'_> {
+    /// What to print: the merged entries where there are some, else the aggregation's own.
+    fn list(&self) -> Vec<&Agg> {
+        self.0
+            .iter()
+            .map(|(a, m)| m.as_ref().unwrap_or(a))
+            .collect()
+    }
+
+    /// Carries "printed" from the merged copies back to the aggregations (END prints only
+    /// the aggregations no printa() printed).
+    fn mark_printed(&self) {
+        for (a, m) in &self.0 {
+            if m.as_ref().is_some_and(|m| m.printed.get()) {
+                a.printed.set(true);
+            }
         }
-        format::printa(fmt, &list, opts, syms, out)
     }
 }
 

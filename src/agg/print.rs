@@ -189,7 +189,9 @@ fn prefetch(a: &Agg, order: &[usize], syms: &dyn SymbolResolver) {
     let mut frames = order.iter().flat_map(|&i| {
         key::iter(a.key(i)).flat_map(|k| -> Vec<(Option<u32>, u64)> {
             match k {
-                KeyRef::Stack { frames, user, pid } => key::frames(frames)
+                KeyRef::Stack {
+                    frames, user, pid, ..
+                } => key::frames(frames)
                     .take_while(|&pc| pc != 0)
                     .map(|pc| (user.then_some(pid), pc))
                     .collect(),
@@ -276,8 +278,19 @@ pub(crate) fn print_key(
             }
             _ => print_bytes(out, b, width, opts.rawbytes),
         },
-        KeyRef::Stack { frames, user, pid } => {
-            print_stack(out, frames, user, pid, opts.stackindent, None, syms)
+        KeyRef::Stack {
+            frames,
+            user,
+            pid,
+            epoch,
+        } => {
+            let stack = StackKey {
+                frames,
+                user,
+                pid,
+                epoch,
+            };
+            print_stack(out, stack, opts.stackindent, None, syms)
         }
         KeyRef::Sym(a) => {
             let _ = write!(out, "  {:<50}", syms.kernel_func(a));
@@ -299,15 +312,28 @@ pub(crate) fn print_key(
 
 /// A stack, one frame a line after a newline (`dt_print_stack`/`dt_print_ustack`); `field`
 /// renders each frame's text (a printa() conversion), `indent` spaces before each.
+/// A stack key's frames (little-endian words), process and epoch.
+#[derive(Clone, Copy)]
+pub(crate) struct StackKey<'a> {
+    pub frames: &'a [u8],
+    pub user: bool,
+    pub pid: u32,
+    pub epoch: u32,
+}
+
 pub(crate) fn print_stack(
     out: &mut Vec<u8>,
-    frames: &[u8],
-    user: bool,
-    pid: u32,
+    stack: StackKey<'_>,
     indent: usize,
     field: Option<FrameFormat>,
     syms: &dyn SymbolResolver,
 ) {
+    let StackKey {
+        frames,
+        user,
+        pid,
+        epoch,
+    } = stack;
     if user && frames.is_empty() {
         return;
     }
@@ -318,9 +344,9 @@ pub(crate) fn print_stack(
         }
         out.resize(out.len() + indent.min(1 << 16), b' ');
         let s = if user {
-            syms.user(pid, pc)
+            syms.user_at(pid, epoch, pc)
         } else {
-            syms.kernel(pc)
+            syms.kernel_at(epoch, pc)
         };
         match field {
             Some(f) => f(&s, out),

@@ -97,15 +97,20 @@ pub fn key_cell(k: &KeyValue, symbols: &dyn SymbolResolver) -> KeyCell {
             }
             KeyCell::Text(s)
         }
-        KeyValue::Stack { frames, user, pid } => KeyCell::Stack(
+        KeyValue::Stack {
+            frames,
+            user,
+            pid,
+            epoch,
+        } => KeyCell::Stack(
             frames
                 .iter()
                 .take_while(|&&f| f != 0)
                 .map(|&f| {
                     if *user {
-                        symbols.user(*pid, f)
+                        symbols.user_at(*pid, *epoch, f)
                     } else {
-                        symbols.kernel(f)
+                        symbols.kernel_at(*epoch, f)
                     }
                 })
                 .collect(),
@@ -128,7 +133,7 @@ pub fn take(table: &AggregationTable, symbols: &dyn SymbolResolver) -> Vec<AggVi
                 n => n.to_string(),
             },
             rows: table
-                .snapshot(a)
+                .snapshot_named(a, symbols)
                 .into_iter()
                 .map(|(keys, value)| AggRow {
                     keys: keys.iter().map(|k| key_cell(k, symbols)).collect(),

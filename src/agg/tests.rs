@@ -225,7 +225,7 @@ fn trunc_and_normalize() {
         for i in 0..100 {
             t.update(0, &[int(i)], &[i]).unwrap();
         }
-        t.trunc(0, Some(n));
+        t.trunc(0, Some(n), &NoSymbols);
         assert_eq!(t.entries(0), 10);
         let mut out = Vec::new();
         end(&t, &SortOptions::default(), &mut out);
@@ -239,7 +239,7 @@ fn trunc_and_normalize() {
     let mut out = b"normalized data:\n".to_vec();
     end(&t, &SortOptions::default(), &mut out);
     check("aggs/tst.normalize.d", &out);
-    t.trunc(0, None);
+    t.trunc(0, None, &NoSymbols);
     assert!(t.is_empty(0));
 }
 
@@ -615,6 +615,7 @@ fn key_layouts() {
                 frames: vec![1, 2, 0, 0],
                 user: false,
                 pid: 0,
+                epoch: 0,
             },
             KeyValue::Sym(3),
             KeyValue::Mod(3),
@@ -720,11 +721,11 @@ fn no_panics_on_extremes() {
         t.print_unprinted(&opts, &NoSymbols, &mut out);
     }
     for &a in &all {
-        t.trunc(a, Some(i64::MIN));
-        t.trunc(a, Some(1));
-        t.trunc(a, Some(-1));
+        t.trunc(a, Some(i64::MIN), &NoSymbols);
+        t.trunc(a, Some(1), &NoSymbols);
+        t.trunc(a, Some(-1), &NoSymbols);
         assert_eq!(t.entries(a), 1);
-        t.trunc(a, None);
+        t.trunc(a, None, &NoSymbols);
         assert!(t.is_empty(a));
     }
 }
@@ -830,4 +831,45 @@ fn merge_equals_one_table_of_both_halves() {
     }
     assert_eq!(sorted(&twice, 3), sorted(&both, 3));
     assert_eq!(sorted(&twice, 4), sorted(&both, 4));
+}
+
+/// A resolver that names kernel addresses by 0x100-byte "functions" in 0x1000-byte "modules".
+struct Blocks;
+
+impl SymbolResolver for Blocks {
+    fn kernel_func(&self, addr: u64) -> String {
+        format!("m{}`f{}", addr >> 12, (addr >> 8) & 0xf)
+    }
+    fn kmod(&self, addr: u64) -> String {
+        format!("m{}", addr >> 12)
+    }
+}
+
+#[test]
+fn symbol_keys_merge_by_function_and_module() {
+    let mut t = AggregationTable::new(&[Aggregation {
+        name: "@".into(),
+        func: AggFunc::Count,
+        keys: Vec::new(),
+    }]);
+    for a in [0x1010u64, 0x1020, 0x1110, 0x2010] {
+        t.update(0, &[KeyValue::Mod(a)], &[]).unwrap();
+        t.update(0, &[KeyValue::Mod(a)], &[]).unwrap();
+    }
+    let snap = t.snapshot_named(0, &Blocks);
+    let counts: Vec<u64> = snap.iter().map(|(_, v)| v.scalar() as u64).collect();
+    assert_eq!(counts, vec![6, 2]);
+    // the first address of each module stands for it
+    assert_eq!(snap[0].0, vec![KeyValue::Mod(0x1010)]);
+    let mut out = Vec::new();
+    t.print_default(0, &SortOptions::default(), &Blocks, &mut out);
+    let text = String::from_utf8(out).unwrap();
+    assert!(text.contains("m1 ") && text.contains("m2 "), "{text}");
+    assert_eq!(text.lines().filter(|l| !l.is_empty()).count(), 2, "{text}");
+    // trunc() keeps the top merged row
+    t.trunc(0, Some(1), &Blocks);
+    assert_eq!(
+        t.snapshot(0),
+        vec![(vec![KeyValue::Mod(0x1010)], AggValue::Count(6))]
+    );
 }

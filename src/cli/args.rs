@@ -24,7 +24,7 @@
 //! failures with [`crate::lang::options::cmdline_error_message`] (exit status 1).
 //!
 //! dtx additions: `-E file.etl` and `-g` (from the Windows port), `--tui`, `--theme NAME`
-//! (or `--theme=NAME`), `--keys FILE`, `--help`.
+//! (or `--theme=NAME`), `--keys FILE`, `--check`, `--help`.
 
 use std::ffi::{OsStr, OsString};
 use std::fmt;
@@ -171,6 +171,8 @@ pub struct Args {
     pub data_model: Option<DataModel>,
     /// `--help`
     pub help: bool,
+    /// `--check`: the self-check of this machine (src/cli/selfcheck).
+    pub check: bool,
     /// `-V`: print the D API version ([`version_text`]) and exit 0.
     pub version: bool,
     /// `-a`: claim anonymous tracing state.
@@ -312,7 +314,7 @@ pub fn usage_text(prog: &str) -> String {
     s.push_str(&format!(
         "Usage: {prog} [-32|-64] [-aACeFGghHlqSvVwZ] [-b bufsz] [-c cmd] [-D name[=def]]\n\
          \t[-E etlfile] [-I path] [-L path] [-o output] [-p pid] [-s script] [-U name]\n\
-         \t[-x opt[=val]] [-X a|c|s|t] [--tui] [--theme name] [--keys file]\n\n\
+         \t[-x opt[=val]] [-X a|c|s|t] [--tui] [--theme name] [--keys file] [--check]\n\n\
          \t[-P provider {PREDACT}]\n\
          \t[-m [ provider: ] module {PREDACT}]\n\
          \t[-f [[ provider: ] module: ] func {PREDACT}]\n\
@@ -362,6 +364,8 @@ pub fn usage_text(prog: &str) -> String {
          \t--tui          show output in the interactive terminal UI\n\
          \t--theme name   console colour theme: dark, light, high-contrast or a .toml file\n\
          \t--keys file    console key bindings (a keys.toml)\n\
+         \t--check        check that dtx can trace on this machine (run it first);\n\
+         \t               -x oformat=json gives the report as one JSON document\n\
          \t--help         print this text\n",
     );
     s
@@ -446,6 +450,7 @@ pub fn parse(args: &[OsString]) -> Result<Args, UsageError> {
                     }
                     ("tui", None) => out.tui = true,
                     ("symbols", None) => out.symbols = true,
+                    ("check", None) => out.check = true,
                     ("theme", Some(v)) => out.theme = Some(v),
                     ("keys", Some(v)) => out.keys = Some(v),
                     (opt @ ("theme" | "keys"), None) => {
@@ -896,6 +901,8 @@ mod tests {
         assert!(a.tui);
         assert_eq!(a.theme.as_deref(), Some("dark"));
         assert_eq!(ok(&["--theme=light"]).theme.as_deref(), Some("light"));
+        assert!(ok(&["--check", "-x", "oformat=json"]).check);
+        assert!(!ok(&["-n", "BEGIN"]).check);
         assert!(ok(&["--help", "-k"]).help);
         assert_eq!(
             msg(&["--theme"]),

@@ -368,6 +368,7 @@ fn key_value(k: &Json, names: &mut SavedNames) -> Result<KeyValue, String> {
                 frames: addrs,
                 user,
                 pid,
+                epoch: 0,
             }
         }
         "sym" | "mod" | "usym" | "umod" | "uaddr" => {

@@ -4,6 +4,7 @@ pub mod args;
 mod enabling;
 mod listing;
 mod merge;
+pub mod selfcheck;
 mod symbols;
 mod target;
 mod traces;
@@ -62,6 +63,15 @@ pub fn main(argv: Vec<OsString>) -> i32 {
             .collect();
         return merge::main(prog, &rest);
     }
+    // `--check-workload WHAT [N]`: the self-check's workload, run by the checked dtx as its -c
+    // target (src/cli/selfcheck/workload.rs)
+    if argv.get(1).is_some_and(|a| a == "--check-workload") {
+        let rest: Vec<String> = argv[2..]
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        return selfcheck::workload::main(&rest);
+    }
     let args = match args::parse(&argv) {
         Ok(a) => a,
         Err(e) => {
@@ -96,6 +106,9 @@ pub fn main(argv: Vec<OsString>) -> i32 {
             }
         };
     }
+    if args.check {
+        return self_check(prog, &args);
+    }
     if let Some(e) = args.unsupported_error(prog) {
         if let Some(m) = &e.message {
             fatal(prog, m.trim_start_matches("dtx: "));
@@ -109,6 +122,31 @@ pub fn main(argv: Vec<OsString>) -> i32 {
             EXIT_ERROR
         }
     }
+}
+
+/// `dtx --check [-x oformat=json]`: nothing else may be asked with it.
+fn self_check(prog: &str, args: &Args) -> i32 {
+    if !args.programs.is_empty()
+        || !args.etl_files.is_empty()
+        || !args.command.is_empty()
+        || !args.pids.is_empty()
+        || args.list
+        || args.tui
+    {
+        fatal(prog, "--check runs alone (with -x oformat=json at most)");
+        return EXIT_USAGE;
+    }
+    let opts = match options_from(prog, args) {
+        Ok(o) => o,
+        Err(m) => {
+            fatal(prog, &m);
+            return EXIT_ERROR;
+        }
+    };
+    let json = opts
+        .str_value("oformat")
+        .is_some_and(|f| f.starts_with("json"));
+    selfcheck::main(prog, json)
 }
 
 /// Applies the option-setting flags in command-line order.
@@ -389,6 +427,11 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
             open: target::open_target,
             provider: pid_provider,
         });
+        // the console has no Ctrl-C handler of its own: its handler stops the live sessions
+        // and gives up the sampling interval on a console close, Ctrl-Break and Ctrl-C alike,
+        // installed before any session starts
+        #[cfg(windows)]
+        crate::sources::etw_live::windows::install_console_handler_for_console();
         return run_console(args, source, catalog, target);
     }
     // the target (-c/-p) exists before compiling: `$target` and its pid probes know it
@@ -617,9 +660,14 @@ fn run_programs(
     // reach the run's normal end (sessions stopped), not the default handler's exit
     let flag = engine.interrupt_flag();
     let _ = ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::SeqCst));
-    // and the console closing, logoff and shutdown stop the sessions before Windows ends dtx
+    // and a closed console window stops the sessions before Windows ends dtx (logoff and
+    // shutdown end dtx with no signal: the next dtx stops what that leaves)
     #[cfg(windows)]
     crate::sources::etw_live::windows::install_console_handler();
+    #[cfg(windows)]
+    if trace.is_none() && pid_run.many.is_none() {
+        engine.say_etw_limits();
+    }
     #[cfg(windows)]
     let etw_live = match (&trace, &pid_run.live_etw) {
         (None, Some(live)) => crate::sources::etw_live::windows::open_for(

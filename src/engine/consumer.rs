@@ -171,7 +171,9 @@ fn odatum(d: &Datum) -> ODatum<'_> {
         },
         Datum::Str(s) => ODatum::Str(s),
         Datum::Bytes(b) => ODatum::Bytes(b),
-        Datum::Stack { frames, user, pid } => ODatum::Stack {
+        Datum::Stack {
+            frames, user, pid, ..
+        } => ODatum::Stack {
             frames,
             user: *user,
             pid: *pid as u32,
@@ -422,7 +424,14 @@ impl Consumer {
                         | ActionKind::Ustack { .. }
                         | ActionKind::Jstack { .. } => {
                             for v in values {
-                                if let Datum::Stack { frames, user, pid } = v {
+                                if let Datum::Stack {
+                                    frames,
+                                    user,
+                                    pid,
+                                    epoch,
+                                } = v
+                                {
+                                    let epoch = *epoch;
                                     let syms = &*self.symbols;
                                     if *user {
                                         // an empty user stack prints nothing at all
@@ -432,10 +441,14 @@ impl Consumer {
                                                 frames,
                                                 stack::DEFAULT_INDENT,
                                                 &|pc| {
-                                                    Some(match syms.user_lookup(pid, pc) {
-                                                        stack::Lookup::None => syms.user(pid, pc),
-                                                        l => stack::frame_text(pc, &l, true),
-                                                    })
+                                                    Some(
+                                                        match syms.user_lookup_at(pid, epoch, pc) {
+                                                            stack::Lookup::None => {
+                                                                syms.user_at(pid, epoch, pc)
+                                                            }
+                                                            l => stack::frame_text(pc, &l, true),
+                                                        },
+                                                    )
                                                 },
                                                 &mut self.buf,
                                             );
@@ -444,7 +457,7 @@ impl Consumer {
                                         stack::stack_simple(
                                             frames,
                                             stack::DEFAULT_INDENT,
-                                            &|pc| Some(syms.kernel(pc)),
+                                            &|pc| Some(syms.kernel_at(epoch, pc)),
                                             &mut self.buf,
                                         );
                                     }
@@ -587,7 +600,7 @@ impl Consumer {
             ActionKind::EtwTrace(def) => self.etw_trace(def, values),
             ActionKind::Freopen(f) => self.freopen(f, values, epid, probe),
             ActionKind::Clear(a) => vm.aggs.clear(*a),
-            ActionKind::Trunc(a) => vm.aggs.trunc(*a, int(0)),
+            ActionKind::Trunc(a) => vm.aggs.trunc(*a, int(0), &*self.symbols),
             ActionKind::Normalize(a) => vm.aggs.normalize(*a, int(0).unwrap_or(1)),
             ActionKind::Denormalize(a) => vm.aggs.denormalize(*a),
             ActionKind::System(f) => {

@@ -203,8 +203,19 @@ impl Engine {
     /// Says (on dtx's stderr, which the console shows) what the user should know before a
     /// trace is walked: that `syscall` probes go unnamed without the kernel's PDB.
     pub fn say_before_trace(&self, etw: &crate::providers::etw::EtwProbes) {
+        self.say_etw_limits();
         if let Some(n) = self.syscall_note(etw) {
             crate::output::stderr::say(self.consumer.prog(), n);
+        }
+    }
+
+    /// Says, before an ETW run (a trace, or live on Windows), what the programs read that
+    /// ETW does not record: `syscall:::entry` arguments past `arg0`.
+    pub fn say_etw_limits(&self) {
+        for r in &self.runs {
+            for w in crate::providers::etw::syscall::argument_warnings(&r.vm.program) {
+                crate::output::stderr::say(self.consumer.prog(), w);
+            }
         }
     }
 
@@ -834,10 +845,19 @@ impl Engine {
                 stacks.stack_of(ev, f.tid, dec.u64("InstructionPointer"), kstack, ustack);
                 cx.stack = kstack;
                 cx.ustack = ustack;
+                cx.epochs = Some(state);
             }
             let mut before_print = |c: &mut Consumer| current_names(names, c, state);
             *fired += fire_runs(runs, consumer, probes, exit, &cx, &mut before_print);
         }
+    }
+}
+
+/// A recorded stack keeps the epoch of the images that named its frames as the ETW system
+/// state knew them when it was sampled.
+impl crate::vm::StackEpochs for crate::etw::state::SystemState {
+    fn stack_epoch(&self, pid: u32, frames: &[u64]) -> u32 {
+        crate::etw::state::SystemState::stack_epoch(self, pid, frames)
     }
 }
 

@@ -108,6 +108,31 @@ impl ProviderCatalog {
         }
     }
 
+    /// Up to `n` registered provider names close to `name` (a misspelling), closest first: by
+    /// edit distance (case-insensitive), within a fifth of the name's length; a provider whose
+    /// name contains `name` (`dns-client` for Microsoft-Windows-DNS-Client) counts as close.
+    pub fn close_names(&self, name: &str, n: usize) -> Vec<&str> {
+        let want = name.to_ascii_lowercase();
+        let most = (want.chars().count() / 5).max(2);
+        let mut scored: Vec<(usize, &str)> = self
+            .providers
+            .iter()
+            .filter_map(|p| {
+                let lower = p.name.to_ascii_lowercase();
+                let d = edit_distance(&want, &lower);
+                let d = if want.len() >= 4 && lower.contains(&want) {
+                    d.min(1)
+                } else {
+                    d
+                };
+                (d <= most).then_some((d, p.name.as_str()))
+            })
+            .collect();
+        scored.sort_unstable();
+        scored.dedup_by(|a, b| a.1.eq_ignore_ascii_case(b.1));
+        scored.into_iter().take(n).map(|(_, s)| s).collect()
+    }
+
     /// The cache file's text.
     pub fn to_text(&self) -> String {
         let mut s = format!("{MAGIC} {VERSION}\n");
@@ -335,5 +360,62 @@ mod tests {
         let now = SystemTime::now();
         assert!(!is_stale(now - Duration::from_secs(3600), now));
         assert!(is_stale(now - Duration::from_secs(2 * 24 * 3600), now));
+    }
+}
+
+/// The Levenshtein distance of two strings (insertions, deletions, substitutions of chars).
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diag = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let next = (diag + usize::from(ca != *cb))
+                .min(row[j] + 1)
+                .min(row[j + 1] + 1);
+            diag = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod close_name_tests {
+    use super::*;
+
+    #[test]
+    fn live_fix_misspelled_provider_names_find_close_registered_ones() {
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("same", "same"), 0);
+        let catalog = ProviderCatalog {
+            providers: [
+                "Microsoft-Windows-DNS-Client",
+                "Microsoft-Windows-Kernel-Process",
+                "Microsoft-Windows-Kernel-File",
+                "Microsoft-Windows-TCPIP",
+            ]
+            .iter()
+            .map(|n| ProviderInfo::new(n, Guid::default()))
+            .collect(),
+        };
+        // one letter off, case apart
+        assert_eq!(
+            catalog.close_names("microsoft-windows-dns-clinet", 3),
+            vec!["Microsoft-Windows-DNS-Client"]
+        );
+        assert_eq!(
+            catalog.close_names("Microsoft-Windows-Kernel-Proces", 3)[0],
+            "Microsoft-Windows-Kernel-Process"
+        );
+        // a part of the name
+        assert_eq!(
+            catalog.close_names("dns-client", 3),
+            vec!["Microsoft-Windows-DNS-Client"]
+        );
+        // nothing close: nothing listed
+        assert!(catalog.close_names("contoso-widgets", 3).is_empty());
     }
 }

@@ -22,6 +22,7 @@ pub const FILES: &[(&str, &str)] = &[
     ("net.d", include_str!("../../dscripts/lib/net.d")),
     ("registry.d", include_str!("../../dscripts/lib/registry.d")),
     ("etw.d", include_str!("../../dscripts/lib/etw.d")),
+    ("windows.d", include_str!("../../dscripts/lib/windows.d")),
     ("dnet.d", include_str!("../../dscripts/lib/dnet.d")),
     ("errno.d", include_str!("../../dscripts/lib/errno.d")),
     ("socket.d", include_str!("../../dscripts/lib/socket.d")),
@@ -46,7 +47,8 @@ pub struct Library {
 }
 
 pub fn load(model: DataModel, opts: &DOptions, catalog: &dyn ProbeCatalog) -> DResult<Library> {
-    let mut checker = Checker::new(TypeTable::new(model), opts.clone(), catalog);
+    let base = TypeTable::new(model);
+    let mut checker = Checker::new(base.clone(), opts.clone(), catalog);
     let mut soft = std::collections::HashSet::new();
     for (name, text) in FILES {
         let before: std::collections::HashSet<String> = checker.inlines.keys().cloned().collect();
@@ -70,6 +72,7 @@ pub fn load(model: DataModel, opts: &DOptions, catalog: &dyn ProbeCatalog) -> DR
             );
         }
     }
+    checker.types.seal_library(&base);
     Ok(Library {
         types: checker.types,
         translators: checker.translators,

@@ -112,6 +112,7 @@ fn compile_here(
         let mut parser =
             parser::Parser::new(text, input.kind, input.macros.clone()).with_pragma_hook(hook);
         parser.type_names = type_names;
+        parser.library_tags = checker.types.library_tag_names().into_iter().collect();
         let mut items = Vec::new();
         while let Some(item) = parser.next_item()? {
             if !matches!(item, ast::Item::Clause(_)) {

@@ -33,6 +33,8 @@ pub struct Parser<'a, 'h> {
     /// Up to two tokens of look-ahead, with the mode they were lexed in.
     ahead: std::collections::VecDeque<Token>,
     pub type_names: TypeNames,
+    /// The type library's tags (`struct _GUID`), which a program may define again once.
+    pub library_tags: TypeNames,
     kind: SourceKind,
     pragma_hook: Option<Box<PragmaHook<'h>>>,
     pragmas: Vec<Pragma>,
@@ -74,6 +76,7 @@ impl<'a, 'h> Parser<'a, 'h> {
             lx: Lexer::new(src, macros),
             ahead: std::collections::VecDeque::new(),
             type_names: TypeNames::default(),
+            library_tags: TypeNames::default(),
             kind,
             pragma_hook: None,
             pragmas: Vec::new(),
@@ -256,8 +259,12 @@ impl<'a, 'h> Parser<'a, 'h> {
         match name.rfind('`') {
             Some(i) if i + 1 < name.len() => {
                 let base = &name[i + 1..];
+                // ``nt`_GUID``: a bare tag after a scope names the struct or union, as
+                // Microsoft's scripts spell kernel types
                 self.type_names.contains(base)
                     || Keyword::lookup(base).is_some_and(is_type_start_kw)
+                    || self.type_names.contains(&format!("struct {base}"))
+                    || self.type_names.contains(&format!("union {base}"))
             }
             _ => false,
         }
@@ -1113,7 +1120,8 @@ impl<'a, 'h> Parser<'a, 'h> {
                 SouKind::Union => "union",
             };
             let tag = format!("{kw} {n}");
-            if self.type_names.contains(&tag) {
+            // the library's tags are a lower scope: the first definition here shadows one
+            if !self.library_tags.remove(&tag) && self.type_names.contains(&tag) {
                 return Err(self.err(
                     "D_DECL_TYPERED",
                     brace.line,

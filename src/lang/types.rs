@@ -40,6 +40,24 @@ pub enum SouTag {
     Enum,
 }
 
+impl SouTag {
+    /// The keyword that introduces the tag.
+    pub fn keyword(self) -> &'static str {
+        match self {
+            SouTag::Struct => "struct",
+            SouTag::Union => "union",
+            SouTag::Enum => "enum",
+        }
+    }
+}
+
+/// Names and tags of one scope of types.
+#[derive(Clone, Debug, Default)]
+struct Scope {
+    names: HashMap<String, TypeId>,
+    tags: HashMap<(SouTag, String), TypeId>,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum TypeKind {
     Void,
@@ -100,6 +118,12 @@ pub struct TypeTable {
     names: HashMap<String, TypeId>,
     tags: HashMap<(SouTag, String), TypeId>,
     pointers: HashMap<TypeId, TypeId>,
+    /// The type library's names and tags (`dscripts/lib`: Windows' `GUID`, `UNICODE_STRING`,
+    /// `NTSTATUS`, ...), a scope below the program's own, as the kernel's types are below
+    /// D's in dtrace (libdtrace searches the D container, then C, then the modules): a
+    /// program that declares the same name or tag shadows them, and a scoped name
+    /// (``nt`_GUID``) still finds the library's.
+    library: Scope,
     pub model: DataModel,
     pub void: TypeId,
     pub int: TypeId,
@@ -126,6 +150,7 @@ impl TypeTable {
             names: HashMap::new(),
             tags: HashMap::new(),
             pointers: HashMap::new(),
+            library: Scope::default(),
             model,
             void: 0,
             int: 0,
@@ -275,7 +300,7 @@ impl TypeTable {
                         return None;
                     }
                 }
-                &name[i + 1..]
+                return self.lookup_scoped(&name[i + 1..]);
             }
             None => name,
         };
@@ -291,6 +316,76 @@ impl TypeTable {
         self.names.get(name).copied()
     }
 
+    /// A name after a module scope (``nt`X``, ``etw`X``): the library's declaration first
+    /// (a program's own may shadow the bare name), then the program's; and, as Microsoft's
+    /// scripts write kernel types, a bare tag (``nt`_GUID``, ``nt`_OBJECT_ATTRIBUTES``)
+    /// names `struct X` (or `union X`) when no typedef `X` exists.
+    fn lookup_scoped(&self, name: &str) -> Option<TypeId> {
+        let name = name.trim();
+        for (kw, tag) in [
+            ("struct ", SouTag::Struct),
+            ("union ", SouTag::Union),
+            ("enum ", SouTag::Enum),
+        ] {
+            if let Some(rest) = name.strip_prefix(kw) {
+                let key = (tag, rest.trim().to_string());
+                return self
+                    .library
+                    .tags
+                    .get(&key)
+                    .or_else(|| self.tags.get(&key))
+                    .copied();
+            }
+        }
+        self.library
+            .names
+            .get(name)
+            .or_else(|| self.names.get(name))
+            .copied()
+            .or_else(|| self.tag(SouTag::Struct, name))
+            .or_else(|| self.tag(SouTag::Union, name))
+    }
+
+    /// Marks every name and tag declared since `before` was taken as the library's: a
+    /// program's declarations shadow them (see the `library` field).
+    pub fn seal_library(&mut self, before: &TypeTable) {
+        for (n, id) in &self.names {
+            if before.names.get(n) != Some(id) {
+                self.library.names.insert(n.clone(), *id);
+            }
+        }
+        for (k, id) in &self.tags {
+            if before.tags.get(k) != Some(id) {
+                self.library.tags.insert(k.clone(), *id);
+            }
+        }
+    }
+
+    /// Whether `name` is still the library's typedef (no program declaration shadows it).
+    pub fn is_library_name(&self, name: &str) -> bool {
+        self.names
+            .get(name)
+            .is_some_and(|id| self.library.names.get(name) == Some(id))
+    }
+
+    /// Whether the tag is still the library's (no program declaration shadows it).
+    pub fn is_library_tag(&self, tag: SouTag, name: &str) -> bool {
+        let key = (tag, name.to_string());
+        self.tags
+            .get(&key)
+            .is_some_and(|id| self.library.tags.get(&key) == Some(id))
+    }
+
+    /// The library's tags as the parser names them (`struct _GUID`): the ones a program may
+    /// declare again.
+    pub fn library_tag_names(&self) -> Vec<String> {
+        self.library
+            .tags
+            .keys()
+            .map(|(tag, name)| format!("{} {name}", tag.keyword()))
+            .collect()
+    }
+
     pub fn is_typedef_name(&self, name: &str) -> bool {
         self.names.contains_key(name)
     }
@@ -304,14 +399,7 @@ impl TypeTable {
         self.tags
             .iter()
             .filter(|(_, id)| self.is_complete(**id))
-            .map(|((tag, name), _)| {
-                let kw = match tag {
-                    SouTag::Struct => "struct",
-                    SouTag::Union => "union",
-                    SouTag::Enum => "enum",
-                };
-                format!("{kw} {name}")
-            })
+            .map(|((tag, name), _)| format!("{} {name}", tag.keyword()))
             .collect()
     }
 

@@ -104,15 +104,21 @@ pub fn frame_json(addr: u64, text: &str) -> Json {
 
 /// A `stack()` or `ustack()`: `{"stack-frames": [...]}` or `{"ustack-frames": [...]}`, innermost
 /// frame first; a user stack also names its process.
-pub fn stack_json(frames: &[u64], user: bool, pid: u32, syms: &dyn SymbolResolver) -> Json {
+pub fn stack_json(
+    frames: &[u64],
+    user: bool,
+    pid: u32,
+    epoch: u32,
+    syms: &dyn SymbolResolver,
+) -> Json {
     let list = frames
         .iter()
         .take_while(|&&f| f != 0)
         .map(|&f| {
             let text = if user {
-                syms.user(pid, f)
+                syms.user_at(pid, epoch, f)
             } else {
-                syms.kernel(f)
+                syms.kernel_at(epoch, f)
             };
             frame_json(f, &text)
         })
@@ -148,8 +154,13 @@ pub fn key_json(k: &KeyValue, syms: &dyn SymbolResolver) -> Json {
         ]),
         KeyValue::Str(s) => typed("string", Json::str(record_text(s))),
         KeyValue::Bytes(b) => typed("bytes", Json::str(hex(b))),
-        KeyValue::Stack { frames, user, pid } => {
-            let mut j = stack_json(frames, *user, *pid, syms);
+        KeyValue::Stack {
+            frames,
+            user,
+            pid,
+            epoch,
+        } => {
+            let mut j = stack_json(frames, *user, *pid, *epoch, syms);
             j.push_member("type", Json::str(if *user { "ustack" } else { "stack" }));
             j
         }

@@ -304,6 +304,8 @@ pub mod keyword {
     pub const GC: u64 = 0x1;
     pub const LOADER: u64 = 0x8;
     pub const JIT: u64 = 0x10;
+    /// Method events of precompiled (NGen/ReadyToRun) code.
+    pub const NGEN: u64 = 0x20;
     pub const SECURITY: u64 = 0x400;
     pub const APPDOMAIN_RESOURCE_MANAGEMENT: u64 = 0x800;
     pub const JIT_TRACING: u64 = 0x1000;
@@ -328,6 +330,7 @@ pub mod keyword {
     pub mod rundown {
         pub const LOADER: u64 = 0x8;
         pub const JIT: u64 = 0x10;
+        pub const NGEN: u64 = 0x20;
         /// DCStart events when the provider is enabled (the methods already compiled).
         pub const START: u64 = 0x40;
         /// DCEnd events when the provider is disabled.

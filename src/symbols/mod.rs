@@ -211,6 +211,15 @@ impl crate::agg::SymbolResolver for SharedNames {
     fn user_lookup(&self, pid: u32, addr: u64) -> crate::output::stack::Lookup {
         self.with(|r| r.user_lookup(pid, addr))
     }
+    fn kernel_at(&self, epoch: u32, addr: u64) -> String {
+        self.with(|r| r.kernel_at(epoch, addr))
+    }
+    fn user_at(&self, pid: u32, epoch: u32, addr: u64) -> String {
+        self.with(|r| r.user_at(pid, epoch, addr))
+    }
+    fn user_lookup_at(&self, pid: u32, epoch: u32, addr: u64) -> crate::output::stack::Lookup {
+        self.with(|r| r.user_lookup_at(pid, epoch, addr))
+    }
 }
 
 /// Several resolvers asked in turn: each address takes the first answer that names it (an
@@ -251,9 +260,28 @@ impl crate::agg::SymbolResolver for FirstNamed {
         self.first(|r| r.user_func(pid, addr))
     }
     fn user_lookup(&self, pid: u32, addr: u64) -> crate::output::stack::Lookup {
+        self.first_lookup(|r| r.user_lookup(pid, addr))
+    }
+    fn kernel_at(&self, epoch: u32, addr: u64) -> String {
+        self.first(|r| r.kernel_at(epoch, addr))
+    }
+    fn user_at(&self, pid: u32, epoch: u32, addr: u64) -> String {
+        self.first(|r| r.user_at(pid, epoch, addr))
+    }
+    fn user_lookup_at(&self, pid: u32, epoch: u32, addr: u64) -> crate::output::stack::Lookup {
+        self.first_lookup(|r| r.user_lookup_at(pid, epoch, addr))
+    }
+}
+
+impl FirstNamed {
+    /// The first lookup that names a symbol, else the first that names a module.
+    fn first_lookup(
+        &self,
+        f: impl Fn(&dyn crate::agg::SymbolResolver) -> crate::output::stack::Lookup,
+    ) -> crate::output::stack::Lookup {
         let mut best = crate::output::stack::Lookup::None;
         for r in &self.0 {
-            match r.user_lookup(pid, addr) {
+            match f(r.as_ref()) {
                 crate::output::stack::Lookup::None => {}
                 l @ crate::output::stack::Lookup::Sym { .. } => return l,
                 l => {

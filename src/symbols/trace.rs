@@ -4,6 +4,11 @@
 //! session by the image file's own RSDS record, see `SystemState::identify_images`: GUID, age,
 //! name) is found on the symbol path (`_NT_SYMBOL_PATH`, see [`super::pdb`]), else as
 //! `module+0xoffset`. Kernel modules are the images of process 0.
+//!
+//! A frame of a recorded stack is named by the image that held its address when the stack was
+//! sampled: the stack keeps the address-space epoch of its frames
+//! ([`crate::etw::state::epochs`]), and where images of one pid replaced one another, the
+//! replaced ones are kept here with the epochs they held their addresses in.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -12,6 +17,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use super::pdb::{PdbId, PdbSymbols, SymbolPath};
 
 use crate::agg::SymbolResolver;
+use crate::etw::state::epochs::{holder_at, Held};
 use crate::etw::state::{Image, Process, SystemState};
 
 #[derive(Clone, Debug)]
@@ -21,6 +27,8 @@ struct Module {
     name: String,
     /// The image's PDB, when the trace identifies it.
     pdb: Option<LazyPdb>,
+    /// The epochs in which it named its addresses.
+    held: Held,
 }
 
 /// An image's PDB, looked for on the symbol path the first time a frame of the image is named
@@ -212,6 +220,9 @@ pub struct TraceSymbols {
     /// Code ranges of managed (JIT-compiled or precompiled .NET) methods by process, looked up
     /// before the images: a precompiled method lies inside its image.
     methods: HashMap<u32, Vec<Module>>,
+    /// The images that later images at the same addresses replaced, by pid (0: the kernel's),
+    /// for the pids that had such: they name the frames of stacks recorded in their epochs.
+    replaced: HashMap<u32, Vec<Module>>,
 }
 
 fn modules<'a>(
@@ -234,18 +245,31 @@ fn modules<'a>(
                 cache: pdbs.clone(),
                 found: OnceLock::new(),
             }),
+            held: i.held,
         })
         .collect();
     v.sort_by_key(|m| m.base);
     v
 }
 
+/// The images of `procs` (one pid's processes) that a later image replaced and that named
+/// their addresses in some epoch.
+fn replaced<'a, 'p>(procs: &'p [&'a Process]) -> impl Iterator<Item = &'a Image> + 'p
+where
+    'a: 'p,
+{
+    (procs.iter())
+        .flat_map(|p| p.images.iter().chain(p.unloaded_images.iter()))
+        .filter(|i| i.held.until.is_some_and(|u| u != i.held.since))
+}
+
 /// The images that name the addresses of one pid, from its processes newest first: each
 /// process's images still mapped when the trace ended (or when it exited), then the ones it
 /// unloaded, last unloaded first. An image is kept where no newer one overlaps it, so a frame
 /// of an image unloaded before the end (every image of a process that exited) is still named,
-/// and where two images held the same addresses at different times the newer one names them:
-/// a key holds a frame's pid and address, not its time.
+/// and where two images held the same addresses at different times the newer one names them,
+/// unless the frame's stack was recorded in an epoch the older one held them in
+/// ([`TraceSymbols::module`]).
 fn newest_first<'a>(procs: &[&'a Process]) -> impl Iterator<Item = &'a Image> {
     // the kept images by base: their ranges do not overlap, so a new range [base, end)
     // overlaps one of them exactly when the last one starting before `end` ends after `base`
@@ -322,6 +346,12 @@ impl TraceSymbols {
                 .process(pid)
                 .is_some_and(|l| std::ptr::eq(l, procs[0]));
             procs[usize::from(live)..].reverse();
+            if state.epoch_now(pid) > 0 {
+                let r = modules(replaced(&procs), pdbs);
+                if !r.is_empty() {
+                    t.replaced.insert(pid, r);
+                }
+            }
             let m = modules(newest_first(&procs), pdbs);
             if m.is_empty() {
                 continue;
@@ -343,6 +373,7 @@ impl TraceSymbols {
                 end: start.saturating_add(size),
                 name: name.to_string(),
                 pdb: None,
+                held: Held::default(),
             });
         }
         for v in self.methods.values_mut() {
@@ -351,18 +382,44 @@ impl TraceSymbols {
         }
     }
 
-    fn module(&self, pid: Option<u32>, addr: u64) -> Option<&Module> {
+    /// The module that names `addr` of `pid` (kernel: `None`) in a stack recorded at `epoch`
+    /// (`NOW`: as the images are at the end).
+    fn module(&self, pid: Option<u32>, epoch: u32, addr: u64) -> Option<&Module> {
+        let user = |p: u32| {
+            let current = self.user.get(&p).map_or(&[][..], Vec::as_slice);
+            self.held_at(p, current, epoch, addr)
+        };
         pid.and_then(|p| self.methods.get(&p))
             .and_then(|m| find(m, addr))
-            .or_else(|| {
-                pid.and_then(|p| self.user.get(&p))
-                    .and_then(|m| find(m, addr))
-            })
-            .or_else(|| find(&self.kernel, addr))
+            .or_else(|| pid.and_then(user))
+            // a user stack holds no kernel frames: the kernel's images as they are now
+            .or_else(|| self.held_at(0, &self.kernel, pid.map_or(epoch, |_| NOW), addr))
+    }
+
+    /// Of the images of `pid` (`current`, and the ones replaced), the one that held `addr` at
+    /// `epoch`.
+    fn held_at<'a>(
+        &'a self,
+        pid: u32,
+        current: &'a [Module],
+        epoch: u32,
+        addr: u64,
+    ) -> Option<&'a Module> {
+        let Some(replaced) = self.replaced.get(&pid) else {
+            return find(current, addr);
+        };
+        let covering = find(current, addr)
+            .into_iter()
+            .chain(replaced.iter().filter(|m| m.base <= addr && addr < m.end));
+        holder_at(covering.map(|m| (m, m.held)), epoch).map(|(m, _)| m)
     }
 
     fn text(&self, pid: Option<u32>, addr: u64) -> String {
-        match self.module(pid, addr) {
+        self.text_at(pid, NOW, addr)
+    }
+
+    fn text_at(&self, pid: Option<u32>, epoch: u32, addr: u64) -> String {
+        match self.module(pid, epoch, addr) {
             Some(m) => match function_of(m, addr) {
                 Some((f, 0)) => format!("{}`{f}", m.name),
                 Some((f, off)) => format!("{}`{f}+0x{off:x}", m.name),
@@ -384,12 +441,12 @@ impl SymbolResolver for TraceSymbols {
         self.text(Some(pid), addr)
     }
     fn kmod(&self, addr: u64) -> String {
-        self.module(None, addr)
+        self.module(None, NOW, addr)
             .map(|m| m.name.clone())
             .unwrap_or_else(|| format!("0x{addr:x}"))
     }
     fn umod(&self, pid: u32, addr: u64) -> String {
-        self.module(Some(pid), addr)
+        self.module(Some(pid), NOW, addr)
             .map(|m| m.name.clone())
             .unwrap_or_else(|| format!("0x{addr:x}"))
     }
@@ -401,7 +458,17 @@ impl SymbolResolver for TraceSymbols {
     fn user_func(&self, pid: u32, addr: u64) -> String {
         self.func_text(Some(pid), addr)
     }
+    fn kernel_at(&self, epoch: u32, addr: u64) -> String {
+        self.text_at(None, epoch, addr)
+    }
+    fn user_at(&self, pid: u32, epoch: u32, addr: u64) -> String {
+        self.text_at(Some(pid), epoch, addr)
+    }
 }
+
+/// The epoch of the images as they are at the end (`sym()`, `umod()` keys and the addresses
+/// `printf` names, which keep no epoch).
+const NOW: u32 = u32::MAX;
 
 /// The PDB function holding `addr` in module `m`, and the offset into it.
 fn function_of(m: &Module, addr: u64) -> Option<(&str, u64)> {
@@ -412,7 +479,7 @@ fn function_of(m: &Module, addr: u64) -> Option<(&str, u64)> {
 
 impl TraceSymbols {
     fn func_text(&self, pid: Option<u32>, addr: u64) -> String {
-        match self.module(pid, addr) {
+        match self.module(pid, NOW, addr) {
             Some(m) => match function_of(m, addr) {
                 Some((f, _)) => format!("{}`{f}", m.name),
                 None => self.text(pid, addr),
@@ -442,7 +509,7 @@ impl TraceSymbols {
     /// The image a frame falls in (`pid` None: the kernel's), and its PDB identity when the
     /// trace gives one: what the symbols report counts frames by.
     pub fn image_at(&self, pid: Option<u32>, addr: u64) -> Option<(&str, u64, Option<&PdbId>)> {
-        let m = self.module(pid, addr)?;
+        let m = self.module(pid, NOW, addr)?;
         Some((m.name.as_str(), m.base, m.pdb.as_ref().map(|p| &p.id)))
     }
 
@@ -450,7 +517,7 @@ impl TraceSymbols {
     /// not yet: downloading it when the symbol path names a server). None: no image, or the
     /// trace gives its PDB no identity.
     pub fn pdb_origin(&self, pid: Option<u32>, addr: u64) -> Option<PdbOrigin> {
-        let m = self.module(pid, addr)?;
+        let m = self.module(pid, NOW, addr)?;
         Some(m.pdb.as_ref()?.found().origin.clone())
     }
 
@@ -461,7 +528,7 @@ impl TraceSymbols {
     pub fn prefetch(&self, frames: &mut dyn Iterator<Item = (Option<u32>, u64)>) {
         let mut due: Vec<&LazyPdb> = Vec::new();
         for (pid, addr) in frames {
-            let Some(p) = self.module(pid, addr).and_then(|m| m.pdb.as_ref()) else {
+            let Some(p) = self.module(pid, NOW, addr).and_then(|m| m.pdb.as_ref()) else {
                 continue;
             };
             if p.found.get().is_none() && !due.iter().any(|d| d.id == p.id) {
@@ -499,6 +566,7 @@ mod tests {
                 end: 0xfffff800_00100000,
                 name: "ntoskrnl.exe".into(),
                 pdb: None,
+                held: Held::default(),
             }],
             user: [(
                 7,
@@ -507,11 +575,13 @@ mod tests {
                     end: 0x500000,
                     name: "app.exe".into(),
                     pdb: None,
+                    held: Held::default(),
                 }],
             )]
             .into_iter()
             .collect(),
             methods: HashMap::new(),
+            replaced: HashMap::new(),
         };
         assert_eq!(t.kernel(0xfffff800_00001234), "ntoskrnl.exe+0x1234");
         assert_eq!(t.user(7, 0x400010), "app.exe+0x10");
@@ -532,6 +602,69 @@ mod tests {
         assert_eq!(t.user(7, 0x7f0004), "App.Main+0x4");
         assert_eq!(t.user(7, 0x7f0024), "0x7f0024");
         assert_eq!(t.methods[&7].len(), 2);
+    }
+
+    #[test]
+    fn symbol_time_frames_are_named_by_the_image_of_their_epoch() {
+        let img = |base: u64, file_name: &str| Image {
+            base,
+            size: 0x1000,
+            file_name: file_name.into(),
+            ..Default::default()
+        };
+        let (dll, ntdll, drv) = (0x1000_0000, 0x7000_0000, 0xffff_f800_0000_0000);
+        let mut state = SystemState::new();
+        state.load_image(7, img(dll, r"C:\x\old.dll"), true);
+        state.load_image(7, img(ntdll, r"C:\w\ntdll.dll"), true);
+        state.load_image(0, img(drv, "olddrv.sys"), true);
+        let old_user = state.stack_epoch(7, &[dll + 0x10, ntdll + 0x20]);
+        let old_kernel = state.stack_epoch(0, &[drv + 0x30]);
+        state.unload_image(7, dll);
+        state.unload_image(0, drv);
+        state.load_image(7, img(dll, r"C:\x\new.dll"), true);
+        state.load_image(0, img(drv, "newdrv.sys"), true);
+        let new_user = state.stack_epoch(7, &[dll + 0x10, ntdll + 0x20]);
+        let new_kernel = state.stack_epoch(0, &[drv + 0x30]);
+        let ntdll_only = state.stack_epoch(7, &[ntdll + 0x20]);
+        assert_ne!(old_user, new_user);
+        assert_ne!(old_kernel, new_kernel);
+        assert_eq!(ntdll_only, old_user, "the same images: the same key");
+        let names = |t: &TraceSymbols| {
+            [
+                t.user_at(7, old_user, dll + 0x10),
+                t.user_at(7, new_user, dll + 0x10),
+                t.user_at(7, old_user, ntdll + 0x20),
+                t.user_at(7, new_user, ntdll + 0x20),
+                t.kernel_at(old_kernel, drv + 0x30),
+                t.kernel_at(new_kernel, drv + 0x30),
+                // what keeps no epoch (umod(), sym() keys) is named as the images are now
+                t.user(7, dll + 0x10),
+                t.umod(7, dll + 0x10),
+                t.kernel(drv + 0x30),
+            ]
+        };
+        let want = [
+            "old.dll+0x10",
+            "new.dll+0x10",
+            "ntdll.dll+0x20",
+            "ntdll.dll+0x20",
+            "olddrv.sys+0x30",
+            "newdrv.sys+0x30",
+            "new.dll+0x10",
+            "new.dll",
+            "newdrv.sys+0x30",
+        ];
+        // names built now (what prints before END) and after the pid and the driver went on
+        // (END): the same
+        let before_end = TraceSymbols::with_symbol_path(&state, SymbolPath::parse(""));
+        assert_eq!(names(&before_end), want);
+        state.unload_image(7, dll);
+        state.load_image(7, img(dll, r"C:\x\newer.dll"), true);
+        let end = TraceSymbols::with_symbol_path(&state, SymbolPath::parse(""));
+        assert_eq!(names(&end)[..6], want[..6]);
+        let newest = state.stack_epoch(7, &[dll + 0x10]);
+        assert_eq!(end.user_at(7, newest, dll + 0x10), "newer.dll+0x10");
+        assert_eq!(end.user(7, dll + 0x10), "newer.dll+0x10");
     }
 
     #[test]

@@ -182,6 +182,12 @@ fn enter() -> std::io::Result<Term> {
     // the terminal comes back even when dtx panics
     let prev = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
+        if crate::sources::etw_live::panic_is_caught() {
+            // the live callback catches its panics and ends the run with a message: the
+            // console stays, and the panic's words go to its stderr pane
+            crate::output::stderr::say("dtx", format_args!("internal error: {info}"));
+            return;
+        }
         leave();
         prev(info);
     }));

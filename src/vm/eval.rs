@@ -644,6 +644,10 @@ impl Vm {
             var::ERRNO => cx.errno as u64,
             var::EXECNAME => return self.scratch_string(cx.execname),
             var::TRACE => return self.scratch_string(cx.trace),
+            // FreeBSD's `execargs` (the process's arguments, curpsinfo->pr_psargs) and
+            // `threadname` (curlwpsinfo->pr_tname): what the source knows, else ""
+            var::EXECARGS => return self.scratch_string(cx.psargs),
+            var::THREADNAME => return self.scratch_string(cx.tname),
             var::ZONENAME => return self.scratch_string(b"global"),
             var::CPU => cx.cpu as u64,
             var::IPL => 0,

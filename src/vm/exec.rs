@@ -301,11 +301,15 @@ impl Vm {
     fn stack_datum(&self, frames: u32, user: bool, cx: &FiringCtx<'_>) -> Datum {
         let src = if user { cx.user_stack() } else { cx.stack };
         let n = (frames as usize).min(src.len());
+        // a kernel stack is the same key whatever process it ran for
+        let pid = if user { cx.pid } else { 0 };
         Datum::Stack {
             frames: src[..n].to_vec(),
             user,
-            // a kernel stack is the same key whatever process it ran for
-            pid: if user { cx.pid } else { 0 },
+            pid,
+            epoch: cx
+                .epochs
+                .map_or(0, |e| e.stack_epoch(pid as u32, &src[..n])),
         }
     }
 
@@ -519,7 +523,12 @@ impl Vm {
                         Some(n) => self.eval(n, cx)? as u32,
                         None => u32::MAX,
                     };
-                    let Datum::Stack { frames, user, pid } = self.stack_datum(frames, user, cx)
+                    let Datum::Stack {
+                        frames,
+                        user,
+                        pid,
+                        epoch,
+                    } = self.stack_datum(frames, user, cx)
                     else {
                         unreachable!()
                     };
@@ -527,6 +536,7 @@ impl Vm {
                         frames,
                         user,
                         pid: pid as u32,
+                        epoch,
                     };
                     return Ok(());
                 }
@@ -535,7 +545,12 @@ impl Vm {
                         Some(n) => self.eval(n, cx)?,
                         None => 0,
                     };
-                    *slot = KeyValue::Sym(v);
+                    // mod() keys name (and merge by) the module, sym()/func() the function
+                    *slot = if *name == "mod" {
+                        KeyValue::Mod(v)
+                    } else {
+                        KeyValue::Sym(v)
+                    };
                     return Ok(());
                 }
                 "usym" | "ufunc" | "umod" | "uaddr" => {
@@ -543,9 +558,11 @@ impl Vm {
                         Some(n) => self.eval(n, cx)?,
                         None => 0,
                     };
-                    *slot = KeyValue::Usym {
-                        addr: v,
-                        pid: cx.pid as u32,
+                    let pid = cx.pid as u32;
+                    *slot = match *name {
+                        "umod" => KeyValue::Umod { addr: v, pid },
+                        "uaddr" => KeyValue::Uaddr { addr: v, pid },
+                        _ => KeyValue::Usym { addr: v, pid },
                     };
                     return Ok(());
                 }

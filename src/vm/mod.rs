@@ -115,9 +115,23 @@ pub struct FiringCtx<'a> {
     /// `ustack` when set).
     pub ustack_lazy: Option<&'a LazyUserStack<'a>>,
     pub uregs: &'a [u64],
+    /// Which images name the frames of the firing's stacks, when the source's images can
+    /// replace one another at the same addresses (ETW: the system state).
+    pub epochs: Option<&'a dyn StackEpochs>,
     /// The trace the firing came from (the `trace` variable): the `-E` file name as given,
     /// `archive.zip:member.etl` for a zip member; empty when no trace drives the run.
     pub trace: &'a [u8],
+}
+
+/// Which images named a stack's frames when it was recorded: a source whose images may
+/// replace one another at the same addresses over a run (a DLL unloaded and another loaded at
+/// its base) tells the epoch of the images that named them, which the recorded stack keeps so
+/// that names built later (at END) name the frames by those images
+/// (`etw::state::SystemState::stack_epoch`). It is asked only by firings that record a stack.
+pub trait StackEpochs {
+    /// The epoch of `frames` (innermost first, a zero ends them) of process `pid` (0 for
+    /// kernel frames), sampled now; 0 where no image ever took another's place.
+    fn stack_epoch(&self, pid: u32, frames: &[u64]) -> u32;
 }
 
 /// A user stack computed on first use: a source that unwinds stacks itself (from a sampled
@@ -185,6 +199,7 @@ impl<'a> FiringCtx<'a> {
             ustack: &[],
             ustack_lazy: None,
             uregs: &SYNTHETIC_UREGS,
+            epochs: None,
             trace: b"",
         }
     }

@@ -13,11 +13,13 @@ pub enum Datum {
     Str(Vec<u8>),
     /// Raw bytes of a struct/array or a `tracemem` buffer.
     Bytes(Vec<u8>),
-    /// Stack frames, innermost first.
+    /// Stack frames, innermost first; `epoch`: the address-space epoch of the images that
+    /// named them when recorded ([`crate::vm::StackEpochs`]).
     Stack {
         frames: Vec<u64>,
         user: bool,
         pid: u64,
+        epoch: u32,
     },
 }
 

@@ -102,6 +102,15 @@ impl PtySession {
         }
     }
 
+    /// Closes the terminal (the writer and the pseudo-terminal's master: on Windows
+    /// ClosePseudoConsole, which sends the program CTRL_CLOSE_EVENT, as closing a console
+    /// window does) and hands back the program, which may still be ending.
+    pub fn close(self) -> Box<dyn Child + Send + Sync> {
+        drop(self.writer);
+        drop(self._master);
+        self.child
+    }
+
     /// Waits for the program to end; its exit code.
     pub fn wait_exit(&mut self, timeout: Duration) -> Option<u32> {
         let deadline = Instant::now() + timeout;

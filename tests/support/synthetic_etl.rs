@@ -15,6 +15,8 @@ const BUFFER_HEADER: usize = 0x48;
 #[derive(Default)]
 pub struct CpuRecords {
     records: Vec<Vec<u8>>,
+    /// Each record's timestamp.
+    stamps: Vec<i64>,
     first_ts: Option<i64>,
 }
 
@@ -68,10 +70,25 @@ impl CpuRecords {
     fn push(&mut self, ts: i64, record: Vec<u8>) {
         self.first_ts.get_or_insert(ts);
         self.records.push(record);
+        self.stamps.push(ts);
     }
 
     /// Process DCStart (v4): the process `pid` named `name`, running from the trace's start.
     pub fn process(&mut self, ts: i64, pid: u32, name: &str) {
+        self.process_event(ts, pid, name, 3)
+    }
+
+    /// Process Start (v4): the process `pid` named `name` starts.
+    pub fn process_start(&mut self, ts: i64, pid: u32, name: &str) {
+        self.process_event(ts, pid, name, 1)
+    }
+
+    /// Process End (v4): the process `pid` named `name` ends.
+    pub fn process_end(&mut self, ts: i64, pid: u32, name: &str) {
+        self.process_event(ts, pid, name, 2)
+    }
+
+    fn process_event(&mut self, ts: i64, pid: u32, name: &str, opcode: u8) {
         let mut p = Vec::new();
         p.extend_from_slice(&(0xffff_0000_0000_0000u64 | pid as u64).to_le_bytes());
         for v in [pid, 4, 1, 0] {
@@ -85,7 +102,7 @@ impl CpuRecords {
         p.extend(utf16z(name)); // CommandLine
         p.extend(utf16z("")); // PackageFullName
         p.extend(utf16z("")); // ApplicationId
-        self.push(ts, system(0x03, 3, 4, 0, pid, ts, &p));
+        self.push(ts, system(0x03, opcode, 4, 0, pid, ts, &p));
     }
 
     /// Thread DCStart (v3): thread `tid` of process `pid`.
@@ -101,6 +118,46 @@ impl CpuRecords {
 
     /// Image DCStart (v2) of process `pid`.
     pub fn image(&mut self, ts: i64, pid: u32, base: u64, size: u64, file_name: &str) {
+        self.image_record(3, ts, pid, base, size, file_name)
+    }
+
+    /// Image Load (v2) of process `pid`.
+    pub fn image_load(&mut self, ts: i64, pid: u32, base: u64, size: u64, file_name: &str) {
+        self.image_record(10, ts, pid, base, size, file_name)
+    }
+
+    /// Image Unload (v2) of process `pid`.
+    pub fn image_unload(&mut self, ts: i64, pid: u32, base: u64, size: u64, file_name: &str) {
+        self.image_record(2, ts, pid, base, size, file_name)
+    }
+
+    /// SampledProfile (v2) of thread `tid` at `ip`, then its StackWalk Stack record (v2) with
+    /// `frames` (innermost first) of process `pid`.
+    pub fn sample(&mut self, ts: i64, pid: u32, tid: u32, frames: &[u64]) {
+        let mut p = Vec::new();
+        p.extend_from_slice(&frames.first().copied().unwrap_or(0).to_le_bytes());
+        p.extend_from_slice(&tid.to_le_bytes());
+        p.extend_from_slice(&[1, 0, 0, 0]); // Count, flags, rank
+        self.push(ts, perfinfo(0x0F, 46, 2, ts, &p));
+        let mut s = Vec::new();
+        s.extend_from_slice(&ts.to_le_bytes());
+        s.extend_from_slice(&pid.to_le_bytes());
+        s.extend_from_slice(&tid.to_le_bytes());
+        for f in frames {
+            s.extend_from_slice(&f.to_le_bytes());
+        }
+        self.push(ts, perfinfo(0x18, 32, 2, ts, &s));
+    }
+
+    fn image_record(
+        &mut self,
+        opcode: u8,
+        ts: i64,
+        pid: u32,
+        base: u64,
+        size: u64,
+        file_name: &str,
+    ) {
         let mut p = Vec::new();
         p.extend_from_slice(&base.to_le_bytes());
         p.extend_from_slice(&size.to_le_bytes());
@@ -109,7 +166,7 @@ impl CpuRecords {
         p.extend_from_slice(&base.to_le_bytes()); // DefaultBase
         p.extend_from_slice(&[0; 16]);
         p.extend(utf16z(file_name));
-        self.push(ts, perfinfo(0x14, 3, 2, ts, &p));
+        self.push(ts, perfinfo(0x14, opcode, 2, ts, &p));
     }
 
     /// KernelTraceControl's DbgID_RSDS (event-trace header, 0x14): the PDB of an image.
@@ -229,16 +286,24 @@ fn logfile_header(cpus: u32) -> Vec<u8> {
 pub fn trace_bytes(cpus: &[CpuRecords]) -> Vec<u8> {
     let mut out = buffer(0, START, 0x01, 4, &[logfile_header(cpus.len() as u32)]);
     for (i, c) in cpus.iter().enumerate() {
-        if c.records.is_empty() {
-            continue;
+        // as many buffers as the records fill, each stamped with its first record's time
+        let mut from = 0;
+        while from < c.records.len() {
+            let (mut to, mut used) = (from, BUFFER_HEADER);
+            while to < c.records.len() && used + align8(c.records[to].len()) <= BUFFER_SIZE {
+                used += align8(c.records[to].len());
+                to += 1;
+            }
+            let first = c.stamps.get(from).copied().or(c.first_ts).unwrap_or(START);
+            out.extend(buffer(
+                i as u8,
+                first,
+                0,
+                0,
+                &c.records[from..to.max(from + 1)],
+            ));
+            from = to.max(from + 1);
         }
-        out.extend(buffer(
-            i as u8,
-            c.first_ts.unwrap_or(START),
-            0,
-            0,
-            &c.records,
-        ));
     }
     out
 }

@@ -198,9 +198,12 @@ impl Consumer {
                     Json::str(st::record_text(b))
                 }
                 Datum::Bytes(b) => Json::str(st::hex(b)),
-                Datum::Stack { frames, user, pid } => {
-                    st::stack_json(frames, *user, *pid as u32, syms)
-                }
+                Datum::Stack {
+                    frames,
+                    user,
+                    pid,
+                    epoch,
+                } => st::stack_json(frames, *user, *pid as u32, *epoch, syms),
             }
         };
         let one = |name: &str, j: Json| Json::object([(name, j)]);
@@ -226,9 +229,12 @@ impl Consumer {
                 values
                     .iter()
                     .filter_map(|v| match v {
-                        Datum::Stack { frames, user, pid } => {
-                            Some(st::stack_json(frames, *user, *pid as u32, syms))
-                        }
+                        Datum::Stack {
+                            frames,
+                            user,
+                            pid,
+                            epoch,
+                        } => Some(st::stack_json(frames, *user, *pid as u32, *epoch, syms)),
                         _ => None,
                     })
                     .collect()
@@ -302,7 +308,7 @@ impl Consumer {
         }
         for &a in aggs {
             vm.aggs.mark_printed(a);
-            let rows = vm.aggs.sorted_snapshot(a, &self.opts.sort);
+            let rows = vm.aggs.sorted_snapshot(a, &self.opts.sort, &*self.symbols);
             out.push(st::aggregation_json(
                 vm.aggs.name(a).unwrap_or(""),
                 &rows,
@@ -338,7 +344,7 @@ impl Consumer {
             if vm.aggs.is_empty(a) {
                 continue;
             }
-            let rows = vm.aggs.sorted_snapshot(a, &self.opts.sort);
+            let rows = vm.aggs.sorted_snapshot(a, &self.opts.sort, &*self.symbols);
             let mut j = st::aggregation_json(vm.aggs.name(a).unwrap_or(""), &rows, &*self.symbols);
             j.push_member("printed", Json::Bool(vm.aggs.is_printed(a)));
             aggs.push(j);

@@ -524,6 +524,19 @@ pub struct Decoder {
     tl_schemas: std::cell::RefCell<FastMap<u64, Vec<TlSchema>>>,
     /// Providers with their named keywords: from loaded manifests and EventMetadata records.
     providers: FastMap<Guid, crate::etw::catalog::ProviderInfo>,
+    /// EventSource manifests sent in band (event 0xFFFE), by provider: the chunks so far.
+    inband: FastMap<Guid, InbandManifest>,
+}
+
+/// The event id of an EventSource's manifest, sent in band in manifest mode.
+pub const MANIFEST_EVENT_ID: u16 = 0xFFFE;
+
+/// An EventSource manifest arriving in chunks, and the hash of the last one loaded (it is sent
+/// again at each enable: loaded once).
+#[derive(Clone, Default)]
+struct InbandManifest {
+    chunks: Vec<Option<Vec<u8>>>,
+    loaded: Option<u64>,
 }
 
 /// A TraceLogging metadata blob, the place of the event name in it and the schema parsed from
@@ -576,6 +589,9 @@ impl Decoder {
                 self.maps.entry(provider).or_default().insert(name, map);
             }
         }
+        if ev.kind == HeaderKind::EventHeader && ev.id == MANIFEST_EVENT_ID {
+            self.observe_inband_manifest(ev);
+        }
         if ev.kind == HeaderKind::EventHeader && !self.tl_providers.contains_key(&ev.provider) {
             if let Some(t) = ev
                 .extended
@@ -587,6 +603,41 @@ impl Decoder {
                 }
             }
         }
+    }
+
+    /// An EventSource in manifest mode sends its manifest in band as event 0xFFFE, in chunks
+    /// of at most 0xFF00 bytes, each after an 8-byte envelope: format (1: the XML as UTF-8),
+    /// major and minor version, magic 0x5B, total chunks (u16), this chunk's number (u16)
+    /// (System.Diagnostics.Tracing's ManifestEnvelope; PerfView's TraceEvent reads it the same
+    /// way). Once every chunk of a manifest has come, its events' schemas are registered, so
+    /// that the provider's later events decode by field name, over a trace and live.
+    fn observe_inband_manifest(&mut self, ev: &EventRecord<'_>) {
+        let p = ev.payload;
+        if p.len() < 8 || p[0] != 1 || p[3] != 0x5B {
+            return;
+        }
+        let total = u16::from_le_bytes([p[4], p[5]]) as usize;
+        let number = u16::from_le_bytes([p[6], p[7]]) as usize;
+        if total == 0 || number >= total {
+            return;
+        }
+        let m = self.inband.entry(ev.provider).or_default();
+        if m.chunks.len() != total || number == 0 {
+            // a new manifest begins (its first chunk, or another chunk count)
+            m.chunks = vec![None; total];
+        }
+        m.chunks[number] = Some(p[8..].to_vec());
+        if m.chunks.iter().any(Option::is_none) {
+            return;
+        }
+        let bytes: Vec<u8> = m.chunks.drain(..).flatten().flatten().collect();
+        let hash = crate::fasthash::hash_bytes(&bytes);
+        if m.loaded == Some(hash) {
+            return;
+        }
+        m.loaded = Some(hash);
+        let text = String::from_utf8_lossy(&bytes);
+        self.load_manifest_str(text.trim_end_matches('\0'));
     }
 
     /// Registers the schemas of a manifest's XML text; returns how many events it defined.

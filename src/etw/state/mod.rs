@@ -5,6 +5,7 @@
 mod cpus;
 mod devices;
 pub mod disk;
+pub mod epochs;
 mod stacks;
 
 use crate::fasthash::FastMap;
@@ -71,6 +72,9 @@ pub struct Image {
     /// The original file name from KernelTraceControl ImageID, when present.
     pub original_name: Option<String>,
     pub pdb: Option<PdbInfo>,
+    /// The epochs of its process id's address space in which it names its addresses
+    /// ([`epochs`]).
+    pub held: epochs::Held,
 }
 
 impl Image {
@@ -110,6 +114,9 @@ pub struct SystemState {
     image_changes: u64,
     /// The thread on each CPU and the system call of each thread ([`SystemState::cpus`]).
     cpus: CpuThreads,
+    /// The address-space epochs of the pids whose images replaced one another
+    /// ([`SystemState::stack_epoch`]).
+    epochs: epochs::Epochs,
 }
 
 /// The Idle process (pid 0) as a Windows 7 Process rundown record gives it (ImageFileName
@@ -222,10 +229,7 @@ impl SystemState {
             }
             ("Image", "Unload") => {
                 if let (Some(pid), Some(base)) = (d.u64("ProcessId"), d.u64("ImageBase")) {
-                    if let Some(p) = self.processes.get_mut(&(pid as u32)) {
-                        p.unload_image(base);
-                        self.image_changes += 1;
-                    }
+                    self.unload_image(pid as u32, base);
                 }
             }
             ("ImageID", "ImageId") => {
@@ -359,17 +363,33 @@ impl SystemState {
             checksum: num(&checksum).unwrap_or(0) as u32,
             original_name: None,
             pdb: None,
+            held: epochs::Held::default(),
         };
         if let Some((name, pdb)) = self.pending_ids.remove(&(pid, base)) {
             img.original_name = name;
             img.pdb = pdb;
         }
+        self.load_image(pid, img, d.name == "Load");
+    }
+
+    /// The image at `base` of process `pid` was unloaded (an Image Unload record).
+    pub(crate) fn unload_image(&mut self, pid: u32, base: u64) {
+        if let Some(p) = self.processes.get_mut(&pid) {
+            p.unload_image(base);
+            self.image_changes += 1;
+        }
+    }
+
+    /// Image `img` of process `pid` was loaded (`load`: by a Load record; else a rundown
+    /// record named it).
+    pub(crate) fn load_image(&mut self, pid: u32, mut img: Image, load: bool) {
+        let base = img.base;
         let changes = &mut self.process_changes;
         let p = self.processes.entry(pid).or_insert_with(|| {
             *changes += 1;
             Process::unrecorded(pid)
         });
-        if d.name == "Load" {
+        if load {
             p.image_loads = p.image_loads.saturating_add(1);
         }
         self.image_changes += 1;
@@ -377,14 +397,42 @@ impl SystemState {
             *changes += 1;
         }
         match p.images.binary_search_by_key(&base, |i| i.base) {
-            Ok(i) => {
+            Ok(i) if epochs::same_image(&p.images[i], &img) => {
+                // a rundown record of an image mapped already
                 let old = std::mem::take(&mut p.images[i]);
                 img.original_name = img.original_name.or(old.original_name);
                 img.pdb = img.pdb.or(old.pdb);
+                img.held = old.held;
                 p.images[i] = img;
+                return;
             }
-            Err(i) => p.images.insert(i, img),
+            // another image at its base with no Unload record between: it was unloaded
+            Ok(_) => p.unload_image(base),
+            Err(_) => {}
         }
+        let earlier = (p.images.iter_mut().chain(p.unloaded_images.iter_mut())).chain(
+            (self.exited.iter_mut())
+                .filter(|x| x.pid == pid)
+                .flat_map(|x| x.images.iter_mut().chain(x.unloaded_images.iter_mut())),
+        );
+        self.epochs.enter(pid, &mut img, earlier);
+        let i = p.images.partition_point(|i| i.base < base);
+        p.images.insert(i, img);
+    }
+
+    /// The address-space epoch ([`epochs`]) that `frames` (innermost first; a zero ends them)
+    /// of process `pid` (0: kernel frames) sampled now carry: what a recorded stack keeps so
+    /// that names built later name its frames by the images that held them now. 0 for every
+    /// stack of a pid whose images never took the place of others.
+    #[inline]
+    pub fn stack_epoch(&self, pid: u32, frames: &[u64]) -> u32 {
+        self.epochs.stack_epoch(pid, frames)
+    }
+
+    /// The current address-space epoch of `pid` (0 while its images never took the place of
+    /// others).
+    pub fn epoch_now(&self, pid: u32) -> u32 {
+        self.epochs.now(pid)
     }
 
     fn image_mut(&mut self, pid: u32, base: u64) -> Option<&mut Image> {
@@ -550,12 +598,16 @@ impl Process {
     /// An Image Unload record of the image at `base`: it moves to
     /// [`Process::unloaded_images`]. The same image unloaded again (a DLL loaded and freed in
     /// a loop) replaces its earlier entry, so the list grows with the distinct images only,
-    /// also in a live session of days.
+    /// also in a live session of days; an entry that a later image replaced is kept for the
+    /// samples of its epochs (their number is bounded by [`epochs::MAX_EPOCHS`]).
     fn unload_image(&mut self, base: u64) {
         if let Ok(i) = self.images.binary_search_by_key(&base, |i| i.base) {
             let gone = self.images.remove(i);
-            self.unloaded_images.retain(|u| {
-                (u.base, u.size, &u.file_name) != (gone.base, gone.size, &gone.file_name)
+            // one that a later image replaced since stays: it names the samples of its epochs
+            // (one replaced past the bound of epochs, which named nothing, goes)
+            self.unloaded_images.retain(|u| match u.held.until {
+                Some(until) => until != u.held.since,
+                None => (u.base, u.size, &u.file_name) != (gone.base, gone.size, &gone.file_name),
             });
             self.unloaded_images.push(gone);
         }
@@ -653,6 +705,66 @@ mod tests {
         // the last round unloaded only a.dll: it is the newest
         assert_eq!(names, [r"C:\x\b.dll", r"C:\x\a.dll"]);
         assert_eq!(p.images.len(), 1);
+    }
+
+    #[test]
+    fn symbol_time_epochs_move_only_when_an_image_takes_anothers_place() {
+        let mut state = SystemState::new();
+        let load = |state: &mut SystemState, pid: u32, base: u64, name: &str| {
+            state.load_image(pid, image(base, name, None), true)
+        };
+        let (a, b, ntdll) = (0x1000_0000, 0x1000_0000, 0x7000_0000);
+        load(&mut state, 7, a, r"C:\x\a.dll");
+        load(&mut state, 7, ntdll, r"C:\w\ntdll.dll");
+        // no image replaced another: every stack carries epoch 0, nothing is kept
+        assert_eq!(state.stack_epoch(7, &[a + 0x10, ntdll + 0x20]), 0);
+        assert_eq!(state.epoch_now(7), 0);
+        // the same image unloaded and loaded again (and a rundown record of it) moves nothing
+        state.unload_image(7, a);
+        load(&mut state, 7, a, r"C:\x\a.dll");
+        state.load_image(7, image(a, r"C:\x\a.dll", None), false);
+        assert_eq!(state.epoch_now(7), 0);
+        state.unload_image(7, a);
+        // b.dll at a.dll's base: epoch 1, for its frames only
+        load(&mut state, 7, b, r"C:\x\b.dll");
+        assert_eq!(state.epoch_now(7), 1);
+        assert_eq!(state.stack_epoch(7, &[b + 0x10, ntdll + 0x20]), 1);
+        assert_eq!(state.stack_epoch(7, &[ntdll + 0x20, 0, b + 0x10]), 0);
+        assert_eq!(state.stack_epoch(8, &[b + 0x10]), 0, "another pid");
+        let p = state.process(7).unwrap();
+        assert_eq!(p.unloaded_images.len(), 1);
+        assert_eq!(p.unloaded_images[0].held.until, Some(1));
+        // another image at b.dll's base without an Unload record between: b.dll was unloaded
+        load(&mut state, 7, b, r"C:\x\c.dll");
+        assert_eq!(state.stack_epoch(7, &[b + 0x10]), 2);
+        let p = state.process(7).unwrap();
+        let held: Vec<_> = (p.unloaded_images.iter())
+            .map(|i| (&*i.file_name, i.held.since, i.held.until))
+            .collect();
+        assert_eq!(
+            held,
+            [(r"C:\x\a.dll", 0, Some(1)), (r"C:\x\b.dll", 1, Some(2))]
+        );
+        // kernel drivers (pid 0) count their own epochs
+        load(&mut state, 0, 0xffff_f800_0000_0000, "drv1.sys");
+        state.unload_image(0, 0xffff_f800_0000_0000);
+        load(&mut state, 0, 0xffff_f800_0000_0000, "drv2.sys");
+        assert_eq!(state.stack_epoch(0, &[0xffff_f800_0000_0010]), 1);
+        assert_eq!(state.epoch_now(7), 2);
+    }
+
+    #[test]
+    fn symbol_time_replacements_stop_counting_at_the_bound() {
+        let mut state = SystemState::new();
+        for round in 0..(epochs::MAX_EPOCHS + 50) {
+            let name = if round % 2 == 0 { "a.dll" } else { "b.dll" };
+            state.load_image(9, image(0x1000_0000, name, None), true);
+            state.unload_image(9, 0x1000_0000);
+        }
+        assert_eq!(state.epoch_now(9), epochs::MAX_EPOCHS);
+        // the images replaced past the bound named nothing and are not kept
+        let kept = state.process(9).unwrap().unloaded_images.len() as u32;
+        assert!(kept <= epochs::MAX_EPOCHS + 1, "{kept}");
     }
 
     #[test]

@@ -175,10 +175,10 @@ impl Checker<'_> {
                 pointee_is_char: ty.is_char_like(r),
                 is_void: ty.is_void(r),
             }
-        } else if ty.is_array(id)
-            && ty.referent(id).map(|e| ty.resolve(e)) == ty.lookup("wchar_t").map(|w| ty.resolve(w))
-        {
-            // an array of wchar_t: what `%ws` / `%ls` print (as DTrace's pfcheck_wstr)
+        } else if ty.is_array(id) && self.is_wchar_wide_array(id) {
+            // an array of integers as wide as wchar_t: what `%ws` / `%ls` print
+            // (libdtrace's pfcheck_wstr: an array whose element is any integer of
+            // NBBY * sizeof (wchar_t) bits, so `uint16_t[]` and `short[]` too)
             ArgType::WcharArray
         } else if ty.is_array(id) {
             ArgType::Array {
@@ -196,6 +196,15 @@ impl Checker<'_> {
         let name = ty.name(id);
         let base = ty.name(ty.resolve(id));
         pf::ArgDesc::named(at, &name, &base)
+    }
+
+    /// Whether `id` is an array of integers of `wchar_t`'s width (16 bits: Windows'), which
+    /// `%ws` / `%ls` accept.
+    fn is_wchar_wide_array(&self, id: crate::lang::types::TypeId) -> bool {
+        let ty = &self.types;
+        let wide = ty.lookup("wchar_t").map(|w| ty.size_of(w));
+        ty.referent(id)
+            .is_some_and(|e| ty.is_integer(e) && Some(ty.size_of(e)) == wide)
     }
 
     /// Whether `id` is a pointer to `wchar_t`, which `%ws` / `%ls` accept.

@@ -220,20 +220,11 @@ impl Checker<'_> {
                 }
             }
         }
-        // A statement whose value is recorded (DTrace's DIFEXPR action) counts as data
-        // unless it is void or an assignment.
-        if matches!(
-            e.kind,
-            ExprKind::Assign(..)
-                | ExprKind::Unary(
-                    UnOp::PreInc | UnOp::PreDec | UnOp::PostInc | UnOp::PostDec,
-                    _
-                )
-        ) || self.types.is_void(t.ty)
-        {
-            return Ok(ActKind::Silent);
-        }
-        Ok(ActKind::DataRecording)
+        // An expression statement is a DIFEXPR action whose return type libdtrace sets to
+        // void (dt_cc.c, dt_compile_exp: `dtdo_rtype = dt_void_rtype`), and
+        // dt_stmt_append skips void DIFEXPRs when it looks for data-recording actions:
+        // `commit(s); strlen("x");` and `commit(s); x = 1;` are both accepted.
+        Ok(ActKind::Silent)
     }
 }
 

@@ -335,7 +335,10 @@ impl Checker<'_> {
             Some(i) => &n[i + 1..],
             None => n,
         });
-        let existing = name.and_then(|n| self.types.tag(tag, n));
+        // a definition shadows the library's tag of the same name (a lower scope)
+        let existing = name
+            .filter(|n| members.is_none() || !self.types.is_library_tag(tag, n))
+            .and_then(|n| self.types.tag(tag, n));
         let Some(members) = members else {
             // a reference (or forward declaration)
             if let Some(t) = existing {
@@ -602,7 +605,11 @@ impl Checker<'_> {
             let line = id.line;
             match d.specs.class {
                 Some(StorageClass::Typedef) => {
-                    if let Some(old) = self.types.lookup(&name) {
+                    // the library's typedefs are a lower scope the program's shadow
+                    let mine = (!self.types.is_library_name(&name))
+                        .then(|| self.types.lookup(&name))
+                        .flatten();
+                    if let Some(old) = mine {
                         if !self.types.compatible(old, ty)
                             || self.types.resolve(old) != self.types.resolve(ty)
                         {

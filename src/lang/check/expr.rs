@@ -282,7 +282,11 @@ impl Checker<'_> {
                 let ok = (t.is_scalar(to)
                     && (t.is_scalar(v.ty) || t.is_array(v.ty) || t.is_function(v.ty)))
                     || t.is_void(to)
-                    || (t.is_string(to) && t.is_string(v.ty))
+                    // libdtrace's dt_cook_op2 (DT_TOK_LPAR): a cast to `string` takes a
+                    // scalar, a pointer or anything string-compatible (a char array); the
+                    // value is then read as the string at that address, as stringof()
+                    || (t.is_string(to)
+                        && (t.is_scalar(v.ty) || t.is_pointer(v.ty) || self.is_strcompat(v.ty)))
                     || t.compatible(to, v.ty);
                 if !ok {
                     return Err(derr(

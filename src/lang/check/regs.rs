@@ -2,7 +2,7 @@
 //! registers and refuses expressions that need more (`D_NOREG`). dtx's IR follows the same
 //! evaluation order, so the same expressions are refused.
 
-use crate::lang::ast::{Expr, ExprKind};
+use crate::lang::ast::{BinOp, Expr, ExprKind};
 use crate::lang::diag::{derr, DResult};
 
 /// Registers available to an expression (DIF has eight; `%r0` is always zero).
@@ -27,6 +27,10 @@ pub fn need(e: &Expr) -> u32 {
             }
             _ => need(b).max(need(a) + 1),
         },
+        // `,`, `&&` and `||` free the left operand's register once it is tested, before the
+        // right one is evaluated (illumos dt_cg.c: DT_TOK_COMMA, dt_cg_logical_and and
+        // dt_cg_logical_or call dt_regset_free on dn_left first); `^^` keeps both
+        ExprKind::Binary(BinOp::Comma | BinOp::And | BinOp::Or, a, b) => need(a).max(need(b)),
         ExprKind::Binary(_, a, b) | ExprKind::Assign(_, a, b) => need(a).max(need(b) + 1),
         ExprKind::Ternary(c, a, b) => need(c).max(need(a)).max(need(b)),
         ExprKind::Unary(_, x)

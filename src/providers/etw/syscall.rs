@@ -322,6 +322,60 @@ pub fn offset_function(module: Option<(&str, u64)>, address: u64) -> String {
     }
 }
 
+/// What a program asks of `syscall:::entry` that ETW does not record: one warning per clause
+/// that can fire on an entry probe and reads `arg1`..`arg9` or `args[]` (SysClEnter carries
+/// only the routine's address, so they are 0). A probe description that names another
+/// provider or probe (`syscall:::return`, `dpc:::`) is not such a clause.
+pub fn argument_warnings(program: &crate::ir::Program) -> Vec<String> {
+    use crate::ir::Node;
+    use crate::probes::glob_match;
+    let field = |pat: &str, text: &str| pat.is_empty() || glob_match(pat, text);
+    let mut out = Vec::new();
+    for c in &program.clauses {
+        let Some(probe) = c
+            .probes
+            .iter()
+            .find(|d| field(&d.provider, "syscall") && field(&d.name, "entry"))
+        else {
+            continue;
+        };
+        let mut read: Vec<String> = Vec::new();
+        crate::ir::visit::visit_clause(
+            c,
+            &mut |n| {
+                let name = match n {
+                    Node::Arg(i) if *i >= 1 => format!("arg{i}"),
+                    Node::Args { .. } => "args[]".to_string(),
+                    _ => return,
+                };
+                if !read.contains(&name) {
+                    read.push(name);
+                }
+            },
+            &mut |_| {},
+        );
+        if read.is_empty() {
+            continue;
+        }
+        let desc = format!(
+            "{}:{}:{}:{}",
+            probe.provider, probe.module, probe.function, probe.name
+        );
+        // a -n description has no line: the probe description names the clause
+        let at = match c.line {
+            0 => String::new(),
+            n => format!(" at line {n}"),
+        };
+        out.push(format!(
+            "warning: the clause{at} for {desc} reads {}, but ETW records no system-call \
+             arguments: on entry only arg0 (the service routine's address) is set, the others \
+             are 0",
+            read.join(", ")
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

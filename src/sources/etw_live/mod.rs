@@ -13,6 +13,8 @@
 //! * [`replay`]: a [`SessionControl`] that feeds a recorded trace's records through the same
 //!   callback, on a thread of its own, as a session would (the console's tests, on any OS).
 
+pub mod interval;
+pub mod order;
 pub mod plan;
 pub mod raw;
 pub mod replay;
@@ -54,6 +56,7 @@ pub enum LiveMessage {
     Schema(EventSchema),
     /// A session ended that nobody stopped (ProcessTrace returned: the session was stopped by
     /// another program, or failed), with ProcessTrace's error code; or [`ENDED_BY_PANIC`].
+    /// Only a prompt: the end itself is [`CallbackContext::ended`], which cannot be lost.
     Ended(u32),
 }
 
@@ -77,6 +80,11 @@ pub struct CallbackContext {
     pub dropped: AtomicU64,
     /// Set when the callback panicked: it passes nothing on after that.
     failed: AtomicBool,
+    /// The end of a session nobody stopped: [`NOT_ENDED`], else the code of the first end
+    /// ([`CallbackContext::end`]). An atomic besides the queue's `Ended` message, which a full
+    /// queue cannot take: the source looks at it whenever the queue runs dry and every
+    /// [`DEADLINE_EVERY`] records, so an end is never lost.
+    ended: AtomicU64,
     /// Wait for room instead of dropping (a replay, which has no real-time deadline).
     backpressure: AtomicBool,
     /// Where the schemas of manifest providers' events come from (live sessions carry no
@@ -94,6 +102,7 @@ impl CallbackContext {
                 tx,
                 dropped: AtomicU64::new(0),
                 failed: AtomicBool::new(false),
+                ended: AtomicU64::new(NOT_ENDED),
                 backpressure: AtomicBool::new(false),
                 schema_lookup: None,
                 looked_up: Mutex::new(HashSet::new()),
@@ -148,10 +157,23 @@ impl CallbackContext {
         }
     }
 
-    /// Tells the engine's side the session is over (never blocks: when the queue is full the
-    /// engine is stopping the session anyway).
+    /// Tells the engine's side a session is over, with ProcessTrace's code (or
+    /// [`ENDED_BY_PANIC`]). Never blocks and is never lost: the code is kept in
+    /// [`CallbackContext::ended`] (the first end wins), and the queue's `Ended` message, when
+    /// there is room for it, only wakes the source sooner.
     pub fn end(&self, code: u32) {
+        let _ =
+            self.ended
+                .compare_exchange(NOT_ENDED, code as u64, Ordering::SeqCst, Ordering::SeqCst);
         let _ = self.tx.try_send(LiveMessage::Ended(code));
+    }
+
+    /// The code of the first end ([`CallbackContext::end`]), once a session ended.
+    pub fn ended(&self) -> Option<u32> {
+        match self.ended.load(Ordering::SeqCst) {
+            NOT_ENDED => None,
+            code => Some(code as u32),
+        }
     }
 
     /// Sends one record (ProcessTrace's thread; also how a Windows layer passes records it
@@ -196,14 +218,28 @@ pub unsafe extern "system" fn event_record_callback(rec: *mut RawEventRecord) {
     if cx.failed.load(Ordering::Relaxed) {
         return;
     }
+    IN_CALLBACK.with(|c| c.set(true));
     let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         cx.schema_of(rec);
         cx.send(LiveEvent::copy_from(rec));
     }));
+    IN_CALLBACK.with(|c| c.set(false));
     if done.is_err() {
         cx.failed.store(true, Ordering::Relaxed);
         cx.end(ENDED_BY_PANIC);
     }
+}
+
+thread_local! {
+    /// Set while [`event_record_callback`] runs its body on this thread.
+    static IN_CALLBACK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether this thread runs [`event_record_callback`], whose panics are caught (and end the
+/// run with a message): a panic hook asks, so that such a panic does not tear down what a
+/// panic that ends the process would (the console's screen).
+pub fn panic_is_caught() -> bool {
+    IN_CALLBACK.with(|c| c.get())
 }
 
 /// Hands a copied record to [`event_record_callback`] as a session's ProcessTrace thread
@@ -223,6 +259,14 @@ pub unsafe fn pass_to_callback(ev: &LiveEvent, context: *mut std::ffi::c_void) {
 
 /// The code of [`LiveMessage::Ended`] when the callback panicked.
 pub const ENDED_BY_PANIC: u32 = u32::MAX;
+
+/// [`CallbackContext::ended`] before any end (above every u32 code).
+const NOT_ENDED: u64 = u64::MAX;
+
+/// ProcessTrace's code when the session it read was stopped by another program (winerror.h
+/// ERROR_WMI_INSTANCE_NOT_FOUND): Process Hacker's etwmon.c takes it, as 0, for a session
+/// stopped from outside, not for a failure.
+pub const ERROR_WMI_INSTANCE_NOT_FOUND: u32 = 4201;
 
 /// Starts, re-plans and stops the ETW sessions of a live run. On Windows, real sessions
 /// (`windows::Sessions`); elsewhere, a replay of recorded records ([`replay::ReplayControl`])
@@ -290,8 +334,11 @@ pub struct ControlStatus {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LiveCounts {
     pub records: u64,
-    /// Events ETW reported lost (RT_LostEvent records).
-    pub lost_by_etw: u64,
+    /// The RT_LostEvent records ETW inserted, by kind: of lost events, of lost real-time
+    /// buffers, of a log file that could not be written. Each is a notice that something was
+    /// lost, not a count of events: those are the sessions' EventsLost and
+    /// RealTimeBuffersLost ([`ControlStatus`]), and the two are never added.
+    pub lost_notices: [u64; 3],
     /// Records dropped between the callback and the engine.
     pub dropped: u64,
 }
@@ -333,6 +380,13 @@ pub struct EtwLiveSource {
     names_built: Option<((u64, usize), std::time::Instant)>,
     /// Whether the consumer has `names`, and whether the console has.
     names_given: (bool, bool),
+    /// Whether the programs print frames or symbols (per engine generation): only then are
+    /// the names built.
+    frames_printed: Option<(u64, bool)>,
+    /// How long the last build of `names` took: the next waits at least
+    /// [`NAMES_BUILD_SHARE`] times that, so that naming takes a bounded share of the engine
+    /// thread however many processes and images the session saw.
+    names_cost: std::time::Duration,
     ended: Option<u32>,
     /// Kernel (group, event type) records whose stack walk follows them (the plan's).
     stack_events: Vec<(u8, u8)>,
@@ -344,6 +398,8 @@ pub struct EtwLiveSource {
     since_prune: u32,
     /// The newest session time seen (records wait [`STACK_WAIT_NS`] of it for their stacks).
     newest_ns: u64,
+    /// Records that arrived, held until they can go on in time order ([`order`]).
+    order: order::Reorder,
 }
 
 /// A record waiting in [`EtwLiveSource::held`].
@@ -369,8 +425,18 @@ struct StackWait {
 /// kernel part right after the record, the user part when the thread returns to user mode:
 /// in the recorded traces 99.9% of user parts come within 3 ms, all within 115 ms.
 pub const STACK_WAIT_NS: u64 = 250_000_000;
-/// How long a record waits when the session goes quiet (no newer records come).
-const STACK_WAIT_QUIET_NS: u64 = 1_000_000_000;
+/// How long a record waits when the session goes quiet (no newer records come), from when it
+/// left the time-order window: its user stack part, logged up to [`STACK_WAIT_NS`] later,
+/// maybe on another, quiet CPU whose buffer is flushed only by the flush timer, reaches the
+/// consumer up to a flush period after it was logged and then waits the window itself. So the
+/// wait is the flush period, the window and a margin (3 s with a 1 s flush timer); waiting
+/// just the flush period declared such stacks missing before they came.
+pub const STACK_WAIT_QUIET_NS: u64 = stack_wait_quiet_ns(order::FLUSH_TIMER_S);
+
+/// [`STACK_WAIT_QUIET_NS`] for a session flushed every `flush_timer_s` seconds.
+pub const fn stack_wait_quiet_ns(flush_timer_s: u32) -> u64 {
+    flush_timer_s as u64 * 1_000_000_000 + order::reorder_window_ns(flush_timer_s) + 500_000_000
+}
 /// Records held at most while waiting for stacks.
 const HELD_MAX: usize = 1 << 16;
 /// Stacks are pruned every this many records, dropping those older than the previous pruning.
@@ -409,6 +475,8 @@ impl EtwLiveSource {
             names: crate::symbols::SharedNames(Default::default()),
             names_built: None,
             names_given: (false, false),
+            frames_printed: None,
+            names_cost: std::time::Duration::ZERO,
             pdbs: crate::symbols::PdbStore::from_env(),
             ended: None,
             stack_events: Vec::new(),
@@ -416,6 +484,7 @@ impl EtwLiveSource {
             prune_mark: i64::MIN,
             since_prune: 0,
             newest_ns: 0,
+            order: order::Reorder::new(order::reorder_window_ns(order::FLUSH_TIMER_S)),
         }
     }
 
@@ -427,9 +496,37 @@ impl EtwLiveSource {
         self
     }
 
-    /// Takes one record from the callback: stack walk records are matched at once, and
-    /// records fire in arrival order, each held until its stack has come (or a wait passed).
+    /// Takes one record from the callback: it waits in the time-order window ([`order`]) and
+    /// then goes on to [`EtwLiveSource::accept_ordered`] with the records that may go.
     pub fn accept(&mut self, ev: LiveEvent, engine: &mut Engine) {
+        // ETW's loss records are about the delivery, not a moment of the session: counted now
+        if Guid::from(ev.header.provider_id) == RT_LOST_EVENT {
+            self.deliver(&ev, engine);
+            return;
+        }
+        self.order.push(ev, engine.now_ns());
+        self.release_ordered(engine, false);
+    }
+
+    /// Passes on the records of the time-order window that may go; with `quiet` also those
+    /// that waited the window on the engine's clock (a live session's: a replay that drives
+    /// the source itself between batches of records has no such clock, see [`Self::drain`]).
+    fn release_ordered(&mut self, engine: &mut Engine, quiet: bool) {
+        while let Some(ev) = self.order.pop_ready(&self.time, engine.now_ns(), quiet) {
+            self.accept_ordered(ev, engine);
+        }
+    }
+
+    /// Passes on every record of the time-order window (the end of a run, or of a session).
+    fn flush_ordered(&mut self, engine: &mut Engine) {
+        while let Some(ev) = self.order.pop() {
+            self.accept_ordered(ev, engine);
+        }
+    }
+
+    /// Takes one record in time order: stack walk records are matched at once, and records
+    /// fire in order, each held until its stack has come (or a wait passed).
+    fn accept_ordered(&mut self, ev: LiveEvent, engine: &mut Engine) {
         let Some(m) = self.stacks.0.as_mut() else {
             self.deliver(&ev, engine);
             return;
@@ -566,6 +663,7 @@ impl EtwLiveSource {
             return Ok(Vec::new());
         }
         let mut notes = plan.not_live.clone();
+        notes.extend(plan.notes.iter().cloned());
         let stacks = !plan.stack_events.is_empty() || plan.user.iter().any(|u| u.stacks);
         if stacks && self.stacks.0.is_none() {
             self.stacks.0 = Some(StackMatcher::new());
@@ -606,20 +704,43 @@ impl EtwLiveSource {
     /// build and that was at least `every` ago.
     fn refresh_names(&mut self, every: std::time::Duration) {
         let from = (self.state.names_changed(), self.methods.len());
+        let every = if every.is_zero() {
+            every
+        } else {
+            every.max(self.names_cost * NAMES_BUILD_SHARE)
+        };
         if (self.names_built).is_some_and(|(f, at)| f == from || at.elapsed() < every) {
             return;
         }
+        let started = std::time::Instant::now();
         let own = self.trace_symbols();
         // building may have given images their identities: that is what it was built from
         let from = (self.state.names_changed(), self.methods.len());
         *self.names.0.lock().unwrap_or_else(|e| e.into_inner()) = own;
         self.names_built = Some((from, std::time::Instant::now()));
+        self.names_cost = started.elapsed();
+    }
+
+    /// Whether a program of `engine` prints stack frames or symbols (what `names` is for):
+    /// programs that do not never pay for naming (no image's headers read, no resolver built).
+    fn frames_printed(&mut self, engine: &Engine) -> bool {
+        match self.frames_printed {
+            Some((g, v)) if g == engine.generation() => v,
+            _ => {
+                let v = engine.runs.iter().any(|r| prints_frames(&r.vm.program));
+                self.frames_printed = Some((engine.generation(), v));
+                v
+            }
+        }
     }
 
     /// Brings the names of frames up to date (at most `every` old) and, the first time, has
     /// the consumer name frames with them before what named frames already (a pid target's
     /// modules), so that the session's images name a frame first.
     fn give_names(&mut self, engine: &mut Engine, every: std::time::Duration) {
+        if !self.frames_printed(engine) {
+            return;
+        }
         self.refresh_names(every);
         if !self.names_given.0 {
             self.names_given.0 = true;
@@ -646,13 +767,7 @@ impl EtwLiveSource {
             .as_mut()
             .map(|c| c.status())
             .unwrap_or_default();
-        let lost = self.counts.lost_by_etw + st.events_lost;
-        if lost > 0 || st.buffers_lost > 0 {
-            out.push(format!(
-                "{prog}: ETW lost {lost} events and {} buffers (the sessions could not keep up)",
-                st.buffers_lost
-            ));
-        }
+        out.extend(loss_lines(&st, self.counts.lost_notices).map(|l| format!("{prog}: {l}")));
         if self.counts.dropped > 0 {
             out.push(format!(
                 "{prog}: {} events dropped (the engine fell behind the session)",
@@ -673,7 +788,9 @@ impl EtwLiveSource {
             ENDED_BY_PANIC => "live ETW stopped: an internal error in the event callback \
                                (please report it); the sessions were stopped"
                 .to_string(),
-            0 => "an ETW session of this run was stopped by another program".to_string(),
+            0 | ERROR_WMI_INSTANCE_NOT_FOUND => {
+                "an ETW session of this run was stopped by another program".to_string()
+            }
             c => format!("reading the ETW session failed (ProcessTrace error {c})"),
         };
         self.messages.push(m);
@@ -695,9 +812,11 @@ impl EtwLiveSource {
         self.counts.records += 1;
         let mut rec = ev.record(&self.time);
         if rec.provider == RT_LOST_EVENT {
-            self.counts.lost_by_etw += 1;
             // 32: events lost, 33: buffers lost, 34: the log file could not be written
             let kind = rec.opcode.saturating_sub(32) as u64;
+            if let Some(n) = self.counts.lost_notices.get_mut(kind as usize) {
+                *n += 1;
+            }
             self.fire_lost(engine, 1, kind);
             return;
         }
@@ -794,6 +913,76 @@ impl EtwLiveSource {
     }
 }
 
+/// A build of the frames' names is followed by at least this many times its duration
+/// without one (on the pump's path: at most 1/20 of the engine thread goes to naming).
+const NAMES_BUILD_SHARE: u32 = 20;
+
+/// Whether a program prints stack frames or symbols: records stacks (`stack()`, `ustack()`,
+/// `jstack()`, a stack key), formats addresses as symbols (`sym()`, `mod()`, `usym()`,
+/// `umod()`, `uaddr()`), or prints with a `%a`/`%A` conversion.
+pub fn prints_frames(p: &crate::ir::Program) -> bool {
+    use crate::ir::ActionKind as A;
+    let symbol_format = |f: &crate::ir::printf::Format| {
+        let b = f.source.as_bytes();
+        b.iter().enumerate().any(|(i, &c)| {
+            c == b'%'
+                && b[i + 1..]
+                    .iter()
+                    .find(|c| {
+                        !matches!(
+                            c,
+                            b'0'..=b'9'
+                                | b'-'
+                                | b'+'
+                                | b' '
+                                | b'#'
+                                | b'.'
+                                | b'*'
+                                | b'?'
+                                | b'l'
+                                | b'h'
+                        )
+                    })
+                    .is_some_and(|c| matches!(c, b'a' | b'A'))
+        })
+    };
+    crate::engine::uses_stacks(p)
+        || p.actions().iter().any(|a| match &a.kind {
+            A::Sym | A::Mod | A::Usym | A::Umod | A::Uaddr => true,
+            A::Printf(f) => symbol_format(f),
+            A::Printa {
+                format: Some(f), ..
+            } => symbol_format(f),
+            _ => false,
+        })
+}
+
+/// What ETW lost, in words: the sessions' counters (EventsLost, RealTimeBuffersLost: how many
+/// events and buffers), then the RT_LostEvent records it inserted (how many times it said so
+/// in band, by kind), each in its own unit.
+fn loss_lines(st: &ControlStatus, notices: [u64; 3]) -> impl Iterator<Item = String> {
+    let counted = (st.events_lost > 0 || st.buffers_lost > 0).then(|| {
+        format!(
+            "ETW lost {} events and {} real-time buffers (the sessions could not keep up)",
+            st.events_lost, st.buffers_lost
+        )
+    });
+    let [events, buffers, file] = notices;
+    let noticed = (events + buffers + file > 0).then(|| {
+        format!(
+            "ETW inserted {} loss records (RT_LostEvent: {events} of lost events, {buffers} of \
+             lost buffers, {file} of an unwritten log file){}",
+            events + buffers + file,
+            if counted.is_some() {
+                ""
+            } else {
+                "; how many events each stands for is not known"
+            }
+        )
+    });
+    counted.into_iter().chain(noticed)
+}
+
 /// How many records [`EtwLiveSource::pump`] takes between looks at the clock.
 const DEADLINE_EVERY: u32 = 64;
 /// The longest [`EventSource::finish`] spends on what the stopped sessions left queued.
@@ -806,12 +995,34 @@ impl EtwLiveSource {
             LiveMessage::Event(ev) => self.accept(ev, engine),
             LiveMessage::Schema(info) => self.learn_schema(info),
             LiveMessage::Ended(code) => {
-                self.session_ended(code);
-                self.release(engine, true);
+                let code = self.context.ended().unwrap_or(code);
+                self.end_run(code, engine);
                 return false;
             }
         }
         true
+    }
+
+    /// Whether a session ended that nobody stopped ([`CallbackContext::ended`], which a full
+    /// queue or a panicking callback cannot lose); the end is noted (once) when it did.
+    fn ended_now(&mut self, engine: &mut Engine) -> bool {
+        match self.context.ended() {
+            Some(code) => {
+                self.end_run(code, engine);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Notes a session's end (once) and fires what was held for stacks.
+    fn end_run(&mut self, code: u32, engine: &mut Engine) {
+        if self.ended.is_none() {
+            self.session_ended(code);
+        }
+        // what the time-order window still holds goes before the run ends
+        self.flush_ordered(engine);
+        self.release(engine, true);
     }
 }
 
@@ -825,7 +1036,7 @@ impl EtwLiveSource {
             }
         }
         self.check_dropped(engine);
-        true
+        !self.ended_now(engine)
     }
 }
 
@@ -847,7 +1058,13 @@ impl EventSource for EtwLiveSource {
             n = n.wrapping_add(1);
             if n % DEADLINE_EVERY == 1 {
                 self.check_dropped(engine);
+                if self.ended_now(engine) {
+                    return SourceState::Ended(None);
+                }
                 if n > 1 && engine.now_ns() >= deadline {
+                    // records keep coming: an older one may still wait in the queue, so
+                    // only the session's time lets records go (not their wait)
+                    self.release_ordered(engine, false);
                     self.release(engine, false);
                     return SourceState::Running;
                 }
@@ -855,9 +1072,18 @@ impl EventSource for EtwLiveSource {
             let msg = match self.rx.try_recv() {
                 Ok(m) => m,
                 Err(_) => {
+                    // a queue run dry may be a session that ended without room for its
+                    // message
+                    if self.ended_now(engine) {
+                        return SourceState::Ended(None);
+                    }
                     let now = engine.now_ns();
                     if now >= deadline {
-                        // records whose stacks did not come go after their wait
+                        // the queue is empty: records that waited the window since they were
+                        // taken (every older record has been delivered by then: ETW delivers
+                        // within the flush period, and the queue keeps order), and records
+                        // whose stacks did not come, go after their waits
+                        self.release_ordered(engine, true);
                         self.release(engine, false);
                         return SourceState::Running;
                     }
@@ -894,6 +1120,7 @@ impl EventSource for EtwLiveSource {
                 }
             }
         }
+        self.flush_ordered(engine);
         self.release(engine, true);
         self.check_dropped(engine);
     }
@@ -934,7 +1161,9 @@ impl EventSource for EtwLiveSource {
         Some(LiveStatus {
             sessions: st.sessions,
             records: self.counts.records,
-            lost: self.counts.lost_by_etw + st.events_lost + st.buffers_lost,
+            // ETW's counters; the in-band notices only where no counter is read (a replay):
+            // never the two added
+            lost: (st.events_lost + st.buffers_lost).max(self.counts.lost_notices.iter().sum()),
             dropped: self.counts.dropped,
             messages: self.take_messages(),
         })
@@ -1054,6 +1283,27 @@ impl LiveEtw {
     }
 }
 
+/// What dtx says, before a run starts, of a provider name the system does not register: the
+/// session can only enable it by the GUID the name hashes to (EventSource and TraceLogging
+/// providers register none), which sees nothing if the name is misspelled, so it is said
+/// loudly, with the registered names closest to it.
+pub fn unregistered_provider_warning(
+    name: &str,
+    catalog: Option<&crate::etw::catalog::ProviderCatalog>,
+) -> String {
+    let guid = crate::etw::provider_guid::event_source_guid(name);
+    let mut s = format!(
+        "warning: ETW provider '{name}' is not registered on this system: it is enabled by the \
+         GUID its name hashes to ({guid}), which sees events only from an EventSource or \
+         TraceLogging provider of exactly that name"
+    );
+    let close = catalog.map(|c| c.close_names(name, 5)).unwrap_or_default();
+    if !close.is_empty() {
+        s.push_str(&format!("; did you mean: {}?", close.join(", ")));
+    }
+    s
+}
+
 /// Providers that are dtx's own or the kernel's, never a user ETW provider.
 const BUILT_IN: &[&str] = &[
     "dtrace", "profile", "tick", "pid", "fpid", "diag", "sched", "proc", "io", "isr", "dpc",
@@ -1142,6 +1392,30 @@ mod tests {
         // without a catalog a name is taken as it is (resolved when the session starts)
         let live = LiveEtw::with_catalog(&["x-y".into()], None, None, false).unwrap();
         assert!(live.etw.named("x-y").is_some());
+    }
+
+    #[test]
+    fn live_fix_an_unregistered_provider_is_said_with_close_names() {
+        use crate::etw::catalog::{ProviderCatalog, ProviderInfo};
+        let catalog = ProviderCatalog {
+            providers: vec![ProviderInfo::new(
+                "Microsoft-Windows-DNS-Client",
+                Guid::default(),
+            )],
+        };
+        let w = unregistered_provider_warning("microsoft-windows-dns-clinet", Some(&catalog));
+        assert!(
+            w.starts_with("warning: ETW provider 'microsoft-windows-dns-clinet' is not registered"),
+            "{w}"
+        );
+        assert!(
+            w.ends_with("did you mean: Microsoft-Windows-DNS-Client?"),
+            "{w}"
+        );
+        let g = crate::etw::provider_guid::event_source_guid("microsoft-windows-dns-clinet");
+        assert!(w.contains(&g.to_string()), "{w}");
+        let w = unregistered_provider_warning("contoso-widgets", Some(&catalog));
+        assert!(!w.contains("did you mean"), "{w}");
     }
 
     #[test]

@@ -250,6 +250,20 @@ fn all_keywords(guid: Guid) -> u64 {
     }
 }
 
+/// What the user is told before a live run of a `dnet::rundown:*-dcend` probe. The .NET
+/// runtime runs its end rundown (the DCEnd events) as soon as a session enables the rundown
+/// provider with the end-rundown keyword (dotnet/runtime eventtrace.cpp: its ETW callback
+/// starts the rundown when the keyword is set), so live these fire when the session starts.
+/// A PerfView trace has them at its end because PerfView enables that keyword in a rundown
+/// session of its own when it stops collecting. dtx keeps the probe names (scripts read the
+/// same over a trace and live) and says when they fire.
+fn dcend_note(name: &str) -> String {
+    format!(
+        "dnet::rundown:{name} fires live when the session starts (the .NET runtime runs its end \
+         rundown when the keyword is enabled), not at the end as in a PerfView trace"
+    )
+}
+
 /// A user-mode provider to enable in the user session.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UserProvider {
@@ -277,6 +291,9 @@ pub struct SessionPlan {
     pub profile_interval: Option<u32>,
     /// Enabled probes that cannot fire live, each with the reason (one line each).
     pub not_live: Vec<String>,
+    /// Enabled probes that fire live otherwise than over a trace, each with how (one line
+    /// each).
+    pub notes: Vec<String>,
 }
 
 impl SessionPlan {
@@ -289,6 +306,7 @@ impl SessionPlan {
         etw: &EtwProbes,
     ) -> SessionPlan {
         let mut plan = SessionPlan::default();
+        let mut any_stack = false;
         for p in probes {
             if let Some(kp) = kernel_probe(p) {
                 match kernel_flags(kp) {
@@ -305,6 +323,7 @@ impl SessionPlan {
                     plan.profile_interval = Some(plan.profile_interval.map_or(n, |m| m.min(n)));
                 }
                 if wants_stack(p) && !kp.events.is_empty() {
+                    any_stack = true;
                     plan.stack_events.extend_from_slice(kp.events);
                     // stacks print by module: the images must be known
                     plan.kernel_flags |= k::IMAGE_LOAD;
@@ -314,7 +333,17 @@ impl SessionPlan {
             if not_etw(&p.provider) {
                 continue;
             }
+            if p.provider == "dnet"
+                && p.name.ends_with("-dcend")
+                && crate::providers::dnet::probe_of(p.id).is_some_and(|d| d.rundown)
+            {
+                let note = dcend_note(&p.name);
+                if !plan.notes.contains(&note) {
+                    plan.notes.push(note);
+                }
+            }
             let stacks = wants_stack(p);
+            any_stack |= stacks;
             let (name, guid, mut keywords, level) = user_need(p, etw);
             let managed_frames = p.provider == "dnet" && stacks;
             if managed_frames {
@@ -345,9 +374,44 @@ impl SessionPlan {
                 });
             }
         }
+        if any_stack {
+            plan.add_managed_code_providers();
+        }
         plan.stack_events.sort_unstable();
         plan.stack_events.dedup();
         plan
+    }
+
+    /// What .NET processes need to be walked and named in any stack a clause records: the
+    /// runtime provider with its JIT, NGen and Loader keywords at level 5 (verbose), and the
+    /// rundown provider's start rundown. On x64 the runtime registers the unwind information
+    /// of the code it compiles with the OS only while its provider is enabled with the JIT
+    /// keyword at level 5 (dotnet/runtime eventtrace.cpp, EtwCallback); without it a kernel
+    /// stack walk of a sample stops at the first managed frame. The method events (JIT, NGen,
+    /// Loader; the rundown's DCStart for code compiled before the session began) name the
+    /// managed frames. samply's Windows profiler enables the same set for the same reason
+    /// (its coreclr provider properties: Loader, JIT, NGen, Stack keywords and the start
+    /// rundown); the Stack keyword (ClrStackWalk events) is left to `dnet` probes with stacks,
+    /// which is where managed stacks of runtime events are read.
+    fn add_managed_code_providers(&mut self) {
+        use crate::providers::dnet;
+        self.add_user(UserProvider {
+            name: "microsoft-windows-dotnetruntime".into(),
+            guid: Some(dnet::RUNTIME),
+            keywords: dnet::keyword::JIT | dnet::keyword::NGEN | dnet::keyword::LOADER,
+            level: LEVEL_VERBOSE,
+            stacks: false,
+        });
+        self.add_user(UserProvider {
+            name: "microsoft-windows-dotnetruntimerundown".into(),
+            guid: Some(dnet::RUNDOWN),
+            keywords: dnet::keyword::rundown::START
+                | dnet::keyword::rundown::JIT
+                | dnet::keyword::rundown::NGEN
+                | dnet::keyword::rundown::LOADER,
+            level: LEVEL_VERBOSE,
+            stacks: false,
+        });
     }
 
     /// Adds a user provider, merged with one of the same name or GUID already planned
@@ -464,27 +528,76 @@ pub mod session {
     /// What every dtx session name starts with.
     pub const PREFIX: &str = "dtx-";
 
-    /// The name of this process's session of `kind` (`kernel`, `user`, `hfreq`):
-    /// `dtx-<kind>-<pid>`.
-    pub fn name(kind: &str, pid: u32) -> String {
-        format!("{PREFIX}{kind}-{pid}")
+    /// The process instance that owns a session: its id and, in the names of this dtx, its
+    /// start time (the process's creation time, FILETIME's 100 ns units). A pid alone does
+    /// not name a process: Windows reuses them, and a session left by a dead dtx would
+    /// otherwise pass for the session of whatever process took its pid (this one included).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Owner {
+        pub pid: u32,
+        /// None in the names of an older dtx (`dtx-<kind>-<pid>`).
+        pub started: Option<u64>,
     }
 
-    /// The process that made a session named `dtx-<kind>-<pid>` (kind: ASCII letters), or None
-    /// for every other name. Session names are case-insensitive (StartTrace), so is the prefix.
-    pub fn owner(name: &str) -> Option<u32> {
+    /// The name of `owner`'s session of `kind` (`kernel`, `user`, `hfreq`):
+    /// `dtx-<kind>-<pid>-<start>`.
+    pub fn name(kind: &str, owner: Owner) -> String {
+        match owner.started {
+            Some(t) => format!("{PREFIX}{kind}-{}-{t}", owner.pid),
+            None => format!("{PREFIX}{kind}-{}", owner.pid),
+        }
+    }
+
+    /// The process that made a session named `dtx-<kind>-<pid>-<start>` (or an older dtx's
+    /// `dtx-<kind>-<pid>`; kind: ASCII letters), or None for every other name. Session names
+    /// are case-insensitive (StartTrace), so is the prefix.
+    pub fn owner(name: &str) -> Option<Owner> {
         let head = name.get(..PREFIX.len())?;
         if !head.eq_ignore_ascii_case(PREFIX) {
             return None;
         }
-        let (kind, pid) = name[PREFIX.len()..].split_once('-')?;
+        let mut parts = name[PREFIX.len()..].split('-');
+        let kind = parts.next()?;
         if kind.is_empty() || !kind.bytes().all(|b| b.is_ascii_alphabetic()) {
             return None;
         }
-        if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+        let number = |s: &str| -> Option<u64> {
+            if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            s.parse().ok()
+        };
+        let pid = u32::try_from(number(parts.next()?)?).ok()?;
+        let started = match parts.next() {
+            Some(t) => Some(number(t)?),
+            None => None,
+        };
+        if parts.next().is_some() {
             return None;
         }
-        pid.parse().ok()
+        Some(Owner { pid, started })
+    }
+
+    /// Whether a dtx session owned by `owner` is stale, seen from the dtx `me`: its process is
+    /// gone, or its pid now names another process (another start time; this one too, when
+    /// the session is not of this instance). `running(pid)` is None when no process has that
+    /// id, else that process's start time if it can be read. A session of an older dtx (no
+    /// start time in its name) under a running pid other than `me`'s cannot be told from a
+    /// live one and is left alone.
+    pub fn is_stale(owner: Owner, me: Owner, running: impl Fn(u32) -> Option<Option<u64>>) -> bool {
+        if owner == me {
+            return false;
+        }
+        if owner.pid == me.pid {
+            // this pid is this process: a session under it that is not this instance's was
+            // left by an earlier process of the same id
+            return true;
+        }
+        match (running(owner.pid), owner.started) {
+            (None, _) => true,
+            (Some(Some(now)), Some(then)) => now != then,
+            (Some(_), _) => false,
+        }
     }
 
     /// Win32 error codes ETW's control functions return (winerror.h).
@@ -540,6 +653,39 @@ pub mod session {
         }
     }
 
+    /// The process token's standing, for what a denied privilege means (GetTokenInformation
+    /// TokenElevation and TokenElevationType: an administrator under UAC runs with a limited
+    /// token, `TokenElevationTypeLimited`, until the prompt is elevated).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Standing {
+        /// An elevated token: the privilege is missing all the same (a policy removed it).
+        Elevated,
+        /// An administrator's limited token: the prompt is not elevated.
+        AdminNotElevated,
+        /// A user outside the Administrators group.
+        NotAdmin,
+    }
+
+    /// Why SeSystemProfilePrivilege (profile sampling) could not be enabled, for `standing`.
+    pub fn profile_privilege_words(standing: Standing) -> String {
+        let head = "profile sampling needs SeSystemProfilePrivilege";
+        match standing {
+            Standing::Elevated => format!(
+                "{head}, which this elevated process does not hold: a policy (User Rights \
+                 Assignment, \"Profile system performance\") removed it from the \
+                 Administrators"
+            ),
+            Standing::AdminNotElevated => format!(
+                "{head}, which only an elevated prompt holds: this prompt is not elevated (run \
+                 dtx from a prompt opened with \"Run as administrator\")"
+            ),
+            Standing::NotAdmin => format!(
+                "{head}, which Administrators hold: this account is not in the Administrators \
+                 group (run dtx elevated from an administrator's account)"
+            ),
+        }
+    }
+
     /// A session's buffer pool for `cpus` processors: (MinimumBuffers, MaximumBuffers).
     /// At least two buffers per processor (Microsoft Learn's EVENT_TRACE_PROPERTIES; krabsetw
     /// repeats it), plus a few, and never fewer than 16; the maximum leaves room for bursts,
@@ -568,29 +714,44 @@ pub mod session {
     /// re-plan) never overwrites a file of this run: it gets `new.kernel.2.etl`, ...
     #[derive(Clone, Debug)]
     pub struct LogFiles {
+        /// The file the run was asked to log to.
         base: PathBuf,
+        /// The file it logs to: `base`, or a new name when that exists.
+        actual: PathBuf,
         used: Vec<PathBuf>,
     }
 
     impl LogFiles {
+        /// The files of a run asked to log to `base`: when `base` exists (the console runs a
+        /// program again with the same `-E new.etl`), the run writes `new.2.etl` (then
+        /// `new.3.etl`, ...) and the names derived from it, and the earlier run's file stays.
         pub fn new(base: &Path) -> LogFiles {
+            let mut actual = base.to_path_buf();
+            let mut n = 2u32;
+            while actual.exists() {
+                actual = base.with_extension(format!("{n}.etl"));
+                n += 1;
+            }
             LogFiles {
                 base: base.to_path_buf(),
+                actual,
                 used: Vec::new(),
             }
         }
 
-        /// The file the next session of `kind` writes (remembered as used).
+        /// The file the next session of `kind` writes (remembered as used): never one this
+        /// run wrote, nor one that exists.
         pub fn next(&mut self, kind: LogKind) -> PathBuf {
             let preferred = match kind {
-                LogKind::HighFrequency => self.base.with_extension("hfreq.etl"),
-                _ if !self.used.contains(&self.base) => self.base.clone(),
-                LogKind::Kernel => self.base.with_extension("kernel.etl"),
-                LogKind::User => self.base.with_extension("user.etl"),
+                LogKind::HighFrequency => self.actual.with_extension("hfreq.etl"),
+                _ if !self.used.contains(&self.actual) => self.actual.clone(),
+                LogKind::Kernel => self.actual.with_extension("kernel.etl"),
+                LogKind::User => self.actual.with_extension("user.etl"),
             };
             let mut path = preferred.clone();
             let mut n = 2u32;
-            while self.used.contains(&path) {
+            // nor a file that exists (one left by an earlier run)
+            while self.used.contains(&path) || path.exists() {
                 path = preferred.with_extension(format!("{n}.etl"));
                 n += 1;
             }
@@ -608,18 +769,31 @@ pub mod session {
     mod tests {
         use super::*;
 
+        fn of(pid: u32, started: Option<u64>) -> Owner {
+            Owner { pid, started }
+        }
+
         #[test]
-        fn names_carry_the_process_id() {
-            assert_eq!(name("kernel", 4242), "dtx-kernel-4242");
-            assert_eq!(owner("dtx-kernel-4242"), Some(4242));
-            assert_eq!(owner("DTX-User-7"), Some(7));
-            assert_eq!(owner(&name("hfreq", u32::MAX)), Some(u32::MAX));
+        fn live_fix_names_carry_the_process_instance() {
+            let me = of(4242, Some(133_000_000_000_000_000));
+            assert_eq!(name("kernel", me), "dtx-kernel-4242-133000000000000000");
+            assert_eq!(owner(&name("kernel", me)), Some(me));
+            // an older dtx's names: a pid alone
+            assert_eq!(name("kernel", of(4242, None)), "dtx-kernel-4242");
+            assert_eq!(owner("dtx-kernel-4242"), Some(of(4242, None)));
+            assert_eq!(owner("DTX-User-7-9"), Some(of(7, Some(9))));
+            let max = of(u32::MAX, Some(u64::MAX));
+            assert_eq!(owner(&name("hfreq", max)), Some(max));
             for other in [
                 "dtx-kernel",
                 "dtx-user",
                 "dtx-hfreq",
                 "dtx--12",
                 "dtx-kernel-",
+                "dtx-kernel-12-",
+                "dtx-kernel-12-3-4",
+                "dtx-kernel-12-3a",
+                "dtx-kernel-12-99999999999999999999",
                 "dtx-kernel-12a",
                 "dtx-kernel-+12",
                 "dtx-ker-nel-12",
@@ -632,6 +806,50 @@ pub mod session {
             ] {
                 assert_eq!(owner(other), None, "{other}");
             }
+        }
+
+        #[test]
+        fn live_fix_stale_sessions_are_told_by_process_instance() {
+            let me = of(100, Some(5000));
+            // pid 200 runs, started at 7000; pid 300 runs, its start time unreadable; no 400
+            let running = |pid: u32| match pid {
+                100 => Some(Some(5000)),
+                200 => Some(Some(7000)),
+                300 => Some(None),
+                _ => None,
+            };
+            // this instance's own session
+            assert!(!is_stale(me, me, running));
+            // an earlier process with this pid (a reused pid of our own), new or old naming
+            assert!(is_stale(of(100, Some(4000)), me, running));
+            assert!(is_stale(of(100, None), me, running));
+            // another live dtx
+            assert!(!is_stale(of(200, Some(7000)), me, running));
+            // a dead dtx whose pid another process took since
+            assert!(is_stale(of(200, Some(6999)), me, running));
+            // gone
+            assert!(is_stale(of(400, Some(1)), me, running));
+            assert!(is_stale(of(400, None), me, running));
+            // cannot be told from a live one: left alone
+            assert!(!is_stale(of(300, Some(1)), me, running));
+            assert!(!is_stale(of(200, None), me, running));
+        }
+
+        #[test]
+        fn live_fix_privilege_error_says_elevation() {
+            let elevated = profile_privilege_words(Standing::Elevated);
+            assert!(
+                elevated.contains("elevated process") && elevated.contains("policy"),
+                "{elevated}"
+            );
+            assert!(!elevated.contains("Run as administrator"), "{elevated}");
+            let limited = profile_privilege_words(Standing::AdminNotElevated);
+            assert!(
+                limited.contains("not elevated") && limited.contains("Run as administrator"),
+                "{limited}"
+            );
+            let user = profile_privilege_words(Standing::NotAdmin);
+            assert!(user.contains("not in the Administrators group"), "{user}");
         }
 
         #[test]
@@ -701,6 +919,29 @@ pub mod session {
             assert_eq!(files.next(LogKind::Kernel), Path::new("dir/t.etl"));
             assert_eq!(files.next(LogKind::User), Path::new("dir/t.user.etl"));
             assert_eq!(files.base(), Path::new("dir/t.etl"));
+        }
+
+        #[test]
+        fn live_fix_a_second_run_to_the_same_file_keeps_the_first() {
+            // the console's re-run with `-E new.etl`: the first run's file stays
+            let dir = tempfile::tempdir().unwrap();
+            let base = dir.path().join("new.etl");
+            let mut first = LogFiles::new(&base);
+            assert_eq!(first.next(LogKind::Kernel), base);
+            std::fs::write(&base, b"first run").unwrap();
+            std::fs::write(dir.path().join("new.hfreq.etl"), b"first run").unwrap();
+            let mut second = LogFiles::new(&base);
+            assert_eq!(second.next(LogKind::Kernel), dir.path().join("new.2.etl"));
+            assert_eq!(
+                second.next(LogKind::User),
+                dir.path().join("new.2.user.etl")
+            );
+            assert_eq!(
+                second.next(LogKind::HighFrequency),
+                dir.path().join("new.2.hfreq.etl")
+            );
+            assert_eq!(second.base(), base);
+            assert_eq!(std::fs::read(&base).unwrap(), b"first run");
         }
     }
 }
@@ -823,7 +1064,13 @@ mod tests {
                 continue;
             }
             if kp.provider == "diag" {
-                assert!(p.not_live.is_empty() && p.user.is_empty());
+                // a stack recorded brings only the .NET runtime's providers (managed frames)
+                use crate::providers::dnet::{RUNDOWN, RUNTIME};
+                assert!(p.not_live.is_empty());
+                assert!(p
+                    .user
+                    .iter()
+                    .all(|u| u.guid == Some(RUNTIME) || u.guid == Some(RUNDOWN)));
                 continue;
             }
             live += 1;
@@ -987,6 +1234,97 @@ mod tests {
         // stacks of profile-N: the samples' stack walks
         let p = plan(&[("profile", "profile-97")], true);
         assert!(p.stack_events.contains(&(group::PERF_INFO, 46)));
+    }
+
+    #[test]
+    fn live_fix_stacks_bring_the_dotnet_runtime_for_managed_frames() {
+        use crate::providers::dnet::{self, keyword};
+        let runtime = |p: &SessionPlan| {
+            p.user
+                .iter()
+                .find(|u| u.guid == Some(dnet::RUNTIME))
+                .cloned()
+        };
+        let rundown = |p: &SessionPlan| {
+            p.user
+                .iter()
+                .find(|u| u.guid == Some(dnet::RUNDOWN))
+                .cloned()
+        };
+        // a sample's stacks (kernel probe) and a user provider's stacks both bring them
+        for probes in [
+            &[("profile", "profile-997")][..],
+            &[("microsoft-windows-dns-client", "events")],
+        ] {
+            let p = plan(probes, true);
+            let rt = runtime(&p).unwrap_or_else(|| panic!("{p:?}"));
+            // unwind info for JIT code is published only with JIT at level 5
+            assert_eq!(rt.level, LEVEL_VERBOSE);
+            let want = keyword::JIT | keyword::NGEN | keyword::LOADER;
+            assert_eq!(rt.keywords & want, want);
+            assert_eq!(rt.keywords & keyword::INTRUSIVE, 0);
+            let rd = rundown(&p).unwrap();
+            assert_ne!(rd.keywords & keyword::rundown::START, 0);
+            assert_ne!(rd.keywords & keyword::rundown::JIT, 0);
+            assert_eq!(rd.keywords & keyword::rundown::END, 0);
+            // without stacks, no .NET provider is asked for
+            let p = plan(probes, false);
+            assert!(runtime(&p).is_none() && rundown(&p).is_none(), "{p:?}");
+        }
+        // merged with what dnet probes ask: one entry per provider, keywords OR'ed
+        let mut gc = probe("dnet", "gc-start");
+        if let Some(i) = dnet::PROBES.iter().position(|d| d.name == "gc-start") {
+            gc.id = dnet::FIRST_ID + i as u64;
+            gc.function = dnet::PROBES[i].function.into();
+        }
+        let sample = probe("profile", "profile-997");
+        let p = SessionPlan::for_probes(
+            [&gc, &sample],
+            &|p| p.provider == "profile",
+            &EtwProbes::new(),
+        );
+        let rt: Vec<_> = p
+            .user
+            .iter()
+            .filter(|u| u.guid == Some(dnet::RUNTIME))
+            .collect();
+        assert_eq!(rt.len(), 1, "{p:?}");
+        assert_ne!(rt[0].keywords & keyword::JIT, 0);
+    }
+
+    #[test]
+    fn live_fix_dcend_rundown_probes_say_when_they_fire_live() {
+        use crate::providers::dnet;
+        let mut dcend = probe("dnet", "method-dcend");
+        let i = dnet::PROBES
+            .iter()
+            .position(|d| d.name == "method-dcend" && d.rundown)
+            .expect("the rundown's method-dcend");
+        dcend.id = dnet::FIRST_ID + i as u64;
+        dcend.function = dnet::PROBES[i].function.into();
+        let p = SessionPlan::for_probes([&dcend], &|_| false, &EtwProbes::new());
+        assert_eq!(p.notes.len(), 1, "{p:?}");
+        assert!(
+            p.notes[0].contains("fires live when the session starts"),
+            "{p:?}"
+        );
+        // and it is still enabled, with the end-rundown keyword
+        let rd = p
+            .user
+            .iter()
+            .find(|u| u.guid == Some(dnet::RUNDOWN))
+            .unwrap();
+        assert_ne!(rd.keywords & dnet::keyword::rundown::END, 0);
+        // a dcstart probe has no such note
+        let j = dnet::PROBES
+            .iter()
+            .position(|d| d.name == "method-dcstart" && d.rundown)
+            .unwrap();
+        let mut dcstart = probe("dnet", "method-dcstart");
+        dcstart.id = dnet::FIRST_ID + j as u64;
+        dcstart.function = dnet::PROBES[j].function.into();
+        let p = SessionPlan::for_probes([&dcstart], &|_| false, &EtwProbes::new());
+        assert!(p.notes.is_empty(), "{p:?}");
     }
 
     #[test]

@@ -8,8 +8,16 @@
 //! The kernel events come from a system logger session of dtx's own (`dtx-kernel-<pid>`,
 //! EVENT_TRACE_SYSTEM_LOGGER_MODE, Windows 8 and later) rather than the one shared "NT Kernel
 //! Logger", so dtx never takes over another tool's kernel session. Every session name carries
-//! dtx's process id: two dtx runs never touch each other's sessions, and a session left behind
-//! by a dtx that died is recognised by its dead owner ([`stop_stale_sessions`]).
+//! the owning process instance, its id and start time (`dtx-kernel-<pid>-<start>`): two dtx
+//! runs never touch each other's sessions, and a session left behind by a dtx that died (killed,
+//! or ended by a logoff, which no handler sees) is recognised by its gone owner, also when
+//! another process, this one included, took its pid since ([`stop_stale_sessions`], at the
+//! first session's start).
+//!
+//! The sampling interval is system-wide: the dtx runs on the machine share it through a ledger
+//! ([`super::interval`]) kept in `%ProgramData%\dtx\sampling-interval.txt` under the named
+//! mutex `Global\dtx-sampling-interval`; the last holder gives it back, only when it is still
+//! what dtx set.
 //!
 //! References followed (for facts; the code is dtx's own):
 //! * Microsoft Learn: StartTrace, ControlTrace, EnableTraceEx2, EVENT_TRACE_PROPERTIES,
@@ -20,12 +28,18 @@
 //! * microsoft/krabsetw (stop by name with ControlTrace, CAPTURE_STATE after the session is
 //!   opened for reading);
 //! * samply's Windows backend (TokenElevation, AdjustTokenPrivileges and its
-//!   ERROR_NOT_ALL_ASSIGNED check).
+//!   ERROR_NOT_ALL_ASSIGNED check);
+//! * Microsoft Learn's HandlerRoutine and SetConsoleCtrlHandler pages (handlers run last
+//!   registered first on a new thread; CTRL_LOGOFF/CTRL_SHUTDOWN reach only services) and
+//!   microsoft/terminal's doc/ConsoleCtrlEvent.md (a CTRL_CLOSE handler has
+//!   SPI_GETHUNGAPPTIMEOUT, 5 s, before the process is ended);
+//! * Process Hacker's etwmon.c (ProcessTrace's ERROR_WMI_INSTANCE_NOT_FOUND: the session was
+//!   stopped from outside), QueryAllTraces for the sessions running.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Once};
+use std::sync::{Arc, Mutex, MutexGuard, Once, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -36,6 +50,7 @@ use windows_sys::Win32::Foundation::{
 };
 use windows_sys::Win32::System::Diagnostics::Etw as w;
 
+use super::interval;
 use super::plan::session::{self, LogFiles, LogKind};
 use super::plan::{kernel_flag, LoggedOnly, SessionPlan};
 use super::raw::RawEventRecord;
@@ -141,7 +156,8 @@ pub struct Sessions {
     kernel: Option<KernelSession>,
     logged: Option<LoggedSession>,
     user: Option<UserSession>,
-    /// The sampling interval dtx set (100 ns units), while it is in force.
+    /// The sampling interval this run asked for (100 ns units) and holds in the ledger (or
+    /// was refused: another run holds another), while its plan samples.
     profile_set: Option<u32>,
     /// Provider names resolved to GUIDs so far (name-hash fallbacks included).
     resolved: HashMap<String, Guid>,
@@ -261,26 +277,57 @@ impl Sessions {
             return Ok(());
         }
         enable_profile_privilege()?;
-        remember_profile_interval();
-        let rc = set_profile_interval(interval);
-        if rc != ERROR_SUCCESS {
-            notes.push(format!(
+        if self.profile_set.is_some() {
+            // another rate than this run held: give the old one up first
+            release_profile_interval();
+        }
+        let asked = plan.profile_interval.unwrap_or(interval);
+        let me = this_owner();
+        let outcome = with_ledger(|l| {
+            let current = query_profile_interval();
+            // what to give back when the system's value cannot be read: the 1 ms default
+            let before = current.or(Some(DEFAULT_PROFILE_INTERVAL));
+            match l.claim(me, interval, before) {
+                interval::Claim::Set(v) => {
+                    let rc = set_profile_interval(v);
+                    if rc != ERROR_SUCCESS {
+                        l.withdraw(me);
+                        return Err(rc);
+                    }
+                    let actual = query_profile_interval().unwrap_or(v);
+                    l.took(actual);
+                    *lock(&CLAIMED) = before.map(|o| (o, actual));
+                    Ok((interval::Claim::Set(v), actual))
+                }
+                interval::Claim::Joined => Ok((
+                    interval::Claim::Joined,
+                    l.set.or(current).unwrap_or(interval),
+                )),
+                held @ interval::Claim::Held { interval: v, .. } => Ok((held, v)),
+            }
+        });
+        match outcome {
+            Err(rc) => notes.push(format!(
                 "the sampling interval could not be set (error {rc}); samples come at the \
                  system's interval"
-            ));
-            return Ok(());
+            )),
+            Ok((claim, actual)) => {
+                self.profile_set = Some(interval);
+                match interval::claim_note(claim, interval) {
+                    // held by another run: that note says at which interval samples come
+                    Some(note) => notes.push(note),
+                    None => notes.extend(super::plan::profile_interval_note(asked, actual)),
+                }
+            }
         }
-        self.profile_set = Some(interval);
-        let asked = plan.profile_interval.unwrap_or(interval);
-        let actual = query_profile_interval().unwrap_or(interval);
-        notes.extend(super::plan::profile_interval_note(asked, actual));
         Ok(())
     }
 
-    /// Gives the system its sampling interval back, if dtx changed it.
+    /// Gives up this run's hold on the sampling interval: the last holder gives the system
+    /// its value back (see [`super::interval`]).
     fn restore_profile(&mut self) {
         if self.profile_set.take().is_some() {
-            restore_profile_interval();
+            release_profile_interval();
         }
     }
 
@@ -297,19 +344,49 @@ impl Sessions {
         if want == have {
             return Ok(());
         }
+        // one kernel session per dtx (its name is this process's): the old one stops before
+        // the new one starts, as two at once would deliver each kernel event twice
         if let Some(mut old) = self.kernel.take() {
             self.stopped(&mut old.session);
         }
         let Some((flags, stack_events)) = want else {
             return Ok(());
         };
+        match self.start_kernel(flags, &stack_events, notes) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                // the new one did not start: the old one runs again, as it was, so that a
+                // failed re-plan leaves the run as it was (SessionControl::apply)
+                let Some((old_flags, old_events)) = have else {
+                    return Err(e);
+                };
+                let mut again = Vec::new();
+                match self.start_kernel(old_flags, &old_events, &mut again) {
+                    Ok(()) => Err(format!(
+                        "{e}; the kernel session was started again as it was before the change"
+                    )),
+                    Err(e2) => Err(format!(
+                        "{e}; the kernel session could not be started again as it was: {e2}"
+                    )),
+                }
+            }
+        }
+    }
+
+    /// Starts the kernel session with `flags` and the stack walks of `stack_events`.
+    fn start_kernel(
+        &mut self,
+        flags: u32,
+        stack_events: &[(u8, u8)],
+        notes: &mut Vec<String>,
+    ) -> Result<(), String> {
         let file = self.log_file_for(LogKind::Kernel, notes);
         let spec = Spec::kernel(flags, file.as_deref());
-        let session = start_live(&spec, &stack_events, self.context, notes)?;
+        let session = start_live(&spec, stack_events, self.context, notes)?;
         self.kernel = Some(KernelSession {
             session,
             flags,
-            stack_events,
+            stack_events: stack_events.to_vec(),
         });
         Ok(())
     }
@@ -471,15 +548,26 @@ impl SessionControl for Sessions {
         Ok(notes)
     }
 
+    /// Sends STOP to every session first, then waits for their readers together (one
+    /// [`DRAIN_WAIT`] at most for all, not one per session), and gives up the interval.
     fn stop(&mut self) {
-        if let Some(mut u) = self.user.take() {
-            self.stopped(&mut u.session);
+        let mut sessions: Vec<Session> = [
+            self.user.take().map(|u| u.session),
+            self.kernel.take().map(|k| k.session),
+            self.logged.take().map(|l| l.session),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        for s in &mut sessions {
+            if let Some((events, buffers)) = s.signal_stop() {
+                self.lost_before.0 += events;
+                self.lost_before.1 += buffers;
+            }
         }
-        if let Some(mut k) = self.kernel.take() {
-            self.stopped(&mut k.session);
-        }
-        if let Some(mut l) = self.logged.take() {
-            self.stopped(&mut l.session);
+        let until = Instant::now() + DRAIN_WAIT;
+        for s in &mut sessions {
+            s.close_reader(until);
         }
         self.restore_profile();
     }
@@ -535,6 +623,15 @@ impl Session {
     /// ProcessTrace is not taken for a session someone else stopped; when this returns, no
     /// record of it reaches the callback. The final (events, real-time buffers) lost.
     fn stop(&mut self) -> Option<(u64, u64)> {
+        let lost = self.signal_stop();
+        self.close_reader(Instant::now() + DRAIN_WAIT);
+        lost
+    }
+
+    /// The first half of [`Session::stop`]: the reader is told, the session stopped
+    /// (ControlTrace STOP) and forgotten by the console handler; the final (events, buffers)
+    /// lost. Its reader may still pass on what the stop flushed.
+    fn signal_stop(&mut self) -> Option<(u64, u64)> {
         if self.stopped {
             return None;
         }
@@ -544,10 +641,14 @@ impl Session {
         }
         let lost = control(&self.name, w::EVENT_TRACE_CONTROL_STOP);
         unregister(&self.name);
-        if let Some(r) = self.reader.take() {
-            r.close();
-        }
         lost
+    }
+
+    /// The second half: the reader's last records until `until`, then it is closed.
+    fn close_reader(&mut self, until: Instant) {
+        if let Some(r) = self.reader.take() {
+            r.close(until);
+        }
     }
 }
 
@@ -605,7 +706,34 @@ impl<'a> Spec<'a> {
 
 /// This process's name for a session of `kind`.
 fn session_name(kind: &str) -> String {
-    session::name(kind, std::process::id())
+    session::name(kind, this_owner())
+}
+
+/// This process instance: its id and start time.
+pub fn this_owner() -> session::Owner {
+    static ME: OnceLock<session::Owner> = OnceLock::new();
+    *ME.get_or_init(|| {
+        use windows_sys::Win32::System::Threading::GetCurrentProcess;
+        session::Owner {
+            pid: std::process::id(),
+            // SAFETY: the pseudo handle of this process
+            started: process_start(unsafe { GetCurrentProcess() }),
+        }
+    })
+}
+
+/// A process's creation time (FILETIME, 100 ns units), from GetProcessTimes.
+fn process_start(h: HANDLE) -> Option<u64> {
+    use windows_sys::Win32::System::Threading::GetProcessTimes;
+    let zero = || FILETIME {
+        dwLowDateTime: 0,
+        dwHighDateTime: 0,
+    };
+    let (mut created, mut exited, mut kernel, mut user) = (zero(), zero(), zero(), zero());
+    // SAFETY: a process handle with query access and four FILETIME out-parameters
+    let ok = unsafe { GetProcessTimes(h, &mut created, &mut exited, &mut kernel, &mut user) };
+    let t = ((created.dwHighDateTime as u64) << 32) | created.dwLowDateTime as u64;
+    (ok != 0 && t != 0).then_some(t)
 }
 
 /// Starts a session as `spec` says (stale dtx sessions are stopped once before the first).
@@ -630,7 +758,7 @@ fn start_session(spec: &Spec) -> Result<Session, String> {
         props.LogFileMode |= w::EVENT_TRACE_REAL_TIME_MODE;
         // flushed every second: live output stays live (a file-only session writes full
         // buffers only)
-        props.FlushTimer = 1;
+        props.FlushTimer = super::order::FLUSH_TIMER_S;
     }
     if file.is_some() {
         props.LogFileMode |= w::EVENT_TRACE_FILE_MODE_SEQUENTIAL;
@@ -831,13 +959,12 @@ impl Reader {
         }
     }
 
-    /// After the session was stopped: lets ProcessTrace pass on what the stop flushed (for a
-    /// moment), closes the trace handle (which ends ProcessTrace) and joins the thread.
-    fn close(mut self) {
+    /// After the session was stopped: lets ProcessTrace pass on what the stop flushed (until
+    /// `until`), closes the trace handle (which ends ProcessTrace) and joins the thread.
+    fn close(mut self, until: Instant) {
         let Some(thread) = self.thread.take() else {
             return;
         };
-        let until = Instant::now() + DRAIN_WAIT;
         while !thread.is_finished() && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -932,8 +1059,11 @@ fn capture_state(h: w::CONTROLTRACE_HANDLE, e: &Enabled) {
 /// The sessions this process started and has not stopped (what the console handler stops when
 /// the console goes away).
 static STARTED: Mutex<Vec<String>> = Mutex::new(Vec::new());
-/// The system's sampling interval before dtx changed it (100 ns units), to restore.
-static PROFILE_BEFORE: Mutex<Option<u32>> = Mutex::new(None);
+/// Whether Ctrl-C and Ctrl-Break end dtx here too (the console: no other handler takes them).
+static STOP_ON_INTERRUPT: AtomicBool = AtomicBool::new(false);
+/// (the system's interval before, the interval it took) when this run set the interval: what
+/// the release falls back on when the ledger lost this run's hold.
+static CLAIMED: Mutex<Option<(u32, u32)>> = Mutex::new(None);
 
 /// A lock that a panic elsewhere does not poison for good.
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -950,13 +1080,19 @@ fn unregister(name: &str) {
     lock(&STARTED).retain(|n| n != name);
 }
 
-/// Installs (once) a console control handler that, when the console window is closed or the
-/// user logs off or the system shuts down, stops every session this process started and gives
-/// the system its sampling interval back before Windows ends the process. Ctrl-C and
-/// Ctrl-Break are left to the next handler.
+/// Installs (once) a console control handler that, when the console window is closed (its
+/// close button, End task), stops every session this process started and gives up its hold on
+/// the sampling interval before Windows ends the process. Ctrl-C and Ctrl-Break are left to
+/// the next handler (the run's own, which ends it in order), unless
+/// [`install_console_handler_for_console`] asked otherwise.
 ///
-/// Call it after `ctrlc::set_handler`: handlers run last-registered first, and ctrlc's
-/// handler returns TRUE for every signal (which ends the process without calling the others).
+/// Call it after `ctrlc::set_handler`: handlers run last-registered first (HandlerRoutine),
+/// and ctrlc's handler returns TRUE for every signal, which ends the process without calling
+/// the others.
+///
+/// Logoff and shutdown never reach it: Windows ends interactive processes without a signal
+/// (CTRL_LOGOFF_EVENT and CTRL_SHUTDOWN_EVENT reach only services), so the sessions such an
+/// end leaves are stopped by the next dtx's first start ([`stop_stale_sessions`]).
 pub fn install_console_handler() {
     static INSTALLED: Once = Once::new();
     INSTALLED.call_once(|| {
@@ -966,31 +1102,168 @@ pub fn install_console_handler() {
     });
 }
 
+/// The console's (TUI) handler: as [`install_console_handler`], and Ctrl-C or Ctrl-Break
+/// (which the console's raw keyboard mode only leaves to GenerateConsoleCtrlEvent and the
+/// Break key) stop the sessions before the default handler ends dtx. Call it before the
+/// console starts; the console has no other handler.
+pub fn install_console_handler_for_console() {
+    STOP_ON_INTERRUPT.store(true, Ordering::SeqCst);
+    install_console_handler();
+}
+
 /// The HandlerRoutine: runs on a thread Windows creates; returns FALSE so that the next
-/// handler (in the end the default one, ExitProcess) runs.
+/// handler (in the end the default one, ExitProcess) runs. A console close gives it 5 s
+/// (SPI_GETHUNGAPPTIMEOUT, microsoft/terminal's doc/ConsoleCtrlEvent.md): it sends STOP to
+/// every session without waiting for their readers, and waits at most
+/// [`LEDGER_WAIT_CLOSING`] for the interval's ledger.
 unsafe extern "system" fn console_handler(ctrl: u32) -> BOOL {
     use windows_sys::Win32::System::Console::{
-        CTRL_CLOSE_EVENT, CTRL_LOGOFF_EVENT, CTRL_SHUTDOWN_EVENT,
+        CTRL_BREAK_EVENT, CTRL_CLOSE_EVENT, CTRL_C_EVENT, CTRL_LOGOFF_EVENT, CTRL_SHUTDOWN_EVENT,
     };
-    if matches!(
+    let interrupt = matches!(ctrl, CTRL_C_EVENT | CTRL_BREAK_EVENT);
+    // logoff and shutdown reach a service only; a dtx run as one is handled alike
+    let closing = matches!(
         ctrl,
         CTRL_CLOSE_EVENT | CTRL_LOGOFF_EVENT | CTRL_SHUTDOWN_EVENT
-    ) {
+    );
+    if closing || (interrupt && STOP_ON_INTERRUPT.load(Ordering::SeqCst)) {
         let _ = std::panic::catch_unwind(stop_everything);
     }
     0
 }
 
-/// Stops every registered session by name and restores the sampling interval.
+/// Stops every registered session by name (STOP sent to each, nothing waited for) and gives
+/// up this process's hold on the sampling interval: what the console handler runs.
 fn stop_everything() {
     let names = std::mem::take(&mut *lock(&STARTED));
     for name in &names {
         control(name, w::EVENT_TRACE_CONTROL_STOP);
     }
-    restore_profile_interval();
+    release_interval(LEDGER_WAIT_CLOSING);
 }
 
 // ---------------------------------------------------------------------------------------------
+// The sampling interval's ledger (see `super::interval`)
+
+/// The named mutex every dtx takes to read and write the ledger (the Global namespace: every
+/// logon session on the machine shares the one interval).
+const LEDGER_MUTEX: &str = "Global\\dtx-sampling-interval";
+/// How long a run waits for another's hold on the ledger (each holds it for a few file
+/// operations and two calls).
+const LEDGER_WAIT: Duration = Duration::from_secs(5);
+/// The same from the console handler, which has 5 s in all.
+const LEDGER_WAIT_CLOSING: Duration = Duration::from_secs(2);
+
+/// The ledger's file: `%ProgramData%\dtx\sampling-interval.txt`.
+fn ledger_path() -> PathBuf {
+    let base = std::env::var_os("ProgramData").unwrap_or_else(|| "C:\\ProgramData".into());
+    Path::new(&base).join("dtx").join("sampling-interval.txt")
+}
+
+/// Runs `f` on the ledger with the machine's ledger mutex held (at most `wait` for it; without
+/// it, when it cannot be had, rather than not at all) and writes back what `f` left, living
+/// holders only.
+fn with_ledger_waiting<T>(wait: Duration, f: impl FnOnce(&mut interval::Ledger) -> T) -> T {
+    with_ledger_at(&ledger_path(), LEDGER_MUTEX, wait, f)
+}
+
+/// [`with_ledger_waiting`] on the ledger file `path` under the named mutex `mutex_name`.
+fn with_ledger_at<T>(
+    path: &Path,
+    mutex_name: &str,
+    wait: Duration,
+    f: impl FnOnce(&mut interval::Ledger) -> T,
+) -> T {
+    use windows_sys::Win32::Foundation::{WAIT_ABANDONED, WAIT_OBJECT_0};
+    use windows_sys::Win32::System::Threading::{CreateMutexW, ReleaseMutex, WaitForSingleObject};
+    let name = wide(mutex_name);
+    // SAFETY: a NUL-terminated name, default security, not initially owned
+    let mutex = unsafe { CreateMutexW(std::ptr::null(), 0, name.as_ptr()) };
+    let held = !mutex.is_null() && {
+        // SAFETY: a mutex handle CreateMutexW gave; an abandoned mutex (a dtx that died holding
+        // it) is ours all the same
+        let rc = unsafe { WaitForSingleObject(mutex, wait.as_millis() as u32) };
+        rc == WAIT_OBJECT_0 || rc == WAIT_ABANDONED
+    };
+    let mut ledger = interval::Ledger::parse(&std::fs::read_to_string(path).unwrap_or_default());
+    ledger.prune(owner_alive);
+    let out = f(&mut ledger);
+    if ledger == interval::Ledger::default() {
+        let _ = std::fs::remove_file(path);
+    } else {
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let _ = std::fs::write(path, ledger.render());
+    }
+    if !mutex.is_null() {
+        if held {
+            // SAFETY: the mutex this thread holds
+            unsafe { ReleaseMutex(mutex) };
+        }
+        // SAFETY: the handle CreateMutexW gave, closed once
+        unsafe { CloseHandle(mutex) };
+    }
+    out
+}
+
+/// [`with_ledger_waiting`] with a run's wait.
+fn with_ledger<T>(f: impl FnOnce(&mut interval::Ledger) -> T) -> T {
+    with_ledger_waiting(LEDGER_WAIT, f)
+}
+
+/// This process's end of its hold on the interval, waiting at most `wait` for the ledger:
+/// the last holder gives the system its value back when it is still what dtx set; when
+/// another program changed it, it is left and that is said.
+fn release_interval(wait: Duration) {
+    let me = this_owner();
+    let claimed = lock(&CLAIMED).take();
+    let release = with_ledger_waiting(wait, |l| {
+        let current = query_profile_interval();
+        let mut r = l.release(me, current);
+        if let (interval::Release::NotHeld, Some((original, set))) = (r, claimed) {
+            // this run set it, but the ledger lost its hold (the file could not be written,
+            // or was removed): this run's own record decides, by the same rule
+            r = match current {
+                Some(now) if now != set => interval::Release::ChangedMeanwhile { now, set },
+                _ => interval::Release::Restore(original),
+            };
+        }
+        if let interval::Release::Restore(v) = r {
+            set_profile_interval(v);
+        }
+        r
+    });
+    if let Some(note) = interval::release_note(release) {
+        crate::output::stderr::say("dtx", format_args!("warning: {note}"));
+    }
+}
+
+/// [`release_interval`] at a run's end.
+fn release_profile_interval() {
+    release_interval(LEDGER_WAIT);
+}
+
+/// At the first start: gives the system back an interval that dtx runs now gone (a logoff, a
+/// kill) left set. Whether it did.
+fn sweep_interval() -> bool {
+    with_ledger(|l| {
+        if !l.holders.is_empty() {
+            return false;
+        }
+        match l.sweep(query_profile_interval()) {
+            Some(v) => set_profile_interval(v) == ERROR_SUCCESS,
+            None => false,
+        }
+    })
+}
+
+/// Whether the process instance `o` still runs.
+fn owner_alive(o: session::Owner) -> bool {
+    let me = this_owner();
+    o == me || !session::is_stale(o, me, process_started)
+}
+
 // Sampling interval and privileges
 
 /// TRACE_PROFILE_INTERVAL.Source of the timer-based profile source (ProfileTime).
@@ -1020,6 +1293,12 @@ fn query_profile_interval() -> Option<u32> {
     (rc == ERROR_SUCCESS && info.Interval != 0).then_some(info.Interval)
 }
 
+/// The system's sampling interval now (100 ns units), if it can be read (the Windows tests
+/// compare it before, during and after runs).
+pub fn sampling_interval() -> Option<u32> {
+    query_profile_interval()
+}
+
 /// Sets the system's sampling interval (TraceSetInformation TraceSampledProfileIntervalInfo,
 /// session handle 0, as PerfView sets it; needs SeSystemProfilePrivilege). The error code.
 fn set_profile_interval(interval: u32) -> u32 {
@@ -1035,22 +1314,6 @@ fn set_profile_interval(interval: u32) -> u32 {
             (&info as *const w::TRACE_PROFILE_INTERVAL).cast(),
             std::mem::size_of::<w::TRACE_PROFILE_INTERVAL>() as u32,
         )
-    }
-}
-
-/// Remembers the system's sampling interval before dtx first changes it.
-fn remember_profile_interval() {
-    let mut before = lock(&PROFILE_BEFORE);
-    if before.is_none() {
-        *before = Some(query_profile_interval().unwrap_or(DEFAULT_PROFILE_INTERVAL));
-    }
-}
-
-/// Gives the system back the sampling interval remembered (once).
-fn restore_profile_interval() {
-    let before = lock(&PROFILE_BEFORE).take();
-    if let Some(interval) = before {
-        set_profile_interval(interval);
     }
 }
 
@@ -1099,6 +1362,40 @@ fn is_elevated() -> bool {
     ok != 0 && info.TokenIsElevated != 0
 }
 
+/// Where the process token stands: elevated, an administrator's limited token (UAC, a prompt
+/// not elevated: TokenElevationType is TokenElevationTypeLimited), or neither (Microsoft
+/// Learn: TOKEN_ELEVATION_TYPE; membership of Administrators shows in a limited token only as
+/// the split, so the elevation type rather than CheckTokenMembership tells it).
+fn standing() -> session::Standing {
+    use windows_sys::Win32::Security::{
+        GetTokenInformation, TokenElevationType, TokenElevationTypeLimited, TOKEN_ELEVATION_TYPE,
+        TOKEN_QUERY,
+    };
+    if is_elevated() {
+        return session::Standing::Elevated;
+    }
+    let Some(token) = Token::open(TOKEN_QUERY) else {
+        return session::Standing::NotAdmin;
+    };
+    let mut kind: TOKEN_ELEVATION_TYPE = 0;
+    let mut len = 0u32;
+    // SAFETY: kind is a TOKEN_ELEVATION_TYPE of the size given; the token is open
+    let ok = unsafe {
+        GetTokenInformation(
+            token.0,
+            TokenElevationType,
+            (&mut kind as *mut TOKEN_ELEVATION_TYPE).cast(),
+            std::mem::size_of::<TOKEN_ELEVATION_TYPE>() as u32,
+            &mut len,
+        )
+    };
+    if ok != 0 && kind == TokenElevationTypeLimited {
+        session::Standing::AdminNotElevated
+    } else {
+        session::Standing::NotAdmin
+    }
+}
+
 /// The elevation to put an error code in words with: only access denied needs it.
 fn elevated(rc: u32) -> bool {
     rc == ERROR_ACCESS_DENIED && is_elevated()
@@ -1112,11 +1409,7 @@ fn enable_profile_privilege() -> Result<(), String> {
         AdjustTokenPrivileges, LookupPrivilegeValueW, LUID_AND_ATTRIBUTES, SE_PRIVILEGE_ENABLED,
         SE_SYSTEM_PROFILE_NAME, TOKEN_ADJUST_PRIVILEGES, TOKEN_PRIVILEGES, TOKEN_QUERY,
     };
-    let denied = || {
-        "profile sampling needs SeSystemProfilePrivilege, which this process does not hold: \
-         run dtx as Administrator"
-            .to_string()
-    };
+    let denied = || session::profile_privilege_words(standing());
     let token = Token::open(TOKEN_ADJUST_PRIVILEGES | TOKEN_QUERY).ok_or_else(denied)?;
     let mut luid = LUID {
         LowPart: 0,
@@ -1155,24 +1448,26 @@ fn enable_profile_privilege() -> Result<(), String> {
 // ---------------------------------------------------------------------------------------------
 // Stale sessions
 
-/// Stops the dtx sessions whose dtx is gone (named `dtx-<kind>-<pid>` for a pid that is not a
-/// running process): the sessions a killed dtx left behind. Sessions of running dtx processes,
-/// this one's included, and every other session are left alone. Called once before the first
-/// session starts. How many were stopped.
+/// Stops the dtx sessions whose dtx is gone: named `dtx-<kind>-<pid>-<start>` for a process
+/// instance that no longer runs (no process of that id, or one started at another time, this
+/// process included: a reused pid), the sessions a killed dtx or a logoff left behind; and
+/// gives the system back a sampling interval such runs left set. Sessions of running dtx
+/// processes, this one's, and every other session are left alone. Called once before the first
+/// session starts. How many sessions were stopped.
 pub fn stop_stale_sessions() -> usize {
-    let me = std::process::id();
-    let mut stopped = 0;
-    for name in all_session_names() {
-        let Some(pid) = session::owner(&name) else {
-            continue;
-        };
-        if pid != me
-            && !process_running(pid)
-            && control(&name, w::EVENT_TRACE_CONTROL_STOP).is_some()
-        {
-            stopped += 1;
-        }
-    }
+    let me = this_owner();
+    let stale: Vec<String> = all_session_names()
+        .into_iter()
+        .filter(|name| {
+            session::owner(name).is_some_and(|o| session::is_stale(o, me, process_started))
+        })
+        .collect();
+    // STOP is synchronous and these sessions have no reader here: no wait between them
+    let stopped = stale
+        .iter()
+        .filter(|name| control(name, w::EVENT_TRACE_CONTROL_STOP).is_some())
+        .count();
+    sweep_interval();
     stopped
 }
 
@@ -1201,9 +1496,10 @@ fn all_session_names() -> Vec<String> {
         .collect()
 }
 
-/// Whether a process of that id runs (OpenProcess, GetExitCodeProcess == STILL_ACTIVE). A
-/// process dtx may not open (access denied) runs.
-fn process_running(pid: u32) -> bool {
+/// Whether a process of that id runs (OpenProcess, GetExitCodeProcess == STILL_ACTIVE) and,
+/// when it does, its start time if it can be read (GetProcessTimes). A process dtx may not
+/// open (access denied) runs, start time unknown.
+fn process_started(pid: u32) -> Option<Option<u64>> {
     use windows_sys::Win32::Foundation::ERROR_INVALID_PARAMETER;
     use windows_sys::Win32::System::Threading::{
         GetExitCodeProcess, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION,
@@ -1212,14 +1508,16 @@ fn process_running(pid: u32) -> bool {
     let h = unsafe { OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, pid) };
     if h.is_null() {
         // SAFETY: no arguments
-        return unsafe { GetLastError() } != ERROR_INVALID_PARAMETER;
+        let gone = unsafe { GetLastError() } == ERROR_INVALID_PARAMETER;
+        return (!gone).then_some(None);
     }
     let mut code = 0u32;
     // SAFETY: an open process handle and an out-parameter
     let ok = unsafe { GetExitCodeProcess(h, &mut code) };
+    let started = process_start(h);
     // SAFETY: the handle OpenProcess gave, closed once
     unsafe { CloseHandle(h) };
-    ok == 0 || code == STILL_ACTIVE as u32
+    (ok == 0 || code == STILL_ACTIVE as u32).then_some(started)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1540,6 +1838,14 @@ pub fn live_etw(
         .collect();
     let mut live = super::LiveEtw::with_catalog(&known, log_file, catalog.as_ref(), list_all)?;
     for name in &unknown {
+        // before the run: a misspelled name would otherwise see nothing, silently
+        crate::output::stderr::say(
+            "dtx",
+            format_args!(
+                "{}",
+                super::unregistered_provider_warning(name, catalog.as_ref())
+            ),
+        );
         live.etw.add_named(name);
     }
     // the running kernel's image, whose calls the `syscall` probes are named after
@@ -1617,4 +1923,123 @@ fn raw_guid_bytes(rec: &RawEventRecord) -> [u8; 16] {
     b[6..8].copy_from_slice(&g.data3.to_le_bytes());
     b[8..16].copy_from_slice(&g.data4);
     b
+}
+
+// ---------------------------------------------------------------------------------------------
+// What `dtx --check` reads of the system (src/cli/selfcheck/windows.rs)
+
+/// The system's sampling interval now, in 100 ns units (TraceQueryInformation
+/// TraceSampledProfileIntervalInfo), or None when it cannot be read.
+pub fn system_profile_interval() -> Option<u32> {
+    query_profile_interval()
+}
+
+/// The names of the ETW sessions running now, by the query `logman query -ets` makes
+/// (QueryAllTracesW).
+pub fn running_session_names() -> Vec<String> {
+    all_session_names()
+}
+
+/// Whether this process's token is elevated.
+pub fn process_elevated() -> bool {
+    is_elevated()
+}
+
+/// Wine's version when dtx runs under Wine (ntdll's `wine_get_version`), else None.
+pub fn wine_version() -> Option<String> {
+    use windows_sys::Win32::System::LibraryLoader::{GetModuleHandleA, GetProcAddress};
+    if !under_wine() {
+        return None;
+    }
+    // SAFETY: NUL-terminated names; ntdll is loaded in every process
+    let f = unsafe {
+        let ntdll = GetModuleHandleA(c"ntdll.dll".as_ptr().cast());
+        GetProcAddress(ntdll, c"wine_get_version".as_ptr().cast())
+    };
+    let Some(f) = f else {
+        return Some("unknown".into());
+    };
+    // SAFETY: wine_get_version takes nothing and returns a NUL-terminated static string
+    // (Wine's include/wine/debug.h); the pointer is transmuted to that signature
+    let text = unsafe {
+        let get: unsafe extern "C" fn() -> *const std::ffi::c_char = std::mem::transmute(f);
+        let p = get();
+        if p.is_null() {
+            return Some("unknown".into());
+        }
+        std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned()
+    };
+    Some(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// This process instance and the liveness rule, with the system's own calls (they run
+    /// under Wine too): this instance is alive, an earlier one under this pid is not, and the
+    /// session names it makes name it.
+    #[test]
+    fn live_fix_this_instance_names_its_sessions() {
+        let me = this_owner();
+        assert_eq!(me.pid, std::process::id());
+        let started = me
+            .started
+            .expect("GetProcessTimes gives this process's start");
+        assert_eq!(process_started(me.pid), Some(Some(started)));
+        assert!(owner_alive(me));
+        let earlier = session::Owner {
+            pid: me.pid,
+            started: Some(started - 1),
+        };
+        assert!(!owner_alive(earlier));
+        assert_eq!(session::owner(&session_name(KERNEL)), Some(me));
+    }
+
+    /// The ledger file under its named mutex: what one run writes the next reads, holders
+    /// whose process is gone are dropped on reading, an emptied ledger removes its file, and
+    /// a second thread waits for the first's hold.
+    #[test]
+    fn live_fix_ledger_file_under_its_mutex() {
+        let dir = std::env::temp_dir().join(format!("dtx-ledger-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let path = dir.join("sampling-interval.txt");
+        let mutex = format!("Local\\dtx-ledger-test-{}", std::process::id());
+        let wait = Duration::from_secs(5);
+        let me = this_owner();
+        let gone = session::Owner {
+            pid: me.pid,
+            started: me.started.map(|t| t - 1),
+        };
+        let claim = with_ledger_at(&path, &mutex, wait, |l| {
+            let c = l.claim(me, 2_000, Some(10_000));
+            l.holders.push(gone);
+            c
+        });
+        assert_eq!(claim, interval::Claim::Set(2_000));
+        let text = std::fs::read_to_string(&path).expect("the ledger was written");
+        assert!(text.contains("original 10000"), "{text}");
+        // read again: the gone holder is dropped, this one stays
+        let holders = with_ledger_at(&path, &mutex, wait, |l| l.holders.clone());
+        assert_eq!(holders, vec![me]);
+        // a second thread waits while this one holds the mutex
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let (p2, m2, o2) = (path.clone(), mutex.clone(), order.clone());
+        let other = with_ledger_at(&path, &mutex, wait, |_| {
+            let t = std::thread::spawn(move || {
+                with_ledger_at(&p2, &m2, Duration::from_secs(5), |_| {
+                    lock(&o2).push("second")
+                })
+            });
+            std::thread::sleep(Duration::from_millis(200));
+            lock(&order).push("first");
+            t
+        });
+        let _ = other.join();
+        assert_eq!(*lock(&order), vec!["first", "second"]);
+        let released = with_ledger_at(&path, &mutex, wait, |l| l.release(me, Some(2_000)));
+        assert_eq!(released, interval::Release::Restore(10_000));
+        assert!(!path.exists(), "an emptied ledger leaves no file");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }

@@ -1,0 +1,144 @@
+//! Runs this dtx executable as a child (a D program over the real engine and sources, or the
+//! workload) with a time limit, its output read by two threads so that neither pipe fills.
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+/// A finished (or killed) run.
+#[derive(Debug, Default)]
+pub struct Ran {
+    /// The exit code; None when it was killed at the time limit or ended by a signal.
+    pub code: Option<i32>,
+    pub hung: bool,
+    pub stdout: String,
+    pub stderr: String,
+    pub took: Duration,
+}
+
+impl Ran {
+    /// The first line of stderr that says something (for a detail), or the exit status.
+    pub fn why(&self) -> String {
+        if self.hung {
+            return format!(
+                "did not end within {} s and was killed",
+                self.took.as_secs()
+            );
+        }
+        let line = self
+            .stderr
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty() && !l.contains("matched "));
+        match (line, self.code) {
+            (Some(l), _) => l.to_string(),
+            (None, Some(c)) => format!("dtx exited with status {c}"),
+            (None, None) => "dtx ended by a signal".into(),
+        }
+    }
+}
+
+/// The path of this executable, which the checks run again.
+pub fn this_dtx() -> Result<std::path::PathBuf, String> {
+    std::env::current_exe().map_err(|e| format!("cannot find this dtx executable: {e}"))
+}
+
+/// The `-c` command that runs this dtx's workload `what` with `args`, or why it cannot be
+/// given (`-c` splits its command at blanks, so the executable's path must have none).
+pub fn workload_command(what: &str, args: &[&str]) -> Result<String, String> {
+    let exe = this_dtx()?;
+    let shown = exe.display().to_string();
+    if shown.contains(char::is_whitespace) {
+        return Err(format!(
+            "this dtx's path ({shown}) has a blank, which -c cannot pass; copy dtx to a folder without one"
+        ));
+    }
+    let mut cmd = format!("{shown} --check-workload {what}");
+    for a in args {
+        cmd.push(' ');
+        cmd.push_str(a);
+    }
+    Ok(cmd)
+}
+
+fn drain(pipe: Option<impl Read + Send + 'static>) -> JoinHandle<String> {
+    thread::spawn(move || {
+        let mut bytes = Vec::new();
+        if let Some(mut p) = pipe {
+            let _ = p.read_to_end(&mut bytes);
+        }
+        String::from_utf8_lossy(&bytes).replace("\r\n", "\n")
+    })
+}
+
+/// Runs this dtx with `args`, killed after `limit`; `each` is called every 50 ms meanwhile
+/// (what the caller watches while dtx runs).
+pub fn dtx_while(args: &[String], limit: Duration, mut each: impl FnMut()) -> Ran {
+    let exe = match this_dtx() {
+        Ok(e) => e,
+        Err(e) => {
+            return Ran {
+                stderr: e,
+                ..Ran::default()
+            }
+        }
+    };
+    let started = Instant::now();
+    let mut child = match Command::new(exe)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            return Ran {
+                stderr: format!("cannot start dtx: {e}"),
+                ..Ran::default()
+            }
+        }
+    };
+    let out = drain(child.stdout.take());
+    let err = drain(child.stderr.take());
+    let mut hung = false;
+    let code = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break s.code(),
+            Ok(None) => {}
+            Err(_) => break None,
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            hung = true;
+            break None;
+        }
+        each();
+        thread::sleep(Duration::from_millis(50));
+    };
+    Ran {
+        code,
+        hung,
+        took: started.elapsed(),
+        stdout: out.join().unwrap_or_default(),
+        stderr: err.join().unwrap_or_default(),
+    }
+}
+
+/// Runs this dtx with `args`, killed after `limit`.
+pub fn dtx(args: &[String], limit: Duration) -> Ran {
+    dtx_while(args, limit, || {})
+}
+
+/// The words of a command line as owned strings.
+pub fn words(args: &[&str]) -> Vec<String> {
+    args.iter().map(|a| a.to_string()).collect()
+}
+
+/// The number on the first stdout line that starts with `tag`.
+pub fn count(out: &str, tag: &str) -> Option<u64> {
+    out.lines()
+        .find_map(|l| l.strip_prefix(tag)?.trim().parse().ok())
+}
