@@ -1101,8 +1101,14 @@ impl EventSource for PidSource {
         if self.ended {
             return;
         }
-        let r = self.restore_list();
-        self.target.detach(&r);
+        // a process dtx started ends with dtx, as dtrace kills the `-c` command it created
+        // (dt_proc.c: PRELEASE_KILL); a grabbed one runs on without our breakpoints
+        if self.created {
+            self.target.terminate();
+        } else {
+            let r = self.restore_list();
+            self.target.detach(&r);
+        }
         self.sites.clear();
         self.ended = true;
     }

@@ -882,6 +882,16 @@ impl TargetProcess for WindowsTarget {
 
     fn release_child(&mut self, _child: u32, _restore: &[(u64, u8)]) {}
 
+    /// Ends a process dtx started that still runs: let go of it, then TerminateProcess (as
+    /// dtrace ends the `-c` command it created when it exits first).
+    fn terminate(&mut self) {
+        let running = self.exited.is_none();
+        self.detach(&[]);
+        if running && self.created {
+            kill(self.pid);
+        }
+    }
+
     fn detach(&mut self, restore: &[(u64, u8)]) {
         if self.detached || self.exited.is_some() {
             self.detached = true;

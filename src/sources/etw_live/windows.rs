@@ -1275,6 +1275,11 @@ const DEFAULT_PROFILE_INTERVAL: u32 = 10_000;
 /// The system's sampling interval (TraceQueryInformation TraceSampledProfileIntervalInfo; a
 /// system-wide setting, so session handle 0, as PerfView and ferrisetw query it).
 fn query_profile_interval() -> Option<u32> {
+    // Wine 8 exports TraceQueryInformation as a stub that aborts the process when called
+    // (its ETW controller is not implemented): there the interval is not known
+    if under_wine() {
+        return None;
+    }
     let mut info = w::TRACE_PROFILE_INTERVAL {
         Source: PROFILE_TIME,
         Interval: 0,

@@ -150,6 +150,26 @@ impl ExitWatch {
         ExitWatch { pid, child, pidfd }
     }
 
+    /// Ends the process when dtx started it and it still runs, as dtrace ends a `-c` command
+    /// it created when it exits first (dt_proc.c: a created process is released with
+    /// PRELEASE_KILL). While unreaped, our child keeps its pid, so the signal cannot reach
+    /// another process: a child already reaped (waitpid fails) is left alone.
+    pub fn end_child(&self) {
+        if !self.child {
+            return;
+        }
+        let mut st = 0;
+        // SAFETY: waitpid on our own child with WNOHANG; st is a valid int.
+        if unsafe { libc::waitpid(self.pid as i32, &mut st, libc::WNOHANG) } != 0 {
+            return;
+        }
+        // SAFETY: signalling our own unreaped child, then reaping it.
+        unsafe {
+            libc::kill(self.pid as i32, libc::SIGKILL);
+            libc::waitpid(self.pid as i32, &mut st, 0);
+        }
+    }
+
     /// A descriptor that polls readable when the process ends.
     pub fn fd(&self) -> Option<i32> {
         self.pidfd.as_ref().map(|f| f.as_raw_fd())
@@ -551,9 +571,13 @@ impl EventSource for UprobeSource {
     }
 
     fn stop(&mut self) {
-        // closing the events takes the uprobes out; the target runs on
+        // closing the events takes the uprobes out; a grabbed target runs on, one dtx
+        // started ends with dtx
         self._events.clear();
         self.rings.clear();
+        if !self.ended {
+            self.watch.end_child();
+        }
         self.ended = true;
     }
 }
