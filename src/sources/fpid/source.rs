@@ -239,8 +239,14 @@ impl EventSource for FpidSource {
     }
 
     fn stop(&mut self) {
-        // the hooks pass straight through from now on; the target runs on
+        // the hooks pass straight through from now on; a grabbed target runs on, one dtx
+        // started ends with dtx (as dtrace ends the `-c` command it created)
         self.ring.disable();
+        if !self.ended {
+            if let Some(w) = &self.watch {
+                w.end_child();
+            }
+        }
         self.ended = true;
     }
 }

@@ -13,8 +13,9 @@ use windows_sys::Win32::System::Diagnostics::ToolHelp::{
 };
 use windows_sys::Win32::System::Performance::{QueryPerformanceCounter, QueryPerformanceFrequency};
 use windows_sys::Win32::System::Threading::{
-    GetExitCodeProcess, OpenProcess, OpenThread, ResumeThread, SuspendThread, WaitForSingleObject,
-    PROCESS_QUERY_LIMITED_INFORMATION, PROCESS_SYNCHRONIZE, THREAD_SUSPEND_RESUME,
+    GetExitCodeProcess, OpenProcess, OpenThread, ResumeThread, SuspendThread, TerminateProcess,
+    WaitForSingleObject, PROCESS_QUERY_LIMITED_INFORMATION, PROCESS_SYNCHRONIZE, PROCESS_TERMINATE,
+    THREAD_SUSPEND_RESUME,
 };
 
 use super::inject::install;
@@ -67,15 +68,22 @@ unsafe impl Send for ExitWatch {}
 impl ExitWatch {
     /// Opens process `pid` for waiting (a watch that never sees an end when it cannot).
     pub fn new(pid: u32, child: bool) -> ExitWatch {
+        // a process dtx started may have to be ended with dtx (end_child)
+        let access = PROCESS_SYNCHRONIZE
+            | PROCESS_QUERY_LIMITED_INFORMATION
+            | if child { PROCESS_TERMINATE } else { 0 };
         // SAFETY: plain call; a null handle is handled below.
-        let handle = unsafe {
-            OpenProcess(
-                PROCESS_SYNCHRONIZE | PROCESS_QUERY_LIMITED_INFORMATION,
-                0,
-                pid,
-            )
-        };
+        let handle = unsafe { OpenProcess(access, 0, pid) };
         ExitWatch { handle, child }
+    }
+
+    /// Ends the process when dtx started it and it still runs, as dtrace ends a `-c` command
+    /// it created when it exits first.
+    pub fn end_child(&self) {
+        if self.child && !self.handle.is_null() && self.ended().is_none() {
+            // SAFETY: our handle, opened with PROCESS_TERMINATE for a child
+            unsafe { TerminateProcess(self.handle, 1) };
+        }
     }
 
     /// How the process ended (dtrace's words, and its exit code when dtx started it), once it
