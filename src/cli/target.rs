@@ -264,6 +264,7 @@ pub fn source(
     src.want_ustack = want_ustack;
     src.announce = !quiet;
     src.created = target.created;
+    src.end_created = target.created;
     Ok(Some(src))
 }
 

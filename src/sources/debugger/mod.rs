@@ -456,6 +456,10 @@ pub struct PidSource {
     pub announce: bool,
     /// Whether dtx started the process (`-c`).
     pub created: bool,
+    /// Whether a started process ends with this source (the command line's run, as dtrace
+    /// ends the `-c` command it created); the console keeps its target across runs and ends
+    /// it with the session.
+    pub end_created: bool,
     ustack: Vec<u64>,
     exec_lost: bool,
     ended: bool,
@@ -515,6 +519,7 @@ impl PidSource {
                 .unwrap_or(0),
             announce: true,
             created: false,
+            end_created: false,
             ustack: Vec::with_capacity(64),
             exec_lost: false,
             ended: false,
@@ -1103,7 +1108,7 @@ impl EventSource for PidSource {
         }
         // a process dtx started ends with dtx, as dtrace kills the `-c` command it created
         // (dt_proc.c: PRELEASE_KILL); a grabbed one runs on without our breakpoints
-        if self.created {
+        if self.created && self.end_created {
             self.target.terminate();
         } else {
             let r = self.restore_list();
