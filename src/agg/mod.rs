@@ -422,6 +422,18 @@ impl Agg {
         Some(next)
     }
 
+    /// Every entry, keys decoded, in the order they were created.
+    fn entries(&self) -> Vec<(Vec<KeyValue>, AggValue)> {
+        (0..self.len())
+            .map(|i| {
+                (
+                    key::iter(self.key(i)).map(KeyRef::to_value).collect(),
+                    self.value(i),
+                )
+            })
+            .collect()
+    }
+
     fn value(&self, i: usize) -> AggValue {
         let d = self.data(i);
         match self.func {
@@ -713,7 +725,9 @@ impl AggregationTable {
 
     /// The entries of an aggregation, in the order they were created.
     pub fn snapshot(&self, agg: u32) -> Vec<(Vec<KeyValue>, AggValue)> {
-        self.snapshot_named(agg, &NoSymbols)
+        self.aggs
+            .get(agg as usize)
+            .map_or_else(Vec::new, Agg::entries)
     }
 
     /// [`Self::snapshot`], with keys merged by symbol as printa() merges them (see
@@ -727,15 +741,7 @@ impl AggregationTable {
             return Vec::new();
         };
         let merged = a.merged_by_symbol(syms);
-        let a = merged.as_ref().unwrap_or(a);
-        (0..a.len())
-            .map(|i| {
-                (
-                    key::iter(a.key(i)).map(|r| r.to_value()).collect(),
-                    a.value(i),
-                )
-            })
-            .collect()
+        merged.as_ref().unwrap_or(a).entries()
     }
 
     /// The entries in the order printa() would print them, keys merged by symbol as printa()
