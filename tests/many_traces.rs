@@ -191,21 +191,222 @@ fn the_trace_variable_splits_by_file() {
 #[test]
 fn printed_lines_keep_file_order_and_are_labelled() {
     let Some((a, b)) = two_traces() else { return };
-    // n is a global: BEGIN's value is every file's start, each file counts on its own
-    let out = run(false, &[&a, &b], "BEGIN { n = 100; printf(\"begin\\n\"); } tick-100ms /n < 110/ { printf(\"%d %s\\n\", ++n, trace); } END { printf(\"end %d\\n\", n); }");
-    // (dtrace ends the run with an empty line)
+    // no probe clause writes a global: the traces are walked at the same time, each trace's
+    // lines in its own order, labelled
+    let out = run(
+        false,
+        &[&a, &b],
+        "BEGIN { printf(\"begin\\n\"); } tick-100ms { printf(\"%d %s\\n\", timestamp, trace); } \
+         END { printf(\"end\\n\"); }",
+    );
     let lines: Vec<&str> = out.lines().filter(|l| !l.is_empty()).collect();
     assert_eq!(lines.first(), Some(&"begin"));
-    assert_eq!(lines.last(), Some(&"end 100"), "END sees BEGIN's globals");
+    assert_eq!(lines.last(), Some(&"end"));
     for t in [&a, &b] {
-        let mine: Vec<&str> = lines
+        let mine: Vec<u64> = lines
             .iter()
             .filter_map(|l| l.strip_prefix(&format!("{t}: ")))
+            .map(|l| l.split(' ').next().unwrap().parse().unwrap())
             .collect();
-        let want: Vec<String> = (101..=110).map(|i| format!("{i} {t}")).collect();
-        assert_eq!(mine, want, "{t}");
+        assert!(mine.len() > 5, "{t}: {out}");
+        assert!(mine.windows(2).all(|w| w[0] < w[1]), "{t} in order");
     }
-    assert_eq!(lines.len(), 22, "{out}");
+}
+
+#[test]
+fn globals_written_by_probes_run_the_traces_in_turn() {
+    let Some((a, b)) = two_traces() else { return };
+    // n is a global a probe clause writes and reads: one engine walks a, then b
+    let o = cli::dtx(&[
+        "-q",
+        "-E",
+        &a,
+        "-E",
+        &b,
+        "-n",
+        "BEGIN { n = 100; printf(\"begin\\n\"); } tick-100ms /n < 110/ { printf(\"%d %s\\n\", ++n, trace); } END { printf(\"end %d\\n\", n); }",
+    ]);
+    let (out, err) = cli::text(&o);
+    // (dtrace ends the run with an empty line)
+    let lines: Vec<&str> = out.lines().filter(|l| !l.is_empty()).collect();
+    let mut want = vec!["begin".to_string()];
+    want.extend((101..=110).map(|i| format!("{a}: {i} {a}")));
+    want.push("end 110".into());
+    assert_eq!(lines, want, "b's clause sees a's n: nothing left to print");
+    assert!(
+        err.contains(
+            "dtx: the traces run one after another, in the order given: the clause of \
+             :::tick-100ms writes the global variable `n` and reads it too\n"
+        ),
+        "{err}"
+    );
+}
+
+/// `prog` over `traces`: its stdout as a number.
+fn number(traces: &[&str], prog: &str) -> i64 {
+    let out = run(false, traces, prog);
+    out.trim().parse().unwrap_or_else(|_| panic!("{out}"))
+}
+
+/// One trace made of two copies of `trace`, the second after the first in time.
+fn doubled(trace: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("doubled.etl");
+    let bytes = dtx::etw::reader::EtlFile::open_path(trace)
+        .unwrap()
+        .bytes()
+        .to_vec();
+    support::write_repeated_trace(&bytes, 2, &path);
+    (dir, path.to_string_lossy().into_owned())
+}
+
+#[test]
+fn a_global_count_over_two_copies_is_twice_one() {
+    let Some((a, _)) = two_traces() else { return };
+    let (_dir, b) = copy_of(&a);
+    let prog = "sched:::on-cpu { n++; } END { printf(\"%d\\n\", n); }";
+    let one = number(&[&a], prog);
+    assert_eq!(one, 29_533, "the xperf trace's context switches");
+    assert_eq!(number(&[&a, &b], prog), 2 * one);
+    let (_d, both) = doubled(&a);
+    assert_eq!(number(&[&both], prog), 2 * one, "one trace made of the two");
+}
+
+#[test]
+fn exit_after_the_thousandth_firing_fires_a_thousand_times_in_all() {
+    let Some((a, _)) = two_traces() else { return };
+    let (_dir, b) = copy_of(&a);
+    let prog = "sched:::on-cpu { @ = count(); } sched:::on-cpu /++n == 1000/ { exit(0); } \
+                END { printa(\"%@d\\n\", @); }";
+    assert_eq!(number(&[&a, &b], prog), 1000);
+    let (_d, both) = doubled(&a);
+    assert_eq!(number(&[&both], prog), 1000, "one trace made of the two");
+    // a's exit() ends the run: b is not walked
+    let per_trace =
+        "sched:::on-cpu { @[trace] = count(); } sched:::on-cpu /++n == 1000/ { exit(3); } \
+                     END { printa(\"%s %@d\\n\", @); }";
+    let o = cli::dtx(&["-q", "-E", &a, "-E", &b, "-n", per_trace]);
+    assert_eq!(o.status.code(), Some(3));
+    let (out, _) = cli::text(&o);
+    assert_eq!(out.trim(), format!("{a} 1000"));
+}
+
+/// `@[execname] = sum(on-CPU time)` with `self->ts`, as rows of text.
+const ONCPU: &str = "sched:::on-cpu { self->ts = timestamp; } \
+     sched:::off-cpu /self->ts/ { @[execname] = sum(timestamp - self->ts); self->ts = 0; } \
+     END { printa(\"%s %@d\\n\", @); }";
+
+fn sums(out: &str) -> BTreeMap<String, i64> {
+    out.lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let (k, v) = l.rsplit_once(' ').unwrap();
+            (k.to_string(), v.parse().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn thread_locals_belong_to_their_trace_even_with_the_same_tids() {
+    let Some((a, _)) = two_traces() else { return };
+    let (_dir, b) = copy_of(&a);
+    let one = sums(&run(false, &[&a], ONCPU));
+    assert!(one.len() > 10);
+    let twice: BTreeMap<String, i64> = one.iter().map(|(k, v)| (k.clone(), 2 * v)).collect();
+    // in parallel (no global written)
+    assert_eq!(sums(&run(false, &[&a, &b], ONCPU)), twice);
+    // in turn, through one engine (a global written and read): b's threads have the tids of
+    // a's, and start with no self->ts of a's
+    let in_turn = format!("{ONCPU} sched:::on-cpu {{ k++; }} END {{ k = k; }}");
+    assert_eq!(sums(&run(false, &[&a, &b], &in_turn)), twice);
+}
+
+#[test]
+fn speculations_belong_to_the_run() {
+    let Some((a, _)) = two_traces() else { return };
+    let (_dir, b) = copy_of(&a);
+    // a's clause speculates into the speculation BEGIN made, b's commits it
+    let a_in_d = a.replace('\\', "\\\\");
+    let prog = format!(
+        "BEGIN {{ s = speculation(); put = 0; done = 0; }} \
+         sched:::on-cpu /trace == \"{a_in_d}\" && !put/ {{ speculate(s); printf(\"from a\\n\"); }} \
+         sched:::on-cpu /trace == \"{a_in_d}\" && !put/ {{ put = 1; }} \
+         sched:::on-cpu /trace != \"{a_in_d}\" && !done/ {{ commit(s); done = 1; }}"
+    );
+    let out = run(false, &[&a, &b], &prog);
+    assert_eq!(out.trim(), format!("{b}: from a"), "{out}");
+}
+
+#[test]
+fn faults_and_drops_of_the_traces_count_and_name_the_trace() {
+    let Some((a, _)) = two_traces() else { return };
+    let (_dir, b) = copy_of(&a);
+    let o = cli::dtx(&[
+        "-q",
+        "-E",
+        &a,
+        "-E",
+        &b,
+        "-n",
+        "tick-1s { trace(*(int *)8); }",
+    ]);
+    let (_, err) = cli::text(&o);
+    for t in [&a, &b] {
+        assert!(
+            err.contains(&format!("dtx: {t}: error on enabled probe ID 1 (ID ")),
+            "{err}"
+        );
+    }
+    // dynamic-variable drops in the traces' engines are the run's
+    let drops = |traces: &[&str]| -> i64 {
+        let mut args = vec!["-q", "-x", "dynvarsize=512"];
+        for t in traces {
+            args.extend(["-E", t]);
+        }
+        args.extend(["-n", "sched:::on-cpu { x[tid] = timestamp; }"]);
+        let (_, err) = cli::text(&cli::dtx(&args));
+        let line = err
+            .lines()
+            .find(|l| l.contains("dynamic variable drop"))
+            .unwrap_or_else(|| panic!("{err}"));
+        line.split(' ').nth(1).unwrap().parse().unwrap()
+    };
+    let one = drops(&[&a]);
+    assert!(one > 0);
+    assert_eq!(drops(&[&a, &b]), 2 * one);
+}
+
+#[test]
+fn a_probe_whose_records_the_trace_lacks_says_so() {
+    let Some((a, _)) = two_traces() else { return };
+    let o = cli::dtx(&["-q", "-E", &a, "-n", "io:::start { @ = count(); }"]);
+    assert!(o.status.success());
+    let (_, err) = cli::text(&o);
+    assert_eq!(
+        err,
+        "dtx: io:::start cannot fire: the trace has no DiskIo ReadInit, WriteInit or FlushInit \
+         records (the kernel flag DISK_IO_INIT records them: xperf -on DISK_IO_INIT, or a WPR \
+         profile with it)\n"
+    );
+    let o = cli::dtx(&["-q", "-E", &a, "-n", "io:::done { @ = count(); }"]);
+    let (out, err) = cli::text(&o);
+    assert_eq!(err, "", "the trace has its 361 completions");
+    assert_eq!(out.trim(), "361");
+    let (_dir, b) = copy_of(&a);
+    let o = cli::dtx(&[
+        "-q",
+        "-E",
+        &a,
+        "-E",
+        &b,
+        "-n",
+        "reg:::open, reg:::create { @ = count(); }",
+    ]);
+    let (_, err) = cli::text(&o);
+    assert!(
+        err.contains("dtx: reg:::create and reg:::open cannot fire: none of the 2 traces has Registry records of theirs"),
+        "{err}"
+    );
 }
 
 /// Small traces of the shared set, copied under other names or zipped.
@@ -261,39 +462,4 @@ fn globs_and_zip_members_name_the_same_traces() {
     let out = cli::dtx(&["-q", "-E", &format!("{d}/*.nothing"), "-n", "BEGIN"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no file matches"));
-}
-
-#[test]
-fn exit_in_one_trace_ends_that_trace_only() {
-    let Some((a, _)) = two_traces() else { return };
-    let (_dir, b) = copy_of(&a);
-    // the name inside a D string: Windows' backslashes escaped
-    let a_in_d = a.replace('\\', "\\\\");
-    let prog = format!(
-        "sched:::on-cpu {{ @[trace] = count(); }} tick-1s /trace == \"{a_in_d}\"/ {{ exit(3); }} \
-         END {{ printa(\"%s %@d\\n\", @); }}"
-    );
-    let out = cli::dtx(&["-q", "-E", &a, "-E", &b, "-n", &prog]);
-    assert_eq!(
-        out.status.code(),
-        Some(3),
-        "the status of the trace's exit()"
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
-    let count = |t: &str| -> i64 {
-        let line = text
-            .lines()
-            .find(|l| l.starts_with(&format!("{t} ")))
-            .unwrap();
-        line.rsplit(' ').next().unwrap().parse().unwrap()
-    };
-    let whole = run(
-        false,
-        &[&a],
-        "sched:::on-cpu { @ = count(); } END { printa(\"%@d\\n\", @); }",
-    );
-    let whole: i64 = whole.trim().parse().unwrap();
-    // a stopped after its first second, the copy went to its end
-    assert!(count(&a) > 0 && count(&a) < whole, "{text}");
-    assert_eq!(count(&b), whole);
 }

@@ -130,6 +130,9 @@ pub struct Consumer {
     pending: Vec<Pending>,
     /// When the consumer last took the records (the firing's timestamp).
     last_switch: Option<u64>,
+    /// The trace whose firings this consumer takes, in a run over several traces: run-time
+    /// faults name it (`dtx: a.etl: error on enabled probe ...`).
+    trace_label: Option<String>,
 }
 
 /// One firing's records held until the consumer takes them.
@@ -252,6 +255,7 @@ impl Consumer {
             redirect: None,
             pending: Vec::new(),
             last_switch: None,
+            trace_label: None,
         }
     }
 
@@ -261,6 +265,29 @@ impl Consumer {
             Some(f) => f,
             None => &mut *self.out,
         }
+    }
+
+    /// Names the trace the next firings come from in fault messages (`None`: a run over one
+    /// trace, or BEGIN and END of a run over several, where dtrace's words are kept).
+    pub fn set_trace_label(&mut self, label: Option<&str>) {
+        self.trace_label = label.map(str::to_string);
+    }
+
+    /// A fault's stderr line: dtrace's, with the trace's name after the program's in a run
+    /// over several traces.
+    fn fault_stderr(&self, msg: &str) -> String {
+        match &self.trace_label {
+            Some(t) => messages::error_line(&format!("{t}: {msg}")),
+            None => messages::error_line(msg),
+        }
+    }
+
+    /// Puts `out` where the consumer writes (after writing out what it holds) and returns
+    /// what it wrote to before: the labelled output of one trace after another.
+    pub fn swap_output(&mut self, out: Box<dyn Write + Send>) -> Box<dyn Write + Send> {
+        self.write_buf();
+        let _ = self.out.flush();
+        std::mem::replace(&mut self.out, out)
     }
 
     /// Sets the resolver that names stack frames and `sym()`/`usym()` keys.
@@ -525,14 +552,14 @@ impl Consumer {
             let fp = fault_probe(e, probes);
             self.write_buf();
             let _ = self.sink().flush();
-            let line = messages::fault_line(
+            let msg = messages::fault_message(
                 &fp,
                 e.action as i32,
                 0,
                 e.fault.code() as u32,
                 e.fault.addr(),
             );
-            crate::output::stderr::write(&line);
+            crate::output::stderr::write(&self.fault_stderr(&msg));
         }
         self.write_buf();
         vm.records = records;

@@ -1,20 +1,20 @@
-//! Many traces in one run (`-E a.etl -E b.etl`, `-E 'runs/*.etl'`): one engine per file on a
-//! pool of threads, the files' aggregations folded into one, as dtrace folds its per-CPU
-//! buffers, so that `printa()` in END and the final printing see one result.
+//! Many traces in one run (`-E a.etl -E b.etl`, `-E 'runs/*.etl'`): the traces are separate
+//! systems watched by one consumer (docs/many-traces.md). A program means over many traces
+//! what one engine walking them one after another means: globals, aggregations and
+//! speculations are the run's; thread-locals, clocks and thread tables are each trace's;
+//! BEGIN and END fire once; `exit()` ends the run.
 //!
-//! The semantics (docs/many-traces.md):
-//! - BEGIN fires once, in the run's main engine, before any file; every file's engine starts
-//!   from the global variables BEGIN left (a copy: what one file's clauses store stays that
-//!   file's).
-//! - Each file is walked by its own engine on trace time: `tick-N` and `profile-N` fire in each
-//!   file at that file's times; `exit()` ends that file only; the ERROR probe fires in the file.
-//! - After every file, their aggregations are added into the main engine's (in the order the
-//!   files were given), then END fires once there and the aggregations are printed once.
-//! - Ctrl-C stops every file; END still runs on what was read.
-//! - What a file's clauses print (`printf`, `trace`, `printa` in a tick, the default probe
-//!   lines) goes out line by line as `file: line`, in the file's own order. In a structured
-//!   format (`-x oformat=json|xml|folded`) the document is the main engine's: BEGIN's and END's
-//!   records and the merged aggregations.
+//! Two ways to run, with the same answer:
+//! - in parallel ([`run`]), when the program lets no trace see what another left behind
+//!   ([`crate::ir::sharing::needs_one_engine`]): one engine per file on a pool of threads,
+//!   each starting from the globals BEGIN left, the files' aggregations and drops folded into
+//!   the main engine's (as dtrace folds its per-CPU buffers), then END there;
+//! - in turn ([`run_in_turn`]) otherwise: the main engine walks every file, in the order
+//!   given, and dtx says once why.
+//!
+//! What a file's clauses print goes out line by line as `file: line`, in the file's own
+//! order; their faults name the file. In a structured format (`-x oformat=json|xml|folded`)
+//! the document is the main engine's.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -56,6 +56,8 @@ struct FileResult {
     aggs: Vec<AggregationTable>,
     /// Each program's drops: (aggregation, principal buffer).
     drops: Vec<(u64, u64)>,
+    /// Each program's dynamic-variable and speculation drops ([`crate::vm::Vm::spec_drops`]).
+    dyn_drops: Vec<(u64, (u64, u64, u64))>,
     /// The status of an `exit()` in the file.
     exit: Option<i32>,
     errors: u64,
@@ -153,8 +155,21 @@ pub fn run(main: &mut Engine, run: &ManyTraces<'_>) -> i32 {
         s.lock().unwrap_or_else(|e| e.into_inner()).start_unix_ns
     });
     // once for the run: the traces' system call addresses are named together
-    main.say_before_trace(run.etw);
+    main.say_before_traces(run.etw, run.traces.len());
+    let in_turn = run
+        .programs
+        .iter()
+        .find_map(|(_, p)| crate::ir::sharing::needs_one_engine(p));
+    if let Some(why) = &in_turn {
+        crate::output::stderr::say(
+            &prog,
+            format_args!("the traces run one after another, in the order given: {why}"),
+        );
+    }
     main.begin(Some(first_start));
+    if in_turn.is_some() {
+        return run_in_turn(main, run, &prog);
+    }
     let results = if main.done() {
         Vec::new()
     } else {
@@ -173,6 +188,9 @@ pub fn run(main: &mut Engine, run: &ManyTraces<'_>) -> i32 {
             target.vm.aggs.merge_from(aggs);
             target.vm.agg_drops += agg_drops;
             target.vm.principal_drops += principal_drops;
+        }
+        for (target, (dynvars, spec)) in main.runs.iter_mut().zip(&r.dyn_drops) {
+            target.vm.add_drops(*dynvars, *spec);
         }
         main.consumer.errors += r.errors;
         exit = exit.or(r.exit);
@@ -194,20 +212,7 @@ fn run_file(
     prog: &str,
 ) -> Option<FileResult> {
     let name = &run.traces[i];
-    let kept = run
-        .scanned
-        .get(i)
-        .and_then(|s| s.lock().unwrap_or_else(|e| e.into_inner()).source.take());
-    let mut src = match kept.map_or_else(|| TraceSource::open(name), Ok) {
-        Ok(s) => s,
-        Err(e) => {
-            crate::output::stderr::say(prog, e);
-            return None;
-        }
-    };
-    if run.stacks {
-        src.collect_stacks();
-    }
+    let mut src = open_trace(run, i, prog)?;
     // a structured document (JSON, XML) is the main engine's alone: it holds BEGIN's and
     // END's firings and the merged aggregations, not the files' own records
     let out: Box<dyn std::io::Write + Send> = if run.consumer.oformat.is_structured()
@@ -227,6 +232,7 @@ fn run_file(
     );
     engine.set_interrupt_flag(flag);
     engine.set_trace_name(name);
+    engine.consumer.set_trace_label(Some(name));
     for (r, g) in engine.runs.iter_mut().zip(begun) {
         r.vm.set_global_state(g.clone());
     }
@@ -240,6 +246,11 @@ fn run_file(
         .iter()
         .map(|r| (r.vm.agg_drops, r.vm.principal_drops))
         .collect();
+    let dyn_drops = engine
+        .runs
+        .iter()
+        .map(|r| (r.vm.dynvar_drops(), r.vm.spec_drops()))
+        .collect();
     let aggs = engine
         .runs
         .iter_mut()
@@ -248,10 +259,74 @@ fn run_file(
     Some(FileResult {
         aggs,
         drops,
+        dyn_drops,
         exit: engine.exit_status(),
         errors: engine.errors(),
         symbols: Box::new(symbols),
     })
+}
+
+/// The trace `i` of the run, as the scan kept it or opened again, with its stacks collected
+/// when a program records them; `None` (said on stderr) when it cannot be read.
+fn open_trace(run: &ManyTraces<'_>, i: usize, prog: &str) -> Option<TraceSource> {
+    let name = &run.traces[i];
+    let kept = run
+        .scanned
+        .get(i)
+        .and_then(|s| s.lock().unwrap_or_else(|e| e.into_inner()).source.take());
+    let mut src = match kept.map_or_else(|| TraceSource::open(name), Ok) {
+        Ok(s) => s,
+        Err(e) => {
+            crate::output::stderr::say(prog, e);
+            return None;
+        }
+    };
+    if run.stacks {
+        src.collect_stacks();
+    }
+    Some(src)
+}
+
+/// The run for a program whose meaning over several traces needs one engine (see
+/// [`crate::ir::sharing::needs_one_engine`]): after BEGIN, `main` walks the traces one after
+/// another, in the order given. Globals, aggregations and speculations carry over from one
+/// trace to the next; thread-local variables do not (another trace's threads), and each
+/// trace has its own clock, timers and thread table. `exit()` ends the run. What a trace's
+/// clauses print is labelled with its name, as in the parallel run.
+fn run_in_turn(main: &mut Engine, run: &ManyTraces<'_>, prog: &str) -> i32 {
+    let structured = run.consumer.oformat.is_structured()
+        || run.consumer.oformat == crate::output::structured::OFormat::Folded;
+    let mut symbols: Vec<Box<dyn SymbolResolver + Send>> = Vec::new();
+    for (i, name) in run.traces.iter().enumerate() {
+        if main.done() {
+            break;
+        }
+        let Some(mut src) = open_trace(run, i, prog) else {
+            continue;
+        };
+        main.set_trace_name(name);
+        main.consumer.set_trace_label(Some(name));
+        for r in &mut main.runs {
+            r.vm.clear_thread_locals();
+        }
+        // one document holds every record in a structured format; text lines are labelled
+        let before = (!structured).then(|| {
+            main.consumer
+                .swap_output(Box::new(LabelledWriter::new(name, run.out.clone())))
+        });
+        main.start_trace(src.start_unix_ns());
+        let warnings = main.walk_trace(&mut src, run.etw, &mut |_, _| true);
+        main.say_after_trace(Some(name), &warnings);
+        if let Some(before) = before {
+            // dropping the labelled writer ends a line left open
+            drop(main.consumer.swap_output(before));
+        }
+        main.consumer.set_trace_label(None);
+        symbols.push(Box::new(src.symbols()));
+    }
+    main.set_trace_name("");
+    main.consumer.symbols = Box::new(crate::symbols::FirstNamed(symbols));
+    main.end()
 }
 
 #[cfg(test)]

@@ -203,7 +203,17 @@ impl Engine {
     /// Says (on dtx's stderr, which the console shows) what the user should know before a
     /// trace is walked: that `syscall` probes go unnamed without the kernel's PDB.
     pub fn say_before_trace(&self, etw: &crate::providers::etw::EtwProbes) {
+        self.say_before_traces(etw, 1);
+    }
+
+    /// [`Engine::say_before_trace`] for a run over `traces` traces (`etw` the union of
+    /// theirs): also names the enabled kernel probes none of whose records they hold.
+    pub fn say_before_traces(&self, etw: &crate::providers::etw::EtwProbes, traces: usize) {
         self.say_etw_limits();
+        let enabled = |id: u64| self.probes.contains_key(&id);
+        for n in crate::providers::etw::absent::notes(etw, &enabled, traces) {
+            crate::output::stderr::say(self.consumer.prog(), n);
+        }
         if let Some(n) = self.syscall_note(etw) {
             crate::output::stderr::say(self.consumer.prog(), n);
         }

@@ -9,6 +9,7 @@
 pub mod disasm;
 pub mod printf;
 pub mod ptype;
+pub mod sharing;
 pub mod visit;
 
 use crate::probes::ProbeDesc;

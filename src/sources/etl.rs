@@ -302,12 +302,21 @@ impl TraceSource {
             }
         }
         keep.insert(PERF_INFO, SYSCALL_ENTER);
-        let mut it = self.file.events_in_file_order().kernel_events_only(keep);
+        let mut it = self
+            .file
+            .events_in_file_order()
+            .kernel_events_only(keep)
+            .with_census();
+        // the kernel events the trace holds: those delivered, with those stepped over
+        let mut held = crate::etw::reader::HookSet::default();
         let thread_decoder = Decoder::new();
         let mut n = 0u64;
         let mut calls = crate::fasthash::FastSet::default();
         while let Some(r) = it.next_event() {
             let Ok(ev) = r else { continue };
+            if let Some(g) = ev.kernel_group {
+                held.insert(g, ev.opcode);
+            }
             if ev.kernel_group == Some(PERF_INFO) && ev.opcode == SYSCALL_ENTER {
                 calls.extend(crate::etw::state::syscall_address(&ev));
                 continue;
@@ -342,6 +351,11 @@ impl TraceSource {
                 }
             }
         }
+        if let Some(skipped) = it.census() {
+            held.union(&skipped);
+        }
+        drop(it);
+        probes.set_kernel_events(held);
         if let Some(t) = threads {
             self.preload(t);
         }

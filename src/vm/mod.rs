@@ -393,6 +393,19 @@ impl Vm {
         }
     }
 
+    /// Forgets every thread-local variable: the next firings are of another trace's threads
+    /// (a many-trace run walking its traces in turn).
+    pub fn clear_thread_locals(&mut self) {
+        let program = self.program.clone();
+        let strsize = self.opts.strsize;
+        self.dynvars
+            .clear_threads(|var| match program.variable(var).map(|v| v.kind) {
+                Some(crate::ir::ValKind::String) => strsize,
+                Some(crate::ir::ValKind::ByRef { size }) => size as usize,
+                _ => 8,
+            });
+    }
+
     /// Starts from `g`, the global state of a VM of the same program.
     pub fn set_global_state(&mut self, g: GlobalState) {
         self.globals = g.globals;
@@ -571,6 +584,16 @@ impl Vm {
             self.spec.busy_drops,
             self.spec.unavail_drops,
         )
+    }
+
+    /// Counts drops that happened in another VM of the same program (the engine of one trace
+    /// of a many-trace run) as this one's, for the run's final drop messages: dynamic
+    /// variables, and speculations (as [`Vm::spec_drops`] gives them).
+    pub fn add_drops(&mut self, dynvars: u64, spec: (u64, u64, u64)) {
+        self.dynvars.drops += dynvars;
+        self.spec.drops += spec.0;
+        self.spec.busy_drops += spec.1;
+        self.spec.unavail_drops += spec.2;
     }
 
     /// Bytes of a string value (an address), up to its NUL and `strsize`.

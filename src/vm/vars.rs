@@ -146,6 +146,24 @@ impl DynVars {
         }
     }
 
+    /// Frees every thread-local variable (`self->`, scalars and array elements alike): the
+    /// threads of one trace of a many-trace run are not those of the next, even where their
+    /// ids are the same. `size` gives a variable's value size, as it was allocated.
+    pub fn clear_threads(&mut self, size: impl Fn(u32) -> usize) {
+        for ((var, _), off) in std::mem::take(&mut self.tls) {
+            let n = size(var);
+            self.release(off, n, n + OVERHEAD);
+        }
+        let threads: Vec<DynKey> = self.arrays.keys().filter(|k| k.tid != 0).cloned().collect();
+        for k in threads {
+            if let Some(off) = self.arrays.remove(&k) {
+                let charge = self.key_charges.remove(&off).unwrap_or(k.tuple.len());
+                let n = size(k.var);
+                self.release(off, n, n + charge + OVERHEAD);
+            }
+        }
+    }
+
     /// Every element of an array variable.
     #[cfg(test)]
     pub fn elements(&self, var: u32) -> impl Iterator<Item = (&DynKey, usize)> {
@@ -205,6 +223,26 @@ impl Eq for dyn KeyView + '_ {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clear_threads_frees_thread_locals_and_keeps_globals() {
+        let mut d = DynVars::new(1 << 10);
+        let t = d.tls(1, 100, 8, true).unwrap();
+        d.mem[t] = 7;
+        let g = d.element(2, 0, b"k", 1, 8, true).unwrap();
+        d.mem[g] = 9;
+        d.element(3, 100, b"k", 1, 8, true).unwrap();
+        let used = d.used;
+        d.clear_threads(|_| 8);
+        assert_eq!(d.tls(1, 100, 8, false), None);
+        assert_eq!(d.element(3, 100, b"k", 1, 8, false), None);
+        assert_eq!(d.element(2, 0, b"k", 1, 8, false), Some(g));
+        assert_eq!(d.mem[g], 9);
+        assert!(d.used < used);
+        // the space freed is used again, zeroed
+        let again = d.tls(1, 100, 8, true).unwrap();
+        assert_eq!(d.mem[again], 0);
+    }
 
     #[test]
     fn thread_locals_reuse_freed_slots() {

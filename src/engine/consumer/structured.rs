@@ -175,7 +175,7 @@ impl Consumer {
             }
             self.write_buf();
             let _ = self.out.flush();
-            crate::output::stderr::write(&messages::error_line(&msg));
+            crate::output::stderr::write(&self.fault_stderr(&msg));
         }
         self.write_buf();
         vm.records = records;

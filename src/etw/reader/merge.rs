@@ -61,11 +61,21 @@ pub struct Events<'f> {
     /// when `track_skipped` is set.
     skipped_until: Cell<i64>,
     track_skipped: bool,
+    /// The kernel events (by HookId) of the records stepped over, when asked for
+    /// ([`Events::with_census`]).
+    census: Option<Box<std::cell::RefCell<HookSet>>>,
 }
 
 /// A set of kernel events by HookId (`group << 8 | opcode`): one bit each, 8 KB.
 #[derive(Clone)]
 pub struct HookSet(Box<[u64; 1024]>);
+
+impl std::fmt::Debug for HookSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n: u32 = self.0.iter().map(|w| w.count_ones()).sum();
+        write!(f, "HookSet({n} events)")
+    }
+}
 
 impl Default for HookSet {
     fn default() -> Self {
@@ -78,6 +88,18 @@ impl HookSet {
     pub fn insert(&mut self, group: u8, opcode: u8) {
         let hook = (group as usize) << 8 | opcode as usize;
         self.0[hook >> 6] |= 1 << (hook & 63);
+    }
+
+    /// Adds the kernel event with this HookId (`group << 8 | opcode`).
+    pub fn insert_hook(&mut self, hook: u16) {
+        self.0[hook as usize >> 6] |= 1 << (hook & 63);
+    }
+
+    /// Adds every event of `other`.
+    pub fn union(&mut self, other: &HookSet) {
+        for (a, b) in self.0.iter_mut().zip(other.0.iter()) {
+            *a |= b;
+        }
     }
 
     /// Adds every event of kernel group `group`.
@@ -115,6 +137,7 @@ impl<'f> Events<'f> {
             keep: None,
             skipped_until: Cell::new(i64::MIN),
             track_skipped: false,
+            census: None,
         }
     }
 
@@ -146,6 +169,18 @@ impl<'f> Events<'f> {
         self.keep = Some(Box::new(keep));
         self.track_skipped = true;
         self
+    }
+
+    /// Notes which kernel events the records stepped over are (see [`Events::census`]).
+    pub fn with_census(mut self) -> Self {
+        self.census = Some(Default::default());
+        self
+    }
+
+    /// The kernel events (by HookId) of the records stepped over so far, with
+    /// [`Events::with_census`]: with those delivered, every kernel event the trace holds.
+    pub fn census(&self) -> Option<HookSet> {
+        self.census.as_ref().map(|c| c.borrow().clone())
     }
 
     /// The latest raw timestamp of the kernel records stepped over so far by a walk of
@@ -316,6 +351,11 @@ impl<'f> Events<'f> {
             while pos < c.end {
                 match super::headers::skip_kernel_record(b, pos, c.end) {
                     Some(next) if !self.keeps(b, pos) => {
+                        if let Some(c) = &self.census {
+                            if let Some(hook) = super::buffer::u16_at(b, pos + 6) {
+                                c.borrow_mut().insert_hook(hook);
+                            }
+                        }
                         last = Some(pos);
                         pos = next
                     }

@@ -18,6 +18,7 @@ use crate::etw::record::{EventRecord, Guid, HeaderKind};
 use crate::etw::state::SystemState;
 use crate::probes::{glob_match, ProbeDesc, ProbeInfo};
 
+pub mod absent;
 mod diag;
 mod fsinfo;
 pub mod guid_probe;
@@ -461,6 +462,9 @@ pub struct EtwProbes {
     guid_probes: Arc<RwLock<Vec<guid_probe::GuidProbe>>>,
     /// The system calls of a trace by name (`syscall::<function>:entry`, `return`).
     syscalls: syscall::SyscallNames,
+    /// The kernel events the trace (or, over several, any of the traces) holds: what a
+    /// kernel probe needs to fire ([`absent::notes`]); `None` live.
+    kernel_events: Option<crate::etw::reader::HookSet>,
 }
 
 impl Default for EtwProbes {
@@ -471,6 +475,7 @@ impl Default for EtwProbes {
             next_id: FIRST_NAMED_ID,
             guid_probes: Arc::default(),
             syscalls: syscall::SyscallNames::default(),
+            kernel_events: None,
         }
     }
 }
@@ -568,6 +573,11 @@ impl EtwProbes {
     /// this set's own.
     pub fn absorb(&mut self, other: &EtwProbes) {
         self.syscalls.absorb(&other.syscalls);
+        if let Some(k) = &other.kernel_events {
+            self.kernel_events
+                .get_or_insert_with(Default::default)
+                .union(k);
+        }
         for p in other.named.values() {
             if self.named_entry(&p.display).is_none() {
                 continue;
@@ -600,6 +610,11 @@ impl EtwProbes {
     /// and `return`.
     pub fn set_syscalls(&mut self, names: syscall::SyscallNames) {
         self.syscalls = names;
+    }
+
+    /// Records the kernel events a trace holds (its census: see [`absent::notes`]).
+    pub fn set_kernel_events(&mut self, events: crate::etw::reader::HookSet) {
+        self.kernel_events = Some(events);
     }
 
     /// The system calls by name ([`EtwProbes::set_syscalls`]).
