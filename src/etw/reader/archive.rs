@@ -96,6 +96,13 @@ pub fn open_zip_member(path: &str, member: &str) -> Result<EtlFile, EtlError> {
         let e = format!("no member {member:?} ({e})");
         err(path, e)
     })?;
+    // a large member is unpacked as a stream into a temporary file that is then mapped, as a
+    // plain trace is: the walk's pages are released behind it (`EtlFile::done_with`), so the
+    // member's size is disk, not memory
+    if f.size() >= super::RELEASE_PAGES_ABOVE as u64 {
+        let file = unpack_to_file(&mut f).map_err(|e| err(&name, format!("cannot unpack: {e}")))?;
+        return EtlFile::from_file_named(name, &file);
+    }
     if f.size() > MAX_MEMBER {
         return Err(err(
             &name,
@@ -106,6 +113,39 @@ pub fn open_zip_member(path: &str, member: &str) -> Result<EtlFile, EtlError> {
     f.read_to_end(&mut bytes)
         .map_err(|e| err(&name, format!("cannot unpack: {e}")))?;
     EtlFile::from_bytes_named(name, bytes)
+}
+
+/// Unpacks `member` into a temporary file that is gone when the returned handle is closed
+/// (unlinked at once on Unix; delete-on-close on Windows), in the system's temporary
+/// directory.
+fn unpack_to_file(member: &mut impl Read) -> std::io::Result<std::fs::File> {
+    let dir = std::env::temp_dir();
+    let mut n = 0u32;
+    let (mut file, path) = loop {
+        let path = dir.join(format!("dtx-unpacked-{}-{n}.etl", std::process::id()));
+        let mut o = std::fs::OpenOptions::new();
+        o.read(true).write(true).create_new(true);
+        #[cfg(windows)]
+        {
+            use std::os::windows::fs::OpenOptionsExt;
+            // FILE_FLAG_DELETE_ON_CLOSE, shared for delete so that the map can open it
+            o.custom_flags(0x0400_0000).share_mode(0x7);
+        }
+        match o.open(&path) {
+            Ok(f) => break (f, path),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 1000 => n += 1,
+            Err(e) => return Err(e),
+        }
+    };
+    #[cfg(unix)]
+    let _ = std::fs::remove_file(&path);
+    #[cfg(not(unix))]
+    let _ = &path;
+    std::io::copy(
+        member,
+        &mut std::io::BufWriter::with_capacity(1 << 20, &mut file),
+    )?;
+    Ok(file)
 }
 
 #[cfg(test)]

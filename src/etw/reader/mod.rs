@@ -124,6 +124,24 @@ impl EtlFile {
         EtlFile::build(name, bytes)
     }
 
+    /// Reads an `.etl` image from an open file (mapped when it can be), named `name`.
+    pub(crate) fn from_file_named(name: String, file: &std::fs::File) -> Result<EtlFile, EtlError> {
+        let io = |e: std::io::Error| EtlError {
+            file: name.clone(),
+            offset: 0,
+            message: e.to_string(),
+        };
+        let len = file.metadata().map_err(io)?.len();
+        let bytes = if len == 0 {
+            Bytes::Owned(Vec::new())
+        } else {
+            // SAFETY: as in `open`: a read-only map that lives as long as `EtlFile`, of a
+            // temporary file nobody else knows of
+            Bytes::Mapped(unsafe { memmap2::Mmap::map(file) }.map_err(io)?)
+        };
+        EtlFile::build(name, bytes)
+    }
+
     /// Opens an `.etl` file, a `.zip` holding exactly one, or `archive.zip:member.etl`.
     pub fn open_path(spec: &str) -> Result<EtlFile, EtlError> {
         archive::open_path(spec)
@@ -293,7 +311,30 @@ impl EtlFile {
                 };
             }
         }
-        #[cfg(not(unix))]
+        #[cfg(windows)]
+        if let Bytes::Mapped(m) = &self.bytes {
+            if m.len() < RELEASE_PAGES_ABOVE {
+                return;
+            }
+            const PAGE: usize = 4096;
+            let start = offset.div_ceil(PAGE) * PAGE;
+            let end = (offset + len).min(m.len()) / PAGE * PAGE;
+            if end > start {
+                // VirtualUnlock on pages that are not locked takes them out of the process's
+                // working set (Microsoft Learn, VirtualUnlock: "calling VirtualUnlock on a range
+                // of memory that is not locked releases the pages from the process's working
+                // set"); it then fails with ERROR_NOT_LOCKED, which is expected. The view's
+                // pages stay in the file's cache and fault back in on a later read.
+                // SAFETY: the range lies inside the live map; nothing is written or unmapped.
+                let _ = unsafe {
+                    windows_sys::Win32::System::Memory::VirtualUnlock(
+                        m.as_ptr().add(start).cast(),
+                        end - start,
+                    )
+                };
+            }
+        }
+        #[cfg(not(any(unix, windows)))]
         let _ = (offset, len);
     }
 
