@@ -49,6 +49,47 @@ fn a_trace_nine_times_as_long_takes_no_more_memory() {
     assert!(rss9 * 1024 < size / 4, "{rss9} KB for {size} bytes");
 }
 
+#[cfg(target_os = "linux")]
+#[test]
+fn a_large_trace_inside_a_zip_streams_rather_than_inflates_into_memory() {
+    let Some(bytes) = etl::trace_bytes(TRACE) else {
+        return;
+    };
+    // five copies: past the size (128 MB) above which a member is unpacked to disk
+    const ZIPPED: usize = 5;
+    let dir = tempfile::tempdir().unwrap();
+    let (one, big) = (dir.path().join("one.etl"), dir.path().join("big.etl"));
+    std::fs::write(&one, &bytes).unwrap();
+    etl::write_repeated_trace(&bytes, ZIPPED, &big);
+    let zip_path = dir.path().join("big.zip");
+    let mut z = zip::ZipWriter::new(std::fs::File::create(&zip_path).unwrap());
+    let opts = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated)
+        .compression_level(Some(1))
+        .large_file(true);
+    z.start_file("big.etl", opts).unwrap();
+    std::io::copy(&mut std::fs::File::open(&big).unwrap(), &mut z).unwrap();
+    z.finish().unwrap();
+    let size = std::fs::metadata(&big).unwrap().len();
+    std::fs::remove_file(&big).unwrap();
+    let (out1, rss1) = etl::quiet_with_peak_rss(one.to_str().unwrap(), PROG);
+    let (outz, rssz) = etl::quiet_with_peak_rss(zip_path.to_str().unwrap(), PROG);
+    assert_eq!(total(&outz), ZIPPED as u64 * total(&out1), "{outz}");
+    eprintln!(
+        "peak RSS: {rss1} KB over 33 MB, {rssz} KB over a {} MB member",
+        size >> 20
+    );
+    // inflated into memory the member alone would be resident: 170 MB
+    assert!(rssz * 1024 < size / 2, "{rssz} KB for a {size}-byte member");
+    // and the temporary file is gone
+    let left = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("dtx-unpacked-"))
+        .count();
+    assert_eq!(left, 0, "a temporary unpacked trace is left");
+}
+
 /// Writes the synthetic trace of `scripts/bench-memory.sh`: `$DTX_BIG_COPIES` copies of the
 /// xperf trace into `$DTX_BIG_TRACE`. Ignored by default (it writes gigabytes).
 #[test]

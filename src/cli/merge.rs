@@ -62,7 +62,7 @@ pub fn main(prog: &str, argv: &[String]) -> i32 {
     match run(prog, argv) {
         Ok(()) => 0,
         Err(e) => {
-            eprintln!("{prog}: {e}");
+            crate::output::stderr::say(prog, e);
             1
         }
     }

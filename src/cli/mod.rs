@@ -684,9 +684,8 @@ fn run_programs(
             SourceKind::String => messages::ProgramSource::Description,
         };
         if !quiet {
-            eprint!(
-                "{}",
-                messages::matched(src, &r.label, r.matched as u64).replacen("dtx", prog, 1)
+            crate::output::stderr::write(
+                &messages::matched(src, &r.label, r.matched as u64).replacen("dtx", prog, 1),
             );
         }
     }
@@ -756,7 +755,7 @@ fn run_programs(
                 if sources.is_empty() {
                     let status = engine.run_live(src);
                     for line in src.report(prog) {
-                        eprintln!("{line}");
+                        crate::output::stderr::write(&line);
                     }
                     return Ok(status);
                 }
@@ -774,7 +773,7 @@ fn run_programs(
             #[cfg(windows)]
             if let Some(src) = etw_live {
                 for line in src.borrow_mut().report(prog) {
-                    eprintln!("{line}");
+                    crate::output::stderr::write(&line);
                 }
             }
             Ok(status)

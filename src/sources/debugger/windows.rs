@@ -273,6 +273,7 @@ impl WindowsTarget {
         // SAFETY: zeroed STARTUPINFOW/PROCESS_INFORMATION are valid inputs/outputs.
         let mut si: STARTUPINFOW = unsafe { std::mem::zeroed() };
         si.cb = std::mem::size_of::<STARTUPINFOW>() as u32;
+        // SAFETY: as above, a zeroed PROCESS_INFORMATION is a valid output.
         let mut pi: PROCESS_INFORMATION = unsafe { std::mem::zeroed() };
         // SAFETY: a mutable NUL-terminated command line, a UTF-16 environment block ending in
         // two NULs, the inherited directory.
