@@ -2,7 +2,7 @@
 //! its own module. Drawing reads the state and never changes it (but for the editor's scroll).
 
 use ratatui::layout::{Constraint, Direction, Layout, Rect};
-use ratatui::widgets::{Block, Clear};
+use ratatui::widgets::Block;
 use ratatui::Frame;
 
 use super::app::{App, Focus, Overlay, PaneAreas};
@@ -86,21 +86,4 @@ pub fn layout(body: Rect, focus: Focus) -> PaneAreas {
         results: Some(right[1]),
         log: Some(right[2]),
     }
-}
-
-/// A centred rectangle of at most `w`×`h`.
-pub fn centred(area: Rect, w: u16, h: u16) -> Rect {
-    let w = w.min(area.width);
-    let h = h.min(area.height);
-    Rect::new(
-        area.x + (area.width - w) / 2,
-        area.y + (area.height - h) / 2,
-        w,
-        h,
-    )
-}
-
-/// Clears a rectangle for an overlay.
-pub fn clear(f: &mut Frame, r: Rect) {
-    f.render_widget(Clear, r);
 }

@@ -9,29 +9,10 @@ pub const FLAG_BUFFER_LOST: u16 = 0x04;
 pub const FLAG_PROC_INDEX: u16 = 0x20;
 pub const FLAG_COMPRESSED: u16 = 0x40;
 
+use super::bytes::{i64_at, u16_at, u32_at};
+
 /// Largest buffer size we accept (ETW allows at most 16 MB buffers).
 const MAX_BUFFER_SIZE: u32 = 64 << 20;
-
-pub(crate) fn u16_at(b: &[u8], off: usize) -> Option<u16> {
-    let s = b.get(off..off.checked_add(2)?)?;
-    Some(u16::from_le_bytes([s[0], s[1]]))
-}
-
-pub(crate) fn u32_at(b: &[u8], off: usize) -> Option<u32> {
-    let s = b.get(off..off.checked_add(4)?)?;
-    Some(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
-}
-
-pub(crate) fn u64_at(b: &[u8], off: usize) -> Option<u64> {
-    let s = b.get(off..off.checked_add(8)?)?;
-    let mut a = [0u8; 8];
-    a.copy_from_slice(s);
-    Some(u64::from_le_bytes(a))
-}
-
-pub(crate) fn i64_at(b: &[u8], off: usize) -> Option<i64> {
-    u64_at(b, off).map(|v| v as i64)
-}
 
 /// The decoded fields of one WMI_BUFFER_HEADER.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! Record headers (FORMAT.md 4.3-4.7): one decoder per header kind over a byte slice, producing
 //! the shared [`EventRecord`] view without copying the payload.
 
-use super::buffer::{i64_at, u16_at, u32_at, u64_at};
+use super::bytes::{i64_at, u16_at, u32_at, u64_at};
 use super::logfile::TimeBase;
 use crate::etw::record::{EventRecord, ExtendedItems, Guid, HeaderKind};
 

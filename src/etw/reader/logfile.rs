@@ -1,6 +1,6 @@
 //! TRACE_LOGFILE_HEADER (FORMAT.md 4.8) and the conversion of raw timestamps.
 
-use super::buffer::{i64_at, u32_at};
+use super::bytes::{i64_at, u32_at};
 use crate::etw::record::EventRecord;
 
 /// FILETIME of 1970-01-01 (100 ns units since 1601).

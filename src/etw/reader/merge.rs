@@ -196,7 +196,7 @@ impl<'f> Events<'f> {
     fn keeps(&self, b: &[u8], pos: usize) -> bool {
         self.keep
             .as_ref()
-            .is_some_and(|k| super::buffer::u16_at(b, pos + 6).is_some_and(|hook| k.contains(hook)))
+            .is_some_and(|k| super::bytes::u16_at(b, pos + 6).is_some_and(|hook| k.contains(hook)))
     }
 
     fn error(&self, offset: u64, message: String) -> EtlError {
@@ -352,7 +352,7 @@ impl<'f> Events<'f> {
                 match super::headers::skip_kernel_record(b, pos, c.end) {
                     Some(next) if !self.keeps(b, pos) => {
                         if let Some(c) = &self.census {
-                            if let Some(hook) = super::buffer::u16_at(b, pos + 6) {
+                            if let Some(hook) = super::bytes::u16_at(b, pos + 6) {
                                 c.borrow_mut().insert_hook(hook);
                             }
                         }
@@ -377,7 +377,7 @@ impl<'f> Events<'f> {
             if let Some(ts) = record_timestamp(b, pos) {
                 return Some(ts);
             }
-            if super::buffer::u32_at(b, pos) != Some(0xFFFF_FFFF) {
+            if super::bytes::u32_at(b, pos) != Some(0xFFFF_FFFF) {
                 // damage sorts first, to be reported
                 return Some(i64::MIN);
             }

@@ -23,6 +23,7 @@
 
 pub mod archive;
 pub mod buffer;
+mod bytes;
 pub mod headers;
 pub mod logfile;
 mod merge;

@@ -6,6 +6,8 @@ pub mod format;
 pub mod record;
 
 #[cfg(target_os = "linux")]
+mod abi;
+#[cfg(target_os = "linux")]
 pub mod capture;
 #[cfg(target_os = "linux")]
 pub mod live;

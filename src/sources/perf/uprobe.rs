@@ -15,7 +15,7 @@ use std::collections::HashMap;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use super::live::{
+use super::abi::{
     event_id, finish, mono_ns, online_cpus, open_error, perf_event_open, PerfEventAttr, Ring,
     IOC_SET_OUTPUT,
 };

@@ -63,3 +63,20 @@ pub fn human(v: f64) -> String {
         format!("{v:.1}")
     }
 }
+
+/// A centred rectangle of at most `w`×`h`.
+pub fn centred(area: ratatui::layout::Rect, w: u16, h: u16) -> ratatui::layout::Rect {
+    let w = w.min(area.width);
+    let h = h.min(area.height);
+    ratatui::layout::Rect::new(
+        area.x + (area.width - w) / 2,
+        area.y + (area.height - h) / 2,
+        w,
+        h,
+    )
+}
+
+/// Clears a rectangle for an overlay.
+pub fn clear(f: &mut ratatui::Frame, r: ratatui::layout::Rect) {
+    f.render_widget(ratatui::widgets::Clear, r);
+}

@@ -8,11 +8,11 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
+use super::{centred, clear};
 use super::{fit, frame};
 use crate::tui::app::App;
 use crate::tui::keys::ACTIONS;
 use crate::tui::scroll::first_visible;
-use crate::tui::ui::{centred, clear};
 
 /// Keys that belong to one pane, for the help.
 pub const PANE_KEYS: &[(&str, &str, &str)] = &[
