@@ -46,7 +46,18 @@ fn area_scripts_match_their_golden_output() {
         let o = dtx(&["-E", t.to_str().unwrap(), "-s", s.to_str().unwrap()]);
         let (out, err) = (o.stdout, String::from_utf8_lossy(&o.stderr));
         assert!(o.status.success(), "{script}: {err}");
-        assert!(err.is_empty(), "{script}: {err}");
+        // a probe whose records the trace lacks is named before the run, and nothing else
+        // is said (hardfaults.d's other fault kinds are not in its trace)
+        let said: Vec<&str> = err
+            .lines()
+            .filter(|l| !l.contains(" cannot fire: "))
+            .collect();
+        assert!(said.is_empty(), "{script}: {err}");
+        assert_eq!(
+            err.contains(" cannot fire: "),
+            script == "pf/hardfaults",
+            "{script}: {err}"
+        );
         let golden = root.join("tests/golden").join(format!("{script}.out"));
         if std::env::var_os("UPDATE_GOLDEN").is_some() {
             std::fs::create_dir_all(golden.parent().unwrap()).unwrap();

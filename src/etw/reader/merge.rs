@@ -95,6 +95,15 @@ impl HookSet {
         self.0[hook as usize >> 6] |= 1 << (hook & 63);
     }
 
+    /// The HookIds in the set, in order.
+    pub fn iter(&self) -> impl Iterator<Item = u16> + '_ {
+        self.0.iter().enumerate().flat_map(|(w, &bits)| {
+            (0..64u16)
+                .filter(move |b| bits >> b & 1 == 1)
+                .map(move |b| (w as u16) << 6 | b)
+        })
+    }
+
     /// Adds every event of `other`.
     pub fn union(&mut self, other: &HookSet) {
         for (a, b) in self.0.iter_mut().zip(other.0.iter()) {

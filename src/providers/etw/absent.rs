@@ -17,6 +17,13 @@ pub fn notes(etw: &EtwProbes, enabled: &dyn Fn(u64) -> bool, traces: usize) -> V
     let Some(held) = &etw.kernel_events else {
         return Vec::new();
     };
+    // the kernel flags the trace was recorded with, as far as its records tell: a probe
+    // whose flag was on but whose events did not happen (no TCP connect in the trace) is an
+    // exact zero, not a probe that cannot fire
+    let flags_on: Vec<&str> = held
+        .iter()
+        .map(|h| flag(((h >> 8) as u8, h as u8)))
+        .collect();
     // (flag, class) → the probes waiting for its records, each with their records in words
     type Group<'a> = ((&'a str, &'a str), Vec<(String, String)>);
     let mut lacking: Vec<Group<'_>> = Vec::new();
@@ -32,6 +39,9 @@ pub fn notes(etw: &EtwProbes, enabled: &dyn Fn(u64) -> bool, traces: usize) -> V
             .iter()
             .any(|&(g, op)| held.contains(u16::from(g) << 8 | u16::from(op)))
         {
+            continue;
+        }
+        if flags_on.contains(&flag(k.events[0])) {
             continue;
         }
         let class = kernel::group_name(k.events[0].0).unwrap_or("kernel");
@@ -123,6 +133,7 @@ mod tests {
         let mut etw = EtwProbes::new();
         let mut held = crate::etw::reader::HookSet::default();
         held.insert(DISK_IO, 10);
+        held.insert(TCP_IP, 10);
         etw.set_kernel_events(held);
         let id = |p: &str, n: &str| super::super::kernel_id(p, n);
         let start = id("io", "start").unwrap();
@@ -131,6 +142,9 @@ mod tests {
         assert_eq!(lines.len(), 1, "{lines:?}");
         assert!(lines[0].starts_with("io:::start cannot fire: the trace has no DiskIo "));
         assert!(lines[0].contains("DISK_IO_INIT"), "{}", lines[0]);
+        // NETWORK was on (a send): no connect in the trace is an exact zero
+        let connect = id("tcpip", "connect").unwrap();
+        assert!(notes(&etw, &|p| p == connect, 1).is_empty());
         // live: no census, nothing said
         assert!(notes(&EtwProbes::new(), &|p| p == start, 1).is_empty());
     }
