@@ -31,7 +31,7 @@ pub mod xpress;
 use std::fmt;
 use std::path::Path;
 
-pub use archive::{open_path, open_zip_member, split_member, zip_etl_members};
+pub use archive::{is_demo, open_path, open_zip_member, split_member, zip_etl_members, DEMO};
 pub use buffer::{BufferHeader, BufferInfo};
 pub use headers::{kernel_group_guid, kernel_group_name};
 pub use logfile::{LogfileHeader, TimeBase};
