@@ -162,6 +162,7 @@ fn demo_shows_the_dashboard_from_a_fresh_install() {
     };
     let screen = s.wait_for("the demo's CPU table", Duration::from_secs(60), |t| {
         t.contains("top/cpu-stacks.d")
+            && t.contains("run #1")
             && t.contains("@oncpu_us")
             && screen_top(t).is_some_and(|r| nonzero(&r))
     });
