@@ -87,7 +87,7 @@ elif command -v rustup >/dev/null && {
     rustup target list --installed 2>/dev/null | grep -qx "$MSVC_TARGET" ||
         { phase "adding rustup's std for $MSVC_TARGET" && rustup target add "$MSVC_TARGET"; }
 }; then
-    CARGO_TARGET_DIR=$MSVC_DIR "${NICE[@]}" cargo clippy --target "$MSVC_TARGET" --all-targets -- -D warnings
+    CARGO_TARGET_DIR=$MSVC_DIR "${NICE[@]}" cargo clippy --target "$MSVC_TARGET" --all-targets --features conformance -- -D warnings
     phase "clippy --target $MSVC_TARGET clean"
 else
     echo "windows-check: skipping clippy: rustup's std for $MSVC_TARGET is not installed (rustup target add $MSVC_TARGET)"
@@ -101,7 +101,7 @@ export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER=$WINE
 export CARGO_TARGET_DIR=$GNU_DIR
 GNU_CARGO=(/usr/bin/cargo)
 BUILD_STD=(-Zbuild-std=std,panic_abort --target "$GNU_TARGET")
-"${NICE[@]}" "${GNU_CARGO[@]}" build --release "${BUILD_STD[@]}" --bins
+"${NICE[@]}" "${GNU_CARGO[@]}" build --release "${BUILD_STD[@]}" --features conformance --bins
 phase "cross build for $GNU_TARGET done: $GNU_DIR/$GNU_TARGET/release/dtx.exe"
 "$WINE" "$GNU_DIR/$GNU_TARGET/release/dtx.exe" -q -n 'BEGIN { printf("dtx.exe under wine: %d\n", 6 * 7); exit(0); }'
 # the Windows workflow's script (scripts/windows-live.sh) under Wine, where live ETW cannot run:
@@ -134,7 +134,7 @@ fi
 # the library's unit tests, the binaries' and every integration test (each Linux-only test file
 # is compiled out for Windows; the rest skip with a message where a facility is missing)
 status=0
-"${NICE[@]}" "${GNU_CARGO[@]}" test --release "${BUILD_STD[@]}" --no-fail-fast --lib --bins --tests || status=$?
+"${NICE[@]}" "${GNU_CARGO[@]}" test --release "${BUILD_STD[@]}" --features conformance --no-fail-fast --lib --bins --tests || status=$?
 # the pid provider's debugger loop on mingw-built programs (a test under Wine cannot run the
 # Linux compiler, so they are built here), one test at a time: each drives a debuggee
 FIXTURES=$GNU_DIR/pid-fixtures

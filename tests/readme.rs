@@ -1,9 +1,9 @@
 //! Every `dtx` command of README.md's `sh` blocks runs as written: through `sh -c` in the
 //! checkout, with the built binary first on the PATH and `TRACES` naming the public traces of
 //! `../shared/etl`. Batch commands must exit 0 and print something (and no warning); console
-//! commands (`--tui`) must open the console in a pseudo-terminal and quit cleanly.
-//! Unix only (the commands are shell lines); skips the trace commands, saying so, when
-//! `../shared/etl` is absent.
+//! commands (`--tui`, `--demo`) must open the console in a pseudo-terminal and quit cleanly.
+//! Unix only (the commands are shell lines); skips the commands that read `$TRACES`, saying so,
+//! when `../shared/etl` is absent (those over the built-in trace, `-E demo`, always run).
 #![cfg(unix)]
 
 #[path = "support/pty.rs"]
@@ -32,6 +32,11 @@ fn readme_commands() -> Vec<String> {
     out
 }
 
+/// Whether a README command opens the console.
+fn is_console(cmd: &str) -> bool {
+    cmd.contains("--tui") || cmd.contains("--demo")
+}
+
 fn traces() -> Option<PathBuf> {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/etl");
     p.exists().then_some(p)
@@ -46,9 +51,16 @@ fn path_with_dtx() -> String {
 #[test]
 fn readme_has_ten_one_liners_and_the_console() {
     let cmds = readme_commands();
-    let batch = cmds.iter().filter(|c| !c.contains("--tui")).count();
+    let batch = cmds.iter().filter(|c| !is_console(c)).count();
     assert!(batch >= 10, "{batch} batch commands: {cmds:#?}");
     assert!(cmds.iter().any(|c| c.contains("--tui")), "{cmds:#?}");
+    // the first console command is the demo, and most one-liners read the built-in trace
+    assert_eq!(
+        cmds.iter().find(|c| is_console(c)).map(String::as_str),
+        Some("dtx --demo")
+    );
+    let demo = cmds.iter().filter(|c| c.contains("-E demo")).count();
+    assert!(demo * 2 > batch, "{demo} of {batch} one-liners use -E demo");
     let lines = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
         .unwrap()
         .lines()
@@ -62,7 +74,7 @@ fn readme_has_ten_one_liners_and_the_console() {
 #[test]
 fn readme_batch_commands_run() {
     let traces = traces();
-    for cmd in readme_commands().iter().filter(|c| !c.contains("--tui")) {
+    for cmd in readme_commands().iter().filter(|c| !is_console(c)) {
         if cmd.contains("$TRACES") && traces.is_none() {
             eprintln!("skipped (../shared/etl is absent): {cmd}");
             continue;
@@ -90,15 +102,19 @@ fn readme_batch_commands_run() {
 
 #[test]
 fn readme_console_commands_open_the_console() {
-    let Some(traces) = traces() else {
-        eprintln!("skipped: ../shared/etl is absent");
-        return;
-    };
+    let traces = traces();
     let state = tempfile::tempdir().unwrap();
     let state_dir = state.path().to_string_lossy().into_owned();
-    let trace_dir = traces.to_string_lossy().into_owned();
+    let trace_dir = traces
+        .as_ref()
+        .map(|t| t.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let path = path_with_dtx();
-    for cmd in readme_commands().iter().filter(|c| c.contains("--tui")) {
+    for cmd in readme_commands().iter().filter(|c| is_console(c)) {
+        if cmd.contains("$TRACES") && traces.is_none() {
+            eprintln!("skipped (../shared/etl is absent): {cmd}");
+            continue;
+        }
         let mut s = pty::PtySession::spawn(
             "sh",
             &["-c", cmd],

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use pty::{PtySession, CTRL_Q, F5};
+use pty::{PtySession, CTRL_Q, F5, RIGHT};
 
 const TRACE: &str = "randomascii_slow_ppt_trace.etl.zip";
 
@@ -125,6 +125,60 @@ fn open_trace_type_run_edit_rerun_quit() {
     // the unsaved script was autosaved on the way out
     let auto = std::fs::read_to_string(state.path().join("dtx/autosave.d")).unwrap();
     assert!(auto.contains(second), "{auto}");
+}
+
+/// `dtx --demo` as a newcomer runs it after an install: the binary alone in a directory of its
+/// own (nothing beside it), started from an empty directory with an empty home, and no
+/// `../shared`. The console opens over the built-in trace with the demo dashboard running: its
+/// CPU table has rows with non-zero values, and one key (→) shows the stack tree.
+#[test]
+fn demo_shows_the_dashboard_from_a_fresh_install() {
+    let root = tempfile::tempdir().unwrap();
+    let bin_dir = root.path().join("bin");
+    let work = root.path().join("work");
+    let home = root.path().join("home");
+    for d in [&bin_dir, &work, &home] {
+        std::fs::create_dir(d).unwrap();
+    }
+    let bin = bin_dir.join("dtx");
+    std::fs::copy(env!("CARGO_BIN_EXE_dtx"), &bin).unwrap();
+    let home_s = home.to_string_lossy().into_owned();
+    let mut s = PtySession::spawn_in(
+        &bin.to_string_lossy(),
+        &["--demo"],
+        &[
+            ("HOME", &home_s),
+            ("XDG_STATE_HOME", &home_s),
+            ("XDG_CONFIG_HOME", &home_s),
+            ("_NT_SYMBOL_PATH", ""),
+        ],
+        &work,
+        120,
+        36,
+    );
+    let nonzero = |row: &str| {
+        row.split(|c: char| c.is_whitespace() || c == '│')
+            .any(|w| !w.is_empty() && w.chars().all(|c| c.is_ascii_digit()) && w != "0")
+    };
+    let screen = s.wait_for("the demo's CPU table", Duration::from_secs(60), |t| {
+        t.contains("top/cpu-stacks.d")
+            && t.contains("run #1")
+            && t.contains("@oncpu_us")
+            && screen_top(t).is_some_and(|r| nonzero(&r))
+    });
+    // the table's rows are the trace's processes, by name
+    assert!(screen.contains(".exe"), "{screen}");
+    eprintln!("the demo's first screen:\n{screen}");
+    s.send(RIGHT);
+    let screen = s.wait_for("the stack tree", Duration::from_secs(30), |t| {
+        t.contains("@stacks") && t.contains('%') && t.contains(".dll+0x")
+    });
+    assert!(screen.contains('▾') || screen.contains('▼'), "{screen}");
+    eprintln!("after →:\n{screen}");
+    quit(&mut s);
+    // nothing was needed, or written, beside the binary or in the working directory
+    assert_eq!(std::fs::read_dir(&bin_dir).unwrap().count(), 1);
+    assert_eq!(std::fs::read_dir(&work).unwrap().count(), 0);
 }
 
 /// With no trace and no script on Linux, the console runs the default dashboard live from perf

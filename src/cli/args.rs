@@ -24,7 +24,7 @@
 //! failures with [`crate::lang::options::cmdline_error_message`] (exit status 1).
 //!
 //! dtx additions: `-E file.etl` and `-g` (from the Windows port), `--tui`, `--theme NAME`
-//! (or `--theme=NAME`), `--keys FILE`, `--check`, `--help`.
+//! (or `--theme=NAME`), `--keys FILE`, `--check`, `--demo`, `--help`.
 
 use std::ffi::{OsStr, OsString};
 use std::fmt;
@@ -173,6 +173,9 @@ pub struct Args {
     pub help: bool,
     /// `--check`: the self-check of this machine (src/cli/selfcheck).
     pub check: bool,
+    /// `--demo`: the console over the trace built into dtx (as `--tui -E demo`), its CPU
+    /// dashboard running with a stack view beside the table.
+    pub demo: bool,
     /// `-V`: print the D API version ([`version_text`]) and exit 0.
     pub version: bool,
     /// `-a`: claim anonymous tracing state.
@@ -314,7 +317,8 @@ pub fn usage_text(prog: &str) -> String {
     s.push_str(&format!(
         "Usage: {prog} [-32|-64] [-aACeFGghHlqSvVwZ] [-b bufsz] [-c cmd] [-D name[=def]]\n\
          \t[-E etlfile] [-I path] [-L path] [-o output] [-p pid] [-s script] [-U name]\n\
-         \t[-x opt[=val]] [-X a|c|s|t] [--tui] [--theme name] [--keys file] [--check]\n\n\
+         \t[-x opt[=val]] [-X a|c|s|t] [--tui] [--theme name] [--keys file] [--check]\n\
+         \t[--demo]\n\n\
          \t[-P provider {PREDACT}]\n\
          \t[-m [ provider: ] module {PREDACT}]\n\
          \t[-f [[ provider: ] module: ] func {PREDACT}]\n\
@@ -335,7 +339,7 @@ pub fn usage_text(prog: &str) -> String {
          \t-D  define symbol when invoking preprocessor\n\
          \t-e  exit after compiling request but prior to enabling probes\n\
          \t-E  trace the given .etl file if it exists, else enable probes\n\
-         \t    in real time and log to it\n\
+         \t    in real time and log to it (-E demo: the trace built into dtx)\n\
          \t-f  enable or list probes matching the specified function name\n\
          \t-F  coalesce trace output by function\n\
          \t-g  enable all ETW probes in real time, while logging to file (with -E)\n\
@@ -366,6 +370,8 @@ pub fn usage_text(prog: &str) -> String {
          \t--keys file    console key bindings (a keys.toml)\n\
          \t--check        check that dtx can trace on this machine (run it first);\n\
          \t               -x oformat=json gives the report as one JSON document\n\
+         \t--demo         the console over the trace built into dtx (-E demo):\n\
+         \t               no file, no privilege, any OS\n\
          \t--help         print this text\n",
     );
     s
@@ -451,6 +457,7 @@ pub fn parse(args: &[OsString]) -> Result<Args, UsageError> {
                     ("tui", None) => out.tui = true,
                     ("symbols", None) => out.symbols = true,
                     ("check", None) => out.check = true,
+                    ("demo", None) => out.demo = true,
                     ("theme", Some(v)) => out.theme = Some(v),
                     ("keys", Some(v)) => out.keys = Some(v),
                     (opt @ ("theme" | "keys"), None) => {
@@ -525,6 +532,17 @@ pub fn parse(args: &[OsString]) -> Result<Args, UsageError> {
     }
     if out.version {
         return Ok(out);
+    }
+    if out.demo {
+        if !out.etl_files.is_empty() {
+            return Err(UsageError::bare(format!(
+                "{prog}: --demo opens the built-in trace; give -E or --demo, not both"
+            )));
+        }
+        out.tui = true;
+        let demo = PathBuf::from(crate::etw::reader::DEMO);
+        out.etl = Some(demo.clone());
+        out.etl_files.push(demo);
     }
     out.etl_process_all = out.etw_all && out.etl.is_some();
     if out.buffered && (out.anon || out.elf_link || out.list || out.header) {
@@ -903,6 +921,12 @@ mod tests {
         assert_eq!(ok(&["--theme=light"]).theme.as_deref(), Some("light"));
         assert!(ok(&["--check", "-x", "oformat=json"]).check);
         assert!(!ok(&["-n", "BEGIN"]).check);
+        // --demo: the console over the built-in trace, alone or with a program
+        let a = ok(&["--demo"]);
+        assert!(a.demo && a.tui);
+        assert_eq!(a.etl_files, [PathBuf::from("demo")]);
+        assert!(ok(&["--demo", "-n", "BEGIN"]).tui);
+        assert!(msg(&["--demo", "-E", "x.etl"]).contains("not both"));
         assert!(ok(&["--help", "-k"]).help);
         assert_eq!(
             msg(&["--theme"]),

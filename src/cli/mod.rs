@@ -322,7 +322,11 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
     };
     let trace = match &single {
         _ if many.is_some() => None,
-        Some(path) if Path::new(path).exists() || path.to_string_lossy().contains(".zip:") => {
+        Some(path)
+            if Path::new(path).exists()
+                || path.to_string_lossy().contains(".zip:")
+                || crate::etw::reader::is_demo(&path.to_string_lossy()) =>
+        {
             let mut src = crate::sources::etl::TraceSource::open(&path.to_string_lossy())
                 .map_err(|e| e.to_string())?;
             src.scan_providers(&mut etw);
@@ -604,6 +608,7 @@ fn run_console(
         keys: args.keys.clone().map(std::path::PathBuf::from),
         refresh: std::time::Duration::from_millis(250),
         target,
+        demo: args.demo && !run,
     })
 }
 

@@ -351,24 +351,6 @@ impl Engine {
         self.probes.get(&probe)
     }
 
-    /// Enables a probe that came into existence while running (a module the target loaded) in
-    /// every clause with a description that matches it.
-    pub fn enable_probe(&mut self, p: ProbeInfo) {
-        for run in &mut self.runs {
-            let program = run.vm.program.clone();
-            for (ci, c) in program.clauses.iter().enumerate() {
-                for d in &c.probes {
-                    if crate::probes::glob_match(&d.provider, &p.provider)
-                        && crate::providers::fields_match(d, &p.module, &p.function, &p.name)
-                    {
-                        run.vm.enable(p.id, ci);
-                    }
-                }
-            }
-        }
-        self.probes.entry(p.id).or_insert(p);
-    }
-
     /// Enables a probe that the descriptions `created_by` made (a pid probe of a module that
     /// appeared while tracing): their clauses fire for it even where the probe's fields do
     /// not match their text (a module named without its extension or version).

@@ -128,12 +128,6 @@ impl FlowIndent {
         self.last = Some((p.epid, p.probe_id));
         line
     }
-
-    /// Records a consumed EPID that did not go through [`Self::firing`]
-    /// (e.g. an ERROR-probe record handled internally), as dtrace does.
-    pub fn note_epid(&mut self, epid: u32, probe_id: u32) {
-        self.last = Some((epid, probe_id));
-    }
 }
 
 /// Longest function name and probe name dtrace keeps.

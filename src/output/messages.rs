@@ -60,11 +60,6 @@ pub fn matched(src: ProgramSource, name: &str, n: u64) -> String {
     format!("{PROG}: {desc} '{name}' matched {n} probe{}\n", plural(n))
 }
 
-/// `dtx: failed to enable 'x.d': <reason>`.
-pub fn failed_to_enable(name: &str, reason: &str) -> String {
-    error_with_reason(&format!("failed to enable '{name}'"), reason)
-}
-
 /// `-l` with a description that matches nothing:
 /// `dtx: failed to match p:m:f:n: No probe matches description`.
 pub fn failed_to_match(
@@ -83,11 +78,6 @@ pub fn no_probes(had_programs: bool) -> String {
         "{PROG}: no probes {}\n",
         if had_programs { "matched" } else { "specified" }
     )
-}
-
-/// `dtx: allowing destructive actions` (a notice).
-pub fn allowing_destructive() -> String {
-    error_line("allowing destructive actions\n")
 }
 
 // ---------------------------------------------------------------------------
@@ -340,31 +330,6 @@ fn truncate79(mut s: String) -> String {
         s.truncate(n);
     }
     s
-}
-
-// ---------------------------------------------------------------------------
-// Processes
-// ---------------------------------------------------------------------------
-
-/// `dtx: pid 123 has exited` (a notice).
-pub fn pid_exited(pid: i32) -> String {
-    format!("{PROG}: pid {pid} has exited\n")
-}
-
-/// `dtx: pid 123 exited with status 1` (a notice).  (The Windows port
-/// prints the status in hex; this uses decimal, as dtrace does elsewhere.)
-pub fn pid_exit_status(pid: i32, status: i32) -> String {
-    format!("{PROG}: pid {pid} exited with status {status}\n")
-}
-
-/// `dtx: pid 123 terminated by SIGKILL` (a notice).
-pub fn pid_terminated(pid: i32, signal_name: &str) -> String {
-    format!("{PROG}: pid {pid} terminated by {signal_name}\n")
-}
-
-/// `dtx: pid 123: <msg>` (a notice).
-pub fn pid_message(pid: i32, msg: &str) -> String {
-    format!("{PROG}: pid {pid}: {msg}\n")
 }
 
 // ---------------------------------------------------------------------------

@@ -25,7 +25,15 @@ pub const DASHBOARDS: &[(&str, &str)] = &[
         "top/interrupts.d",
         include_str!("../../dscripts/top/interrupts.d"),
     ),
+    (
+        "top/cpu-stacks.d",
+        include_str!("../../dscripts/top/cpu-stacks.d"),
+    ),
 ];
+
+/// The dashboard `dtx --demo` runs: the default one's CPU table, then the stacks the CPU
+/// samples land in (the next tab).
+pub const DEMO: &str = "top/cpu-stacks.d";
 
 /// The prefix of a built-in dashboard's name in the script picker.
 pub const BUILTIN: &str = "builtin:";
@@ -115,6 +123,7 @@ mod tests {
         let (name, _) = default_for(&crate::providers::etw_catalog(&etw)).unwrap();
         assert_eq!(name, "top/cpu.d");
         assert!(by_name("builtin:top/disk.d").is_some());
+        assert!(by_name(DEMO).is_some());
         // a trace whose only events are system calls: cpu.d has nothing, syscalls.d has
         let catalog = crate::providers::etw_catalog(&etw);
         let entry = crate::probes::ProbeCatalog::matching(

@@ -261,10 +261,6 @@ impl Editor {
         self.autosaved_version = self.version;
         Ok(())
     }
-
-    pub fn autosave_file(&self) -> &Path {
-        &self.autosave
-    }
 }
 
 /// Writes a file by writing a sibling and renaming it over the target.

@@ -52,6 +52,9 @@ pub struct ConsoleOptions {
     pub refresh: Duration,
     /// The process to trace (`-c`/`-p`), opened by the session.
     pub target: Option<crate::engine::session::SessionTarget>,
+    /// `dtx --demo` with no script: the demo's dashboard ([`dashboards::DEMO`]) runs, and the
+    /// aggregations pane has the keys, its stack view one key (→) from the first table.
+    pub demo: bool,
 }
 
 /// The console's keys file when `--keys` is not given: `$XDG_CONFIG_HOME/dtx/keys.toml`.
@@ -119,6 +122,17 @@ pub fn build_app(opts: &ConsoleOptions, target: u32) -> Result<App, String> {
             false,
         );
         return Ok(app);
+    } else if opts.demo {
+        if let Some(text) = dashboards::by_name(dashboards::DEMO) {
+            app.editor.open_builtin(dashboards::DEMO, text);
+            app.run(false);
+            app.focus = app::Focus::Results;
+            app.say(
+                "the built-in demo trace: → shows the hottest stacks, F1 the keys, Ctrl-Q quits",
+                false,
+            );
+            return Ok(app);
+        }
     } else if let Some((name, text)) = dashboards::default_for(&opts.catalog) {
         // no script: the default dashboard, running
         app.editor.open_builtin(name, text);

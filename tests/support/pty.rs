@@ -18,10 +18,30 @@ pub struct PtySession {
 }
 
 impl PtySession {
+    /// Starts `program` in the checkout's directory.
     pub fn spawn(
         program: &str,
         args: &[&str],
         env: &[(&str, &str)],
+        cols: u16,
+        rows: u16,
+    ) -> PtySession {
+        PtySession::spawn_in(
+            program,
+            args,
+            env,
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")),
+            cols,
+            rows,
+        )
+    }
+
+    /// Starts `program` in the directory `cwd`.
+    pub fn spawn_in(
+        program: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+        cwd: &std::path::Path,
         cols: u16,
         rows: u16,
     ) -> PtySession {
@@ -35,7 +55,7 @@ impl PtySession {
             .expect("openpty");
         let mut cmd = CommandBuilder::new(program);
         cmd.args(args);
-        cmd.cwd(env!("CARGO_MANIFEST_DIR"));
+        cmd.cwd(cwd);
         cmd.env("TERM", "xterm-256color");
         for (k, v) in env {
             cmd.env(k, v);
@@ -126,4 +146,5 @@ impl PtySession {
 }
 
 pub const F5: &str = "\x1b[15~";
+pub const RIGHT: &str = "\x1b[C";
 pub const CTRL_Q: &str = "\x11";

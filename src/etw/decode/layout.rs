@@ -76,11 +76,6 @@ impl Layout {
         self.fields.iter().filter(move |fl| fl.since <= version)
     }
 
-    /// Index of a field by name.
-    pub fn field_index(&self, name: &str) -> Option<usize> {
-        self.fields.iter().position(|fl| fl.name == name)
-    }
-
     /// Walks the fields over a payload. Fields past the end of the payload are left out (older
     /// builds omit trailing fields); trailing bytes the layout does not name are ignored.
     pub fn decode<'a>(

@@ -19,7 +19,6 @@ pub mod value;
 
 use crate::fasthash::FastMap;
 use std::borrow::Cow;
-use std::path::Path;
 use std::sync::Arc;
 
 use crate::etw::record::{EventRecord, Guid, HeaderKind};
@@ -657,22 +656,6 @@ impl Decoder {
             self.schemas.insert(k, s);
         }
         n
-    }
-
-    /// Loads every `*.man` (and `*.xml`) manifest in a folder; returns how many events were defined.
-    pub fn load_manifest_dir(&mut self, dir: &Path) -> std::io::Result<usize> {
-        let mut n = 0;
-        for e in std::fs::read_dir(dir)? {
-            let p = e?.path();
-            if p.extension()
-                .is_some_and(|x| x.eq_ignore_ascii_case("man") || x.eq_ignore_ascii_case("xml"))
-            {
-                if let Ok(text) = std::fs::read_to_string(&p) {
-                    n += self.load_manifest_str(&text);
-                }
-            }
-        }
-        Ok(n)
     }
 
     /// A provider known from a manifest or EventMetadata, with its named keywords.

@@ -411,31 +411,6 @@ fn skip<S>(
     }
 }
 
-/// Decodes a payload with a schema. `name` maps a property to its field name (borrowed from the
-/// schema or from the record). Returns the fields and whether the whole schema was decoded.
-pub fn decode_with<'p, 'a, S>(
-    schema: &'p Schema<S>,
-    name: &impl Fn(&'p Prop<S>) -> &'a str,
-    payload: &'a [u8],
-    ptr: u8,
-) -> (Vec<(&'a str, Value<'a>)>, bool) {
-    let mut vals = Vals::new(schema);
-    let mut pos = 0usize;
-    let mut out = Vec::with_capacity(schema.top.len());
-    let ok = walk(
-        schema,
-        &schema.top,
-        name,
-        payload,
-        &mut pos,
-        ptr,
-        vals.slots(),
-        &mut out,
-        0,
-    );
-    (out, ok)
-}
-
 #[allow(clippy::too_many_arguments)]
 fn walk<'p, 'a, S>(
     schema: &'p Schema<S>,

@@ -1,7 +1,8 @@
 //! `.etl` files inside `.zip` archives: `open_path("x.zip")` picks the single `.etl` member (or
-//! says which ones there are), `open_path("x.zip:member.etl")` selects one.
+//! says which ones there are), `open_path("x.zip:member.etl")` selects one. `open_path("demo")`
+//! opens the trace built into dtx ([`DEMO`]).
 
-use std::io::Read;
+use std::io::{Read, Seek};
 use std::path::Path;
 
 use super::{EtlError, EtlFile};
@@ -17,6 +18,32 @@ fn err(file: &str, message: impl Into<String>) -> EtlError {
         offset: 0,
         message: message.into(),
     }
+}
+
+/// The name `-E` gives the trace built into dtx (`dtx --demo`, `dtx -E demo`): the xperf trace of
+/// a slow PowerPoint on Windows 7 (`assets/demo/`, Apache-2.0, credited in NOTICE), kept as the
+/// zip archive it was published as. It names every process and has CPU samples with stacks,
+/// context switches, disk I/O, interrupts and DPCs. A file of this name is read as `./demo`.
+pub const DEMO: &str = "demo";
+
+/// The archive of the built-in trace, in the binary: no file is needed beside dtx.
+static DEMO_ZIP: &[u8] = include_bytes!("../../../assets/demo/slow-ppt-trace.etl.zip");
+
+/// Whether `spec` names the built-in trace.
+pub fn is_demo(spec: &str) -> bool {
+    spec == DEMO
+}
+
+/// Opens the built-in trace, unpacked into memory.
+fn open_demo() -> Result<EtlFile, EtlError> {
+    let mut z = zip::ZipArchive::new(std::io::Cursor::new(DEMO_ZIP))
+        .map_err(|e| err(DEMO, format!("the built-in trace is not readable: {e}")))?;
+    let member = z
+        .file_names()
+        .find(|n| n.to_ascii_lowercase().ends_with(".etl"))
+        .map(str::to_string)
+        .ok_or_else(|| err(DEMO, "the built-in archive holds no .etl file"))?;
+    read_member(&mut z, DEMO, &member, DEMO.to_string())
 }
 
 /// Splits `archive.zip:member` (case-insensitive `.zip:`); a Windows drive colon is not a split.
@@ -44,6 +71,9 @@ fn magic(path: &Path) -> Result<[u8; 6], std::io::Error> {
 
 /// Opens an `.etl` file, a `.zip` holding one, or `archive.zip:member.etl`.
 pub fn open_path(spec: &str) -> Result<EtlFile, EtlError> {
+    if is_demo(spec) {
+        return open_demo();
+    }
     let (archive, member) = split_member(spec);
     if let Some(member) = member {
         return open_zip_member(archive, member);
@@ -92,6 +122,16 @@ pub fn zip_etl_members(path: &str) -> Result<Vec<String>, EtlError> {
 pub fn open_zip_member(path: &str, member: &str) -> Result<EtlFile, EtlError> {
     let name = format!("{path}:{member}");
     let mut z = open_zip(path)?;
+    read_member(&mut z, path, member, name)
+}
+
+/// Unpacks `member` of an open archive (`path` for errors) into an [`EtlFile`] called `name`.
+fn read_member<R: Read + Seek>(
+    z: &mut zip::ZipArchive<R>,
+    path: &str,
+    member: &str,
+    name: String,
+) -> Result<EtlFile, EtlError> {
     let mut f = z.by_name(member).map_err(|e| {
         let e = format!("no member {member:?} ({e})");
         err(path, e)
@@ -150,7 +190,15 @@ fn unpack_to_file(member: &mut impl Read) -> std::io::Result<std::fs::File> {
 
 #[cfg(test)]
 mod tests {
-    use super::split_member;
+    use super::{open_path, split_member, DEMO};
+
+    #[test]
+    fn the_demo_trace_is_built_in() {
+        // no file: the bytes are in the binary
+        let etl = open_path(DEMO).unwrap();
+        assert_eq!(etl.name(), DEMO);
+        assert!(etl.bytes().len() > 30 << 20, "{}", etl.bytes().len());
+    }
 
     #[test]
     fn member_split() {

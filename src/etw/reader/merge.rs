@@ -150,16 +150,9 @@ impl<'f> Events<'f> {
         }
     }
 
-    /// Leaves out the kernel (system/compact/perfinfo) records: they are stepped over by their
-    /// size, never built. For passes that look only at provider events (a scan for the
-    /// providers and metadata a trace carries). Damaged records are still reported.
-    pub fn skip_kernel_records(mut self) -> Self {
-        self.skip_kernel = true;
-        self
-    }
-
-    /// [`Events::skip_kernel_records`], but the kernel records of these groups are delivered
-    /// (a pass over the Process and Thread records alone).
+    /// Leaves out the kernel (system/compact/perfinfo) records but those of these groups: the
+    /// others are stepped over by their size, never built (a pass over the Process and Thread
+    /// records alone). Damaged records are still reported.
     pub fn kernel_groups_only(mut self, groups: &[u8]) -> Self {
         let mut keep = HookSet::default();
         for &g in groups {
@@ -170,9 +163,9 @@ impl<'f> Events<'f> {
         self
     }
 
-    /// [`Events::skip_kernel_records`], but the kernel records of the events in `keep` are
-    /// delivered: a walk for a program that reads a few kinds of kernel event steps over the
-    /// others (their headers are read for their size and timestamp, nothing more).
+    /// Leaves out the kernel records but those of the events in `keep`: a walk for a program
+    /// that reads a few kinds of kernel event steps over the others (their headers are read
+    /// for their size and timestamp, nothing more).
     pub fn kernel_events_only(mut self, keep: HookSet) -> Self {
         self.skip_kernel = true;
         self.keep = Some(Box::new(keep));

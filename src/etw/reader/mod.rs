@@ -2,12 +2,12 @@
 //! `shared/etl` describes the layout.
 //!
 //! An [`EtlFile`] owns the bytes of one file (memory-mapped, or read from a `.zip` member). Its
-//! records come out as [`EventRecord`] views over those bytes, either in global timestamp order
-//! ([`EtlFile::events`], a k-way merge over the per-CPU buffers) or in file order. Compressed
-//! buffers are decompressed one at a time into reused vectors, so memory stays flat. Damage (a
-//! truncated file, a corrupt buffer header, a record running past its buffer, an unknown header
-//! type) is reported as an [`EtlError`] naming the file and byte offset, and iteration goes on
-//! with the next buffer.
+//! records come out as [`EventRecord`](crate::etw::record::EventRecord) views over those bytes,
+//! either in global timestamp order ([`EtlFile::events`], a k-way merge over the per-CPU
+//! buffers) or in file order. Compressed buffers are decompressed one at a time into reused
+//! vectors, so memory stays flat. Damage (a truncated file, a corrupt buffer header, a record
+//! running past its buffer, an unknown header type) is reported as an [`EtlError`] naming the
+//! file and byte offset, and iteration goes on with the next buffer.
 //!
 //! ```no_run
 //! use dtx::etw::reader::EtlFile;
@@ -32,13 +32,12 @@ pub mod xpress;
 use std::fmt;
 use std::path::Path;
 
-pub use archive::{open_path, open_zip_member, split_member, zip_etl_members};
+pub use archive::{is_demo, open_path, open_zip_member, split_member, zip_etl_members, DEMO};
 pub use buffer::{BufferHeader, BufferInfo};
 pub use headers::{kernel_group_guid, kernel_group_name};
 pub use logfile::{LogfileHeader, TimeBase};
 pub use merge::{Events, HookSet};
 
-use crate::etw::record::EventRecord;
 use buffer::{BufferStep, BufferWalk, BUFFER_HEADER_SIZE};
 use headers::{parse_record, record_timestamp, Step};
 
@@ -355,14 +354,6 @@ impl EtlFile {
     /// All records in the order they sit in the file.
     pub fn events_in_file_order(&self) -> Events<'_> {
         Events::new(self, false)
-    }
-
-    /// Calls `f` for every record (or error) in timestamp order.
-    pub fn for_each_event(&self, mut f: impl FnMut(Result<EventRecord<'_>, EtlError>)) {
-        let mut it = self.events();
-        while let Some(r) = it.next_event() {
-            f(r);
-        }
     }
 }
 

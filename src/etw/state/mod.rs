@@ -468,11 +468,6 @@ impl SystemState {
             .unwrap_or("")
     }
 
-    /// The process name for a thread.
-    pub fn process_of_thread(&self, tid: u32) -> Option<&Process> {
-        self.process(self.thread(tid)?.pid)
-    }
-
     /// The image that contains `addr` in process `pid`, falling back to kernel images (pid 0).
     pub fn image_at(&self, pid: u32, addr: u64) -> Option<&Image> {
         let find = |pid: u32| -> Option<&Image> {

@@ -1378,11 +1378,6 @@ impl EventSource for PerfSource {
     }
 }
 
-/// The symbol tables a source shares with the consumer.
-pub fn symbols_for(source: &PerfSource) -> LiveSymbols {
-    source.symbols.clone()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
