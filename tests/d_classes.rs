@@ -211,14 +211,16 @@ fn strtok_and_strlen_edges() {
             printf("[%s]", strtok("a,b,,c", ","));
             printf("[%s]", strtok(NULL, ","));
             printf("[%s]", strtok(NULL, ","));
-            printf("[%s]", strtok(NULL, ","));
-            printf("[%s][%s]", strtok("", ","), strtok(",,,", ","));
+            /* no token left is NULL: it compares as "" (dtrace_strncmp) and faults where
+               it is read (tests/illumos_differences.rs) */
+            printf("[%d]", strtok(NULL, ",") == "");
+            printf("[%d][%d]", strtok("", ",") == "", strtok(",,,", ",") == "");
             printf(" %d %d [%s][%s]\n", strlen(""), strlen("abc"), strjoin("", ""),
                 strjoin("a", ""));
             exit(0);
         }"#,
     );
-    assert_eq!(out, "[a][b][c][][][] 0 3 [][a]\n\n");
+    assert_eq!(out, "[a][b][c][1][1][1] 0 3 [][a]\n\n");
 }
 
 #[test]
@@ -370,7 +372,7 @@ fn setopt_and_freopen_argument_checks() {
     assert_eq!(stdout(&o), "after\n\n");
     let e = stderr(&o);
     assert!(
-        e.contains("couldn't set option \"nonexistent\" to \"\": Invalid option name"),
+        e.contains("couldn't set option \"nonexistent\" to \"1\": Invalid option name\n\n"),
         "{e}"
     );
     assert!(
@@ -380,8 +382,8 @@ fn setopt_and_freopen_argument_checks() {
         "{e}"
     );
     assert_eq!(
-        compile_error("BEGIN { freopen(\"\\001\"); }"),
-        "[D_FREOPEN_INVALID] line 1: freopen( ) argument #1 cannot be \"\\001\""
+        compile_error("BEGIN { freopen(\".\"); }"),
+        "[D_FREOPEN_INVALID] line 1: freopen( ) argument #1 cannot be \".\""
     );
     // freopen() is destructive
     let o = run("BEGIN { freopen(\"/dev/null\"); exit(0); }", &[]);
@@ -424,7 +426,7 @@ fn error_tags_of_declarations_and_types() {
         ),
         (
             "translator int < int x > { y = 1; };",
-            "[D_XLATE_SOU] line 1: translator output type must be a struct or union: int",
+            "[D_XLATE_SOU] line 1: translator output type must be a struct or union",
         ),
         (
             "enum e { A = 2147483647, B };",
@@ -495,8 +497,13 @@ fn lexer_edges_at_end_of_file() {
     );
     // "#pragma D" with nothing after it is no pragma at all (dt_pragma() ignores it)
     assert_eq!(
+        compile_error("#pragma D option quiet\n#pragma D\n"),
+        "[D_EMPTY] line 3: empty D program translation unit"
+    );
+    // and a control line must end in a newline (dt_lex.l, input())
+    assert_eq!(
         compile_error("#pragma D option quiet\n#pragma D"),
-        "[D_EMPTY] line 2: empty D program translation unit"
+        "[D_SYNTAX] line 2: end-of-file encountered before end of control line"
     );
 }
 

@@ -248,6 +248,19 @@ fn cpp_options(args: &Args, model: DataModel) -> CppOptions {
             predefined.push(("__ILP32__".into(), "1".into()));
         }
     }
+    // dt_cc.c, dt_preproc: __STDC__ is 0 in the default mode (-Xa) and in -Xt, 1 in -Xc, and
+    // not defined in -Xs; the last -X or -x stdc= wins
+    let stdc = args
+        .setopts
+        .iter()
+        .rev()
+        .find(|o| o.name == "stdc")
+        .and_then(|o| o.value.as_deref());
+    match stdc {
+        Some("c") => predefined.push(("__STDC__".into(), "1".into())),
+        Some("s") => {}
+        _ => predefined.push(("__STDC__".into(), "0".into())),
+    }
     CppOptions {
         include_dirs: args.include_dirs.clone(),
         defines: args.defines.clone(),
@@ -525,6 +538,24 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
         return Ok(EXIT_OK);
     }
     if compiled.iter().any(|c| c.destructive) && !opts.destructive() {
+        // dtrace enables the programs (and says what they matched) before its kernel refuses
+        // them at DTRACEIOC_GO (dtrace_state_go: EACCES)
+        if !args.quiet && !opts.quiet() {
+            for (p, c) in programs.iter().zip(&compiled) {
+                let n: usize =
+                    c.ir.clauses
+                        .iter()
+                        .flat_map(|cl| &cl.probes)
+                        .map(|d| crate::probes::ProbeCatalog::matching(&catalog, d).len())
+                        .sum();
+                let src = match p.kind {
+                    SourceKind::File => crate::output::messages::ProgramSource::Script,
+                    SourceKind::String => crate::output::messages::ProgramSource::Description,
+                };
+                let line = crate::output::messages::matched(src, &program_label(p), n as u64);
+                crate::output::stderr::write(&line.replacen("dtx", prog, 1));
+            }
+        }
         return Err("could not enable tracing: Destructive actions not allowed".into());
     }
     {
@@ -612,6 +643,18 @@ fn run_console(
     })
 }
 
+/// The name dtrace gives a program in its messages: the script's file, or a description up to
+/// its predicate or actions.
+fn program_label(p: &Program) -> String {
+    match p.kind {
+        SourceKind::File => p.file_name.clone(),
+        SourceKind::String => {
+            let t = p.what.trim_start_matches("probe specifier ");
+            t[..t.find(['{', '/', ';']).unwrap_or(t.len())].to_string()
+        }
+    }
+}
+
 /// Runs the compiled programs with the live clock until `exit()`, Ctrl-C, or forever.
 #[allow(clippy::too_many_arguments)]
 fn run_programs(
@@ -637,14 +680,7 @@ fn run_programs(
     let compiled_uses_stacks = compiled.iter().any(|c| crate::engine::uses_stacks(&c.ir));
     let mut runs = Vec::new();
     for (p, c) in programs.iter().zip(compiled) {
-        let label = match p.kind {
-            SourceKind::File => p.file_name.clone(),
-            SourceKind::String => {
-                // dtrace reports a description up to its predicate or actions
-                let t = p.what.trim_start_matches("probe specifier ");
-                t[..t.find(['{', '/', ';']).unwrap_or(t.len())].to_string()
-            }
-        };
+        let label = program_label(p);
         runs.push((label, std::sync::Arc::new(c.ir)));
     }
     let mut consumer = consumer;

@@ -580,9 +580,11 @@ impl Consumer {
         let value = text(1);
         if let Err(why) = self.opts.setopt(&name, value.as_deref()) {
             let fp = fault_probe_of(epid, probe);
+            // dt_consume.c: an option set without a value is set to "1", and dt_setopt's
+            // message ends in a newline of its own (a blank line follows it)
             let msg = format!(
-                "couldn't set option \"{name}\" to \"{}\": {why}",
-                value.as_deref().unwrap_or("")
+                "couldn't set option \"{name}\" to \"{}\": {why}\n",
+                value.as_deref().unwrap_or("1")
             );
             self.write_buf();
             let _ = self.sink().flush();

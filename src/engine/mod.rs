@@ -25,7 +25,7 @@ pub struct ProgramRun {
     /// `script 'x.d'` or `description 'BEGIN'`.
     pub label: String,
     pub vm: Vm,
-    /// Probes matched by the program's clauses.
+    /// Probes matched, summed over each clause's descriptions (a probe two clauses name counts twice).
     pub matched: usize,
 }
 
@@ -115,23 +115,21 @@ impl Engine {
         let mut runs = Vec::new();
         for (label, program) in programs {
             let mut vm = Vm::new(program.clone(), vm_opts.clone());
-            let mut matched = std::collections::HashSet::new();
+            // counted as dtrace's kernel counts them (dtrace_enabling_match sums each
+            // description's matches): `BEGIN{} BEGIN{}` matched 2 probes
+            let mut matched = 0;
             for (ci, c) in program.clauses.iter().enumerate() {
                 // each description of a clause is its own enabling, as in DTrace: a probe named
                 // twice fires the clause twice
                 for d in &c.probes {
                     for p in catalog.matching(d) {
                         vm.enable(p.id, ci);
-                        matched.insert(p.id);
+                        matched += 1;
                         probes.entry(p.id).or_insert(p);
                     }
                 }
             }
-            runs.push(ProgramRun {
-                label,
-                vm,
-                matched: matched.len(),
-            });
+            runs.push(ProgramRun { label, vm, matched });
         }
         let now = self.trace_time.unwrap_or_else(|| self.clock.now_ns());
         let mut timers = Vec::new();

@@ -199,7 +199,14 @@ impl<'a> Lexer<'a> {
                 self.pos += 1;
             }
             match b.get(self.pos) {
-                None => break,
+                // dt_lex.l, input(): end of input in a control line (state S3) is an error
+                None => {
+                    return Err(derr(
+                        "D_SYNTAX",
+                        self.line,
+                        "end-of-file encountered before end of control line",
+                    ))
+                }
                 Some(b'\n') => {
                     self.pos += 1;
                     self.line += 1;
@@ -718,7 +725,8 @@ fn lex_char(body: &str, line: u32) -> DResult<Tok> {
     })
 }
 
-/// Decodes C escape sequences (`stresc2chr`).
+/// Decodes C escape sequences as libdtrace's `stresc2chr` does (dt_string.c): `\x` without
+/// digits is 0, and an escape it does not know keeps its backslash.
 pub fn unescape(s: &str) -> String {
     let bytes = unescape_bytes(s);
     match String::from_utf8(bytes) {
@@ -760,19 +768,20 @@ pub fn unescape_bytes(s: &str) -> Vec<u8> {
             }
             b'x' => {
                 let mut v: u32 = 0;
-                let mut n = 0;
                 while i < b.len() && b[i].is_ascii_hexdigit() {
-                    v = v * 16 + (b[i] as char).to_digit(16).unwrap_or(0);
+                    v = v
+                        .wrapping_mul(16)
+                        .wrapping_add((b[i] as char).to_digit(16).unwrap_or(0));
                     i += 1;
-                    n += 1;
                 }
-                if n == 0 {
-                    b'x'
-                } else {
-                    v as u8
-                }
+                v as u8
             }
-            other => other,
+            b'"' | b'\\' => e,
+            // stresc2chr keeps the backslash of any other escape: `\?`, `\'`, `\q`
+            other => {
+                out.push(b'\\');
+                other
+            }
         };
         out.push(v);
     }

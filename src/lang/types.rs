@@ -694,27 +694,28 @@ impl TypeTable {
         }
     }
 
-    /// The usual arithmetic conversions of C (integer promotion first).
+    /// The type of a binary arithmetic result, as libdtrace's `dt_type_promote` (dt_parser.c)
+    /// computes it: no integer promotion (an enum counts as `int`); the operand of the higher
+    /// rank wins, a rank being the width in bits plus one when unsigned. So `unsigned char`
+    /// plus `unsigned char` is `unsigned char`, and `int` plus `unsigned int` is `unsigned int`.
     pub fn arith_result(&self, a: TypeId, b: TypeId) -> TypeId {
-        let (sa, ua) = self.rank(a);
-        let (sb, ub) = self.rank(b);
-        let pa = self.promote(a);
-        let pb = self.promote(b);
-        let (sa, sga) = if sa < 4 { (4, true) } else { (sa, ua) };
-        let (sb, sgb) = if sb < 4 { (4, true) } else { (sb, ub) };
-        if sa > sb {
-            return pa;
+        let as_int = |t: TypeId| {
+            if matches!(self.rkind(t), TypeKind::Enum { .. }) {
+                self.int
+            } else {
+                t
+            }
+        };
+        let (a, b) = (as_int(a), as_int(b));
+        let rank = |t: TypeId| {
+            let (size, signed) = self.rank(t);
+            size * 8 + u64::from(!signed)
+        };
+        if rank(b) > rank(a) {
+            b
+        } else {
+            a
         }
-        if sb > sa {
-            return pb;
-        }
-        if !sga {
-            return pa;
-        }
-        if !sgb {
-            return pb;
-        }
-        pa
     }
 
     /// Integer promotion: types narrower than int become int.
@@ -881,7 +882,8 @@ mod tests {
     #[test]
     fn arithmetic_conversions() {
         let t = TypeTable::new(DataModel::Lp64);
-        assert_eq!(t.arith_result(t.char, t.char), t.int);
+        assert_eq!(t.arith_result(t.char, t.char), t.char);
+        assert_eq!(t.arith_result(t.char, t.int), t.int);
         assert_eq!(t.arith_result(t.int, t.uint), t.uint);
         assert_eq!(t.arith_result(t.int, t.long), t.long);
         assert_eq!(t.int_type_for(5, true, 0, false), t.int);

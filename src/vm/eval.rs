@@ -183,8 +183,10 @@ impl Vm {
         let max = self.opts.strsize;
         out.clear();
         if addr == 0 {
-            // a NULL string (an absent dynamic variable, a NULL result) reads as ""
-            return Ok(());
+            // a NULL string (an absent dynamic variable, what strtok() returns at the end)
+            // faults where it is read, as dtrace's loads through it do (dtrace_strlen in
+            // dtrace_vcanload, dtrace_store_by_ref, the subroutines): invalid address 0
+            return Err(Fault::BadAddr(0));
         }
         match self.place(addr) {
             Some((r, off)) => {
@@ -240,8 +242,10 @@ impl Vm {
     /// Allocates `size` zeroed bytes of scratch, 8-aligned, as dtrace's `alloca` does (the
     /// bytes may have been written past an earlier allocation).
     pub(crate) fn scratch_alloc(&mut self, size: usize) -> R<u64> {
+        // aligned up to 8 and `size` bytes, nothing more, as dtrace's DIF_SUBR_ALLOCA: two
+        // `alloca(0)` return the same address
         let off = (self.scratch_top + 7) & !7;
-        let end = off.checked_add(size.max(1)).ok_or(Fault::NoScratch)?;
+        let end = off.checked_add(size).ok_or(Fault::NoScratch)?;
         if end > self.opts.scratch {
             return Err(Fault::NoScratch);
         }
@@ -253,9 +257,12 @@ impl Vm {
         Ok(internal(Region::Scratch, off))
     }
 
-    /// Copies bytes into scratch as a NUL-terminated string; returns its address.
+    /// Copies bytes into scratch as a NUL-terminated string; returns its address. It keeps up
+    /// to `strsize` bytes: a record holds `strsize` bytes with no NUL (dtrace's
+    /// `dtrace_store_by_ref` copies at most `strsize`), so `lltostr(1234)` is `1234` with
+    /// `strsize=4`.
     pub(crate) fn scratch_string(&mut self, s: &[u8]) -> R<u64> {
-        let n = s.len().min(self.opts.strsize.saturating_sub(1));
+        let n = s.len().min(self.opts.strsize);
         let a = self.scratch_alloc(n + 1)?;
         let (_, off) = decode(a).unwrap_or((Region::Scratch, 0));
         self.scratch[off..off + n].copy_from_slice(&s[..n]);
@@ -461,17 +468,11 @@ impl Vm {
             }
             return Ok(());
         }
-        // assigning zero (or an empty string) frees a dynamic variable
+        // assigning zero (an integer 0, a NULL string) frees a dynamic variable; an empty
+        // string is a value like any other (dtrace's STGAA/STTS deallocate when the register
+        // is 0, dtrace_dif_emulate)
         let zero = match kind {
-            ValKind::Int { .. } => value == 0,
-            ValKind::String => {
-                let mut b = [0u8; 1];
-                value == 0
-                    || self
-                        .read_bytes(value, &mut b, cx)
-                        .map(|_| b[0] == 0)
-                        .unwrap_or(false)
-            }
+            ValKind::Int { .. } | ValKind::String => value == 0,
             ValKind::ByRef { .. } => false,
         };
         if zero {
@@ -751,10 +752,15 @@ impl Vm {
                 if *kind != CmpKind::String {
                     return Ok(compare_ints(*op, *kind, x, y));
                 }
+                // dtrace_strncmp reads a NULL string as ""
                 let mut sa = Vec::new();
                 let mut sb = Vec::new();
-                self.read_string_cx(x, cx, &mut sa)?;
-                self.read_string_cx(y, cx, &mut sb)?;
+                if x != 0 {
+                    self.read_string_cx(x, cx, &mut sa)?;
+                }
+                if y != 0 {
+                    self.read_string_cx(y, cx, &mut sb)?;
+                }
                 comparison(*op, sa.cmp(&sb))
             }
             Node::Neg(x) => (self.eval(x, cx)? as i64).wrapping_neg() as u64,

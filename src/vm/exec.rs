@@ -101,6 +101,8 @@ impl Vm {
             self.current_spec = 0;
             self.header_sent = false;
             self.clause_first_record = self.records.len();
+            self.clause_kept = self.clause_first_record;
+            self.spec_mark = None;
             self.fire_cpu = cx.cpu;
             self.fire_probe = cx.probe.id;
             self.scratch.clear();
@@ -139,6 +141,19 @@ impl Vm {
                     },
                 ));
             }
+            // a clause whose only record is speculate()'s keeps its header, in the
+            // speculation's buffer (dtrace_ecb_action_add sizes a speculate like a record)
+            if matches!(r, Ok(Flow::Exit) | Ok(Flow::Done))
+                && self.current_spec != 0
+                && !self.header_sent
+            {
+                self.header_sent = true;
+                let fire = Record::Fire {
+                    cpu: cx.cpu,
+                    probe: cx.probe.id,
+                };
+                self.spec.push(self.current_spec, (e.epid, fire));
+            }
             // a firing that ran to its end keeps its records in the buffer it wrote to; a
             // speculating one kept them in its speculation's buffer
             if self.clause_ran
@@ -156,6 +171,13 @@ impl Vm {
                 // the enabled probe's record is not committed
                 Ok(Flow::Drop) => self.records.truncate(self.clause_first_record),
                 Err(fault) => {
+                    // dtrace_probe() leaves the buffer's offset where it was when a clause
+                    // faults: nothing the clause recorded is kept (what commit() released
+                    // before the fault is)
+                    self.records.truncate(self.clause_kept);
+                    if let (Some(mark), true) = (self.spec_mark, self.current_spec != 0) {
+                        self.spec.rollback(self.current_spec, mark);
+                    }
                     let info = ErrorInfo {
                         epid: e.epid,
                         probe: cx.probe.id,
@@ -377,8 +399,12 @@ impl Vm {
                 // `dtrace_buffer_reserve()` fails, the firing is dropped and the clause's later
                 // actions do not run
                 let ecb = self.ecb_sizes.get(self.current_clause).copied();
+                let mark = self.spec.mark(id);
                 match ecb {
-                    Some(ecb) if self.spec.reserve(id, ecb) => self.current_spec = id,
+                    Some(ecb) if self.spec.reserve(id, ecb) => {
+                        self.current_spec = id;
+                        self.spec_mark = mark;
+                    }
                     _ => return Ok(Flow::Drop),
                 }
             }
@@ -387,7 +413,13 @@ impl Vm {
                     Some(n) => self.eval(n, cx)?,
                     None => 0,
                 };
+                if self.spec.out_of_range(id) {
+                    return Err(Fault::IllegalOp);
+                }
                 let recs = self.spec.commit(id);
+                // what the clause recorded so far is committed with it (dtrace's COMMIT sets
+                // the principal buffer's offset): a later fault keeps it
+                self.clause_kept = self.records.len() + recs.len();
                 for (epid, r) in recs {
                     if let Record::Exit(code) = r {
                         res.exit = Some(code);
@@ -400,6 +432,9 @@ impl Vm {
                     Some(n) => self.eval(n, cx)?,
                     None => 0,
                 };
+                if self.spec.out_of_range(id) {
+                    return Err(Fault::IllegalOp);
+                }
                 self.spec.discard(id);
             }
             ActionKind::Stack { frames } => {

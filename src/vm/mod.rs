@@ -364,6 +364,10 @@ pub struct Vm {
     current_clause: usize,
     /// Index in `records` where the running clause's records start.
     clause_first_record: usize,
+    /// Records of this clause kept even if it faults (up to and with a `commit()`).
+    clause_kept: usize,
+    /// Where the speculation the clause speculates to stood before it (undone on a fault).
+    spec_mark: Option<(usize, usize)>,
     /// Aggregation updates dropped (over `aggsize`).
     pub agg_drops: u64,
     /// Faults in ERROR clauses (not reported again as ERROR firings).
@@ -468,6 +472,8 @@ impl Vm {
             buf_offset: 0,
             current_clause: 0,
             clause_first_record: 0,
+            clause_kept: 0,
+            spec_mark: None,
             agg_drops: 0,
             double_errors: 0,
             principal_drops: 0,

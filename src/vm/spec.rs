@@ -121,6 +121,37 @@ impl Speculations {
         }
     }
 
+    /// An id `commit()` and `discard()` refuse with an illegal operation: dtrace's
+    /// `dtrace_speculation_commit()`/`_discard()` take it as a 32-bit `dtrace_specid_t` and
+    /// raise `CPU_DTRACE_ILLOP` when it is past the last buffer (0 is quietly nothing).
+    pub fn out_of_range(&self, id: u64) -> bool {
+        (id as u32) as usize > self.buffers.len()
+    }
+
+    /// Where buffer `id` stands (records kept, bytes used), to undo a faulting clause's
+    /// speculated records with [`Speculations::rollback`].
+    pub fn mark(&self, id: u64) -> Option<(usize, usize)> {
+        let b = self
+            .buffers
+            .get(usize::try_from(id.checked_sub(1)?).ok()?)?;
+        Some((b.records.len(), b.bytes))
+    }
+
+    /// Drops what was speculated into buffer `id` since `mark`: a clause that faults keeps
+    /// nothing (dtrace's `dtrace_probe()` does not advance the buffer's offset past it).
+    pub fn rollback(&mut self, id: u64, mark: (usize, usize)) {
+        let Some(b) = id
+            .checked_sub(1)
+            .and_then(|i| self.buffers.get_mut(i as usize))
+        else {
+            return;
+        };
+        if b.active && !b.closing {
+            b.records.truncate(mark.0);
+            b.bytes = mark.1;
+        }
+    }
+
     /// `discard(id)`.
     pub fn discard(&mut self, id: u64) {
         if let Some(b) = id

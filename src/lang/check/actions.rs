@@ -235,11 +235,13 @@ impl Checker<'_> {
                 ),
             ));
         };
-        if b.name == "freopen" && fmt == "\u{1}" {
+        // dt_cc.c, dt_action_printflike: "." is libdtrace's sentinel for "restore stdout"
+        // (DT_FREOPEN_RESTORE), so a script may not name it
+        if b.name == "freopen" && fmt == "." {
             return Err(derr(
                 "D_FREOPEN_INVALID",
                 line,
-                "freopen( ) argument #1 cannot be \"\\001\"",
+                "freopen( ) argument #1 cannot be \".\"",
             ));
         }
         let _ = args;
@@ -671,7 +673,7 @@ impl Checker<'_> {
     }
 
     /// Types an aggregation key, where `stack()`, `ustack()`, `sym()`... are allowed.
-    fn agg_key(&mut self, k: &Expr) -> DResult<u32> {
+    fn agg_key(&mut self, k: &Expr, nth: usize) -> DResult<u32> {
         if let ExprKind::Call { func, args } = &k.kind {
             if let ExprKind::Ident(n) = &func.kind {
                 if let Some(b) = self.builtin(n) {
@@ -714,7 +716,8 @@ impl Checker<'_> {
             return Err(derr(
                 "D_KEY_TYPE",
                 k.line,
-                format!("{what} expression may not be used as aggregation index"),
+                // dt_ident.c, dt_idcook_assc
+                format!("{what} expression may not be used as aggregation index: key #{nth}"),
             ));
         }
         Ok(t.ty)
@@ -758,8 +761,8 @@ impl Checker<'_> {
         };
         let mut key_types = Vec::new();
         if let Some(ks) = keys {
-            for k in ks {
-                key_types.push(self.agg_key(k)?);
+            for (i, k) in ks.iter().enumerate() {
+                key_types.push(self.agg_key(k, i + 1)?);
             }
         }
         let mut typed = Vec::new();
@@ -1040,9 +1043,11 @@ impl Checker<'_> {
                     return Err(derr(
                         "D_AGG_REDEF",
                         line,
+                        // dt_parser.c, dt_cook_op2 (DT_TOK_ASGN)
                         format!(
-                            "aggregation redefined: {agg}\n\t current: {}( )\n\tprevious: {}( )",
-                            b.name, old.func
+                            "aggregation redefined: {agg}\n\t current: {agg} = {}( )\n\
+                             \tprevious: {agg} = {}( ) : line {}",
+                            b.name, old.func, old.line
                         ),
                     ));
                 }

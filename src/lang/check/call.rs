@@ -117,12 +117,14 @@ impl Checker<'_> {
     /// their statement-level rules are in `actions.rs`.
     pub(crate) fn call(&mut self, func: &Expr, args: &[Expr], line: u32) -> DResult<Typed> {
         let b = self.callee(func, line)?;
+        // dt_cg.c, dt_cg_node: an aggregating function outside an aggregation's assignment
         if b.kind == BuiltinKind::AggFunc {
             return Err(derr(
-                "D_AGG_FUNC",
+                "D_CG_EXPR",
                 line,
                 format!(
-                    "{}( ) may only be called as the right-hand side of an aggregation assignment",
+                    "aggregating function {}( ) may not be called from a D expression \
+                     (D program context required)",
                     b.name
                 ),
             ));

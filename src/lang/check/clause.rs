@@ -22,8 +22,14 @@ impl Checker<'_> {
     pub(crate) fn clause_probe_args(&mut self, c: &Clause) -> DResult<()> {
         let mut arg_types: Option<(Vec<String>, Vec<String>)> = None;
         let mut first = true;
+        // dtrace's BEGIN and END take no arguments: args[N] there is D_ARGS_IDX
+        let mut no_args = !c.probes.is_empty();
+        self.probe_args_desc = None;
         for p in &c.probes {
             let (desc, line) = self.probe_desc(p)?;
+            if self.probe_args_desc.is_none() {
+                self.probe_args_desc = Some(desc.to_string());
+            }
             let matched = self
                 .catalog
                 .try_matching(&desc)
@@ -35,7 +41,9 @@ impl Checker<'_> {
                     format!("probe description {desc} does not match any probes"),
                 ));
             }
+            no_args &= !matched.is_empty();
             for m in matched {
+                no_args &= m.provider == "dtrace" && (m.name == "BEGIN" || m.name == "END");
                 let these = (m.arg_types.clone(), m.arg_native.clone());
                 if first {
                     arg_types = Some(these);
@@ -60,6 +68,7 @@ impl Checker<'_> {
                 }
             }
         }
+        self.probe_no_args = no_args;
         self.probe_args =
             arg_types.map(|(v, _)| v.iter().map(|t| self.type_from_text(t)).collect());
         Ok(())

@@ -219,7 +219,12 @@ impl Checker<'_> {
                                 return Err(derr(
                                     "D_DECL_PROTO_TYPE",
                                     line,
-                                    format!("invalid key #{} type: void", i + 1),
+                                    // dt_decl.c, dt_decl_prototype for an array's keys
+                                    format!(
+                                        "array prototype may not use parameter of type void: \
+                                         (anonymous), parameter #{}",
+                                        i + 1
+                                    ),
                                 ));
                             }
                             ks.push(k);
@@ -256,7 +261,7 @@ impl Checker<'_> {
                         "void must be sole parameter",
                     ));
                 }
-                for p in params {
+                for (pi, p) in params.iter().enumerate() {
                     if nvoid == 1 {
                         break;
                     }
@@ -281,10 +286,16 @@ impl Checker<'_> {
                         }
                     }
                     if pkeys.is_some() {
+                        // dt_decl.c, dt_decl_prototype: a dynamic type is named "<DYN>"
                         return Err(derr(
                             "D_DECL_PROTO_TYPE",
                             p.line,
-                            "invalid parameter type: associative array",
+                            format!(
+                                "function prototype may not use parameter of type <DYN>: {}, \
+                                 parameter #{}",
+                                pname.as_deref().unwrap_or("(anonymous)"),
+                                pi + 1
+                            ),
                         ));
                     }
                     if self.types.is_void(t) {
@@ -387,7 +398,15 @@ impl Checker<'_> {
                             )),
                         };
                     if !self.types.is_integer(ty) {
-                        return Err(derr("D_DECL_BFTYPE", md.line, "invalid type for bit-field"));
+                        // dt_decl.c, dt_decl_member
+                        return Err(derr(
+                            "D_DECL_BFTYPE",
+                            md.line,
+                            format!(
+                                "invalid type for bit-field: {}",
+                                mname.as_deref().unwrap_or("")
+                            ),
+                        ));
                     }
                     let tbits = self.types.size_of(ty) * 8;
                     if w as u64 > tbits {
@@ -417,7 +436,7 @@ impl Checker<'_> {
                     return Err(derr(
                         "D_DECL_SCOPE",
                         md.line,
-                        "D scoping operator may not be used in a member name",
+                        format!("D scoping operator may not be used in a member name ({mname})"),
                     ));
                 }
                 if !self.types.is_complete(ty)
@@ -528,7 +547,10 @@ impl Checker<'_> {
                 return Err(derr(
                     "D_DECL_SCOPE",
                     e.line,
-                    "D scoping operator may not be used in an enumerator name",
+                    format!(
+                        "D scoping operator may not be used in an enumerator name ({})",
+                        e.name
+                    ),
                 ));
             }
             let v = match &e.value {
@@ -633,7 +655,10 @@ impl Checker<'_> {
                         return Err(derr(
                             "D_DECL_SCOPE",
                             line,
-                            "D scoping operator may not be used in a variable declaration",
+                            // dt_parser.c, dt_node_decl
+                            format!(
+                                "D scoping operator may not be used in a declaration name ({name})"
+                            ),
                         ));
                     }
                     if class == Some(StorageClass::Extern) {
@@ -821,10 +846,8 @@ impl Checker<'_> {
             return Err(derr(
                 "D_XLATE_SOU",
                 d.line,
-                format!(
-                    "translator output type must be a struct or union: {}",
-                    self.types.name(output)
-                ),
+                // dt_parser.c, dt_node_xlator
+                "translator output type must be a struct or union",
             ));
         }
         if self.translators.iter().any(|t| {

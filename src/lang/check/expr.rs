@@ -279,6 +279,20 @@ impl Checker<'_> {
                 let to = self.type_name(tn)?;
                 let v = self.expr(x)?;
                 let t = &self.types;
+                // xlate<T>(...) has a dynamic type (dt_cook_op2, DT_TOK_XLATE): only a cast to
+                // void takes it (DT_TOK_LPAR); dt_node_type_name names it by its ident kind
+                if matches!(x.kind, ExprKind::Xlate(..)) && !t.is_void(to) {
+                    let what = if t.is_pointer(v.ty) {
+                        "pointer to translated data"
+                    } else {
+                        "translated data"
+                    };
+                    return Err(derr(
+                        "D_CAST_INVAL",
+                        line,
+                        format!("invalid cast expression: \"{what}\" to \"{}\"", t.name(to)),
+                    ));
+                }
                 let ok = (t.is_scalar(to)
                     && (t.is_scalar(v.ty) || t.is_array(v.ty) || t.is_function(v.ty)))
                     || t.is_void(to)
@@ -494,11 +508,12 @@ impl Checker<'_> {
                         ..Typed::rvalue(ty)
                     });
                 }
+                // dt_xcook_ident: an array built-in named as a scalar
                 BuiltinKind::Array => {
                     return Err(derr(
-                        "D_ARR_BADREF",
+                        "D_IDENT_BADREF",
                         line,
-                        format!("{name}[ ] must be referenced with a subscript"),
+                        format!("associative array '{name}' may not be referenced as scalar"),
                     ))
                 }
                 BuiltinKind::Subroutine | BuiltinKind::Action | BuiltinKind::AggFunc => {
@@ -731,9 +746,12 @@ impl Checker<'_> {
                     self.check_keys(&shown, &proto, &kt, line)?;
                     return Ok(Typed::rvalue(inl.ty));
                 }
+                // a scalar built-in (`probename[0]`, `execname[0]`): dt_cook_op2 rewrites
+                // E1[E2] as *(E1 + E2) when E1 is no associative array
                 None if scope == VarScope::Global
                     && (self.inlines.contains_key(&name)
-                        || self.enum_consts.contains_key(&name)) => {}
+                        || self.enum_consts.contains_key(&name)
+                        || self.builtin(&name).is_some()) => {}
                 None => {
                     if creating {
                         self.key_types(keys)?;
@@ -749,10 +767,16 @@ impl Checker<'_> {
         }
         let b = self.expr(base)?;
         if keys.len() != 1 {
+            // dt_cook_op2: E1[E2, E3] on anything but an associative array, named by
+            // dt_node_name
+            let what = match &base.kind {
+                ExprKind::Ident(n) => format!("scalar {n}"),
+                _ => "a scalar".to_string(),
+            };
             return Err(derr(
                 "D_ARR_BADREF",
                 line,
-                "cannot use [ ] with more than one index on a scalar",
+                format!("cannot access {what} as an associative array"),
             ));
         }
         let k = self.expr(&keys[0])?;
@@ -826,15 +850,19 @@ impl Checker<'_> {
         }
         if name == "args" {
             let idx = k.konst;
+            // dt_ident.c, dt_idcook_args: "index N is out of range for <desc> args[ ]"
+            let out_of_range = |i: i64, c: &Self| {
+                let desc = c.probe_args_desc.clone().unwrap_or_default();
+                derr(
+                    "D_ARGS_IDX",
+                    line,
+                    format!("index {i} is out of range for {desc} args[ ]"),
+                )
+            };
             let ty = match (&self.probe_args, idx) {
+                (_, Some(i)) if self.probe_no_args => return Err(out_of_range(i, self)),
                 (Some(a), Some(i)) if i >= 0 && (i as usize) < a.len() => a[i as usize],
-                (Some(a), Some(i)) if !a.is_empty() => {
-                    return Err(derr(
-                        "D_ARGS_IDX",
-                        line,
-                        format!("index {i} is out of range for args[ ]"),
-                    ))
-                }
+                (Some(a), Some(i)) if !a.is_empty() => return Err(out_of_range(i, self)),
                 _ => self.types.int64,
             };
             return Ok(Typed::rvalue(ty));
@@ -1111,6 +1139,21 @@ impl Checker<'_> {
                 })
             }
             Add | Sub => {
+                // dt_cook_op2, DT_TOK_ADD/SUB: "D permits strings to be treated as pointers"
+                // (`"hello" + 1` is "ello")
+                // an aggregation's value has a dynamic type (dt_cook_aggregation), neither
+                // integer nor pointer; dt_node_type_name calls it "aggregation"
+                if ta.agg.is_some() || tb.agg.is_some() {
+                    let name = |x: &Typed| match x.agg {
+                        Some(_) => "aggregation".to_string(),
+                        None => t.name(x.ty),
+                    };
+                    return Err(incompat(line, &name(ta), ops, &name(tb)));
+                }
+                let (sa, sb) = (t.is_string(ta.ty), t.is_string(tb.ty));
+                if (sa && t.is_integer(tb.ty)) || (sb && t.is_integer(ta.ty) && op == Add) {
+                    return Ok(Typed::rvalue(t.string));
+                }
                 let pa = t.is_pointer(ta.ty) || t.is_array(ta.ty);
                 let pb = t.is_pointer(tb.ty) || t.is_array(tb.ty);
                 if pa && pb {
@@ -1144,12 +1187,9 @@ impl Checker<'_> {
                     };
                     return Ok(Typed::rvalue(pty));
                 }
+                // dt_cook_op2: neither two integers nor a pointer and an integer
                 if !t.is_arith(ta.ty) || !t.is_arith(tb.ty) {
-                    return Err(derr(
-                        "D_OP_ARITH",
-                        line,
-                        format!("operator {ops} requires operands of arithmetic type"),
-                    ));
+                    return Err(incompat(line, &t.name(ta.ty), ops, &t.name(tb.ty)));
                 }
                 let ty = t.arith_result(ta.ty, tb.ty);
                 let konst = fold(op, ta.konst, tb.konst, t.is_signed(ty));
@@ -1336,16 +1376,8 @@ impl Checker<'_> {
             self.binary_types(o, &lhs, &rhs, line)?;
             return Ok(Typed::rvalue(lhs.ty));
         }
-        if self.types.is_sou(lhs.ty) && !lhs.dvar {
-            return Err(derr(
-                "D_OP_SOU",
-                line,
-                format!(
-                    "operator = cannot be applied to type \"{}\"",
-                    self.types.name(lhs.ty)
-                ),
-            ));
-        }
+        // a struct or union is assigned by copy wherever it is stored, a member too
+        // (dt_cg_asgn_op stores a by-reference value with COPYS, dt_cg_store)
         if !self.assignable(lhs.ty, &rhs) {
             return Err(incompat(
                 line,
@@ -1441,7 +1473,9 @@ impl Checker<'_> {
                             return Err(derr(
                                 "D_ARR_LOCAL",
                                 line,
-                                "local variables may not be used as associative arrays",
+                                format!(
+                                    "local variables may not be used as associative arrays: {name}"
+                                ),
                             ));
                         }
                         return Ok(None);

@@ -94,6 +94,10 @@ pub struct Checker<'a> {
     next_var_id: u32,
     /// Set while cooking the clause's probe arguments (`args[]` types), if known.
     pub(crate) probe_args: Option<Vec<TypeId>>,
+    /// The clause's first probe description, as dtrace names it in `args[]` errors.
+    pub(crate) probe_args_desc: Option<String>,
+    /// Every probe the clause enables takes no arguments (dtrace's BEGIN and END).
+    pub(crate) probe_no_args: bool,
     /// The translated `args[N]` of the clause's probes: N → (native type, translated type).
     pub(crate) probe_xlate: HashMap<usize, (ast::TypeName, ast::TypeName)>,
     /// Types of prototype texts already parsed (`"const char *"` → id).
@@ -120,6 +124,8 @@ impl<'a> Checker<'a> {
             enum_consts: HashMap::new(),
             next_var_id: 1,
             probe_args: None,
+            probe_args_desc: None,
+            probe_no_args: false,
             probe_xlate: HashMap::new(),
             inline_depth: 0,
             text_types: HashMap::new(),
