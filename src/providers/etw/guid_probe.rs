@@ -131,6 +131,64 @@ fn get_or_make(list: &RwLock<Vec<GuidProbe>>, desc: &ProbeDesc) -> Result<ProbeI
 /// The catalog's `etw` provider.
 pub struct GuidProvider {
     pub probes: std::sync::Arc<RwLock<Vec<GuidProbe>>>,
+    /// The GUIDs of the providers known (the trace's, the provider catalog's), over which a
+    /// description with globs (`etw:::`, `etw:<guid>:*:*`) is expanded.
+    pub known: Vec<Guid>,
+}
+
+/// The level/keyword field of a probe that passes every event: any level, any keyword.
+const ANY_LEVEL_KEYWORD: &str = "0x00_0x0000000000000000";
+
+impl GuidProvider {
+    /// The probes a description with globs names over the known providers, made: for each
+    /// known provider whose GUID the module matches (or the one GUID an exact module names),
+    /// the probe of the exact level/keyword field or, when the field is a glob matching it,
+    /// any level and keyword; the exact event id or, when the name is a glob matching it,
+    /// `generic_event`. Only a description that names the `etw` provider is expanded, so that
+    /// `:::` does not make a probe of every provider.
+    fn expand(&self, desc: &ProbeDesc) -> Result<Vec<ProbeInfo>, ProbeError> {
+        let glob = |f: &str| f.contains(['*', '?', '[']);
+        if desc.provider != PROVIDER {
+            return Ok(Vec::new());
+        }
+        let function = if !desc.function.is_empty() && !glob(&desc.function) {
+            desc.function.clone()
+        } else if glob_match(&desc.function, ANY_LEVEL_KEYWORD) {
+            ANY_LEVEL_KEYWORD.to_string()
+        } else {
+            return Ok(Vec::new());
+        };
+        let name = if !desc.name.is_empty() && !glob(&desc.name) {
+            desc.name.clone()
+        } else if glob_match(&desc.name, GENERIC) {
+            GENERIC.to_string()
+        } else {
+            return Ok(Vec::new());
+        };
+        let module = desc.module.trim_start_matches('{').trim_end_matches('}');
+        let guids: Vec<Guid> = match Guid::parse(module) {
+            Some(g) if !glob(module) => vec![g],
+            _ => {
+                let pat = module.to_ascii_lowercase();
+                self.known
+                    .iter()
+                    .filter(|g| glob_match(&pat, &g.to_string()))
+                    .copied()
+                    .collect()
+            }
+        };
+        let mut made = Vec::new();
+        for g in guids {
+            let one = ProbeDesc {
+                provider: PROVIDER.to_string(),
+                module: g.to_string(),
+                function: function.clone(),
+                name: name.clone(),
+            };
+            made.push(get_or_make(&self.probes, &one)?);
+        }
+        Ok(made)
+    }
 }
 
 impl Provider for GuidProvider {
@@ -150,16 +208,23 @@ impl Provider for GuidProvider {
         {
             return Ok(vec![get_or_make(&self.probes, desc)?]);
         }
+        // the probes the globs name over the known providers (their level/keyword field as
+        // the probe spells it, which an exact field of the description may not), and those
+        // made before that match
+        let mut found = self.expand(desc)?;
         let module = desc.module.trim_start_matches('{').trim_end_matches('}');
         let module = module.to_ascii_lowercase();
-        Ok(list(&self.probes)
-            .into_iter()
-            .filter(|p| {
-                glob_match(&module, &p.module)
-                    && glob_match(&desc.function, &p.function)
-                    && glob_match(&desc.name, &p.name)
-            })
-            .collect())
+        for p in list(&self.probes) {
+            if glob_match(&module, &p.module)
+                && glob_match(&desc.function, &p.function)
+                && glob_match(&desc.name, &p.name)
+                && !found.iter().any(|f| f.id == p.id)
+            {
+                found.push(p);
+            }
+        }
+        found.sort_by_key(|p| p.id);
+        Ok(found)
     }
 
     fn list(&self) -> Vec<ProbeInfo> {

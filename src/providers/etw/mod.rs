@@ -23,11 +23,13 @@ mod fsinfo;
 pub mod guid_probe;
 mod hwconfig;
 mod io;
+pub mod limits;
 pub mod native;
 mod net;
 pub mod payload;
 mod perf;
 mod pf;
+mod pmc;
 mod proc;
 mod reg;
 mod sched;
@@ -461,6 +463,9 @@ pub struct EtwProbes {
     guid_probes: Arc<RwLock<Vec<guid_probe::GuidProbe>>>,
     /// The system calls of a trace by name (`syscall::<function>:entry`, `return`).
     syscalls: syscall::SyscallNames,
+    /// The GUIDs of the providers known (the trace's event-header providers, named or not,
+    /// and the catalog's), over which `etw:::` globs expand.
+    guids: std::collections::BTreeSet<Guid>,
 }
 
 impl Default for EtwProbes {
@@ -471,6 +476,7 @@ impl Default for EtwProbes {
             next_id: FIRST_NAMED_ID,
             guid_probes: Arc::default(),
             syscalls: syscall::SyscallNames::default(),
+            guids: Default::default(),
         }
     }
 }
@@ -495,6 +501,13 @@ pub fn is_capture_state(ev: &EventRecord<'_>, dec: &DecodedEvent<'_>, provider_k
 impl EtwProbes {
     pub fn new() -> Self {
         EtwProbes::default()
+    }
+
+    /// Notes the GUID of a provider a trace has events of (`etw:::` globs expand over it).
+    pub fn note_guid(&mut self, guid: Guid) {
+        if guid != Guid::default() {
+            self.guids.insert(guid);
+        }
     }
 
     /// Makes `<name>:::events` and `<name>:::capturestate` available for a provider seen in a
@@ -545,6 +558,9 @@ impl EtwProbes {
         let Some(p) = self.named.get_mut(&key) else {
             return;
         };
+        if info.guid != Guid::default() {
+            self.guids.insert(info.guid);
+        }
         if p.guid.is_none() && info.guid != Guid::default() {
             p.guid = Some(info.guid);
             self.by_guid.entry(info.guid).or_insert(key);
@@ -568,6 +584,7 @@ impl EtwProbes {
     /// this set's own.
     pub fn absorb(&mut self, other: &EtwProbes) {
         self.syscalls.absorb(&other.syscalls);
+        self.guids.extend(other.guids.iter().copied());
         for p in other.named.values() {
             if self.named_entry(&p.display).is_none() {
                 continue;
@@ -832,7 +849,8 @@ impl EtwProbes {
                     Area::Fsinfo => fsinfo::fire(&cx, k.name, &mut emit),
                     Area::Net => net::fire(&cx, k, &mut emit),
                     Area::Reg => reg::fire(&cx, k.name, &mut emit),
-                    Area::Hwconfig | Area::Pmc => emit.push(hwconfig::payload_args(&cx), pid, tid),
+                    Area::Hwconfig => emit.push(hwconfig::payload_args(&cx), pid, tid),
+                    Area::Pmc => pmc::fire(&cx, k.name, &mut emit),
                 }
             }
         }
@@ -972,7 +990,7 @@ impl Provider for EtwProvider {
             .into_iter()
             .filter(|p| {
                 glob_match(&desc.module, &p.module)
-                    && glob_match(&desc.function, &p.function)
+                    && crate::probes::function_match(&desc.function, &p.function)
                     && (glob_match(&desc.name, &p.name)
                         || (p.name == "sample-1ms"
                             && desc.name.starts_with("sample-")
@@ -1002,6 +1020,7 @@ pub fn providers(probes: &EtwProbes) -> Vec<Box<dyn Provider + Send + Sync>> {
         .collect();
     v.push(Box::new(guid_probe::GuidProvider {
         probes: shared.guid_probes.clone(),
+        known: shared.guids.iter().copied().collect(),
     }));
     v
 }

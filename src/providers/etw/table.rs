@@ -541,21 +541,28 @@ pub static KERNEL_PROBES: &[KernelProbe] = &[
     ),
     // pmc: the sample sources of a profiling session (PerfInfo CollectionStart), counter
     // sources, and PMC interrupt samples
+    // (as the port's sdt_etw_pmc_cb and sdt_args give them: see `super::pmc`)
     p(
         "pmc",
         "sample-src",
         Area::Pmc,
         &[(PERF_INFO, 73)],
-        PAYLOAD_ARGS,
+        &[n("uint32_t"), n("char *"), n("uint32_t"), n("uint32_t")],
     ),
     p(
         "pmc",
         "counter-src",
         Area::Pmc,
         &[(PERF_INFO, 48)],
-        PAYLOAD_ARGS,
+        &[n("int"), n("wchar_t **")],
     ),
-    p("pmc", "sample", Area::Pmc, &[(PERF_INFO, 47)], PAYLOAD_ARGS),
+    p(
+        "pmc",
+        "sample",
+        Area::Pmc,
+        &[(PERF_INFO, 47)],
+        &[n("uintptr_t"), n("uint16_t")],
+    ),
     // the portable sched and proc probes of DTrace's providers that the kernel events can feed
     // (DTrace Guide, sched and proc providers): a thread put on a ready queue (readied, or
     // switched out still runnable), taken off one (switched in), a process whose executable
