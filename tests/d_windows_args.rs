@@ -379,3 +379,41 @@ fn microsofts_built_ins_are_refused_with_a_reason() {
         assert!(!err.contains("undefined"), "{prog}: {err}");
     }
 }
+
+/// The port's `pf` (sdt_etw_pf_cb), `proc:::module-load` (sdt_etw_module_cb) and named
+/// provider (sdt_etw_guid_cb) arguments: `hardflt`'s `arg0` the file's wide name and `arg4`
+/// the faulting thread (the firing's), `module-load`'s `arg2` the process id, a named probe's
+/// `arg4` the event's version (the byte the port puts before the payload too).
+#[test]
+fn pf_module_and_named_probes_have_the_ports_arguments() {
+    let Some(t) = etl::trace("perfview_net.4.5.2.x86.etl.zip") else {
+        return;
+    };
+    let out = quiet(
+        &t,
+        "pf:::hardflt { @h[arg4 == tid, wstringof((wchar_t *)arg0) != \"\"] = count(); } \
+         proc:::module-load { @m[arg2 == pid] = count(); } \
+         microsoft-windows-dotnetruntime:::events { @v[arg4 == *(uint8_t *)(arg2 - 2)] = count(); } \
+         END { printa(\"h %d %d %@d\\n\", @h); printa(\"m %d %@d\\n\", @m); \
+               printa(\"v %d %@d\\n\", @v); }",
+    );
+    let lines: Vec<&str> = out.lines().filter(|l| !l.is_empty()).collect();
+    // every hard fault in its thread; every named file (394 faults: expected_counts)
+    let faults: u64 = lines
+        .iter()
+        .filter_map(|l| l.strip_prefix("h 1 "))
+        .map(|l| l.split_whitespace().last().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(faults, 394, "{out}");
+    assert!(!lines.iter().any(|l| l.starts_with("h 0 ")), "{out}");
+    assert!(lines.iter().any(|l| l.starts_with("m 1 ")), "{out}");
+    assert!(!lines.iter().any(|l| l.starts_with("m 0 ")), "{out}");
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|l| l.starts_with("v "))
+            .collect::<Vec<_>>(),
+        [&"v 1 11608"],
+        "{out}"
+    );
+}

@@ -807,6 +807,8 @@ impl EtwProbes {
             a[1] = ev.opcode as u64;
             a[2] = PAYLOAD_BASE;
             a[3] = ev.payload.len() as u64;
+            // the event's version, as the port's sdt_etw_guid_cb gives it
+            a[4] = ev.version as u64;
             a
         };
         let events_id = FIRST_ID; // diag:::events
