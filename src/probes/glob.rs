@@ -98,23 +98,6 @@ fn class(p: &[u8], c: u8) -> Option<(bool, usize)> {
     None
 }
 
-#[cfg(test)]
-mod tests {
-    use super::glob_match;
-
-    #[test]
-    fn globs() {
-        assert!(glob_match("", "anything"));
-        assert!(glob_match("tick-*", "tick-1s"));
-        assert!(glob_match("re?d", "read"));
-        assert!(glob_match("[rw]*", "write"));
-        assert!(!glob_match("[!rw]*", "write"));
-        assert!(glob_match("a\\*", "a*"));
-        assert!(!glob_match("BEGIN", "END"));
-        assert!(glob_match("*a*b*", "xxaxxbxx"));
-    }
-}
-
 /// The file names of the NT kernel image (uniprocessor, multiprocessor, PAE builds), which
 /// Microsoft's DTrace and the Windows debuggers call `nt` (``nt`_EPROCESS``, `fbt:nt::`).
 pub const KERNEL_IMAGES: [&str; 4] = [
@@ -144,6 +127,23 @@ pub fn function_match(pat: &str, function: &str) -> bool {
         return false;
     };
     module_match(pm, m) && glob_match(pf, f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glob_match;
+
+    #[test]
+    fn globs() {
+        assert!(glob_match("", "anything"));
+        assert!(glob_match("tick-*", "tick-1s"));
+        assert!(glob_match("re?d", "read"));
+        assert!(glob_match("[rw]*", "write"));
+        assert!(!glob_match("[!rw]*", "write"));
+        assert!(glob_match("a\\*", "a*"));
+        assert!(!glob_match("BEGIN", "END"));
+        assert!(glob_match("*a*b*", "xxaxxbxx"));
+    }
 }
 
 #[cfg(test)]

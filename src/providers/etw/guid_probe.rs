@@ -324,8 +324,9 @@ mod tests {
     #[test]
     fn descriptions_make_probes_once() {
         let list = std::sync::Arc::new(RwLock::new(Vec::new()));
-        let prov = GuidProvider {
+        let mut prov = GuidProvider {
             probes: list.clone(),
+            known: Vec::new(),
         };
         let d = ProbeDesc::parse(
             "etw:{1C95126E-7EEA-49A9-A3FE-A378B03DDB4D}:0x5_0xffffffffffffffff:generic_event",
@@ -352,6 +353,21 @@ mod tests {
                 .len(),
             1
         );
+        // over known providers, etw::: makes the probe of every event of each
+        let known = Guid::parse("e13c0d23-ccbc-4e12-931b-d9cc2eee27e4").unwrap();
+        prov.known = vec![known];
+        let all = prov
+            .try_matching(&ProbeDesc::parse("etw:::").unwrap())
+            .unwrap();
+        assert_eq!(all.len(), 3, "{all:?}");
+        assert!(all.iter().any(|p| p.module == known.to_string()
+            && p.function == ANY_LEVEL_KEYWORD
+            && p.name == GENERIC));
+        // a glob module that matches no known GUID makes nothing
+        assert!(prov
+            .try_matching(&ProbeDesc::parse("etw:ffff*::").unwrap())
+            .unwrap()
+            .is_empty());
         // malformed exact descriptions are errors
         for bad in [
             "etw:not-a-guid:0x5_0x1:generic_event",
