@@ -119,7 +119,7 @@ fn calls_interrupts_and_dpcs_run_in_the_thread_on_their_cpu() {
     let trace = write_trace(dir.path(), 0x1000, 0x2000, None);
     let prog = r#"syscall:::entry, syscall:::return, isr:::, dpc:::
         { printf("%d %s %s %s %d %d %d\n", timestamp / 1000, probefunc, probename, execname,
-                 tid, pid, (int64_t)arg0); }"#;
+                 tid, pid, (int64_t)(probeprov == "syscall" ? arg0 : arg1)); }"#;
     let (out, err) = dtx(&trace, &["-q", "-n", prog], None);
     let a = KERNEL + 0x1000;
     let b = KERNEL + 0x2000;
@@ -336,6 +336,42 @@ fn calls_are_named_by_the_kernel_pdb_on_the_symbol_path() {
         Some(&store),
     );
     assert_eq!(out.trim(), format!("NtStandInCall 104 {:x}", KERNEL + a));
+}
+
+/// Microsoft's DTrace and the Windows debuggers call the kernel `nt`: a call the symbols do
+/// not name (`ntoskrnl.exe`0x1000`, `ntkrnlmp.exe`0x1000` on a multiprocessor kernel) is
+/// matched by `nt`0x1000`, and globs work after the backtick; the function prints as the
+/// kernel image names it, as Windows' tools show it. (issue 32)
+#[test]
+fn nt_names_the_kernel_in_a_probe_function() {
+    let dir = tempfile::tempdir().unwrap();
+    for kernel in ["ntoskrnl.exe", "ntkrnlmp.exe"] {
+        let trace = write_trace_of(dir.path(), kernel, 0x1000, 0x2000, None);
+        let (out, _) = dtx(
+            &trace,
+            &[
+                "-q",
+                "-n",
+                "syscall::nt`0x1000:entry, syscall::NT`0x2*:entry { @[probefunc] = count(); }",
+            ],
+            None,
+        );
+        assert_eq!(
+            lines(&out),
+            [format!("{kernel}`0x1000 1"), format!("{kernel}`0x2000 1")]
+        );
+        // a module glob other than the kernel's does not match
+        let out = Dtx::new(&[
+            std::ffi::OsStr::new("-E"),
+            trace.as_os_str(),
+            std::ffi::OsStr::new("-l"),
+            std::ffi::OsStr::new("-n"),
+            std::ffi::OsStr::new("syscall::win32k`0x1000:entry"),
+        ])
+        .symbol_path(None)
+        .output();
+        assert!(!out.status.success());
+    }
 }
 
 /// Over the Windows 7 xperf trace (138,599 ISRs, 13,487 DPCs, 1,772 timer DPCs, 8 threaded

@@ -5,6 +5,8 @@
  *
  * Needs: hard faults (kernel PageFault HardFault events; MEMORY_HARD_FAULTS flag); the other
  * probes need the MEMORY_PAGE_FAULTS and VIRTUAL_ALLOC flags.
+ * Arguments as the Windows port's: arg0 the file's name (wchar_t *), arg1 the address; dtx's
+ * arg5 the bytes read.
  * Example: dtx -s dscripts/pf/hardfaults.d -E perfview_net.4.5.2.x86.etl.zip
  */
 
@@ -12,8 +14,8 @@
 
 pf:::hardflt
 {
-	@faults[execname, basename(stringof((char *)arg3))] = count();
-	@bytes[execname, basename(stringof((char *)arg3))] = sum(arg1);
+	@faults[execname, basename(wstringof((wchar_t *)arg0))] = count();
+	@bytes[execname, basename(wstringof((wchar_t *)arg0))] = sum(arg5);
 }
 
 pf:::trans_flt, pf:::dzero_flt, pf:::cow_flt, pf:::gp_flt, pf:::hp_flt, pf:::av_flt,

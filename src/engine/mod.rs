@@ -218,10 +218,11 @@ impl Engine {
     }
 
     /// Says, before an ETW run (a trace, or live on Windows), what the programs read that
-    /// ETW does not record: `syscall:::entry` arguments past `arg0`.
+    /// ETW does not record (`syscall:::entry` arguments past `arg0`, the other arguments the
+    /// providers document as 0) and `execname` compared with a name in upper case.
     pub fn say_etw_limits(&self) {
         for r in &self.runs {
-            for w in crate::providers::etw::syscall::argument_warnings(&r.vm.program) {
+            for w in crate::providers::etw::limits::warnings(&r.vm.program) {
                 crate::output::stderr::say(self.consumer.prog(), w);
             }
         }

@@ -1028,6 +1028,33 @@ pub fn check_call_arity(name: &str, p: &Proto, argc: usize) -> Result<(), String
 // Tests
 // ---------------------------------------------------------------------------
 
+/// The built-ins of Microsoft's DTrace for Windows that dtx does not have, with why: a
+/// script that uses one is told so instead of "undefined". (`irql` is a variable; the others
+/// are called.)
+pub fn microsoft_only(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "irql" => {
+            "irql is Microsoft's DTrace variable for the processor's interrupt request level \
+             when the probe fired: ETW records do not carry the IRQL, so dtx cannot give it"
+        }
+        "lkd" => {
+            "lkd() is Microsoft's DTrace action that writes a live kernel memory dump: dtx \
+             reads ETW events and cannot take a kernel dump (Task Manager's \"Create live \
+             kernel memory dump file\" can)"
+        }
+        "memref" => {
+            "memref() is the DTrace (Microsoft's, FreeBSD's) subroutine that pairs an address \
+             with a size for printm(): dtx has neither; tracemem(addr, size) prints the same \
+             bytes"
+        }
+        "printm" => {
+            "printm() is the DTrace (Microsoft's, FreeBSD's) action that prints the memory a \
+             memref() names: dtx has neither; tracemem(addr, size) prints the same bytes"
+        }
+        _ => return None,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

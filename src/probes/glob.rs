@@ -98,6 +98,37 @@ fn class(p: &[u8], c: u8) -> Option<(bool, usize)> {
     None
 }
 
+/// The file names of the NT kernel image (uniprocessor, multiprocessor, PAE builds), which
+/// Microsoft's DTrace and the Windows debuggers call `nt` (``nt`_EPROCESS``, `fbt:nt::`).
+pub const KERNEL_IMAGES: [&str; 4] = [
+    "ntoskrnl.exe",
+    "ntkrnlmp.exe",
+    "ntkrnlpa.exe",
+    "ntkrpamp.exe",
+];
+
+/// Whether `module` is the NT kernel's image (in any case).
+pub fn is_kernel_image(module: &str) -> bool {
+    KERNEL_IMAGES.iter().any(|k| k.eq_ignore_ascii_case(module))
+}
+
+/// A module field: a glob, or `nt` for the kernel image.
+pub fn module_match(pat: &str, module: &str) -> bool {
+    glob_match(pat, module) || (pat.eq_ignore_ascii_case("nt") && is_kernel_image(module))
+}
+
+/// A function field that may name its module (`ntoskrnl.exe`0x3c1b0`, the `syscall`
+/// provider's unnamed calls): a glob, or `` nt`<glob> `` for the kernel image's.
+pub fn function_match(pat: &str, function: &str) -> bool {
+    if glob_match(pat, function) {
+        return true;
+    }
+    let (Some((pm, pf)), Some((m, f))) = (pat.split_once('`'), function.split_once('`')) else {
+        return false;
+    };
+    module_match(pm, m) && glob_match(pf, f)
+}
+
 #[cfg(test)]
 mod tests {
     use super::glob_match;
@@ -112,5 +143,23 @@ mod tests {
         assert!(glob_match("a\\*", "a*"));
         assert!(!glob_match("BEGIN", "END"));
         assert!(glob_match("*a*b*", "xxaxxbxx"));
+    }
+}
+
+#[cfg(test)]
+mod nt_tests {
+    use super::*;
+
+    #[test]
+    fn nt_names_the_kernel_image() {
+        assert!(module_match("nt", "ntoskrnl.exe"));
+        assert!(module_match("NT", "ntkrnlmp.exe"));
+        assert!(module_match("nt*", "ntdll.dll"));
+        assert!(!module_match("nt", "ntdll.dll"));
+        assert!(function_match("nt`0x3c1b0", "ntoskrnl.exe`0x3c1b0"));
+        assert!(function_match("nt`0x3c*", "ntkrnlmp.exe`0x3c1b0"));
+        assert!(!function_match("nt`0x3c1b0", "win32k.sys`0x3c1b0"));
+        assert!(!function_match("nt`0x1", "ntoskrnl.exe`0x3c1b0"));
+        assert!(function_match("Nt*", "NtReadFile"));
     }
 }

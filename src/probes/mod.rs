@@ -8,7 +8,7 @@ pub mod stability;
 
 pub use desc::ProbeDesc;
 pub use dtrace::{dtrace_probes, BEGIN_ID, END_ID, ERROR_ID, ERROR_PROBE};
-pub use glob::glob_match;
+pub use glob::{function_match, glob_match, is_kernel_image, module_match, KERNEL_IMAGES};
 
 /// One concrete probe.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -367,6 +367,9 @@ impl TraceSource {
         first.sort_by_key(|(at, _)| *at);
         for (_, copy) in &first {
             let ev = copy.record();
+            if ev.kind == HeaderKind::EventHeader {
+                probes.note_guid(ev.provider);
+            }
             let dec = self.decoder.decode(&ev);
             if dec.is_named() && !dec.provider.is_empty() {
                 let mut info = crate::etw::catalog::ProviderInfo::new(dec.provider, ev.provider);

@@ -68,7 +68,7 @@ impl LoadedModule {
     pub fn matches(&self, pattern: &str) -> bool {
         use crate::probes::glob_match;
         pattern.is_empty()
-            || glob_match(pattern, &self.name)
+            || crate::probes::module_match(pattern, &self.name)
             || (self.is_exec && glob_match(pattern, "a.out"))
             || (!pattern.contains(['*', '?', '[']) && short_name_matches(pattern, &self.name))
     }

@@ -36,6 +36,9 @@ impl Checker<'_> {
                         format!("{name} is not a function"),
                     ));
                 }
+                if let Some(why) = crate::lang::builtins::microsoft_only(name) {
+                    return Err(derr("D_FUNC_UNDEF", line, why));
+                }
                 Err(derr(
                     "D_FUNC_UNDEF",
                     line,

@@ -637,11 +637,9 @@ impl Checker<'_> {
                     ));
                 };
                 let Some(b) = self.builtin(n) else {
-                    return Err(derr(
-                        "D_FUNC_UNDEF",
-                        line,
-                        format!("undefined function name: {n}"),
-                    ));
+                    let why = crate::lang::builtins::microsoft_only(n)
+                        .map_or_else(|| format!("undefined function name: {n}"), str::to_string);
+                    return Err(derr("D_FUNC_UNDEF", line, why));
                 };
                 let mut a = Vec::new();
                 for x in args {

@@ -201,6 +201,9 @@ impl<'a> Checker<'a> {
     }
 
     pub fn undefined(&self, name: &str, line: u32) -> super::diag::Diagnostic {
+        if let Some(why) = crate::lang::builtins::microsoft_only(name) {
+            return derr("D_IDENT_UNDEF", line, why);
+        }
         derr(
             "D_IDENT_UNDEF",
             line,

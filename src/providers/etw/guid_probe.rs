@@ -131,6 +131,64 @@ fn get_or_make(list: &RwLock<Vec<GuidProbe>>, desc: &ProbeDesc) -> Result<ProbeI
 /// The catalog's `etw` provider.
 pub struct GuidProvider {
     pub probes: std::sync::Arc<RwLock<Vec<GuidProbe>>>,
+    /// The GUIDs of the providers known (the trace's, the provider catalog's), over which a
+    /// description with globs (`etw:::`, `etw:<guid>:*:*`) is expanded.
+    pub known: Vec<Guid>,
+}
+
+/// The level/keyword field of a probe that passes every event: any level, any keyword.
+const ANY_LEVEL_KEYWORD: &str = "0x00_0x0000000000000000";
+
+impl GuidProvider {
+    /// The probes a description with globs names over the known providers, made: for each
+    /// known provider whose GUID the module matches (or the one GUID an exact module names),
+    /// the probe of the exact level/keyword field or, when the field is a glob matching it,
+    /// any level and keyword; the exact event id or, when the name is a glob matching it,
+    /// `generic_event`. Only a description that names the `etw` provider is expanded, so that
+    /// `:::` does not make a probe of every provider.
+    fn expand(&self, desc: &ProbeDesc) -> Result<Vec<ProbeInfo>, ProbeError> {
+        let glob = |f: &str| f.contains(['*', '?', '[']);
+        if desc.provider != PROVIDER {
+            return Ok(Vec::new());
+        }
+        let function = if !desc.function.is_empty() && !glob(&desc.function) {
+            desc.function.clone()
+        } else if glob_match(&desc.function, ANY_LEVEL_KEYWORD) {
+            ANY_LEVEL_KEYWORD.to_string()
+        } else {
+            return Ok(Vec::new());
+        };
+        let name = if !desc.name.is_empty() && !glob(&desc.name) {
+            desc.name.clone()
+        } else if glob_match(&desc.name, GENERIC) {
+            GENERIC.to_string()
+        } else {
+            return Ok(Vec::new());
+        };
+        let module = desc.module.trim_start_matches('{').trim_end_matches('}');
+        let guids: Vec<Guid> = match Guid::parse(module) {
+            Some(g) if !glob(module) => vec![g],
+            _ => {
+                let pat = module.to_ascii_lowercase();
+                self.known
+                    .iter()
+                    .filter(|g| glob_match(&pat, &g.to_string()))
+                    .copied()
+                    .collect()
+            }
+        };
+        let mut made = Vec::new();
+        for g in guids {
+            let one = ProbeDesc {
+                provider: PROVIDER.to_string(),
+                module: g.to_string(),
+                function: function.clone(),
+                name: name.clone(),
+            };
+            made.push(get_or_make(&self.probes, &one)?);
+        }
+        Ok(made)
+    }
 }
 
 impl Provider for GuidProvider {
@@ -150,16 +208,23 @@ impl Provider for GuidProvider {
         {
             return Ok(vec![get_or_make(&self.probes, desc)?]);
         }
+        // the probes the globs name over the known providers (their level/keyword field as
+        // the probe spells it, which an exact field of the description may not), and those
+        // made before that match
+        let mut found = self.expand(desc)?;
         let module = desc.module.trim_start_matches('{').trim_end_matches('}');
         let module = module.to_ascii_lowercase();
-        Ok(list(&self.probes)
-            .into_iter()
-            .filter(|p| {
-                glob_match(&module, &p.module)
-                    && glob_match(&desc.function, &p.function)
-                    && glob_match(&desc.name, &p.name)
-            })
-            .collect())
+        for p in list(&self.probes) {
+            if glob_match(&module, &p.module)
+                && glob_match(&desc.function, &p.function)
+                && glob_match(&desc.name, &p.name)
+                && !found.iter().any(|f| f.id == p.id)
+            {
+                found.push(p);
+            }
+        }
+        found.sort_by_key(|p| p.id);
+        Ok(found)
     }
 
     fn list(&self) -> Vec<ProbeInfo> {
@@ -259,8 +324,9 @@ mod tests {
     #[test]
     fn descriptions_make_probes_once() {
         let list = std::sync::Arc::new(RwLock::new(Vec::new()));
-        let prov = GuidProvider {
+        let mut prov = GuidProvider {
             probes: list.clone(),
+            known: Vec::new(),
         };
         let d = ProbeDesc::parse(
             "etw:{1C95126E-7EEA-49A9-A3FE-A378B03DDB4D}:0x5_0xffffffffffffffff:generic_event",
@@ -287,6 +353,21 @@ mod tests {
                 .len(),
             1
         );
+        // over known providers, etw::: makes the probe of every event of each
+        let known = Guid::parse("e13c0d23-ccbc-4e12-931b-d9cc2eee27e4").unwrap();
+        prov.known = vec![known];
+        let all = prov
+            .try_matching(&ProbeDesc::parse("etw:::").unwrap())
+            .unwrap();
+        assert_eq!(all.len(), 3, "{all:?}");
+        assert!(all.iter().any(|p| p.module == known.to_string()
+            && p.function == ANY_LEVEL_KEYWORD
+            && p.name == GENERIC));
+        // a glob module that matches no known GUID makes nothing
+        assert!(prov
+            .try_matching(&ProbeDesc::parse("etw:ffff*::").unwrap())
+            .unwrap()
+            .is_empty());
         // malformed exact descriptions are errors
         for bad in [
             "etw:not-a-guid:0x5_0x1:generic_event",

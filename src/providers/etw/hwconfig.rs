@@ -1,6 +1,5 @@
 //! `hwconfig` (the SystemConfig events a kernel session writes at its end: CPU, disks, NICs,
-//! video, services, PnP devices, IRQs, ...) and `pmc` (PerfInfo sample and counter sources,
-//! PMC samples): as on the Windows port, arg0 points at the event's payload, arg1 = its size,
+//! video, services, PnP devices, IRQs, ...): as on the Windows port (its `sdt_etw_hwconfig_cb`), arg0 points at the event's payload, arg1 = its size,
 //! arg2 = 1 for a 64-bit event, arg3 = the event version. Scripts read the payload with
 //! casts (`*(uint32_t *)(arg0 + 4)`), see `dscripts/hwconfig/`.
 

@@ -24,11 +24,13 @@ mod fsinfo;
 pub mod guid_probe;
 mod hwconfig;
 mod io;
+pub mod limits;
 pub mod native;
 mod net;
 pub mod payload;
 mod perf;
 mod pf;
+mod pmc;
 mod proc;
 mod reg;
 mod sched;
@@ -465,6 +467,9 @@ pub struct EtwProbes {
     /// The kernel events the trace (or, over several, any of the traces) holds: what a
     /// kernel probe needs to fire ([`absent::notes`]); `None` live.
     kernel_events: Option<crate::etw::reader::HookSet>,
+    /// The GUIDs of the providers known (the trace's event-header providers, named or not,
+    /// and the catalog's), over which `etw:::` globs expand.
+    guids: std::collections::BTreeSet<Guid>,
 }
 
 impl Default for EtwProbes {
@@ -476,6 +481,7 @@ impl Default for EtwProbes {
             guid_probes: Arc::default(),
             syscalls: syscall::SyscallNames::default(),
             kernel_events: None,
+            guids: Default::default(),
         }
     }
 }
@@ -500,6 +506,13 @@ pub fn is_capture_state(ev: &EventRecord<'_>, dec: &DecodedEvent<'_>, provider_k
 impl EtwProbes {
     pub fn new() -> Self {
         EtwProbes::default()
+    }
+
+    /// Notes the GUID of a provider a trace has events of (`etw:::` globs expand over it).
+    pub fn note_guid(&mut self, guid: Guid) {
+        if guid != Guid::default() {
+            self.guids.insert(guid);
+        }
     }
 
     /// Makes `<name>:::events` and `<name>:::capturestate` available for a provider seen in a
@@ -550,6 +563,9 @@ impl EtwProbes {
         let Some(p) = self.named.get_mut(&key) else {
             return;
         };
+        if info.guid != Guid::default() {
+            self.guids.insert(info.guid);
+        }
         if p.guid.is_none() && info.guid != Guid::default() {
             p.guid = Some(info.guid);
             self.by_guid.entry(info.guid).or_insert(key);
@@ -578,6 +594,7 @@ impl EtwProbes {
                 .get_or_insert_with(Default::default)
                 .union(k);
         }
+        self.guids.extend(other.guids.iter().copied());
         for p in other.named.values() {
             if self.named_entry(&p.display).is_none() {
                 continue;
@@ -805,6 +822,8 @@ impl EtwProbes {
             a[1] = ev.opcode as u64;
             a[2] = PAYLOAD_BASE;
             a[3] = ev.payload.len() as u64;
+            // the event's version, as the port's sdt_etw_guid_cb gives it
+            a[4] = ev.version as u64;
             a
         };
         let events_id = FIRST_ID; // diag:::events
@@ -847,7 +866,8 @@ impl EtwProbes {
                     Area::Fsinfo => fsinfo::fire(&cx, k.name, &mut emit),
                     Area::Net => net::fire(&cx, k, &mut emit),
                     Area::Reg => reg::fire(&cx, k.name, &mut emit),
-                    Area::Hwconfig | Area::Pmc => emit.push(hwconfig::payload_args(&cx), pid, tid),
+                    Area::Hwconfig => emit.push(hwconfig::payload_args(&cx), pid, tid),
+                    Area::Pmc => pmc::fire(&cx, k.name, &mut emit),
                 }
             }
         }
@@ -987,7 +1007,7 @@ impl Provider for EtwProvider {
             .into_iter()
             .filter(|p| {
                 glob_match(&desc.module, &p.module)
-                    && glob_match(&desc.function, &p.function)
+                    && crate::probes::function_match(&desc.function, &p.function)
                     && (glob_match(&desc.name, &p.name)
                         || (p.name == "sample-1ms"
                             && desc.name.starts_with("sample-")
@@ -1017,6 +1037,7 @@ pub fn providers(probes: &EtwProbes) -> Vec<Box<dyn Provider + Send + Sync>> {
         .collect();
     v.push(Box::new(guid_probe::GuidProvider {
         probes: shared.guid_probes.clone(),
+        known: shared.guids.iter().copied().collect(),
     }));
     v
 }

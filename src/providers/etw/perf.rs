@@ -1,7 +1,9 @@
 //! PerfInfo events: `profile:::sample-N` from SampledProfile (arg0 = kernel PC or 0, arg1 = user
-//! PC or 0, as `profile-N`), `isr:::isr` (arg0 = routine, arg1 = vector, arg2 = initial time),
-//! `dpc:::dpc`, `timer`, `thread` (arg0 = routine, arg1 = initial time). The interrupt and DPC
-//! records name no thread: they fire in the thread that was on their CPU (`EventCx::new`).
+//! PC or 0, as `profile-N`), `isr:::isr` and `dpc:::dpc`, `timer`, `thread` in the Windows
+//! port's layout (its `sdt_etw_isr_cb` and `sdt_etw_dpc_cb`, which its `systemcall.d` reads
+//! with `sym(arg1)`): `arg0` the initial time, `arg1` the routine, and for an ISR `arg2` the
+//! routine's return value and `arg3` the vector. The interrupt and DPC records name no thread:
+//! they fire in the thread that was on their CPU (`EventCx::new`).
 //! The `syscall` probes are in `super::syscall`.
 
 use super::{Emit, EventCx};
@@ -43,13 +45,14 @@ pub(super) fn fire(cx: &EventCx<'_, '_>, name: &str, out: &mut Emit<'_>) {
     match name {
         "sample-1ms" => (a[0], a[1]) = sampled_pcs(cx),
         "isr" => {
-            a[0] = dec.u64("Routine").unwrap_or(0);
-            a[1] = dec.u64("Vector").unwrap_or(0);
-            a[2] = dec.u64("InitialTime").unwrap_or(0);
+            a[0] = dec.u64("InitialTime").unwrap_or(0);
+            a[1] = dec.u64("Routine").unwrap_or(0);
+            a[2] = dec.u64("ReturnValue").unwrap_or(0);
+            a[3] = dec.u64("Vector").unwrap_or(0);
         }
         _ => {
-            a[0] = dec.u64("Routine").unwrap_or(0);
-            a[1] = dec.u64("InitialTime").unwrap_or(0);
+            a[0] = dec.u64("InitialTime").unwrap_or(0);
+            a[1] = dec.u64("Routine").unwrap_or(0);
         }
     }
     out.push(a, cx.pid, cx.tid);

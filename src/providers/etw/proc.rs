@@ -5,7 +5,8 @@
 //!   id, arg3 = its process id);
 //! * `lwp-exit`: `curlwpsinfo` is the thread (arg0 = its id, arg1 = its process id);
 //! * `module-load` / `module-unload`: arg0 = the module's file name (`wchar_t *`), arg1 = its
-//!   base address (arg2 = its size);
+//!   base address, arg2 = the process id, as the port's `sdt_etw_module_cb` gives them (dtx's
+//!   arg3 = its size);
 //! * `create` (DTrace's): args[0] `psinfo_t *` of the new process, fired in the thread that
 //!   created it (the Process Start record's thread); `lwp-create`: args[0] `lwpsinfo_t *`,
 //!   args[1] `psinfo_t *` of the new thread, fired in the thread that created it (the Thread
@@ -90,7 +91,8 @@ pub(super) fn fire(cx: &EventCx<'_, '_>, name: &str, out: &mut Emit<'_>) {
         "module-load" | "module-unload" => {
             a[0] = NATIVE_BASE;
             a[1] = dec.u64("ImageBase").unwrap_or(0);
-            a[2] = dec.u64("ImageSize").unwrap_or(0);
+            a[2] = p as u64;
+            a[3] = dec.u64("ImageSize").unwrap_or(0);
             let file = dec.str("FileName").unwrap_or_default();
             let units: Vec<u16> = file.encode_utf16().chain([0]).collect();
             // at least MAX_PATH (260) units, NUL-padded: scripts read the name as

@@ -104,7 +104,7 @@ const DEQUEUE_ARGS: &[ProbeArg] = &[
     x("struct thread *", "psinfo_t *"),
     x("struct thread *", "cpuinfo_t *"),
 ];
-const MODULE_ARGS: &[ProbeArg] = &[n("wchar_t *"), n("uintptr_t")];
+const MODULE_ARGS: &[ProbeArg] = &[n("wchar_t *"), n("uintptr_t"), n("pid_t"), n("size_t")];
 /// diag:::events and ignored: provider name, event id, opcode, payload size, payload.
 const DIAG_RECORD_ARGS: &[ProbeArg] = &[
     n("char *"),
@@ -188,11 +188,12 @@ pub static KERNEL_PROBES: &[KernelProbe] = &[
         Area::Pf,
         &[(PAGE_FAULT, 32)],
         &[
+            n("wchar_t *"),
             n("uintptr_t"),
-            n("uint32_t"),
-            n("uint64_t"),
-            n("char *"),
             n("int64_t"),
+            n("uint64_t"),
+            n("uint32_t"),
+            n("uint32_t"),
         ],
     ),
     p("profile", "sample-1ms", Area::Perf, &[(PERF_INFO, 46)], &[]),
@@ -227,7 +228,13 @@ pub static KERNEL_PROBES: &[KernelProbe] = &[
         "imgload",
         Area::Pf,
         &[(PAGE_FAULT, 105)],
-        &[n("char *"), n("uint32_t"), n("uint32_t"), n("uintptr_t")],
+        &[
+            n("wchar_t *"),
+            n("uint32_t"),
+            n("uint32_t"),
+            n("uint32_t"),
+            n("uintptr_t"),
+        ],
     ),
     p(
         "pf",
@@ -541,21 +548,28 @@ pub static KERNEL_PROBES: &[KernelProbe] = &[
     ),
     // pmc: the sample sources of a profiling session (PerfInfo CollectionStart), counter
     // sources, and PMC interrupt samples
+    // (as the port's sdt_etw_pmc_cb and sdt_args give them: see `super::pmc`)
     p(
         "pmc",
         "sample-src",
         Area::Pmc,
         &[(PERF_INFO, 73)],
-        PAYLOAD_ARGS,
+        &[n("uint32_t"), n("char *"), n("uint32_t"), n("uint32_t")],
     ),
     p(
         "pmc",
         "counter-src",
         Area::Pmc,
         &[(PERF_INFO, 48)],
-        PAYLOAD_ARGS,
+        &[n("int"), n("wchar_t **")],
     ),
-    p("pmc", "sample", Area::Pmc, &[(PERF_INFO, 47)], PAYLOAD_ARGS),
+    p(
+        "pmc",
+        "sample",
+        Area::Pmc,
+        &[(PERF_INFO, 47)],
+        &[n("uintptr_t"), n("uint16_t")],
+    ),
     // the portable sched and proc probes of DTrace's providers that the kernel events can feed
     // (DTrace Guide, sched and proc providers): a thread put on a ready queue (readied, or
     // switched out still runnable), taken off one (switched in), a process whose executable
