@@ -1389,8 +1389,11 @@ mod tests {
         for stacks in [false, true] {
             for info in &all {
                 let p = SessionPlan::for_probes([info], &|_| stacks, &EtwProbes::new());
-                assert!(!p.user.is_empty());
-                for u in &p.user {
+                // what the sessions start with, and the end rundown (`*-dcend`) at the end
+                let enabled: Vec<&UserProvider> =
+                    p.user.iter().chain(p.end_rundown.iter()).collect();
+                assert!(!enabled.is_empty());
+                for u in &enabled {
                     assert_eq!(u.keywords & keyword::INTRUSIVE, 0, "{}: {u:?}", info.name);
                     assert_ne!(u.keywords, 0);
                 }
@@ -1400,7 +1403,7 @@ mod tests {
                 } else {
                     dnet::RUNTIME
                 };
-                assert!(p.user.iter().any(|u| u.guid == Some(want)));
+                assert!(enabled.iter().any(|u| u.guid == Some(want)));
             }
             let p = SessionPlan::for_probes(&all, &|_| stacks, &EtwProbes::new());
             assert_eq!(p.user.len(), 2, "{p:?}");
