@@ -24,7 +24,7 @@ pub const EXITED_MAX: usize = 4096;
 /// The ended processes by pid, each pid's in the order they ended.
 #[derive(Default)]
 pub(super) struct Exited {
-    by_pid: FastMap<u32, Vec<Process>>,
+    by_pid: FastMap<u32, VecDeque<Process>>,
     /// The pid of each kept process, in the order they ended (the oldest first).
     order: VecDeque<u32>,
     forgotten: u64,
@@ -36,7 +36,7 @@ impl Exited {
     pub(super) fn push(&mut self, p: Process) -> bool {
         let pid = p.pid;
         let list = self.by_pid.entry(pid).or_default();
-        if let Some(last) = list.last_mut() {
+        if let Some(last) = list.back_mut() {
             if names_nothing_more(last, &p) {
                 // its place in the order stays: it ended before the newer one, a little
                 // earlier than this one did
@@ -44,15 +44,14 @@ impl Exited {
                 return true;
             }
         }
-        list.push(p);
+        list.push_back(p);
         self.order.push_back(pid);
         while self.order.len() > EXITED_MAX {
             let Some(old) = self.order.pop_front() else {
                 break;
             };
             if let Some(list) = self.by_pid.get_mut(&old) {
-                if !list.is_empty() {
-                    list.remove(0);
+                if list.pop_front().is_some() {
                     self.forgotten += 1;
                 }
                 if list.is_empty() {
@@ -64,14 +63,12 @@ impl Exited {
     }
 
     /// The ended processes of `pid`, the one that ended first first.
-    pub(super) fn of_pid(&self, pid: u32) -> &[Process] {
-        self.by_pid.get(&pid).map_or(&[][..], Vec::as_slice)
+    pub(super) fn of_pid(&self, pid: u32) -> impl DoubleEndedIterator<Item = &Process> {
+        self.by_pid.get(&pid).into_iter().flatten()
     }
 
-    pub(super) fn of_pid_mut(&mut self, pid: u32) -> &mut [Process] {
-        self.by_pid
-            .get_mut(&pid)
-            .map_or(&mut [][..], Vec::as_mut_slice)
+    pub(super) fn of_pid_mut(&mut self, pid: u32) -> impl Iterator<Item = &mut Process> {
+        self.by_pid.get_mut(&pid).into_iter().flatten()
     }
 
     /// Every kept process, each pid's in the order they ended.
@@ -143,8 +140,8 @@ mod tests {
         // another image at one of its places: the old one names its addresses differently,
         // and is kept
         x.push(process(1000, &[(0x1000, "c.dll"), (0x2000, "b.dll")]));
-        assert_eq!(x.of_pid(1000).len(), 2);
-        assert_eq!(x.of_pid(1000)[0].images[0].file_name, "a.dll");
+        assert_eq!(x.of_pid(1000).count(), 2);
+        assert_eq!(x.of_pid(1000).next().unwrap().images[0].file_name, "a.dll");
         // processes that all differ: the oldest go past the bound, and are counted
         for i in 0..10_000u32 {
             x.push(process(7, &[(0x1000, &format!("p{i}.dll"))]));
@@ -153,8 +150,8 @@ mod tests {
         assert_eq!(x.forgotten(), 10_000 + 501 - EXITED_MAX as u64);
         assert_eq!(x.iter().count(), EXITED_MAX);
         // the newest stay, in the order they ended
-        let last = x.of_pid(7).last().unwrap();
+        let last = x.of_pid(7).next_back().unwrap();
         assert_eq!(last.images[0].file_name, "p9999.dll");
-        assert!(x.of_pid(1000).is_empty());
+        assert!(x.of_pid(1000).next().is_none());
     }
 }

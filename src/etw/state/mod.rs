@@ -428,7 +428,7 @@ impl SystemState {
             Err(_) => {}
         }
         let earlier = (p.images.iter_mut().chain(p.unloaded_images.iter_mut())).chain(
-            (self.exited.of_pid_mut(pid).iter_mut())
+            (self.exited.of_pid_mut(pid))
                 .flat_map(|x| x.images.iter_mut().chain(x.unloaded_images.iter_mut())),
         );
         self.epochs.enter(pid, &mut img, earlier);
@@ -476,7 +476,7 @@ impl SystemState {
     /// the last to end first.
     pub fn processes_of(&self, pid: u32) -> Vec<&Process> {
         let mut v: Vec<&Process> = self.processes.get(&pid).into_iter().collect();
-        v.extend(self.exited.of_pid(pid).iter().rev());
+        v.extend(self.exited.of_pid(pid).rev());
         v
     }
 
@@ -613,7 +613,7 @@ impl SystemState {
         for &pid in pids {
             let identities = &mut self.identities;
             let live = self.processes.get_mut(&pid).into_iter();
-            for p in live.chain(self.exited.of_pid_mut(pid).iter_mut()) {
+            for p in live.chain(self.exited.of_pid_mut(pid)) {
                 for img in p.images.iter_mut().chain(p.unloaded_images.iter_mut()) {
                     if img.pdb.is_some() || img.file_name.is_empty() {
                         continue;
@@ -998,7 +998,7 @@ mod tests {
         assert_eq!(pdb_at(7, 0x7ff1_0010), Some(info(9, "traced.pdb")));
         assert_eq!(pdb_at(7, 0x10010), None);
         assert_eq!(
-            state.exited.of_pid(8)[0].images[0].pdb,
+            state.exited.of_pid(8).next().unwrap().images[0].pdb,
             Some(info(1, "ntdll.pdb"))
         );
         // an image loaded later is filled by the next call, its name's answer remembered
