@@ -24,6 +24,15 @@ use dtx::vm::VmOptions;
 use synthetic_etl::{trace_bytes, CpuRecords, START};
 
 const PROCESSES: u32 = 10_000;
+
+/// The number of processes: [`PROCESSES`], or `DTX_BENCH_PROCESSES` (a smaller replay for
+/// callgrind).
+fn processes() -> u32 {
+    std::env::var("DTX_BENCH_PROCESSES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(PROCESSES)
+}
 const IMAGES: u64 = 8;
 const SWITCHES: u32 = 60;
 
@@ -31,7 +40,7 @@ const SWITCHES: u32 = 60;
 fn trace() -> Vec<u8> {
     let mut cpus = [CpuRecords::default(), CpuRecords::default()];
     let mut ts = START + 10;
-    for i in 0..PROCESSES {
+    for i in 0..processes() {
         let c = &mut cpus[(i % 2) as usize];
         let pid = 1000 + 4 * (i % 500);
         let tid = 100_000 + i;
@@ -111,7 +120,8 @@ fn main() {
     std::fs::write(&path, trace()).unwrap();
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
-        "{PROCESSES} short-lived processes, {IMAGES} images each; load average {}",
+        "{} short-lived processes, {IMAGES} images each; load average {}",
+        processes(),
         load.split_whitespace()
             .take(3)
             .collect::<Vec<_>>()
@@ -124,6 +134,10 @@ fn main() {
             "proc:::exit { @[execname] = count(); } sched:::on-cpu { @s[ustack(2)] = count(); }",
         ),
     ] {
+        // `DTX_BENCH_ONLY="no frames"` (or `ustack()`): one of the two (for callgrind)
+        if std::env::var("DTX_BENCH_ONLY").is_ok_and(|o| o != what) {
+            continue;
+        }
         let (n, rate, longest, calls) = run(&path, script);
         println!(
             "{what:>10}: {n} records, {:.0} records/s, longest pump {:.1} ms of a 10 ms slice \

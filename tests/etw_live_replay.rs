@@ -828,3 +828,358 @@ fn live_fix_a_quiet_cpus_stack_after_the_flush_period_still_joins_its_sample() {
             > 1_000_000_000 + dtx::sources::etw_live::order::reorder_window_ns(1)
     );
 }
+
+#[path = "support/synthetic_etl.rs"]
+mod synthetic_etl;
+
+/// A synthetic trace at `path` played through the live callback (in time order) for
+/// `script`, pumped in batches of `batch` records with the run loop's `name_frames` after
+/// each (what a timer's clause gets); `identify` gives the source an image-identity reader.
+/// The output, the source's naming costs and its state's (kept, forgotten) ended processes.
+fn synthetic_live(
+    path: &std::path::Path,
+    script: &str,
+    batch: usize,
+    identify: Option<dtx::sources::etw_live::names::IdentifyFn>,
+) -> (
+    String,
+    dtx::sources::etw_live::names::NamesStats,
+    (usize, u64),
+    EtwLiveSource,
+) {
+    let mut etw = EtwProbes::new();
+    let src = {
+        let mut s = TraceSource::open(&path.to_string_lossy()).unwrap();
+        s.scan_providers(&mut etw);
+        s
+    };
+    let catalog = dtx::providers::etw_catalog(&etw);
+    let out = Shared::default();
+    let mut e = engine(script, &catalog, &out);
+    let plan = dtx::sources::etw_live::plan::SessionPlan::for_engine(&e, &etw);
+    let (context, rx) = CallbackContext::channel(1 << 16);
+    let mut live = EtwLiveSource::new(context, rx, etw.clone(), *src.file.time_base(), true)
+        .with_stack_events(&plan.stack_events);
+    if let Some(f) = identify {
+        live = live.with_identify(f);
+    }
+    let ctx = live.context_ptr();
+    e.begin(None);
+    let records = live_records(&src);
+    for (n, (ev, _)) in records.iter().enumerate() {
+        // SAFETY: ctx is the source's, alive for the call
+        unsafe { pass_to_callback(ev, ctx) };
+        if n % batch == batch - 1 {
+            live.drain(&mut e);
+            live.name_frames(&mut e);
+        }
+    }
+    live.drain(&mut e);
+    live.finish(&mut e);
+    live.stop();
+    live.closing(&mut e);
+    e.end();
+    assert_eq!(live.counts.dropped, 0, "the replay outran the queue");
+    let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+    let stats = live.names_stats();
+    let exited = live.state().exited_counts();
+    (text, stats, exited, live)
+}
+
+/// Processes started and ended one after another under reused pids, each loading `images`
+/// DLLs, with a sample whose user stack is in its first DLL (file `lib0_<i % kinds>.dll`).
+fn churn_trace(processes: u32, pids: u32, kinds: u32, images: u64) -> Vec<u8> {
+    use synthetic_etl::{CpuRecords, START};
+    let mut c = CpuRecords::default();
+    let mut ts = START + 10;
+    for i in 0..processes {
+        let pid = 1000 + 4 * (i % pids);
+        let tid = 100_000 + i;
+        c.process_start(ts, pid, "churn.exe");
+        c.thread(ts + 1, pid, tid);
+        for k in 0..images {
+            let file = format!("C:\\Windows\\System32\\lib{k}_{}.dll", i % kinds);
+            c.image_load(
+                ts + 2 + k as i64,
+                pid,
+                0x7ff0_0000_0000 + k * 0x10_0000,
+                0x8_0000,
+                &file,
+            );
+        }
+        c.sample(ts + 100, pid, tid, &[0x7ff0_0000_0000 + 0x10]);
+        c.process_end(ts + 19_000, pid, "churn.exe");
+        // 20 ms apart: the time-order window (1.5 s) lets records go as the replay goes on
+        ts += 200_000;
+    }
+    synthetic_etl::trace_bytes(&[c])
+}
+
+/// Naming frames in a live session costs what changed: the resolver is built whole once,
+/// then each `name_frames` builds only the pids whose processes or images changed since;
+/// it is never rebuilt per image load on the engine thread. A program that prints no frame
+/// builds nothing.
+#[test]
+fn live_fix_frame_names_the_resolver_is_built_once_then_by_changed_pids() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("churn.etl");
+    // 3,000 processes over 300 pids, 8 DLLs each
+    std::fs::write(&path, churn_trace(3000, 300, 300, 8)).unwrap();
+    let script = "profile:::sample-* { @[ustack(1)] = count(); }";
+    let (out, stats, exited, _) = synthetic_live(&path, script, 500, None);
+    assert!(out.contains("lib0_"), "frames unnamed:\n{out}");
+    assert_eq!(stats.full_builds, 1, "{stats:?}");
+    // each update builds the pids that changed since the one before: ~3,000 process starts
+    // in all, where building every pid seen at each of ~30 updates would be ~9,000 (and
+    // every process seen, ~45,000)
+    assert!(stats.updates >= 10, "{stats:?}");
+    assert!(stats.pids_updated <= 3000 + 300, "{stats:?}");
+    // the processes ended under a reused pid are kept, bounded
+    assert!(
+        exited.0 <= dtx::etw::state::exited::EXITED_MAX,
+        "{exited:?}"
+    );
+    // no frame printed: nothing built
+    let (_, stats, _, _) =
+        synthetic_live(&path, "proc:::exit { @[execname] = count(); }", 500, None);
+    assert_eq!(stats, Default::default());
+}
+
+/// Frames recorded before a process exits print named at END, by the images it had, also
+/// when its pid was taken by later processes with other images at the same addresses, or by
+/// processes with the same images (which take its place among the ended processes).
+#[test]
+fn live_fix_frame_names_frames_of_exited_processes_print_named_at_end() {
+    use synthetic_etl::{CpuRecords, START};
+    let dll = 0x7ff0_0000_0000u64;
+    let mut c = CpuRecords::default();
+    let mut ts = START + 10;
+    let one = |c: &mut CpuRecords, ts: &mut i64, pid: u32, tid: u32, file: &str| {
+        c.process_start(*ts, pid, "app.exe");
+        c.thread(*ts + 1, pid, tid);
+        c.image_load(*ts + 2, pid, dll, 0x10000, file);
+        c.sample(*ts + 100, pid, tid, &[dll + 0x10]);
+        c.process_end(*ts + 1000, pid, "app.exe");
+        // a second apart: records leave the time-order window while the replay goes on
+        *ts += 10_000_000;
+    };
+    // pid 8: old.dll, then new.dll at its addresses
+    one(&mut c, &mut ts, 8, 80, r"C:\app\old.dll");
+    one(&mut c, &mut ts, 8, 81, r"C:\app\new.dll");
+    // pid 12: the same DLL three times
+    for t in 0..3 {
+        one(&mut c, &mut ts, 12, 120 + t, r"C:\app\same.dll");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("exited.etl");
+    std::fs::write(&path, synthetic_etl::trace_bytes(&[c])).unwrap();
+    let script = "profile:::sample-* { @[pid, ustack(1)] = count(); }";
+    // the names are brought up to date between records, as a live run's timers do
+    for batch in [3, 1 << 20] {
+        let (out, stats, exited, _) = synthetic_live(&path, script, batch, None);
+        let flat: Vec<String> = out.split_whitespace().map(String::from).collect();
+        let count_after = |frame: &str| {
+            let i = flat.iter().position(|w| w == frame)?;
+            flat[i + 1].parse::<u64>().ok()
+        };
+        assert_eq!(
+            count_after("old.dll+0x10"),
+            Some(1),
+            "batch {batch}:\n{out}"
+        );
+        assert_eq!(
+            count_after("new.dll+0x10"),
+            Some(1),
+            "batch {batch}:\n{out}"
+        );
+        assert_eq!(
+            count_after("same.dll+0x10"),
+            Some(3),
+            "batch {batch}:\n{out}"
+        );
+        assert!(!out.contains("0x7ff0"), "an unnamed frame:\n{out}");
+        // pid 8's old process is kept (its images differ); pid 12's first two were replaced
+        // by the next, whose images are the same
+        assert_eq!(exited, (2, 0), "{stats:?}");
+    }
+}
+
+/// A live image's PDB identity comes from its file's headers: they are read on a worker
+/// thread, never the engine's, each file once; the answers reach the names by the next
+/// update, and END waits for what is still being read.
+#[test]
+fn live_fix_frame_names_image_files_are_read_off_the_engine_thread() {
+    use dtx::etw::state::PdbInfo;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ids.etl");
+    // 400 processes over 40 pids, 3 DLLs each of 20 kinds: 60 distinct files
+    std::fs::write(&path, churn_trace(400, 40, 20, 3)).unwrap();
+    let engine_thread = std::thread::current().id();
+    let asked: Arc<Mutex<Vec<(String, std::thread::ThreadId)>>> = Default::default();
+    let log = asked.clone();
+    let identify: dtx::sources::etw_live::names::IdentifyFn = Box::new(move |name, _stamp| {
+        log.lock()
+            .unwrap()
+            .push((name.to_string(), std::thread::current().id()));
+        // a slow disk
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let base = name.rsplit('\\').next()?.strip_suffix(".dll")?;
+        Some(PdbInfo {
+            guid: dtx::etw::record::Guid::default(),
+            age: 1,
+            file_name: format!("{base}.pdb"),
+        })
+    });
+    let script = "profile:::sample-* { @[ustack(1)] = count(); }";
+    let (out, stats, _, live) = synthetic_live(&path, script, 200, Some(identify));
+    let asked = asked.lock().unwrap().clone();
+    assert!(!asked.is_empty(), "{stats:?}");
+    assert!(
+        asked.iter().all(|(_, t)| *t != engine_thread),
+        "an image file was read on the engine thread"
+    );
+    let mut files: Vec<&str> = asked.iter().map(|(f, _)| f.as_str()).collect();
+    files.sort();
+    let n = files.len();
+    files.dedup();
+    assert_eq!(files.len(), n, "a file was read twice");
+    assert_eq!(n, 60);
+    assert_eq!(stats.files_asked, 60);
+    assert!(out.contains("lib0_"), "{out}");
+    // every image has the identity its file gave
+    let names = live.trace_symbols();
+    let (module, _, pdb) = names.image_at(Some(1000), 0x7ff0_0000_0010).unwrap();
+    assert!(module.starts_with("lib0_"), "{module}");
+    assert_eq!(
+        pdb.map(|p| p.path.as_str()),
+        Some(&*module.replace(".dll", ".pdb"))
+    );
+    // a program that prints no frame reads no file
+    let (_, stats, _, _) = synthetic_live(
+        &path,
+        "proc:::exit { @[execname] = count(); }",
+        200,
+        Some(Box::new(|_: &str, _: u32| -> Option<PdbInfo> {
+            panic!("read a file")
+        })),
+    );
+    assert_eq!(stats.files_asked, 0);
+}
+
+/// What a [`SessionControl`] was asked, in order, with the record of the end rundown it
+/// sends (as the .NET runtime logs its end rundown when the keyword comes) some time after
+/// being asked, from a thread of its own.
+struct EndRundownControl {
+    log: Arc<Mutex<Vec<String>>>,
+    context: usize,
+    sender: Option<std::thread::JoinHandle<()>>,
+}
+
+impl dtx::sources::etw_live::SessionControl for EndRundownControl {
+    fn apply(
+        &mut self,
+        plan: &dtx::sources::etw_live::plan::SessionPlan,
+        context: *mut std::ffi::c_void,
+    ) -> Result<Vec<String>, String> {
+        self.context = context as usize;
+        let rundown = plan
+            .user
+            .iter()
+            .find(|u| u.guid == Some(dtx::providers::dnet::RUNDOWN))
+            .map(|u| u.keywords);
+        self.log
+            .lock()
+            .unwrap()
+            .push(format!("apply rundown {rundown:?}"));
+        Ok(Vec::new())
+    }
+    fn stop(&mut self) {
+        self.log.lock().unwrap().push("stop".into());
+    }
+    fn end_rundown(
+        &mut self,
+        provider: &dtx::sources::etw_live::plan::UserProvider,
+    ) -> Result<bool, String> {
+        self.log
+            .lock()
+            .unwrap()
+            .push(format!("end_rundown {:#x}", provider.keywords));
+        let (context, log) = (self.context, self.log.clone());
+        self.sender = Some(std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(400));
+            let mut ev = LiveEvent {
+                header: Default::default(),
+                cpu: 0,
+                payload: vec![0; 8],
+                extended: Vec::new(),
+            };
+            ev.header.provider_id = dtx::providers::dnet::RUNDOWN.into();
+            ev.header.descriptor.id = 146; // DCEndComplete
+                                           // SAFETY: the source's context, alive until the control is dropped (which joins
+                                           // this thread first)
+            unsafe { pass_to_callback(&ev, context as *mut std::ffi::c_void) };
+            log.lock().unwrap().push("rundown record sent".into());
+        }));
+        Ok(true)
+    }
+}
+
+impl Drop for EndRundownControl {
+    fn drop(&mut self) {
+        if let Some(t) = self.sender.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// `dnet::rundown:*-dcend` fires at the end of a live run, as over a PerfView trace: no
+/// session starts with the end-rundown keyword (the runtime would run the end rundown at
+/// once); when the run ends (Ctrl-C), the rundown provider is enabled with it before the
+/// sessions stop, and its records are awaited (until they stop coming) and fired before the
+/// sessions stop.
+#[test]
+fn live_fix_dcend_the_end_rundown_comes_before_the_sessions_stop() {
+    let etw = EtwProbes::new();
+    let catalog = dtx::providers::etw_catalog(&etw);
+    let out = Shared::default();
+    let mut e = engine(
+        "dnet::rundown:method-dcend { @ = count(); }",
+        &catalog,
+        &out,
+    );
+    let log: Arc<Mutex<Vec<String>>> = Default::default();
+    let control = EndRundownControl {
+        log: log.clone(),
+        context: 0,
+        sender: None,
+    };
+    let (context, rx) = CallbackContext::channel(4096);
+    let time = dtx::etw::reader::logfile::TimeBase::default();
+    let mut live =
+        EtwLiveSource::new(context, rx, etw, time, false).with_control(Box::new(control));
+    e.begin(None);
+    live.replan(&e).unwrap();
+    let end = dtx::providers::dnet::keyword::rundown::END;
+    assert_eq!(log.lock().unwrap().as_slice(), ["apply rundown None"]);
+    let started = std::time::Instant::now();
+    live.finish(&mut e);
+    let waited = started.elapsed();
+    let log = log.lock().unwrap().clone();
+    assert_eq!(log.len(), 4, "{log:?}");
+    assert!(log[1].starts_with("end_rundown "), "{log:?}");
+    let kw = u64::from_str_radix(log[1].trim_start_matches("end_rundown 0x"), 16).unwrap();
+    assert_eq!(kw & end, end, "{log:?}");
+    assert_eq!(kw & dtx::providers::dnet::keyword::rundown::START, 0);
+    assert_eq!(&log[2..], ["rundown record sent", "stop"], "{log:?}");
+    assert_eq!(live.counts.records, 1);
+    // it waited for the record, then for the quiet period after it, and not much more
+    let quiet = dtx::sources::etw_live::plan::END_RUNDOWN_QUIET_NS;
+    assert!(
+        waited.as_nanos() as u64 >= 400_000_000 + quiet,
+        "{waited:?}"
+    );
+    assert!(
+        (waited.as_nanos() as u64) < dtx::sources::etw_live::plan::END_RUNDOWN_MAX_NS,
+        "{waited:?}"
+    );
+}

@@ -311,6 +311,22 @@ pub fn identify_from_this_machine(state: &mut SystemState, recorded: bool) -> us
     })
 }
 
+/// Reads the PDB identity of an image file, by its name as a session gives it (an NT path) and
+/// its link time stamp.
+pub type ImageIdentifier = Box<dyn FnMut(&str, u32) -> Option<crate::etw::state::PdbInfo> + Send>;
+
+/// Reads the PDB identity of a live image's file on this machine (its NT path made a DOS
+/// path through this machine's drive devices): what a live session's worker thread asks
+/// (`sources::etw_live::names`). `None` when the drive devices cannot be read.
+#[cfg(windows)]
+pub fn image_identifier() -> Option<ImageIdentifier> {
+    let devices = crate::etw::state::DevicePaths::this_machine()?;
+    Some(Box::new(move |nt: &str, stamp: u32| {
+        let path = devices.to_dos(nt)?;
+        super::pdb::pdb_info_of_image(std::path::Path::new(&path), stamp)
+    }))
+}
+
 fn find(mods: &[Module], addr: u64) -> Option<&Module> {
     let i = mods.partition_point(|m| m.base <= addr).checked_sub(1)?;
     let m = &mods[i];
@@ -333,40 +349,50 @@ impl TraceSymbols {
     /// The modules of the trace's processes, with their PDBs from `store`, which keeps what it
     /// reads for the next resolver built from the same trace.
     pub fn with_store(state: &SystemState, store: &PdbStore) -> TraceSymbols {
-        let pdbs = &store.0;
-        // every process of each pid, newest first: `processes()` gives the live one first,
-        // then those whose pid was reused in the order they ended
-        let mut by_pid: HashMap<u32, Vec<&Process>> = HashMap::new();
-        for p in state.processes() {
-            by_pid.entry(p.pid).or_default().push(p);
-        }
+        let mut pids: Vec<u32> = state.processes().map(|p| p.pid).collect();
+        pids.sort_unstable();
+        pids.dedup();
         let mut t = TraceSymbols::default();
-        for (pid, mut procs) in by_pid {
-            let live = state
-                .process(pid)
-                .is_some_and(|l| std::ptr::eq(l, procs[0]));
-            procs[usize::from(live)..].reverse();
-            if state.epoch_now(pid) > 0 {
-                let r = modules(replaced(&procs), pdbs);
-                if !r.is_empty() {
-                    t.replaced.insert(pid, r);
-                }
-            }
-            let m = modules(newest_first(&procs), pdbs);
-            if m.is_empty() {
-                continue;
-            }
-            if pid == 0 {
-                t.kernel = m;
-            } else {
-                t.user.insert(pid, m);
-            }
+        for pid in pids {
+            t.build_pid(state, pid, &store.0);
         }
         t
     }
 
+    /// Builds again the names of the processes of `pids` (the state's
+    /// [`SystemState::take_names_dirty`]): a resolver kept up to date as a live session goes
+    /// on costs what changed, not every process seen. The result is the one
+    /// [`TraceSymbols::with_store`] builds from the same state.
+    pub fn update_pids(&mut self, state: &SystemState, pids: &[u32], store: &PdbStore) {
+        for &pid in pids {
+            self.build_pid(state, pid, &store.0);
+        }
+    }
+
+    /// The names of one pid's addresses from its processes (the live one, then those that
+    /// ended, the last to end first).
+    fn build_pid(&mut self, state: &SystemState, pid: u32, pdbs: &Arc<Mutex<PdbCache>>) {
+        let procs = state.processes_of(pid);
+        self.replaced.remove(&pid);
+        if state.epoch_now(pid) > 0 {
+            let r = modules(replaced(&procs), pdbs);
+            if !r.is_empty() {
+                self.replaced.insert(pid, r);
+            }
+        }
+        let m = modules(newest_first(&procs), pdbs);
+        if pid == 0 {
+            self.kernel = m;
+        } else if m.is_empty() {
+            self.user.remove(&pid);
+        } else {
+            self.user.insert(pid, m);
+        }
+    }
+
     /// Adds the code ranges of .NET methods: (pid, start, size, name).
     pub fn add_methods<'a>(&mut self, methods: impl Iterator<Item = (u32, u64, u64, &'a str)>) {
+        let mut touched: Vec<u32> = Vec::new();
         for (pid, start, size, name) in methods {
             self.methods.entry(pid).or_default().push(Module {
                 base: start,
@@ -375,10 +401,16 @@ impl TraceSymbols {
                 pdb: None,
                 held: Held::default(),
             });
+            if !touched.contains(&pid) {
+                touched.push(pid);
+            }
         }
-        for v in self.methods.values_mut() {
-            v.sort_by_key(|m| m.base);
-            v.dedup_by_key(|m| m.base);
+        // only the pids that got methods: adding a few later costs what they touch
+        for pid in touched {
+            if let Some(v) = self.methods.get_mut(&pid) {
+                v.sort_by_key(|m| m.base);
+                v.dedup_by_key(|m| m.base);
+            }
         }
     }
 

@@ -214,6 +214,20 @@ impl ImageIdentities {
         ImageIdentities::default()
     }
 
+    /// What is known of the file named `file_name` with link time stamp `stamp`: `None` when
+    /// it was never asked about.
+    pub fn known(&self, file_name: &str, stamp: u32) -> Option<Option<PdbInfo>> {
+        self.known
+            .get(&(file_name.to_ascii_lowercase(), stamp))
+            .cloned()
+    }
+
+    /// Remembers what was found of the file named `file_name` with link time stamp `stamp`.
+    pub fn remember(&mut self, file_name: &str, stamp: u32, found: Option<PdbInfo>) {
+        self.known
+            .insert((file_name.to_ascii_lowercase(), stamp), found);
+    }
+
     /// The PDB identity of the image file named `file_name` whose record gives link time stamp
     /// `stamp`, asking `identify` the first time the name (in any letter case) and stamp are
     /// met.

@@ -6,6 +6,7 @@ mod cpus;
 mod devices;
 pub mod disk;
 pub mod epochs;
+pub mod exited;
 mod stacks;
 
 use crate::fasthash::FastMap;
@@ -87,8 +88,9 @@ impl Image {
 #[derive(Default)]
 pub struct SystemState {
     processes: FastMap<u32, Process>,
-    /// Processes that ended and were replaced by a newer one with the same pid.
-    exited: Vec<Process>,
+    /// Processes that ended and were replaced by a newer one with the same pid (bounded:
+    /// [`exited`]).
+    exited: exited::Exited,
     threads: FastMap<u32, Thread>,
     /// ImageID / DbgID facts that arrived before their image, by (pid, base).
     pending_ids: FastMap<(u32, u64), (Option<String>, Option<PdbInfo>)>,
@@ -117,6 +119,18 @@ pub struct SystemState {
     /// The address-space epochs of the pids whose images replaced one another
     /// ([`SystemState::stack_epoch`]).
     epochs: epochs::Epochs,
+    /// The pids whose images (or processes) changed since [`SystemState::take_names_dirty`]
+    /// last took them: what a resolver kept up to date builds again.
+    names_dirty: crate::fasthash::FastSet<u32>,
+}
+
+/// What an identity lookup of [`SystemState::identify_images_of`] answers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Lookup {
+    /// The file's identity, or that it has none (remembered either way).
+    Known(Option<PdbInfo>),
+    /// Not known yet (being read elsewhere): asked again by a later call.
+    Pending,
 }
 
 /// The Idle process (pid 0) as a Windows 7 Process rundown record gives it (ImageFileName
@@ -294,6 +308,7 @@ impl SystemState {
         if d.name == "Start" {
             if let Some(old) = self.processes.remove(&pid) {
                 self.exited.push(old);
+                self.names_dirty.insert(pid);
             }
         }
         let p = self.processes.entry(pid).or_insert_with(|| info.clone());
@@ -377,6 +392,7 @@ impl SystemState {
         if let Some(p) = self.processes.get_mut(&pid) {
             p.unload_image(base);
             self.image_changes += 1;
+            self.names_dirty.insert(pid);
         }
     }
 
@@ -393,6 +409,7 @@ impl SystemState {
             p.image_loads = p.image_loads.saturating_add(1);
         }
         self.image_changes += 1;
+        self.names_dirty.insert(pid);
         if name_from_main_image(p, &img) {
             *changes += 1;
         }
@@ -411,8 +428,7 @@ impl SystemState {
             Err(_) => {}
         }
         let earlier = (p.images.iter_mut().chain(p.unloaded_images.iter_mut())).chain(
-            (self.exited.iter_mut())
-                .filter(|x| x.pid == pid)
+            (self.exited.of_pid_mut(pid))
                 .flat_map(|x| x.images.iter_mut().chain(x.unloaded_images.iter_mut())),
         );
         self.epochs.enter(pid, &mut img, earlier);
@@ -454,6 +470,27 @@ impl SystemState {
     /// the ones whose pid was reused, in the order they ended.
     pub fn processes(&self) -> impl Iterator<Item = &Process> {
         self.processes.values().chain(self.exited.iter())
+    }
+
+    /// The processes of one pid, newest first: the live one (if any), then those that ended,
+    /// the last to end first.
+    pub fn processes_of(&self, pid: u32) -> Vec<&Process> {
+        let mut v: Vec<&Process> = self.processes.get(&pid).into_iter().collect();
+        v.extend(self.exited.of_pid(pid).rev());
+        v
+    }
+
+    /// The ended processes kept for the names of their frames, and how many were forgotten
+    /// past the bound ([`exited::EXITED_MAX`]).
+    pub fn exited_counts(&self) -> (usize, u64) {
+        (self.exited.len(), self.exited.forgotten())
+    }
+
+    /// The pids whose processes or images changed since the last call (in no order): a
+    /// resolver that builds names per pid brings those up to date
+    /// (`TraceSymbols::update_pids`).
+    pub fn take_names_dirty(&mut self) -> Vec<u32> {
+        self.names_dirty.drain().collect()
     }
 
     pub fn thread(&self, tid: u32) -> Option<&Thread> {
@@ -533,6 +570,7 @@ impl SystemState {
     ) -> usize {
         let mut filled = 0;
         let identities = &mut self.identities;
+        let dirty = &mut self.names_dirty;
         for p in self.processes.values_mut().chain(self.exited.iter_mut()) {
             for img in p.images.iter_mut().chain(p.unloaded_images.iter_mut()) {
                 if img.pdb.is_some() || img.file_name.is_empty() {
@@ -543,6 +581,54 @@ impl SystemState {
                 {
                     img.pdb = Some(pdb);
                     filled += 1;
+                    dirty.insert(p.pid);
+                }
+            }
+        }
+        self.image_changes += filled as u64;
+        filled
+    }
+
+    /// Remembers the PDB identity read for an image file (its name and link time stamp), for
+    /// [`SystemState::identify_images_of`] to give its images.
+    pub fn remember_identity(&mut self, file_name: &str, stamp: u32, found: Option<PdbInfo>) {
+        self.identities.remember(file_name, stamp, found);
+    }
+
+    /// [`SystemState::identify_images`] for the processes of `pids` only (live and ended),
+    /// where `identify(pid, file, stamp)` may answer [`Lookup::Pending`] (the file is being
+    /// read elsewhere: not remembered, asked again by a later call). What a live session
+    /// does as images load: the work follows the images that came, not every image seen.
+    pub fn identify_images_of(
+        &mut self,
+        pids: &[u32],
+        identify: &mut dyn FnMut(u32, &str, u32) -> Lookup,
+    ) -> usize {
+        let mut filled = 0;
+        for &pid in pids {
+            let identities = &mut self.identities;
+            let live = self.processes.get_mut(&pid).into_iter();
+            for p in live.chain(self.exited.of_pid_mut(pid)) {
+                for img in p.images.iter_mut().chain(p.unloaded_images.iter_mut()) {
+                    if img.pdb.is_some() || img.file_name.is_empty() {
+                        continue;
+                    }
+                    let (name, stamp) = (img.file_name.as_str(), img.time_date_stamp);
+                    let found = match identities.known(name, stamp) {
+                        Some(k) => k,
+                        None => match identify(pid, name, stamp) {
+                            Lookup::Known(k) => {
+                                identities.remember(name, stamp, k.clone());
+                                k
+                            }
+                            Lookup::Pending => None,
+                        },
+                    };
+                    if let Some(pdb) = found {
+                        img.pdb = Some(pdb);
+                        filled += 1;
+                        self.names_dirty.insert(pid);
+                    }
                 }
             }
         }
@@ -883,6 +969,7 @@ mod tests {
         state
             .exited
             .push(process(8, vec![image(0x7ff0_0000, ntdll, None)]));
+        assert_eq!(state.exited_counts(), (1, 0));
         let mut asked = Vec::new();
         let mut identify = |name: &str, _stamp: u32| {
             asked.push(name.to_string());
@@ -905,7 +992,10 @@ mod tests {
         );
         assert_eq!(pdb_at(7, 0x7ff1_0010), Some(info(9, "traced.pdb")));
         assert_eq!(pdb_at(7, 0x10010), None);
-        assert_eq!(state.exited[0].images[0].pdb, Some(info(1, "ntdll.pdb")));
+        assert_eq!(
+            state.exited.of_pid(8).next().unwrap().images[0].pdb,
+            Some(info(1, "ntdll.pdb"))
+        );
         // an image loaded later is filled by the next call, its name's answer remembered
         state
             .processes

@@ -14,6 +14,7 @@
 //!   callback, on a thread of its own, as a session would (the console's tests, on any OS).
 
 pub mod interval;
+pub mod names;
 pub mod order;
 pub mod plan;
 pub mod raw;
@@ -285,6 +286,13 @@ pub trait SessionControl: Send {
     ) -> Result<Vec<String>, String>;
     /// Stops every session: when it returns, no record comes through the callback any more.
     fn stop(&mut self);
+    /// Enables `provider` in the running user session as the run ends, before [`Self::stop`]:
+    /// the .NET end rundown ([`SessionPlan::end_rundown`]). `Ok(true)` when it was enabled
+    /// (its records are then awaited), `Ok(false)` when there is nothing to enable it in (a
+    /// replay), else what went wrong, in words.
+    fn end_rundown(&mut self, _provider: &plan::UserProvider) -> Result<bool, String> {
+        Ok(false)
+    }
     /// The sessions running and what ETW counts as lost in them (ControlTrace QUERY).
     fn status(&mut self) -> ControlStatus {
         ControlStatus::default()
@@ -378,6 +386,13 @@ pub struct EtwLiveSource {
     /// What `names` was built from (the state's [`SystemState::names_changed`] and the method
     /// count) and when; `None` before its first build.
     names_built: Option<((u64, usize), std::time::Instant)>,
+    /// The methods `names` has.
+    methods_named: usize,
+    /// Reads the PDB identities of image files on a worker thread (Windows: live images carry
+    /// no ImageID records); `None`: images keep the identities their records give.
+    identify: Option<names::Identify>,
+    /// What naming cost ([`EtwLiveSource::names_stats`]).
+    names_stats: names::NamesStats,
     /// Whether the consumer has `names`, and whether the console has.
     names_given: (bool, bool),
     /// Whether the programs print frames or symbols (per engine generation): only then are
@@ -400,6 +415,11 @@ pub struct EtwLiveSource {
     newest_ns: u64,
     /// Records that arrived, held until they can go on in time order ([`order`]).
     order: order::Reorder,
+    /// The engine's clock at the source's last look (every [`DEADLINE_EVERY`] records, and
+    /// whenever the queue ran dry): the arrival time of the records taken since. Reading the
+    /// clock for each record cost more than a record's wait in the time-order window (a
+    /// record waits 1.5 s; this is late by the few microseconds 64 records take).
+    arrival_ns: u64,
 }
 
 /// A record waiting in [`EtwLiveSource::held`].
@@ -474,6 +494,9 @@ impl EtwLiveSource {
             messages: Vec::new(),
             names: crate::symbols::SharedNames(Default::default()),
             names_built: None,
+            methods_named: 0,
+            identify: default_identify(),
+            names_stats: names::NamesStats::default(),
             names_given: (false, false),
             frames_printed: None,
             names_cost: std::time::Duration::ZERO,
@@ -485,6 +508,7 @@ impl EtwLiveSource {
             since_prune: 0,
             newest_ns: 0,
             order: order::Reorder::new(order::reorder_window_ns(order::FLUSH_TIMER_S)),
+            arrival_ns: 0,
         }
     }
 
@@ -504,15 +528,23 @@ impl EtwLiveSource {
             self.deliver(&ev, engine);
             return;
         }
-        self.order.push(ev, engine.now_ns());
+        self.order.push(ev, self.arrival_ns);
         self.release_ordered(engine, false);
+    }
+
+    /// Looks at the engine's clock: the arrival time of the records taken next.
+    fn look_at_clock(&mut self, engine: &Engine) -> u64 {
+        self.arrival_ns = engine.now_ns();
+        self.arrival_ns
     }
 
     /// Passes on the records of the time-order window that may go; with `quiet` also those
     /// that waited the window on the engine's clock (a live session's: a replay that drives
     /// the source itself between batches of records has no such clock, see [`Self::drain`]).
     fn release_ordered(&mut self, engine: &mut Engine, quiet: bool) {
-        while let Some(ev) = self.order.pop_ready(&self.time, engine.now_ns(), quiet) {
+        // the clock matters only to what waited (quiet); else the session's time decides
+        let now = if quiet { self.look_at_clock(engine) } else { 0 };
+        while let Some(ev) = self.order.pop_ready(&self.time, now, quiet) {
             self.accept_ordered(ev, engine);
         }
     }
@@ -558,7 +590,7 @@ impl EtwLiveSource {
             }
             _ => None,
         };
-        let arrived = engine.now_ns();
+        let arrived = self.arrival_ns;
         self.held.push_back(Held {
             ev,
             awaits,
@@ -570,7 +602,9 @@ impl EtwLiveSource {
     /// Fires the held records that may go: all with `all`, else up to the first that still
     /// waits for its stack.
     fn release(&mut self, engine: &mut Engine, all: bool) {
-        let now = engine.now_ns();
+        // the last look at the clock: fresh where the wait matters (a pump's deadline, a
+        // queue run dry), a few records old on the way
+        let now = self.arrival_ns;
         while let Some(h) = self.held.front() {
             let waiting = match &h.awaits {
                 Some(w) if !all && self.held.len() < HELD_MAX => {
@@ -692,33 +726,98 @@ impl EtwLiveSource {
     }
 
     /// The names of stack frames as of now: the images the session saw (PDBs found by their
-    /// identity) and the .NET methods it saw compiled.
-    pub fn trace_symbols(&mut self) -> crate::symbols::TraceSymbols {
-        // live images have no ImageID records: their PDB identity comes from the files
-        #[cfg(windows)]
-        windows::identify_images(&mut self.state);
+    /// identity) and the .NET methods it saw compiled. Built whole, from every process seen;
+    /// the source's own names are kept up to date by the pids that change instead
+    /// ([`names`]).
+    pub fn trace_symbols(&self) -> crate::symbols::TraceSymbols {
         crate::sources::etl::frame_names(&self.state, &self.methods, &self.pdbs)
     }
 
-    /// Builds [`EtwLiveSource::names`] again when what names frames changed since its last
-    /// build and that was at least `every` ago.
+    /// Reads image identities with `identify` on a worker thread (what a Windows session does
+    /// with the image files; tests give their own).
+    pub fn with_identify(mut self, identify: names::IdentifyFn) -> EtwLiveSource {
+        self.identify = Some(names::Identify::new(identify));
+        self
+    }
+
+    /// What naming frames has cost so far.
+    pub fn names_stats(&self) -> names::NamesStats {
+        let mut s = self.names_stats;
+        s.files_asked = self.identify.as_ref().map_or(0, |i| i.asked);
+        s
+    }
+
+    /// Brings [`EtwLiveSource::names`] up to date when what names frames changed since its
+    /// last update and that was at least `every` ago: built whole the first time, then only
+    /// the pids that changed (and those whose images' identities the worker answered).
     fn refresh_names(&mut self, every: std::time::Duration) {
+        let answered = match self.identify.as_mut() {
+            Some(id) => id.take_answers(&mut self.state),
+            None => Vec::new(),
+        };
         let from = (self.state.names_changed(), self.methods.len());
         let every = if every.is_zero() {
             every
         } else {
             every.max(self.names_cost * NAMES_BUILD_SHARE)
         };
-        if (self.names_built).is_some_and(|(f, at)| f == from || at.elapsed() < every) {
+        if answered.is_empty()
+            && (self.names_built).is_some_and(|(f, at)| f == from || at.elapsed() < every)
+        {
             return;
         }
         let started = std::time::Instant::now();
-        let own = self.trace_symbols();
-        // building may have given images their identities: that is what it was built from
+        let mut pids = self.state.take_names_dirty();
+        pids.extend(answered);
+        if let Some(id) = self.identify.as_mut() {
+            if self.names_built.is_none() {
+                // the first build: every image seen
+                pids = self.state.processes().map(|p| p.pid).collect();
+            }
+            pids.sort_unstable();
+            pids.dedup();
+            id.identify(&mut self.state, &pids);
+            pids.extend(self.state.take_names_dirty());
+        }
+        pids.sort_unstable();
+        pids.dedup();
+        {
+            let mut names = self.names.0.lock().unwrap_or_else(|e| e.into_inner());
+            if self.names_built.is_none() {
+                *names = crate::sources::etl::frame_names(&self.state, &self.methods, &self.pdbs);
+                self.names_stats.full_builds += 1;
+            } else {
+                names.update_pids(&self.state, &pids, &self.pdbs);
+                let new = &self.methods[self.methods_named.min(self.methods.len())..];
+                names.add_methods(
+                    new.iter()
+                        .map(|m| (m.pid, m.start, m.size, m.name.as_str())),
+                );
+                self.names_stats.updates += 1;
+                self.names_stats.pids_updated += pids.len() as u64;
+            }
+        }
+        self.methods_named = self.methods.len();
         let from = (self.state.names_changed(), self.methods.len());
-        *self.names.0.lock().unwrap_or_else(|e| e.into_inner()) = own;
         self.names_built = Some((from, std::time::Instant::now()));
         self.names_cost = started.elapsed();
+    }
+
+    /// At the end of a run: waits (a bounded time) for the identities of images still being
+    /// read, so that END names their frames, and brings the names up to date.
+    fn final_names(&mut self) {
+        // asks about the images not asked about yet (those of the last records)
+        self.refresh_names(std::time::Duration::ZERO);
+        if let Some(id) = self.identify.as_mut() {
+            let pids = id.wait_answers(&mut self.state, IDENTIFY_WAIT);
+            if !pids.is_empty() {
+                let mut pids = pids;
+                pids.sort_unstable();
+                pids.dedup();
+                id.identify(&mut self.state, &pids);
+            }
+        }
+        self.refresh_names(std::time::Duration::ZERO);
     }
 
     /// Whether a program of `engine` prints stack frames or symbols (what `names` is for):
@@ -917,6 +1016,22 @@ impl EtwLiveSource {
 /// without one (on the pump's path: at most 1/20 of the engine thread goes to naming).
 const NAMES_BUILD_SHARE: u32 = 20;
 
+/// The longest the end of a run waits for image identities still being read.
+const IDENTIFY_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The identities of live images: on Windows read from this machine's image files (a live
+/// session carries no ImageID records); elsewhere images keep what their records give.
+fn default_identify() -> Option<names::Identify> {
+    #[cfg(windows)]
+    {
+        crate::symbols::trace::image_identifier().map(names::Identify::new)
+    }
+    #[cfg(not(windows))]
+    {
+        None
+    }
+}
+
 /// Whether a program prints stack frames or symbols: records stacks (`stack()`, `ustack()`,
 /// `jstack()`, a stack key), formats addresses as symbols (`sym()`, `mod()`, `usym()`,
 /// `umod()`, `uaddr()`), or prints with a `%a`/`%A` conversion.
@@ -1027,9 +1142,74 @@ impl EtwLiveSource {
 }
 
 impl EtwLiveSource {
+    /// Runs the .NET end rundown when the plan has one (`dnet::rundown:*-dcend`), before the
+    /// sessions stop, as a PerfView trace has it at its end: the rundown provider is enabled
+    /// with the end-rundown keyword, and records are taken until none of the rundown provider
+    /// came for [`plan::END_RUNDOWN_QUIET_NS`] (the runtimes log it at once; it arrives
+    /// within the flush period), for [`plan::END_RUNDOWN_MAX_NS`] at most. A rundown still
+    /// coming then is cut short, and said.
+    fn end_rundown(&mut self, engine: &mut Engine) {
+        let Some(provider) = self.plan.as_ref().and_then(|p| p.end_rundown.clone()) else {
+            return;
+        };
+        let Some(c) = self.control.as_mut() else {
+            return;
+        };
+        match c.end_rundown(&provider) {
+            Ok(true) => {}
+            Ok(false) => return,
+            Err(e) => {
+                self.messages.push(format!(
+                    "dnet::rundown:*-dcend: the .NET end rundown could not be started: {e}"
+                ));
+                return;
+            }
+        }
+        let start = engine.now_ns();
+        let (mut last, mut records) = (start, 0u64);
+        let cut_short = loop {
+            if engine.exited() {
+                break false;
+            }
+            let now = self.look_at_clock(engine);
+            let quiet = now.saturating_sub(last);
+            if quiet >= plan::END_RUNDOWN_QUIET_NS {
+                break false;
+            }
+            if now.saturating_sub(start) >= plan::END_RUNDOWN_MAX_NS {
+                break true;
+            }
+            let wait = (plan::END_RUNDOWN_QUIET_NS - quiet).min(50_000_000);
+            match self.rx.recv_timeout(std::time::Duration::from_nanos(wait)) {
+                Ok(LiveMessage::Event(ev)) => {
+                    if Guid::from(ev.header.provider_id) == crate::providers::dnet::RUNDOWN {
+                        last = engine.now_ns();
+                        records += 1;
+                    }
+                    self.accept(ev, engine);
+                }
+                Ok(m) => {
+                    if !self.take(m, engine) {
+                        break false;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break false,
+            }
+        };
+        if cut_short {
+            self.messages.push(format!(
+                "the .NET end rundown was still coming after {} s ({records} records): \
+                 dnet::rundown:*-dcend fired for the part that came",
+                plan::END_RUNDOWN_MAX_NS / 1_000_000_000
+            ));
+        }
+    }
+
     /// Fires everything queued now, with no deadline (a replay that drives the source
     /// itself, between batches of records); false when a session ended.
     pub fn drain(&mut self, engine: &mut Engine) -> bool {
+        self.look_at_clock(engine);
         while let Ok(msg) = self.rx.try_recv() {
             if !self.take(msg, engine) {
                 return false;
@@ -1061,7 +1241,7 @@ impl EventSource for EtwLiveSource {
                 if self.ended_now(engine) {
                     return SourceState::Ended(None);
                 }
-                if n > 1 && engine.now_ns() >= deadline {
+                if self.look_at_clock(engine) >= deadline && n > 1 {
                     // records keep coming: an older one may still wait in the queue, so
                     // only the session's time lets records go (not their wait)
                     self.release_ordered(engine, false);
@@ -1077,7 +1257,7 @@ impl EventSource for EtwLiveSource {
                     if self.ended_now(engine) {
                         return SourceState::Ended(None);
                     }
-                    let now = engine.now_ns();
+                    let now = self.look_at_clock(engine);
                     if now >= deadline {
                         // the queue is empty: records that waited the window since they were
                         // taken (every older record has been delivered by then: ETW delivers
@@ -1089,7 +1269,10 @@ impl EventSource for EtwLiveSource {
                     }
                     let wait = std::time::Duration::from_nanos((deadline - now).min(50_000_000));
                     match self.rx.recv_timeout(wait) {
-                        Ok(m) => m,
+                        Ok(m) => {
+                            self.look_at_clock(engine);
+                            m
+                        }
                         Err(RecvTimeoutError::Timeout) => continue,
                         Err(RecvTimeoutError::Disconnected) => return SourceState::Ended(None),
                     }
@@ -1105,12 +1288,13 @@ impl EventSource for EtwLiveSource {
     /// busy the system), then what they had already delivered is fired, until `exit()` or a
     /// bound of [`FINISH_NS`].
     fn finish(&mut self, engine: &mut Engine) {
+        self.end_rundown(engine);
         self.stop_sessions();
-        let until = engine.now_ns().saturating_add(FINISH_NS);
+        let until = self.look_at_clock(engine).saturating_add(FINISH_NS);
         let mut n = 0u32;
         while !engine.exited() {
             n = n.wrapping_add(1);
-            if n.is_multiple_of(DEADLINE_EVERY) && engine.now_ns() >= until {
+            if n.is_multiple_of(DEADLINE_EVERY) && self.look_at_clock(engine) >= until {
                 break;
             }
             match self.rx.try_recv() {
@@ -1131,6 +1315,9 @@ impl EventSource for EtwLiveSource {
 
     fn closing(&mut self, engine: &mut Engine) {
         // END's output names frames with every image the session saw
+        if self.frames_printed(engine) {
+            self.final_names();
+        }
         self.give_names(engine, std::time::Duration::ZERO);
     }
 

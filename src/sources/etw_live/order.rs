@@ -32,15 +32,40 @@ pub const fn reorder_window_ns(flush_timer_s: u32) -> u64 {
 /// under any rate; at 100,000 records/s the window holds about 150,000).
 pub const REORDER_MAX: usize = 1 << 19;
 
-/// The records waiting to go on in time order: the records themselves in arrival order (a
-/// ring indexed by arrival number: they leave about in arrival order, so it stays about the
-/// window's size), and a heap of their small keys (moving a key is cheaper than a record).
+/// Runs of records kept at most: a record that fits after none of them (later than no run's
+/// last) goes into one by insertion, which costs a shift; with real-time delivery there are
+/// about as many runs as streams delivering out of step (CPUs and sessions), far fewer.
+const MAX_RUNS: usize = 64;
+
+/// One held record: its key (raw timestamp, arrival number), the engine time of its arrival,
+/// and the record.
+struct Slot {
+    ts: i64,
+    seq: u64,
+    arrived: u64,
+    ev: LiveEvent,
+}
+
+/// The records waiting to go on in time order, as sorted runs: each record joins a run whose
+/// last record is not later than it (records of one CPU's buffer, delivered whole and in
+/// order, extend one run), so a run is sorted by (timestamp, arrival) and the oldest record
+/// held is the oldest of the runs' first records. A small heap keeps the runs' first records
+/// (one entry per run, not per record).
+///
+/// Records arrive mostly in order, so most join the run the previous one joined and leave
+/// from its front: each record costs a push and a pop at the ends of a ring, and a heap of a
+/// few entries, where a heap of every held record (50,000 in the `live_names` bench) cost a
+/// sift through 16 levels of a 800 kB array per record (`docs/performance.md`).
 pub struct Reorder {
-    heap: BinaryHeap<Reverse<(i64, u64)>>,
-    /// Slot `i` holds the record of arrival number `first + i` (None once it went) and the
-    /// engine time of its arrival.
-    slots: VecDeque<Option<(LiveEvent, u64)>>,
-    first: u64,
+    runs: Vec<VecDeque<Slot>>,
+    /// The first record of each non-empty run: (timestamp, arrival number, run). An entry
+    /// whose record is no longer its run's first (another was inserted before it) is stale
+    /// and skipped.
+    heads: BinaryHeap<Reverse<(i64, u64, usize)>>,
+    /// The run the last record joined (the next one most likely joins it too).
+    last_run: usize,
+    len: usize,
+    next_seq: u64,
     /// The newest raw timestamp that arrived.
     newest: i64,
     window_ns: u64,
@@ -50,9 +75,11 @@ impl Reorder {
     /// Holds records for `window_ns` (see [`reorder_window_ns`]).
     pub fn new(window_ns: u64) -> Reorder {
         Reorder {
-            heap: BinaryHeap::new(),
-            slots: VecDeque::new(),
-            first: 0,
+            runs: Vec::new(),
+            heads: BinaryHeap::new(),
+            last_run: 0,
+            len: 0,
+            next_seq: 0,
             newest: i64::MIN,
             window_ns,
         }
@@ -62,59 +89,105 @@ impl Reorder {
     pub fn push(&mut self, ev: LiveEvent, now: u64) {
         let ts = ev.header.time_stamp;
         self.newest = self.newest.max(ts);
-        let seq = self.first + self.slots.len() as u64;
-        self.heap.push(Reverse((ts, seq)));
-        self.slots.push_back(Some((ev, now)));
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.len += 1;
+        let slot = Slot {
+            ts,
+            seq,
+            arrived: now,
+            ev,
+        };
+        let fits = |r: &VecDeque<Slot>| r.back().is_none_or(|b| b.ts <= ts);
+        let run = if self.runs.get(self.last_run).is_some_and(fits) {
+            Some(self.last_run)
+        } else {
+            self.runs.iter().position(fits)
+        };
+        let r = match run {
+            Some(r) => r,
+            None if self.runs.len() < MAX_RUNS => {
+                self.runs.push(VecDeque::new());
+                self.runs.len() - 1
+            }
+            None => {
+                // more streams out of step than runs: sorted into the run it goes furthest
+                // back in (every run's last is later than it)
+                let at = |r: &VecDeque<Slot>| r.partition_point(|s| (s.ts, s.seq) <= (ts, seq));
+                let r = (0..self.runs.len())
+                    .max_by_key(|&r| at(&self.runs[r]))
+                    .unwrap_or(0);
+                let i = at(&self.runs[r]);
+                self.runs[r].insert(i, slot);
+                if i == 0 {
+                    self.heads.push(Reverse((ts, seq, r)));
+                }
+                self.last_run = r;
+                return;
+            }
+        };
+        let run = &mut self.runs[r];
+        if run.is_empty() {
+            self.heads.push(Reverse((ts, seq, r)));
+        }
+        run.push_back(slot);
+        self.last_run = r;
+    }
+
+    /// The run holding the oldest record (its first), stale heap entries dropped.
+    fn oldest(&mut self) -> Option<usize> {
+        loop {
+            let &Reverse((_, seq, r)) = self.heads.peek()?;
+            if self.runs[r].front().is_some_and(|s| s.seq == seq) {
+                return Some(r);
+            }
+            self.heads.pop();
+        }
     }
 
     /// The oldest record when it may go: a record newer by the window arrived, it waited the
     /// window (with `quiet`: the engine's clock is the session's wall clock, not a replay's),
     /// or too many are held.
     pub fn pop_ready(&mut self, time: &TimeBase, now: u64, quiet: bool) -> Option<LiveEvent> {
-        let &Reverse((ts, seq)) = self.heap.peek()?;
+        let r = self.oldest()?;
+        let first = self.runs[r].front()?;
         let behind = time
             .since_start_ns(self.newest)
-            .saturating_sub(time.since_start_ns(ts));
+            .saturating_sub(time.since_start_ns(first.ts));
         let ready = behind >= 0 && behind as u64 >= self.window_ns
-            || self.heap.len() > REORDER_MAX
-            || quiet && now.saturating_sub(self.arrived(seq)) >= self.window_ns;
+            || self.len > REORDER_MAX
+            || quiet && now.saturating_sub(first.arrived) >= self.window_ns;
         if ready {
-            self.pop()
+            self.take(r)
         } else {
             None
         }
     }
 
-    fn arrived(&self, seq: u64) -> u64 {
-        let i = seq.wrapping_sub(self.first) as usize;
-        match self.slots.get(i) {
-            Some(Some((_, at))) => *at,
-            _ => 0,
+    /// The first record of run `r` (the oldest held).
+    fn take(&mut self, r: usize) -> Option<LiveEvent> {
+        self.heads.pop();
+        let run = &mut self.runs[r];
+        let slot = run.pop_front()?;
+        if let Some(next) = run.front() {
+            self.heads.push(Reverse((next.ts, next.seq, r)));
         }
+        self.len -= 1;
+        Some(slot.ev)
     }
 
     /// The oldest record, whatever its wait (the end of a run).
     pub fn pop(&mut self) -> Option<LiveEvent> {
-        let Reverse((_, seq)) = self.heap.pop()?;
-        let i = seq.wrapping_sub(self.first) as usize;
-        let ev = self
-            .slots
-            .get_mut(i)
-            .and_then(Option::take)
-            .map(|(ev, _)| ev);
-        while let Some(None) = self.slots.front() {
-            self.slots.pop_front();
-            self.first += 1;
-        }
-        ev
+        let r = self.oldest()?;
+        self.take(r)
     }
 
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.len == 0
     }
 }
 
@@ -164,5 +237,62 @@ mod tests {
             .collect();
         assert_eq!(rest, vec![tick(1_100_000_000), tick(1_700_000_000)]);
         assert!(r.is_empty());
+    }
+
+    #[test]
+    fn live_fix_reorder_runs_release_what_a_sort_would() {
+        // streams delivered out of step (a few, and more than there are runs), with equal
+        // timestamps across them: the records go in (timestamp, arrival) order, as a sort
+        // keeping arrival order among equals gives them
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = move |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for streams in [1u16, 3, 200] {
+            let mut next = vec![0i64; streams as usize];
+            let mut r = Reorder::new(u64::MAX);
+            // what is held, by (timestamp, arrival): the oldest is its first
+            let mut shadow = std::collections::BTreeSet::new();
+            for k in 0..20_000u64 {
+                let s = rnd(streams as u64) as usize;
+                next[s] += rnd(4) as i64;
+                r.push(ev(next[s], s as u16), 0);
+                shadow.insert((next[s], k, s as u16));
+                // some leave while others come: each the oldest held then
+                if k % 3 == 0 {
+                    let e = r.pop().unwrap();
+                    let want = shadow.pop_first().unwrap();
+                    assert_eq!((e.header.time_stamp, e.cpu), (want.0, want.2), "{streams}");
+                }
+            }
+            assert_eq!(r.len(), shadow.len());
+            while let Some(want) = shadow.pop_first() {
+                let e = r.pop().unwrap();
+                assert_eq!((e.header.time_stamp, e.cpu), (want.0, want.2), "{streams}");
+            }
+            assert!(r.is_empty() && r.pop().is_none());
+        }
+        // everything held then taken: exactly the stable sort
+        for streams in [2u64, 100] {
+            let mut r = Reorder::new(u64::MAX);
+            let mut arrivals = Vec::new();
+            let mut next = vec![0i64; streams as usize];
+            for k in 0..5_000u64 {
+                let s = rnd(streams) as usize;
+                next[s] += rnd(3) as i64;
+                arrivals.push((next[s], s as u16, k));
+                r.push(ev(next[s], s as u16), 0);
+            }
+            let mut want = arrivals.clone();
+            want.sort_by_key(|e| (e.0, e.2));
+            let got: Vec<(i64, u16)> = std::iter::from_fn(|| r.pop())
+                .map(|e| (e.header.time_stamp, e.cpu))
+                .collect();
+            let want: Vec<(i64, u16)> = want.iter().map(|e| (e.0, e.1)).collect();
+            assert_eq!(got, want, "{streams} streams");
+        }
     }
 }

@@ -250,19 +250,18 @@ fn all_keywords(guid: Guid) -> u64 {
     }
 }
 
-/// What the user is told before a live run of a `dnet::rundown:*-dcend` probe. The .NET
-/// runtime runs its end rundown (the DCEnd events) as soon as a session enables the rundown
-/// provider with the end-rundown keyword (dotnet/runtime eventtrace.cpp: its ETW callback
-/// starts the rundown when the keyword is set), so live these fire when the session starts.
-/// A PerfView trace has them at its end because PerfView enables that keyword in a rundown
-/// session of its own when it stops collecting. dtx keeps the probe names (scripts read the
-/// same over a trace and live) and says when they fire.
-fn dcend_note(name: &str) -> String {
-    format!(
-        "dnet::rundown:{name} fires live when the session starts (the .NET runtime runs its end \
-         rundown when the keyword is enabled), not at the end as in a PerfView trace"
-    )
-}
+/// How long, at the end of a run, the .NET runtimes are given for their end rundown (the
+/// DCEnd events of `dnet::rundown:*-dcend`): records stop being awaited when none of the
+/// rundown provider came for [`END_RUNDOWN_QUIET_NS`], or after this, whichever is first.
+/// PerfView waits for its rundown file to stop growing, up to its `/RundownTimeout`; a live
+/// console has to end promptly, so the bound is shorter, and what did not come by then is
+/// said (`EtwLiveSource::finish`).
+pub const END_RUNDOWN_MAX_NS: u64 = 5_000_000_000;
+
+/// How long no rundown record may come before the end rundown counts as done: the runtimes
+/// log it at once when the keyword comes (eventtrace.cpp), and it reaches the consumer within
+/// the sessions' flush period, so a little more than that.
+pub const END_RUNDOWN_QUIET_NS: u64 = super::order::reorder_window_ns(super::order::FLUSH_TIMER_S);
 
 /// A user-mode provider to enable in the user session.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -294,6 +293,18 @@ pub struct SessionPlan {
     /// Enabled probes that fire live otherwise than over a trace, each with how (one line
     /// each).
     pub notes: Vec<String>,
+    /// The .NET rundown provider to enable when the run ends, before its sessions stop: the
+    /// end rundown (`dnet::rundown:*-dcend`). The .NET runtime runs its end rundown as soon as
+    /// a session enables the rundown provider with the end-rundown keyword (dotnet/runtime
+    /// `eventtrace.cpp`: the rundown provider's enable callback calls
+    /// `ETW::EnumerationLog::EndRundown` when `CLR_RUNDOWNEND_KEYWORD` is on), so enabling
+    /// it with the others at the start would fire the DCEnd probes at the start. A PerfView
+    /// trace has them at its end: PerfView's `DoClrRundownForSession` (CommandProcessor.cs),
+    /// when collection stops, enables the rundown provider with its default rundown keywords
+    /// (the end rundown's among them) in a session of its own and waits until the rundown
+    /// stops coming. Live, the provider is enabled again in the run's user session with these
+    /// keywords (without the start rundown's: that would run the start rundown again).
+    pub end_rundown: Option<UserProvider>,
 }
 
 impl SessionPlan {
@@ -333,15 +344,6 @@ impl SessionPlan {
             if not_etw(&p.provider) {
                 continue;
             }
-            if p.provider == "dnet"
-                && p.name.ends_with("-dcend")
-                && crate::providers::dnet::probe_of(p.id).is_some_and(|d| d.rundown)
-            {
-                let note = dcend_note(&p.name);
-                if !plan.notes.contains(&note) {
-                    plan.notes.push(note);
-                }
-            }
             let stacks = wants_stack(p);
             any_stack |= stacks;
             let (name, guid, mut keywords, level) = user_need(p, etw);
@@ -377,6 +379,7 @@ impl SessionPlan {
         if any_stack {
             plan.add_managed_code_providers();
         }
+        plan.split_end_rundown();
         plan.stack_events.sort_unstable();
         plan.stack_events.dedup();
         plan
@@ -412,6 +415,28 @@ impl SessionPlan {
             level: LEVEL_VERBOSE,
             stacks: false,
         });
+    }
+
+    /// Moves the end-rundown keyword of the .NET rundown provider out of the providers the
+    /// sessions start with, into [`SessionPlan::end_rundown`]: what is enabled when the run
+    /// ends (with the rundown's kinds of events, without the start rundown). The start-time
+    /// entry stays only if it still asks for the start rundown.
+    fn split_end_rundown(&mut self) {
+        use crate::providers::dnet::{keyword::rundown, RUNDOWN};
+        let Some(i) = (self.user.iter())
+            .position(|u| u.guid == Some(RUNDOWN) && u.keywords & rundown::END != 0)
+        else {
+            return;
+        };
+        let at_start = &mut self.user[i];
+        let mut end = at_start.clone();
+        end.keywords &= !rundown::START;
+        end.stacks = false;
+        at_start.keywords &= !rundown::END;
+        if at_start.keywords & rundown::START == 0 {
+            self.user.remove(i);
+        }
+        self.end_rundown = Some(end);
     }
 
     /// Adds a user provider, merged with one of the same name or GUID already planned
@@ -1293,38 +1318,62 @@ mod tests {
     }
 
     #[test]
-    fn live_fix_dcend_rundown_probes_say_when_they_fire_live() {
-        use crate::providers::dnet;
-        let mut dcend = probe("dnet", "method-dcend");
-        let i = dnet::PROBES
-            .iter()
-            .position(|d| d.name == "method-dcend" && d.rundown)
-            .expect("the rundown's method-dcend");
-        dcend.id = dnet::FIRST_ID + i as u64;
-        dcend.function = dnet::PROBES[i].function.into();
+    fn live_fix_dcend_the_end_rundown_is_enabled_only_when_the_run_ends() {
+        use crate::providers::dnet::{self, keyword::rundown};
+        let dnet_probe = |name: &str| {
+            let i = dnet::PROBES
+                .iter()
+                .position(|d| d.name == name && d.rundown)
+                .expect("a rundown probe");
+            let mut p = probe("dnet", name);
+            p.id = dnet::FIRST_ID + i as u64;
+            p.function = dnet::PROBES[i].function.into();
+            p
+        };
+        let rundown_at_start = |p: &SessionPlan| {
+            p.user
+                .iter()
+                .find(|u| u.guid == Some(dnet::RUNDOWN))
+                .cloned()
+        };
+        let dcend = dnet_probe("method-dcend");
         let p = SessionPlan::for_probes([&dcend], &|_| false, &EtwProbes::new());
-        assert_eq!(p.notes.len(), 1, "{p:?}");
-        assert!(
-            p.notes[0].contains("fires live when the session starts"),
-            "{p:?}"
-        );
-        // and it is still enabled, with the end-rundown keyword
-        let rd = p
-            .user
-            .iter()
-            .find(|u| u.guid == Some(dnet::RUNDOWN))
-            .unwrap();
-        assert_ne!(rd.keywords & dnet::keyword::rundown::END, 0);
-        // a dcstart probe has no such note
-        let j = dnet::PROBES
-            .iter()
-            .position(|d| d.name == "method-dcstart" && d.rundown)
-            .unwrap();
-        let mut dcstart = probe("dnet", "method-dcstart");
-        dcstart.id = dnet::FIRST_ID + j as u64;
-        dcstart.function = dnet::PROBES[j].function.into();
-        let p = SessionPlan::for_probes([&dcstart], &|_| false, &EtwProbes::new());
+        // nothing is said of it any more: it fires at the end, as over a trace
         assert!(p.notes.is_empty(), "{p:?}");
+        // no session starts with the end-rundown keyword (the runtime would run the end
+        // rundown at once), and with no start rundown asked for, the provider waits
+        assert!(rundown_at_start(&p).is_none(), "{p:?}");
+        let end = p.end_rundown.clone().expect("the end rundown is planned");
+        assert_eq!(end.guid, Some(dnet::RUNDOWN));
+        assert_ne!(end.keywords & rundown::END, 0);
+        assert_ne!(end.keywords & rundown::JIT, 0);
+        assert_eq!(end.keywords & rundown::START, 0, "{end:?}");
+        assert_eq!(end.level, LEVEL_VERBOSE);
+        // with a dcstart probe (or stacks) too: the start rundown at the start, without END;
+        // the end rundown at the end, without START (it would run the start rundown again)
+        let dcstart = dnet_probe("method-dcstart");
+        let p = SessionPlan::for_probes([&dcend, &dcstart], &|_| false, &EtwProbes::new());
+        let start = rundown_at_start(&p).expect("the start rundown");
+        assert_ne!(start.keywords & rundown::START, 0);
+        assert_eq!(start.keywords & rundown::END, 0);
+        let end = p.end_rundown.clone().unwrap();
+        assert_eq!(
+            (end.keywords & rundown::END, end.keywords & rundown::START),
+            (rundown::END, 0)
+        );
+        let sample = probe("profile", "profile-997");
+        let p = SessionPlan::for_probes(
+            [&dcend, &sample],
+            &|p| p.provider == "profile",
+            &EtwProbes::new(),
+        );
+        assert_eq!(rundown_at_start(&p).unwrap().keywords & rundown::END, 0);
+        assert!(p.end_rundown.is_some());
+        // a dcstart probe alone, or stacks alone: no end rundown
+        let p = SessionPlan::for_probes([&dcstart], &|_| false, &EtwProbes::new());
+        assert!(p.notes.is_empty() && p.end_rundown.is_none(), "{p:?}");
+        let p = SessionPlan::for_probes([&sample], &|_| true, &EtwProbes::new());
+        assert!(p.end_rundown.is_none(), "{p:?}");
     }
 
     #[test]
@@ -1340,8 +1389,11 @@ mod tests {
         for stacks in [false, true] {
             for info in &all {
                 let p = SessionPlan::for_probes([info], &|_| stacks, &EtwProbes::new());
-                assert!(!p.user.is_empty());
-                for u in &p.user {
+                // what the sessions start with, and the end rundown (`*-dcend`) at the end
+                let enabled: Vec<&UserProvider> =
+                    p.user.iter().chain(p.end_rundown.iter()).collect();
+                assert!(!enabled.is_empty());
+                for u in &enabled {
                     assert_eq!(u.keywords & keyword::INTRUSIVE, 0, "{}: {u:?}", info.name);
                     assert_ne!(u.keywords, 0);
                 }
@@ -1351,7 +1403,7 @@ mod tests {
                 } else {
                     dnet::RUNTIME
                 };
-                assert!(p.user.iter().any(|u| u.guid == Some(want)));
+                assert!(enabled.iter().any(|u| u.guid == Some(want)));
             }
             let p = SessionPlan::for_probes(&all, &|_| stacks, &EtwProbes::new());
             assert_eq!(p.user.len(), 2, "{p:?}");

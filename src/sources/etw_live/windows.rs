@@ -100,12 +100,6 @@ pub fn open_for(
     Ok(Some(source))
 }
 
-/// Gives the images of `state` their PDB identities, read from the image files (a live session
-/// carries no ImageID records). Returns how many images were identified.
-pub fn identify_images(state: &mut crate::etw::state::SystemState) -> usize {
-    crate::symbols::trace::identify_from_this_machine(state, false)
-}
-
 /// The session clock: QueryPerformanceCounter ticks (`Wnode.ClientContext` 1), with the wall
 /// time now as the start.
 fn time_base() -> TimeBase {
@@ -597,6 +591,40 @@ impl SessionControl for Sessions {
 
     fn schema_lookup(&mut self) -> Option<SchemaLookup> {
         Some(Box::new(tdh_schema))
+    }
+
+    /// Enables the .NET rundown provider again in the user session, with the end-rundown
+    /// keyword and without the start rundown's (`SessionPlan::end_rundown`): the runtimes'
+    /// enable callback runs the end rundown at once (eventtrace.cpp), and its DCEnd records
+    /// come through this session's reader as the source waits for them.
+    fn end_rundown(&mut self, provider: &super::plan::UserProvider) -> Result<bool, String> {
+        let (Some(user), Some(guid)) = (self.user.as_mut(), provider.guid) else {
+            return Ok(false);
+        };
+        let e = Enabled {
+            guid,
+            name: provider.name.clone(),
+            keywords: provider.keywords,
+            level: provider.level,
+            stacks: false,
+        };
+        if let Err(rc) = enable_provider(user.session.handle, &e) {
+            let action = format!(
+                "enabling ETW provider '{}' in session {}",
+                e.name, user.session.name
+            );
+            return Err(session::error_words(
+                &action,
+                &user.session.name,
+                rc,
+                elevated(rc),
+            ));
+        }
+        match user.enabled.iter().position(|x| x.guid == guid) {
+            Some(i) => user.enabled[i] = e,
+            None => user.enabled.push(e),
+        }
+        Ok(true)
     }
 }
 
