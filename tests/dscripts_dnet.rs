@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use dtx::providers::dnet::{arg0_xlate, PROBES, RUNDOWN, RUNTIME};
+use dtx::providers::etw::dnet::{arg0_xlate, PROBES, RUNDOWN, RUNTIME};
 
 fn shared() -> Option<PathBuf> {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/etl");
@@ -381,7 +381,7 @@ fn manifest_agrees_with_trace_metadata() {
     use dtx::etw::decode::Decoder;
     let Some(dir) = shared() else { return };
     let mut ours = Decoder::new();
-    ours.load_manifest_str(dtx::providers::dnet::MANIFEST);
+    ours.load_manifest_str(dtx::providers::etw::dnet::MANIFEST);
     let mut compared = 0;
     for f in [
         "perfview_net.4.5.2.x64.etl.zip",

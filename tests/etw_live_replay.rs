@@ -669,7 +669,7 @@ fn live_fix_shuffled_delivery_prints_what_in_order_delivery_prints() {
 /// enables neither.
 #[test]
 fn live_fix_a_clause_recording_stacks_plans_the_dotnet_providers() {
-    use dtx::providers::dnet::{self, keyword};
+    use dtx::providers::etw::dnet::{self, keyword};
     use dtx::sources::etw_live::plan::{SessionPlan, LEVEL_VERBOSE};
     let etw = EtwProbes::new();
     let catalog = dtx::providers::etw_catalog(&etw);
@@ -1085,7 +1085,7 @@ impl dtx::sources::etw_live::SessionControl for EndRundownControl {
         let rundown = plan
             .user
             .iter()
-            .find(|u| u.guid == Some(dtx::providers::dnet::RUNDOWN))
+            .find(|u| u.guid == Some(dtx::providers::etw::dnet::RUNDOWN))
             .map(|u| u.keywords);
         self.log
             .lock()
@@ -1113,7 +1113,7 @@ impl dtx::sources::etw_live::SessionControl for EndRundownControl {
                 payload: vec![0; 8],
                 extended: Vec::new(),
             };
-            ev.header.provider_id = dtx::providers::dnet::RUNDOWN.into();
+            ev.header.provider_id = dtx::providers::etw::dnet::RUNDOWN.into();
             ev.header.descriptor.id = 146; // DCEndComplete
                                            // SAFETY: the source's context, alive until the control is dropped (which joins
                                            // this thread first)
@@ -1159,7 +1159,7 @@ fn live_fix_dcend_the_end_rundown_comes_before_the_sessions_stop() {
         EtwLiveSource::new(context, rx, etw, time, false).with_control(Box::new(control));
     e.begin(None);
     live.replan(&e).unwrap();
-    let end = dtx::providers::dnet::keyword::rundown::END;
+    let end = dtx::providers::etw::dnet::keyword::rundown::END;
     assert_eq!(log.lock().unwrap().as_slice(), ["apply rundown None"]);
     let started = std::time::Instant::now();
     live.finish(&mut e);
@@ -1169,7 +1169,7 @@ fn live_fix_dcend_the_end_rundown_comes_before_the_sessions_stop() {
     assert!(log[1].starts_with("end_rundown "), "{log:?}");
     let kw = u64::from_str_radix(log[1].trim_start_matches("end_rundown 0x"), 16).unwrap();
     assert_eq!(kw & end, end, "{log:?}");
-    assert_eq!(kw & dtx::providers::dnet::keyword::rundown::START, 0);
+    assert_eq!(kw & dtx::providers::etw::dnet::keyword::rundown::START, 0);
     assert_eq!(&log[2..], ["rundown record sent", "stop"], "{log:?}");
     assert_eq!(live.counts.records, 1);
     // it waited for the record, then for the quiet period after it, and not much more

@@ -1,7 +1,6 @@
 //! Providers: each one names its probes, lists them for `dtx -l`, and (in the runtime) turns
 //! events into probe firings.
 
-pub mod dnet;
 mod dtrace;
 pub mod etw;
 pub mod linux;
@@ -51,7 +50,7 @@ pub fn live_catalog() -> Catalog {
 pub fn etw_catalog(etw: &etw::EtwProbes) -> Catalog {
     let mut p = standard_with_samples(true);
     p.extend(etw::providers(etw));
-    p.push(Box::new(dnet::DnetProvider));
+    p.push(Box::new(etw::dnet::DnetProvider));
     Catalog::new(p)
 }
 

@@ -21,7 +21,7 @@ pub struct TraceSource {
     pub stacks: Option<StackMatcher>,
     /// The .NET methods the trace's runtime events describe (collected with the stacks), to
     /// name frames of JIT-compiled code.
-    pub managed_methods: Vec<crate::providers::dnet::ManagedMethod>,
+    pub managed_methods: Vec<crate::providers::etw::dnet::ManagedMethod>,
     /// Whether [`TraceSource::collect_file_names`] ran.
     files_collected: bool,
     /// Whether [`TraceSource::collect_threads`] ran.
@@ -40,7 +40,7 @@ pub struct TraceSource {
 /// the last build, so a frame prints as dtrace's consumer would name it then.
 pub struct WalkNames {
     pdbs: crate::symbols::PdbStore,
-    methods: std::sync::Arc<Vec<crate::providers::dnet::ManagedMethod>>,
+    methods: std::sync::Arc<Vec<crate::providers::etw::dnet::ManagedMethod>>,
     /// [`SystemState::names_changed`] at the last build, and when it was.
     built: Option<(u64, std::time::Instant)>,
 }
@@ -80,7 +80,7 @@ impl WalkNames {
 /// `methods` (JIT-compiled code) looked up before the images.
 pub fn frame_names(
     state: &SystemState,
-    methods: &[crate::providers::dnet::ManagedMethod],
+    methods: &[crate::providers::etw::dnet::ManagedMethod],
     pdbs: &crate::symbols::PdbStore,
 ) -> crate::symbols::TraceSymbols {
     let mut symbols = crate::symbols::TraceSymbols::with_store(state, pdbs);
@@ -118,7 +118,7 @@ impl TraceSource {
             // parsed once per thread; every source starts from a copy
             static SHIPPED: Decoder = {
                 let mut d = Decoder::new();
-                d.load_manifest_str(crate::providers::dnet::MANIFEST);
+                d.load_manifest_str(crate::providers::etw::dnet::MANIFEST);
                 d
             };
         }
@@ -150,16 +150,16 @@ impl TraceSource {
                 continue;
             }
             m.note_event(&ev);
-            if crate::providers::dnet::is_dotnet(&ev) {
+            if crate::providers::etw::dnet::is_dotnet(&ev) {
                 // the runtime logs an event's managed stack in a ClrStackWalk event after it
-                match crate::providers::dnet::clr_stack(&ev) {
+                match crate::providers::etw::dnet::clr_stack(&ev) {
                     Some(frames) => m.stack_of_previous(&ev, frames),
                     None => {
                         m.observe(&ev, None);
                         m.await_stack(&ev);
                         if matches!(ev.id, 143 | 144) {
                             let dec = decoder.decode(&ev);
-                            methods.extend(crate::providers::dnet::managed_method(&ev, &dec));
+                            methods.extend(crate::providers::etw::dnet::managed_method(&ev, &dec));
                         }
                     }
                 }

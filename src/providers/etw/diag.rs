@@ -66,7 +66,7 @@ pub(super) fn fire(cx: &EventCx<'_, '_>, name: &str, out: &mut Emit<'_>) {
 /// `missed-dnet-stack` for a ClrStackWalk record that follows no event of its thread.
 pub(super) fn missed_dnet(cx: &EventCx<'_, '_>, out: &mut Emit<'_>) {
     let ev = cx.ev;
-    let Some((instance, frames)) = crate::providers::dnet::clr_stack_header(ev) else {
+    let Some((instance, frames)) = crate::providers::etw::dnet::clr_stack_header(ev) else {
         return;
     };
     if !cx.state.stack_missed(ev.raw_timestamp, ev.tid, ev.cpu) {

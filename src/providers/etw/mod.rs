@@ -20,6 +20,7 @@ use crate::probes::{glob_match, ProbeDesc, ProbeInfo};
 
 pub mod absent;
 mod diag;
+pub mod dnet;
 mod fsinfo;
 pub mod guid_probe;
 mod hwconfig;
@@ -764,7 +765,7 @@ impl EtwProbes {
         }
         it.named = self.named.values().any(|p| {
             enabled(p.events) || enabled(p.capturestate) || p.keywords.iter().any(|k| enabled(k.2))
-        }) || super::dnet::any_enabled(enabled)
+        }) || dnet::any_enabled(enabled)
             || guid_probe::any_enabled(&self.guid_probes, enabled)
             || enabled(diag::MISSED_DNET_ID);
         // the named system calls: their records, the entries that say which call returns, and
@@ -897,9 +898,9 @@ impl EtwProbes {
             }
             guid_probe::firings(&self.guid_probes, ev, enabled, pid, tid, out);
         }
-        super::dnet::firings(ev, dec, pid, tid, enabled, out);
+        dnet::firings(ev, dec, pid, tid, enabled, out);
         // the cheap test first: `enabled` asks every program, for every record
-        if super::dnet::is_clr_stack(ev) && enabled(diag::MISSED_DNET_ID) {
+        if dnet::is_clr_stack(ev) && enabled(diag::MISSED_DNET_ID) {
             diag::missed_dnet(
                 &cx,
                 &mut Emit {

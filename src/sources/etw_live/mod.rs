@@ -374,7 +374,7 @@ pub struct EtwLiveSource {
     /// The plan the sessions run now.
     plan: Option<SessionPlan>,
     /// Methods the .NET runtime compiled or loaded (names of managed frames).
-    methods: Vec<crate::providers::dnet::ManagedMethod>,
+    methods: Vec<crate::providers::etw::dnet::ManagedMethod>,
     /// What the user should be told (a session that ended, a failed callback), once.
     messages: Vec<String>,
     /// The PDBs read for the resolvers, kept from one to the next.
@@ -943,12 +943,12 @@ impl EtwLiveSource {
             }
         }
         let method = self.stacks.0.is_some()
-            && crate::providers::dnet::is_dotnet(&rec)
+            && crate::providers::etw::dnet::is_dotnet(&rec)
             && matches!(rec.id, 143 | 144);
         if crate::sources::etl::state_needs(&rec) || interest.wants(&rec) || method {
             let dec = self.decoder.decode(&rec);
             if method {
-                if let Some(m) = crate::providers::dnet::managed_method(&rec, &dec) {
+                if let Some(m) = crate::providers::etw::dnet::managed_method(&rec, &dec) {
                     self.methods.push(m);
                 }
             }
@@ -1182,7 +1182,7 @@ impl EtwLiveSource {
             let wait = (plan::END_RUNDOWN_QUIET_NS - quiet).min(50_000_000);
             match self.rx.recv_timeout(std::time::Duration::from_nanos(wait)) {
                 Ok(LiveMessage::Event(ev)) => {
-                    if Guid::from(ev.header.provider_id) == crate::providers::dnet::RUNDOWN {
+                    if Guid::from(ev.header.provider_id) == crate::providers::etw::dnet::RUNDOWN {
                         last = engine.now_ns();
                         records += 1;
                     }

@@ -204,7 +204,7 @@ pub const LEVEL_VERBOSE: u8 = 5;
 /// full blocking collections (the keyword list of dotnet/runtime's ClrEtwAll.man; PerfView
 /// leaves the same bits out of its default .NET keywords).
 fn user_need(p: &ProbeInfo, etw: &EtwProbes) -> (String, Option<Guid>, u64, u8) {
-    use crate::providers::dnet;
+    use crate::providers::etw::dnet;
     if p.provider == "dnet" {
         let d = dnet::probe_of(p.id);
         let keywords = d.map_or(dnet::keyword::LOADER, dnet::keywords_of);
@@ -242,7 +242,7 @@ fn user_need(p: &ProbeInfo, etw: &EtwProbes) -> (String, Option<Guid>, u64, u8) 
 /// "Every keyword" of a provider: all bits, but for the .NET runtime provider all but the
 /// intrusive ones.
 fn all_keywords(guid: Guid) -> u64 {
-    use crate::providers::dnet;
+    use crate::providers::etw::dnet;
     if guid == dnet::RUNTIME {
         !dnet::keyword::INTRUSIVE
     } else {
@@ -350,9 +350,9 @@ impl SessionPlan {
             let managed_frames = p.provider == "dnet" && stacks;
             if managed_frames {
                 // managed frames: the ClrStackWalk events, and the methods that name them
-                keywords |= crate::providers::dnet::keyword::STACK
-                    | crate::providers::dnet::keyword::JIT
-                    | crate::providers::dnet::keyword::LOADER;
+                keywords |= crate::providers::etw::dnet::keyword::STACK
+                    | crate::providers::etw::dnet::keyword::JIT
+                    | crate::providers::etw::dnet::keyword::LOADER;
             }
             plan.add_user(UserProvider {
                 name,
@@ -367,10 +367,10 @@ impl SessionPlan {
                 // reads the rundown keywords)
                 plan.add_user(UserProvider {
                     name: "microsoft-windows-dotnetruntimerundown".into(),
-                    guid: Some(crate::providers::dnet::RUNDOWN),
-                    keywords: crate::providers::dnet::keyword::rundown::START
-                        | crate::providers::dnet::keyword::rundown::JIT
-                        | crate::providers::dnet::keyword::rundown::LOADER,
+                    guid: Some(crate::providers::etw::dnet::RUNDOWN),
+                    keywords: crate::providers::etw::dnet::keyword::rundown::START
+                        | crate::providers::etw::dnet::keyword::rundown::JIT
+                        | crate::providers::etw::dnet::keyword::rundown::LOADER,
                     level: LEVEL_VERBOSE,
                     stacks: false,
                 });
@@ -397,7 +397,7 @@ impl SessionPlan {
     /// rundown); the Stack keyword (ClrStackWalk events) is left to `dnet` probes with stacks,
     /// which is where managed stacks of runtime events are read.
     fn add_managed_code_providers(&mut self) {
-        use crate::providers::dnet;
+        use crate::providers::etw::dnet;
         self.add_user(UserProvider {
             name: "microsoft-windows-dotnetruntime".into(),
             guid: Some(dnet::RUNTIME),
@@ -422,7 +422,7 @@ impl SessionPlan {
     /// ends (with the rundown's kinds of events, without the start rundown). The start-time
     /// entry stays only if it still asks for the start rundown.
     fn split_end_rundown(&mut self) {
-        use crate::providers::dnet::{keyword::rundown, RUNDOWN};
+        use crate::providers::etw::dnet::{keyword::rundown, RUNDOWN};
         let Some(i) = (self.user.iter())
             .position(|u| u.guid == Some(RUNDOWN) && u.keywords & rundown::END != 0)
         else {
@@ -1041,9 +1041,9 @@ mod tests {
             2,
             "the runtime, and its rundown for the frames' names"
         );
-        assert_eq!(p.user[0].guid, Some(crate::providers::dnet::RUNTIME));
+        assert_eq!(p.user[0].guid, Some(crate::providers::etw::dnet::RUNTIME));
         assert!(p.user[0].stacks);
-        assert_eq!(p.user[1].guid, Some(crate::providers::dnet::RUNDOWN));
+        assert_eq!(p.user[1].guid, Some(crate::providers::etw::dnet::RUNDOWN));
         // a provider merely named like one stays a user provider
         assert_eq!(plan(&[("pidgin", "events")], false).user.len(), 1);
     }
@@ -1090,7 +1090,7 @@ mod tests {
             }
             if kp.provider == "diag" {
                 // a stack recorded brings only the .NET runtime's providers (managed frames)
-                use crate::providers::dnet::{RUNDOWN, RUNTIME};
+                use crate::providers::etw::dnet::{RUNDOWN, RUNTIME};
                 assert!(p.not_live.is_empty());
                 assert!(p
                     .user
@@ -1263,7 +1263,7 @@ mod tests {
 
     #[test]
     fn live_fix_stacks_bring_the_dotnet_runtime_for_managed_frames() {
-        use crate::providers::dnet::{self, keyword};
+        use crate::providers::etw::dnet::{self, keyword};
         let runtime = |p: &SessionPlan| {
             p.user
                 .iter()
@@ -1319,7 +1319,7 @@ mod tests {
 
     #[test]
     fn live_fix_dcend_the_end_rundown_is_enabled_only_when_the_run_ends() {
-        use crate::providers::dnet::{self, keyword::rundown};
+        use crate::providers::etw::dnet::{self, keyword::rundown};
         let dnet_probe = |name: &str| {
             let i = dnet::PROBES
                 .iter()
@@ -1378,7 +1378,7 @@ mod tests {
 
     #[test]
     fn dnet_probes_never_carry_the_intrusive_keywords() {
-        use crate::providers::dnet::{self, keyword};
+        use crate::providers::etw::dnet::{self, keyword};
         let mut all = Vec::new();
         for (i, d) in dnet::PROBES.iter().enumerate() {
             let mut info = probe("dnet", d.name);
@@ -1510,7 +1510,7 @@ mod tests {
         // (but for the runtime's own intrusive keywords)
         assert_eq!(
             p.user[0].keywords,
-            !crate::providers::dnet::keyword::INTRUSIVE
+            !crate::providers::etw::dnet::keyword::INTRUSIVE
         );
     }
 

@@ -493,7 +493,7 @@ impl Sessions {
             keep
         });
         for e in &new {
-            use crate::providers::dnet::{RUNDOWN, RUNTIME};
+            use crate::providers::etw::dnet::{RUNDOWN, RUNTIME};
             if e.guid != RUNTIME && e.guid != RUNDOWN {
                 capture_state(handle, e);
             }

@@ -12,8 +12,8 @@
 //! The fields come from the EventMetadata a trace carries, else from the runtime's manifest that
 //! dtx ships ([`MANIFEST`], `assets/manifests/dotnet-runtime.man`).
 
-use super::etw::{EtwFirings, PAYLOAD_BASE};
-use super::Provider;
+use super::super::Provider;
+use super::{EtwFirings, PAYLOAD_BASE};
 use crate::etw::decode::DecodedEvent;
 use crate::etw::record::{EventRecord, Guid, HeaderKind};
 use crate::probes::{ProbeDesc, ProbeInfo};
@@ -36,7 +36,7 @@ pub const RUNDOWN: Guid = Guid {
 
 /// The part of the runtime's instrumentation manifest dtx needs (written here from the public
 /// event documentation); the decoder loads it so traces without EventMetadata decode too.
-pub const MANIFEST: &str = include_str!("../../assets/manifests/dotnet-runtime.man");
+pub const MANIFEST: &str = include_str!("../../../assets/manifests/dotnet-runtime.man");
 
 /// The ClrStackWalk event (runtime id 82): the managed stack of the event before it on the
 /// same thread.
@@ -445,7 +445,7 @@ impl Provider for DnetProvider {
     fn matching(&self, desc: &ProbeDesc) -> Vec<ProbeInfo> {
         self.list()
             .into_iter()
-            .filter(|p| super::fields_match(desc, &p.module, &p.function, &p.name))
+            .filter(|p| super::super::fields_match(desc, &p.module, &p.function, &p.name))
             .collect()
     }
 
