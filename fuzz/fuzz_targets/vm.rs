@@ -413,7 +413,18 @@ fn argument(c: &mut Choices<'_>, mapped: usize) -> u64 {
     }
 }
 
+/// dtx's own lines (the program's runtime errors: `dtx: error on enabled probe ...`) are formatted
+/// as always and then dropped: written to stderr, thousands a second, they cost a system call each
+/// and buried libFuzzer's own report.
+static QUIET: std::sync::Once = std::sync::Once::new();
+
 fuzz_target!(|data: &[u8]| {
+    QUIET.call_once(|| {
+        std::mem::forget(dtx::output::stderr::capture());
+        std::mem::forget(dtx::output::stderr::route(Box::new(|line| {
+            std::hint::black_box(line);
+        })));
+    });
     // the first half chooses the program, the second half is the probe's memory
     let (code, memory) = data.split_at(data.len() / 2);
     let mut c = Choices { data: code, at: 0 };

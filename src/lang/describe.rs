@@ -27,7 +27,7 @@ impl TypeBook {
     pub fn new() -> Option<TypeBook> {
         let catalog: &'static Catalog = EMPTY.get_or_init(|| Catalog::new(Vec::new()));
         let opts = DOptions::new();
-        let lib = super::library::load(DataModel::Lp64, &opts, catalog).ok()?;
+        let lib = super::library::shared(DataModel::Lp64, &opts, catalog).ok()?;
         let mut checker = Checker::new(TypeTable::new(DataModel::Lp64), opts, catalog);
         lib.install(&mut checker);
         Some(TypeBook { checker })

@@ -1,6 +1,6 @@
 //! The D type library: the `.d` files of `dscripts/lib/` (compiled into the binary), checked
-//! once before each program so that their typedefs, structs, inlines and translators are
-//! visible to it.
+//! once per process and data model (see [`shared`]) and installed before each program so that
+//! their typedefs, structs, inlines and translators are visible to it.
 
 use super::ast::Item;
 use super::check::{Checker, InlineInfo, Translator};
@@ -11,6 +11,7 @@ use super::types::{DataModel, TypeTable};
 use super::MacroEnv;
 use crate::probes::ProbeCatalog;
 use std::collections::HashMap;
+use std::sync::Mutex;
 
 /// The library files, in load order.
 pub const FILES: &[(&str, &str)] = &[
@@ -37,6 +38,7 @@ const AF_INET6: &str = if cfg!(windows) {
 };
 
 /// The checked library: its types and definitions, to install into a program's checker.
+#[derive(Clone)]
 pub struct Library {
     pub types: TypeTable,
     translators: Vec<Translator>,
@@ -46,6 +48,34 @@ pub struct Library {
     enum_consts: HashMap<String, (i64, u32)>,
 }
 
+/// The library for `model` under `opts`, checked once per process and copied out after: parsing
+/// and checking its 1,300 lines is ~3 ms, the copy a small fraction of that, and a process that
+/// compiles many programs (the console, `--check` over many scripts, the tests, the fuzz targets)
+/// pays the parse once. The result depends only on the data model and the options (the library
+/// holds declarations and no clause, so the probe catalog is never consulted); the options are
+/// keyed by their whole value, so no option can make a stale copy come back.
+pub fn shared(model: DataModel, opts: &DOptions, catalog: &dyn ProbeCatalog) -> DResult<Library> {
+    type Cache = Vec<(DataModel, String, Library)>;
+    /// A few option sets at most: a process compiles under one or two.
+    const KEEP: usize = 4;
+    static CACHE: Mutex<Cache> = Mutex::new(Vec::new());
+    let key = format!("{opts:?}");
+    if let Ok(cache) = CACHE.lock() {
+        if let Some((_, _, lib)) = cache.iter().find(|(m, k, _)| *m == model && *k == key) {
+            return Ok(lib.clone());
+        }
+    }
+    let lib = load(model, opts, catalog)?;
+    if let Ok(mut cache) = CACHE.lock() {
+        if cache.len() >= KEEP {
+            cache.remove(0);
+        }
+        cache.push((model, key, lib.clone()));
+    }
+    Ok(lib)
+}
+
+/// Parses and checks the library's files (see [`shared`] for the cached copy).
 pub fn load(model: DataModel, opts: &DOptions, catalog: &dyn ProbeCatalog) -> DResult<Library> {
     let base = TypeTable::new(model);
     let mut checker = Checker::new(base.clone(), opts.clone(), catalog);

@@ -95,7 +95,7 @@ fn compile_here(
         }
         None => input.text,
     };
-    let lib = library::load(input.model, opts, catalog)?;
+    let lib = library::shared(input.model, opts, catalog)?;
     let _ = &lib;
     let mut type_names: parser::TypeNames = lib.types.type_names().cloned().collect();
     type_names.extend(lib.types.defined_tags());

@@ -78,7 +78,7 @@ impl BufferHeader {
         }
         if self.is_compressed() {
             if self.filled < BUFFER_HEADER_SIZE as u32
-                || self.filled > max_filled.max(self.buffer_size)
+                || self.filled > max_filled.max(self.buffer_size).min(MAX_BUFFER_SIZE)
             {
                 return Err(format!(
                     "compressed buffer fill {:#x} out of range (buffer size {:#x})",
@@ -136,11 +136,14 @@ impl<'a> BufferWalk<'a> {
         }
     }
 
+    /// The largest uncompressed size a compressed buffer may claim: the session's buffer size,
+    /// itself a field of the file, so never above [`MAX_BUFFER_SIZE`] (a damaged log file header
+    /// claiming 4 GB buffers made the reader reserve 4 GB per compressed buffer).
     fn max_filled(&self) -> u32 {
         if self.session_buffer_size == 0 {
             MAX_BUFFER_SIZE
         } else {
-            self.session_buffer_size
+            self.session_buffer_size.min(MAX_BUFFER_SIZE)
         }
     }
 
@@ -236,5 +239,42 @@ impl Iterator for BufferWalk<'_> {
                 })
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A compressed buffer's header: `buffer_size` bytes on disk, `filled` bytes once
+    /// decompressed.
+    fn compressed_header(buffer_size: u32, filled: u32) -> Vec<u8> {
+        let mut h = vec![0u8; buffer_size as usize];
+        h[0..4].copy_from_slice(&buffer_size.to_le_bytes());
+        h[0x30..0x34].copy_from_slice(&filled.to_le_bytes());
+        h[0x34..0x36].copy_from_slice(&FLAG_COMPRESSED.to_le_bytes());
+        h
+    }
+
+    /// Found by the `etl_reader` fuzz target: a log file header claiming 4 GB session buffers
+    /// let a compressed buffer claim 4 GB of output, which the reader reserved up front (an
+    /// allocation failure aborts the process). The claim is bounded by the largest buffer size.
+    #[test]
+    fn compressed_fill_beyond_the_largest_buffer_is_damage() {
+        let data = compressed_header(0x200, 0xFFFF_FFB7);
+        let steps: Vec<_> = BufferWalk::new(&data, u32::MAX).collect();
+        match steps.as_slice() {
+            [BufferStep::Damage { offset: 0, message }] => {
+                assert!(
+                    message.contains("compressed buffer fill 0xffffffb7"),
+                    "{message}"
+                )
+            }
+            _ => panic!("expected one damaged buffer"),
+        }
+        // the largest plausible claim is still read
+        let data = compressed_header(0x200, MAX_BUFFER_SIZE);
+        let steps: Vec<_> = BufferWalk::new(&data, u32::MAX).collect();
+        assert!(matches!(steps.as_slice(), [BufferStep::Buffer(_)]));
     }
 }

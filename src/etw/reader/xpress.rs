@@ -85,9 +85,13 @@ pub fn decompress_into(input: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<
         if offset >= len {
             out.extend_from_within(start..start + len);
         } else {
-            for i in 0..len {
-                let b = out[start + i];
-                out.push(b);
+            // The match overlaps what it writes: its bytes repeat with period `offset`, so
+            // copy whole periods from `start`, doubling the copy each time (a run of zeros,
+            // offset 1, took a push per byte: up to 64 MB of them for a damaged buffer).
+            let end = out.len() + len;
+            while out.len() < end {
+                let n = (out.len() - start).min(end - out.len());
+                out.extend_from_within(start..start + n);
             }
         }
     }
@@ -97,6 +101,72 @@ pub fn decompress_into(input: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The overlapping copy, a byte at a time: what a match means.
+    fn naive(input: &[u8], limit: usize) -> Result<Vec<u8>, String> {
+        let mut out: Vec<u8> = Vec::new();
+        let mut ip = 0;
+        let mut flags = 0u32;
+        let mut flag_count = 0;
+        while out.len() < limit {
+            if flag_count == 0 {
+                let Some(b) = input.get(ip..ip + 4) else {
+                    break;
+                };
+                flags = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                ip += 4;
+                flag_count = 32;
+            }
+            flag_count -= 1;
+            if flags & (1 << flag_count) == 0 {
+                let Some(&b) = input.get(ip) else { break };
+                out.push(b);
+                ip += 1;
+                continue;
+            }
+            // matches of lengths 3..=9 only (no extended length): what the inputs below use
+            let Some(mb) = input.get(ip..ip + 2) else {
+                break;
+            };
+            let m = u16::from_le_bytes([mb[0], mb[1]]) as usize;
+            ip += 2;
+            let (offset, len) = ((m >> 3) + 1, (m & 7) + 3);
+            if len == 10 || offset > out.len() {
+                return Err("not in the naive subset".into());
+            }
+            for _ in 0..len.min(limit - out.len()) {
+                out.push(out[out.len() - offset]);
+            }
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn overlapping_matches_repeat_their_period() {
+        // offset 1 and 2 runs, and a match overlapping by a byte, each cut by the limit too
+        let mut input = (0b0001_1110u32 << 24).to_le_bytes().to_vec();
+        input.extend_from_slice(b"abc");
+        for (offset, len) in [(1usize, 9usize), (2, 8), (8, 9), (3, 3)] {
+            let m = (((offset - 1) << 3) | (len - 3)) as u16;
+            input.extend_from_slice(&m.to_le_bytes());
+        }
+        for limit in [0, 4, 12, 17, 20, 29, 40] {
+            let want = naive(&input, limit).unwrap();
+            let mut out = Vec::new();
+            decompress_into(&input, &mut out, limit).unwrap();
+            assert_eq!(out, want, "limit {limit}");
+        }
+        // a long run: every byte the first one
+        let mut input = (1u32 << 30).to_le_bytes().to_vec();
+        input.push(b'z');
+        // offset 1, length 7; then the nibble 15, the byte 255, the word 0 and the dword 2^20
+        input.extend_from_slice(&[0x07, 0x00]);
+        input.extend_from_slice(&[0x0F, 0xFF, 0x00, 0x00, 0x00, 0x00, 0x10, 0x00]);
+        let mut out = Vec::new();
+        decompress_into(&input, &mut out, 1 << 20).unwrap();
+        assert_eq!(out.len(), 1 << 20);
+        assert!(out.iter().all(|&b| b == b'z'));
+    }
 
     #[test]
     fn literals_and_matches() {

@@ -788,6 +788,7 @@ impl Checker<'_> {
         }
         // the value is typed now, with the inline itself not yet visible (no recursion) and its
         // parameters bound
+        let value = std::sync::Arc::new(d.value.clone());
         let mut saved = Vec::new();
         for (pname, pty) in params.iter().flatten() {
             saved.push((pname.clone(), self.inlines.remove(pname)));
@@ -795,7 +796,7 @@ impl Checker<'_> {
                 pname.clone(),
                 InlineInfo {
                     ty: *pty,
-                    value: d.value.clone(),
+                    value: value.clone(),
                     params: None,
                     opaque: true,
                 },
@@ -824,7 +825,7 @@ impl Checker<'_> {
             name,
             InlineInfo {
                 ty,
-                value: d.value.clone(),
+                value,
                 params,
                 opaque: false,
             },
@@ -870,7 +871,10 @@ impl Checker<'_> {
             d.input_name.clone(),
             InlineInfo {
                 ty: input,
-                value: Expr::new(ExprKind::Ident(d.input_name.clone()), d.line),
+                value: std::sync::Arc::new(Expr::new(
+                    ExprKind::Ident(d.input_name.clone()),
+                    d.line,
+                )),
                 params: None,
                 opaque: true,
             },

@@ -1000,7 +1000,7 @@ impl Checker<'_> {
         let tr = self.translators[ti].clone();
         let size = self.types.size_of(out) as u32;
         let mut fields = Vec::new();
-        for (mname, _) in &tr.members {
+        for (mname, _) in tr.members.iter() {
             let Some(m) = self.types.member(out, mname).cloned() else {
                 continue;
             };
@@ -1089,7 +1089,7 @@ impl Checker<'_> {
                 name.clone(),
                 super::InlineInfo {
                     ty,
-                    value: Expr::new(ExprKind::Ident(name.clone()), 0),
+                    value: std::sync::Arc::new(Expr::new(ExprKind::Ident(name.clone()), 0)),
                     params: None,
                     opaque: true,
                 },

@@ -57,7 +57,8 @@ pub struct AggInfo {
 #[derive(Clone, Debug)]
 pub struct InlineInfo {
     pub ty: TypeId,
-    pub value: ast::Expr,
+    /// Shared: every program's checker starts from a copy of the library's inlines.
+    pub value: std::sync::Arc<ast::Expr>,
     /// Parameters of an inline associative array (`inline int f[int x] = x + 1;`).
     pub params: Option<Vec<(String, TypeId)>>,
     /// A name bound to a value of its type that is not known at compile time (translator input,
@@ -70,7 +71,8 @@ pub struct Translator {
     pub output: TypeId,
     pub input: TypeId,
     pub input_name: String,
-    pub members: Vec<(String, ast::Expr)>,
+    /// Shared: every program's checker starts from a copy of the library's translators.
+    pub members: std::sync::Arc<[(String, ast::Expr)]>,
 }
 
 /// State of the checker across the whole program.
