@@ -361,3 +361,44 @@ fn dotnet_pid_uprobe_mode_is_refused() {
     assert!(!out.status.success());
     assert!(se.contains("anonymous memory"), "{se}");
 }
+
+#[test]
+fn dotnet_pid_clear_words_for_processes_it_cannot_follow() {
+    let Some(net) = setup() else { return };
+    let desc = "pid$target:app:Work.Add:entry { @ = count(); }";
+    // a native program
+    let out = dtx(&["-n", desc, "-c", "/bin/true"]);
+    let (_, se) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{se}");
+    assert!(se.contains("is not a .NET process"), "{se}");
+    // a .NET program started without the perf map
+    let mut child = Command::new(&net.dotnet)
+        .arg(&net.app)
+        .arg("late")
+        .env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1")
+        .env_remove("COMPlus_PerfMapEnabled")
+        .env_remove("DOTNET_PerfMapEnabled")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start dotnet");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    while line != "ready\n" {
+        line.clear();
+        assert!(out.read_line(&mut line).expect("read") > 0, "program ended");
+    }
+    let o = dtx(&["-n", desc, "-p", &child.id().to_string()]);
+    let _ = child.stdin.take();
+    let _ = child.wait();
+    let (_, se) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{se}");
+    assert!(se.contains("writes no perf map"), "{se}");
+    // Mono (installed with mcs) runs the same assembly
+    if Command::new("mono").arg("--version").output().is_ok() {
+        let o = dtx(&["-n", desc, "-c", &format!("mono {}", net.app.display())]);
+        let (_, se) = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{se}");
+        assert!(se.contains("Mono runtime is not supported"), "{se}");
+    }
+}

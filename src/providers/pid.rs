@@ -129,6 +129,10 @@ struct PidProcess {
     /// A .NET process (its runtime is loaded, it has a perf map, or its executable is the
     /// `dotnet` host or an app host with a `.runtimeconfig.json`).
     dotnet: bool,
+    /// CoreCLR is mapped (the process is past its start).
+    runtime_loaded: bool,
+    /// Why its managed code cannot be followed (a runtime dtx does not support).
+    unsupported: Option<String>,
 }
 
 #[derive(Default)]
@@ -247,7 +251,8 @@ impl PidProvider {
         let Some(p) = st.processes.get_mut(&pid) else {
             return Vec::new();
         };
-        p.dotnet |= maps.contains("/libcoreclr.so");
+        p.runtime_loaded |= maps.contains("/libcoreclr.so");
+        p.dotnet |= p.runtime_loaded;
         let new: Vec<LoadedModule> = mods
             .modules
             .iter()
@@ -303,7 +308,8 @@ impl PidProvider {
                 managed.insert(m);
             }
         }
-        let dotnet = !managed.is_empty() || looks_dotnet(&maps, &exe);
+        let unsupported = unsupported_runtime(&maps, &exe);
+        let dotnet = !managed.is_empty() || looks_dotnet(&maps, &exe) || unsupported.is_some();
         st.processes.insert(
             pid,
             PidProcess {
@@ -312,6 +318,8 @@ impl PidProvider {
                 managed,
                 perf_map,
                 dotnet,
+                runtime_loaded: maps.contains("/libcoreclr.so"),
+                unsupported,
             },
         );
         Ok(v)
@@ -504,6 +512,16 @@ fn assembly_matches(pattern: &str, assembly: &str) -> bool {
         || (!is_glob(&p) && p == a)
 }
 
+/// A managed runtime whose code dtx cannot follow: Mono (dtx reads CoreCLR's perf map and
+/// nothing of Mono's JIT).
+fn unsupported_runtime(maps: &str, exe: &str) -> Option<String> {
+    let mono = maps.contains("/libmonosgen-") || maps.contains("/libmono-")
+        || std::path::Path::new(exe)
+            .file_name()
+            .is_some_and(|n| n == "mono" || n == "mono-sgen");
+    mono.then(|| "the Mono runtime is not supported (CoreCLR: .NET Core 3.1 and later)".to_string())
+}
+
 /// A .NET assembly's file name (`app.dll`, `app.exe`, `System.Runtime.dll`) among the modules
 /// of a Linux process.
 fn is_assembly_file(name: &str) -> bool {
@@ -579,7 +597,25 @@ fn create_managed(
     let Some(p) = st.processes.get(&pid) else {
         return Ok(Vec::new());
     };
-    if !p.dotnet || desc.function == "-" {
+    if desc.function == "-" {
+        return Ok(Vec::new());
+    }
+    if !p.dotnet {
+        // `Namespace.Type.Method` in a module the process does not have
+        let dotted = desc.function.contains('.') && !is_glob(&desc.function);
+        if dotted
+            && !desc.module.is_empty()
+            && !is_glob(&desc.module)
+            && !modules.iter().any(|m| m.matches(&desc.module))
+        {
+            return Err(ProbeError::new(
+                "D_PROC_LIB",
+                format!(
+                    "pid {pid} is not a .NET process (no CoreCLR, no perf map): no method '{}' in '{}'",
+                    desc.function, desc.module
+                ),
+            ));
+        }
         return Ok(Vec::new());
     }
     let module_pat = or_star(&desc.module).to_string();
@@ -607,12 +643,30 @@ fn create_managed(
         ));
     }
     let mut out = Vec::new();
-    if found.is_empty()
+    let named_missing = found.is_empty()
         && !is_glob(&module_pat)
         && !is_glob(&func_pat)
         && !desc.module.is_empty()
-        && !modules.iter().any(|m| m.matches(&module_pat))
-    {
+        && !modules.iter().any(|m| m.matches(&module_pat));
+    if named_missing {
+        if let Some(why) = &p.unsupported {
+            return Err(ProbeError::new(
+                "D_PROC_LIB",
+                format!("pid {pid}: {why}: no probes on '{module_pat}' methods"),
+            ));
+        }
+        if p.runtime_loaded && !p.perf_map.as_ref().is_some_and(PerfMapFile::exists) {
+            return Err(ProbeError::new(
+                "D_PROC_LIB",
+                format!(
+                    "pid {pid} runs .NET but writes no perf map, so its methods cannot be found: \
+                     start it with DOTNET_PerfMapEnabled=1 (COMPlus_PerfMapEnabled=1 before .NET 5), \
+                     as dtx does for -c"
+                ),
+            ));
+        }
+    }
+    if named_missing {
         // not compiled yet: probes without sites, armed as code appears
         let lower = module_pat.to_ascii_lowercase();
         let assembly = if lower.ends_with(".dll") || lower.ends_with(".exe") {
