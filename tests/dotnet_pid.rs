@@ -123,6 +123,17 @@ impl DotNet {
     }
 }
 
+/// Ends a program the test started and removes the perf map files its runtime left.
+fn finish(mut child: Child) {
+    let pid = child.id();
+    let _ = child.stdin.take();
+    let _ = child.kill();
+    let _ = child.wait();
+    for f in [format!("perf-{pid}.map"), format!("perfinfo-{pid}.map")] {
+        let _ = std::fs::remove_file(Path::new("/tmp").join(f));
+    }
+}
+
 /// dtx with the environment the runtime needs here (no ICU on this machine).
 fn dtx_net(args: &[&str]) -> Dtx {
     Dtx::new(args).env("DOTNET_SYSTEM_GLOBALIZATION_INVARIANT", "1")
@@ -143,7 +154,8 @@ fn dotnet_pid_entry_counts_every_call_and_reads_arg0() {
         "-q",
         "-n",
         "pid$target:app:Work.Add:entry { @c = count(); @s = sum(arg0); } \
-         END { printa(\"calls %@d\\n\", @c); printa(\"args %@d\\n\", @s); }",
+         END { printa(\"calls %@d\\n\", @c); printa(\"args %@d\\n\", @s); \
+         printf(\"target %d\\n\", $target); }",
         "-c",
         &net.cmd(""),
     ])
@@ -154,6 +166,10 @@ fn dotnet_pid_entry_counts_every_call_and_reads_arg0() {
     assert_eq!(value(&so, "calls "), 5000, "{so}");
     // arg0 of a static method is its first argument: 0 + 1 + ... + 4999
     assert_eq!(value(&so, "args "), 12_497_500, "{so}");
+    // dtx turned the perf map on for its target, and takes its files away
+    let pid = value(&so, "target ");
+    assert!(!Path::new(&format!("/tmp/perf-{pid}.map")).exists());
+    assert!(!Path::new(&format!("/tmp/perfinfo-{pid}.map")).exists());
 }
 
 #[test]
@@ -263,6 +279,7 @@ fn dotnet_pid_method_compiled_after_the_trace_started_is_caught() {
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut dout, &mut rest).expect("read dtx");
     let st = d.wait().expect("dtx");
+    let _ = child.stdin.take();
     let mut se = String::new();
     if let Some(mut e) = d.stderr.take() {
         let _ = std::io::Read::read_to_string(&mut e, &mut se);
@@ -272,23 +289,23 @@ fn dotnet_pid_method_compiled_after_the_trace_started_is_caught() {
     assert!(rest.contains("late ret 42\n"), "{rest}{se}");
     let mut prog = String::new();
     std::io::Read::read_to_string(&mut child_out, &mut prog).expect("read program");
-    assert!(child.wait().expect("program").success());
+    let ok = child.wait().expect("program").success();
+    finish(child);
+    assert!(ok);
     assert!(prog.contains("late 42\n"), "{prog}");
 }
 
 #[test]
 fn dotnet_pid_glob_lists_the_programs_methods() {
     let Some(net) = setup() else { return };
-    let (mut child, _out) = started_late(net);
+    let (child, _out) = started_late(net);
     let pid = child.id();
     let out = dtx(&["-l", "-n", &format!("pid{pid}:app::")]);
     let (so, se) = text(&out);
     // a glob over the method names
     let out2 = dtx(&["-l", "-n", &format!("pid{pid}:app:Work.*:entry")]);
     let (so2, _) = text(&out2);
-    let _ = child.stdin.take();
-    let _ = child.kill();
-    let _ = child.wait();
+    finish(child);
     assert!(out.status.success(), "{se}");
     let has = |f: &str, n: &str| {
         so.lines().any(|l| {
@@ -389,8 +406,7 @@ fn dotnet_pid_clear_words_for_processes_it_cannot_follow() {
         assert!(out.read_line(&mut line).expect("read") > 0, "program ended");
     }
     let o = dtx(&["-n", desc, "-p", &child.id().to_string()]);
-    let _ = child.stdin.take();
-    let _ = child.wait();
+    finish(child);
     let (_, se) = text(&o);
     assert_eq!(o.status.code(), Some(1), "{se}");
     assert!(se.contains("writes no perf map"), "{se}");
