@@ -65,7 +65,10 @@ fn setup() -> Option<&'static DotNet> {
     static ENV: OnceLock<Option<DotNet>> = OnceLock::new();
     ENV.get_or_init(|| {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/dotnet-test-env.sh");
-        let out = Command::new("bash").arg(&script).output().expect("run dotnet-test-env.sh");
+        let out = Command::new("bash")
+            .arg(&script)
+            .output()
+            .expect("run dotnet-test-env.sh");
         let so = String::from_utf8_lossy(&out.stdout);
         let se = String::from_utf8_lossy(&out.stderr);
         if out.status.code() == Some(2) {
@@ -267,7 +270,10 @@ fn dotnet_pid_method_compiled_after_the_trace_started_is_caught() {
         .expect("start dtx");
     let mut dout = BufReader::new(d.stdout.take().expect("dtx stdout"));
     let mut line = String::new();
-    assert!(dout.read_line(&mut line).expect("read dtx") > 0, "dtx ended");
+    assert!(
+        dout.read_line(&mut line).expect("read dtx") > 0,
+        "dtx ended"
+    );
     assert_eq!(line, "attached\n");
     // now the program compiles and calls Late
     child
@@ -335,9 +341,21 @@ fn dotnet_pid_ustack_names_managed_frames() {
     .output();
     let (so, se) = text(&out);
     assert!(out.status.success(), "{se}");
-    let frames: Vec<&str> = so.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
-    assert!(frames.first().is_some_and(|f| f.starts_with("app`Work.Add")), "{so}");
-    assert!(frames.iter().any(|f| f.starts_with("app`Program.Main")), "{so}");
+    let frames: Vec<&str> = so
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert!(
+        frames
+            .first()
+            .is_some_and(|f| f.starts_with("app`Work.Add")),
+        "{so}"
+    );
+    assert!(
+        frames.iter().any(|f| f.starts_with("app`Program.Main")),
+        "{so}"
+    );
 }
 
 #[test]
@@ -354,9 +372,8 @@ fn dotnet_pid_method_never_compiled_is_said() {
     let (_, se) = text(&out);
     assert!(out.status.success(), "{se}");
     assert!(
-        se.contains(
-            "matched 1 probe, armed 0 times: not JIT-compiled yet"
-        ) && se.contains("Work.Never:entry"),
+        se.contains("matched 1 probe, armed 0 times: not JIT-compiled yet")
+            && se.contains("Work.Never:entry"),
         "{se}"
     );
 }

@@ -309,7 +309,9 @@ impl PidProvider {
             }
         }
         let unsupported = unsupported_runtime(&maps, &exe);
-        let dotnet = !managed.is_empty() || looks_dotnet(&maps, &exe) || unsupported.is_some();
+        // only where the platform has a perf map to read (Linux)
+        let dotnet = perf_map.is_some()
+            && (!managed.is_empty() || looks_dotnet(&maps, &exe) || unsupported.is_some());
         st.processes.insert(
             pid,
             PidProcess {
@@ -515,7 +517,8 @@ fn assembly_matches(pattern: &str, assembly: &str) -> bool {
 /// A managed runtime whose code dtx cannot follow: Mono (dtx reads CoreCLR's perf map and
 /// nothing of Mono's JIT).
 fn unsupported_runtime(maps: &str, exe: &str) -> Option<String> {
-    let mono = maps.contains("/libmonosgen-") || maps.contains("/libmono-")
+    let mono = maps.contains("/libmonosgen-")
+        || maps.contains("/libmono-")
         || std::path::Path::new(exe)
             .file_name()
             .is_some_and(|n| n == "mono" || n == "mono-sgen");
@@ -608,6 +611,15 @@ fn create_managed(
             && !is_glob(&desc.module)
             && !modules.iter().any(|m| m.matches(&desc.module))
         {
+            if p.perf_map.is_none() {
+                return Err(ProbeError::new(
+                    "D_PROC_LIB",
+                    format!(
+                        "pid {pid} has no module '{}'; .NET methods are traced on Linux only (from the runtime's perf map)",
+                        desc.module
+                    ),
+                ));
+            }
             return Err(ProbeError::new(
                 "D_PROC_LIB",
                 format!(

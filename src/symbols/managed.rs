@@ -242,10 +242,16 @@ mod tests {
         )
         .unwrap();
         assert!(m.is_stub());
-        assert_eq!(m.name, "stub<1> AllocateTemporaryEntryPoints<PRECODE_FIXUP>");
+        assert_eq!(
+            m.name,
+            "stub<1> AllocateTemporaryEntryPoints<PRECODE_FIXUP>"
+        );
         // a nested type, a constructor, no tier suffix
         let m = parse_perf_map_line("10 8 void [a.b] N.Outer+Inner::.ctor()").unwrap();
-        assert_eq!((m.module.as_str(), m.name.as_str()), ("a.b", "N.Outer+Inner..ctor"));
+        assert_eq!(
+            (m.module.as_str(), m.name.as_str()),
+            ("a.b", "N.Outer+Inner..ctor")
+        );
         assert_eq!(m.tier, "");
         assert!(parse_perf_map_line("garbage").is_none());
         assert!(parse_perf_map_line("10 0 void [a] T::M()").is_none());
@@ -294,7 +300,10 @@ mod tests {
         assert_eq!(got.len(), 1);
         assert!(f.read_new().is_empty());
         use std::io::Write;
-        let mut w = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+        let mut w = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
         w.write_all(b"N()\n").unwrap();
         let got = f.read_new();
         assert_eq!(got.len(), 1);
