@@ -655,9 +655,12 @@ fn create_managed(
         ));
     }
     let mut out = Vec::new();
+    // (a managed method is always `Type.Method`; a `.so` is a native library loaded later)
     let named_missing = found.is_empty()
         && !is_glob(&module_pat)
         && !is_glob(&func_pat)
+        && func_pat.contains('.')
+        && !module_pat.contains(".so")
         && !desc.module.is_empty()
         && !modules.iter().any(|m| m.matches(&module_pat));
     if named_missing {
@@ -1061,6 +1064,108 @@ mod tests {
             let exe = std::fs::read_link("/proc/self/exe").map_err(|e| e.to_string())?;
             Ok((maps, exe.to_string_lossy().into_owned()))
         }
+    }
+
+    /// A .NET process "7" (CoreCLR mapped) whose perf map is a file the test writes and
+    /// whose every method's code is `push rbp; mov rbp, rsp; pop rbp; ret`.
+    struct NetReader(std::path::PathBuf);
+    impl ProcessReader for NetReader {
+        fn maps(&self, _pid: u32) -> Result<(String, String), String> {
+            Ok((
+                "7f0000000000-7f0000001000 r-xp 00000000 08:01 1 /x/libcoreclr.so\n".into(),
+                "/x/dotnet".into(),
+            ))
+        }
+        fn perf_map(&self, _pid: u32) -> Option<std::path::PathBuf> {
+            Some(self.0.clone())
+        }
+        fn read_memory(&self, _pid: u32, _addr: u64, buf: &mut [u8]) -> bool {
+            let code = [0x55, 0x48, 0x89, 0xe5, 0x5d, 0xc3];
+            for (i, b) in buf.iter_mut().enumerate() {
+                *b = code.get(i).copied().unwrap_or(0xcc);
+            }
+            true
+        }
+    }
+
+    #[test]
+    fn managed_probes_from_the_perf_map() {
+        let dir = std::env::temp_dir().join(format!("dtx-pid-net-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let map = dir.join("perf-7.map");
+        std::fs::write(
+            &map,
+            "1000 6 int32 [app] Work::Add(int32,int32)[QuickJitted]\n\
+             2000 8 stub<1> AllocateTemporaryEntryPoints<PRECODE_FIXUP>\n",
+        )
+        .unwrap();
+        let p = PidProvider::new(Box::new(NetReader(map.clone())));
+        let d = |s: &str| ProbeDesc::parse(s).unwrap();
+        let e = p.try_matching(&d("pid7:app:Work.Add:entry")).unwrap();
+        assert_eq!(e.len(), 1);
+        assert_eq!(
+            (e[0].module.as_str(), e[0].function.as_str()),
+            ("app", "Work.Add")
+        );
+        let probe = |id: u64| {
+            p.probes_of(7)
+                .into_iter()
+                .find(|q| q.info.id == id)
+                .unwrap()
+        };
+        assert_eq!(probe(e[0].id).sites.len(), 1);
+        assert_eq!(probe(e[0].id).sites[0].addr, 0x1000);
+        let r = p.try_matching(&d("pid7:app.dll:Work.Add:return")).unwrap();
+        assert_eq!(probe(r[0].id).sites[0].addr, 0x1005);
+        // not compiled yet: a probe without sites; a native library's function: none
+        let late = p.try_matching(&d("pid7:app:Work.Late:entry")).unwrap();
+        assert_eq!(late.len(), 1);
+        assert!(probe(late[0].id).sites.is_empty());
+        assert!(p
+            .try_matching(&d("pid7:libfoo.so:foo.bar:entry"))
+            .unwrap()
+            .is_empty());
+        assert_eq!(p.unarmed_managed(7).len(), 1);
+        let err = p.try_matching(&d("pid7:app:Work.Add:4")).unwrap_err();
+        assert_eq!(err.tag, "D_PROC_NAME");
+        // the runtime compiles Late, then a tier-1 Add: both armed, a glob makes a new probe
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().append(true).open(&map).unwrap();
+        f.write_all(
+            b"3000 6 int64 [app] Work::Late(int64)[QuickJitted]\n\
+              4000 6 int32 [app] Work::Add(int32,int32)[OptimizedTier1]\n\
+              5000 6 void [app] Other::Run()[QuickJitted]\n",
+        )
+        .unwrap();
+        let got = p.managed_code(7, None, &[d("pid7:app:Other.*:entry")]);
+        let sites_of = |id: u64| {
+            got.iter()
+                .find(|(i, _, _)| i.id == id)
+                .map(|(_, s, _)| s.iter().map(|s| s.addr).collect::<Vec<_>>())
+        };
+        assert_eq!(sites_of(late[0].id), Some(vec![0x3000]));
+        assert_eq!(sites_of(e[0].id), Some(vec![0x4000]));
+        assert_eq!(sites_of(r[0].id), Some(vec![0x4005]));
+        let run = got
+            .iter()
+            .find(|(i, _, _)| i.function == "Other.Run")
+            .unwrap();
+        assert_eq!(run.2.len(), 1, "made by the glob");
+        assert!(p.unarmed_managed(7).is_empty());
+        // the same lines again (seen at `write`, then in the file): nothing new
+        assert!(p
+            .managed_code(
+                7,
+                Some("3000 6 int64 [app] Work::Late(int64)[QuickJitted]\n"),
+                &[]
+            )
+            .is_empty());
+        // stacks: a method and a stub
+        let names = UserSymbols(p.clone());
+        use crate::agg::SymbolResolver;
+        assert_eq!(names.user(7, 0x4002), "app`Work.Add+0x2");
+        assert_eq!(names.umod(7, 0x2004), "[stub]");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
