@@ -350,6 +350,21 @@ impl PidProvider {
             modules.retain(|m| !is_assembly_file(&m.name));
         }
         let mut out = create(&mut st, self.fpid, pid, desc, &modules, false)?;
+        if self.fpid
+            && out.is_empty()
+            && st.processes.get(&pid).is_some_and(|p| p.dotnet)
+            && desc.function.contains('.')
+            && !desc.module.is_empty()
+            && !modules.iter().any(|m| m.matches(&desc.module))
+        {
+            return Err(ProbeError::new(
+                "D_PROC_LIB",
+                format!(
+                    "fpid hooks do not go into JIT-compiled code: trace the .NET method '{}' with pid",
+                    desc.function
+                ),
+            ));
+        }
         if !self.fpid {
             let reader = self.reader.lock().unwrap_or_else(|e| e.into_inner());
             let read = |addr: u64, buf: &mut [u8]| reader.read_memory(pid, addr, buf);
@@ -1128,6 +1143,11 @@ mod tests {
         assert_eq!(p.unarmed_managed(7).len(), 1);
         let err = p.try_matching(&d("pid7:app:Work.Add:4")).unwrap_err();
         assert_eq!(err.tag, "D_PROC_NAME");
+        let err = p
+            .fpid()
+            .try_matching(&d("fpid7:app:Work.Add:entry"))
+            .unwrap_err();
+        assert!(err.message.contains("with pid"), "{}", err.message);
         // the runtime compiles Late, then a tier-1 Add: both armed, a glob makes a new probe
         use std::io::Write;
         let mut f = std::fs::OpenOptions::new().append(true).open(&map).unwrap();
