@@ -306,7 +306,7 @@ fn dotnet_pid_glob_lists_the_programs_methods() {
     let Some(net) = setup() else { return };
     let (child, _out) = started_late(net);
     let pid = child.id();
-    let out = dtx(&["-l", "-n", &format!("pid{pid}:app::")]);
+    let out = dtx(&["-l", "-p", &pid.to_string(), "-n", "pid$target:app::"]);
     let (so, se) = text(&out);
     // a glob over the method names
     let out2 = dtx(&["-l", "-n", &format!("pid{pid}:app:Work.*:entry")]);
