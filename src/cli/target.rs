@@ -288,6 +288,12 @@ pub fn backend(
     {
         use crate::sources::debugger::stopped_target_needed;
         use crate::sources::perf::uprobe::{pmu_type, UprobeSource};
+        if src.follows_managed_code() {
+            if mode == "uprobe" {
+                return Err("pidmode=uprobe: probes on .NET methods need the ptrace loop: a uprobe cannot sit in the JIT's anonymous memory (use -x pidmode=ptrace)".into());
+            }
+            return Ok(Some(Box::new(src)));
+        }
         let needs = stopped_target_needed(engine, src.pid());
         let unmatched = src.has_unmatched(engine);
         if mode == "uprobe" {

@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex};
 use super::Provider;
 use crate::probes::{glob_match, ProbeDesc, ProbeError, ProbeInfo};
 use crate::symbols::decode::{self, Emulation};
+use crate::symbols::managed::{ManagedMethod, ManagedMethods, PerfMapFile};
 use crate::symbols::{ElfImage, LoadedModule, ProcessModules};
 
 /// First id of pid probes (above every other provider's).
@@ -54,6 +55,9 @@ pub struct PidProbe {
     pub info: ProbeInfo,
     pub pid: u32,
     pub sites: Vec<ProbeSite>,
+    /// A probe on a managed (.NET) method: its sites grow as the runtime compiles code
+    /// versions of the method.
+    pub managed: bool,
 }
 
 /// Reads what the provider needs of a live process. The Linux implementation reads
@@ -61,6 +65,15 @@ pub struct PidProbe {
 pub trait ProcessReader: Send {
     /// `/proc/PID/maps` text and the main executable's path, or why not.
     fn maps(&self, pid: u32) -> Result<(String, String), String>;
+    /// Where the .NET runtime of process `pid` writes its perf map (`None`: no managed code
+    /// is looked for).
+    fn perf_map(&self, _pid: u32) -> Option<std::path::PathBuf> {
+        None
+    }
+    /// Reads the process's memory (the code of managed methods, which no file holds).
+    fn read_memory(&self, _pid: u32, _addr: u64, _buf: &mut [u8]) -> bool {
+        false
+    }
 }
 
 /// Reads `/proc/PID/maps` and `/proc/PID/exe`.
@@ -83,11 +96,43 @@ impl ProcessReader for ProcReader {
             .unwrap_or_default();
         Ok((maps, exe))
     }
+
+    /// CoreCLR writes `perf-PID.map` in its temporary directory: `TMPDIR` of the process, else
+    /// `/tmp` (the PAL's GetTempPath).
+    fn perf_map(&self, pid: u32) -> Option<std::path::PathBuf> {
+        let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        let tmp = env
+            .split(|&b| b == 0)
+            .find_map(|v| v.strip_prefix(b"TMPDIR="))
+            .filter(|v| !v.is_empty())
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+            .unwrap_or_else(|| "/tmp".to_string());
+        Some(std::path::Path::new(&tmp).join(format!("perf-{pid}.map")))
+    }
+
+    #[cfg(unix)]
+    fn read_memory(&self, pid: u32, addr: u64, buf: &mut [u8]) -> bool {
+        use std::os::unix::fs::FileExt;
+        let Ok(f) = std::fs::File::open(format!("/proc/{pid}/mem")) else {
+            return false;
+        };
+        f.read_exact_at(buf, addr).is_ok()
+    }
 }
 
 struct PidProcess {
     modules: ProcessModules,
     count: usize,
+    /// The managed code the runtime reported, and its perf map as read so far.
+    managed: ManagedMethods,
+    perf_map: Option<PerfMapFile>,
+    /// A .NET process (its runtime is loaded, it has a perf map, or its executable is the
+    /// `dotnet` host or an app host with a `.runtimeconfig.json`).
+    dotnet: bool,
+    /// CoreCLR is mapped (the process is past its start).
+    runtime_loaded: bool,
+    /// Why its managed code cannot be followed (a runtime dtx does not support).
+    unsupported: Option<String>,
 }
 
 #[derive(Default)]
@@ -206,6 +251,8 @@ impl PidProvider {
         let Some(p) = st.processes.get_mut(&pid) else {
             return Vec::new();
         };
+        p.runtime_loaded |= maps.contains("/libcoreclr.so");
+        p.dotnet |= p.runtime_loaded;
         let new: Vec<LoadedModule> = mods
             .modules
             .iter()
@@ -230,6 +277,14 @@ impl PidProvider {
         modules: &[LoadedModule],
     ) -> Result<Vec<ProbeInfo>, ProbeError> {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if st.processes.get(&pid).is_some_and(|p| p.dotnet) {
+            let native: Vec<LoadedModule> = modules
+                .iter()
+                .filter(|m| !is_assembly_file(&m.name))
+                .cloned()
+                .collect();
+            return create(&mut st, self.fpid, pid, desc, &native, true);
+        }
         create(&mut st, self.fpid, pid, desc, modules, true)
     }
 
@@ -239,17 +294,36 @@ impl PidProvider {
         if let Some(p) = st.processes.get(&pid) {
             return Ok(p.modules.modules.clone());
         }
-        let (maps, exe) = self
-            .reader
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .maps(pid)
-            .map_err(|e| {
-                ProbeError::new("D_PROC_GRAB", format!("failed to grab pid {pid}: {e}"))
-            })?;
+        let reader = self.reader.lock().unwrap_or_else(|e| e.into_inner());
+        let (maps, exe) = reader.maps(pid).map_err(|e| {
+            ProbeError::new("D_PROC_GRAB", format!("failed to grab pid {pid}: {e}"))
+        })?;
         let modules = ProcessModules::from_maps(&maps, &exe, &mut st.images);
         let v = modules.modules.clone();
-        st.processes.insert(pid, PidProcess { modules, count: 0 });
+        let perf_map = reader.perf_map(pid).map(PerfMapFile::new);
+        let mut managed = ManagedMethods::default();
+        let mut perf_map = perf_map;
+        if let Some(f) = &mut perf_map {
+            for m in f.read_new() {
+                managed.insert(m);
+            }
+        }
+        let unsupported = unsupported_runtime(&maps, &exe);
+        // only where the platform has a perf map to read (Linux)
+        let dotnet = perf_map.is_some()
+            && (!managed.is_empty() || looks_dotnet(&maps, &exe) || unsupported.is_some());
+        st.processes.insert(
+            pid,
+            PidProcess {
+                modules,
+                count: 0,
+                managed,
+                perf_map,
+                dotnet,
+                runtime_loaded: maps.contains("/libcoreclr.so"),
+                unsupported,
+            },
+        );
         Ok(v)
     }
 
@@ -268,9 +342,397 @@ impl PidProvider {
                 .map(|p| p.info.clone())
                 .collect());
         };
-        let modules = self.process_modules(pid)?;
+        let mut modules = self.process_modules(pid)?;
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        create(&mut st, self.fpid, pid, desc, &modules, false)
+        if st.processes.get(&pid).is_some_and(|p| p.dotnet) {
+            // the assemblies the runtime maps are files of IL (or ready-to-run code it does
+            // not describe): their methods are the managed ones, not the PE image's symbols
+            modules.retain(|m| !is_assembly_file(&m.name));
+        }
+        let mut out = create(&mut st, self.fpid, pid, desc, &modules, false)?;
+        if self.fpid
+            && out.is_empty()
+            && st.processes.get(&pid).is_some_and(|p| p.dotnet)
+            && desc.function.contains('.')
+            && !desc.module.is_empty()
+            && !modules.iter().any(|m| m.matches(&desc.module))
+        {
+            return Err(ProbeError::new(
+                "D_PROC_LIB",
+                format!(
+                    "fpid hooks do not go into JIT-compiled code: trace the .NET method '{}' with pid",
+                    desc.function
+                ),
+            ));
+        }
+        if !self.fpid {
+            let reader = self.reader.lock().unwrap_or_else(|e| e.into_inner());
+            let read = |addr: u64, buf: &mut [u8]| reader.read_memory(pid, addr, buf);
+            out.extend(create_managed(&mut st, pid, desc, &modules, &read)?);
+        }
+        Ok(out)
+    }
+
+    /// Whether process `pid` runs .NET code (as far as its modules and perf map tell).
+    pub fn is_dotnet(&self, pid: u32) -> bool {
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.processes.get(&pid).is_some_and(|p| p.dotnet)
+    }
+
+    /// The managed code of process `pid` containing `addr`, as `ustack()` names it.
+    pub fn managed_lookup(&self, pid: u32, addr: u64) -> crate::output::stack::Lookup {
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        match st.processes.get(&pid) {
+            Some(p) => p.managed.lookup(addr),
+            None => crate::output::stack::Lookup::None,
+        }
+    }
+
+    /// Where process `pid`'s runtime writes its perf map.
+    pub fn perf_map_path(&self, pid: u32) -> Option<std::path::PathBuf> {
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.processes
+            .get(&pid)
+            .and_then(|p| p.perf_map.as_ref())
+            .map(|f| f.path.clone())
+    }
+
+    /// The managed probes of process `pid` that have no site (their method has no code yet).
+    pub fn unarmed_managed(&self, pid: u32) -> Vec<ProbeInfo> {
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.probes
+            .iter()
+            .filter(|p| p.pid == pid && p.managed && p.sites.is_empty())
+            .map(|p| p.info.clone())
+            .collect()
+    }
+
+    /// New managed code of process `pid`: the lines of its perf map appended since the last
+    /// read, or `text` (perf map lines the runtime is writing, seen at its `write`). Returns,
+    /// for each probe that gains sites, the probe, the new sites, and the descriptions among
+    /// `descs` that created it when it is new (empty for a probe that existed).
+    pub fn managed_code(
+        &self,
+        pid: u32,
+        text: Option<&str>,
+        descs: &[ProbeDesc],
+    ) -> Vec<(ProbeInfo, Vec<ProbeSite>, Vec<ProbeDesc>)> {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let st = &mut *st;
+        let Some(p) = st.processes.get_mut(&pid) else {
+            return Vec::new();
+        };
+        let lines = match (text, &mut p.perf_map) {
+            (Some(t), _) => t
+                .lines()
+                .filter_map(crate::symbols::managed::parse_perf_map_line)
+                .collect(),
+            (None, Some(f)) => f.read_new(),
+            (None, None) => Vec::new(),
+        };
+        let fresh: Vec<ManagedMethod> = lines
+            .into_iter()
+            .filter(|m| p.managed.insert(m.clone()))
+            .collect();
+        if !fresh.is_empty() {
+            p.dotnet = true;
+        }
+        let reader = self.reader.lock().unwrap_or_else(|e| e.into_inner());
+        let read = |addr: u64, buf: &mut [u8]| reader.read_memory(pid, addr, buf);
+        let mut out: Vec<(ProbeInfo, Vec<ProbeSite>, Vec<ProbeDesc>)> = Vec::new();
+        for m in fresh.iter().filter(|m| !m.is_stub()) {
+            // probes that exist: one more code version
+            for name in ["entry", "return"] {
+                let key = (
+                    format!("pid{pid}"),
+                    m.module.clone(),
+                    m.name.clone(),
+                    name.to_string(),
+                );
+                let Some(&i) = st.by_key.get(&key) else {
+                    continue;
+                };
+                let sites = method_sites(m, name == "return", &read);
+                if sites.is_empty() {
+                    continue;
+                }
+                st.probes[i].sites.extend(sites.iter().copied());
+                let info = st.probes[i].info.clone();
+                match out.iter_mut().find(|(o, _, _)| o.id == info.id) {
+                    Some((_, s, _)) => s.extend(sites),
+                    None => out.push((info, sites, Vec::new())),
+                }
+            }
+            // descriptions that name it: new probes
+            for d in descs {
+                if !glob_match(or_star(&d.provider), &format!("pid{pid}"))
+                    || !assembly_matches(or_star(&d.module), &m.module)
+                    || !glob_match(or_star(&d.function), &m.name)
+                {
+                    continue;
+                }
+                for name in ["entry", "return"] {
+                    if !glob_match(or_star(&d.name), name) {
+                        continue;
+                    }
+                    let key = (
+                        format!("pid{pid}"),
+                        m.module.clone(),
+                        m.name.clone(),
+                        name.to_string(),
+                    );
+                    if st.by_key.contains_key(&key) {
+                        if let Some((_, _, by)) = out.iter_mut().find(|(o, _, by)| {
+                            !by.is_empty()
+                                && o.module == m.module
+                                && o.function == m.name
+                                && o.name == name
+                        }) {
+                            if !by.contains(d) {
+                                by.push(d.clone());
+                            }
+                        }
+                        continue;
+                    }
+                    let sites = method_sites(m, name == "return", &read);
+                    let info = add_probe(st, false, pid, &m.module, &m.name, name, sites.clone());
+                    if let Some(i) = st.by_key.get(&key).copied() {
+                        st.probes[i].managed = true;
+                    }
+                    out.push((info, sites, vec![d.clone()]));
+                }
+            }
+        }
+        out
+    }
+}
+
+fn or_star(s: &str) -> &str {
+    if s.is_empty() {
+        "*"
+    } else {
+        s
+    }
+}
+
+/// Whether a module field names an assembly: a glob over its simple name, or that name with
+/// `.dll`/`.exe`, in any case.
+fn assembly_matches(pattern: &str, assembly: &str) -> bool {
+    if pattern.is_empty() || glob_match(pattern, assembly) {
+        return true;
+    }
+    let p = pattern.to_ascii_lowercase();
+    let a = assembly.to_ascii_lowercase();
+    p.strip_suffix(".dll")
+        .or_else(|| p.strip_suffix(".exe"))
+        .is_some_and(|s| s == a)
+        || (!is_glob(&p) && p == a)
+}
+
+/// A managed runtime whose code dtx cannot follow: Mono (dtx reads CoreCLR's perf map and
+/// nothing of Mono's JIT).
+fn unsupported_runtime(maps: &str, exe: &str) -> Option<String> {
+    let mono = maps.contains("/libmonosgen-")
+        || maps.contains("/libmono-")
+        || std::path::Path::new(exe)
+            .file_name()
+            .is_some_and(|n| n == "mono" || n == "mono-sgen");
+    mono.then(|| "the Mono runtime is not supported (CoreCLR: .NET Core 3.1 and later)".to_string())
+}
+
+/// A .NET assembly's file name (`app.dll`, `app.exe`, `System.Runtime.dll`) among the modules
+/// of a Linux process.
+fn is_assembly_file(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    lower.ends_with(".dll") || lower.ends_with(".exe")
+}
+
+/// Whether a process runs (or is about to run) .NET: CoreCLR is mapped, or its executable is
+/// the `dotnet` host, or an app host next to its `.runtimeconfig.json`.
+fn looks_dotnet(maps: &str, exe: &str) -> bool {
+    if maps.contains("/libcoreclr.so") {
+        return true;
+    }
+    let path = std::path::Path::new(exe);
+    if path.file_name().is_some_and(|n| n == "dotnet") {
+        return true;
+    }
+    let rc = path.with_extension("runtimeconfig.json");
+    !exe.is_empty() && rc.exists()
+}
+
+/// The sites of one code version of a managed method: its first instruction, or every `ret`
+/// and jump out of it (its code read from the process, as no file holds it).
+fn method_sites(
+    m: &ManagedMethod,
+    ret: bool,
+    read: &dyn Fn(u64, &mut [u8]) -> bool,
+) -> Vec<ProbeSite> {
+    // the JIT's methods are small; a larger one is read up to this much
+    const MAX_CODE: u64 = 1 << 20;
+    let mut code = vec![0u8; m.size.min(MAX_CODE) as usize];
+    if !read(m.start, &mut code) {
+        return Vec::new();
+    }
+    let insns = decode::function(&code, m.start);
+    if ret {
+        insns
+            .iter()
+            .filter(|i| i.returns)
+            .map(|i| ProbeSite {
+                addr: m.start + i.offset,
+                kind: SiteKind::Return { offset: i.offset },
+                emulation: i.emulation,
+                len: i.len,
+            })
+            .collect()
+    } else {
+        insns
+            .first()
+            .map(|i| ProbeSite {
+                addr: m.start,
+                kind: SiteKind::Entry,
+                emulation: i.emulation,
+                len: i.len,
+            })
+            .into_iter()
+            .collect()
+    }
+}
+
+/// The probes a description creates on managed methods of process `pid`: an `entry` and a
+/// `return` probe per method name (`Namespace.Type.Method`; overloads and every code version
+/// share them), with a site per code version compiled so far. A method named exactly in an
+/// assembly that is not a native module of a .NET process gets its probes before its code
+/// exists: they are armed as the runtime compiles it.
+fn create_managed(
+    st: &mut PidState,
+    pid: u32,
+    desc: &ProbeDesc,
+    modules: &[LoadedModule],
+    read: &dyn Fn(u64, &mut [u8]) -> bool,
+) -> Result<Vec<ProbeInfo>, ProbeError> {
+    let Some(p) = st.processes.get(&pid) else {
+        return Ok(Vec::new());
+    };
+    if desc.function == "-" {
+        return Ok(Vec::new());
+    }
+    if !p.dotnet {
+        // `Namespace.Type.Method` in a module the process does not have
+        let dotted = desc.function.contains('.') && !is_glob(&desc.function);
+        if dotted
+            && !desc.module.is_empty()
+            && !is_glob(&desc.module)
+            && !modules.iter().any(|m| m.matches(&desc.module))
+        {
+            if p.perf_map.is_none() {
+                return Err(ProbeError::new(
+                    "D_PROC_LIB",
+                    format!(
+                        "pid {pid} has no module '{}'; .NET methods are traced on Linux only (from the runtime's perf map)",
+                        desc.module
+                    ),
+                ));
+            }
+            return Err(ProbeError::new(
+                "D_PROC_LIB",
+                format!(
+                    "pid {pid} is not a .NET process (no CoreCLR, no perf map): no method '{}' in '{}'",
+                    desc.function, desc.module
+                ),
+            ));
+        }
+        return Ok(Vec::new());
+    }
+    let module_pat = or_star(&desc.module).to_string();
+    let func_pat = or_star(&desc.function).to_string();
+    let name_pat = or_star(&desc.name).to_string();
+    // (assembly, method) → its code versions
+    let mut found: Vec<((String, String), Vec<ManagedMethod>)> = Vec::new();
+    for m in p.managed.iter().filter(|m| !m.is_stub()) {
+        if !assembly_matches(&module_pat, &m.module) || !glob_match(&func_pat, &m.name) {
+            continue;
+        }
+        let key = (m.module.clone(), m.name.clone());
+        match found.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, v)) => v.push(m.clone()),
+            None => found.push((key, vec![m.clone()])),
+        }
+    }
+    let wants = |n: &str| glob_match(&name_pat, n);
+    if !found.is_empty() && !is_glob(&name_pat) && !wants("entry") && !wants("return") {
+        return Err(ProbeError::new(
+            "D_PROC_NAME",
+            format!(
+                "'{name_pat}' is an invalid probe name: probes on managed methods are entry and return"
+            ),
+        ));
+    }
+    let mut out = Vec::new();
+    // (a managed method is always `Type.Method`; a `.so` is a native library loaded later)
+    let named_missing = found.is_empty()
+        && !is_glob(&module_pat)
+        && !is_glob(&func_pat)
+        && func_pat.contains('.')
+        && !module_pat.contains(".so")
+        && !desc.module.is_empty()
+        && !modules.iter().any(|m| m.matches(&module_pat));
+    if named_missing {
+        if let Some(why) = &p.unsupported {
+            return Err(ProbeError::new(
+                "D_PROC_LIB",
+                format!("pid {pid}: {why}: no probes on '{module_pat}' methods"),
+            ));
+        }
+        if p.runtime_loaded && !p.perf_map.as_ref().is_some_and(PerfMapFile::exists) {
+            return Err(ProbeError::new(
+                "D_PROC_LIB",
+                format!(
+                    "pid {pid} runs .NET but writes no perf map, so its methods cannot be found: \
+                     start it with DOTNET_PerfMapEnabled=1 (COMPlus_PerfMapEnabled=1 before .NET 5), \
+                     as dtx does for -c"
+                ),
+            ));
+        }
+    }
+    if named_missing {
+        // not compiled yet: probes without sites, armed as code appears
+        let lower = module_pat.to_ascii_lowercase();
+        let assembly = if lower.ends_with(".dll") || lower.ends_with(".exe") {
+            &module_pat[..module_pat.len() - 4]
+        } else {
+            &module_pat[..]
+        };
+        for name in ["entry", "return"] {
+            if wants(name) {
+                let info = add_probe(st, false, pid, assembly, &func_pat, name, Vec::new());
+                mark_managed(st, &info);
+                out.push(info);
+            }
+        }
+        return Ok(out);
+    }
+    for ((module, name), versions) in found {
+        for n in ["entry", "return"] {
+            if !wants(n) {
+                continue;
+            }
+            let sites: Vec<ProbeSite> = versions
+                .iter()
+                .flat_map(|v| method_sites(v, n == "return", read))
+                .collect();
+            let info = add_probe(st, false, pid, &module, &name, n, sites);
+            mark_managed(st, &info);
+            out.push(info);
+        }
+    }
+    Ok(out)
+}
+
+fn mark_managed(st: &mut PidState, info: &ProbeInfo) {
+    if let Some(p) = st.probes.get_mut((info.id - FIRST_ID) as usize) {
+        p.managed = true;
     }
 }
 
@@ -522,6 +984,7 @@ fn add_probe(
         info: info.clone(),
         pid,
         sites,
+        managed: false,
     });
     if let Some(p) = st.processes.get_mut(&pid) {
         p.count += 1;
@@ -580,13 +1043,17 @@ impl crate::agg::SymbolResolver for UserSymbols {
             .and_then(|m| m.module_at(addr))
         {
             Some(m) => m.name.clone(),
-            None => format!("0x{addr:x}"),
+            None => match self.0.managed_lookup(pid, addr) {
+                crate::output::stack::Lookup::Sym { module, .. } => module,
+                _ => format!("0x{addr:x}"),
+            },
         }
     }
     fn user_lookup(&self, pid: u32, addr: u64) -> crate::output::stack::Lookup {
-        match self.0.modules_of(pid) {
-            Some(m) => m.lookup(addr),
-            None => crate::output::stack::Lookup::None,
+        use crate::output::stack::Lookup;
+        match self.0.modules_of(pid).map(|m| m.lookup(addr)) {
+            Some(Lookup::None) | None => self.0.managed_lookup(pid, addr),
+            Some(l) => l,
         }
     }
 }
@@ -612,6 +1079,113 @@ mod tests {
             let exe = std::fs::read_link("/proc/self/exe").map_err(|e| e.to_string())?;
             Ok((maps, exe.to_string_lossy().into_owned()))
         }
+    }
+
+    /// A .NET process "7" (CoreCLR mapped) whose perf map is a file the test writes and
+    /// whose every method's code is `push rbp; mov rbp, rsp; pop rbp; ret`.
+    struct NetReader(std::path::PathBuf);
+    impl ProcessReader for NetReader {
+        fn maps(&self, _pid: u32) -> Result<(String, String), String> {
+            Ok((
+                "7f0000000000-7f0000001000 r-xp 00000000 08:01 1 /x/libcoreclr.so\n".into(),
+                "/x/dotnet".into(),
+            ))
+        }
+        fn perf_map(&self, _pid: u32) -> Option<std::path::PathBuf> {
+            Some(self.0.clone())
+        }
+        fn read_memory(&self, _pid: u32, _addr: u64, buf: &mut [u8]) -> bool {
+            let code = [0x55, 0x48, 0x89, 0xe5, 0x5d, 0xc3];
+            for (i, b) in buf.iter_mut().enumerate() {
+                *b = code.get(i).copied().unwrap_or(0xcc);
+            }
+            true
+        }
+    }
+
+    #[test]
+    fn managed_probes_from_the_perf_map() {
+        let dir = std::env::temp_dir().join(format!("dtx-pid-net-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let map = dir.join("perf-7.map");
+        std::fs::write(
+            &map,
+            "1000 6 int32 [app] Work::Add(int32,int32)[QuickJitted]\n\
+             2000 8 stub<1> AllocateTemporaryEntryPoints<PRECODE_FIXUP>\n",
+        )
+        .unwrap();
+        let p = PidProvider::new(Box::new(NetReader(map.clone())));
+        let d = |s: &str| ProbeDesc::parse(s).unwrap();
+        let e = p.try_matching(&d("pid7:app:Work.Add:entry")).unwrap();
+        assert_eq!(e.len(), 1);
+        assert_eq!(
+            (e[0].module.as_str(), e[0].function.as_str()),
+            ("app", "Work.Add")
+        );
+        let probe = |id: u64| {
+            p.probes_of(7)
+                .into_iter()
+                .find(|q| q.info.id == id)
+                .unwrap()
+        };
+        assert_eq!(probe(e[0].id).sites.len(), 1);
+        assert_eq!(probe(e[0].id).sites[0].addr, 0x1000);
+        let r = p.try_matching(&d("pid7:app.dll:Work.Add:return")).unwrap();
+        assert_eq!(probe(r[0].id).sites[0].addr, 0x1005);
+        // not compiled yet: a probe without sites; a native library's function: none
+        let late = p.try_matching(&d("pid7:app:Work.Late:entry")).unwrap();
+        assert_eq!(late.len(), 1);
+        assert!(probe(late[0].id).sites.is_empty());
+        assert!(p
+            .try_matching(&d("pid7:libfoo.so:foo.bar:entry"))
+            .unwrap()
+            .is_empty());
+        assert_eq!(p.unarmed_managed(7).len(), 1);
+        let err = p.try_matching(&d("pid7:app:Work.Add:4")).unwrap_err();
+        assert_eq!(err.tag, "D_PROC_NAME");
+        let err = p
+            .fpid()
+            .try_matching(&d("fpid7:app:Work.Add:entry"))
+            .unwrap_err();
+        assert!(err.message.contains("with pid"), "{}", err.message);
+        // the runtime compiles Late, then a tier-1 Add: both armed, a glob makes a new probe
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().append(true).open(&map).unwrap();
+        f.write_all(
+            b"3000 6 int64 [app] Work::Late(int64)[QuickJitted]\n\
+              4000 6 int32 [app] Work::Add(int32,int32)[OptimizedTier1]\n\
+              5000 6 void [app] Other::Run()[QuickJitted]\n",
+        )
+        .unwrap();
+        let got = p.managed_code(7, None, &[d("pid7:app:Other.*:entry")]);
+        let sites_of = |id: u64| {
+            got.iter()
+                .find(|(i, _, _)| i.id == id)
+                .map(|(_, s, _)| s.iter().map(|s| s.addr).collect::<Vec<_>>())
+        };
+        assert_eq!(sites_of(late[0].id), Some(vec![0x3000]));
+        assert_eq!(sites_of(e[0].id), Some(vec![0x4000]));
+        assert_eq!(sites_of(r[0].id), Some(vec![0x4005]));
+        let run = got
+            .iter()
+            .find(|(i, _, _)| i.function == "Other.Run")
+            .unwrap();
+        assert_eq!(run.2.len(), 1, "made by the glob");
+        assert!(p.unarmed_managed(7).is_empty());
+        // the same lines again (seen at `write`, then in the file): nothing new
+        assert!(p
+            .managed_code(
+                7,
+                Some("3000 6 int64 [app] Work::Late(int64)[QuickJitted]\n"),
+                &[]
+            )
+            .is_empty());
+        // stacks: a method and a stub
+        let names = UserSymbols(p.clone());
+        use crate::agg::SymbolResolver;
+        assert_eq!(names.user(7, 0x4002), "app`Work.Add+0x2");
+        assert_eq!(names.umod(7, 0x2004), "[stub]");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

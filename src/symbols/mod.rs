@@ -9,6 +9,7 @@ pub mod elf;
 pub mod elf_table;
 pub mod kallsyms;
 pub mod live;
+pub mod managed;
 pub mod maps;
 pub mod pdb;
 pub mod pe;

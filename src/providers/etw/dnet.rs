@@ -529,6 +529,101 @@ pub fn managed_method(ev: &EventRecord<'_>, dec: &DecodedEvent<'_>) -> Option<Ma
     })
 }
 
+/// The method tables of the .NET processes of a trace (or a live session), fed by the CLR's
+/// method and module events: MethodLoadVerbose (JIT-compiled code) and the rundown's
+/// MethodDCStartVerbose/MethodDCEndVerbose (code there before the session: JIT-compiled and
+/// ready-to-run), named by assembly from ModuleLoad and the rundown's ModuleDCStart/End
+/// (`ModuleILPath`'s file name less its extension). The same
+/// [`crate::symbols::managed::ManagedMethods`] the Linux perf map fills, so `pid` probes and
+/// stacks name managed code alike on both systems.
+#[derive(Debug, Default)]
+pub struct ClrMethodFeed {
+    /// (pid, ModuleID) → assembly.
+    modules: std::collections::HashMap<(u32, u64), String>,
+    /// (pid, ModuleID, code version): a method's module may come after it (the rundown lists
+    /// methods before their modules).
+    methods: Vec<(u32, u64, crate::symbols::managed::ManagedMethod)>,
+}
+
+impl ClrMethodFeed {
+    /// Takes what a record says of methods and modules (nothing for other records).
+    pub fn observe(&mut self, ev: &EventRecord<'_>, dec: &DecodedEvent<'_>) {
+        if !is_dotnet(ev) {
+            return;
+        }
+        let rundown = ev.provider == RUNDOWN;
+        match ev.id {
+            // MethodLoadVerbose; the rundown's MethodDCStartVerbose and MethodDCEndVerbose
+            143 | 144 if rundown || ev.id == 143 => {
+                let (Some(start), Some(size)) =
+                    (dec.u64("MethodStartAddress"), dec.u64("MethodSize"))
+                else {
+                    return;
+                };
+                let name = match (dec.str("MethodNamespace"), dec.str("MethodName")) {
+                    (Some(ns), Some(n)) if !ns.is_empty() => format!("{ns}.{n}"),
+                    (_, Some(n)) => n.to_string(),
+                    _ => return,
+                };
+                if size == 0 {
+                    return;
+                }
+                let module_id = dec.u64("ModuleID").unwrap_or(0);
+                self.methods.push((
+                    ev.pid,
+                    module_id,
+                    crate::symbols::managed::ManagedMethod {
+                        start,
+                        size,
+                        module: String::new(),
+                        name,
+                        signature: dec.str("MethodSignature").unwrap_or_default().to_string(),
+                        tier: String::new(),
+                    },
+                ));
+            }
+            // ModuleLoad; the rundown's ModuleDCStart and ModuleDCEnd
+            152 if !rundown => self.module(ev, dec),
+            153 | 154 if rundown => self.module(ev, dec),
+            _ => {}
+        }
+    }
+
+    fn module(&mut self, ev: &EventRecord<'_>, dec: &DecodedEvent<'_>) {
+        let (Some(id), Some(path)) = (dec.u64("ModuleID"), dec.str("ModuleILPath")) else {
+            return;
+        };
+        let path: &str = &path;
+        let file = path.rsplit(['\\', '/']).next().unwrap_or(path);
+        let lower = file.to_ascii_lowercase();
+        let name = if lower.ends_with(".dll") || lower.ends_with(".exe") {
+            &file[..file.len() - 4]
+        } else {
+            file
+        };
+        self.modules.insert((ev.pid, id), name.to_string());
+    }
+
+    /// Each process's methods, by address, named by assembly (`?` for a module no event
+    /// named).
+    pub fn tables(
+        &self,
+    ) -> std::collections::HashMap<u32, crate::symbols::managed::ManagedMethods> {
+        let mut out: std::collections::HashMap<u32, crate::symbols::managed::ManagedMethods> =
+            std::collections::HashMap::new();
+        for (pid, module_id, m) in &self.methods {
+            let mut m = m.clone();
+            m.module = self
+                .modules
+                .get(&(*pid, *module_id))
+                .cloned()
+                .unwrap_or_else(|| "?".to_string());
+            out.entry(*pid).or_default().insert(m);
+        }
+        out
+    }
+}
+
 /// Whether a record is the runtime's ClrStackWalk event.
 pub fn is_clr_stack(ev: &EventRecord<'_>) -> bool {
     ev.kind == HeaderKind::EventHeader && ev.provider == RUNTIME && ev.id == CLR_STACK_WALK

@@ -116,6 +116,19 @@ impl LinuxTarget {
         }
         let mut ptrs: Vec<*const libc::c_char> = cargs.iter().map(|c| c.as_ptr()).collect();
         ptrs.push(std::ptr::null());
+        // dtx's environment with the .NET perf map turned on (managed pid probes)
+        let cenv: Vec<CString> = super::target_environment()
+            .into_iter()
+            .filter_map(|(k, v)| {
+                use std::os::unix::ffi::OsStrExt;
+                let mut kv = k.as_bytes().to_vec();
+                kv.push(b'=');
+                kv.extend_from_slice(v.as_bytes());
+                CString::new(kv).ok()
+            })
+            .collect();
+        let mut envp: Vec<*const libc::c_char> = cenv.iter().map(|c| c.as_ptr()).collect();
+        envp.push(std::ptr::null());
         let dev_null = c"/dev/null";
         let mut fds = [0; 2];
         // SAFETY: fds is a valid array of two ints.
@@ -128,7 +141,7 @@ impl LinuxTarget {
             return Err(format!("failed to execute {shown}: {}", strerror(errno())));
         }
         if pid == 0 {
-            // SAFETY: child side of fork: open, dup2, ptrace, execvp, write and _exit only.
+            // SAFETY: child side of fork: open, dup2, ptrace, execvpe, write and _exit only.
             unsafe {
                 libc::close(fds[0]);
                 if let Some(fd) = output {
@@ -140,7 +153,7 @@ impl LinuxTarget {
                     libc::dup2(fd, 2);
                 }
                 libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0);
-                libc::execvp(ptrs[0], ptrs.as_ptr());
+                libc::execvpe(ptrs[0], ptrs.as_ptr(), envp.as_ptr());
                 let e = *libc::__errno_location();
                 libc::write(fds[1], &e as *const i32 as *const libc::c_void, 4);
                 libc::_exit(127);

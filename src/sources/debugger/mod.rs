@@ -260,6 +260,8 @@ struct Site {
     probes: Vec<(ProbeInfo, SiteKind)>,
     /// The dynamic linker's module-list hook.
     rtld: bool,
+    /// libc's `write`, where a .NET runtime's perf map lines are seen as they are written.
+    jit: bool,
 }
 
 /// Walks a user stack, innermost first: each frame by its module's `.eh_frame` rules (ELF) or
@@ -473,6 +475,13 @@ pub struct PidSource {
     scratch_failed: bool,
     /// Run instructions out of line (else emulate or single-step them in place).
     pub out_of_line: bool,
+    /// The target runs .NET and the run names its probes: managed code is followed as the
+    /// runtime compiles it (its perf map, read at libc's `write` and at each pump).
+    managed: bool,
+    /// The file descriptor of the runtime's perf map in the target, once seen.
+    perf_map_fd: Option<i32>,
+    /// The unarmed managed probes were reported.
+    unarmed_said: bool,
 }
 
 impl PidSource {
@@ -528,7 +537,11 @@ impl PidSource {
             scratch: Vec::new(),
             scratch_failed: false,
             out_of_line: true,
+            managed: false,
+            perf_map_fd: None,
+            unarmed_said: false,
         };
+        s.managed = !s.descs.is_empty() && s.provider.is_dotnet(pid);
         let probes = s.provider.probes_of(pid);
         for p in probes {
             if engine.is_enabled(p.info.id) {
@@ -536,7 +549,128 @@ impl PidSource {
             }
         }
         s.plant_rtld_hook();
+        s.plant_jit_hook();
         s
+    }
+
+    /// A breakpoint on libc's `write` in a .NET target: CoreCLR writes each perf map line
+    /// with one `write` as the JIT finishes a method and before the code is used, so the
+    /// probes of a method are armed before its code first runs (every `write` of the process
+    /// stops it once; see docs/pid.md).
+    fn plant_jit_hook(&mut self) {
+        if !self.managed || self.sites.values().any(|s| s.jit) {
+            return;
+        }
+        let Some((addr, emulation, len)) = self.modules.modules.iter().find_map(|m| {
+            if !m.name.starts_with("libc.so") && !m.name.starts_with("libc-") {
+                return None;
+            }
+            let f = m.image.function("write")?;
+            let start = f.addr.wrapping_add(m.bias);
+            let code = m.image.bytes(f.addr, f.size)?;
+            let first = *crate::symbols::decode::function(code, start).first()?;
+            Some((start, first.emulation, first.len))
+        }) else {
+            return;
+        };
+        if let Some(s) = self.sites.get_mut(&addr) {
+            s.jit = true;
+            return;
+        }
+        let (code, code_len) = self.read_code(addr);
+        if code_len != 0 && self.target.write_code(addr, &[0xcc]) {
+            self.sites.insert(
+                addr,
+                Site {
+                    original: code[0],
+                    emulation,
+                    len,
+                    code,
+                    code_len,
+                    ool: OutOfLine::Unknown,
+                    probes: Vec::new(),
+                    rtld: false,
+                    jit: true,
+                },
+            );
+        }
+    }
+
+    /// Managed code appeared (`text`: perf map lines seen at `write`; `None`: read the perf
+    /// map file): arm the probes of its methods, creating those the descriptions name.
+    fn managed_changed(&mut self, text: Option<&str>, engine: &mut Engine) {
+        let pid = self.target.pid();
+        for (info, sites, by) in self.provider.managed_code(pid, text, &self.descs) {
+            if !by.is_empty() && !engine.is_enabled(info.id) {
+                engine.enable_created_probe(info.clone(), &by);
+            }
+            if engine.is_enabled(info.id) {
+                self.plant(&info, &sites);
+            }
+        }
+    }
+
+    /// A stop at libc's `write`: when it writes to the runtime's perf map, the lines it
+    /// writes name new code.
+    fn jit_write(&mut self, regs: &Regs, engine: &mut Engine) {
+        let fd = regs.gpr[RDI] as i32;
+        let (buf, len) = (regs.gpr[RSI], regs.gpr[RDX]);
+        if self.perf_map_fd != Some(fd) {
+            let pid = self.target.pid();
+            let Some(path) = self.provider.perf_map_path(pid) else {
+                return;
+            };
+            let Ok(link) = std::fs::read_link(format!("/proc/{pid}/fd/{fd}")) else {
+                return;
+            };
+            if link != path && link.file_name() != path.file_name() {
+                return;
+            }
+            self.perf_map_fd = Some(fd);
+        }
+        // one line is about a hundred bytes; more than this is not a perf map line
+        let mut b = vec![0u8; len.min(64 * 1024) as usize];
+        if !self.target.read_memory(buf, &mut b) {
+            return;
+        }
+        let text = String::from_utf8_lossy(&b).into_owned();
+        self.managed_changed(Some(&text), engine);
+    }
+
+    /// Says which managed probes never got code (once, at the end of the run).
+    fn report_unarmed(&mut self) {
+        if self.unarmed_said {
+            return;
+        }
+        self.unarmed_said = true;
+        for p in self.provider.unarmed_managed(self.target.pid()) {
+            crate::output::stderr::say(
+                "dtx",
+                format_args!(
+                    "description '{}:{}:{}:{}' matched 1 probe, armed 0 times: not JIT-compiled yet",
+                    p.provider, p.module, p.function, p.name
+                ),
+            );
+        }
+    }
+
+    /// Whether the run follows the target's managed code (its probes can only be breakpoints:
+    /// a uprobe needs a file-backed mapping, and JIT code is anonymous memory).
+    pub fn follows_managed_code(&self) -> bool {
+        self.managed
+    }
+
+    /// Removes the perf map files of a process dtx started with the perf map turned on by
+    /// dtx alone (the runtime leaves them behind).
+    fn remove_perf_maps(&self) {
+        if !self.created || !perf_map_set_by_dtx() {
+            return;
+        }
+        if let Some(path) = self.provider.perf_map_path(self.target.pid()) {
+            let _ = std::fs::remove_file(&path);
+            let info = path.with_file_name(format!("perfinfo-{}.map", self.target.pid()));
+            let _ = std::fs::remove_file(info);
+        }
     }
 
     fn plant(&mut self, info: &ProbeInfo, sites: &[crate::providers::pid::ProbeSite]) {
@@ -560,6 +694,7 @@ impl PidSource {
                     ool: OutOfLine::Unknown,
                     probes: vec![(info.clone(), ps.kind)],
                     rtld: false,
+                    jit: false,
                 },
             );
         }
@@ -597,6 +732,7 @@ impl PidSource {
                     ool: OutOfLine::Unknown,
                     probes: Vec::new(),
                     rtld: true,
+                    jit: false,
                 },
             );
         }
@@ -806,6 +942,10 @@ impl PidSource {
         if let Some(m) = self.provider.modules_of(pid) {
             self.modules = m;
         }
+        if !self.managed && !self.descs.is_empty() && self.provider.is_dotnet(pid) {
+            self.managed = true;
+        }
+        self.plant_jit_hook();
         if new.is_empty() {
             return;
         }
@@ -847,6 +987,7 @@ impl PidSource {
         self.hits += 1;
         regs.rip = addr;
         let rtld = site.rtld;
+        let site_jit = site.jit;
         let (emulation, len, original) = (site.emulation, site.len, site.original);
         if !site.probes.is_empty() {
             let probes = site.probes.clone();
@@ -854,6 +995,9 @@ impl PidSource {
         }
         if rtld {
             self.modules_changed(engine);
+        }
+        if site_jit && self.managed {
+            self.jit_write(&regs, engine);
         }
         self.step_over(tid, &mut regs, addr, emulation, len, original)
     }
@@ -1029,6 +1173,8 @@ impl PidSource {
 
     fn ended_with(&mut self, st: ExitStatus) -> SourceState {
         self.ended = true;
+        self.report_unarmed();
+        self.remove_perf_maps();
         let pid = self.target.pid();
         if self.announce {
             match st {
@@ -1067,7 +1213,12 @@ impl EventSource for PidSource {
         let deadline_mono = monotonic_ns().saturating_add(deadline.saturating_sub(engine.now_ns()));
         while !engine.done() {
             match self.target.wait(Some(deadline_mono)) {
-                DebugEvent::Timeout => return SourceState::Running,
+                DebugEvent::Timeout => {
+                    if self.managed {
+                        self.managed_changed(None, engine);
+                    }
+                    return SourceState::Running;
+                }
                 DebugEvent::Exited(st) => return self.ended_with(st),
                 DebugEvent::ThreadExited { .. } => {}
                 DebugEvent::Stopped { tid, stop } => match stop {
@@ -1106,6 +1257,8 @@ impl EventSource for PidSource {
         if self.ended {
             return;
         }
+        self.report_unarmed();
+        self.remove_perf_maps();
         // a process dtx started ends with dtx, as dtrace kills the `-c` command it created
         // (dt_proc.c: PRELEASE_KILL); a grabbed one runs on without our breakpoints
         if self.created && self.end_created {
@@ -1117,6 +1270,27 @@ impl EventSource for PidSource {
         self.sites.clear();
         self.ended = true;
     }
+}
+
+/// The environment variables that have CoreCLR write its perf map (`/tmp/perf-PID.map`):
+/// `DOTNET_` for .NET 5 and later, `COMPlus_` before (both are read by every runtime that
+/// knows the setting). dtx sets both for the processes it starts, unless the user set them.
+pub const PERF_MAP_VARS: [&str; 2] = ["DOTNET_PerfMapEnabled", "COMPlus_PerfMapEnabled"];
+
+/// Whether dtx's own environment leaves the perf map to dtx (the user set neither variable).
+pub fn perf_map_set_by_dtx() -> bool {
+    PERF_MAP_VARS.iter().all(|v| std::env::var_os(v).is_none())
+}
+
+/// The environment of a process dtx starts: dtx's own, with the perf map variables added.
+pub fn target_environment() -> Vec<(std::ffi::OsString, std::ffi::OsString)> {
+    let mut vars: Vec<(std::ffi::OsString, std::ffi::OsString)> = std::env::vars_os().collect();
+    if perf_map_set_by_dtx() {
+        for v in PERF_MAP_VARS {
+            vars.push((v.into(), "1".into()));
+        }
+    }
+    vars
 }
 
 /// The monotonic clock in ns (the clock `wait` deadlines are in).
