@@ -10,7 +10,7 @@ mod etl;
 use std::collections::HashMap;
 use std::process::Command;
 
-use dtx::providers::dnet::ClrMethodFeed;
+use dtx::providers::etw::dnet::ClrMethodFeed;
 
 /// (pid, start) → (size, Namespace.Type.Method, assembly), from dtx's `dnet` probes.
 fn recorded(trace: &str) -> HashMap<(u32, u64), (u64, String, String)> {
@@ -88,7 +88,7 @@ fn dotnet_pid_method_table_from_clr_jit_and_rundown_events() {
         let mut it = file.events();
         while let Some(r) = it.next_event() {
             let Ok(ev) = r else { continue };
-            if dtx::providers::dnet::is_dotnet(&ev) {
+            if dtx::providers::etw::dnet::is_dotnet(&ev) {
                 let dec = decoder.decode(&ev);
                 feed.observe(&ev, &dec);
             }
