@@ -292,50 +292,46 @@ impl EtlFile {
     /// stay in the page cache, and a later read maps them again). So a walk over a trace of
     /// many gigabytes keeps only the buffers it is reading resident, not the whole file.
     pub(crate) fn done_with(&self, offset: usize, len: usize) {
-        #[cfg(unix)]
-        if let Bytes::Mapped(m) = &self.bytes {
-            // a smaller file stays mapped whole: the next pass over it then finds its pages
-            // in place rather than faulting them in again
-            if m.len() < RELEASE_PAGES_ABOVE {
-                return;
-            }
-            const PAGE: usize = 4096;
-            let start = offset.div_ceil(PAGE) * PAGE;
-            let end = (offset + len).min(m.len()) / PAGE * PAGE;
-            if end > start {
-                // SAFETY: the map is a read-only shared map of a file: after MADV_DONTNEED a
-                // read of these pages maps the file's (unchanged) bytes again, so every
-                // slice into the map stays valid and sees the same contents.
-                let _ = unsafe {
-                    m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
-                };
-            }
+        let Bytes::Mapped(m) = &self.bytes else {
+            return;
+        };
+        // a smaller file stays mapped whole: the next pass over it then finds its pages in
+        // place rather than faulting them in again
+        if m.len() < RELEASE_PAGES_ABOVE {
+            return;
         }
+        const PAGE: usize = 4096;
+        let start = offset.div_ceil(PAGE) * PAGE;
+        let end = (offset + len).min(m.len()) / PAGE * PAGE;
+        if end <= start {
+            return;
+        }
+        #[cfg(unix)]
+        {
+            // SAFETY: the map is a read-only shared map of a file: after MADV_DONTNEED a read
+            // of these pages maps the file's (unchanged) bytes again, so every slice into the
+            // map stays valid and sees the same contents.
+            let _ = unsafe {
+                m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
+            };
+        }
+        // VirtualUnlock on pages that are not locked takes them out of the process's working
+        // set (Microsoft Learn, VirtualUnlock: "calling VirtualUnlock on a range of memory that
+        // is not locked releases the pages from the process's working set"); it then fails with
+        // ERROR_NOT_LOCKED, which is expected. The view's pages stay in the file's cache and
+        // fault back in on a later read.
         #[cfg(windows)]
-        if let Bytes::Mapped(m) = &self.bytes {
-            if m.len() < RELEASE_PAGES_ABOVE {
-                return;
-            }
-            const PAGE: usize = 4096;
-            let start = offset.div_ceil(PAGE) * PAGE;
-            let end = (offset + len).min(m.len()) / PAGE * PAGE;
-            if end > start {
-                // VirtualUnlock on pages that are not locked takes them out of the process's
-                // working set (Microsoft Learn, VirtualUnlock: "calling VirtualUnlock on a range
-                // of memory that is not locked releases the pages from the process's working
-                // set"); it then fails with ERROR_NOT_LOCKED, which is expected. The view's
-                // pages stay in the file's cache and fault back in on a later read.
-                // SAFETY: the range lies inside the live map; nothing is written or unmapped.
-                let _ = unsafe {
-                    windows_sys::Win32::System::Memory::VirtualUnlock(
-                        m.as_ptr().add(start).cast(),
-                        end - start,
-                    )
-                };
-            }
+        {
+            // SAFETY: the range lies inside the live map; nothing is written or unmapped.
+            let _ = unsafe {
+                windows_sys::Win32::System::Memory::VirtualUnlock(
+                    m.as_ptr().add(start).cast(),
+                    end - start,
+                )
+            };
         }
         #[cfg(not(any(unix, windows)))]
-        let _ = (offset, len);
+        let _ = (m, start, end);
     }
 
     /// The buffers in file order, with damage reported in place.
