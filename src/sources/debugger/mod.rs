@@ -561,39 +561,8 @@ impl PidSource {
         if !self.managed || self.sites.values().any(|s| s.jit) {
             return;
         }
-        let Some((addr, emulation, len)) = self.modules.modules.iter().find_map(|m| {
-            if !m.name.starts_with("libc.so") && !m.name.starts_with("libc-") {
-                return None;
-            }
-            let f = m.image.function("write")?;
-            let start = f.addr.wrapping_add(m.bias);
-            let code = m.image.bytes(f.addr, f.size)?;
-            let first = *crate::symbols::decode::function(code, start).first()?;
-            Some((start, first.emulation, first.len))
-        }) else {
-            return;
-        };
-        if let Some(s) = self.sites.get_mut(&addr) {
-            s.jit = true;
-            return;
-        }
-        let (code, code_len) = self.read_code(addr);
-        if code_len != 0 && self.target.write_code(addr, &[0xcc]) {
-            self.sites.insert(
-                addr,
-                Site {
-                    original: code[0],
-                    emulation,
-                    len,
-                    code,
-                    code_len,
-                    ool: OutOfLine::Unknown,
-                    probes: Vec::new(),
-                    rtld: false,
-                    jit: true,
-                },
-            );
-        }
+        let libc = |name: &str| name.starts_with("libc.so") || name.starts_with("libc-");
+        self.plant_hook(&libc, "write", |s| s.jit = true);
     }
 
     /// Managed code appeared (`text`: perf map lines seen at `write`; `None`: read the perf
@@ -706,8 +675,18 @@ impl PidSource {
         if self.descs.is_empty() {
             return;
         }
+        self.plant_hook(&|_: &str| true, "_dl_debug_state", |s| s.rtld = true);
+    }
+
+    /// A breakpoint of dtx's own on the function `name` of the first module `module` accepts
+    /// that has it, marked by `mark` (as the dynamic linker's or the JIT's hook); an existing
+    /// probe site there is marked instead.
+    fn plant_hook(&mut self, module: &dyn Fn(&str) -> bool, name: &str, mark: fn(&mut Site)) {
         let Some((addr, emulation, len)) = self.modules.modules.iter().find_map(|m| {
-            let f = m.image.function("_dl_debug_state")?;
+            if !module(&m.name) {
+                return None;
+            }
+            let f = m.image.function(name)?;
             let start = f.addr.wrapping_add(m.bias);
             let code = m.image.bytes(f.addr, f.size)?;
             let first = *crate::symbols::decode::function(code, start).first()?;
@@ -716,25 +695,24 @@ impl PidSource {
             return;
         };
         if let Some(s) = self.sites.get_mut(&addr) {
-            s.rtld = true;
+            mark(s);
             return;
         }
         let (code, code_len) = self.read_code(addr);
         if code_len != 0 && self.target.write_code(addr, &[0xcc]) {
-            self.sites.insert(
-                addr,
-                Site {
-                    original: code[0],
-                    emulation,
-                    len,
-                    code,
-                    code_len,
-                    ool: OutOfLine::Unknown,
-                    probes: Vec::new(),
-                    rtld: true,
-                    jit: false,
-                },
-            );
+            let mut site = Site {
+                original: code[0],
+                emulation,
+                len,
+                code,
+                code_len,
+                ool: OutOfLine::Unknown,
+                probes: Vec::new(),
+                rtld: false,
+                jit: false,
+            };
+            mark(&mut site);
+            self.sites.insert(addr, site);
         }
     }
 
