@@ -535,6 +535,12 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
         return Ok(EXIT_USAGE);
     }
     if args.compile_only {
+        if args.verbose {
+            for (p, c) in programs.iter().zip(&compiled) {
+                let _ = out.write_all(&stability_report(p, c, &catalog, false));
+            }
+            let _ = out.flush();
+        }
         return Ok(EXIT_OK);
     }
     if compiled.iter().any(|c| c.destructive) && !opts.destructive() {
@@ -554,7 +560,11 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
                 };
                 let line = crate::output::messages::matched(src, &program_label(p), n as u64);
                 crate::output::stderr::write(&line.replacen("dtx", prog, 1));
+                if args.verbose {
+                    let _ = out.write_all(&stability_report(p, c, &catalog, true));
+                }
             }
+            let _ = out.flush();
         }
         return Err("could not enable tracing: Destructive actions not allowed".into());
     }
@@ -643,6 +653,23 @@ fn run_console(
     })
 }
 
+/// `-v`'s stability report of one program (`enabled`: after its "matched" line; else `-e`'s,
+/// with each description's probe information).
+fn stability_report(
+    p: &Program,
+    c: &lang::CompiledProgram,
+    catalog: &Catalog,
+    enabled: bool,
+) -> Vec<u8> {
+    let what = match p.kind {
+        SourceKind::File => "script",
+        SourceKind::String => "description",
+    };
+    let mut buf = Vec::new();
+    let _ = listing::stability_report(&mut buf, what, &program_label(p), c, catalog, enabled);
+    buf
+}
+
 /// The name dtrace gives a program in its messages: the script's file, or a description up to
 /// its predicate or actions.
 fn program_label(p: &Program) -> String {
@@ -678,6 +705,14 @@ fn run_programs(
     let shared = crate::output::labelled::SharedOutput::new(out);
     let consumer = Consumer::new(Box::new(shared.clone()), copts.clone());
     let compiled_uses_stacks = compiled.iter().any(|c| crate::engine::uses_stacks(&c.ir));
+    let reports: Vec<Vec<u8>> = match args.verbose {
+        true => programs
+            .iter()
+            .zip(&compiled)
+            .map(|(p, c)| stability_report(p, c, catalog, true))
+            .collect(),
+        false => Vec::new(),
+    };
     let mut runs = Vec::new();
     for (p, c) in programs.iter().zip(compiled) {
         let label = program_label(p);
@@ -719,7 +754,7 @@ fn run_programs(
         )?,
         _ => None,
     };
-    for (p, r) in programs.iter().zip(&engine.runs) {
+    for (i, (p, r)) in programs.iter().zip(&engine.runs).enumerate() {
         let src = match p.kind {
             SourceKind::File => messages::ProgramSource::Script,
             SourceKind::String => messages::ProgramSource::Description,
@@ -728,6 +763,10 @@ fn run_programs(
             crate::output::stderr::write(
                 &messages::matched(src, &r.label, r.matched as u64).replacen("dtx", prog, 1),
             );
+        }
+        if let Some(report) = reports.get(i) {
+            let mut o = shared.clone();
+            let _ = o.write_all(report).and_then(|_| o.flush());
         }
     }
     if opts.is_set("statusrate") {

@@ -81,6 +81,7 @@ pub fn load(model: DataModel, opts: &DOptions, catalog: &dyn ProbeCatalog) -> DR
     let mut checker = Checker::new(base.clone(), opts.clone(), catalog);
     let mut soft = std::collections::HashSet::new();
     for (name, text) in FILES {
+        let first_type = checker.types.next_id();
         let before: std::collections::HashSet<String> = checker.inlines.keys().cloned().collect();
         let names: crate::lang::parser::TypeNames = checker.types.type_names().cloned().collect();
         let (prog, _, _) = parse_program(text, SourceKind::File, MacroEnv::default(), names, None)
@@ -91,6 +92,9 @@ pub fn load(model: DataModel, opts: &DOptions, catalog: &dyn ProbeCatalog) -> DR
                     .item(item)
                     .map_err(|d| derr(d.tag, d.line, format!("{name}: {}", d.message)))?;
             }
+        }
+        if *name == "windows.d" {
+            checker.types.mark_kernel_since(first_type);
         }
         if name.starts_with("errno.d") || name.starts_with("socket.d") {
             soft.extend(

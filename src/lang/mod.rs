@@ -14,6 +14,7 @@ pub mod library;
 pub mod options;
 pub mod parser;
 pub mod pragma;
+pub mod stability;
 pub mod token;
 pub mod types;
 
@@ -33,6 +34,27 @@ pub struct CompiledProgram {
     pub ir: crate::ir::Program,
     /// Calls destructive actions (`system`, `raise`, `copyout`, ...): needs `-w` to run.
     pub destructive: bool,
+    /// The stability attributes of each clause's statements, in the order of `ir.clauses`.
+    pub stability: Vec<stability::ClauseAttrs>,
+}
+
+impl CompiledProgram {
+    /// `-v`'s two minimums: of the probe descriptions' attributes and of the statements'.
+    pub fn stability_report(
+        &self,
+        catalog: &dyn ProbeCatalog,
+    ) -> (
+        crate::probes::stability::Attr,
+        crate::probes::stability::Attr,
+    ) {
+        let clauses: Vec<_> = self
+            .stability
+            .iter()
+            .zip(&self.ir.clauses)
+            .map(|(a, c)| (*a, c.probes.as_slice()))
+            .collect();
+        stability::program_attrs(&clauses, catalog)
+    }
 }
 
 /// What to compile and how.
@@ -162,11 +184,21 @@ fn compile_here(
     }
     let ir = checker.lower_program(&program)?;
     fpid_reads_no_memory(&ir)?;
+    let attrs = stability::pragma_attrs(&pragmas);
+    let stability = program
+        .items
+        .iter()
+        .filter_map(|item| match item {
+            ast::Item::Clause(c) => Some(stability::clause_attrs(c, &checker.types, &attrs)),
+            _ => None,
+        })
+        .collect();
     Ok(CompiledProgram {
         ir,
         ast: program,
         pragmas,
         destructive: checker.uses_destructive,
+        stability,
     })
 }
 

@@ -40,7 +40,7 @@ pub fn apply(
                         "malformed #pragma attributes <attributes> <ident>",
                     ));
                 }
-                if !valid_attributes(&rest[0]) {
+                if crate::probes::stability::Attr::parse(&rest[0]).is_none() {
                     return Err(derr(
                         "D_PRAGMA_INVAL",
                         line,
@@ -100,25 +100,6 @@ pub fn ident_target(words: &[String]) -> Option<&str> {
         }
         _ => None,
     }
-}
-
-/// `Stable/Stable/Common`-style attributes: up to three of stability / stability / class.
-fn valid_attributes(text: &str) -> bool {
-    const STABILITY: [&str; 8] = [
-        "Internal", "Private", "Obsolete", "External", "Unstable", "Evolving", "Stable", "Standard",
-    ];
-    const CLASS: [&str; 6] = ["Unknown", "CPU", "Platform", "Group", "ISA", "Common"];
-    let parts: Vec<&str> = text.split('/').collect();
-    if parts.is_empty() || parts.len() > 3 {
-        return false;
-    }
-    parts.iter().enumerate().all(|(i, p)| {
-        if i < 2 {
-            STABILITY.iter().any(|s| s.eq_ignore_ascii_case(p))
-        } else {
-            CLASS.iter().any(|s| s.eq_ignore_ascii_case(p))
-        }
-    })
 }
 
 fn option(rest: &[String], line: u32, opts: &mut DOptions) -> DResult<()> {

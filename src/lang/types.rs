@@ -124,6 +124,10 @@ pub struct TypeTable {
     /// program that declares the same name or tag shadows them, and a scoped name
     /// (``nt`_GUID``) still finds the library's.
     library: Scope,
+    /// The ids of the types `windows.d` declares: Windows' kernel types, which dtrace finds in
+    /// a kernel module's CTF rather than in D's own containers (their stability is
+    /// `Private/Private/Unknown`, `_dtrace_typattr`).
+    kernel: std::ops::Range<TypeId>,
     pub model: DataModel,
     pub void: TypeId,
     pub int: TypeId,
@@ -151,6 +155,7 @@ impl TypeTable {
             tags: HashMap::new(),
             pointers: HashMap::new(),
             library: Scope::default(),
+            kernel: 0..0,
             model,
             void: 0,
             int: 0,
@@ -359,6 +364,21 @@ impl TypeTable {
                 self.library.tags.insert(k.clone(), *id);
             }
         }
+    }
+
+    /// The id the next type added gets.
+    pub fn next_id(&self) -> TypeId {
+        self.types.len() as TypeId
+    }
+
+    /// Marks the types added from `start` on as the kernel's (see the `kernel` field).
+    pub fn mark_kernel_since(&mut self, start: TypeId) {
+        self.kernel = start..self.next_id();
+    }
+
+    /// Whether `id` is one of the kernel's types (not a program's or D's own).
+    pub fn is_kernel_type(&self, id: TypeId) -> bool {
+        self.kernel.contains(&id)
     }
 
     /// Whether `name` is still the library's typedef (no program declaration shadows it).

@@ -80,6 +80,74 @@ impl Attr {
             class: self.class.min(o.class),
         }
     }
+
+    /// `Stable/Evolving/Common`: up to three parts, matched without regard to case, the
+    /// missing ones at their maximum (libdtrace's `dtrace_str2attr`). `None` for a part that
+    /// names nothing or a fourth part.
+    pub fn parse(text: &str) -> Option<Attr> {
+        let mut a = Attr::MAX;
+        // an empty part ends the text, as `dt_getstrattr` reads it
+        let mut parts = text.split('/').take_while(|p| !p.is_empty());
+        if let Some(p) = parts.next() {
+            a.name = Stability::parse(p)?;
+        }
+        if let Some(p) = parts.next() {
+            a.data = Stability::parse(p)?;
+        }
+        if let Some(p) = parts.next() {
+            a.class = DepClass::parse(p)?;
+        }
+        parts.next().is_none().then_some(a)
+    }
+
+    /// The strongest attribute, where a minimum starts (`_dtrace_maxattr`).
+    pub const MAX: Attr = Attr::new(Stability::Standard, Stability::Standard, DepClass::Common);
+    /// What D's own identifiers, literals and operators have (`_dtrace_defattr`).
+    pub const DEFAULT: Attr = Attr::new(Stability::Stable, Stability::Stable, DepClass::Common);
+    /// A kernel symbol or a type from a module (`_dtrace_symattr`, `_dtrace_typattr`).
+    pub const PRIVATE: Attr = Attr::new(Stability::Private, Stability::Private, DepClass::Unknown);
+    /// Built-ins whose meaning may still change (`DT_ATTR_EVOLCMN`).
+    pub const EVOLVING: Attr =
+        Attr::new(Stability::Evolving, Stability::Evolving, DepClass::Common);
+    /// Every part of a description whose provider is not named (`_dtrace_prvdesc`).
+    pub const UNNAMED: Attr = Attr::new(Stability::Unstable, Stability::Unstable, DepClass::Common);
+}
+
+impl Stability {
+    const ALL: [Stability; 8] = [
+        Stability::Internal,
+        Stability::Private,
+        Stability::Obsolete,
+        Stability::External,
+        Stability::Unstable,
+        Stability::Evolving,
+        Stability::Stable,
+        Stability::Standard,
+    ];
+
+    fn parse(word: &str) -> Option<Stability> {
+        Self::ALL
+            .into_iter()
+            .find(|s| s.to_string().eq_ignore_ascii_case(word))
+    }
+}
+
+impl DepClass {
+    const ALL: [DepClass; 7] = [
+        DepClass::Unknown,
+        DepClass::Cpu,
+        DepClass::Platform,
+        DepClass::Group,
+        DepClass::Isa,
+        DepClass::Etw,
+        DepClass::Common,
+    ];
+
+    fn parse(word: &str) -> Option<DepClass> {
+        Self::ALL
+            .into_iter()
+            .find(|c| c.to_string().eq_ignore_ascii_case(word))
+    }
 }
 
 /// A provider's attributes: of its name, of the module, function and name parts of its probe
@@ -144,6 +212,66 @@ pub fn provider_attrs(provider: &str) -> &'static ProviderAttrs {
     }
 }
 
+/// The attributes a probe description gives the clauses under it (libdtrace's
+/// `dt_probe_info`): those of the provider's name, weakened by those of each part that is
+/// neither empty nor a glob. A description whose provider part is empty or a glob has
+/// `Unstable` parts throughout.
+pub fn description_attrs(desc: &crate::probes::ProbeDesc) -> Attr {
+    fn named(part: &str) -> bool {
+        !part.is_empty() && !part.contains(['*', '?', '[', '\\'])
+    }
+    if !named(&desc.provider) {
+        return Attr::UNNAMED;
+    }
+    let p = provider_attrs(&desc.provider);
+    let mut a = p.provider;
+    for (part, attr) in [
+        (&desc.module, p.module),
+        (&desc.function, p.function),
+        (&desc.name, p.name),
+    ] {
+        if named(part) {
+            a = a.min(attr);
+        }
+    }
+    a
+}
+
+/// What a description tells of the probes it matches (libdtrace's `dt_probe_info`): its
+/// attributes and its provider's, or `None` when it stands for no one probe: it matches
+/// none, or several of a provider whose arguments are less than `Evolving` in data, or
+/// several whose differing part is at least `Evolving` in name but left empty or globbed
+/// (such probes must share their arguments' signature, so one may stand for all).
+pub fn description_info(
+    desc: &crate::probes::ProbeDesc,
+    matched: &[crate::probes::ProbeInfo],
+) -> Option<(Attr, &'static ProviderAttrs)> {
+    fn open(part: &str) -> bool {
+        part.is_empty() || part.contains(['*', '?', '[', '\\'])
+    }
+    let first = matched.first()?;
+    let p = provider_attrs(&first.provider);
+    if matched.len() > 1
+        && (p.args.data < Stability::Evolving
+            || (p.module.name >= Stability::Evolving && open(&desc.module))
+            || (p.function.name >= Stability::Evolving && open(&desc.function))
+            || (p.name.name >= Stability::Evolving && open(&desc.name)))
+    {
+        return None;
+    }
+    Some((description_attrs(desc), p))
+}
+
+/// What `probeprov`, `probemod`, `probefunc`, `probename` and `args` have in a clause whose
+/// description matches no probe (`_dtrace_prvdesc`).
+pub const UNNAMED_PROVIDER: ProviderAttrs = ProviderAttrs {
+    provider: Attr::UNNAMED,
+    module: Attr::UNNAMED,
+    function: Attr::UNNAMED,
+    name: Attr::UNNAMED,
+    args: Attr::UNNAMED,
+};
+
 /// The attributes of one fully named probe, as `dtrace -lv` shows them: the provider's,
 /// weakened by those of each non-empty part of its description; and those of its arguments.
 pub fn probe_attrs(provider: &str, module: &str, function: &str, name: &str) -> (Attr, Attr) {
@@ -179,5 +307,58 @@ mod tests {
             format!("{}/{}/{}", d.name, d.data, d.class),
             "Evolving/Evolving/ETW"
         );
+    }
+
+    #[test]
+    fn attributes_parse_as_dtrace_str2attr_reads_them() {
+        assert_eq!(
+            Attr::parse("evolving/Unstable/isa"),
+            Some(Attr::new(S::Evolving, S::Unstable, C::Isa))
+        );
+        // missing parts are at their maximum; an empty part ends the text
+        assert_eq!(
+            Attr::parse("Private"),
+            Some(Attr::new(S::Private, S::Standard, C::Common))
+        );
+        assert_eq!(
+            Attr::parse("Stable//ISA"),
+            Some(Attr::new(S::Stable, S::Standard, C::Common))
+        );
+        assert_eq!(Attr::parse("Stable/Bogus"), None);
+        assert_eq!(Attr::parse("Stable/Stable/Common/Common"), None);
+    }
+
+    #[test]
+    fn a_description_stands_for_its_probes_only_where_dt_probe_info_lets_it() {
+        let probe = |prov: &str, func: &str, name: &str| crate::probes::ProbeInfo {
+            id: 1,
+            provider: prov.into(),
+            module: String::new(),
+            function: func.into(),
+            name: name.into(),
+            arg_types: Vec::new(),
+            arg_native: Vec::new(),
+        };
+        let desc = |t: &str| crate::probes::ProbeDesc::parse(t).unwrap();
+        // none matched
+        assert_eq!(description_info(&desc("dtrace:::BEGIN"), &[]), None);
+        // one match: the provider's attributes, Unstable when the provider is not named
+        let one = [probe("dtrace", "", "BEGIN")];
+        let (a, p) = description_info(&desc("BEGIN"), &one).unwrap();
+        assert_eq!(a, Attr::UNNAMED);
+        assert_eq!(p, &DTRACE);
+        let (a, _) = description_info(&desc("dtrace:::BEGIN"), &one).unwrap();
+        assert_eq!(a, Attr::DEFAULT);
+        // several matches of a provider whose arguments are less than Evolving: none
+        let two = [
+            probe("profile", "", "tick-1s"),
+            probe("profile", "", "tick-1"),
+        ];
+        assert_eq!(description_info(&desc("profile:::tick-*"), &two), None);
+        // several of a provider with Evolving arguments whose name part is globbed: none;
+        // the same with the name part named: the first stands for them
+        let two = [probe("sched", "a", "on-cpu"), probe("sched", "b", "on-cpu")];
+        assert_eq!(description_info(&desc("sched:::on*"), &two), None);
+        assert!(description_info(&desc("sched:::on-cpu"), &two).is_some());
     }
 }
