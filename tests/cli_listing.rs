@@ -169,3 +169,41 @@ fn compile_only_verbose_adds_each_descriptions_probe_information() {
     );
     assert_eq!(out, want);
 }
+
+#[test]
+fn an_inline_has_the_attributes_of_its_value_unless_a_pragma_sets_them() {
+    // a translation of curthread is a kernel module's (Private/Private/Unknown); an inline
+    // defined by it has those attributes, or the ones `#pragma D attributes` gives it
+    let dir = std::env::temp_dir().join(format!("dtx-inline-attrs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let run = |pragma: &str| {
+        let script = dir.join("x.d");
+        std::fs::write(
+            &script,
+            format!(
+                "inline lwpsinfo_t *mine = xlate <lwpsinfo_t *> (curthread);\n{pragma}\n\
+                 BEGIN {{ this->a = mine->pr_flag; exit(0); }}\n"
+            ),
+        )
+        .unwrap();
+        let out = dtx_ok(&["-q", "-v", "-s", script.to_str().unwrap()]);
+        let i = out.find("Minimum Statement Attributes").unwrap();
+        out[i..]
+            .lines()
+            .skip(1)
+            .take(3)
+            .collect::<Vec<_>>()
+            .join("|")
+    };
+    let plain = run("");
+    let set = run("#pragma D attributes Stable/Stable/Common mine");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(
+        plain,
+        "\t\tIdentifier Names: Private|\t\tData Semantics:   Private|\t\tDependency Class: Unknown"
+    );
+    assert_eq!(
+        set,
+        "\t\tIdentifier Names: Stable|\t\tData Semantics:   Stable|\t\tDependency Class: Common"
+    );
+}

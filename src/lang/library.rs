@@ -93,6 +93,13 @@ pub fn load(model: DataModel, opts: &DOptions, catalog: &dyn ProbeCatalog) -> DR
                     .map_err(|d| derr(d.tag, d.line, format!("{name}: {}", d.message)))?;
             }
         }
+        if *name == "base.d" {
+            // curthread's `struct thread` stands for the kernel's `kthread_t`: translators
+            // from it are a kernel module's (the illumos translators' `Private` inputs)
+            if let Some(id) = checker.types.lookup("struct thread") {
+                checker.types.mark_kernel(id);
+            }
+        }
         if *name == "windows.d" {
             checker.types.mark_kernel_since(first_type);
         }

@@ -184,12 +184,18 @@ fn compile_here(
     }
     let ir = checker.lower_program(&program)?;
     fpid_reads_no_memory(&ir)?;
-    let attrs = stability::pragma_attrs(&pragmas);
+    let idents =
+        stability::program_idents(&program, &pragmas, &checker.types, &checker.translators);
     let stability = program
         .items
         .iter()
         .filter_map(|item| match item {
-            ast::Item::Clause(c) => Some(stability::clause_attrs(c, &checker.types, &attrs)),
+            ast::Item::Clause(c) => Some(stability::clause_attrs(
+                c,
+                &checker.types,
+                &idents,
+                &checker.translators,
+            )),
             _ => None,
         })
         .collect();

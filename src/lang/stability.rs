@@ -12,6 +12,7 @@
 use std::collections::HashMap;
 
 use super::ast::{BaseSpec, Clause, Expr, ExprKind, Stmt, TypeName};
+use super::check::Translator;
 use super::types::TypeTable;
 use crate::probes::stability::{description_info, Attr, UNNAMED_PROVIDER};
 use crate::probes::{ProbeCatalog, ProbeDesc};
@@ -64,9 +65,33 @@ fn builtin_attr(name: &str) -> Option<Attr> {
     }
 }
 
-/// The attributes `#pragma D attributes A name` gives a program's identifiers.
-pub fn pragma_attrs(pragmas: &[super::ast::Pragma]) -> HashMap<String, Attr> {
+/// The attributes of a program's own identifiers: an inline has those of its value (as
+/// libdtrace cooks an inline's definition), and `#pragma D attributes A name` sets them.
+pub fn program_idents(
+    program: &super::ast::Program,
+    pragmas: &[super::ast::Pragma],
+    types: &TypeTable,
+    translators: &[Translator],
+) -> HashMap<String, Attr> {
     let mut out = HashMap::new();
+    for item in &program.items {
+        let super::ast::Item::Inline(def) = item else {
+            continue;
+        };
+        let Some(name) = def.declarator.name() else {
+            continue;
+        };
+        let mut walk = Walk {
+            types,
+            idents: &out,
+            translators,
+            attr: Attr::DEFAULT,
+            context: ContextUse::default(),
+        };
+        walk.expr(&def.value);
+        let a = walk.attr;
+        out.insert(name.to_string(), a);
+    }
     for p in pragmas {
         let w = &p.words;
         if w.len() == 5 && w[0] == "pragma" && w[1] == "D" && w[2] == "attributes" {
@@ -82,11 +107,13 @@ pub fn pragma_attrs(pragmas: &[super::ast::Pragma]) -> HashMap<String, Attr> {
 pub fn clause_attrs(
     clause: &Clause,
     types: &TypeTable,
-    pragmas: &HashMap<String, Attr>,
+    idents: &HashMap<String, Attr>,
+    translators: &[Translator],
 ) -> ClauseAttrs {
     let mut walk = Walk {
         types,
-        pragmas,
+        idents,
+        translators,
         attr: Attr::DEFAULT,
         context: ContextUse::default(),
     };
@@ -106,7 +133,9 @@ pub fn clause_attrs(
 
 struct Walk<'a> {
     types: &'a TypeTable,
-    pragmas: &'a HashMap<String, Attr>,
+    /// The program's own identifiers' attributes ([`program_idents`]).
+    idents: &'a HashMap<String, Attr>,
+    translators: &'a [Translator],
     attr: Attr,
     context: ContextUse,
 }
@@ -147,15 +176,16 @@ impl Walk<'_> {
             // a kernel or user symbol (`` `sym``, ``nt`sym``): `_dtrace_symattr`
             _ if name.contains('`') => self.weaken(Attr::PRIVATE),
             _ => {
-                if let Some(a) = builtin_attr(name).or_else(|| self.pragmas.get(name).copied()) {
+                if let Some(a) = builtin_attr(name).or_else(|| self.idents.get(name).copied()) {
                     self.weaken(a);
                 }
             }
         }
     }
 
-    fn type_name(&mut self, t: &TypeName) {
-        let name = match &t.specs.base {
+    /// The name of a type's base (`struct x`, `T`), if it has one.
+    fn base_name(t: &TypeName) -> Option<String> {
+        Some(match &t.specs.base {
             Some(BaseSpec::Named(n)) => n.clone(),
             Some(BaseSpec::Sou {
                 kind,
@@ -169,7 +199,13 @@ impl Walk<'_> {
                 }
             ),
             Some(BaseSpec::Enum { name: Some(n), .. }) => format!("enum {n}"),
-            _ => return,
+            _ => return None,
+        })
+    }
+
+    fn type_name(&mut self, t: &TypeName) {
+        let Some(name) = Self::base_name(t) else {
+            return;
         };
         // a module's type (``nt`_GUID``, or one of the kernel's the library declares):
         // `_dtrace_typattr`; D's and the program's own types have the default
@@ -179,6 +215,27 @@ impl Walk<'_> {
                 .lookup(&name)
                 .is_some_and(|id| self.types.is_kernel_type(id));
         if kernel {
+            self.weaken(Attr::PRIVATE);
+        }
+    }
+
+    /// A translator to `t` from a kernel type is a kernel module's (`dt_xlator_create` takes
+    /// the weaker of its two types' attributes).
+    fn translator(&mut self, t: &TypeName) {
+        let types = self.types;
+        let Some(out) = Self::base_name(t).and_then(|n| types.lookup(&n)) else {
+            return;
+        };
+        let out = types.resolve(out);
+        let kernel_input = |input| {
+            let id = types.referent(input).unwrap_or(input);
+            types.is_kernel_type(types.resolve(id))
+        };
+        if self
+            .translators
+            .iter()
+            .any(|x| types.resolve(x.output) == out && kernel_input(x.input))
+        {
             self.weaken(Attr::PRIVATE);
         }
     }
@@ -207,8 +264,13 @@ impl Walk<'_> {
                 self.expr(a);
                 self.expr(b);
             }
-            ExprKind::Cast(t, x) | ExprKind::Xlate(t, x) => {
+            ExprKind::Cast(t, x) => {
                 self.type_name(t);
+                self.expr(x);
+            }
+            ExprKind::Xlate(t, x) => {
+                self.type_name(t);
+                self.translator(t);
                 self.expr(x);
             }
             ExprKind::SizeofType(t) => self.type_name(t),

@@ -128,6 +128,8 @@ pub struct TypeTable {
     /// a kernel module's CTF rather than in D's own containers (their stability is
     /// `Private/Private/Unknown`, `_dtrace_typattr`).
     kernel: std::ops::Range<TypeId>,
+    /// Other types that stand for the kernel's (base.d's `struct thread`, for `kthread_t`).
+    kernel_more: Vec<TypeId>,
     pub model: DataModel,
     pub void: TypeId,
     pub int: TypeId,
@@ -156,6 +158,7 @@ impl TypeTable {
             pointers: HashMap::new(),
             library: Scope::default(),
             kernel: 0..0,
+            kernel_more: Vec::new(),
             model,
             void: 0,
             int: 0,
@@ -376,9 +379,14 @@ impl TypeTable {
         self.kernel = start..self.next_id();
     }
 
+    /// Marks one more type as the kernel's.
+    pub fn mark_kernel(&mut self, id: TypeId) {
+        self.kernel_more.push(id);
+    }
+
     /// Whether `id` is one of the kernel's types (not a program's or D's own).
     pub fn is_kernel_type(&self, id: TypeId) -> bool {
-        self.kernel.contains(&id)
+        self.kernel.contains(&id) || self.kernel_more.contains(&id)
     }
 
     /// Whether `name` is still the library's typedef (no program declaration shadows it).
