@@ -625,7 +625,9 @@ pub use crate::etw::state::UNKNOWN_EXECNAME;
 
 /// Runs one firing in every program that enabled its probe (see [`Engine::fire`]); returns
 /// how many programs ran it. `before_print` sees the consumer before it takes records that
-/// a firing made (to bring its names of stack frames up to date).
+/// a firing made (to bring its names of stack frames up to date). Inlined into each of its
+/// callers, as it was into the walk's firing before that moved to `sources::etl::walk`.
+#[inline(always)]
 fn fire_runs(
     runs: &mut [ProgramRun],
     consumer: &mut Consumer,
@@ -732,7 +734,8 @@ impl Sink for Engine {
         Engine::fire(self, cx)
     }
 
-    #[inline]
+    // inlined into the walk's `fire_event`, so that the context is built once, in place
+    #[inline(always)]
     fn fire_probe(
         &mut self,
         probe: u64,
