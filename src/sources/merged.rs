@@ -137,7 +137,7 @@ impl<S: EventSource> EventSource for Shared<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::standalone::standalone_engine;
+    use crate::sources::sink::ClockSink;
 
     /// A source that records its pumps and ends after `ends_after` of them.
     struct Counting {
@@ -177,7 +177,7 @@ mod tests {
 
     #[test]
     fn every_source_gets_turns_and_the_first_end_ends_the_run() {
-        let mut sink = standalone_engine("BEGIN { }").unwrap();
+        let mut sink = ClockSink::new();
         let (a, pa) = counting(None);
         let (b, pb) = counting(Some(4));
         let sa = a.stopped.clone();
@@ -193,7 +193,7 @@ mod tests {
 
     #[test]
     fn a_pump_returns_at_its_deadline() {
-        let mut sink = standalone_engine("BEGIN { }").unwrap();
+        let mut sink = ClockSink::new();
         let (a, _) = counting(None);
         let (b, _) = counting(None);
         let mut m = MergedSource::new(vec![Box::new(a), Box::new(b)]);

@@ -145,3 +145,79 @@ impl LiveStatus {
         self.messages.extend(other.messages);
     }
 }
+
+/// A sink for tests of a source's pumping: a live clock, no programs, nothing fires.
+#[cfg(test)]
+pub(crate) struct ClockSink {
+    start: std::time::Instant,
+}
+
+#[cfg(test)]
+impl ClockSink {
+    pub(crate) fn new() -> ClockSink {
+        ClockSink {
+            start: std::time::Instant::now(),
+        }
+    }
+}
+
+#[cfg(test)]
+impl Sink for ClockSink {
+    fn now_ns(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+    fn done(&self) -> bool {
+        false
+    }
+    fn exited(&self) -> bool {
+        false
+    }
+    fn is_enabled(&self, _probe: u64) -> bool {
+        false
+    }
+    fn probe_info(&self, _probe: u64) -> Option<&ProbeInfo> {
+        None
+    }
+    fn enabled_probes(&self) -> Box<dyn Iterator<Item = &ProbeInfo> + '_> {
+        Box::new(std::iter::empty())
+    }
+    fn programs(&self) -> Vec<&Arc<ir::Program>> {
+        Vec::new()
+    }
+    fn generation(&self) -> u64 {
+        0
+    }
+    fn fire(&mut self, _cx: &FiringCtx<'_>) {}
+    fn fire_probe(
+        &mut self,
+        _probe: u64,
+        _cx: &FiringCtx<'_>,
+        _names: &mut dyn FnMut() -> Option<Box<dyn SymbolResolver + Send>>,
+    ) {
+    }
+    fn enable_created_probe(&mut self, _p: ProbeInfo, _created_by: &[ProbeDesc]) {}
+    fn detach_timer(&mut self, _probe: u64) -> bool {
+        false
+    }
+    fn profile_from_samples(&mut self) {}
+    fn sampler(&mut self) -> Option<&mut ProfileSampler> {
+        None
+    }
+    fn etw_interest(&self, etw: &EtwProbes) -> Interest {
+        etw.interest(&|_| false)
+    }
+    fn trace_time(&self) -> Option<u64> {
+        None
+    }
+    fn next_timer_due(&self) -> Option<u64> {
+        None
+    }
+    fn advance_to(&mut self, _t: u64) {}
+    fn set_symbols(&mut self, _symbols: Box<dyn SymbolResolver + Send>) {}
+    fn take_symbols(&mut self) -> Box<dyn SymbolResolver + Send> {
+        Box::new(crate::agg::NoSymbols)
+    }
+    fn prog(&self) -> &str {
+        "dtx"
+    }
+}
