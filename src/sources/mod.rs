@@ -4,8 +4,8 @@
 pub mod debugger;
 pub mod etl;
 pub mod etw_live;
-pub mod etw_writer;
 pub mod first_records;
 pub mod fpid;
 pub mod merged;
 pub mod perf;
+pub mod sink;

@@ -12,6 +12,7 @@ mod exec;
 pub mod memory;
 mod record;
 mod spec;
+pub mod stack_use;
 pub mod subr;
 pub(crate) mod thread;
 mod vars;

@@ -145,6 +145,9 @@ static IDLE: std::sync::LazyLock<Process> = std::sync::LazyLock::new(|| Process 
 /// (those are multiples of 4), and `-1` as D's `pid_t`.
 pub const UNKNOWN_PID: u32 = u32::MAX;
 
+/// The `execname` of a thread that no record of the trace named (its pid is [`UNKNOWN_PID`]).
+pub const UNKNOWN_EXECNAME: &[u8] = b"<unknown>";
+
 impl SystemState {
     pub fn new() -> SystemState {
         SystemState::default()

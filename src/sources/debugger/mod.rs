@@ -15,9 +15,9 @@ pub mod windows;
 
 use std::collections::HashMap;
 
-use crate::engine::{Engine, EventSource, SourceState};
 use crate::probes::{ProbeDesc, ProbeInfo};
 use crate::providers::pid::{PidProvider, SiteKind};
+use crate::sources::sink::{EventSource, Sink, SourceState};
 use crate::symbols::decode::Emulation;
 use crate::symbols::ProcessModules;
 use crate::vm::{AddressSpace, Fault, FiringCtx};
@@ -366,11 +366,11 @@ pub fn walk_stack_in(
 /// Why the clauses of process `pid`'s probes need the target stopped at each hit (they read
 /// or write its memory, or act on the process), or `None` when a copy of its registers and
 /// stack taken at the hit is all they read: then a kernel uprobe can serve them.
-pub fn stopped_target_needed(engine: &Engine, pid: u32) -> Option<String> {
+pub fn stopped_target_needed(sink: &dyn Sink, pid: u32) -> Option<String> {
     use crate::ir::{ActionKind, Node};
     let provider = format!("pid{pid}");
-    for r in &engine.runs {
-        for c in &r.vm.program.clauses {
+    for program in sink.programs() {
+        for c in &program.clauses {
             if !c
                 .probes
                 .iter()
@@ -487,13 +487,13 @@ pub struct PidSource {
 impl PidSource {
     /// Plants the breakpoints of the enabled probes of the target (the engine already knows
     /// them) and of the dynamic linker hook; the target stays stopped until the first pump.
-    pub fn new(target: Box<dyn TargetProcess>, provider: PidProvider, engine: &Engine) -> Self {
+    pub fn new(target: Box<dyn TargetProcess>, provider: PidProvider, sink: &dyn Sink) -> Self {
         let pid = target.pid();
         let (execname, ppid) = target.identity();
         let modules = provider.modules_of(pid).unwrap_or_default();
         let mut descs = Vec::new();
-        for r in &engine.runs {
-            for c in &r.vm.program.clauses {
+        for program in sink.programs() {
+            for c in &program.clauses {
                 for d in &c.probes {
                     if crate::probes::glob_match(&d.provider, &format!("pid{pid}"))
                         && !descs.contains(d)
@@ -512,12 +512,12 @@ impl PidSource {
             ppid,
             descs,
             want_ustack: false,
-            args_used: engine
-                .runs
-                .iter()
-                .map(|r| {
+            args_used: sink
+                .programs()
+                .into_iter()
+                .map(|program| {
                     let mut used = 0;
-                    crate::ir::visit::visit_nodes(&r.vm.program, &mut |n| match n {
+                    crate::ir::visit::visit_nodes(program, &mut |n| match n {
                         crate::ir::Node::Arg(i) => used = used.max(*i as usize + 1),
                         crate::ir::Node::Args { .. } => used = 10,
                         _ => {}
@@ -544,7 +544,7 @@ impl PidSource {
         s.managed = !s.descs.is_empty() && s.provider.is_dotnet(pid);
         let probes = s.provider.probes_of(pid);
         for p in probes {
-            if engine.is_enabled(p.info.id) {
+            if sink.is_enabled(p.info.id) {
                 s.plant(&p.info, &p.sites);
             }
         }
@@ -567,13 +567,13 @@ impl PidSource {
 
     /// Managed code appeared (`text`: perf map lines seen at `write`; `None`: read the perf
     /// map file): arm the probes of its methods, creating those the descriptions name.
-    fn managed_changed(&mut self, text: Option<&str>, engine: &mut Engine) {
+    fn managed_changed(&mut self, text: Option<&str>, sink: &mut dyn Sink) {
         let pid = self.target.pid();
         for (info, sites, by) in self.provider.managed_code(pid, text, &self.descs) {
-            if !by.is_empty() && !engine.is_enabled(info.id) {
-                engine.enable_created_probe(info.clone(), &by);
+            if !by.is_empty() && !sink.is_enabled(info.id) {
+                sink.enable_created_probe(info.clone(), &by);
             }
-            if engine.is_enabled(info.id) {
+            if sink.is_enabled(info.id) {
                 self.plant(&info, &sites);
             }
         }
@@ -581,7 +581,7 @@ impl PidSource {
 
     /// A stop at libc's `write`: when it writes to the runtime's perf map, the lines it
     /// writes name new code.
-    fn jit_write(&mut self, regs: &Regs, engine: &mut Engine) {
+    fn jit_write(&mut self, regs: &Regs, sink: &mut dyn Sink) {
         let fd = regs.gpr[RDI] as i32;
         let (buf, len) = (regs.gpr[RSI], regs.gpr[RDX]);
         if self.perf_map_fd != Some(fd) {
@@ -603,7 +603,7 @@ impl PidSource {
             return;
         }
         let text = String::from_utf8_lossy(&b).into_owned();
-        self.managed_changed(Some(&text), engine);
+        self.managed_changed(Some(&text), sink);
     }
 
     /// Says which managed probes never got code (once, at the end of the run).
@@ -829,12 +829,12 @@ impl PidSource {
     }
 
     /// Descriptions of this process's probes that matched no enabled probe.
-    fn unmatched(&self, engine: &Engine) -> Vec<ProbeDesc> {
+    fn unmatched(&self, sink: &dyn Sink) -> Vec<ProbeDesc> {
         let provider = format!("pid{}", self.target.pid());
         self.descs
             .iter()
             .filter(|d| {
-                !engine.enabled_probes().any(|p| {
+                !sink.enabled_probes().any(|p| {
                     p.provider == provider
                         && (d.module == "a.out" || crate::probes::glob_match(&d.module, &p.module))
                         && crate::probes::glob_match(&d.function, &p.function)
@@ -855,17 +855,17 @@ impl PidSource {
 
     /// Whether a description of this process's probes matched none (it may name a module
     /// loaded later).
-    pub fn has_unmatched(&self, engine: &Engine) -> bool {
-        !self.unmatched(engine).is_empty()
+    pub fn has_unmatched(&self, sink: &dyn Sink) -> bool {
+        !self.unmatched(sink).is_empty()
     }
 
     /// Takes the breakpoints out (the target stays stopped) and hands the target and its probe
     /// sites over (to the uprobe backend).
-    pub fn into_plan(self, engine: &Engine) -> PidPlan {
+    pub fn into_plan(self, sink: &dyn Sink) -> PidPlan {
         for (addr, s) in &self.sites {
             self.target.write_code(*addr, &[s.original]);
         }
-        let unmatched = self.unmatched(engine);
+        let unmatched = self.unmatched(sink);
         let probes = self.provider.probes_of(self.target.pid());
         let mut return_of = HashMap::new();
         for (addr, site) in &self.sites {
@@ -914,7 +914,7 @@ impl PidSource {
     }
 
     /// New modules: create the probes the run's descriptions name in them and arm them.
-    fn modules_changed(&mut self, engine: &mut Engine) {
+    fn modules_changed(&mut self, sink: &mut dyn Sink) {
         let pid = self.target.pid();
         let new = self.provider.refresh_modules(pid);
         if let Some(m) = self.provider.modules_of(pid) {
@@ -942,10 +942,10 @@ impl PidSource {
         }
         let probes = self.provider.probes_of(pid);
         for (info, by) in created {
-            if engine.is_enabled(info.id) {
+            if sink.is_enabled(info.id) {
                 continue;
             }
-            engine.enable_created_probe(info.clone(), &by);
+            sink.enable_created_probe(info.clone(), &by);
             if let Some(p) = probes.iter().find(|p| p.info.id == info.id) {
                 let sites = p.sites.clone();
                 self.plant(&info, &sites);
@@ -954,7 +954,7 @@ impl PidSource {
     }
 
     /// A thread stopped on a trap: fire the probes of the breakpoint, step over it, resume.
-    fn breakpoint(&mut self, tid: u32, engine: &mut Engine) -> Option<SourceState> {
+    fn breakpoint(&mut self, tid: u32, sink: &mut dyn Sink) -> Option<SourceState> {
         let mut regs = self.target.regs(tid)?;
         let addr = regs.rip.wrapping_sub(1);
         let Some(site) = self.sites.get(&addr) else {
@@ -969,13 +969,13 @@ impl PidSource {
         let (emulation, len, original) = (site.emulation, site.len, site.original);
         if !site.probes.is_empty() {
             let probes = site.probes.clone();
-            self.fire(tid, &regs, &probes, engine);
+            self.fire(tid, &regs, &probes, sink);
         }
         if rtld {
-            self.modules_changed(engine);
+            self.modules_changed(sink);
         }
         if site_jit && self.managed {
-            self.jit_write(&regs, engine);
+            self.jit_write(&regs, sink);
         }
         self.step_over(tid, &mut regs, addr, emulation, len, original)
     }
@@ -985,7 +985,7 @@ impl PidSource {
         tid: u32,
         regs: &Regs,
         probes: &[(ProbeInfo, SiteKind)],
-        engine: &mut Engine,
+        sink: &mut dyn Sink,
     ) {
         let uregs = regs.uregs();
         let g = &regs.gpr;
@@ -996,13 +996,13 @@ impl PidSource {
             [g[RDI], g[RSI], g[RDX], g[RCX], g[R8], g[R9], 0, 0, 0, 0]
         };
         let mut stack_read = self.args_used <= if win64 { 4 } else { 6 };
-        let now = engine.now_ns();
+        let now = sink.now_ns();
         let wall = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(0);
         for (info, kind) in probes {
-            if !engine.is_enabled(info.id) {
+            if !sink.is_enabled(info.id) {
                 continue;
             }
             let args = match kind {
@@ -1052,7 +1052,7 @@ impl PidSource {
             cx.memory = &mem;
             cx.uregs = &uregs;
             cx.ustack = &self.ustack;
-            engine.fire(&cx);
+            sink.fire(&cx);
         }
     }
 
@@ -1179,7 +1179,7 @@ impl PidSource {
 const SIGTRAP: i32 = 5;
 
 impl EventSource for PidSource {
-    fn pump(&mut self, deadline: u64, engine: &mut Engine) -> SourceState {
+    fn pump(&mut self, deadline: u64, sink: &mut dyn Sink) -> SourceState {
         if self.ended {
             return SourceState::Ended(None);
         }
@@ -1188,12 +1188,12 @@ impl EventSource for PidSource {
             self.target.resume_all();
         }
         // the engine clock and the target's wait share the monotonic clock
-        let deadline_mono = monotonic_ns().saturating_add(deadline.saturating_sub(engine.now_ns()));
-        while !engine.done() {
+        let deadline_mono = monotonic_ns().saturating_add(deadline.saturating_sub(sink.now_ns()));
+        while !sink.done() {
             match self.target.wait(Some(deadline_mono)) {
                 DebugEvent::Timeout => {
                     if self.managed {
-                        self.managed_changed(None, engine);
+                        self.managed_changed(None, sink);
                     }
                     return SourceState::Running;
                 }
@@ -1201,7 +1201,7 @@ impl EventSource for PidSource {
                 DebugEvent::ThreadExited { .. } => {}
                 DebugEvent::Stopped { tid, stop } => match stop {
                     Stop::Trap => {
-                        if let Some(s) = self.breakpoint(tid, engine) {
+                        if let Some(s) = self.breakpoint(tid, sink) {
                             return s;
                         }
                     }
@@ -1215,7 +1215,7 @@ impl EventSource for PidSource {
                         self.target.resume(tid, 0);
                     }
                     Stop::Modules => {
-                        self.modules_changed(engine);
+                        self.modules_changed(sink);
                         self.target.resume(tid, 0);
                     }
                     Stop::Exec => {

@@ -58,11 +58,11 @@ use super::{
     event_record_callback, open_source, CallbackContext, ControlStatus, EtwLiveSource, OpenControl,
     SchemaLookup, SessionControl,
 };
-use crate::engine::Engine;
 use crate::etw::catalog::{self, ProviderCatalog, ProviderInfo};
 use crate::etw::reader::logfile::{LogfileHeader, TimeBase};
 use crate::etw::record::Guid;
 use crate::providers::etw::EtwProbes;
+use crate::sources::sink::Sink;
 
 // ---------------------------------------------------------------------------------------------
 // Opening a live source
@@ -84,16 +84,16 @@ pub fn open_control(log_file: Option<PathBuf>, process_all: bool) -> OpenControl
 /// `-gE`) the high-frequency kernel events are only written, to `<file>.hfreq.etl`. The notes
 /// of the first plan are printed as warnings.
 pub fn open_for(
-    engine: &Engine,
+    sink: &dyn Sink,
     etw: &EtwProbes,
     log_file: Option<&Path>,
     process_all: bool,
 ) -> Result<Option<EtwLiveSource>, String> {
-    if SessionPlan::for_engine(engine, etw).is_empty() {
+    if SessionPlan::for_engine(sink, etw).is_empty() {
         return Ok(None);
     }
     let open = open_control(log_file.map(Path::to_path_buf), process_all);
-    let (source, notes) = open_source(&open, etw.clone(), engine)?;
+    let (source, notes) = open_source(&open, etw.clone(), sink)?;
     for note in notes {
         crate::output::stderr::say("dtx", format_args!("warning: {note}"));
     }
