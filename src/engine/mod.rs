@@ -5,6 +5,7 @@
 pub mod clock;
 pub mod consumer;
 pub mod many;
+mod reads;
 pub mod session;
 /// Moved to `agg` (it reads only aggregation tables); the old path still names it.
 pub use crate::agg::snapshot;
@@ -253,6 +254,7 @@ impl Engine {
         if !self.sampler.is_empty() {
             it.add_samples();
         }
+        it.set_reads_event(self.runs.iter().any(|r| reads::reads_event(&r.vm.program)));
         it
     }
 
@@ -776,7 +778,7 @@ impl Engine {
             dec,
             state,
             &|id| runs.iter().any(|r| r.vm.is_enabled(id)),
-            interest.as_ref().is_none_or(|i| i.kernel_probe(ev)),
+            interest.as_ref(),
             firings,
         );
         if !self.sampler.is_empty() {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::{ecb, ErrorInfo, FireResult, FiringCtx, Vm};
 use crate::agg::{IntKey, KeyValue};
-use crate::ir::{Action, ActionKind, Node, Program, Stmt, ValKind};
+use crate::ir::{Action, ActionKind, LValue, Node, Program, Scope, Stmt, ValKind};
 use crate::probes::{END_ID, ERROR_ID, ERROR_PROBE};
 
 type R<T> = Result<T, Fault>;
@@ -242,7 +242,9 @@ impl Vm {
             *action_no += 1;
             match s {
                 Stmt::Eval(n) => {
-                    self.eval(n, cx)?;
+                    if !self.step_static(n) {
+                        self.eval(n, cx)?;
+                    }
                 }
                 Stmt::If {
                     cond,
@@ -266,6 +268,38 @@ impl Vm {
             }
         }
         Ok(Flow::Done)
+    }
+
+    /// `n++` / `n--` / `++n` / `--n` as a statement on an integer global or clause-local
+    /// variable: the value is not used, so the add is all there is to do (what `eval` does
+    /// for it through `load_lvalue` and `store`, without the calls: `diag:::events { n++; }`
+    /// runs it for every record). False, having done nothing, for any other statement.
+    #[inline(always)]
+    fn step_static(&mut self, n: &Node) -> bool {
+        let Node::IncDec { target, delta, .. } = n else {
+            return false;
+        };
+        let LValue::Var {
+            id,
+            scope,
+            kind: ValKind::Int { .. },
+        } = &**target
+        else {
+            return false;
+        };
+        let slot = match scope {
+            Scope::Global => self.globals.get_mut(*id as usize),
+            Scope::Clause => self.locals.get_mut(*id as usize),
+            Scope::Thread => None,
+        };
+        match slot {
+            Some(v) => {
+                // D variables hold the full 64-bit value (see `write_var`)
+                *v = v.wrapping_add(*delta as u64);
+                true
+            }
+            None => false,
+        }
     }
 
     /// The recorded form of a value.
