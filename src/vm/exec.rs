@@ -96,6 +96,20 @@ impl Vm {
                 }
                 continue;
             }
+            let clause = &program.clauses[e.clause];
+            // a clause of `n++` statements alone, with no predicate: the adds are all it does
+            // (no record, no speculation, no fault, nothing of the firing read), so none of
+            // the state a clause's actions and faults need is set up for it
+            if clause.predicate.is_none() && self.steps_only(&clause.body) {
+                for s in &clause.body {
+                    if let Stmt::Eval(n) = s {
+                        self.step_static(n);
+                    }
+                }
+                // as a clause that ran to its end with no speculation (below)
+                self.buf_offset = offs + ecb.size;
+                continue;
+            }
             self.current_clause = e.clause;
             self.current_epid = e.epid;
             self.current_spec = 0;
@@ -107,7 +121,6 @@ impl Vm {
             self.fire_probe = cx.probe.id;
             self.scratch.clear();
             self.scratch_top = 0;
-            let clause = &program.clauses[e.clause];
             let mut action_no = 0u32;
             self.clause_ran = false;
             self.exit_in_clause = false;
@@ -276,8 +289,34 @@ impl Vm {
     /// runs it for every record). False, having done nothing, for any other statement.
     #[inline(always)]
     fn step_static(&mut self, n: &Node) -> bool {
-        let Node::IncDec { target, delta, .. } = n else {
+        let Some((global, i, delta)) = self.static_step(n) else {
             return false;
+        };
+        let v = match global {
+            true => &mut self.globals[i],
+            false => &mut self.locals[i],
+        };
+        // D variables hold the full 64-bit value (see `write_var`)
+        *v = v.wrapping_add(delta as u64);
+        true
+    }
+
+    /// Whether every statement of `body` (one at least) is one [`Vm::step_static`] does.
+    #[inline]
+    fn steps_only(&self, body: &[Stmt]) -> bool {
+        !body.is_empty()
+            && body.iter().all(|s| match s {
+                Stmt::Eval(n) => self.static_step(n).is_some(),
+                _ => false,
+            })
+    }
+
+    /// The variable (global or not) and the add of an `n++` statement [`Vm::step_static`]
+    /// does.
+    #[inline(always)]
+    fn static_step(&self, n: &Node) -> Option<(bool, usize, i64)> {
+        let Node::IncDec { target, delta, .. } = n else {
+            return None;
         };
         let LValue::Var {
             id,
@@ -285,20 +324,13 @@ impl Vm {
             kind: ValKind::Int { .. },
         } = &**target
         else {
-            return false;
+            return None;
         };
-        let slot = match scope {
-            Scope::Global => self.globals.get_mut(*id as usize),
-            Scope::Clause => self.locals.get_mut(*id as usize),
-            Scope::Thread => None,
-        };
-        match slot {
-            Some(v) => {
-                // D variables hold the full 64-bit value (see `write_var`)
-                *v = v.wrapping_add(*delta as u64);
-                true
-            }
-            None => false,
+        let i = *id as usize;
+        match scope {
+            Scope::Global if i < self.globals.len() => Some((true, i, *delta)),
+            Scope::Clause if i < self.locals.len() => Some((false, i, *delta)),
+            _ => None,
         }
     }
 
