@@ -74,7 +74,11 @@ impl Vm {
             let offs = if self.opts.ring {
                 0
             } else {
-                self.buf_offset.next_multiple_of(ecb.align)
+                // alignments are powers of two (`ecb::rec_align`): a mask, not a division
+                match ecb.align.is_power_of_two() {
+                    true => (self.buf_offset + ecb.align - 1) & !(ecb.align - 1),
+                    false => self.buf_offset.next_multiple_of(ecb.align),
+                }
             };
             let limit = if filling {
                 self.fill_limit

@@ -128,6 +128,7 @@ impl Interest {
 
     /// Whether a record must be decoded: a probe it fires needs its fields (or, with no thread
     /// id in its header, the thread id in its payload).
+    #[inline]
     pub fn wants(&self, ev: &EventRecord<'_>) -> bool {
         if !self.kernel && !self.named {
             return false;
@@ -206,6 +207,7 @@ impl Interest {
     /// Whether a record may fire any enabled probe: [`Interest::wants`] it, or a probe that
     /// fires for every record is enabled. A record for which this is false fires nothing, so a
     /// trace walk need not map it to firings.
+    #[inline]
     pub fn may_fire(&self, ev: &EventRecord<'_>) -> bool {
         self.every || (self.lost && ev.provider == diag::LOST_EVENT) || self.wants(ev)
     }
