@@ -115,7 +115,7 @@ mod tests {
             "diag:::events { @[execname] = count(); }",
             "diag:::events { @[pid, tid] = count(); }",
             "diag:::events { self->n++; }",
-            "diag:::events { x = self->n; }",
+            "diag:::events { self->n = 1; }",
             "diag:::events { @[copyinstr(arg0)] = count(); }",
             "diag:::events { @[stack()] = count(); }",
             "diag:::events { stack(); }",
