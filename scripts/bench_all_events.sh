@@ -43,15 +43,15 @@ median_cpu() {
   : > "$work/t"
   "$bin" -q -E "$TRACE" "$@" > /dev/null
   for _ in $(seq "$RUNS"); do
-    local c0 c1 w0 w1
-    times > "$work/tm"
-    c0=$(children_cpu "$work/tm")
-    w0=$(date +%s%N)
+    local w0 w1
+    # nothing forks between the two snapshots but dtx (EPOCHREALTIME is bash's own clock)
+    times > "$work/tm0"
+    w0=$EPOCHREALTIME
     "$bin" -q -E "$TRACE" "$@" > /dev/null
-    w1=$(date +%s%N)
-    times > "$work/tm"
-    c1=$(children_cpu "$work/tm")
-    awk -v a="$c0" -v b="$c1" -v w0="$w0" -v w1="$w1" 'BEGIN { printf "%.6f %.6f\n", b - a, (w1 - w0) / 1e9 }' >> "$work/t"
+    w1=$EPOCHREALTIME
+    times > "$work/tm1"
+    awk -v a="$(children_cpu "$work/tm0")" -v b="$(children_cpu "$work/tm1")" -v w0="$w0" -v w1="$w1" \
+      'BEGIN { printf "%.6f %.6f\n", b - a, w1 - w0 }' >> "$work/t"
   done
   local cm cb wm
   read -r cm cb < <(sort -n "$work/t" | awk '{ c[NR] = $1 } END { print c[int((NR + 1) / 2)], c[1] }')
