@@ -317,7 +317,27 @@ impl Consumer {
     /// Consumes the records of one firing of `vm`.
     /// Takes one firing's records (`now` is the firing's timestamp): at once, or, when the
     /// program set a `switchrate`, once that much time has passed since the last switch.
+    #[inline]
     pub fn consume(
+        &mut self,
+        vm: &mut Vm,
+        res: &FireResult,
+        probes: &crate::fasthash::FastMap<u64, ProbeInfo>,
+        now: u64,
+    ) {
+        // the commonest firing (`n++`, `@[k] = count()`) records nothing: taken without a call
+        if self.opts.switch_ns.is_none()
+            && self.pending.is_empty()
+            && vm.records.is_empty()
+            && res.errors.is_empty()
+        {
+            return;
+        }
+        self.consume_records(vm, res, probes, now)
+    }
+
+    /// [`Consumer::consume`] of a firing that recorded something, or at a switch.
+    fn consume_records(
         &mut self,
         vm: &mut Vm,
         res: &FireResult,

@@ -5,6 +5,7 @@
 pub mod clock;
 pub mod consumer;
 pub mod many;
+mod reads;
 pub mod session;
 /// Moved to `agg` (it reads only aggregation tables); the old path still names it.
 pub use crate::agg::snapshot;
@@ -257,6 +258,7 @@ impl Engine {
         if !self.sampler.is_empty() {
             it.add_samples();
         }
+        it.set_reads_event(self.runs.iter().any(|r| reads::reads_event(&r.vm.program)));
         it
     }
 

@@ -503,6 +503,10 @@ impl SystemState {
     /// The name of thread `tid` as the records so far gave it (`lwpsinfo_t`'s `pr_tname`), ""
     /// when none did.
     pub fn thread_name(&self, tid: u32) -> &str {
+        // a firing whose thread is unknown (or not looked up) asks for every record
+        if tid == u32::MAX {
+            return "";
+        }
         self.thread(tid)
             .and_then(|t| t.name.as_deref())
             .unwrap_or("")

@@ -120,7 +120,7 @@ pub fn fire_event<S: Sink + ?Sized>(
         dec,
         state,
         &|id| sink.is_enabled(id),
-        interest.as_ref().is_none_or(|i| i.kernel_probe(ev)),
+        interest.as_ref(),
         firings,
     );
     if let Some(sampler) = sink.sampler() {
