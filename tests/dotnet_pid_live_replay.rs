@@ -246,7 +246,7 @@ fn dotnet_pid_live_clr_events_resolve_methods_as_the_traces_record() {
                 }
             }
             // the loop takes what is ready as it goes
-            if n % 500 == 0 {
+            if n.is_multiple_of(500) {
                 for (&pid, cx) in &session {
                     let got = by_session.managed_methods(pid, cx.take_ready(false), &[]);
                     *armed.entry(pid).or_default() += got.len();

@@ -1328,6 +1328,35 @@ mod tests {
     }
 
     #[test]
+    fn cli_header_tells_assemblies_from_native_images() {
+        // a PE32+ header with 16 data directories; directory 14 set or not
+        let image = |cli: u32| {
+            let mut b = vec![0u8; 512];
+            b[0..2].copy_from_slice(b"MZ");
+            b[0x3c..0x40].copy_from_slice(&0x80u32.to_le_bytes());
+            b[0x80..0x84].copy_from_slice(b"PE\0\0");
+            let opt = 0x80 + 24;
+            b[opt..opt + 2].copy_from_slice(&0x20bu16.to_le_bytes());
+            b[opt + 108..opt + 112].copy_from_slice(&16u32.to_le_bytes());
+            let dir = opt + 112 + 14 * 8;
+            b[dir..dir + 4].copy_from_slice(&cli.to_le_bytes());
+            b
+        };
+        assert!(cli_header_in(&image(0x2008)));
+        assert!(!cli_header_in(&image(0)));
+        assert!(!cli_header_in(&image(0x2008)[..0x90]));
+        assert!(!cli_header_in(b"\x7fELF"));
+        assert!(runtime_mapped("1-2 r-xp 0 00:00 0 C:\\x\\CoreCLR.dll\n"));
+        assert!(!runtime_mapped("1-2 r-xp 0 00:00 0 C:\\x\\notclr.dll\n"));
+        assert!(looks_dotnet_windows(
+            "",
+            "C:\\Program Files\\dotnet\\dotnet.exe"
+        ));
+        assert!(!looks_dotnet_windows("", "C:\\x\\app.exe"));
+        assert_eq!(assembly_name("App.DLL"), "App");
+    }
+
+    #[test]
     fn creates_probes_from_own_symbols() {
         if !cfg!(target_os = "linux") {
             return;

@@ -802,6 +802,49 @@ mod tests {
     }
 
     #[test]
+    fn r2r_entry_points_and_methods_before_their_module() {
+        let mut payload = 0x1234u64.to_le_bytes().to_vec();
+        for s in ["Sys.Text", "Join", "string(char,string[])"] {
+            payload.extend(s.encode_utf16().flat_map(u16::to_le_bytes));
+            payload.extend([0, 0]);
+        }
+        payload.extend(0x7ff0_1000u64.to_le_bytes());
+        payload.extend(1u16.to_le_bytes());
+        assert_eq!(
+            r2r_entry_point(&payload),
+            Some((
+                "Sys.Text.Join".to_string(),
+                "string(char,string[])".to_string(),
+                0x7ff0_1000
+            ))
+        );
+        assert_eq!(r2r_entry_point(&payload[..payload.len() - 12]), None);
+        // a method whose module is named later waits for it; `all` gives the rest as `?`
+        let mut f = ClrMethodFeed::default();
+        let m = |start| crate::symbols::managed::ManagedMethod {
+            start,
+            size: 4,
+            module: String::new(),
+            name: "T.M".into(),
+            signature: String::new(),
+            tier: String::new(),
+        };
+        f.methods.push((1, 0xa, m(0x10)));
+        f.methods.push((1, 0, m(0x20)));
+        f.methods.push((1, 0xb, m(0x30)));
+        let got = f.take_ready(false);
+        assert_eq!(got.len(), 1);
+        assert_eq!((got[0].1.start, got[0].1.module.as_str()), (0x20, "?"));
+        f.modules.insert((1, 0xa), "app".into());
+        let got = f.take_ready(false);
+        assert_eq!(got.len(), 1);
+        assert_eq!((got[0].1.start, got[0].1.module.as_str()), (0x10, "app"));
+        let got = f.take_ready(true);
+        assert_eq!((got.len(), got[0].1.module.as_str()), (1, "?"));
+        assert!(f.take_ready(true).is_empty());
+    }
+
+    #[test]
     fn manifest_defines_the_probed_events() {
         let mut d = crate::etw::decode::Decoder::new();
         assert!(d.load_manifest_str(MANIFEST) > 30);

@@ -261,3 +261,88 @@ pub fn written_event(
         extended: Vec::new(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Target memory of a few (address, bytes) pieces.
+    fn reader(pieces: Vec<(u64, Vec<u8>)>) -> impl Fn(u64, &mut [u8]) -> bool {
+        move |addr, buf| {
+            pieces.iter().any(|(at, b)| {
+                let ok = addr >= *at && addr + buf.len() as u64 <= at + b.len() as u64;
+                if ok {
+                    let o = (addr - at) as usize;
+                    buf.copy_from_slice(&b[o..o + buf.len()]);
+                }
+                ok
+            })
+        }
+    }
+
+    fn descriptor(id: u16, task: u16) -> Vec<u8> {
+        let mut d = id.to_le_bytes().to_vec();
+        d.extend([2, 0, 5, 37]);
+        d.extend(task.to_le_bytes());
+        d.extend(0x30u64.to_le_bytes());
+        d
+    }
+
+    fn data(pieces: &[(u64, u32, u8)]) -> Vec<u8> {
+        let mut v = Vec::new();
+        for (ptr, size, ty) in pieces {
+            v.extend(ptr.to_le_bytes());
+            v.extend(size.to_le_bytes());
+            v.extend([*ty, 0, 0, 0]);
+        }
+        v
+    }
+
+    #[test]
+    fn event_write_reads_the_descriptors_of_either_function() {
+        let mem = vec![
+            (0x100, descriptor(143, 9)),
+            (0x200, data(&[(0x400, 4, 0), (0x500, 3, 2), (0x600, 2, 0)])),
+            (0x400, vec![1, 2, 3, 4]),
+            (0x500, vec![9, 9, 9]),
+            (0x600, vec![5, 6]),
+        ];
+        let read = reader(mem.clone());
+        // EtwEventWrite: count in r8, data in r9; the metadata piece (type 2) is left out
+        let (d, p) = event_write(EventWriteFn::Write, [0, 0x100, 3, 0x200], 0, &read).unwrap();
+        assert_eq!((d.id, d.task, d.opcode, d.level), (143, 9, 37, 5));
+        assert_eq!(p, [1, 2, 3, 4, 5, 6]);
+        // EtwEventWriteTransfer: count and data on the stack above the home space
+        let mut stack = vec![0u8; 0x38];
+        stack[0x28] = 3;
+        stack[0x30..0x38].copy_from_slice(&0x200u64.to_le_bytes());
+        let mut with_stack = mem;
+        with_stack.push((0x800, stack));
+        let read = reader(with_stack);
+        let (_, p2) =
+            event_write(EventWriteFn::WriteTransfer, [0, 0x100, 0, 0], 0x800, &read).unwrap();
+        assert_eq!(p2, p);
+        let ev = written_event(d, p, 7, 8).unwrap();
+        assert_eq!(
+            crate::etw::record::Guid::from(ev.header.provider_id),
+            dnet::RUNTIME
+        );
+        assert_eq!((ev.header.process_id, ev.header.thread_id), (7, 8));
+    }
+
+    #[test]
+    fn event_write_leaves_other_events_and_bad_memory() {
+        // another provider's event 143 (task 0), a GC event of the runtime
+        for (id, task) in [(143, 0), (1, 1), (144, 9)] {
+            let read = reader(vec![(0x100, descriptor(id, task)), (0x200, data(&[]))]);
+            assert!(event_write(EventWriteFn::Write, [0, 0x100, 0, 0x200], 0, &read).is_none());
+        }
+        assert_eq!(provider_of_task(144, 1), Some(dnet::RUNDOWN));
+        assert_eq!(provider_of_task(159, 9), Some(dnet::RUNTIME));
+        // unreadable data, too many descriptors
+        let read = reader(vec![(0x100, descriptor(143, 9))]);
+        assert!(event_write(EventWriteFn::Write, [0, 0x100, 1, 0x200], 0, &read).is_none());
+        assert!(event_write(EventWriteFn::Write, [0, 0x100, 1000, 0x200], 0, &read).is_none());
+        assert!(event_write(EventWriteFn::Write, [0, 0x999, 0, 0], 0, &read).is_none());
+    }
+}
