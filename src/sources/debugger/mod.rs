@@ -532,6 +532,8 @@ pub struct PidSource {
     clr: Option<ClrFeed>,
     /// Starting the CLR's method session failed once (said then; not tried again).
     clr_failed: bool,
+    /// When the methods the CLR's events named were last taken ([`monotonic_ns`]).
+    clr_taken_at: u64,
 }
 
 impl PidSource {
@@ -592,6 +594,7 @@ impl PidSource {
             unarmed_said: false,
             clr: None,
             clr_failed: false,
+            clr_taken_at: 0,
         };
         s.managed = !s.descs.is_empty() && s.provider.is_dotnet(pid);
         let probes = s.provider.probes_of(pid);
@@ -684,11 +687,15 @@ impl PidSource {
             return;
         };
         clr.context.observe_live(&ev);
-        // the runtime's MethodLoadVerbose and R2RGetEntryPoint: code about to run (a
-        // rundown's thousands of events are taken at the next wait)
+        // the runtime's MethodLoadVerbose and R2RGetEntryPoint: code about to run; a
+        // rundown's thousands of events are taken at the next wait, or every 100 ms while the
+        // target keeps the loop busy
         let runtime = crate::sources::etw_live::clr::provider_of_task(id, task)
             == Some(crate::providers::etw::dnet::RUNTIME);
-        if runtime && matches!(id, 143 | crate::providers::etw::dnet::R2R_GET_ENTRY_POINT) {
+        let now = monotonic_ns();
+        if (runtime && matches!(id, 143 | crate::providers::etw::dnet::R2R_GET_ENTRY_POINT))
+            || now.saturating_sub(self.clr_taken_at) > 100_000_000
+        {
             self.clr_changed(false, engine);
         }
     }
@@ -699,6 +706,7 @@ impl PidSource {
         let Some(clr) = &self.clr else {
             return;
         };
+        self.clr_taken_at = monotonic_ns();
         let methods = clr.context.take_ready(all);
         if methods.is_empty() {
             return;
