@@ -198,6 +198,7 @@ fn dotnet_pid_live_clr_events_resolve_methods_as_the_traces_record() {
                 .expect("a .NET process");
         }
         let mut armed: HashMap<u32, usize> = HashMap::new();
+        let mut globbed: HashMap<u32, usize> = HashMap::new();
         let mut passed = 0u64;
         let mut written = 0u64;
         let mut it = file.events();
@@ -252,7 +253,20 @@ fn dotnet_pid_live_clr_events_resolve_methods_as_the_traces_record() {
                     *armed.entry(pid).or_default() += got.len();
                 }
                 for (&pid, cx) in &hooked {
-                    by_hook.managed_methods(pid, cx.take_ready(false), &[]);
+                    // as with -Z: a glob makes probes as the methods it names appear
+                    let glob = d(format!("pid{pid}:mscorlib:System.String.*:entry"));
+                    for (info, sites, by) in by_hook.managed_methods(
+                        pid,
+                        cx.take_ready(false),
+                        std::slice::from_ref(&glob),
+                    ) {
+                        if !by.is_empty() {
+                            assert_eq!(by, [glob.clone()]);
+                            assert!(info.function.starts_with("System.String."), "{info:?}");
+                            assert!(!sites.is_empty(), "{info:?}");
+                            *globbed.entry(pid).or_default() += 1;
+                        }
+                    }
                 }
             }
         }
@@ -263,7 +277,31 @@ fn dotnet_pid_live_clr_events_resolve_methods_as_the_traces_record() {
             assert!(before > 0, "{name}: pid {pid} saw no CLR record");
         }
         for (&pid, cx) in &hooked {
-            by_hook.managed_methods(pid, cx.take_ready(true), &[]);
+            let glob = d(format!("pid{pid}:mscorlib:System.String.*:entry"));
+            for (_, _, by) in
+                by_hook.managed_methods(pid, cx.take_ready(true), std::slice::from_ref(&glob))
+            {
+                if !by.is_empty() {
+                    *globbed.entry(pid).or_default() += 1;
+                }
+            }
+        }
+        // one probe per System.String method name the trace records (taken as they came)
+        for &pid in &pids {
+            let mut names: Vec<&str> = want
+                .iter()
+                .filter(|((p, _), (_, m, module))| {
+                    *p == pid && module == "mscorlib" && m.starts_with("System.String.")
+                })
+                .map(|(_, (_, m, _))| m.as_str())
+                .collect();
+            names.sort_unstable();
+            names.dedup();
+            assert_eq!(
+                globbed.get(&pid).copied().unwrap_or(0),
+                names.len(),
+                "{name}: pid {pid}: probes made by the glob"
+            );
         }
         assert!(
             passed > 0 && written > 100,
