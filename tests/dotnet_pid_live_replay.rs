@@ -261,7 +261,7 @@ fn dotnet_pid_live_clr_events_resolve_methods_as_the_traces_record() {
                         std::slice::from_ref(&glob),
                     ) {
                         if !by.is_empty() {
-                            assert_eq!(by, [glob.clone()]);
+                            assert_eq!(by, std::slice::from_ref(&glob));
                             assert!(info.function.starts_with("System.String."), "{info:?}");
                             assert!(!sites.is_empty(), "{info:?}");
                             *globbed.entry(pid).or_default() += 1;
