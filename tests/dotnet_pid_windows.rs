@@ -151,7 +151,16 @@ fn app(test: &str) -> Option<&'static Path> {
         }
         let v = String::from_utf8_lossy(&version.stdout).trim().to_string();
         let major = v.split('.').next().unwrap_or("8").to_string();
-        let dir = std::env::temp_dir().join(format!("dtx-dotnet-pid-{}", std::process::id()));
+        // (dtx's -c splits its command on blanks, as dtrace does, with no quoting: a folder
+        // under the target directory, whose path has none on a runner)
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("dtx-dotnet-pid-{}", std::process::id()));
+        if dir.to_string_lossy().contains(char::is_whitespace) {
+            return Err(format!(
+                "{} has a blank, which -c cannot pass",
+                dir.display()
+            ));
+        }
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
         std::fs::write(dir.join("Program.cs"), APP).map_err(|e| e.to_string())?;
@@ -175,6 +184,8 @@ fn app(test: &str) -> Option<&'static Path> {
         let b = run(Command::new("dotnet")
             .args(["build", "-c", "Release", "-nologo", "-o"])
             .arg(&out_dir)
+            .env("DOTNET_CLI_TELEMETRY_OPTOUT", "1")
+            .env("DOTNET_NOLOGO", "1")
             .current_dir(&dir));
         assert!(
             b.status.success(),
@@ -201,7 +212,7 @@ fn app(test: &str) -> Option<&'static Path> {
 /// `dtx -n prog -c "dotnet app.dll args"`: its output, after checking it succeeded.
 fn dtx(app: &Path, prog: &str, args: &str) -> (String, String) {
     let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
-    let cmd = format!("dotnet \"{}\" {args}", app.display());
+    let cmd = format!("dotnet {} {args}", app.display());
     let out = run(Command::new(env!("CARGO_BIN_EXE_dtx")).args(["-n", prog, "-c", &cmd]));
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
