@@ -17,6 +17,7 @@ use std::collections::HashMap;
 
 use crate::probes::{ProbeDesc, ProbeInfo};
 use crate::providers::pid::{PidProvider, SiteKind};
+use crate::sources::etw_live::clr::{ClrContext, EventWriteFn};
 use crate::sources::sink::{EventSource, Sink, SourceState};
 use crate::symbols::decode::Emulation;
 use crate::symbols::ProcessModules;
@@ -262,6 +263,51 @@ struct Site {
     rtld: bool,
     /// libc's `write`, where a .NET runtime's perf map lines are seen as they are written.
     jit: bool,
+    /// ntdll's `EtwEventWrite`/`EtwEventWriteTransfer`, where a .NET runtime's method events
+    /// are seen as they are written (Windows).
+    etw_write: Option<EventWriteFn>,
+}
+
+/// The CLR's method events of a .NET target (Windows): the ETW session on its pid and the
+/// context its callback and the breakpoints on ntdll's event writing fill. The session is
+/// stopped before the context goes.
+struct ClrFeed {
+    #[cfg(windows)]
+    session: Option<crate::sources::etw_live::windows::ClrMethodSession>,
+    context: Box<ClrContext>,
+}
+
+impl ClrFeed {
+    /// Starts the session on process `pid` (Windows; elsewhere there is none to start).
+    fn start(pid: u32) -> Result<ClrFeed, String> {
+        #[cfg(windows)]
+        {
+            let context = Box::new(ClrContext::new(
+                pid,
+                crate::sources::etw_live::windows::time_base(),
+            ));
+            let session =
+                crate::sources::etw_live::windows::ClrMethodSession::start(pid, &context)?;
+            Ok(ClrFeed {
+                session: Some(session),
+                context,
+            })
+        }
+        #[cfg(not(windows))]
+        {
+            let _ = pid;
+            Err("the CLR's ETW method events are read on Windows only".to_string())
+        }
+    }
+}
+
+impl Drop for ClrFeed {
+    fn drop(&mut self) {
+        #[cfg(windows)]
+        if let Some(s) = &mut self.session {
+            s.stop();
+        }
+    }
 }
 
 /// Walks a user stack, innermost first: each frame by its module's `.eh_frame` rules (ELF) or
@@ -482,6 +528,12 @@ pub struct PidSource {
     perf_map_fd: Option<i32>,
     /// The unarmed managed probes were reported.
     unarmed_said: bool,
+    /// The CLR's method events of a .NET target on Windows, once its managed code is followed.
+    clr: Option<ClrFeed>,
+    /// Starting the CLR's method session failed once (said then; not tried again).
+    clr_failed: bool,
+    /// When the methods the CLR's events named were last taken ([`monotonic_ns`]).
+    clr_taken_at: u64,
 }
 
 impl PidSource {
@@ -540,6 +592,9 @@ impl PidSource {
             managed: false,
             perf_map_fd: None,
             unarmed_said: false,
+            clr: None,
+            clr_failed: false,
+            clr_taken_at: 0,
         };
         s.managed = !s.descs.is_empty() && s.provider.is_dotnet(pid);
         let probes = s.provider.probes_of(pid);
@@ -557,12 +612,114 @@ impl PidSource {
     /// with one `write` as the JIT finishes a method and before the code is used, so the
     /// probes of a method are armed before its code first runs (every `write` of the process
     /// stops it once; see docs/pid.md).
+    ///
+    /// On Windows the runtime's method events are read instead: an ETW session on the
+    /// target's pid enables them (and has the rundown list the code there now), and
+    /// breakpoints on ntdll's `EtwEventWrite` and `EtwEventWriteTransfer` see each as the
+    /// runtime writes it, after the JIT finished the method and before its code is used
+    /// (`etw_live::clr`).
     fn plant_jit_hook(&mut self) {
-        if !self.managed || self.sites.values().any(|s| s.jit) {
+        if !self.managed {
+            return;
+        }
+        if self.target.win64() {
+            self.start_clr();
+            if self.clr.is_none() || self.sites.values().any(|s| s.etw_write.is_some()) {
+                return;
+            }
+            let ntdll = |name: &str| name.eq_ignore_ascii_case("ntdll.dll");
+            self.plant_hook(&ntdll, EventWriteFn::ALL[0].0, |s| {
+                s.etw_write = Some(EventWriteFn::Write)
+            });
+            self.plant_hook(&ntdll, EventWriteFn::ALL[1].0, |s| {
+                s.etw_write = Some(EventWriteFn::WriteTransfer)
+            });
+            return;
+        }
+        if self.sites.values().any(|s| s.jit) {
             return;
         }
         let libc = |name: &str| name.starts_with("libc.so") || name.starts_with("libc-");
         self.plant_hook(&libc, "write", |s| s.jit = true);
+    }
+
+    /// Starts the session of the CLR's method events on the target (once); when it cannot be
+    /// started, says that the managed probes will not be armed.
+    fn start_clr(&mut self) {
+        if self.clr.is_some() || self.clr_failed {
+            return;
+        }
+        let pid = self.target.pid();
+        match ClrFeed::start(pid) {
+            Ok(f) => self.clr = Some(f),
+            Err(e) => {
+                self.clr_failed = true;
+                crate::output::stderr::say(
+                    "dtx",
+                    format_args!(
+                        "warning: the .NET methods of pid {pid} cannot be followed, so their probes stay unarmed: {e}"
+                    ),
+                );
+            }
+        }
+    }
+
+    /// A stop at ntdll's `which`: when it writes one of the runtime's method or module
+    /// events, the method table takes it, and a method compiled now is armed at once.
+    fn clr_written(&mut self, tid: u32, regs: &Regs, which: EventWriteFn, sink: &mut dyn Sink) {
+        let Some(clr) = &self.clr else {
+            return;
+        };
+        let g = &regs.gpr;
+        let t = &*self.target;
+        let read = |addr: u64, buf: &mut [u8]| t.read_memory(addr, buf);
+        let Some((desc, payload)) = crate::sources::etw_live::clr::event_write(
+            which,
+            [g[RCX], g[RDX], g[R8], g[R9]],
+            g[RSP],
+            &read,
+        ) else {
+            return;
+        };
+        let (id, task) = (desc.id, desc.task);
+        let Some(ev) = crate::sources::etw_live::clr::written_event(desc, payload, t.pid(), tid)
+        else {
+            return;
+        };
+        clr.context.observe_live(&ev);
+        // the runtime's MethodLoadVerbose and R2RGetEntryPoint: code about to run; a
+        // rundown's thousands of events are taken at the next wait, or every 100 ms while the
+        // target keeps the loop busy
+        let runtime = crate::sources::etw_live::clr::provider_of_task(id, task)
+            == Some(crate::providers::etw::dnet::RUNTIME);
+        let now = monotonic_ns();
+        if (runtime && matches!(id, 143 | crate::providers::etw::dnet::R2R_GET_ENTRY_POINT))
+            || now.saturating_sub(self.clr_taken_at) > 100_000_000
+        {
+            self.clr_changed(false, sink);
+        }
+    }
+
+    /// Arms the probes of the methods the CLR's events named since the last call (`all`: also
+    /// those whose assembly no event named).
+    fn clr_changed(&mut self, all: bool, sink: &mut dyn Sink) {
+        let Some(clr) = &self.clr else {
+            return;
+        };
+        self.clr_taken_at = monotonic_ns();
+        let methods = clr.context.take_ready(all);
+        if methods.is_empty() {
+            return;
+        }
+        let pid = self.target.pid();
+        for (info, sites, by) in self.provider.managed_methods(pid, methods, &self.descs) {
+            if !by.is_empty() && !sink.is_enabled(info.id) {
+                sink.enable_created_probe(info.clone(), &by);
+            }
+            if sink.is_enabled(info.id) {
+                self.plant(&info, &sites);
+            }
+        }
     }
 
     /// Managed code appeared (`text`: perf map lines seen at `write`; `None`: read the perf
@@ -664,6 +821,7 @@ impl PidSource {
                     probes: vec![(info.clone(), ps.kind)],
                     rtld: false,
                     jit: false,
+                    etw_write: None,
                 },
             );
         }
@@ -710,6 +868,7 @@ impl PidSource {
                 probes: Vec::new(),
                 rtld: false,
                 jit: false,
+                etw_write: None,
             };
             mark(&mut site);
             self.sites.insert(addr, site);
@@ -966,6 +1125,7 @@ impl PidSource {
         regs.rip = addr;
         let rtld = site.rtld;
         let site_jit = site.jit;
+        let etw_write = site.etw_write;
         let (emulation, len, original) = (site.emulation, site.len, site.original);
         if !site.probes.is_empty() {
             let probes = site.probes.clone();
@@ -976,6 +1136,9 @@ impl PidSource {
         }
         if site_jit && self.managed {
             self.jit_write(&regs, sink);
+        }
+        if let Some(which) = etw_write.filter(|_| self.managed) {
+            self.clr_written(tid, &regs, which, sink);
         }
         self.step_over(tid, &mut regs, addr, emulation, len, original)
     }
@@ -1151,6 +1314,8 @@ impl PidSource {
 
     fn ended_with(&mut self, st: ExitStatus) -> SourceState {
         self.ended = true;
+        // the CLR's session ends with its process
+        self.clr = None;
         self.report_unarmed();
         self.remove_perf_maps();
         let pid = self.target.pid();
@@ -1194,6 +1359,7 @@ impl EventSource for PidSource {
                 DebugEvent::Timeout => {
                     if self.managed {
                         self.managed_changed(None, sink);
+                        self.clr_changed(false, sink);
                     }
                     return SourceState::Running;
                 }
@@ -1235,6 +1401,7 @@ impl EventSource for PidSource {
         if self.ended {
             return;
         }
+        self.clr = None;
         self.report_unarmed();
         self.remove_perf_maps();
         // a process dtx started ends with dtx, as dtrace kills the `-c` command it created

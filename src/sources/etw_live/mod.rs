@@ -13,6 +13,7 @@
 //! * [`replay`]: a [`SessionControl`] that feeds a recorded trace's records through the same
 //!   callback, on a thread of its own, as a session would (the console's tests, on any OS).
 
+pub mod clr;
 pub mod interval;
 pub mod names;
 pub mod order;
