@@ -811,7 +811,7 @@ impl Vm {
                     n
                 }
             }
-            Node::Call { name, args, .. } => self.call(name, args, cx)?,
+            Node::Call { subr, args, .. } => self.call(*subr, args, cx)?,
             Node::AddrOf(l) => match &**l {
                 LValue::Mem { addr, .. } | LValue::Bitfield { addr, .. } => self.eval(addr, cx)?,
                 other => self.load_lvalue(other, cx)?,

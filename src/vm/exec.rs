@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::{ecb, ErrorInfo, FireResult, FiringCtx, Vm};
 use crate::agg::{IntKey, KeyValue};
-use crate::ir::{Action, ActionKind, Node, Program, Stmt, ValKind};
+use crate::ir::{Action, ActionKind, Node, Program, Stmt, Subr, ValKind};
 use crate::probes::{END_ID, ERROR_ID, ERROR_PROBE};
 
 type R<T> = Result<T, Fault>;
@@ -514,7 +514,7 @@ impl Vm {
     fn aggregate_ints(&mut self, agg: u32, a: &Action, cx: &FiringCtx<'_>) -> R<Option<()>> {
         let plain = a.keys.iter().enumerate().all(|(i, k)| {
             matches!(a.key_kinds.get(i), Some(ValKind::Int { .. }) | None)
-                && !matches!(k, Node::Call { name, .. } if is_key_subr(name))
+                && !matches!(k, Node::Call { subr, .. } if subr.is_key())
         });
         if !plain {
             return Ok(None);
@@ -550,10 +550,10 @@ impl Vm {
         cx: &FiringCtx<'_>,
         slot: &mut KeyValue,
     ) -> R<()> {
-        if let Node::Call { name, args, .. } = k {
-            match *name {
-                "stack" | "ustack" | "jstack" => {
-                    let user = *name != "stack";
+        if let Node::Call { subr, args, .. } = k {
+            match *subr {
+                Subr::Stack | Subr::Ustack | Subr::Jstack => {
+                    let user = *subr != Subr::Stack;
                     let frames = match args.first() {
                         Some(n) => self.eval(n, cx)? as u32,
                         None => u32::MAX,
@@ -575,28 +575,28 @@ impl Vm {
                     };
                     return Ok(());
                 }
-                "sym" | "func" | "mod" => {
+                Subr::Sym | Subr::Func | Subr::Mod => {
                     let v = match args.first() {
                         Some(n) => self.eval(n, cx)?,
                         None => 0,
                     };
                     // mod() keys name (and merge by) the module, sym()/func() the function
-                    *slot = if *name == "mod" {
+                    *slot = if *subr == Subr::Mod {
                         KeyValue::Mod(v)
                     } else {
                         KeyValue::Sym(v)
                     };
                     return Ok(());
                 }
-                "usym" | "ufunc" | "umod" | "uaddr" => {
+                Subr::Usym | Subr::Ufunc | Subr::Umod | Subr::Uaddr => {
                     let v = match args.first() {
                         Some(n) => self.eval(n, cx)?,
                         None => 0,
                     };
                     let pid = cx.pid as u32;
-                    *slot = match *name {
-                        "umod" => KeyValue::Umod { addr: v, pid },
-                        "uaddr" => KeyValue::Uaddr { addr: v, pid },
+                    *slot = match *subr {
+                        Subr::Umod => KeyValue::Umod { addr: v, pid },
+                        Subr::Uaddr => KeyValue::Uaddr { addr: v, pid },
                         _ => KeyValue::Usym { addr: v, pid },
                     };
                     return Ok(());
@@ -629,22 +629,4 @@ impl Vm {
         }
         Ok(())
     }
-}
-
-/// Subroutines that make a key component of their own kind (a stack, a symbol) rather than an
-/// integer.
-fn is_key_subr(name: &str) -> bool {
-    matches!(
-        name,
-        "stack"
-            | "ustack"
-            | "jstack"
-            | "sym"
-            | "func"
-            | "mod"
-            | "usym"
-            | "ufunc"
-            | "umod"
-            | "uaddr"
-    )
 }

@@ -6,6 +6,7 @@
 use super::expr::Typed;
 use super::{AggInfo, Checker};
 use crate::ir::printf::{self as pf, ArgType};
+use crate::ir::Subr;
 use crate::lang::ast::*;
 use crate::lang::builtins::{self, Builtin, BuiltinKind};
 use crate::lang::diag::{derr, DResult};
@@ -679,20 +680,20 @@ impl Checker<'_> {
                 if let Some(b) = self.builtin(n) {
                     if b.kind == BuiltinKind::Action {
                         let typed = self.action_args(args)?;
-                        return match b.name {
-                            "stack" => {
+                        return match Subr::from_name(b.name) {
+                            Subr::Stack => {
                                 self.stack_args(&typed, k.line)?;
                                 Ok(self.types.stack)
                             }
-                            "ustack" | "jstack" => {
+                            Subr::Ustack | Subr::Jstack => {
                                 self.ustack_args(&typed, k.line)?;
                                 Ok(self.types.stack)
                             }
-                            "sym" | "mod" | "func" => {
+                            Subr::Sym | Subr::Mod | Subr::Func => {
                                 self.check_proto(b, &typed, k.line)?;
                                 Ok(self.types.symaddr)
                             }
-                            "usym" | "umod" | "ufunc" | "uaddr" => {
+                            Subr::Usym | Subr::Umod | Subr::Ufunc | Subr::Uaddr => {
                                 self.check_proto(b, &typed, k.line)?;
                                 Ok(self.types.usymaddr)
                             }
