@@ -4,6 +4,7 @@ pub mod args;
 mod enabling;
 mod listing;
 mod merge;
+mod plan;
 pub mod selfcheck;
 mod symbols;
 mod target;
@@ -11,7 +12,7 @@ mod traces;
 
 use std::ffi::OsString;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::lang::cpp::CppOptions;
 use crate::lang::options::{cmdline_error_message, DOptions};
@@ -302,20 +303,31 @@ fn parent_pid() -> u64 {
         .unwrap_or(0)
 }
 
+/// Plans the run the command line asks for ([`plan::plan`]), then carries the plan out.
 fn run(prog: &str, args: &Args) -> Result<i32, String> {
-    let mut opts = options_from(prog, args)?;
-    // a recorded trace: its providers join the catalog
-    let mut etw = crate::providers::etw::EtwProbes::new();
+    let opts = options_from(prog, args)?;
     // several traces (files, globs, zip members): each on its own engine, merged
     let expanded = match args.etl_files.len() {
         0 => Vec::new(),
         _ => traces::expand(&args.etl_files)?,
     };
-    let single = match expanded.as_slice() {
-        [one] => Some(PathBuf::from(one)),
+    let terminal = std::io::IsTerminal::is_terminal(&std::io::stdout())
+        && std::io::IsTerminal::is_terminal(&std::io::stdin());
+    let plan = plan::plan(args, expanded, terminal)?;
+    run_plan(prog, args, opts, plan)
+}
+
+/// Carries out a [`plan::Plan`]: opens the traces (or the live sources), the console or the
+/// target, compiles the programs and runs them.
+fn run_plan(prog: &str, args: &Args, mut opts: DOptions, plan: plan::Plan) -> Result<i32, String> {
+    use plan::{End, Mode, Output, Traces};
+    // a recorded trace: its providers join the catalog
+    let mut etw = crate::providers::etw::EtwProbes::new();
+    let single = match &plan.traces {
+        Traces::One(path) => Some(path.clone()),
         _ => None,
     };
-    let many = if expanded.len() > 1 {
+    let many = if let Traces::Many(expanded) = plan.traces {
         let threads = crate::engine::many::pool_size(expanded.len());
         let (union, scanned) = crate::engine::many::scan_providers(&expanded, threads)?;
         etw = union;
@@ -367,12 +379,7 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
         Some(_) => None,
         None => None,
     };
-    let console = args.tui
-        || (args.programs.is_empty()
-            && !args.list
-            && !args.compile_only
-            && std::io::IsTerminal::is_terminal(&std::io::stdout())
-            && std::io::IsTerminal::is_terminal(&std::io::stdin()));
+    let console = plan.mode == Mode::Console;
     // what is said from here on shows in the console (a note of the live ETW setup below
     // written to the terminal would be hidden by the console's screen)
     let _held = console.then(crate::output::stderr::capture);
@@ -405,12 +412,6 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
         crate::providers::live_catalog()
     };
     let pid_provider = crate::sources::debugger::pid_provider();
-    if console && many.is_some() {
-        return Err("the console replays one trace; give -E once".into());
-    }
-    if many.is_some() && (!args.command.is_empty() || !args.pids.is_empty()) {
-        return Err("a trace replay (-E) cannot trace a process (-c/-p)".into());
-    }
     if console {
         let source = match (&single, trace) {
             (Some(path), Some((_, etw))) => crate::engine::session::SessionSource::Trace {
@@ -452,21 +453,18 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
         return run_console(args, source, catalog, target);
     }
     // the target (-c/-p) exists before compiling: `$target` and its pid probes know it
-    let target = if args.list && args.command.is_empty() && args.pids.is_empty() {
-        None
-    } else {
+    let target = if plan.open_target {
         target::create(args)?
+    } else {
+        None
     };
     let target_pid = target.as_ref().map_or(0, |t| t.pid as u64);
     catalog.add(Box::new(pid_provider.clone()));
     catalog.add(Box::new(pid_provider.fpid()));
-    let model = match args.data_model {
-        Some(args::DataModel::Ilp32) => DataModel::Ilp32,
-        _ => DataModel::Lp64,
-    };
+    let model = plan.model;
     let programs = load_programs(args)?;
-    let mut out: Box<dyn Write + Send> = match &args.output {
-        Some(p) => Box::new(
+    let mut out: Box<dyn Write + Send> = match &plan.output {
+        Output::File(p) => Box::new(
             std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
@@ -479,9 +477,10 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
                     )
                 })?,
         ),
-        None => Box::new(std::io::stdout()),
+        Output::Stdout => Box::new(std::io::stdout()),
     };
-    if args.list {
+    let listing = plan.end == End::List;
+    if listing {
         let _ = listing::header(&mut out);
     }
     let mut compiled = Vec::new();
@@ -506,7 +505,7 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
                 if args.disasm || opts.verbose() {
                     let _ = write!(std::io::stderr(), "{}", crate::ir::disasm::program(&c.ir));
                 }
-                if args.list {
+                if listing {
                     let _ = listing::program_probes(&mut out, &c, &catalog, args.verbose);
                 }
                 compiled.push(c);
@@ -522,26 +521,29 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
             }
         }
     }
-    if args.list {
-        if programs.is_empty() {
-            let _ = listing::all_probes(&mut out, &catalog, args.verbose);
-        }
-        let _ = out.flush();
-        return Ok(EXIT_OK);
-    }
-    if programs.is_empty() {
-        let mut err = std::io::stderr();
-        let _ = writeln!(err, "{prog}: no probes specified");
-        return Ok(EXIT_USAGE);
-    }
-    if args.compile_only {
-        if args.verbose {
-            for (p, c) in programs.iter().zip(&compiled) {
-                let _ = out.write_all(&stability_report(p, c, &catalog, false));
+    match plan.end {
+        End::List => {
+            if programs.is_empty() {
+                let _ = listing::all_probes(&mut out, &catalog, args.verbose);
             }
             let _ = out.flush();
+            return Ok(EXIT_OK);
         }
-        return Ok(EXIT_OK);
+        End::NoProbes => {
+            let mut err = std::io::stderr();
+            let _ = writeln!(err, "{prog}: no probes specified");
+            return Ok(EXIT_USAGE);
+        }
+        End::CompileOnly => {
+            if args.verbose {
+                for (p, c) in programs.iter().zip(&compiled) {
+                    let _ = out.write_all(&stability_report(p, c, &catalog, false));
+                }
+                let _ = out.flush();
+            }
+            return Ok(EXIT_OK);
+        }
+        End::Run => {}
     }
     if compiled.iter().any(|c| c.destructive) && !opts.destructive() {
         // dtrace enables the programs (and says what they matched) before its kernel refuses

@@ -10,10 +10,12 @@ pub mod disasm;
 pub mod printf;
 pub mod ptype;
 pub mod sharing;
+pub mod subr;
 pub mod visit;
 
 use crate::probes::ProbeDesc;
 use printf::Format;
+pub use subr::Subr;
 
 /// How a value is carried: integers (and pointers) in a 64-bit register; strings and other
 /// by-reference values (structs, arrays) as a reference to `size` bytes.
@@ -149,9 +151,10 @@ pub enum Node {
         delta: i64,
         post: bool,
     },
-    /// A D subroutine (`strlen`, `copyin`, ...) by its DIF id.
+    /// A D subroutine (`strlen`, `copyin`, ...), resolved once by the compiler; `name` is
+    /// kept for listings and messages.
     Call {
-        subr: u32,
+        subr: Subr,
         name: &'static str,
         args: Vec<Node>,
     },

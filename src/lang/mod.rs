@@ -220,8 +220,8 @@ fn fpid_reads_no_memory(ir: &crate::ir::Program) -> DResult<()> {
         crate::ir::visit::visit_clause(
             c,
             &mut |n| {
-                if let crate::ir::Node::Call { name, .. } = n {
-                    if found.is_none() && matches!(*name, "copyin" | "copyinstr" | "copyinto") {
+                if let crate::ir::Node::Call { subr, name, .. } = n {
+                    if found.is_none() && subr.copies_in() {
                         found = Some(*name);
                     }
                 }

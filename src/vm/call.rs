@@ -4,7 +4,7 @@
 use super::memory::Fault;
 use super::subr;
 use super::{FiringCtx, Vm};
-use crate::ir::Node;
+use crate::ir::{Node, Subr};
 
 type R<T> = Result<T, Fault>;
 
@@ -53,55 +53,55 @@ impl Vm {
         }
     }
 
-    pub(crate) fn call(&mut self, name: &str, args: &[Node], cx: &FiringCtx<'_>) -> R<u64> {
+    pub(crate) fn call(&mut self, subr: Subr, args: &[Node], cx: &FiringCtx<'_>) -> R<u64> {
         let strsize = self.opts.strsize;
         let mut out = Vec::new();
-        Ok(match name {
-            "strlen" => {
+        Ok(match subr {
+            Subr::Strlen => {
                 let s = self.str_arg(args, 0, cx)?;
                 subr::strlen(&s, strsize) as u64
             }
-            "strjoin" => {
+            Subr::Strjoin => {
                 let a = self.str_arg(args, 0, cx)?;
                 let b = self.str_arg(args, 1, cx)?;
                 subr::strjoin(&a, &b, strsize, &mut out)?;
                 self.result(&out)?
             }
-            "substr" => {
+            Subr::Substr => {
                 let s = self.str_arg(args, 0, cx)?;
                 let i = self.arg(args, 1, cx)? as i64;
                 let len = self.opt_arg(args, 2, cx)?;
                 subr::substr(&s, i, len, strsize, &mut out);
                 self.result(&out)?
             }
-            "index" | "rindex" => {
+            Subr::Index | Subr::Rindex => {
                 let s = self.str_arg(args, 0, cx)?;
                 let sub = self.str_arg(args, 1, cx)?;
                 let start = self.opt_arg(args, 2, cx)?;
-                let r = if name == "index" {
+                let r = if subr == Subr::Index {
                     subr::index(&s, &sub, start)
                 } else {
                     subr::rindex(&s, &sub, start)
                 };
                 r as u64
             }
-            "strstr" => {
+            Subr::Strstr => {
                 let s = self.str_arg(args, 0, cx)?;
                 let sub = self.str_arg(args, 1, cx)?;
                 let off = subr::strstr(&s, &sub);
                 self.suffix(&s, off)?
             }
-            "strchr" | "strrchr" => {
+            Subr::Strchr | Subr::Strrchr => {
                 let s = self.str_arg(args, 0, cx)?;
                 let c = self.arg(args, 1, cx)? as i64;
-                let off = if name == "strchr" {
+                let off = if subr == Subr::Strchr {
                     subr::strchr(&s, c, strsize)
                 } else {
                     subr::strrchr(&s, c, strsize)
                 };
                 self.suffix(&s, off)?
             }
-            "strtok" => {
+            Subr::Strtok => {
                 let a = self.arg(args, 0, cx)?;
                 let s = if a == 0 {
                     None
@@ -120,47 +120,47 @@ impl Vm {
                     0
                 }
             }
-            "tolower" | "toupper" | "basename" | "dirname" | "cleanpath" => {
+            Subr::Tolower | Subr::Toupper | Subr::Basename | Subr::Dirname | Subr::Cleanpath => {
                 let s = self.str_arg(args, 0, cx)?;
-                match name {
-                    "tolower" => subr::tolower(&s, strsize, &mut out),
-                    "toupper" => subr::toupper(&s, strsize, &mut out),
-                    "basename" => subr::basename(&s, strsize, &mut out),
-                    "dirname" => subr::dirname(&s, strsize, &mut out),
+                match subr {
+                    Subr::Tolower => subr::tolower(&s, strsize, &mut out),
+                    Subr::Toupper => subr::toupper(&s, strsize, &mut out),
+                    Subr::Basename => subr::basename(&s, strsize, &mut out),
+                    Subr::Dirname => subr::dirname(&s, strsize, &mut out),
                     _ => subr::cleanpath(&s, strsize, &mut out),
                 }
                 self.result(&out)?
             }
-            "lltostr" => {
+            Subr::Lltostr => {
                 let v = self.arg(args, 0, cx)? as i64;
                 let base = self.opt_arg(args, 1, cx)?;
                 subr::lltostr(v, base, &mut out)?;
                 self.result(&out)?
             }
-            "strtoll" => {
+            Subr::Strtoll => {
                 let s = self.str_arg(args, 0, cx)?;
                 let base = self.opt_arg(args, 1, cx)?;
                 subr::strtoll(&s, base)? as u64
             }
-            "htons" => subr::htons(self.arg(args, 0, cx)?),
-            "ntohs" => subr::ntohs(self.arg(args, 0, cx)?),
-            "htonl" => subr::htonl(self.arg(args, 0, cx)?),
-            "ntohl" => subr::ntohl(self.arg(args, 0, cx)?),
-            "htonll" => subr::htonll(self.arg(args, 0, cx)?),
-            "ntohll" => subr::ntohll(self.arg(args, 0, cx)?),
-            "inet_ntoa" | "inet_ntoa6" => {
+            Subr::Htons => subr::htons(self.arg(args, 0, cx)?),
+            Subr::Ntohs => subr::ntohs(self.arg(args, 0, cx)?),
+            Subr::Htonl => subr::htonl(self.arg(args, 0, cx)?),
+            Subr::Ntohl => subr::ntohl(self.arg(args, 0, cx)?),
+            Subr::Htonll => subr::htonll(self.arg(args, 0, cx)?),
+            Subr::Ntohll => subr::ntohll(self.arg(args, 0, cx)?),
+            Subr::InetNtoa | Subr::InetNtoa6 => {
                 let a = self.arg(args, 0, cx)?;
-                let n = if name == "inet_ntoa" { 4 } else { 16 };
+                let n = if subr == Subr::InetNtoa { 4 } else { 16 };
                 let mut b = vec![0u8; n];
                 self.read_bytes(a, &mut b, cx)?;
-                if name == "inet_ntoa" {
+                if subr == Subr::InetNtoa {
                     subr::inet_ntoa(&b, &mut out)?;
                 } else {
                     subr::inet_ntoa6(&b, &mut out)?;
                 }
                 self.result(&out)?
             }
-            "inet_ntop" => {
+            Subr::InetNtop => {
                 let af = self.arg(args, 0, cx)? as i64;
                 let a = self.arg(args, 1, cx)?;
                 let n = if af as i32 == subr::AF_INET as i32 {
@@ -173,7 +173,7 @@ impl Vm {
                 subr::inet_ntop(af, &b, &mut out)?;
                 self.result(&out)?
             }
-            "json" => {
+            Subr::Json => {
                 let t = self.str_arg(args, 0, cx)?;
                 let sel = self.str_arg(args, 1, cx)?;
                 if subr::json(&t, &sel, strsize, &mut out) {
@@ -182,13 +182,13 @@ impl Vm {
                     0
                 }
             }
-            "rand" => subr::rand(&mut self.rand_state) as u64,
-            "speculation" => self.spec.allocate(),
-            "alloca" => {
+            Subr::Rand => subr::rand(&mut self.rand_state) as u64,
+            Subr::Speculation => self.spec.allocate(),
+            Subr::Alloca => {
                 let n = self.arg(args, 0, cx)? as usize;
                 self.scratch_alloc(n)?
             }
-            "bcopy" => {
+            Subr::Bcopy => {
                 let src = self.arg(args, 0, cx)?;
                 let dst = self.arg(args, 1, cx)?;
                 let n = self.arg(args, 2, cx)? as usize;
@@ -199,7 +199,7 @@ impl Vm {
                 self.write_bytes(dst, &b, cx)?;
                 0
             }
-            "copyin" => {
+            Subr::Copyin => {
                 let a = self.arg(args, 0, cx)?;
                 let n = self.arg(args, 1, cx)? as usize;
                 let dst = self.scratch_alloc(n)?;
@@ -208,7 +208,7 @@ impl Vm {
                 self.write_bytes(dst, &b, cx)?;
                 dst
             }
-            "copyinto" => {
+            Subr::Copyinto => {
                 let a = self.arg(args, 0, cx)?;
                 let n = self.arg(args, 1, cx)? as usize;
                 let dst = self.arg(args, 2, cx)?;
@@ -218,7 +218,7 @@ impl Vm {
                 self.write_bytes(dst, &b, cx)?;
                 0
             }
-            "copyinstr" => {
+            Subr::Copyinstr => {
                 let a = self.arg(args, 0, cx)?;
                 let max = self.opt_arg(args, 1, cx)?;
                 let mut s = Vec::new();
@@ -228,11 +228,11 @@ impl Vm {
                 }
                 self.result(&s)?
             }
-            "copyout" | "copyoutstr" => {
+            Subr::Copyout | Subr::Copyoutstr => {
                 let src = self.arg(args, 0, cx)?;
                 let addr = self.arg(args, 1, cx)?;
                 let n = self.arg(args, 2, cx)? as usize;
-                let data = if name == "copyoutstr" {
+                let data = if subr == Subr::Copyoutstr {
                     let mut s = Vec::new();
                     self.read_string_cx(src, cx, &mut s)?;
                     s.push(0);
@@ -249,16 +249,16 @@ impl Vm {
                 cx.memory.write(addr, &data)?;
                 0
             }
-            "progenyof" => {
+            Subr::Progenyof => {
                 let p = self.arg(args, 0, cx)?;
                 is_progeny(cx.pid, cx.ppid, p) as u64
             }
-            "getmajor" => (self.arg(args, 0, cx)? >> 32) & 0xffff_ffff,
-            "getminor" => self.arg(args, 0, cx)? & 0xffff_ffff,
-            "wstrlen" | "wstringof" => {
+            Subr::Getmajor => (self.arg(args, 0, cx)? >> 32) & 0xffff_ffff,
+            Subr::Getminor => self.arg(args, 0, cx)? & 0xffff_ffff,
+            Subr::Wstrlen | Subr::Wstringof => {
                 let a = self.arg(args, 0, cx)?;
                 if a == 0 {
-                    return if name == "wstrlen" {
+                    return if subr == Subr::Wstrlen {
                         Ok(0)
                     } else {
                         self.result(b"")
@@ -273,7 +273,7 @@ impl Vm {
                     }
                     w.extend_from_slice(&unit);
                 }
-                if name == "wstrlen" {
+                if subr == Subr::Wstrlen {
                     subr::wstrlen(&w, strsize) as u64
                 } else {
                     subr::wstringof(&w, strsize, &mut out);
@@ -281,29 +281,40 @@ impl Vm {
                 }
             }
             // dtx: the firing event's decoded fields by name (0 / "" when it has no such field)
-            "etwfield" => {
+            Subr::Etwfield => {
                 let field = self.str_arg(args, 0, cx)?;
                 cx.memory.event_field(subr_cstr(&field)).unwrap_or(0)
             }
-            "etwfield_str" => {
+            Subr::EtwfieldStr => {
                 let field = self.str_arg(args, 0, cx)?;
                 cx.memory.event_field_str(subr_cstr(&field), &mut out);
                 out.truncate(strsize.saturating_sub(1));
                 self.result(&out)?
             }
-            "ddi_pathname" => self.result(b"")?,
+            Subr::DdiPathname => self.result(b"")?,
             // kernel objects that do not exist outside illumos
-            "mutex_owned"
-            | "mutex_owner"
-            | "mutex_type_adaptive"
-            | "mutex_type_spin"
-            | "rw_read_held"
-            | "rw_write_held"
-            | "rw_iswriter"
-            | "msgsize"
-            | "msgdsize"
-            | "getf" => 0,
-            _ => return Err(Fault::IllegalOp),
+            Subr::MutexOwned
+            | Subr::MutexOwner
+            | Subr::MutexTypeAdaptive
+            | Subr::MutexTypeSpin
+            | Subr::RwReadHeld
+            | Subr::RwWriteHeld
+            | Subr::RwIswriter
+            | Subr::Msgsize
+            | Subr::Msgdsize
+            | Subr::Getf => 0,
+            // the key makers are evaluated as keys (`agg_key`), never called for a value
+            Subr::Stack
+            | Subr::Ustack
+            | Subr::Jstack
+            | Subr::Sym
+            | Subr::Func
+            | Subr::Mod
+            | Subr::Usym
+            | Subr::Ufunc
+            | Subr::Umod
+            | Subr::Uaddr
+            | Subr::Other => return Err(Fault::IllegalOp),
         })
     }
 }

@@ -242,8 +242,16 @@ impl Vm {
     /// Allocates `size` zeroed bytes of scratch, 8-aligned, as dtrace's `alloca` does (the
     /// bytes may have been written past an earlier allocation).
     pub(crate) fn scratch_alloc(&mut self, size: usize) -> R<u64> {
-        // aligned up to 8 and `size` bytes, nothing more, as dtrace's DIF_SUBR_ALLOCA: two
-        // `alloca(0)` return the same address
+        let off = self.scratch_reserve(size)?;
+        self.scratch[off..off + size].fill(0);
+        Ok(internal(Region::Scratch, off))
+    }
+
+    /// Reserves `size` bytes of scratch, aligned up to 8 and nothing more, as dtrace's
+    /// DIF_SUBR_ALLOCA (two `alloca(0)` return the same address); returns their offset. The
+    /// bytes are not cleared: the caller writes every one of them or clears them.
+    #[inline]
+    fn scratch_reserve(&mut self, size: usize) -> R<usize> {
         let off = (self.scratch_top + 7) & !7;
         let end = off.checked_add(size).ok_or(Fault::NoScratch)?;
         if end > self.opts.scratch {
@@ -252,9 +260,8 @@ impl Vm {
         if end > self.scratch.len() {
             self.scratch.resize(end, 0);
         }
-        self.scratch[off..end].fill(0);
         self.scratch_top = end;
-        Ok(internal(Region::Scratch, off))
+        Ok(off)
     }
 
     /// Copies bytes into scratch as a NUL-terminated string; returns its address. It keeps up
@@ -263,11 +270,11 @@ impl Vm {
     /// `strsize=4`.
     pub(crate) fn scratch_string(&mut self, s: &[u8]) -> R<u64> {
         let n = s.len().min(self.opts.strsize);
-        let a = self.scratch_alloc(n + 1)?;
-        let (_, off) = decode(a).unwrap_or((Region::Scratch, 0));
+        // every reserved byte is written: the string and its NUL
+        let off = self.scratch_reserve(n + 1)?;
         self.scratch[off..off + n].copy_from_slice(&s[..n]);
         self.scratch[off + n] = 0;
-        Ok(a)
+        Ok(internal(Region::Scratch, off))
     }
 
     pub(crate) fn value_size(&self, kind: ValKind) -> usize {
@@ -811,7 +818,7 @@ impl Vm {
                     n
                 }
             }
-            Node::Call { name, args, .. } => self.call(name, args, cx)?,
+            Node::Call { subr, args, .. } => self.call(*subr, args, cx)?,
             Node::AddrOf(l) => match &**l {
                 LValue::Mem { addr, .. } | LValue::Bitfield { addr, .. } => self.eval(addr, cx)?,
                 other => self.load_lvalue(other, cx)?,

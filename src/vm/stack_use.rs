@@ -15,13 +15,13 @@ pub fn uses_user_stacks(p: &crate::ir::Program) -> bool {
 
 /// (kernel stacks, user stacks) a program reads.
 fn stack_use(p: &crate::ir::Program) -> (bool, bool) {
-    use crate::ir::{ActionKind, Node};
+    use crate::ir::{ActionKind, Node, Subr};
     use crate::lang::builtins::var;
     let (mut kernel, mut user) = (false, false);
     crate::ir::visit::visit_nodes(p, &mut |n| match n {
-        Node::Call { name, .. } => match *name {
-            "stack" => kernel = true,
-            "ustack" | "jstack" => user = true,
+        Node::Call { subr, .. } => match subr {
+            Subr::Stack => kernel = true,
+            Subr::Ustack | Subr::Jstack => user = true,
             _ => {}
         },
         Node::Builtin { id, .. } => match *id {

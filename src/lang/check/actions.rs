@@ -6,6 +6,7 @@
 use super::expr::Typed;
 use super::{AggInfo, Checker};
 use crate::ir::printf::{self as pf, ArgType};
+use crate::ir::Subr;
 use crate::lang::ast::*;
 use crate::lang::builtins::{self, Builtin, BuiltinKind};
 use crate::lang::diag::{derr, DResult};
@@ -139,6 +140,119 @@ impl ClauseCx {
 
 fn is_posconst(t: &Typed) -> bool {
     matches!(t.konst, Some(v) if v > 0)
+}
+
+/// `lquantize()`'s optional step (argument #3): a positive 16-bit constant; 1 when absent.
+fn lquantize_step(s: Option<&Typed>, line: u32) -> DResult<i64> {
+    let Some(s) = s else {
+        return Ok(1);
+    };
+    if !is_posconst(s) {
+        return Err(derr(
+            "D_LQUANT_STEPTYPE",
+            line,
+            "lquantize( ) argument #3 must be a non-zero positive integer constant",
+        ));
+    }
+    let step = s.konst.unwrap_or(1);
+    if step > u16::MAX as i64 {
+        return Err(derr(
+            "D_LQUANT_STEPVAL",
+            line,
+            "lquantize( ) argument #3 must be a 16-bit quantity",
+        ));
+    }
+    Ok(step)
+}
+
+/// A later `lquantize()` of one aggregation has the earlier one's base, limit and step
+/// (`old` is `[base, levels, step]`).
+fn lquantize_matches(old: &[i64], base: i64, nlevels: i64, step: i64, line: u32) -> DResult<()> {
+    let (ob, on, os) = (old[0], old[1], old[2]);
+    if ob != base {
+        return Err(derr(
+            "D_LQUANT_MATCHBASE",
+            line,
+            format!("lquantize( ) base (argument #1) doesn't match previous declaration: expected {ob}, found {base}"),
+        ));
+    }
+    if on * os != nlevels * step {
+        return Err(derr(
+            "D_LQUANT_MATCHLIM",
+            line,
+            format!(
+                "lquantize( ) limit (argument #2) doesn't match previous declaration: expected {}, found {}",
+                ob + on * os,
+                base + nlevels * step
+            ),
+        ));
+    }
+    if os != step {
+        return Err(derr(
+            "D_LQUANT_MATCHSTEP",
+            line,
+            format!("lquantize( ) step (argument #3) doesn't match previous declaration: expected {os}, found {step}"),
+        ));
+    }
+    Ok(())
+}
+
+/// `llquantize()`'s four parameters, by name, and their tags (not a constant, out of range,
+/// unlike an earlier use).
+const LLQUANT_NAMES: [&str; 4] = [
+    "factor",
+    "low magnitude",
+    "high magnitude",
+    "linear steps per magnitude",
+];
+const LLQUANT_TAGS: [(&str, &str, &str); 4] = [
+    (
+        "D_LLQUANT_FACTORTYPE",
+        "D_LLQUANT_FACTORVAL",
+        "D_LLQUANT_FACTORMATCH",
+    ),
+    (
+        "D_LLQUANT_LOWTYPE",
+        "D_LLQUANT_LOWVAL",
+        "D_LLQUANT_LOWMATCH",
+    ),
+    (
+        "D_LLQUANT_HIGHTYPE",
+        "D_LLQUANT_HIGHVAL",
+        "D_LLQUANT_HIGHMATCH",
+    ),
+    (
+        "D_LLQUANT_NSTEPTYPE",
+        "D_LLQUANT_NSTEPVAL",
+        "D_LLQUANT_NSTEPMATCH",
+    ),
+];
+
+/// `llquantize()`'s parameter `i` (argument #`i + 1`): an unsigned 16-bit constant.
+fn llquantize_arg(typed: &[Typed], i: usize, line: u32) -> DResult<i64> {
+    let v = typed[i + 1].konst.ok_or_else(|| {
+        derr(
+            LLQUANT_TAGS[i].0,
+            line,
+            format!(
+                "llquantize( ) argument #{} ({}) must be an integer constant",
+                i + 1,
+                LLQUANT_NAMES[i]
+            ),
+        )
+    })?;
+    if (v as u64) > u16::MAX as u64 {
+        return Err(derr(
+            LLQUANT_TAGS[i].1,
+            line,
+            format!(
+                "llquantize( ) argument #{} ({}) must be an unsigned 16-bit quantity",
+                i + 1,
+                LLQUANT_NAMES[i]
+            ),
+        ));
+    }
+    Ok(v)
 }
 
 impl Checker<'_> {
@@ -679,20 +793,20 @@ impl Checker<'_> {
                 if let Some(b) = self.builtin(n) {
                     if b.kind == BuiltinKind::Action {
                         let typed = self.action_args(args)?;
-                        return match b.name {
-                            "stack" => {
+                        return match Subr::from_name(b.name) {
+                            Subr::Stack => {
                                 self.stack_args(&typed, k.line)?;
                                 Ok(self.types.stack)
                             }
-                            "ustack" | "jstack" => {
+                            Subr::Ustack | Subr::Jstack => {
                                 self.ustack_args(&typed, k.line)?;
                                 Ok(self.types.stack)
                             }
-                            "sym" | "mod" | "func" => {
+                            Subr::Sym | Subr::Mod | Subr::Func => {
                                 self.check_proto(b, &typed, k.line)?;
                                 Ok(self.types.symaddr)
                             }
-                            "usym" | "umod" | "ufunc" | "uaddr" => {
+                            Subr::Usym | Subr::Umod | Subr::Ufunc | Subr::Uaddr => {
                                 self.check_proto(b, &typed, k.line)?;
                                 Ok(self.types.usymaddr)
                             }
@@ -723,7 +837,8 @@ impl Checker<'_> {
         Ok(t.ty)
     }
 
-    /// `@name[keys] = func(args);`
+    /// `@agg[keys] = func(args)`: the function, its keys and arguments, then the checks of the
+    /// function's own family, then agreement with the aggregation's earlier uses.
     pub(crate) fn aggregation(
         &mut self,
         agg: &str,
@@ -731,40 +846,75 @@ impl Checker<'_> {
         rhs: &Expr,
         line: u32,
     ) -> DResult<()> {
-        let ExprKind::Call { func, args } = &rhs.kind else {
-            return Err(derr(
-                "D_AGG_FUNC",
-                line,
-                format!("{agg} must be assigned the result of an aggregating function"),
-            ));
-        };
-        let fname = match &func.kind {
-            ExprKind::Ident(n) => n.clone(),
-            _ => String::new(),
-        };
-        let b = match self.builtin(&fname) {
-            Some(b) if b.kind == BuiltinKind::AggFunc => b,
-            Some(_) => {
-                return Err(derr(
-                    "D_AGG_FUNC",
-                    line,
-                    format!("{agg} must be assigned the result of an aggregating function"),
-                ))
-            }
-            None => {
-                return Err(derr(
-                    "D_FUNC_UNDEF",
-                    line,
-                    format!("undefined function name: {fname}"),
-                ))
-            }
-        };
+        let (b, args) = self.agg_function(agg, rhs, line)?;
         let mut key_types = Vec::new();
         if let Some(ks) = keys {
             for (i, k) in ks.iter().enumerate() {
                 key_types.push(self.agg_key(k, i + 1)?);
             }
         }
+        let typed = self.agg_args(b, args, line)?;
+        let (params, incr_idx) = match b.name {
+            "lquantize" => (self.lquantize_params(agg, &typed, line)?, Some((4, 5))),
+            "llquantize" => (self.llquantize_params(agg, &typed, line)?, Some((5, 6))),
+            "quantize" => (Vec::new(), Some((1, 2))),
+            _ => (Vec::new(), None),
+        };
+        if let Some((idx, argmax)) = incr_idx {
+            self.quantize_increment(b, &typed, idx, argmax, line)?;
+        }
+        if self.aggs.contains_key(agg) {
+            return self.agg_matches_earlier(agg, b, &key_types, line);
+        }
+        let id = self.new_var_id();
+        self.aggs.insert(
+            agg.to_string(),
+            AggInfo {
+                func: b.name.to_string(),
+                keys: keys.map(|_| key_types),
+                id,
+                params,
+                line,
+            },
+        );
+        Ok(())
+    }
+
+    /// The aggregating function `rhs` calls, and its arguments.
+    fn agg_function<'e>(
+        &self,
+        agg: &str,
+        rhs: &'e Expr,
+        line: u32,
+    ) -> DResult<(&'static Builtin, &'e [Expr])> {
+        let not_agg = || {
+            derr(
+                "D_AGG_FUNC",
+                line,
+                format!("{agg} must be assigned the result of an aggregating function"),
+            )
+        };
+        let ExprKind::Call { func, args } = &rhs.kind else {
+            return Err(not_agg());
+        };
+        let fname = match &func.kind {
+            ExprKind::Ident(n) => n.clone(),
+            _ => String::new(),
+        };
+        match self.builtin(&fname) {
+            Some(b) if b.kind == BuiltinKind::AggFunc => Ok((b, args)),
+            Some(_) => Err(not_agg()),
+            None => Err(derr(
+                "D_FUNC_UNDEF",
+                line,
+                format!("undefined function name: {fname}"),
+            )),
+        }
+    }
+
+    /// The typed arguments of an aggregating function, checked against its prototype; the
+    /// first (the value aggregated) must be a scalar.
+    fn agg_args(&mut self, b: &Builtin, args: &[Expr], line: u32) -> DResult<Vec<Typed>> {
         let mut typed = Vec::new();
         for a in args {
             let t = self.expr(a)?;
@@ -788,314 +938,233 @@ impl Checker<'_> {
                 ));
             }
         }
-        let mut params = Vec::new();
-        let mut incr_idx = None;
-        match b.name {
-            "lquantize" => {
-                let base = typed[1].konst.ok_or_else(|| {
-                    derr(
-                        "D_LQUANT_BASETYPE",
-                        line,
-                        "lquantize( ) argument #1 must be an integer constant",
-                    )
-                })?;
-                if base < i32::MIN as i64 || base > i32::MAX as i64 {
-                    return Err(derr(
-                        "D_LQUANT_BASEVAL",
-                        line,
-                        "lquantize( ) argument #1 must be a 32-bit quantity",
-                    ));
-                }
-                let limit = typed[2].konst.ok_or_else(|| {
-                    derr(
-                        "D_LQUANT_LIMTYPE",
-                        line,
-                        "lquantize( ) argument #2 must be an integer constant",
-                    )
-                })?;
-                if limit < i32::MIN as i64 || limit > i32::MAX as i64 {
-                    return Err(derr(
-                        "D_LQUANT_LIMVAL",
-                        line,
-                        "lquantize( ) argument #2 must be a 32-bit quantity",
-                    ));
-                }
-                if limit < base {
-                    return Err(derr(
-                        "D_LQUANT_MISMATCH",
-                        line,
-                        "lquantize( ) base (argument #1) must be less than limit (argument #2)",
-                    ));
-                }
-                let mut step: i64 = 1;
-                if let Some(s) = typed.get(3) {
-                    if !is_posconst(s) {
-                        return Err(derr(
-                            "D_LQUANT_STEPTYPE",
-                            line,
-                            "lquantize( ) argument #3 must be a non-zero positive integer constant",
-                        ));
-                    }
-                    step = s.konst.unwrap_or(1);
-                    if step > u16::MAX as i64 {
-                        return Err(derr(
-                            "D_LQUANT_STEPVAL",
-                            line,
-                            "lquantize( ) argument #3 must be a 16-bit quantity",
-                        ));
-                    }
-                }
-                let nlevels = (limit - base) / step;
-                if nlevels == 0 {
-                    return Err(derr(
-                        "D_LQUANT_STEPLARGE",
-                        line,
-                        "lquantize( ) step (argument #3) too large: must have at least one quantization level",
-                    ));
-                }
-                if nlevels > u16::MAX as i64 {
-                    return Err(derr(
-                        "D_LQUANT_STEPSMALL",
-                        line,
-                        "lquantize( ) step (argument #3) too small: number of quantization levels must be a 16-bit quantity",
-                    ));
-                }
-                params = vec![base, nlevels, step];
-                if let Some(old) = self.aggs.get(agg).filter(|a| a.func == "lquantize") {
-                    let (ob, on, os) = (old.params[0], old.params[1], old.params[2]);
-                    if ob != base {
-                        return Err(derr(
-                            "D_LQUANT_MATCHBASE",
-                            line,
-                            format!("lquantize( ) base (argument #1) doesn't match previous declaration: expected {ob}, found {base}"),
-                        ));
-                    }
-                    if on * os != nlevels * step {
-                        return Err(derr(
-                            "D_LQUANT_MATCHLIM",
-                            line,
-                            format!(
-                                "lquantize( ) limit (argument #2) doesn't match previous declaration: expected {}, found {}",
-                                ob + on * os,
-                                base + nlevels * step
-                            ),
-                        ));
-                    }
-                    if os != step {
-                        return Err(derr(
-                            "D_LQUANT_MATCHSTEP",
-                            line,
-                            format!("lquantize( ) step (argument #3) doesn't match previous declaration: expected {os}, found {step}"),
-                        ));
-                    }
-                }
-                incr_idx = Some((4, 5));
-            }
-            "llquantize" => {
-                let names = [
-                    "factor",
-                    "low magnitude",
-                    "high magnitude",
-                    "linear steps per magnitude",
-                ];
-                let tags = [
-                    (
-                        "D_LLQUANT_FACTORTYPE",
-                        "D_LLQUANT_FACTORVAL",
-                        "D_LLQUANT_FACTORMATCH",
-                    ),
-                    (
-                        "D_LLQUANT_LOWTYPE",
-                        "D_LLQUANT_LOWVAL",
-                        "D_LLQUANT_LOWMATCH",
-                    ),
-                    (
-                        "D_LLQUANT_HIGHTYPE",
-                        "D_LLQUANT_HIGHVAL",
-                        "D_LLQUANT_HIGHMATCH",
-                    ),
-                    (
-                        "D_LLQUANT_NSTEPTYPE",
-                        "D_LLQUANT_NSTEPVAL",
-                        "D_LLQUANT_NSTEPMATCH",
-                    ),
-                ];
-                let mut vals = [0i64; 4];
-                for i in 0..4 {
-                    let v = typed[i + 1].konst.ok_or_else(|| {
-                        derr(
-                            tags[i].0,
-                            line,
-                            format!(
-                                "llquantize( ) argument #{} ({}) must be an integer constant",
-                                i + 1,
-                                names[i]
-                            ),
-                        )
-                    })?;
-                    if (v as u64) > u16::MAX as u64 {
-                        return Err(derr(
-                            tags[i].1,
-                            line,
-                            format!("llquantize( ) argument #{} ({}) must be an unsigned 16-bit quantity", i + 1, names[i]),
-                        ));
-                    }
-                    vals[i] = v;
-                }
-                let [factor, low, high, nsteps] = vals;
-                if factor < 2 {
-                    return Err(derr(
-                        "D_LLQUANT_FACTORSMALL",
-                        line,
-                        "llquantize( ) factor (argument #1) must be two or more",
-                    ));
-                }
-                if low >= high {
-                    return Err(derr(
-                        "D_LLQUANT_MAGRANGE",
-                        line,
-                        "llquantize( ) high magnitude (argument #3) must be greater than low magnitude (argument #2)",
-                    ));
-                }
-                if nsteps < factor {
-                    return Err(derr(
-                        "D_LLQUANT_FACTORNSTEPS",
-                        line,
-                        "llquantize( ) factor (argument #1) must be less than or equal to the number of linear steps per magnitude (argument #4)",
-                    ));
-                }
-                let mut v = factor;
-                while v < nsteps {
-                    v *= factor;
-                }
-                if nsteps % factor != 0 || v % nsteps != 0 {
-                    return Err(derr(
-                        "D_LLQUANT_FACTOREVEN",
-                        line,
-                        "llquantize( ) factor (argument #1) must evenly divide the number of steps per magnitude (argument #4), and the number of steps per magnitude must evenly divide a power of the factor",
-                    ));
-                }
-                let mut order: u64 = 1;
-                for _ in 0..high {
-                    match order.checked_mul(factor as u64) {
-                        Some(o) => order = o,
-                        None => {
-                            return Err(derr(
-                                "D_LLQUANT_MAGTOOBIG",
-                                line,
-                                format!("llquantize( ) factor ({factor}) raised to power of high magnitude ({high}) overflows 64-bits"),
-                            ))
-                        }
-                    }
-                }
-                if let Some(old) = self.aggs.get(agg).filter(|a| a.func == "llquantize") {
-                    for i in 0..4 {
-                        if old.params[i] != vals[i] {
-                            return Err(derr(
-                                tags[i].2,
-                                line,
-                                format!(
-                                    "llquantize( ) {} (argument #{}) doesn't match previous declaration: expected {}, found {}",
-                                    names[i],
-                                    i + 1,
-                                    old.params[i],
-                                    vals[i]
-                                ),
-                            ));
-                        }
-                    }
-                }
-                params = vals.to_vec();
-                incr_idx = Some((5, 6));
-            }
-            "quantize" => incr_idx = Some((1, 2)),
-            _ => {}
+        Ok(typed)
+    }
+
+    /// `lquantize(value, base, limit[, step[, incr]])`: constant 32-bit bounds, a 16-bit step
+    /// and level count, the same as an earlier use. Returns `[base, levels, step]`.
+    fn lquantize_params(&self, agg: &str, typed: &[Typed], line: u32) -> DResult<Vec<i64>> {
+        let base = typed[1].konst.ok_or_else(|| {
+            derr(
+                "D_LQUANT_BASETYPE",
+                line,
+                "lquantize( ) argument #1 must be an integer constant",
+            )
+        })?;
+        if base < i32::MIN as i64 || base > i32::MAX as i64 {
+            return Err(derr(
+                "D_LQUANT_BASEVAL",
+                line,
+                "lquantize( ) argument #1 must be a 32-bit quantity",
+            ));
         }
-        if let Some((idx, argmax)) = incr_idx {
-            if let Some(incr) = typed.get(idx) {
-                if !self.types.is_scalar(incr.ty) {
+        let limit = typed[2].konst.ok_or_else(|| {
+            derr(
+                "D_LQUANT_LIMTYPE",
+                line,
+                "lquantize( ) argument #2 must be an integer constant",
+            )
+        })?;
+        if limit < i32::MIN as i64 || limit > i32::MAX as i64 {
+            return Err(derr(
+                "D_LQUANT_LIMVAL",
+                line,
+                "lquantize( ) argument #2 must be a 32-bit quantity",
+            ));
+        }
+        if limit < base {
+            return Err(derr(
+                "D_LQUANT_MISMATCH",
+                line,
+                "lquantize( ) base (argument #1) must be less than limit (argument #2)",
+            ));
+        }
+        let step = lquantize_step(typed.get(3), line)?;
+        let nlevels = (limit - base) / step;
+        if nlevels == 0 {
+            return Err(derr(
+                "D_LQUANT_STEPLARGE",
+                line,
+                "lquantize( ) step (argument #3) too large: must have at least one quantization level",
+            ));
+        }
+        if nlevels > u16::MAX as i64 {
+            return Err(derr(
+                "D_LQUANT_STEPSMALL",
+                line,
+                "lquantize( ) step (argument #3) too small: number of quantization levels must be a 16-bit quantity",
+            ));
+        }
+        if let Some(old) = self.aggs.get(agg).filter(|a| a.func == "lquantize") {
+            lquantize_matches(&old.params, base, nlevels, step, line)?;
+        }
+        Ok(vec![base, nlevels, step])
+    }
+
+    /// `llquantize(value, factor, low, high, nsteps[, incr])`: four unsigned 16-bit constants
+    /// that make whole magnitudes within 64 bits, the same as an earlier use.
+    fn llquantize_params(&self, agg: &str, typed: &[Typed], line: u32) -> DResult<Vec<i64>> {
+        let mut vals = [0i64; 4];
+        for (i, v) in vals.iter_mut().enumerate() {
+            *v = llquantize_arg(typed, i, line)?;
+        }
+        let [factor, low, high, nsteps] = vals;
+        if factor < 2 {
+            return Err(derr(
+                "D_LLQUANT_FACTORSMALL",
+                line,
+                "llquantize( ) factor (argument #1) must be two or more",
+            ));
+        }
+        if low >= high {
+            return Err(derr(
+                "D_LLQUANT_MAGRANGE",
+                line,
+                "llquantize( ) high magnitude (argument #3) must be greater than low magnitude (argument #2)",
+            ));
+        }
+        if nsteps < factor {
+            return Err(derr(
+                "D_LLQUANT_FACTORNSTEPS",
+                line,
+                "llquantize( ) factor (argument #1) must be less than or equal to the number of linear steps per magnitude (argument #4)",
+            ));
+        }
+        let mut v = factor;
+        while v < nsteps {
+            v *= factor;
+        }
+        if nsteps % factor != 0 || v % nsteps != 0 {
+            return Err(derr(
+                "D_LLQUANT_FACTOREVEN",
+                line,
+                "llquantize( ) factor (argument #1) must evenly divide the number of steps per magnitude (argument #4), and the number of steps per magnitude must evenly divide a power of the factor",
+            ));
+        }
+        let mut order: u64 = 1;
+        for _ in 0..high {
+            match order.checked_mul(factor as u64) {
+                Some(o) => order = o,
+                None => {
                     return Err(derr(
-                        "D_PROTO_ARG",
+                        "D_LLQUANT_MAGTOOBIG",
                         line,
-                        format!(
-                            "{}( ) increment value (argument #{argmax}) must be of scalar type",
-                            b.name
-                        ),
-                    ));
+                        format!("llquantize( ) factor ({factor}) raised to power of high magnitude ({high}) overflows 64-bits"),
+                    ))
                 }
-                if typed.len() > idx + 1 {
+            }
+        }
+        if let Some(old) = self.aggs.get(agg).filter(|a| a.func == "llquantize") {
+            for i in 0..4 {
+                if old.params[i] != vals[i] {
                     return Err(derr(
-                        "D_PROTO_LEN",
+                        LLQUANT_TAGS[i].2,
                         line,
                         format!(
-                            "{}( ) prototype mismatch: {} args passed, at most {argmax} expected",
-                            b.name,
-                            typed.len()
+                            "llquantize( ) {} (argument #{}) doesn't match previous declaration: expected {}, found {}",
+                            LLQUANT_NAMES[i],
+                            i + 1,
+                            old.params[i],
+                            vals[i]
                         ),
                     ));
                 }
             }
         }
-        let keys_opt = keys.map(|_| key_types.clone());
-        match self.aggs.get(agg) {
-            Some(old) => {
-                if old.func != b.name {
-                    return Err(derr(
-                        "D_AGG_REDEF",
-                        line,
-                        // dt_parser.c, dt_cook_op2 (DT_TOK_ASGN)
-                        format!(
-                            "aggregation redefined: {agg}\n\t current: {agg} = {}( )\n\
-                             \tprevious: {agg} = {}( ) : line {}",
-                            b.name, old.func, old.line
-                        ),
-                    ));
-                }
-                let ol = old.keys.as_ref().map(|k| k.len()).unwrap_or(0);
-                let nl = key_types.len();
-                if ol != nl {
-                    return Err(derr(
-                        "D_AGG_MDIM",
-                        line,
-                        format!(
-                            "{agg}[ ] prototype mismatch: {nl} key{}passed, {ol} expected",
-                            if nl == 1 { " " } else { "s " }
-                        ),
-                    ));
-                }
-                if let Some(ok) = &old.keys {
-                    for (i, (x, y)) in ok.iter().zip(&key_types).enumerate() {
-                        let compat = self.types.compatible(*x, *y)
-                            || (self.types.is_integer(*x) && self.types.is_integer(*y))
-                            || (self.types.is_string(*x) && self.types.is_char_ptr_or_array(*y))
-                            || (self.types.is_string(*y) && self.types.is_char_ptr_or_array(*x));
-                        if !compat {
-                            return Err(derr(
-                                "D_PROTO_ARG",
-                                line,
-                                format!(
-                                    "{agg}[ ] key #{} is incompatible with prototype:\n\tprototype: {}\n\t      key: {}",
-                                    i + 1,
-                                    self.types.name(*x),
-                                    self.types.name(*y)
-                                ),
-                            ));
-                        }
-                    }
-                }
-            }
-            None => {
-                let id = self.new_var_id();
-                self.aggs.insert(
-                    agg.to_string(),
-                    AggInfo {
-                        func: b.name.to_string(),
-                        keys: keys_opt,
-                        id,
-                        params,
-                        line,
-                    },
-                );
+        Ok(vals.to_vec())
+    }
+
+    /// The quantizing functions' optional increment (argument `argmax`, at `idx`): a scalar,
+    /// and the last argument.
+    fn quantize_increment(
+        &self,
+        b: &Builtin,
+        typed: &[Typed],
+        idx: usize,
+        argmax: usize,
+        line: u32,
+    ) -> DResult<()> {
+        let Some(incr) = typed.get(idx) else {
+            return Ok(());
+        };
+        if !self.types.is_scalar(incr.ty) {
+            return Err(derr(
+                "D_PROTO_ARG",
+                line,
+                format!(
+                    "{}( ) increment value (argument #{argmax}) must be of scalar type",
+                    b.name
+                ),
+            ));
+        }
+        if typed.len() > idx + 1 {
+            return Err(derr(
+                "D_PROTO_LEN",
+                line,
+                format!(
+                    "{}( ) prototype mismatch: {} args passed, at most {argmax} expected",
+                    b.name,
+                    typed.len()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A later use of an aggregation: the same function, as many keys, of compatible types.
+    fn agg_matches_earlier(
+        &self,
+        agg: &str,
+        b: &Builtin,
+        key_types: &[crate::lang::types::TypeId],
+        line: u32,
+    ) -> DResult<()> {
+        let Some(old) = self.aggs.get(agg) else {
+            return Ok(());
+        };
+        if old.func != b.name {
+            return Err(derr(
+                "D_AGG_REDEF",
+                line,
+                // dt_parser.c, dt_cook_op2 (DT_TOK_ASGN)
+                format!(
+                    "aggregation redefined: {agg}\n\t current: {agg} = {}( )\n\
+                     \tprevious: {agg} = {}( ) : line {}",
+                    b.name, old.func, old.line
+                ),
+            ));
+        }
+        let ol = old.keys.as_ref().map(|k| k.len()).unwrap_or(0);
+        let nl = key_types.len();
+        if ol != nl {
+            return Err(derr(
+                "D_AGG_MDIM",
+                line,
+                format!(
+                    "{agg}[ ] prototype mismatch: {nl} key{}passed, {ol} expected",
+                    if nl == 1 { " " } else { "s " }
+                ),
+            ));
+        }
+        let Some(ok) = &old.keys else {
+            return Ok(());
+        };
+        for (i, (x, y)) in ok.iter().zip(key_types).enumerate() {
+            let compat = self.types.compatible(*x, *y)
+                || (self.types.is_integer(*x) && self.types.is_integer(*y))
+                || (self.types.is_string(*x) && self.types.is_char_ptr_or_array(*y))
+                || (self.types.is_string(*y) && self.types.is_char_ptr_or_array(*x));
+            if !compat {
+                return Err(derr(
+                    "D_PROTO_ARG",
+                    line,
+                    format!(
+                        "{agg}[ ] key #{} is incompatible with prototype:\n\tprototype: {}\n\t      key: {}",
+                        i + 1,
+                        self.types.name(*x),
+                        self.types.name(*y)
+                    ),
+                ));
             }
         }
         Ok(())

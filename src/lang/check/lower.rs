@@ -308,7 +308,7 @@ impl Checker<'_> {
                             a.push(self.lower(lw, x)?);
                         }
                         return Ok(Node::Call {
-                            subr: b.id,
+                            subr: crate::ir::Subr::from_name(b.name),
                             name: b.name,
                             args: a,
                         });
@@ -646,7 +646,7 @@ impl Checker<'_> {
                     a.push(self.lower(lw, x)?);
                 }
                 Node::Call {
-                    subr: b.id,
+                    subr: crate::ir::Subr::from_name(b.name),
                     name: b.name,
                     args: a,
                 }

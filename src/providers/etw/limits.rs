@@ -123,7 +123,11 @@ fn execname_case_warnings(program: &Program) -> Vec<String> {
                     (x, Node::Str(s)) | (Node::Str(s), x) if is_execname(x) => note(s),
                     _ => {}
                 },
-                Node::Call { name, args, .. } if *name == "strstr" => {
+                Node::Call {
+                    subr: crate::ir::Subr::Strstr,
+                    args,
+                    ..
+                } => {
                     if let [x, Node::Str(s)] = args.as_slice() {
                         if is_execname(x) {
                             note(s);

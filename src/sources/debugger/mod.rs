@@ -437,7 +437,7 @@ pub fn stopped_target_needed(sink: &dyn Sink, pid: u32) -> Option<String> {
                     let w = match n {
                         Node::Load { .. } | Node::Bitfield { .. } => Some("a memory load"),
                         Node::Stringof(_) => Some("stringof()"),
-                        Node::Call { name, .. } if name.starts_with("copy") => Some(*name),
+                        Node::Call { subr, name, .. } if subr.copies() => Some(*name),
                         _ => None,
                     };
                     note(w);

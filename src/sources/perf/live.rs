@@ -1164,8 +1164,8 @@ fn copyinstr_calls(sink: &dyn Sink, enabled: &[ProbeInfo]) -> Vec<u16> {
             crate::ir::visit::visit_clause(
                 c,
                 &mut |n| {
-                    if let Node::Call { name, .. } = n {
-                        uses |= *name == "copyinstr";
+                    if let Node::Call { subr, .. } = n {
+                        uses |= *subr == crate::ir::Subr::Copyinstr;
                     }
                 },
                 &mut |_| {},

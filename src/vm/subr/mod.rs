@@ -49,34 +49,6 @@ pub enum Fault {
     NoScratch,
 }
 
-/// Whether the subroutine called `name` yields a D string (so its bytes, not its address,
-/// are what a key or comparison uses).
-pub fn returns_string(name: &str) -> bool {
-    matches!(
-        name,
-        "basename"
-            | "cleanpath"
-            | "copyinstr"
-            | "ddi_pathname"
-            | "dirname"
-            | "inet_ntoa"
-            | "inet_ntoa6"
-            | "inet_ntop"
-            | "json"
-            | "lltostr"
-            | "strchr"
-            | "strjoin"
-            | "strrchr"
-            | "strstr"
-            | "strtok"
-            | "substr"
-            | "tolower"
-            | "toupper"
-            | "wstringof"
-            | "etwfield_str"
-    )
-}
-
 /// The part of `s` before its first NUL byte (all of `s` if it has none).
 fn cstr(s: &[u8]) -> &[u8] {
     match s.iter().position(|&c| c == 0) {
@@ -100,16 +72,6 @@ fn at(s: &[u8], i: usize) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn string_returning_names() {
-        assert!(returns_string("substr"));
-        assert!(returns_string("wstringof"));
-        assert!(returns_string("json"));
-        assert!(!returns_string("strlen"));
-        assert!(!returns_string("strtoll"));
-        assert!(!returns_string("index"));
-    }
 
     #[test]
     fn cstr_helpers() {
