@@ -18,8 +18,9 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use key::KeyRef;
-pub use key::{IntKey, KeyValue};
+pub use key::IntKey;
+
+use crate::ir::value::{Datum, DatumRef};
 
 /// Bytes of one entry's value for `f` as dtrace's kernel sizes it
 /// (`dtrace_ecb_aggregation_create()`): the data words dtx keeps, plus the word in which the
@@ -74,7 +75,7 @@ pub trait SymbolResolver {
         crate::output::stack::Lookup::None
     }
     /// A kernel address as a frame of a stack recorded at address-space epoch `epoch`
-    /// (`KeyValue::Stack`'s, `vm::StackEpochs`): named by the image that held it then. A
+    /// (`Datum::Stack`'s, `vm::StackEpochs`): named by the image that held it then. A
     /// resolver that knows no epochs names it as [`SymbolResolver::kernel`] does.
     fn kernel_at(&self, epoch: u32, addr: u64) -> String {
         let _ = epoch;
@@ -367,10 +368,10 @@ impl Agg {
     /// the name `syms` gives them; one without a name stays apart, as in dtrace. None when
     /// no key holds such an address (all keys of an aggregation have one shape).
     fn merged_by_symbol(&self, syms: &dyn SymbolResolver) -> Option<Agg> {
-        let symbolic = |k: &KeyRef| {
+        let symbolic = |k: &DatumRef| {
             matches!(
                 k,
-                KeyRef::Sym(_) | KeyRef::Mod(_) | KeyRef::Usym { .. } | KeyRef::Umod { .. }
+                DatumRef::Sym(_) | DatumRef::Mod(_) | DatumRef::Usym { .. } | DatumRef::Umod { .. }
             )
         };
         if self.len() == 0 || !key::iter(self.key(0)).any(|k| symbolic(&k)) {
@@ -385,15 +386,15 @@ impl Agg {
         let mut upto = 0;
         let mut bytes = Vec::new();
         for i in 0..self.len() {
-            let mut keys: Vec<KeyValue> = key::iter(self.key(i)).map(KeyRef::to_value).collect();
+            let mut keys: Vec<Datum> = key::iter(self.key(i)).map(DatumRef::to_datum).collect();
             for k in &mut keys {
                 match k {
-                    KeyValue::Sym(a) => *a = one(0, 0, syms.kernel_func(*a), *a),
-                    KeyValue::Mod(a) => *a = one(1, 0, syms.kmod(*a), *a),
-                    KeyValue::Usym { addr, pid } => {
+                    Datum::Sym(a) => *a = one(0, 0, syms.kernel_func(*a), *a),
+                    Datum::Mod(a) => *a = one(1, 0, syms.kmod(*a), *a),
+                    Datum::Usym { addr, pid } => {
                         *addr = one(2, *pid, syms.user_func(*pid, *addr), *addr)
                     }
-                    KeyValue::Umod { addr, pid } => {
+                    Datum::Umod { addr, pid } => {
                         *addr = one(3, *pid, syms.umod(*pid, *addr), *addr)
                     }
                     _ => {}
@@ -423,11 +424,11 @@ impl Agg {
     }
 
     /// Every entry, keys decoded, in the order they were created.
-    fn entries(&self) -> Vec<(Vec<KeyValue>, AggValue)> {
+    fn entries(&self) -> Vec<(Vec<Datum>, AggValue)> {
         (0..self.len())
             .map(|i| {
                 (
-                    key::iter(self.key(i)).map(KeyRef::to_value).collect(),
+                    key::iter(self.key(i)).map(DatumRef::to_datum).collect(),
                     self.value(i),
                 )
             })
@@ -540,7 +541,7 @@ impl AggregationTable {
     /// `@agg[key] = func(value, params...)`: `args` are the evaluated D arguments (value first,
     /// then e.g. quantize's increment; for lquantize/llquantize all their arguments, the
     /// increment being the last).
-    pub fn update(&mut self, agg: u32, key: &[KeyValue], args: &[i64]) -> Result<(), AggError> {
+    pub fn update(&mut self, agg: u32, key: &[Datum], args: &[i64]) -> Result<(), AggError> {
         // keys of integers only (`@[pid]`, `@[arg1, cpu]`) are encoded on the stack
         if let Some(k) = key::encode_small_ints(key) {
             return self.update_ints(agg, &k, args);
@@ -548,7 +549,7 @@ impl AggregationTable {
         let mut k = std::mem::take(&mut self.scratch);
         k.clear();
         key::encode(key, &mut k);
-        let strings = key.iter().filter(|c| matches!(c, KeyValue::Str(_))).count();
+        let strings = key.iter().filter(|c| matches!(c, Datum::Str(_))).count();
         let charge = k.len() + strings * self.string_key_size;
         let r = self.update_encoded(agg, &k, charge, args);
         self.scratch = k;
@@ -629,12 +630,7 @@ impl AggregationTable {
     /// Folds one entry's data words (a saved result read back) into the entry of `key`, as
     /// [`AggregationTable::merge_from`] folds a whole table. `words` has [`Self::stride`]
     /// words in the function's layout.
-    pub fn merge_words(
-        &mut self,
-        agg: u32,
-        key: &[KeyValue],
-        words: &[i64],
-    ) -> Result<(), AggError> {
+    pub fn merge_words(&mut self, agg: u32, key: &[Datum], words: &[i64]) -> Result<(), AggError> {
         let a = self
             .aggs
             .get_mut(agg as usize)
@@ -724,7 +720,7 @@ impl AggregationTable {
     }
 
     /// The entries of an aggregation, in the order they were created.
-    pub fn snapshot(&self, agg: u32) -> Vec<(Vec<KeyValue>, AggValue)> {
+    pub fn snapshot(&self, agg: u32) -> Vec<(Vec<Datum>, AggValue)> {
         self.aggs
             .get(agg as usize)
             .map_or_else(Vec::new, Agg::entries)
@@ -736,7 +732,7 @@ impl AggregationTable {
         &self,
         agg: u32,
         syms: &dyn SymbolResolver,
-    ) -> Vec<(Vec<KeyValue>, AggValue)> {
+    ) -> Vec<(Vec<Datum>, AggValue)> {
         let Some(a) = self.aggs.get(agg as usize) else {
             return Vec::new();
         };
@@ -751,7 +747,7 @@ impl AggregationTable {
         agg: u32,
         opts: &SortOptions,
         syms: &dyn SymbolResolver,
-    ) -> Vec<(Vec<KeyValue>, AggValue)> {
+    ) -> Vec<(Vec<Datum>, AggValue)> {
         let Some(a) = self.aggs.get(agg as usize) else {
             return Vec::new();
         };
@@ -761,7 +757,7 @@ impl AggregationTable {
             .into_iter()
             .map(|i| {
                 (
-                    key::iter(a.key(i)).map(|r| r.to_value()).collect(),
+                    key::iter(a.key(i)).map(|r| r.to_datum()).collect(),
                     a.value(i),
                 )
             })

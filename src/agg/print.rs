@@ -5,10 +5,11 @@
 use std::io::Write as _;
 
 use super::funcs::{self, Func};
-use super::key::{self, KeyRef};
+use super::key;
 use super::quantize::{self, Graph, Total, ZERO_BUCKET};
 use super::sort::{self, Encoding, SortOptions};
 use super::{Agg, SymbolResolver};
+use crate::ir::value::{Datum, DatumRef, Frames};
 use crate::output::memory::pad_str;
 
 /// Renders one stack frame's text into the output (a printa() conversion).
@@ -121,7 +122,7 @@ pub(crate) fn print_agg_entries(
     let order = sort::sorted_entries(a, opts);
     prefetch(a, &order, syms);
     for i in order {
-        let keys: Vec<KeyRef> = key::iter(a.key(i)).collect();
+        let keys: Vec<DatumRef> = key::iter(a.key(i)).collect();
         let packed = ex.hist.is_some() || ex.pack.is_some();
         if packed && st.header_for != Some(a as *const Agg) {
             let width: usize = keys.iter().map(|k| packed_width(k) + 1).sum();
@@ -189,14 +190,15 @@ fn prefetch(a: &Agg, order: &[usize], syms: &dyn SymbolResolver) {
     let mut frames = order.iter().flat_map(|&i| {
         key::iter(a.key(i)).flat_map(|k| -> Vec<(Option<u32>, u64)> {
             match k {
-                KeyRef::Stack {
+                Datum::Stack {
                     frames, user, pid, ..
-                } => key::frames(frames)
+                } => frames
+                    .iter()
                     .take_while(|&pc| pc != 0)
                     .map(|pc| (user.then_some(pid), pc))
                     .collect(),
-                KeyRef::Sym(a) | KeyRef::Mod(a) => vec![(None, a)],
-                KeyRef::Usym { addr, pid } | KeyRef::Umod { addr, pid } => {
+                Datum::Sym(a) | Datum::Mod(a) => vec![(None, a)],
+                Datum::Usym { addr, pid } | Datum::Umod { addr, pid } => {
                     vec![(Some(pid), addr)]
                 }
                 _ => Vec::new(),
@@ -234,11 +236,11 @@ pub(crate) fn print_joined(
 }
 
 /// Column width of a key component in packed layouts.
-fn packed_width(k: &KeyRef) -> usize {
+fn packed_width(k: &DatumRef) -> usize {
     match k {
-        KeyRef::Int { size: 1, .. } => 3,
-        KeyRef::Int { size: 2, .. } => 5,
-        KeyRef::Int { size: 4, .. } => 8,
+        Datum::Int { size: 1, .. } => 3,
+        Datum::Int { size: 2, .. } => 5,
+        Datum::Int { size: 4, .. } => 8,
         _ => 16,
     }
 }
@@ -255,7 +257,7 @@ fn print_int(out: &mut Vec<u8>, v: i64, size: u8) {
 
 /// One key component (`dt_print_datum` for a key record).
 pub(crate) fn print_key(
-    k: &KeyRef,
+    k: &DatumRef,
     packed: bool,
     opts: &SortOptions,
     syms: &dyn SymbolResolver,
@@ -263,14 +265,14 @@ pub(crate) fn print_key(
 ) {
     let width: i32 = if packed { 16 } else { -50 };
     match *k {
-        KeyRef::Int { value, size, .. } => print_int(out, value, size),
-        KeyRef::Str(s) => {
+        Datum::Int { value, size, .. } => print_int(out, value, size),
+        Datum::Str(s) => {
             let mut rec = s.to_vec();
             rec.truncate(opts.strsize);
             rec.resize(opts.strsize, 0);
             print_bytes(out, &rec, width, opts.rawbytes);
         }
-        KeyRef::Bytes(b) => match b.len() {
+        Datum::Bytes(b) => match b.len() {
             1 | 2 | 4 | 8 => {
                 let mut a = [0u8; 8];
                 a[..b.len()].copy_from_slice(b);
@@ -278,7 +280,7 @@ pub(crate) fn print_key(
             }
             _ => print_bytes(out, b, width, opts.rawbytes),
         },
-        KeyRef::Stack {
+        Datum::Stack {
             frames,
             user,
             pid,
@@ -292,19 +294,19 @@ pub(crate) fn print_key(
             };
             print_stack(out, stack, opts.stackindent, None, syms)
         }
-        KeyRef::Sym(a) => {
+        Datum::Sym(a) => {
             let _ = write!(out, "  {:<50}", syms.kernel_func(a));
         }
-        KeyRef::Mod(a) => {
+        Datum::Mod(a) => {
             let _ = write!(out, "  {:<50}", syms.kmod(a));
         }
-        KeyRef::Usym { addr, pid } => {
+        Datum::Usym { addr, pid } => {
             let _ = write!(out, "  {:<50}", syms.user_func(pid, addr));
         }
-        KeyRef::Uaddr { addr, pid } => {
+        Datum::Uaddr { addr, pid } => {
             let _ = write!(out, "  {:<50}", syms.user(pid, addr));
         }
-        KeyRef::Umod { addr, pid } => {
+        Datum::Umod { addr, pid } => {
             let _ = write!(out, "  {:<50}", syms.umod(pid, addr));
         }
     }
@@ -315,7 +317,7 @@ pub(crate) fn print_key(
 /// A stack key's frames (little-endian words), process and epoch.
 #[derive(Clone, Copy)]
 pub(crate) struct StackKey<'a> {
-    pub frames: &'a [u8],
+    pub frames: Frames<'a>,
     pub user: bool,
     pub pid: u32,
     pub epoch: u32,
@@ -338,7 +340,7 @@ pub(crate) fn print_stack(
         return;
     }
     out.push(b'\n');
-    for pc in key::frames(frames) {
+    for pc in frames.iter() {
         if pc == 0 {
             break;
         }

@@ -41,24 +41,24 @@ fn defs(list: &[(&str, AggFunc)]) -> Vec<Aggregation> {
         .collect()
 }
 
-fn int(v: i64) -> KeyValue {
-    KeyValue::Int {
+fn int(v: i64) -> Datum {
+    Datum::Int {
         value: v,
         size: 4,
         signed: true,
     }
 }
 
-fn sized(v: i64, size: u8) -> KeyValue {
-    KeyValue::Int {
+fn sized(v: i64, size: u8) -> Datum {
+    Datum::Int {
         value: v,
         size,
         signed: true,
     }
 }
 
-fn s(v: &str) -> KeyValue {
-    KeyValue::Str(v.as_bytes().to_vec())
+fn s(v: &str) -> Datum {
+    Datum::Str(v.as_bytes().to_vec())
 }
 
 /// The end of a run: dtrace's newline, then the unprinted aggregations.
@@ -611,14 +611,14 @@ fn key_layouts() {
     t.update(
         0,
         &[
-            KeyValue::Stack {
+            Datum::Stack {
                 frames: vec![1, 2, 0, 0],
                 user: false,
                 pid: 0,
                 epoch: 0,
             },
-            KeyValue::Sym(3),
-            KeyValue::Mod(3),
+            Datum::Sym(3),
+            Datum::Mod(3),
             s(""),
         ],
         &[],
@@ -668,10 +668,7 @@ fn no_panics_on_extremes() {
     let vals = [i64::MIN, -1, 0, 1, i64::MAX, i64::MIN + 1];
     for a in 0..d.len() as u32 {
         for (i, &v) in vals.iter().enumerate() {
-            let key = [
-                sized(v, (1 << (i % 4)) as u8),
-                KeyValue::Str(vec![0xff, b'x']),
-            ];
+            let key = [sized(v, (1 << (i % 4)) as u8), Datum::Str(vec![0xff, b'x'])];
             t.update(a, &key, &[v, v, v, v, v, v]).unwrap();
             t.update(a, &[], &[v, v, v, v, v, v]).unwrap();
         }
@@ -853,14 +850,14 @@ fn symbol_keys_merge_by_function_and_module() {
         keys: Vec::new(),
     }]);
     for a in [0x1010u64, 0x1020, 0x1110, 0x2010] {
-        t.update(0, &[KeyValue::Mod(a)], &[]).unwrap();
-        t.update(0, &[KeyValue::Mod(a)], &[]).unwrap();
+        t.update(0, &[Datum::Mod(a)], &[]).unwrap();
+        t.update(0, &[Datum::Mod(a)], &[]).unwrap();
     }
     let snap = t.snapshot_named(0, &Blocks);
     let counts: Vec<u64> = snap.iter().map(|(_, v)| v.scalar() as u64).collect();
     assert_eq!(counts, vec![6, 2]);
     // the first address of each module stands for it
-    assert_eq!(snap[0].0, vec![KeyValue::Mod(0x1010)]);
+    assert_eq!(snap[0].0, vec![Datum::Mod(0x1010)]);
     let mut out = Vec::new();
     t.print_default(0, &SortOptions::default(), &Blocks, &mut out);
     let text = String::from_utf8(out).unwrap();
@@ -870,6 +867,6 @@ fn symbol_keys_merge_by_function_and_module() {
     t.trunc(0, Some(1), &Blocks);
     assert_eq!(
         t.snapshot(0),
-        vec![(vec![KeyValue::Mod(0x1010)], AggValue::Count(6))]
+        vec![(vec![Datum::Mod(0x1010)], AggValue::Count(6))]
     );
 }

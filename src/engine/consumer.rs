@@ -9,8 +9,8 @@ use std::io::Write;
 use crate::agg::{Encoding, NoSymbols, SortOptions, SymbolResolver};
 use crate::ir::{ActionKind, ValKind};
 use crate::output::messages;
-use crate::output::printf::{self, ArgType, Value};
-use crate::output::record::{self as rec, Datum as ODatum};
+use crate::output::printf::{self, DatumRef};
+use crate::output::record as rec;
 use crate::output::stack;
 use crate::probes::ProbeInfo;
 use crate::vm::{Datum, FireResult, Record, Vm};
@@ -148,42 +148,6 @@ fn program_key(vm: &Vm) -> usize {
     std::sync::Arc::as_ptr(&vm.program) as usize
 }
 
-fn datum_value(d: &Datum) -> Value<'_> {
-    match d {
-        Datum::Int {
-            value,
-            size,
-            signed,
-        } => Value::Int(*value, ArgType::int(*size, *signed)),
-        Datum::Str(s) => Value::Str(s),
-        Datum::Bytes(b) => Value::Bytes(b),
-        Datum::Stack { .. } => Value::Rendered(b""),
-    }
-}
-
-fn odatum(d: &Datum) -> ODatum<'_> {
-    match d {
-        Datum::Int {
-            value,
-            size,
-            signed,
-        } => ODatum::Int {
-            value: *value,
-            size: *size,
-            signed: *signed,
-        },
-        Datum::Str(s) => ODatum::Str(s),
-        Datum::Bytes(b) => ODatum::Bytes(b),
-        Datum::Stack {
-            frames, user, pid, ..
-        } => ODatum::Stack {
-            frames,
-            user: *user,
-            pid: *pid as u32,
-        },
-    }
-}
-
 /// The probe a fault happened in, as the fault message names it.
 fn fault_probe<'a>(
     e: &crate::vm::ErrorInfo,
@@ -228,7 +192,8 @@ pub(crate) fn etw_trace_args(
         .map(|d| match d {
             Datum::Int { value, .. } => EtwValue::Int(*value),
             Datum::Str(s) | Datum::Bytes(s) => EtwValue::Str(s),
-            Datum::Stack { .. } => EtwValue::Int(0),
+            // no stack or address key is an argument of etw_trace() (see check/etw_trace.rs)
+            _ => EtwValue::Int(0),
         })
         .collect();
     (
@@ -439,7 +404,7 @@ impl Consumer {
                     };
                     match &a.kind {
                         ActionKind::Printf(f) => {
-                            let vals: Vec<Value> = values.iter().map(datum_value).collect();
+                            let vals: Vec<DatumRef> = values.iter().map(Datum::as_view).collect();
                             let _ = printf::format_with(
                                 f,
                                 &vals,
@@ -463,7 +428,7 @@ impl Consumer {
                                     if *user {
                                         // an empty user stack prints nothing at all
                                         if !frames.is_empty() {
-                                            let pid = *pid as u32;
+                                            let pid = *pid;
                                             stack::stack_simple(
                                                 frames,
                                                 stack::DEFAULT_INDENT,
@@ -504,7 +469,7 @@ impl Consumer {
                                     Datum::Str(s) | Datum::Bytes(s) => {
                                         crate::output::print::print_value(ty, s, &mut self.buf)
                                     }
-                                    Datum::Stack { .. } => {}
+                                    _ => {}
                                 }
                             }
                         }
@@ -525,7 +490,7 @@ impl Consumer {
                                     (Datum::Str(s), ValKind::String) => {
                                         rec::trace_string(s, vm.opts.strsize, o, &mut self.buf)
                                     }
-                                    _ => rec::trace_datum_opts(&odatum(v), o, &mut self.buf),
+                                    _ => rec::trace_datum_opts(&v.as_view(), o, &mut self.buf),
                                 }
                             }
                         }
@@ -633,7 +598,7 @@ impl Consumer {
             ActionKind::Normalize(a) => vm.aggs.normalize(*a, int(0).unwrap_or(1)),
             ActionKind::Denormalize(a) => vm.aggs.denormalize(*a),
             ActionKind::System(f) => {
-                let vals: Vec<Value> = values.iter().map(datum_value).collect();
+                let vals: Vec<DatumRef> = values.iter().map(Datum::as_view).collect();
                 let mut cmd = Vec::new();
                 let _ = printf::format_with(f, &vals, &printf::Context::default(), &mut cmd);
                 self.write_buf();
@@ -665,7 +630,7 @@ impl Consumer {
             self.redirect = None;
             return;
         }
-        let vals: Vec<Value> = values.iter().map(datum_value).collect();
+        let vals: Vec<DatumRef> = values.iter().map(Datum::as_view).collect();
         let mut name = Vec::new();
         let _ = printf::format_with(f, &vals, &printf::Context::default(), &mut name);
         let name = String::from_utf8_lossy(&name).into_owned();

@@ -10,6 +10,7 @@ pub mod disasm;
 pub mod printf;
 pub mod ptype;
 pub mod sharing;
+pub mod value;
 pub mod visit;
 
 use crate::probes::ProbeDesc;

@@ -8,7 +8,7 @@ use super::Consumer;
 use crate::ir::{ActionKind, ValKind};
 use crate::output::json::Json;
 use crate::output::messages;
-use crate::output::printf::{self, Value};
+use crate::output::printf::{self, DatumRef};
 use crate::output::structured::{self as st, OFormat};
 use crate::probes::ProbeInfo;
 use crate::vm::{Datum, FireResult, Record, Vm};
@@ -203,7 +203,9 @@ impl Consumer {
                     user,
                     pid,
                     epoch,
-                } => st::stack_json(frames, *user, *pid as u32, *epoch, syms),
+                } => st::stack_json(frames, *user, *pid, *epoch, syms),
+                // address keys, as an aggregation key's JSON names them
+                _ => st::key_json(v, syms),
             }
         };
         let one = |name: &str, j: Json| Json::object([(name, j)]);
@@ -213,7 +215,7 @@ impl Consumer {
         };
         match kind {
             ActionKind::Printf(f) => {
-                let vals: Vec<Value> = values.iter().map(super::datum_value).collect();
+                let vals: Vec<DatumRef> = values.iter().map(Datum::as_view).collect();
                 let mut text = Vec::new();
                 let _ = printf::format_with(f, &vals, &printf::Context::default(), &mut text);
                 let mut out = vec![one("message", Json::str(String::from_utf8_lossy(&text)))];
@@ -234,7 +236,7 @@ impl Consumer {
                             user,
                             pid,
                             epoch,
-                        } => Some(st::stack_json(frames, *user, *pid as u32, *epoch, syms)),
+                        } => Some(st::stack_json(frames, *user, *pid, *epoch, syms)),
                         _ => None,
                     })
                     .collect()
@@ -251,7 +253,7 @@ impl Consumer {
                         Datum::Str(s) | Datum::Bytes(s) => {
                             crate::output::print::print_value(ty, s, &mut text)
                         }
-                        Datum::Stack { .. } => {}
+                        _ => {}
                     }
                 }
                 vec![one("print", Json::str(String::from_utf8_lossy(&text)))]
