@@ -3,13 +3,14 @@
 //! the listed aggregations in order (the last one repeats); quantizations print their graph
 //! wherever their `%@` is, whatever its conversion.
 
-use super::funcs::{self, Func};
+use super::funcs;
 use super::key;
 use super::print;
 use super::quantize;
 use super::sort::{self, SortOptions};
 use super::{Agg, SymbolResolver};
 use crate::ir::value::{Datum, DatumRef};
+use crate::ir::AggFunc;
 use crate::output::printf::{
     format_with, Context, Conversion, Count, Format, FormatError, Piece, PrintKind,
 };
@@ -94,7 +95,7 @@ fn row(
 ) -> Result<(), FormatError> {
     let keys: Vec<DatumRef> = key::iter(k).collect();
     let n = aggs.len();
-    let signed = aggs[0].func != Func::Count;
+    let signed = aggs[0].func != AggFunc::Count;
     let mut ki = 0usize;
     let mut aggk = 0usize;
     for piece in &fmt.pieces {
@@ -147,12 +148,12 @@ fn row(
             };
             let sn = if normal == 0 { 1 } else { normal as i64 };
             let v = match a.func {
-                Func::Quantize | Func::Lquantize { .. } | Func::Llquantize { .. } => {
+                AggFunc::Quantize | AggFunc::Lquantize { .. } | AggFunc::Llquantize { .. } => {
                     print::print_value(&a.func, d, normal, opts, out);
                     continue;
                 }
-                Func::Avg => funcs::average_unsigned(d, normal) as i64,
-                Func::Stddev => funcs::stddev(d, normal) as i64,
+                AggFunc::Avg => funcs::average_unsigned(d, normal) as i64,
+                AggFunc::Stddev => funcs::stddev(d, normal) as i64,
                 _ => {
                     let is_signed = match kind {
                         PrintKind::Sint => true,

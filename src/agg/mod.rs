@@ -30,11 +30,12 @@ pub fn entry_bytes(f: crate::ir::AggFunc) -> usize {
         f,
         crate::ir::AggFunc::Lquantize { .. } | crate::ir::AggFunc::Llquantize { .. }
     );
-    (funcs::Func::new(f).stride() + usize::from(arg)) * 8
+    (funcs::sanitize(f).stride() + usize::from(arg)) * 8
 }
 pub use sort::{Encoding, SortOptions};
 
-use funcs::Func;
+use crate::ir::AggFunc;
+use funcs::Fold;
 
 /// Resolves addresses for printing stacks and symbol keys. The default methods print `0x` hex.
 pub trait SymbolResolver {
@@ -233,7 +234,7 @@ fn hash_key(k: &[u8]) -> u64 {
 /// One aggregation's entries.
 pub(crate) struct Agg {
     pub(crate) name: String,
-    pub(crate) func: Func,
+    pub(crate) func: AggFunc,
     stride: usize,
     arena: Vec<u8>,
     /// Start of each entry's key in `arena` (the end is the next start).
@@ -250,7 +251,7 @@ pub(crate) struct Agg {
 }
 
 impl Agg {
-    fn new(name: &str, func: Func) -> Agg {
+    fn new(name: &str, func: AggFunc) -> Agg {
         Agg {
             name: name.to_string(),
             func,
@@ -438,27 +439,27 @@ impl Agg {
     fn value(&self, i: usize) -> AggValue {
         let d = self.data(i);
         match self.func {
-            Func::Count => AggValue::Count(d[0] as u64),
-            Func::Sum => AggValue::Sum(d[0]),
-            Func::Min => AggValue::Min(d[0]),
-            Func::Max => AggValue::Max(d[0]),
-            Func::Avg => AggValue::Avg {
+            AggFunc::Count => AggValue::Count(d[0] as u64),
+            AggFunc::Sum => AggValue::Sum(d[0]),
+            AggFunc::Min => AggValue::Min(d[0]),
+            AggFunc::Max => AggValue::Max(d[0]),
+            AggFunc::Avg => AggValue::Avg {
                 count: d[0] as u64,
                 sum: d[1],
             },
-            Func::Stddev => AggValue::Stddev {
+            AggFunc::Stddev => AggValue::Stddev {
                 count: d[0] as u64,
                 sum: d[1],
                 sum_sq: (d[2] as u64 as u128) | ((d[3] as u64 as u128) << 64),
             },
-            Func::Quantize => AggValue::Quantize(d.to_vec()),
-            Func::Lquantize { base, step, levels } => AggValue::Lquantize {
+            AggFunc::Quantize => AggValue::Quantize(d.to_vec()),
+            AggFunc::Lquantize { base, step, levels } => AggValue::Lquantize {
                 base,
                 step,
                 levels,
                 buckets: d.to_vec(),
             },
-            Func::Llquantize {
+            AggFunc::Llquantize {
                 factor,
                 low,
                 high,
@@ -492,7 +493,7 @@ impl AggregationTable {
         AggregationTable {
             aggs: defs
                 .iter()
-                .map(|d| Agg::new(&d.name, Func::new(d.func)))
+                .map(|d| Agg::new(&d.name, funcs::sanitize(d.func)))
                 .collect(),
             limit: None,
             string_key_size: 0,
@@ -597,7 +598,7 @@ impl AggregationTable {
     /// Folds every entry of `other` (a table of the same program, e.g. the one an engine over
     /// another trace filled) into this one, as dtrace folds per-CPU aggregation buffers: a key
     /// new here is added with `other`'s value, a key present on both sides combines (see
-    /// [`Func::merge`]). Aggregations are matched by position; a pair whose functions differ
+    /// [`funcs::Fold::merge`]). Aggregations are matched by position; a pair whose functions differ
     /// (not the same program) is skipped. `aggsize` does not apply: the entries exist already.
     pub fn merge_from(&mut self, other: &AggregationTable) {
         for (a, b) in self.aggs.iter_mut().zip(&other.aggs) {

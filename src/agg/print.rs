@@ -4,12 +4,13 @@
 
 use std::io::Write as _;
 
-use super::funcs::{self, Func};
+use super::funcs;
 use super::key;
 use super::quantize::{self, Graph, Total, ZERO_BUCKET};
 use super::sort::{self, Encoding, SortOptions};
 use super::{Agg, SymbolResolver};
 use crate::ir::value::{Datum, DatumRef, Frames};
+use crate::ir::AggFunc;
 use crate::output::memory::pad_str;
 
 /// Renders one stack frame's text into the output (a printa() conversion).
@@ -52,14 +53,19 @@ fn extra(a: &Agg, opts: &SortOptions) -> Extra {
         hist: None,
         pack: None,
     };
-    if opts.agghist && matches!(a.func, Func::Sum | Func::Count | Func::Avg | Func::Stddev) {
+    if opts.agghist
+        && matches!(
+            a.func,
+            AggFunc::Sum | AggFunc::Count | AggFunc::Avg | AggFunc::Stddev
+        )
+    {
         let (mut pos, mut neg) = (false, false);
         let mut total: u128 = 0;
         for i in 0..a.len() {
             let d = a.data(i);
             let v = match a.func {
-                Func::Stddev => funcs::stddev(d, 1) as i64,
-                Func::Avg => funcs::average(d, 1),
+                AggFunc::Stddev => funcs::stddev(d, 1) as i64,
+                AggFunc::Avg => funcs::average(d, 1),
                 _ => d[0],
             };
             pos |= v > 0;
@@ -73,7 +79,7 @@ fn extra(a: &Agg, opts: &SortOptions) -> Extra {
         }
         ex.hist = Some((Total::exact(total), pos, neg));
     }
-    if opts.aggpack && a.func == Func::Quantize {
+    if opts.aggpack && a.func == AggFunc::Quantize {
         let mut range: Option<(usize, usize)> = None;
         for i in 0..a.len() {
             let d = a.data(i);
@@ -91,7 +97,7 @@ fn extra(a: &Agg, opts: &SortOptions) -> Extra {
         }
         ex.pack = Some(range.unwrap_or((ZERO_BUCKET, ZERO_BUCKET)));
     }
-    if opts.aggpack && matches!(a.func, Func::Lquantize { .. }) {
+    if opts.aggpack && matches!(a.func, AggFunc::Lquantize { .. }) {
         ex.pack = Some((0, 0));
     }
     ex
@@ -130,11 +136,11 @@ pub(crate) fn print_agg_entries(
                 quantize::header(out, width);
             } else {
                 let q = match a.func {
-                    Func::Quantize => ex.pack,
+                    AggFunc::Quantize => ex.pack,
                     _ => None,
                 };
                 let levels = match a.func {
-                    Func::Lquantize { levels, .. } => levels as usize,
+                    AggFunc::Lquantize { levels, .. } => levels as usize,
                     _ => 0,
                 };
                 quantize::packed_header(out, width, q, levels);
@@ -162,10 +168,10 @@ pub(crate) fn print_agg_entries(
         if let Some((minbin, maxbin)) = ex.pack {
             let g = graph(opts);
             match a.func {
-                Func::Quantize => {
+                AggFunc::Quantize => {
                     quantize::print_quantize_packed(out, d, minbin, maxbin, g, packed_utf8(opts))
                 }
-                Func::Lquantize { base, step, levels } => quantize::print_lquantize_packed(
+                AggFunc::Lquantize { base, step, levels } => quantize::print_lquantize_packed(
                     out,
                     base,
                     step,
@@ -412,23 +418,29 @@ pub(crate) fn print_bytes(out: &mut Vec<u8>, c: &[u8], width: i32, raw: bool) {
 }
 
 /// The value of an entry in the default layout (without the final newline).
-pub(crate) fn print_value(f: &Func, d: &[i64], normal: u64, opts: &SortOptions, out: &mut Vec<u8>) {
+pub(crate) fn print_value(
+    f: &AggFunc,
+    d: &[i64],
+    normal: u64,
+    opts: &SortOptions,
+    out: &mut Vec<u8>,
+) {
     let g = graph(opts);
     match *f {
-        Func::Count | Func::Sum | Func::Min | Func::Max => {
+        AggFunc::Count | AggFunc::Sum | AggFunc::Min | AggFunc::Max => {
             let _ = write!(out, " {:>16}", quantize::norm(d[0], normal));
         }
-        Func::Avg => {
+        AggFunc::Avg => {
             let _ = write!(out, " {:>16}", funcs::average(d, normal));
         }
-        Func::Stddev => {
+        AggFunc::Stddev => {
             let _ = write!(out, " {:>16}", funcs::stddev(d, normal));
         }
-        Func::Quantize => quantize::print_quantize(out, d, normal, g),
-        Func::Lquantize { base, step, levels } => {
+        AggFunc::Quantize => quantize::print_quantize(out, d, normal, g),
+        AggFunc::Lquantize { base, step, levels } => {
             quantize::print_lquantize(out, base, step, levels, d, normal, g)
         }
-        Func::Llquantize {
+        AggFunc::Llquantize {
             factor,
             low,
             high,
