@@ -1,18 +1,17 @@
-//! The aggregation engine: `@name[keys] = func(args)` storage, clear/trunc/normalize, and
-//! printing in dtrace's default layout or through a printa() format.
+//! The aggregation engine: `@name[keys] = func(args)` storage, clear/trunc/normalize, the
+//! merge of keys by symbol and the orders printa() reads the entries in. Printing them, in
+//! dtrace's default layout or through a printa() format, is `output::printa`.
 //!
 //! Each aggregation keeps its keys encoded back to back in one byte arena and its data as
 //! fixed-size runs of 64-bit words (the layout dtrace uses: `[count, sum]` for avg(), 127
 //! buckets for quantize(), ...), indexed by a hash of the key bytes. A million distinct integer
 //! keys of a count() take about 60 MB (see the `memory_million_keys` test).
 
-mod format;
-mod funcs;
-mod key;
-mod print;
+pub(crate) mod funcs;
+pub(crate) mod key;
 pub(crate) mod quantize;
 pub mod snapshot;
-mod sort;
+pub(crate) mod sort;
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -71,9 +70,9 @@ pub trait SymbolResolver {
         let _ = frames;
     }
     /// A user address of process `pid` as a `ustack()` frame lookup.
-    fn user_lookup(&self, pid: u32, addr: u64) -> crate::output::stack::Lookup {
+    fn user_lookup(&self, pid: u32, addr: u64) -> Lookup {
         let _ = (pid, addr);
-        crate::output::stack::Lookup::None
+        Lookup::None
     }
     /// A kernel address as a frame of a stack recorded at address-space epoch `epoch`
     /// (`Datum::Stack`'s, `vm::StackEpochs`): named by the image that held it then. A
@@ -88,10 +87,26 @@ pub trait SymbolResolver {
         self.user(pid, addr)
     }
     /// [`SymbolResolver::user_lookup`] of a frame of a stack recorded at `epoch`.
-    fn user_lookup_at(&self, pid: u32, epoch: u32, addr: u64) -> crate::output::stack::Lookup {
+    fn user_lookup_at(&self, pid: u32, epoch: u32, addr: u64) -> Lookup {
         let _ = epoch;
         self.user_lookup(pid, addr)
     }
+}
+
+/// Result of looking up an address, supplied by the caller's symbol tables.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Lookup {
+    /// Address is inside symbol `name` of `module`, whose value (start
+    /// address) is `start`.
+    Sym {
+        module: String,
+        name: String,
+        start: u64,
+    },
+    /// Only the containing module is known.
+    Module(String),
+    /// Nothing known.
+    None,
 }
 
 fn strip_offset(s: String) -> String {
@@ -247,7 +262,8 @@ pub(crate) struct Agg {
     /// later print unnormalised, as in dtrace.
     normal: u64,
     normal_upto: usize,
-    printed: Cell<bool>,
+    /// Whether a printa() printed it (then the end of the run does not).
+    pub(crate) printed: Cell<bool>,
 }
 
 impl Agg {
@@ -368,7 +384,7 @@ impl Agg {
     /// symbol's or the module's start before keys are compared). Addresses are grouped by
     /// the name `syms` gives them; one without a name stays apart, as in dtrace. None when
     /// no key holds such an address (all keys of an aggregation have one shape).
-    fn merged_by_symbol(&self, syms: &dyn SymbolResolver) -> Option<Agg> {
+    pub(crate) fn merged_by_symbol(&self, syms: &dyn SymbolResolver) -> Option<Agg> {
         let symbolic = |k: &DatumRef| {
             matches!(
                 k,
@@ -765,44 +781,13 @@ impl AggregationTable {
             .collect()
     }
 
-    /// `printa(@a)`: a newline, then every entry in dtrace's default layout. Marks the
-    /// aggregation printed when it has entries.
-    pub fn print_default(
-        &self,
-        agg: u32,
-        opts: &SortOptions,
-        syms: &dyn SymbolResolver,
-        out: &mut Vec<u8>,
-    ) {
-        self.print_default_multi(&[agg], opts, syms, out);
-    }
-
-    /// `printa(@a, @b, ...)` without a format: a newline, then one line per key of the union
-    /// of keys with each aggregation's value.
-    pub fn print_default_multi(
-        &self,
-        aggs: &[u32],
-        opts: &SortOptions,
-        syms: &dyn SymbolResolver,
-        out: &mut Vec<u8>,
-    ) {
-        out.push(b'\n');
-        let Some(merged) = self.merged(aggs, syms) else {
-            return;
-        };
-        let list = merged.list();
-        let mut state = print::State::default();
-        if list.len() == 1 {
-            print::print_agg(list[0], opts, syms, &mut state, out);
-        } else {
-            print::print_joined(&list, opts, syms, &mut state, out);
-        }
-        merged.mark_printed();
-    }
-
     /// The aggregations `aggs` names, each with its keys merged by symbol as dtrace's
     /// consumer merges them ([`Agg::merged_by_symbol`]). None when one is missing.
-    fn merged<'a>(&'a self, aggs: &[u32], syms: &dyn SymbolResolver) -> Option<Merged<'a>> {
+    pub(crate) fn merged<'a>(
+        &'a self,
+        aggs: &[u32],
+        syms: &dyn SymbolResolver,
+    ) -> Option<Merged<'a>> {
         let list: Vec<(&Agg, Option<Agg>)> = aggs
             .iter()
             .filter_map(|&a| self.aggs.get(a as usize))
@@ -811,53 +796,18 @@ impl AggregationTable {
         (!list.is_empty() && list.len() == aggs.len()).then_some(Merged(list))
     }
 
-    /// The end-of-run printing (`dtrace_aggregate_print`): every aggregation not printed by a
-    /// printa(), in order (reversed with `aggsortrev`). The caller prints the newline dtrace
-    /// writes before it.
-    pub fn print_unprinted(
-        &self,
-        opts: &SortOptions,
-        syms: &dyn SymbolResolver,
-        out: &mut Vec<u8>,
-    ) {
-        let mut state = print::State::default();
-        let mut order: Vec<&Agg> = self.aggs.iter().collect();
-        if opts.aggsortrev {
-            order.reverse();
-        }
-        for a in order {
-            if !a.printed.get() && a.len() > 0 {
-                let merged = a.merged_by_symbol(syms);
-                print::print_agg_entries(merged.as_ref().unwrap_or(a), opts, syms, &mut state, out);
-            }
-        }
-    }
-
-    /// `printa("fmt", @a, @b, ...)`: one line per key of the union of keys. Errors are those
-    /// of the format engine (e.g. more conversions than keys); output before the error stays.
-    pub fn print_formatted(
-        &self,
-        fmt: &crate::output::printf::Format,
-        aggs: &[u32],
-        opts: &SortOptions,
-        syms: &dyn SymbolResolver,
-        out: &mut Vec<u8>,
-    ) -> Result<(), crate::output::printf::FormatError> {
-        let Some(merged) = self.merged(aggs, syms) else {
-            return Ok(());
-        };
-        let done = format::printa(fmt, &merged.list(), opts, syms, out);
-        merged.mark_printed();
-        done
+    /// The aggregations, in the order the program declares them.
+    pub(crate) fn list(&self) -> &[Agg] {
+        &self.aggs
     }
 }
 
 /// Aggregations to print, each with its by-symbol merge when it has one.
-struct Merged<'a>(Vec<(&'a Agg, Option<Agg>)>);
+pub(crate) struct Merged<'a>(Vec<(&'a Agg, Option<Agg>)>);
 
 impl Merged<'_> {
     /// What to print: the merged entries where there are some, else the aggregation's own.
-    fn list(&self) -> Vec<&Agg> {
+    pub(crate) fn list(&self) -> Vec<&Agg> {
         self.0
             .iter()
             .map(|(a, m)| m.as_ref().unwrap_or(a))
@@ -866,7 +816,7 @@ impl Merged<'_> {
 
     /// Carries "printed" from the merged copies back to the aggregations (END prints only
     /// the aggregations no printa() printed).
-    fn mark_printed(&self) {
+    pub(crate) fn mark_printed(&self) {
         for (a, m) in &self.0 {
             if m.as_ref().is_some_and(|m| m.printed.get()) {
                 a.printed.set(true);

@@ -9,6 +9,7 @@ use std::io::Write;
 use crate::agg::{Encoding, NoSymbols, SortOptions, SymbolResolver};
 use crate::ir::{ActionKind, ValKind};
 use crate::output::messages;
+use crate::output::printa;
 use crate::output::printf::{self, DatumRef};
 use crate::output::record as rec;
 use crate::output::stack;
@@ -573,7 +574,8 @@ impl Consumer {
         match kind {
             ActionKind::Printa { format, aggs } => match format {
                 Some(f) => {
-                    if let Err(e) = vm.aggs.print_formatted(
+                    if let Err(e) = printa::print_formatted(
+                        &vm.aggs,
                         f,
                         aggs,
                         &self.opts.sort,
@@ -584,7 +586,8 @@ impl Consumer {
                         crate::output::stderr::say(&self.opts.prog, &e.message);
                     }
                 }
-                None => vm.aggs.print_default_multi(
+                None => printa::print_default_multi(
+                    &vm.aggs,
                     aggs,
                     &self.opts.sort,
                     &*self.symbols,
@@ -683,8 +686,7 @@ impl Consumer {
         match self.opts.oformat {
             crate::output::structured::OFormat::Text => {
                 rec::final_newline(&mut self.buf);
-                vm.aggs
-                    .print_unprinted(&self.opts.sort, &*self.symbols, &mut self.buf);
+                printa::print_unprinted(&vm.aggs, &self.opts.sort, &*self.symbols, &mut self.buf);
             }
             crate::output::structured::OFormat::Folded => self.finish_folded(vm),
             _ => self.finish_structured(vm, &drops),

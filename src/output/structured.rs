@@ -250,7 +250,8 @@ fn bucket(index: usize, value: i64, count: i64, edge: Option<&str>) -> Json {
 /// The buckets dtrace's text shows for a quantization (first to last non-zero bucket with a
 /// zero bucket of context each side).
 pub fn buckets_json(v: &AggValue) -> Vec<Json> {
-    use crate::agg::quantize::{bucket_value, llquantize_labels, range, ZERO_BUCKET};
+    use crate::agg::quantize::{bucket_value, llquantize_labels, ZERO_BUCKET};
+    use crate::output::printa::graph::range;
     match v {
         AggValue::Quantize(d) => {
             let (lo, hi) = range(d, (ZERO_BUCKET - 1, ZERO_BUCKET + 1));

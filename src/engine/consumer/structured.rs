@@ -297,10 +297,14 @@ impl Consumer {
         let mut out = Vec::new();
         if let Some(f) = format {
             let mut text = Vec::new();
-            if let Err(e) =
-                vm.aggs
-                    .print_formatted(f, aggs, &self.opts.sort, &*self.symbols, &mut text)
-            {
+            if let Err(e) = crate::output::printa::print_formatted(
+                &vm.aggs,
+                f,
+                aggs,
+                &self.opts.sort,
+                &*self.symbols,
+                &mut text,
+            ) {
                 crate::output::stderr::say(&self.opts.prog, &e.message);
             }
             out.push(Json::object([(

@@ -4,11 +4,10 @@
 
 use std::io::Write as _;
 
-use super::funcs;
-use super::key;
-use super::quantize::{self, Graph, Total, ZERO_BUCKET};
-use super::sort::{self, Encoding, SortOptions};
-use super::{Agg, SymbolResolver};
+use super::graph::{self, Graph, Total};
+use crate::agg::quantize::{self, ZERO_BUCKET};
+use crate::agg::sort::{self, Encoding, SortOptions};
+use crate::agg::{funcs, key, Agg, SymbolResolver};
 use crate::ir::value::{Datum, DatumRef, Frames};
 use crate::ir::AggFunc;
 use crate::output::memory::pad_str;
@@ -133,7 +132,7 @@ pub(crate) fn print_agg_entries(
         if packed && st.header_for != Some(a as *const Agg) {
             let width: usize = keys.iter().map(|k| packed_width(k) + 1).sum();
             if ex.hist.is_some() {
-                quantize::header(out, width);
+                graph::header(out, width);
             } else {
                 let q = match a.func {
                     AggFunc::Quantize => ex.pack,
@@ -143,7 +142,7 @@ pub(crate) fn print_agg_entries(
                     AggFunc::Lquantize { levels, .. } => levels as usize,
                     _ => 0,
                 };
-                quantize::packed_header(out, width, q, levels);
+                graph::packed_header(out, width, q, levels);
             }
             st.header_for = Some(a as *const Agg);
         }
@@ -154,7 +153,7 @@ pub(crate) fn print_agg_entries(
         let normal = a.normal(i);
         if let Some((total, pos, neg)) = &ex.hist {
             out.push(b' ');
-            quantize::quantline(
+            graph::quantline(
                 out,
                 d[0],
                 normal,
@@ -169,17 +168,11 @@ pub(crate) fn print_agg_entries(
             let g = graph(opts);
             match a.func {
                 AggFunc::Quantize => {
-                    quantize::print_quantize_packed(out, d, minbin, maxbin, g, packed_utf8(opts))
+                    graph::print_quantize_packed(out, d, minbin, maxbin, g, packed_utf8(opts))
                 }
-                AggFunc::Lquantize { base, step, levels } => quantize::print_lquantize_packed(
-                    out,
-                    base,
-                    step,
-                    levels,
-                    d,
-                    g,
-                    packed_utf8(opts),
-                ),
+                AggFunc::Lquantize { base, step, levels } => {
+                    graph::print_lquantize_packed(out, base, step, levels, d, g, packed_utf8(opts))
+                }
                 _ => {}
             }
             continue;
@@ -436,9 +429,9 @@ pub(crate) fn print_value(
         AggFunc::Stddev => {
             let _ = write!(out, " {:>16}", funcs::stddev(d, normal));
         }
-        AggFunc::Quantize => quantize::print_quantize(out, d, normal, g),
+        AggFunc::Quantize => graph::print_quantize(out, d, normal, g),
         AggFunc::Lquantize { base, step, levels } => {
-            quantize::print_lquantize(out, base, step, levels, d, normal, g)
+            graph::print_lquantize(out, base, step, levels, d, normal, g)
         }
         AggFunc::Llquantize {
             factor,
@@ -448,7 +441,7 @@ pub(crate) fn print_value(
             ..
         } => {
             let labels = quantize::llquantize_labels(factor, low, high, nsteps);
-            quantize::print_llquantize(out, &labels, d, normal, g)
+            graph::print_llquantize(out, &labels, d, normal, g)
         }
     }
 }

@@ -3,12 +3,10 @@
 //! the listed aggregations in order (the last one repeats); quantizations print their graph
 //! wherever their `%@` is, whatever its conversion.
 
-use super::funcs;
-use super::key;
-use super::print;
-use super::quantize;
-use super::sort::{self, SortOptions};
-use super::{Agg, SymbolResolver};
+use super::layout as print;
+use crate::agg::quantize;
+use crate::agg::sort::{self, SortOptions};
+use crate::agg::{funcs, key, Agg, SymbolResolver};
 use crate::ir::value::{Datum, DatumRef};
 use crate::ir::AggFunc;
 use crate::output::printf::{
