@@ -1095,11 +1095,8 @@ mod tests {
     fn signs() {
         let x = Datum::int(0xffff, 2, false);
         let y = Datum::int(-1, 2, true);
-        assert_eq!(
-            fmt("%d %i %u", &[x.clone(), x.clone(), x]),
-            "65535 -1 65535"
-        );
-        assert_eq!(fmt("%d %i %u", &[y.clone(), y.clone(), y]), "-1 -1 65535");
+        assert_eq!(fmt("%d %i %u", &[x, x, x]), "65535 -1 65535");
+        assert_eq!(fmt("%d %i %u", &[y, y, y]), "-1 -1 65535");
         assert_eq!(fmt("%x", &[Datum::int(-1, 1, true)]), "ff");
         assert_eq!(fmt("%X", &[Datum::int(-2, 4, true)]), "FFFFFFFE");
         assert_eq!(fmt("%i", &[Datum::int(-1, 8, false)]), "-1");
@@ -1126,8 +1123,8 @@ mod tests {
         );
         assert_eq!(fmt("%a", &[Datum::Bytes(b"mod`f+0x1")]), "mod`f+0x1");
         assert_eq!(fmt("%c", std::slice::from_ref(&c)), "a");
-        assert_eq!(fmt("%lc %wc", &[c.clone(), c.clone()]), "a a");
-        assert_eq!(fmt("%3c|%-3c|", &[c.clone(), c.clone()]), "  a|a  |");
+        assert_eq!(fmt("%lc %wc", &[c, c]), "a a");
+        assert_eq!(fmt("%3c|%-3c|", &[c, c]), "  a|a  |");
         assert_eq!(
             fmt(
                 "%hd %ho %hx %hX",
@@ -1200,19 +1197,16 @@ mod tests {
     fn widths_and_precisions() {
         let one = i32v(1);
         for (n, want) in [(0, "1"), (1, "1"), (2, " 1"), (5, "    1")] {
-            assert_eq!(fmt("%*d", &[i32v(n), one.clone()]), want);
+            assert_eq!(fmt("%*d", &[i32v(n), one]), want);
         }
-        assert_eq!(
-            fmt("%0d|%1d|%3d", &[one.clone(), one.clone(), one.clone()]),
-            "1|1|  1"
-        );
-        assert_eq!(fmt("%*d|", &[i32v(-4), one.clone()]), "1   |");
+        assert_eq!(fmt("%0d|%1d|%3d", &[one, one, one]), "1|1|  1");
+        assert_eq!(fmt("%*d|", &[i32v(-4), one]), "1   |");
         assert_eq!(fmt("%?d|", std::slice::from_ref(&one)), "               1|");
         let h: DatumRef = Datum::Str(b"hello");
         let pre = ["hello", "h", "he", "hel", "hell", "hello"];
         for (i, want) in pre.iter().enumerate() {
             assert_eq!(fmt(&format!("%.{i}s"), std::slice::from_ref(&h)), *want);
-            assert_eq!(fmt("%.*s", &[i32v(i as i64), h.clone()]), *want);
+            assert_eq!(fmt("%.*s", &[i32v(i as i64), h]), *want);
         }
         let wp = [
             "hello",
@@ -1228,12 +1222,9 @@ mod tests {
         ];
         for (i, want) in wp.iter().enumerate() {
             assert_eq!(fmt(&format!("%{i}.{i}s"), std::slice::from_ref(&h)), *want);
-            assert_eq!(
-                fmt("%*.*s", &[i32v(i as i64), i32v(i as i64), h.clone()]),
-                *want
-            );
+            assert_eq!(fmt("%*.*s", &[i32v(i as i64), i32v(i as i64), h]), *want);
         }
-        assert_eq!(fmt("%.*s", &[i32v(-3), h.clone()]), "hello");
+        assert_eq!(fmt("%.*s", &[i32v(-3), h]), "hello");
         assert_eq!(fmt("%05s|", &[Datum::Str(b"hi")]), "   hi|");
         assert_eq!(fmt("%-6s|", &[Datum::Bytes(b"ab\0cd")]), "ab    |");
         // Dynamic width read as an int from a 64-bit record.
@@ -1512,7 +1503,7 @@ mod tests {
                 Datum::int(-(r.next() as i64 % 30), 4, true),
             ];
             let v: Vec<DatumRef> = (0..(r.next() % 6))
-                .map(|_| vals[(r.next() % vals.len() as u64) as usize].clone())
+                .map(|_| vals[(r.next() % vals.len() as u64) as usize])
                 .collect();
             let agg = [Datum::int(-1, 8, true)];
             let ctx = Context {

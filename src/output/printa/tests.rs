@@ -68,7 +68,7 @@ fn s(v: &str) -> Datum {
 /// The end of a run: dtrace's newline, then the unprinted aggregations.
 fn end(t: &AggregationTable, opts: &SortOptions, out: &mut Vec<u8>) {
     out.push(b'\n');
-    print_unprinted(&t, opts, &NoSymbols, out);
+    print_unprinted(t, opts, &NoSymbols, out);
 }
 
 fn lq(base: i32, step: u16, limit: i32) -> AggFunc {
