@@ -10,7 +10,7 @@ use crate::agg::{Encoding, NoSymbols, SortOptions, SymbolResolver};
 use crate::ir::{ActionKind, ValKind};
 use crate::output::messages;
 use crate::output::printa;
-use crate::output::printf::{self, DatumRef};
+use crate::output::printf;
 use crate::output::record as rec;
 use crate::output::stack;
 use crate::probes::ProbeInfo;
@@ -405,10 +405,9 @@ impl Consumer {
                     };
                     match &a.kind {
                         ActionKind::Printf(f) => {
-                            let vals: Vec<DatumRef> = values.iter().map(Datum::as_view).collect();
                             let _ = printf::format_with(
                                 f,
-                                &vals,
+                                values,
                                 &printf::Context::default(),
                                 &mut self.buf,
                             );
@@ -601,9 +600,8 @@ impl Consumer {
             ActionKind::Normalize(a) => vm.aggs.normalize(*a, int(0).unwrap_or(1)),
             ActionKind::Denormalize(a) => vm.aggs.denormalize(*a),
             ActionKind::System(f) => {
-                let vals: Vec<DatumRef> = values.iter().map(Datum::as_view).collect();
                 let mut cmd = Vec::new();
-                let _ = printf::format_with(f, &vals, &printf::Context::default(), &mut cmd);
+                let _ = printf::format_with(f, values, &printf::Context::default(), &mut cmd);
                 self.write_buf();
                 let _ = self.sink().flush();
                 let cmd = String::from_utf8_lossy(&cmd).into_owned();
@@ -633,9 +631,8 @@ impl Consumer {
             self.redirect = None;
             return;
         }
-        let vals: Vec<DatumRef> = values.iter().map(Datum::as_view).collect();
         let mut name = Vec::new();
-        let _ = printf::format_with(f, &vals, &printf::Context::default(), &mut name);
+        let _ = printf::format_with(f, values, &printf::Context::default(), &mut name);
         let name = String::from_utf8_lossy(&name).into_owned();
         match std::fs::OpenOptions::new()
             .append(true)

@@ -142,6 +142,26 @@ impl DatumRef<'_> {
     }
 }
 
+/// A value read as a [`DatumRef`]: an owned [`Datum`] (a record's values, formatted where
+/// they lie), or a view already.
+pub trait AsView {
+    fn view(&self) -> DatumRef<'_>;
+}
+
+impl AsView for Datum {
+    #[inline]
+    fn view(&self) -> DatumRef<'_> {
+        self.as_view()
+    }
+}
+
+impl AsView for DatumRef<'_> {
+    #[inline]
+    fn view(&self) -> DatumRef<'_> {
+        *self
+    }
+}
+
 /// Borrowed stack frames: a recorded stack's words, or the little-endian words an aggregation
 /// key keeps them as (its arena is not aligned for `u64`).
 #[derive(Clone, Copy, Debug)]

@@ -40,7 +40,7 @@ const EXACT_DIGITS: usize = 1100;
 
 /// One run-time argument: a recorded D value, borrowed ([`crate::ir::value`]). A string
 /// conversion takes text a caller rendered (a stack, a symbol) as [`Datum::Bytes`].
-pub use crate::ir::value::{Datum, DatumRef};
+pub use crate::ir::value::{AsView, Datum, DatumRef};
 
 /// Symbol resolver: address → `module`name[+0xoff]` text.
 pub type Resolver<'r> = &'r dyn Fn(u64) -> Option<String>;
@@ -80,15 +80,15 @@ impl<'a> Context<'a> {
 
 /// Format `args` (records in order: dynamic width, dynamic precision, value
 /// for each conversion) without symbol resolution, in UTC.
-pub fn format(fmt: &Format, args: &[DatumRef], out: &mut Vec<u8>) -> Result<(), FormatError> {
+pub fn format<V: AsView>(fmt: &Format, args: &[V], out: &mut Vec<u8>) -> Result<(), FormatError> {
     format_with(fmt, args, &Context::default(), out).map(|_| ())
 }
 
 /// Format with a context; returns the number of records consumed.  On error,
 /// output produced before the failing conversion is kept in `out`.
-pub fn format_with(
+pub fn format_with<V: AsView>(
     fmt: &Format,
-    args: &[DatumRef],
+    args: &[V],
     ctx: &Context,
     out: &mut Vec<u8>,
 ) -> Result<usize, FormatError> {
@@ -116,22 +116,22 @@ pub fn format_with(
             _ => 0,
         };
         if c.width == Count::Star {
-            width = get_int(args.get(ai))?;
+            width = get_int(args.get(ai).map(AsView::view))?;
             ai += 1;
         }
         if c.precision == Count::Star {
-            prec = get_int(args.get(ai))?;
+            prec = get_int(args.get(ai).map(AsView::view))?;
             ai += 1;
         }
         let value = if c.flags.agg {
             if ctx.agg.is_empty() {
                 return Err(FormatError::mismatch());
             }
-            let v = &ctx.agg[aggi.min(ctx.agg.len() - 1)];
+            let v = ctx.agg[aggi.min(ctx.agg.len() - 1)];
             aggi += 1;
             v
         } else {
-            let v = args.get(ai).ok_or_else(FormatError::mismatch)?;
+            let v = args.get(ai).ok_or_else(FormatError::mismatch)?.view();
             ai += 1;
             v
         };
@@ -142,7 +142,7 @@ pub fn format_with(
             w = 0;
         }
         let sp = field_spec(c, left, w, prec, ctx.thousands_sep);
-        print_value(spec, &sp, value, ctx, out)?;
+        print_value(spec, &sp, &value, ctx, out)?;
     }
     Ok(ai)
 }
@@ -168,9 +168,9 @@ fn field_spec(c: &Conversion, left: bool, w: usize, prec: i32, sep: Option<u8>) 
 }
 
 /// Dynamic width/precision: the record is read as a C `int`.
-fn get_int(v: Option<&DatumRef>) -> Result<i32, FormatError> {
+fn get_int(v: Option<DatumRef>) -> Result<i32, FormatError> {
     match v {
-        Some(Datum::Int { value, size, .. }) => Ok(sign_extend(*value, usize::from(*size)) as i32),
+        Some(Datum::Int { value, size, .. }) => Ok(sign_extend(value, usize::from(size)) as i32),
         _ => Err(FormatError::mismatch()),
     }
 }
@@ -1431,14 +1431,15 @@ mod tests {
         assert_eq!(e.tag, "EDT_DMISMATCH");
         assert_eq!(e.message, "Data record list does not match statement");
         assert_eq!(out, b"1 ");
-        assert!(format(&p, &[Datum::Str(b"x"), Datum::Str(b"y")], &mut out).is_err());
-        assert!(format(&parse("%@d").unwrap(), &[], &mut out).is_err());
-        assert!(format(
-            &parse("%*d").unwrap(),
-            &[Datum::Str(b"x"), i32v(1)],
-            &mut out
-        )
-        .is_err());
+        let (x, y): (DatumRef, DatumRef) = (Datum::Str(b"x"), Datum::Str(b"y"));
+        assert!(format(&p, &[x, y], &mut out).is_err());
+        let none: &[DatumRef] = &[];
+        assert!(format(&parse("%@d").unwrap(), none, &mut out).is_err());
+        // the owned values of a record format as their views do
+        let owned = [Datum::int(7, 4, true), Datum::Str(b"z".to_vec())];
+        format(&p, &owned, &mut out).unwrap();
+        assert_eq!(out, b"1 7 z");
+        assert!(format(&parse("%*d").unwrap(), &[x, i32v(1)], &mut out).is_err());
     }
 
     #[test]

@@ -8,7 +8,7 @@ use super::Consumer;
 use crate::ir::{ActionKind, ValKind};
 use crate::output::json::Json;
 use crate::output::messages;
-use crate::output::printf::{self, DatumRef};
+use crate::output::printf;
 use crate::output::structured::{self as st, OFormat};
 use crate::probes::ProbeInfo;
 use crate::vm::{Datum, FireResult, Record, Vm};
@@ -215,9 +215,8 @@ impl Consumer {
         };
         match kind {
             ActionKind::Printf(f) => {
-                let vals: Vec<DatumRef> = values.iter().map(Datum::as_view).collect();
                 let mut text = Vec::new();
-                let _ = printf::format_with(f, &vals, &printf::Context::default(), &mut text);
+                let _ = printf::format_with(f, values, &printf::Context::default(), &mut text);
                 let mut out = vec![one("message", Json::str(String::from_utf8_lossy(&text)))];
                 out.extend(
                     values
