@@ -2,8 +2,9 @@
 //! sizes and signedness of each component, symbol keys kept as symbols, string keys as strings,
 //! and aggregating arguments (sum, lquantize's parameters) in order.
 
-use dtx::agg::{AggValue, KeyValue};
+use dtx::agg::AggValue;
 use dtx::engine::standalone::{standalone_vm, standard_probe};
+use dtx::ir::value::Datum;
 use dtx::vm::{FiringCtx, Vm};
 
 fn fire_all(vm: &mut Vm, args: &[[u64; 3]]) {
@@ -17,8 +18,8 @@ fn fire_all(vm: &mut Vm, args: &[[u64; 3]]) {
     }
 }
 
-fn int(value: i64, size: u8, signed: bool) -> KeyValue {
-    KeyValue::Int {
+fn int(value: i64, size: u8, signed: bool) -> Datum {
+    Datum::Int {
         value,
         size,
         signed,
@@ -67,14 +68,11 @@ fn symbol_and_string_keys_take_the_general_path() {
     fire_all(&mut vm, &[[0x1000, 3, 4], [0x1000, 3, 5], [0x2000, 4, 100]]);
     let a = vm.aggs.snapshot(0);
     assert_eq!(a.len(), 2);
-    assert_eq!(a[0].0, vec![KeyValue::Sym(0x1000), int(3, 8, true)]);
+    assert_eq!(a[0].0, vec![Datum::Sym(0x1000), int(3, 8, true)]);
     assert_eq!(a[0].1, AggValue::Count(2));
     let b = vm.aggs.snapshot(1);
     assert_eq!(b.len(), 2);
-    assert_eq!(
-        b[0].0,
-        vec![KeyValue::Str(b"BEGIN".to_vec()), int(3, 8, true)]
-    );
+    assert_eq!(b[0].0, vec![Datum::Str(b"BEGIN".to_vec()), int(3, 8, true)]);
     match &b[0].1 {
         AggValue::Lquantize { buckets, .. } => {
             // 4 and 5 both fall in the [4, 6) bucket (index 1 + 4 / 2)

@@ -6,126 +6,112 @@ use std::cmp::Ordering;
 use super::quantize::{self, NBUCKETS, ZERO_BUCKET};
 use crate::ir::AggFunc;
 
-/// A function with parameters made safe to compute with (never a zero step, factor, ...).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Func {
-    Count,
-    Sum,
-    Avg,
-    Min,
-    Max,
-    Stddev,
-    Quantize,
-    Lquantize {
-        base: i32,
-        step: u16,
-        levels: u16,
-    },
-    Llquantize {
-        factor: u16,
-        low: u16,
-        high: u16,
-        nsteps: u16,
-        nbuckets: usize,
-    },
-}
-
-impl Func {
-    pub(crate) fn new(f: AggFunc) -> Func {
-        match f {
-            AggFunc::Count => Func::Count,
-            AggFunc::Sum => Func::Sum,
-            AggFunc::Avg => Func::Avg,
-            AggFunc::Min => Func::Min,
-            AggFunc::Max => Func::Max,
-            AggFunc::Stddev => Func::Stddev,
-            AggFunc::Quantize => Func::Quantize,
-            AggFunc::Lquantize { base, step, levels } => Func::Lquantize {
-                base,
-                step: step.max(1),
-                levels: levels.max(1),
-            },
+/// `f` with parameters made safe to compute with: never a zero step, a factor below 2, or a
+/// `llquantize()` range whose top bucket overflows 64 bits. The function an aggregation keeps
+/// is the compiler's [`AggFunc`] itself (there is no second type for it): only its parameters
+/// are clamped, once, when the aggregation is made.
+pub(crate) fn sanitize(f: AggFunc) -> AggFunc {
+    match f {
+        AggFunc::Lquantize { base, step, levels } => AggFunc::Lquantize {
+            base,
+            step: step.max(1),
+            levels: levels.max(1),
+        },
+        AggFunc::Llquantize {
+            factor,
+            low,
+            high,
+            nsteps,
+        } => {
+            let factor = factor.max(2);
+            let nsteps = nsteps.max(factor);
+            // Keep factor^(high + 1) within 64 bits (the compiler refuses more).
+            let mut max_high = 0u16;
+            let mut v: i64 = 1;
+            while let Some(n) = v.checked_mul(i64::from(factor)) {
+                v = n;
+                max_high += 1;
+            }
+            let high = high.min(max_high).max(1);
+            let low = low.min(high - 1);
             AggFunc::Llquantize {
                 factor,
                 low,
                 high,
                 nsteps,
-            } => {
-                let factor = factor.max(2);
-                let nsteps = nsteps.max(factor);
-                // Keep factor^(high + 1) within 64 bits (the compiler refuses more).
-                let mut max_high = 0u16;
-                let mut v: i64 = 1;
-                while let Some(n) = v.checked_mul(i64::from(factor)) {
-                    v = n;
-                    max_high += 1;
-                }
-                let high = high.min(max_high).max(1);
-                let low = low.min(high - 1);
-                let nbuckets = quantize::llquantize_labels(factor, low, high, nsteps).len();
-                Func::Llquantize {
-                    factor,
-                    low,
-                    high,
-                    nsteps,
-                    nbuckets,
-                }
             }
         }
+        f => f,
     }
+}
 
+/// What an aggregation does with its data words, for each aggregating function (whose
+/// parameters went through [`sanitize`]).
+pub(crate) trait Fold {
+    fn stride(&self) -> usize;
+    fn init(&self, d: &mut [i64]);
+    fn apply(&self, d: &mut [i64], args: &[i64]);
+    fn merge(&self, d: &mut [i64], src: &[i64]);
+}
+
+/// Which D argument is the increment (quantize(v, incr), lquantize(v, b, l, s, incr),
+/// llquantize(v, f, l, h, n, incr)).
+fn incr_index(f: &AggFunc) -> Option<usize> {
+    match f {
+        AggFunc::Quantize => Some(1),
+        AggFunc::Lquantize { .. } => Some(4),
+        AggFunc::Llquantize { .. } => Some(5),
+        _ => None,
+    }
+}
+
+impl Fold for AggFunc {
     /// Number of 64-bit data words per entry.
-    pub(crate) fn stride(&self) -> usize {
+    fn stride(&self) -> usize {
         match self {
-            Func::Count | Func::Sum | Func::Min | Func::Max => 1,
-            Func::Avg => 2,
-            Func::Stddev => 4,
-            Func::Quantize => NBUCKETS,
-            Func::Lquantize { levels, .. } => *levels as usize + 2,
-            Func::Llquantize { nbuckets, .. } => *nbuckets,
+            AggFunc::Count | AggFunc::Sum | AggFunc::Min | AggFunc::Max => 1,
+            AggFunc::Avg => 2,
+            AggFunc::Stddev => 4,
+            AggFunc::Quantize => NBUCKETS,
+            AggFunc::Lquantize { levels, .. } => *levels as usize + 2,
+            AggFunc::Llquantize {
+                factor,
+                low,
+                high,
+                nsteps,
+            } => quantize::llquantize_labels(*factor, *low, *high, *nsteps).len(),
         }
     }
 
     /// Initialise a fresh entry's words.
-    pub(crate) fn init(&self, d: &mut [i64]) {
+    fn init(&self, d: &mut [i64]) {
         d.fill(0);
         match self {
-            Func::Min => d[0] = i64::MAX,
-            Func::Max => d[0] = i64::MIN,
+            AggFunc::Min => d[0] = i64::MAX,
+            AggFunc::Max => d[0] = i64::MIN,
             _ => {}
-        }
-    }
-
-    /// Which D argument is the increment (quantize(v, incr), lquantize(v, b, l, s, incr),
-    /// llquantize(v, f, l, h, n, incr)).
-    fn incr_index(&self) -> Option<usize> {
-        match self {
-            Func::Quantize => Some(1),
-            Func::Lquantize { .. } => Some(4),
-            Func::Llquantize { .. } => Some(5),
-            _ => None,
         }
     }
 
     /// Fold the evaluated arguments into an entry's words.
     #[inline]
-    pub(crate) fn apply(&self, d: &mut [i64], args: &[i64]) {
+    fn apply(&self, d: &mut [i64], args: &[i64]) {
         let v = args.first().copied().unwrap_or(0);
         let incr = || {
-            self.incr_index()
+            incr_index(self)
                 .and_then(|i| args.get(i).copied())
                 .unwrap_or(1)
         };
         match *self {
-            Func::Count => d[0] = d[0].wrapping_add(1),
-            Func::Sum => d[0] = d[0].wrapping_add(v),
-            Func::Min => d[0] = d[0].min(v),
-            Func::Max => d[0] = d[0].max(v),
-            Func::Avg => {
+            AggFunc::Count => d[0] = d[0].wrapping_add(1),
+            AggFunc::Sum => d[0] = d[0].wrapping_add(v),
+            AggFunc::Min => d[0] = d[0].min(v),
+            AggFunc::Max => d[0] = d[0].max(v),
+            AggFunc::Avg => {
                 d[0] = d[0].wrapping_add(1);
                 d[1] = d[1].wrapping_add(v);
             }
-            Func::Stddev => {
+            AggFunc::Stddev => {
                 d[0] = d[0].wrapping_add(1);
                 d[1] = d[1].wrapping_add(v);
                 let a = v.unsigned_abs() as u128;
@@ -133,38 +119,37 @@ impl Func {
                 d[2] = sq as u64 as i64;
                 d[3] = (sq >> 64) as u64 as i64;
             }
-            Func::Quantize => {
+            AggFunc::Quantize => {
                 let b = quantize::quantize_bucket(v);
                 d[b] = d[b].wrapping_add(incr());
             }
-            Func::Lquantize { base, step, levels } => {
+            AggFunc::Lquantize { base, step, levels } => {
                 let b = quantize::lquantize_bucket(base, step, levels, v);
                 d[b] = d[b].wrapping_add(incr());
             }
-            Func::Llquantize {
+            AggFunc::Llquantize {
                 factor,
                 low,
                 high,
                 nsteps,
-                nbuckets,
             } => {
-                let b = quantize::llquantize_bucket(factor, low, high, nsteps, v).min(nbuckets - 1);
+                // the top bucket is the entry's last word
+                let last = d.len().saturating_sub(1);
+                let b = quantize::llquantize_bucket(factor, low, high, nsteps, v).min(last);
                 d[b] = d[b].wrapping_add(incr());
             }
         }
     }
-}
 
-impl Func {
     /// Folds another entry's words `src` into `d`, as dtrace's consumer folds the per-CPU
     /// buffers of one aggregation (`dt_aggregate_snap_cpu`: `dtagd_aggregate` per function):
     /// counts, sums and buckets add, min and max keep the extreme, avg and stddev add their
     /// count, sum (and 128-bit sum of squares).
-    pub(crate) fn merge(&self, d: &mut [i64], src: &[i64]) {
+    fn merge(&self, d: &mut [i64], src: &[i64]) {
         match self {
-            Func::Min => d[0] = d[0].min(src[0]),
-            Func::Max => d[0] = d[0].max(src[0]),
-            Func::Stddev => {
+            AggFunc::Min => d[0] = d[0].min(src[0]),
+            AggFunc::Max => d[0] = d[0].max(src[0]),
+            AggFunc::Stddev => {
                 d[0] = d[0].wrapping_add(src[0]);
                 d[1] = d[1].wrapping_add(src[1]);
                 let sq = get_u128(d[2], d[3]).wrapping_add(get_u128(src[2], src[3]));
@@ -221,12 +206,12 @@ pub(crate) fn average_unsigned(d: &[i64], normal: u64) -> u64 {
 }
 
 /// dtrace's value comparison (`dt_aggregate_valcmp`), ascending.
-pub(crate) fn cmp_values(f: &Func, a: &[i64], b: &[i64]) -> Ordering {
+pub(crate) fn cmp_values(f: &AggFunc, a: &[i64], b: &[i64]) -> Ordering {
     match *f {
-        Func::Count | Func::Sum | Func::Min | Func::Max => a[0].cmp(&b[0]),
-        Func::Avg => average(a, 1).cmp(&average(b, 1)),
-        Func::Stddev => stddev(a, 1).cmp(&stddev(b, 1)),
-        Func::Quantize => {
+        AggFunc::Count | AggFunc::Sum | AggFunc::Min | AggFunc::Max => a[0].cmp(&b[0]),
+        AggFunc::Avg => average(a, 1).cmp(&average(b, 1)),
+        AggFunc::Stddev => stddev(a, 1).cmp(&stddev(b, 1)),
+        AggFunc::Quantize => {
             let total = |d: &[i64]| {
                 (0..NBUCKETS).fold(0i128, |t, i| {
                     t.saturating_add(
@@ -238,7 +223,7 @@ pub(crate) fn cmp_values(f: &Func, a: &[i64], b: &[i64]) -> Ordering {
                 .cmp(&total(b))
                 .then(a[ZERO_BUCKET].cmp(&b[ZERO_BUCKET]))
         }
-        Func::Lquantize { base, step, levels } => {
+        AggFunc::Lquantize { base, step, levels } => {
             let sum = |d: &[i64]| {
                 let mut base = i64::from(base);
                 let mut t = i128::from(d[0]).saturating_mul(i128::from(base - 1));
@@ -268,13 +253,13 @@ pub(crate) fn cmp_values(f: &Func, a: &[i64], b: &[i64]) -> Ordering {
             };
             sum(a).cmp(&sum(b)).then(zero(a).cmp(&zero(b)))
         }
-        Func::Llquantize {
+        AggFunc::Llquantize {
             factor,
             low,
             high,
             nsteps,
-            nbuckets,
         } => {
+            let nbuckets = a.len().min(b.len());
             let labels = quantize::llquantize_labels(factor, low, high, nsteps);
             let sum = |d: &[i64]| {
                 let mut t = 0i128;
@@ -293,8 +278,8 @@ pub(crate) fn cmp_values(f: &Func, a: &[i64], b: &[i64]) -> Ordering {
 mod tests {
     use super::*;
 
-    fn run(f: AggFunc, vals: &[&[i64]]) -> (Func, Vec<i64>) {
-        let f = Func::new(f);
+    fn run(f: AggFunc, vals: &[&[i64]]) -> (AggFunc, Vec<i64>) {
+        let f = sanitize(f);
         let mut d = vec![0; f.stride()];
         f.init(&mut d);
         for a in vals {
@@ -370,7 +355,7 @@ mod tests {
                 nsteps: 4,
             },
         ] {
-            let f = Func::new(f);
+            let f = sanitize(f);
             let mut d = vec![0; f.stride()];
             f.init(&mut d);
             for v in [i64::MIN, -1, 0, 1, i64::MAX] {

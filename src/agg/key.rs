@@ -1,54 +1,12 @@
-//! Aggregation keys: the public [`KeyValue`], a compact byte encoding used for storage and a
-//! borrowed view ([`KeyRef`]) decoded from it, and dtrace's key ordering.
+//! Aggregation keys: a key is a tuple of [`Datum`]s, kept in a compact byte encoding and read
+//! back as borrowed [`DatumRef`]s, and dtrace's key ordering.
 //!
 //! Keys are stored encoded back to back in one arena per aggregation so that a million integer
 //! keys cost a few bytes each instead of a heap allocation each.
 
 use std::cmp::Ordering;
 
-/// One component of an aggregation key, as recorded when the aggregation was updated.
-///
-/// Integers are kept as the record of `size` bytes (1, 2, 4 or 8; anything else is treated as 8):
-/// the value read back is truncated to that size and sign- or zero-extended by `signed`.
-/// `sym()`/`mod()`/`usym()`/`umod()` keys should be normalised by the caller the way libdtrace
-/// does when it snapshots (`Sym` to the function's start address, `Mod` to the module's base,
-/// `Usym` to the function's start, `Umod` to the object's base) so that equal functions merge.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum KeyValue {
-    Int {
-        value: i64,
-        size: u8,
-        signed: bool,
-    },
-    /// A string: the bytes up to (not including) the first NUL.
-    Str(Vec<u8>),
-    /// Any other by-reference value (a structure, an array), raw bytes.
-    Bytes(Vec<u8>),
-    /// `stack()` (kernel) or `ustack()`/`jstack()` (`user`, of process `pid`); frames as recorded,
-    /// a zero frame ends the stack. `epoch` is the address-space epoch of the images that
-    /// named the frames when the stack was recorded (`etw::state::epochs`; 0 where no image
-    /// ever took another's place): the same frames under other images are another key.
-    Stack {
-        frames: Vec<u64>,
-        user: bool,
-        pid: u32,
-        epoch: u32,
-    },
-    Sym(u64),
-    Mod(u64),
-    Usym {
-        addr: u64,
-        pid: u32,
-    },
-    Umod {
-        addr: u64,
-        pid: u32,
-    },
-    Uaddr {
-        addr: u64,
-        pid: u32,
-    },
-}
+use crate::ir::value::{Datum, DatumRef, Frames};
 
 const T_INT: u8 = 0;
 const T_STR: u8 = 1;
@@ -124,7 +82,7 @@ fn get_u32(b: &[u8], pos: &mut usize) -> Option<u32> {
 pub(crate) const SMALL_INT_KEY: usize = 40;
 
 /// A key of at most [`IntKey::MAX`] integers, encoded on the stack as [`encode`] would encode
-/// the same [`KeyValue::Int`]s: the VM builds one per update of an `@[pid]`-like aggregation
+/// the same [`Datum::Int`]s: the VM builds one per update of an `@[pid]`-like aggregation
 /// without touching the heap.
 #[derive(Clone, Copy)]
 pub struct IntKey {
@@ -172,13 +130,13 @@ impl IntKey {
 /// The encoding of a key made only of (at most four) integers, as [`encode`] would append it;
 /// `None` for any other key.
 #[inline]
-pub(crate) fn encode_small_ints(key: &[KeyValue]) -> Option<IntKey> {
+pub(crate) fn encode_small_ints(key: &[Datum]) -> Option<IntKey> {
     if key.len() > IntKey::MAX {
         return None;
     }
     let mut out = IntKey::new();
     for k in key {
-        let KeyValue::Int {
+        let Datum::Int {
             value,
             size,
             signed,
@@ -192,10 +150,10 @@ pub(crate) fn encode_small_ints(key: &[KeyValue]) -> Option<IntKey> {
 }
 
 /// Append the encoding of a whole key tuple.
-pub(crate) fn encode(key: &[KeyValue], out: &mut Vec<u8>) {
+pub(crate) fn encode(key: &[Datum], out: &mut Vec<u8>) {
     for k in key {
         match k {
-            KeyValue::Int {
+            Datum::Int {
                 value,
                 size,
                 signed,
@@ -205,7 +163,7 @@ pub(crate) fn encode(key: &[KeyValue], out: &mut Vec<u8>) {
                 out.push(size | if *signed { 0x80 } else { 0 });
                 out.extend_from_slice(&value.to_le_bytes()[..size as usize]);
             }
-            KeyValue::Str(s) => {
+            Datum::Str(s) => {
                 let s = match s.iter().position(|&c| c == 0) {
                     Some(i) => &s[..i],
                     None => &s[..],
@@ -214,12 +172,12 @@ pub(crate) fn encode(key: &[KeyValue], out: &mut Vec<u8>) {
                 put_varint(out, s.len());
                 out.extend_from_slice(s);
             }
-            KeyValue::Bytes(s) => {
+            Datum::Bytes(s) => {
                 out.push(T_BYTES);
                 put_varint(out, s.len());
                 out.extend_from_slice(s);
             }
-            KeyValue::Stack {
+            Datum::Stack {
                 frames,
                 user,
                 pid,
@@ -237,20 +195,18 @@ pub(crate) fn encode(key: &[KeyValue], out: &mut Vec<u8>) {
                     out.extend_from_slice(&f.to_le_bytes());
                 }
             }
-            KeyValue::Sym(a) | KeyValue::Mod(a) => {
-                out.push(if matches!(k, KeyValue::Sym(_)) {
+            Datum::Sym(a) | Datum::Mod(a) => {
+                out.push(if matches!(k, Datum::Sym(_)) {
                     T_SYM
                 } else {
                     T_MOD
                 });
                 out.extend_from_slice(&a.to_le_bytes());
             }
-            KeyValue::Usym { addr, pid }
-            | KeyValue::Umod { addr, pid }
-            | KeyValue::Uaddr { addr, pid } => {
+            Datum::Usym { addr, pid } | Datum::Umod { addr, pid } | Datum::Uaddr { addr, pid } => {
                 out.push(match k {
-                    KeyValue::Usym { .. } => T_USYM,
-                    KeyValue::Umod { .. } => T_UMOD,
+                    Datum::Usym { .. } => T_USYM,
+                    Datum::Umod { .. } => T_UMOD,
                     _ => T_UADDR,
                 });
                 out.extend_from_slice(&pid.to_le_bytes());
@@ -258,39 +214,6 @@ pub(crate) fn encode(key: &[KeyValue], out: &mut Vec<u8>) {
             }
         }
     }
-}
-
-/// A key component borrowed from its encoding.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum KeyRef<'a> {
-    Int {
-        value: i64,
-        size: u8,
-        signed: bool,
-    },
-    Str(&'a [u8]),
-    Bytes(&'a [u8]),
-    /// Frames as little-endian 8-byte words.
-    Stack {
-        frames: &'a [u8],
-        user: bool,
-        pid: u32,
-        epoch: u32,
-    },
-    Sym(u64),
-    Mod(u64),
-    Usym {
-        addr: u64,
-        pid: u32,
-    },
-    Umod {
-        addr: u64,
-        pid: u32,
-    },
-    Uaddr {
-        addr: u64,
-        pid: u32,
-    },
 }
 
 /// Iterator over the components of an encoded key; stops at anything malformed.
@@ -304,7 +227,7 @@ pub(crate) fn iter(b: &[u8]) -> KeyIter<'_> {
 }
 
 impl<'a> KeyIter<'a> {
-    fn next_ref(&mut self) -> Option<KeyRef<'a>> {
+    fn next_ref(&mut self) -> Option<DatumRef<'a>> {
         let b = self.b;
         let pos = &mut self.pos;
         let tag = *b.get(*pos)?;
@@ -325,7 +248,7 @@ impl<'a> KeyIter<'a> {
                 } else {
                     u as i64
                 };
-                KeyRef::Int {
+                Datum::Int {
                     value,
                     size,
                     signed,
@@ -335,9 +258,9 @@ impl<'a> KeyIter<'a> {
                 let n = get_varint(b, pos)?;
                 let s = get_bytes(b, pos, n)?;
                 if tag == T_STR {
-                    KeyRef::Str(s)
+                    Datum::Str(s)
                 } else {
-                    KeyRef::Bytes(s)
+                    Datum::Bytes(s)
                 }
             }
             T_STACK => {
@@ -350,23 +273,23 @@ impl<'a> KeyIter<'a> {
                     _ => get_u32(b, pos)?,
                 };
                 let n = get_varint(b, pos)?;
-                let frames = get_bytes(b, pos, n.checked_mul(8)?)?;
-                KeyRef::Stack {
+                let frames = Frames::Le(get_bytes(b, pos, n.checked_mul(8)?)?);
+                Datum::Stack {
                     frames,
                     user,
                     pid,
                     epoch,
                 }
             }
-            T_SYM => KeyRef::Sym(get_u64(b, pos)?),
-            T_MOD => KeyRef::Mod(get_u64(b, pos)?),
+            T_SYM => Datum::Sym(get_u64(b, pos)?),
+            T_MOD => Datum::Mod(get_u64(b, pos)?),
             T_USYM | T_UMOD | T_UADDR => {
                 let pid = get_u32(b, pos)?;
                 let addr = get_u64(b, pos)?;
                 match tag {
-                    T_USYM => KeyRef::Usym { addr, pid },
-                    T_UMOD => KeyRef::Umod { addr, pid },
-                    _ => KeyRef::Uaddr { addr, pid },
+                    T_USYM => Datum::Usym { addr, pid },
+                    T_UMOD => Datum::Umod { addr, pid },
+                    _ => Datum::Uaddr { addr, pid },
                 }
             }
             _ => return None,
@@ -375,8 +298,8 @@ impl<'a> KeyIter<'a> {
 }
 
 impl<'a> Iterator for KeyIter<'a> {
-    type Item = KeyRef<'a>;
-    fn next(&mut self) -> Option<KeyRef<'a>> {
+    type Item = DatumRef<'a>;
+    fn next(&mut self) -> Option<DatumRef<'a>> {
         let r = self.next_ref();
         if r.is_none() {
             self.pos = self.b.len();
@@ -385,79 +308,43 @@ impl<'a> Iterator for KeyIter<'a> {
     }
 }
 
-/// Stack frames (little-endian words) as integers.
-pub(crate) fn frames(raw: &[u8]) -> impl Iterator<Item = u64> + '_ {
-    raw.chunks_exact(8).map(|c| {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(c);
-        u64::from_le_bytes(a)
-    })
+/// What dtrace's key comparison reads of a key component.
+trait Record {
+    fn record_size(&self, strsize: usize) -> usize;
+    fn record_bytes(&self, size: usize) -> Vec<u8>;
+    fn as_uint(&self, size: usize) -> u64;
 }
 
-impl KeyRef<'_> {
-    pub(crate) fn to_value(self) -> KeyValue {
-        match self {
-            KeyRef::Int {
-                value,
-                size,
-                signed,
-            } => KeyValue::Int {
-                value,
-                size,
-                signed,
-            },
-            KeyRef::Str(s) => KeyValue::Str(s.to_vec()),
-            KeyRef::Bytes(s) => KeyValue::Bytes(s.to_vec()),
-            KeyRef::Stack {
-                frames: f,
-                user,
-                pid,
-                epoch,
-            } => KeyValue::Stack {
-                frames: frames(f).collect(),
-                user,
-                pid,
-                epoch,
-            },
-            KeyRef::Sym(a) => KeyValue::Sym(a),
-            KeyRef::Mod(a) => KeyValue::Mod(a),
-            KeyRef::Usym { addr, pid } => KeyValue::Usym { addr, pid },
-            KeyRef::Umod { addr, pid } => KeyValue::Umod { addr, pid },
-            KeyRef::Uaddr { addr, pid } => KeyValue::Uaddr { addr, pid },
-        }
-    }
-
+impl Record for DatumRef<'_> {
     /// Size of the data record dtrace would have used for this key component.
-    pub(crate) fn record_size(&self, strsize: usize) -> usize {
+    fn record_size(&self, strsize: usize) -> usize {
         match self {
-            KeyRef::Int { size, .. } => *size as usize,
-            KeyRef::Str(_) => strsize,
-            KeyRef::Bytes(b) => b.len(),
-            KeyRef::Stack { frames, user, .. } => frames.len() + if *user { 8 } else { 0 },
-            KeyRef::Sym(_) | KeyRef::Mod(_) => 8,
-            KeyRef::Usym { .. } | KeyRef::Umod { .. } | KeyRef::Uaddr { .. } => 16,
+            Datum::Int { size, .. } => *size as usize,
+            Datum::Str(_) => strsize,
+            Datum::Bytes(b) => b.len(),
+            Datum::Stack { frames, user, .. } => 8 * frames.len() + if *user { 8 } else { 0 },
+            Datum::Sym(_) | Datum::Mod(_) => 8,
+            Datum::Usym { .. } | Datum::Umod { .. } | Datum::Uaddr { .. } => 16,
         }
     }
 
     /// The record's bytes (for byte-wise comparison), `size` long.
     fn record_bytes(&self, size: usize) -> Vec<u8> {
         let mut v = match self {
-            KeyRef::Int { value, .. } => value.to_le_bytes().to_vec(),
-            KeyRef::Str(s) | KeyRef::Bytes(s) => s.to_vec(),
-            KeyRef::Stack {
+            Datum::Int { value, .. } => value.to_le_bytes().to_vec(),
+            Datum::Str(s) | Datum::Bytes(s) => s.to_vec(),
+            Datum::Stack {
                 frames, user, pid, ..
             } => {
-                let mut v = Vec::with_capacity(frames.len() + 8);
+                let mut v = Vec::with_capacity(8 * frames.len() + 8);
                 if *user {
                     v.extend_from_slice(&u64::from(*pid).to_le_bytes());
                 }
-                v.extend_from_slice(frames);
+                frames.put_le(&mut v);
                 v
             }
-            KeyRef::Sym(a) | KeyRef::Mod(a) => a.to_le_bytes().to_vec(),
-            KeyRef::Usym { addr, pid }
-            | KeyRef::Umod { addr, pid }
-            | KeyRef::Uaddr { addr, pid } => {
+            Datum::Sym(a) | Datum::Mod(a) => a.to_le_bytes().to_vec(),
+            Datum::Usym { addr, pid } | Datum::Umod { addr, pid } | Datum::Uaddr { addr, pid } => {
                 let mut v = u64::from(*pid).to_le_bytes().to_vec();
                 v.extend_from_slice(&addr.to_le_bytes());
                 v
@@ -475,8 +362,8 @@ impl KeyRef<'_> {
             (1u64 << (8 * size)) - 1
         };
         let v = match self {
-            KeyRef::Int { value, .. } => *value as u64,
-            KeyRef::Sym(a) | KeyRef::Mod(a) => *a,
+            Datum::Int { value, .. } => *value as u64,
+            Datum::Sym(a) | Datum::Mod(a) => *a,
             _ => {
                 let b = self.record_bytes(8);
                 let mut a = [0u8; 8];
@@ -491,7 +378,7 @@ impl KeyRef<'_> {
 /// dtrace's comparison of one key component (`dt_aggregate_keycmp`): record sizes first, then
 /// the records as unsigned integers (1, 2, 4, 8 bytes), (pid, address) pairs for user symbols,
 /// or bytes.
-pub(crate) fn cmp_component(a: &KeyRef, b: &KeyRef, strsize: usize) -> Ordering {
+pub(crate) fn cmp_component(a: &DatumRef, b: &DatumRef, strsize: usize) -> Ordering {
     let (sa, sb) = (a.record_size(strsize), b.record_size(strsize));
     if sa != sb {
         return sa.cmp(&sb);
@@ -500,18 +387,16 @@ pub(crate) fn cmp_component(a: &KeyRef, b: &KeyRef, strsize: usize) -> Ordering 
         1 | 2 | 4 | 8 => a.as_uint(sa).cmp(&b.as_uint(sa)),
         _ => {
             if let (
-                KeyRef::Usym { addr, pid }
-                | KeyRef::Umod { addr, pid }
-                | KeyRef::Uaddr { addr, pid },
-                KeyRef::Usym {
+                Datum::Usym { addr, pid } | Datum::Umod { addr, pid } | Datum::Uaddr { addr, pid },
+                Datum::Usym {
                     addr: addr2,
                     pid: pid2,
                 }
-                | KeyRef::Umod {
+                | Datum::Umod {
                     addr: addr2,
                     pid: pid2,
                 }
-                | KeyRef::Uaddr {
+                | Datum::Uaddr {
                     addr: addr2,
                     pid: pid2,
                 },
@@ -522,9 +407,9 @@ pub(crate) fn cmp_component(a: &KeyRef, b: &KeyRef, strsize: usize) -> Ordering 
             match (a, b) {
                 // Zero padding to the same record size does not change a lexicographic order
                 // of NUL-free strings.
-                (KeyRef::Str(x), KeyRef::Str(y)) => x.cmp(y),
+                (Datum::Str(x), Datum::Str(y)) => x.cmp(y),
                 // the same frames under other images: the older images first
-                (KeyRef::Stack { epoch: x, .. }, KeyRef::Stack { epoch: y, .. }) => {
+                (Datum::Stack { epoch: x, .. }, Datum::Stack { epoch: y, .. }) => {
                     a.record_bytes(sa).cmp(&b.record_bytes(sb)).then(x.cmp(y))
                 }
                 _ => a.record_bytes(sa).cmp(&b.record_bytes(sb)),
@@ -549,14 +434,14 @@ pub(crate) fn cmp_keys(a: &[u8], b: &[u8], keypos: usize, strsize: usize) -> Ord
         }
         return Ordering::Equal;
     }
-    let ka: Vec<KeyRef> = iter(a).collect();
-    let kb: Vec<KeyRef> = iter(b).collect();
+    let ka: Vec<DatumRef> = iter(a).collect();
+    let kb: Vec<DatumRef> = iter(b).collect();
     cmp_key_refs(&ka, &kb, keypos, strsize)
 }
 
 pub(crate) fn cmp_key_refs(
-    ka: &[KeyRef],
-    kb: &[KeyRef],
+    ka: &[DatumRef],
+    kb: &[DatumRef],
     keypos: usize,
     strsize: usize,
 ) -> Ordering {
@@ -582,54 +467,54 @@ mod tests {
     #[test]
     fn roundtrip() {
         let key = vec![
-            KeyValue::Int {
+            Datum::Int {
                 value: -2,
                 size: 1,
                 signed: true,
             },
-            KeyValue::Int {
+            Datum::Int {
                 value: -2,
                 size: 2,
                 signed: false,
             },
-            KeyValue::Int {
+            Datum::Int {
                 value: i64::MIN,
                 size: 8,
                 signed: true,
             },
-            KeyValue::Str(b"abc\0junk".to_vec()),
-            KeyValue::Bytes(vec![0, 1, 2]),
-            KeyValue::Stack {
+            Datum::Str(b"abc\0junk".to_vec()),
+            Datum::Bytes(vec![0, 1, 2]),
+            Datum::Stack {
                 frames: vec![1, 2, 0],
                 user: true,
                 pid: 7,
                 epoch: 0,
             },
-            KeyValue::Stack {
+            Datum::Stack {
                 frames: vec![1, 2],
                 user: false,
                 pid: 0,
                 epoch: 3,
             },
-            KeyValue::Sym(5),
-            KeyValue::Mod(6),
-            KeyValue::Usym { addr: 1, pid: 2 },
-            KeyValue::Umod { addr: 3, pid: 4 },
-            KeyValue::Uaddr { addr: 5, pid: 6 },
+            Datum::Sym(5),
+            Datum::Mod(6),
+            Datum::Usym { addr: 1, pid: 2 },
+            Datum::Umod { addr: 3, pid: 4 },
+            Datum::Uaddr { addr: 5, pid: 6 },
         ];
         let mut enc = Vec::new();
         encode(&key, &mut enc);
-        let back: Vec<KeyValue> = iter(&enc).map(|r| r.to_value()).collect();
+        let back: Vec<Datum> = iter(&enc).map(|r| r.to_datum()).collect();
         assert_eq!(back.len(), key.len());
         assert_eq!(
             back[1],
-            KeyValue::Int {
+            Datum::Int {
                 value: 65534,
                 size: 2,
                 signed: false
             }
         );
-        assert_eq!(back[3], KeyValue::Str(b"abc".to_vec()));
+        assert_eq!(back[3], Datum::Str(b"abc".to_vec()));
         assert_eq!(&back[4..], &key[4..]);
         // Garbage never panics.
         for i in 0..enc.len() {
@@ -648,7 +533,7 @@ mod tests {
         let enc = |v: i64, size: u8| {
             let mut e = Vec::new();
             encode(
-                &[KeyValue::Int {
+                &[Datum::Int {
                     value: v,
                     size,
                     signed: true,
@@ -663,12 +548,12 @@ mod tests {
 
     #[test]
     fn small_integer_keys_encode_as_the_general_encoder_does() {
-        let int = |value: i64, size: u8, signed: bool| KeyValue::Int {
+        let int = |value: i64, size: u8, signed: bool| Datum::Int {
             value,
             size,
             signed,
         };
-        let keys: Vec<Vec<KeyValue>> = vec![
+        let keys: Vec<Vec<Datum>> = vec![
             vec![],
             vec![int(-1, 8, true)],
             vec![int(0x1234_5678_9abc, 4, false)],
@@ -693,7 +578,7 @@ mod tests {
         assert!(!full.push(1, 1, false));
         let five = vec![int(1, 8, true); 5];
         assert!(encode_small_ints(&five).is_none());
-        let mixed = vec![int(1, 8, true), KeyValue::Str(b"x".to_vec())];
+        let mixed = vec![int(1, 8, true), Datum::Str(b"x".to_vec())];
         assert!(encode_small_ints(&mixed).is_none());
     }
 }

@@ -1,25 +1,25 @@
-//! The aggregation engine: `@name[keys] = func(args)` storage, clear/trunc/normalize, and
-//! printing in dtrace's default layout or through a printa() format.
+//! The aggregation engine: `@name[keys] = func(args)` storage, clear/trunc/normalize, the
+//! merge of keys by symbol and the orders printa() reads the entries in. Printing them, in
+//! dtrace's default layout or through a printa() format, is `output::printa`.
 //!
 //! Each aggregation keeps its keys encoded back to back in one byte arena and its data as
 //! fixed-size runs of 64-bit words (the layout dtrace uses: `[count, sum]` for avg(), 127
 //! buckets for quantize(), ...), indexed by a hash of the key bytes. A million distinct integer
 //! keys of a count() take about 60 MB (see the `memory_million_keys` test).
 
-mod format;
-mod funcs;
-mod key;
-mod print;
+pub(crate) mod funcs;
+pub(crate) mod key;
 pub(crate) mod quantize;
 pub mod snapshot;
-mod sort;
+pub(crate) mod sort;
 
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use key::KeyRef;
-pub use key::{IntKey, KeyValue};
+pub use key::IntKey;
+
+use crate::ir::value::{Datum, DatumRef};
 
 /// Bytes of one entry's value for `f` as dtrace's kernel sizes it
 /// (`dtrace_ecb_aggregation_create()`): the data words dtx keeps, plus the word in which the
@@ -29,11 +29,12 @@ pub fn entry_bytes(f: crate::ir::AggFunc) -> usize {
         f,
         crate::ir::AggFunc::Lquantize { .. } | crate::ir::AggFunc::Llquantize { .. }
     );
-    (funcs::Func::new(f).stride() + usize::from(arg)) * 8
+    (funcs::sanitize(f).stride() + usize::from(arg)) * 8
 }
 pub use sort::{Encoding, SortOptions};
 
-use funcs::Func;
+use crate::ir::AggFunc;
+use funcs::Fold;
 
 /// Resolves addresses for printing stacks and symbol keys. The default methods print `0x` hex.
 pub trait SymbolResolver {
@@ -69,12 +70,12 @@ pub trait SymbolResolver {
         let _ = frames;
     }
     /// A user address of process `pid` as a `ustack()` frame lookup.
-    fn user_lookup(&self, pid: u32, addr: u64) -> crate::output::stack::Lookup {
+    fn user_lookup(&self, pid: u32, addr: u64) -> Lookup {
         let _ = (pid, addr);
-        crate::output::stack::Lookup::None
+        Lookup::None
     }
     /// A kernel address as a frame of a stack recorded at address-space epoch `epoch`
-    /// (`KeyValue::Stack`'s, `vm::StackEpochs`): named by the image that held it then. A
+    /// (`Datum::Stack`'s, `vm::StackEpochs`): named by the image that held it then. A
     /// resolver that knows no epochs names it as [`SymbolResolver::kernel`] does.
     fn kernel_at(&self, epoch: u32, addr: u64) -> String {
         let _ = epoch;
@@ -86,10 +87,26 @@ pub trait SymbolResolver {
         self.user(pid, addr)
     }
     /// [`SymbolResolver::user_lookup`] of a frame of a stack recorded at `epoch`.
-    fn user_lookup_at(&self, pid: u32, epoch: u32, addr: u64) -> crate::output::stack::Lookup {
+    fn user_lookup_at(&self, pid: u32, epoch: u32, addr: u64) -> Lookup {
         let _ = epoch;
         self.user_lookup(pid, addr)
     }
+}
+
+/// Result of looking up an address, supplied by the caller's symbol tables.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Lookup {
+    /// Address is inside symbol `name` of `module`, whose value (start
+    /// address) is `start`.
+    Sym {
+        module: String,
+        name: String,
+        start: u64,
+    },
+    /// Only the containing module is known.
+    Module(String),
+    /// Nothing known.
+    None,
 }
 
 fn strip_offset(s: String) -> String {
@@ -232,7 +249,7 @@ fn hash_key(k: &[u8]) -> u64 {
 /// One aggregation's entries.
 pub(crate) struct Agg {
     pub(crate) name: String,
-    pub(crate) func: Func,
+    pub(crate) func: AggFunc,
     stride: usize,
     arena: Vec<u8>,
     /// Start of each entry's key in `arena` (the end is the next start).
@@ -245,11 +262,12 @@ pub(crate) struct Agg {
     /// later print unnormalised, as in dtrace.
     normal: u64,
     normal_upto: usize,
-    printed: Cell<bool>,
+    /// Whether a printa() printed it (then the end of the run does not).
+    pub(crate) printed: Cell<bool>,
 }
 
 impl Agg {
-    fn new(name: &str, func: Func) -> Agg {
+    fn new(name: &str, func: AggFunc) -> Agg {
         Agg {
             name: name.to_string(),
             func,
@@ -366,11 +384,11 @@ impl Agg {
     /// symbol's or the module's start before keys are compared). Addresses are grouped by
     /// the name `syms` gives them; one without a name stays apart, as in dtrace. None when
     /// no key holds such an address (all keys of an aggregation have one shape).
-    fn merged_by_symbol(&self, syms: &dyn SymbolResolver) -> Option<Agg> {
-        let symbolic = |k: &KeyRef| {
+    pub(crate) fn merged_by_symbol(&self, syms: &dyn SymbolResolver) -> Option<Agg> {
+        let symbolic = |k: &DatumRef| {
             matches!(
                 k,
-                KeyRef::Sym(_) | KeyRef::Mod(_) | KeyRef::Usym { .. } | KeyRef::Umod { .. }
+                DatumRef::Sym(_) | DatumRef::Mod(_) | DatumRef::Usym { .. } | DatumRef::Umod { .. }
             )
         };
         if self.len() == 0 || !key::iter(self.key(0)).any(|k| symbolic(&k)) {
@@ -385,15 +403,15 @@ impl Agg {
         let mut upto = 0;
         let mut bytes = Vec::new();
         for i in 0..self.len() {
-            let mut keys: Vec<KeyValue> = key::iter(self.key(i)).map(KeyRef::to_value).collect();
+            let mut keys: Vec<Datum> = key::iter(self.key(i)).map(DatumRef::to_datum).collect();
             for k in &mut keys {
                 match k {
-                    KeyValue::Sym(a) => *a = one(0, 0, syms.kernel_func(*a), *a),
-                    KeyValue::Mod(a) => *a = one(1, 0, syms.kmod(*a), *a),
-                    KeyValue::Usym { addr, pid } => {
+                    Datum::Sym(a) => *a = one(0, 0, syms.kernel_func(*a), *a),
+                    Datum::Mod(a) => *a = one(1, 0, syms.kmod(*a), *a),
+                    Datum::Usym { addr, pid } => {
                         *addr = one(2, *pid, syms.user_func(*pid, *addr), *addr)
                     }
-                    KeyValue::Umod { addr, pid } => {
+                    Datum::Umod { addr, pid } => {
                         *addr = one(3, *pid, syms.umod(*pid, *addr), *addr)
                     }
                     _ => {}
@@ -423,11 +441,11 @@ impl Agg {
     }
 
     /// Every entry, keys decoded, in the order they were created.
-    fn entries(&self) -> Vec<(Vec<KeyValue>, AggValue)> {
+    fn entries(&self) -> Vec<(Vec<Datum>, AggValue)> {
         (0..self.len())
             .map(|i| {
                 (
-                    key::iter(self.key(i)).map(KeyRef::to_value).collect(),
+                    key::iter(self.key(i)).map(DatumRef::to_datum).collect(),
                     self.value(i),
                 )
             })
@@ -437,27 +455,27 @@ impl Agg {
     fn value(&self, i: usize) -> AggValue {
         let d = self.data(i);
         match self.func {
-            Func::Count => AggValue::Count(d[0] as u64),
-            Func::Sum => AggValue::Sum(d[0]),
-            Func::Min => AggValue::Min(d[0]),
-            Func::Max => AggValue::Max(d[0]),
-            Func::Avg => AggValue::Avg {
+            AggFunc::Count => AggValue::Count(d[0] as u64),
+            AggFunc::Sum => AggValue::Sum(d[0]),
+            AggFunc::Min => AggValue::Min(d[0]),
+            AggFunc::Max => AggValue::Max(d[0]),
+            AggFunc::Avg => AggValue::Avg {
                 count: d[0] as u64,
                 sum: d[1],
             },
-            Func::Stddev => AggValue::Stddev {
+            AggFunc::Stddev => AggValue::Stddev {
                 count: d[0] as u64,
                 sum: d[1],
                 sum_sq: (d[2] as u64 as u128) | ((d[3] as u64 as u128) << 64),
             },
-            Func::Quantize => AggValue::Quantize(d.to_vec()),
-            Func::Lquantize { base, step, levels } => AggValue::Lquantize {
+            AggFunc::Quantize => AggValue::Quantize(d.to_vec()),
+            AggFunc::Lquantize { base, step, levels } => AggValue::Lquantize {
                 base,
                 step,
                 levels,
                 buckets: d.to_vec(),
             },
-            Func::Llquantize {
+            AggFunc::Llquantize {
                 factor,
                 low,
                 high,
@@ -491,7 +509,7 @@ impl AggregationTable {
         AggregationTable {
             aggs: defs
                 .iter()
-                .map(|d| Agg::new(&d.name, Func::new(d.func)))
+                .map(|d| Agg::new(&d.name, funcs::sanitize(d.func)))
                 .collect(),
             limit: None,
             string_key_size: 0,
@@ -540,7 +558,7 @@ impl AggregationTable {
     /// `@agg[key] = func(value, params...)`: `args` are the evaluated D arguments (value first,
     /// then e.g. quantize's increment; for lquantize/llquantize all their arguments, the
     /// increment being the last).
-    pub fn update(&mut self, agg: u32, key: &[KeyValue], args: &[i64]) -> Result<(), AggError> {
+    pub fn update(&mut self, agg: u32, key: &[Datum], args: &[i64]) -> Result<(), AggError> {
         // keys of integers only (`@[pid]`, `@[arg1, cpu]`) are encoded on the stack
         if let Some(k) = key::encode_small_ints(key) {
             return self.update_ints(agg, &k, args);
@@ -548,7 +566,7 @@ impl AggregationTable {
         let mut k = std::mem::take(&mut self.scratch);
         k.clear();
         key::encode(key, &mut k);
-        let strings = key.iter().filter(|c| matches!(c, KeyValue::Str(_))).count();
+        let strings = key.iter().filter(|c| matches!(c, Datum::Str(_))).count();
         let charge = k.len() + strings * self.string_key_size;
         let r = self.update_encoded(agg, &k, charge, args);
         self.scratch = k;
@@ -596,7 +614,7 @@ impl AggregationTable {
     /// Folds every entry of `other` (a table of the same program, e.g. the one an engine over
     /// another trace filled) into this one, as dtrace folds per-CPU aggregation buffers: a key
     /// new here is added with `other`'s value, a key present on both sides combines (see
-    /// [`Func::merge`]). Aggregations are matched by position; a pair whose functions differ
+    /// [`funcs::Fold::merge`]). Aggregations are matched by position; a pair whose functions differ
     /// (not the same program) is skipped. `aggsize` does not apply: the entries exist already.
     pub fn merge_from(&mut self, other: &AggregationTable) {
         for (a, b) in self.aggs.iter_mut().zip(&other.aggs) {
@@ -629,12 +647,7 @@ impl AggregationTable {
     /// Folds one entry's data words (a saved result read back) into the entry of `key`, as
     /// [`AggregationTable::merge_from`] folds a whole table. `words` has [`Self::stride`]
     /// words in the function's layout.
-    pub fn merge_words(
-        &mut self,
-        agg: u32,
-        key: &[KeyValue],
-        words: &[i64],
-    ) -> Result<(), AggError> {
+    pub fn merge_words(&mut self, agg: u32, key: &[Datum], words: &[i64]) -> Result<(), AggError> {
         let a = self
             .aggs
             .get_mut(agg as usize)
@@ -724,7 +737,7 @@ impl AggregationTable {
     }
 
     /// The entries of an aggregation, in the order they were created.
-    pub fn snapshot(&self, agg: u32) -> Vec<(Vec<KeyValue>, AggValue)> {
+    pub fn snapshot(&self, agg: u32) -> Vec<(Vec<Datum>, AggValue)> {
         self.aggs
             .get(agg as usize)
             .map_or_else(Vec::new, Agg::entries)
@@ -736,7 +749,7 @@ impl AggregationTable {
         &self,
         agg: u32,
         syms: &dyn SymbolResolver,
-    ) -> Vec<(Vec<KeyValue>, AggValue)> {
+    ) -> Vec<(Vec<Datum>, AggValue)> {
         let Some(a) = self.aggs.get(agg as usize) else {
             return Vec::new();
         };
@@ -751,7 +764,7 @@ impl AggregationTable {
         agg: u32,
         opts: &SortOptions,
         syms: &dyn SymbolResolver,
-    ) -> Vec<(Vec<KeyValue>, AggValue)> {
+    ) -> Vec<(Vec<Datum>, AggValue)> {
         let Some(a) = self.aggs.get(agg as usize) else {
             return Vec::new();
         };
@@ -761,51 +774,20 @@ impl AggregationTable {
             .into_iter()
             .map(|i| {
                 (
-                    key::iter(a.key(i)).map(|r| r.to_value()).collect(),
+                    key::iter(a.key(i)).map(|r| r.to_datum()).collect(),
                     a.value(i),
                 )
             })
             .collect()
     }
 
-    /// `printa(@a)`: a newline, then every entry in dtrace's default layout. Marks the
-    /// aggregation printed when it has entries.
-    pub fn print_default(
-        &self,
-        agg: u32,
-        opts: &SortOptions,
-        syms: &dyn SymbolResolver,
-        out: &mut Vec<u8>,
-    ) {
-        self.print_default_multi(&[agg], opts, syms, out);
-    }
-
-    /// `printa(@a, @b, ...)` without a format: a newline, then one line per key of the union
-    /// of keys with each aggregation's value.
-    pub fn print_default_multi(
-        &self,
-        aggs: &[u32],
-        opts: &SortOptions,
-        syms: &dyn SymbolResolver,
-        out: &mut Vec<u8>,
-    ) {
-        out.push(b'\n');
-        let Some(merged) = self.merged(aggs, syms) else {
-            return;
-        };
-        let list = merged.list();
-        let mut state = print::State::default();
-        if list.len() == 1 {
-            print::print_agg(list[0], opts, syms, &mut state, out);
-        } else {
-            print::print_joined(&list, opts, syms, &mut state, out);
-        }
-        merged.mark_printed();
-    }
-
     /// The aggregations `aggs` names, each with its keys merged by symbol as dtrace's
     /// consumer merges them ([`Agg::merged_by_symbol`]). None when one is missing.
-    fn merged<'a>(&'a self, aggs: &[u32], syms: &dyn SymbolResolver) -> Option<Merged<'a>> {
+    pub(crate) fn merged<'a>(
+        &'a self,
+        aggs: &[u32],
+        syms: &dyn SymbolResolver,
+    ) -> Option<Merged<'a>> {
         let list: Vec<(&Agg, Option<Agg>)> = aggs
             .iter()
             .filter_map(|&a| self.aggs.get(a as usize))
@@ -814,53 +796,18 @@ impl AggregationTable {
         (!list.is_empty() && list.len() == aggs.len()).then_some(Merged(list))
     }
 
-    /// The end-of-run printing (`dtrace_aggregate_print`): every aggregation not printed by a
-    /// printa(), in order (reversed with `aggsortrev`). The caller prints the newline dtrace
-    /// writes before it.
-    pub fn print_unprinted(
-        &self,
-        opts: &SortOptions,
-        syms: &dyn SymbolResolver,
-        out: &mut Vec<u8>,
-    ) {
-        let mut state = print::State::default();
-        let mut order: Vec<&Agg> = self.aggs.iter().collect();
-        if opts.aggsortrev {
-            order.reverse();
-        }
-        for a in order {
-            if !a.printed.get() && a.len() > 0 {
-                let merged = a.merged_by_symbol(syms);
-                print::print_agg_entries(merged.as_ref().unwrap_or(a), opts, syms, &mut state, out);
-            }
-        }
-    }
-
-    /// `printa("fmt", @a, @b, ...)`: one line per key of the union of keys. Errors are those
-    /// of the format engine (e.g. more conversions than keys); output before the error stays.
-    pub fn print_formatted(
-        &self,
-        fmt: &crate::output::printf::Format,
-        aggs: &[u32],
-        opts: &SortOptions,
-        syms: &dyn SymbolResolver,
-        out: &mut Vec<u8>,
-    ) -> Result<(), crate::output::printf::FormatError> {
-        let Some(merged) = self.merged(aggs, syms) else {
-            return Ok(());
-        };
-        let done = format::printa(fmt, &merged.list(), opts, syms, out);
-        merged.mark_printed();
-        done
+    /// The aggregations, in the order the program declares them.
+    pub(crate) fn list(&self) -> &[Agg] {
+        &self.aggs
     }
 }
 
 /// Aggregations to print, each with its by-symbol merge when it has one.
-struct Merged<'a>(Vec<(&'a Agg, Option<Agg>)>);
+pub(crate) struct Merged<'a>(Vec<(&'a Agg, Option<Agg>)>);
 
 impl Merged<'_> {
     /// What to print: the merged entries where there are some, else the aggregation's own.
-    fn list(&self) -> Vec<&Agg> {
+    pub(crate) fn list(&self) -> Vec<&Agg> {
         self.0
             .iter()
             .map(|(a, m)| m.as_ref().unwrap_or(a))
@@ -869,7 +816,7 @@ impl Merged<'_> {
 
     /// Carries "printed" from the merged copies back to the aggregations (END prints only
     /// the aggregations no printa() printed).
-    fn mark_printed(&self) {
+    pub(crate) fn mark_printed(&self) {
         for (a, m) in &self.0 {
             if m.as_ref().is_some_and(|m| m.printed.get()) {
                 a.printed.set(true);

@@ -1,7 +1,8 @@
 //! Aggregation snapshots: what a program's aggregations hold at one moment, with keys already
 //! rendered as text, for consumers that draw tables instead of printing dtrace's text (the TUI).
 
-use crate::agg::{AggValue, AggregationTable, KeyValue, SymbolResolver};
+use crate::agg::{AggValue, AggregationTable, SymbolResolver};
+use crate::ir::value::Datum;
 
 /// One key component, rendered.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -78,16 +79,16 @@ pub struct Snapshot {
 }
 
 /// Renders one key component as text.
-pub fn key_cell(k: &KeyValue, symbols: &dyn SymbolResolver) -> KeyCell {
+pub fn key_cell(k: &Datum, symbols: &dyn SymbolResolver) -> KeyCell {
     match k {
         // the aggregation hands integers back sign- or zero-extended to 64 bits already
-        KeyValue::Int { value, signed, .. } => KeyCell::Text(if *signed {
+        Datum::Int { value, signed, .. } => KeyCell::Text(if *signed {
             value.to_string()
         } else {
             (*value as u64).to_string()
         }),
-        KeyValue::Str(s) => KeyCell::Text(String::from_utf8_lossy(s).into_owned()),
-        KeyValue::Bytes(b) => {
+        Datum::Str(s) => KeyCell::Text(String::from_utf8_lossy(s).into_owned()),
+        Datum::Bytes(b) => {
             let mut s = String::with_capacity(b.len() * 3);
             for (i, x) in b.iter().enumerate() {
                 if i > 0 {
@@ -97,7 +98,7 @@ pub fn key_cell(k: &KeyValue, symbols: &dyn SymbolResolver) -> KeyCell {
             }
             KeyCell::Text(s)
         }
-        KeyValue::Stack {
+        Datum::Stack {
             frames,
             user,
             pid,
@@ -115,11 +116,11 @@ pub fn key_cell(k: &KeyValue, symbols: &dyn SymbolResolver) -> KeyCell {
                 })
                 .collect(),
         ),
-        KeyValue::Sym(a) => KeyCell::Text(symbols.kernel_func(*a)),
-        KeyValue::Mod(a) => KeyCell::Text(symbols.kmod(*a)),
-        KeyValue::Usym { addr, pid } => KeyCell::Text(symbols.user_func(*pid, *addr)),
-        KeyValue::Umod { addr, pid } => KeyCell::Text(symbols.umod(*pid, *addr)),
-        KeyValue::Uaddr { addr, pid } => KeyCell::Text(symbols.user(*pid, *addr)),
+        Datum::Sym(a) => KeyCell::Text(symbols.kernel_func(*a)),
+        Datum::Mod(a) => KeyCell::Text(symbols.kmod(*a)),
+        Datum::Usym { addr, pid } => KeyCell::Text(symbols.user_func(*pid, *addr)),
+        Datum::Umod { addr, pid } => KeyCell::Text(symbols.umod(*pid, *addr)),
+        Datum::Uaddr { addr, pid } => KeyCell::Text(symbols.user(*pid, *addr)),
     }
 }
 

@@ -8,7 +8,8 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::sync::Arc;
 
-use crate::agg::{AggregationTable, KeyValue, SymbolResolver};
+use crate::agg::{AggregationTable, SymbolResolver};
+use crate::ir::value::Datum;
 use crate::ir::{AggFunc, Aggregation};
 use crate::lang::options::DOptions;
 use crate::output::json::Json;
@@ -322,16 +323,16 @@ fn text(v: Option<&Json>) -> String {
 }
 
 /// One key component of a saved row; the names of stacks and symbols go to `names`.
-fn key_value(k: &Json, names: &mut SavedNames) -> Result<KeyValue, String> {
+fn key_value(k: &Json, names: &mut SavedNames) -> Result<Datum, String> {
     let ty = text(k.get("type"));
     let pid = int(k.get("pid")).unwrap_or(0) as u32;
     Ok(match ty.as_str() {
-        "int" | "uint" => KeyValue::Int {
+        "int" | "uint" => Datum::Int {
             value: int(k.get("value")).ok_or("an integer key without its value")?,
             size: int(k.get("size")).unwrap_or(8).clamp(1, 8) as u8,
             signed: ty == "int",
         },
-        "string" => KeyValue::Str(text(k.get("value")).into_bytes()),
+        "string" => Datum::Str(text(k.get("value")).into_bytes()),
         "bytes" => {
             let h = text(k.get("value"));
             let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
@@ -344,7 +345,7 @@ fn key_value(k: &Json, names: &mut SavedNames) -> Result<KeyValue, String> {
                 })
                 .collect::<Option<Vec<_>>>()
                 .ok_or("a bytes key that is not hex")?;
-            KeyValue::Bytes(bytes)
+            Datum::Bytes(bytes)
         }
         "stack" | "ustack" => {
             let user = ty == "ustack";
@@ -364,7 +365,7 @@ fn key_value(k: &Json, names: &mut SavedNames) -> Result<KeyValue, String> {
                 names.frames.entry(slot).or_insert(sym);
                 addrs.push(a);
             }
-            KeyValue::Stack {
+            Datum::Stack {
                 frames: addrs,
                 user,
                 pid,
@@ -382,11 +383,11 @@ fn key_value(k: &Json, names: &mut SavedNames) -> Result<KeyValue, String> {
                 _ => names.frames.entry(slot).or_insert(v),
             };
             match ty.as_str() {
-                "sym" => KeyValue::Sym(a),
-                "mod" => KeyValue::Mod(a),
-                "usym" => KeyValue::Usym { addr: a, pid },
-                "umod" => KeyValue::Umod { addr: a, pid },
-                _ => KeyValue::Uaddr { addr: a, pid },
+                "sym" => Datum::Sym(a),
+                "mod" => Datum::Mod(a),
+                "usym" => Datum::Usym { addr: a, pid },
+                "umod" => Datum::Umod { addr: a, pid },
+                _ => Datum::Uaddr { addr: a, pid },
             }
         }
         other => return Err(format!("a key of unknown type {other:?}")),
@@ -512,9 +513,6 @@ mod tests {
                "aggregation-data":[{"keys":[{"type":"bytes","value":"0aFf"}],"count":2}]}]"#,
         );
         let m = merge(&[("k.json", ok)]).unwrap();
-        assert_eq!(
-            m.table.snapshot(0)[0].0,
-            [KeyValue::Bytes(vec![0x0a, 0xff])]
-        );
+        assert_eq!(m.table.snapshot(0)[0].0, [Datum::Bytes(vec![0x0a, 0xff])]);
     }
 }

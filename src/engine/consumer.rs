@@ -9,8 +9,9 @@ use std::io::Write;
 use crate::agg::{Encoding, NoSymbols, SortOptions, SymbolResolver};
 use crate::ir::{ActionKind, ValKind};
 use crate::output::messages;
-use crate::output::printf::{self, ArgType, Value};
-use crate::output::record::{self as rec, Datum as ODatum};
+use crate::output::printa;
+use crate::output::printf;
+use crate::output::record as rec;
 use crate::output::stack;
 use crate::probes::ProbeInfo;
 use crate::vm::{Datum, FireResult, Record, Vm};
@@ -148,42 +149,6 @@ fn program_key(vm: &Vm) -> usize {
     std::sync::Arc::as_ptr(&vm.program) as usize
 }
 
-fn datum_value(d: &Datum) -> Value<'_> {
-    match d {
-        Datum::Int {
-            value,
-            size,
-            signed,
-        } => Value::Int(*value, ArgType::int(*size, *signed)),
-        Datum::Str(s) => Value::Str(s),
-        Datum::Bytes(b) => Value::Bytes(b),
-        Datum::Stack { .. } => Value::Rendered(b""),
-    }
-}
-
-fn odatum(d: &Datum) -> ODatum<'_> {
-    match d {
-        Datum::Int {
-            value,
-            size,
-            signed,
-        } => ODatum::Int {
-            value: *value,
-            size: *size,
-            signed: *signed,
-        },
-        Datum::Str(s) => ODatum::Str(s),
-        Datum::Bytes(b) => ODatum::Bytes(b),
-        Datum::Stack {
-            frames, user, pid, ..
-        } => ODatum::Stack {
-            frames,
-            user: *user,
-            pid: *pid as u32,
-        },
-    }
-}
-
 /// The probe a fault happened in, as the fault message names it.
 fn fault_probe<'a>(
     e: &crate::vm::ErrorInfo,
@@ -228,7 +193,8 @@ pub(crate) fn etw_trace_args(
         .map(|d| match d {
             Datum::Int { value, .. } => EtwValue::Int(*value),
             Datum::Str(s) | Datum::Bytes(s) => EtwValue::Str(s),
-            Datum::Stack { .. } => EtwValue::Int(0),
+            // no stack or address key is an argument of etw_trace() (see check/etw_trace.rs)
+            _ => EtwValue::Int(0),
         })
         .collect();
     (
@@ -459,10 +425,9 @@ impl Consumer {
                     };
                     match &a.kind {
                         ActionKind::Printf(f) => {
-                            let vals: Vec<Value> = values.iter().map(datum_value).collect();
                             let _ = printf::format_with(
                                 f,
-                                &vals,
+                                values,
                                 &printf::Context::default(),
                                 &mut self.buf,
                             );
@@ -483,7 +448,7 @@ impl Consumer {
                                     if *user {
                                         // an empty user stack prints nothing at all
                                         if !frames.is_empty() {
-                                            let pid = *pid as u32;
+                                            let pid = *pid;
                                             stack::stack_simple(
                                                 frames,
                                                 stack::DEFAULT_INDENT,
@@ -524,7 +489,7 @@ impl Consumer {
                                     Datum::Str(s) | Datum::Bytes(s) => {
                                         crate::output::print::print_value(ty, s, &mut self.buf)
                                     }
-                                    Datum::Stack { .. } => {}
+                                    _ => {}
                                 }
                             }
                         }
@@ -545,7 +510,7 @@ impl Consumer {
                                     (Datum::Str(s), ValKind::String) => {
                                         rec::trace_string(s, vm.opts.strsize, o, &mut self.buf)
                                     }
-                                    _ => rec::trace_datum_opts(&odatum(v), o, &mut self.buf),
+                                    _ => rec::trace_datum_opts(&v.as_view(), o, &mut self.buf),
                                 }
                             }
                         }
@@ -628,7 +593,8 @@ impl Consumer {
         match kind {
             ActionKind::Printa { format, aggs } => match format {
                 Some(f) => {
-                    if let Err(e) = vm.aggs.print_formatted(
+                    if let Err(e) = printa::print_formatted(
+                        &vm.aggs,
                         f,
                         aggs,
                         &self.opts.sort,
@@ -639,7 +605,8 @@ impl Consumer {
                         crate::output::stderr::say(&self.opts.prog, &e.message);
                     }
                 }
-                None => vm.aggs.print_default_multi(
+                None => printa::print_default_multi(
+                    &vm.aggs,
                     aggs,
                     &self.opts.sort,
                     &*self.symbols,
@@ -653,9 +620,8 @@ impl Consumer {
             ActionKind::Normalize(a) => vm.aggs.normalize(*a, int(0).unwrap_or(1)),
             ActionKind::Denormalize(a) => vm.aggs.denormalize(*a),
             ActionKind::System(f) => {
-                let vals: Vec<Value> = values.iter().map(datum_value).collect();
                 let mut cmd = Vec::new();
-                let _ = printf::format_with(f, &vals, &printf::Context::default(), &mut cmd);
+                let _ = printf::format_with(f, values, &printf::Context::default(), &mut cmd);
                 self.write_buf();
                 let _ = self.sink().flush();
                 let cmd = String::from_utf8_lossy(&cmd).into_owned();
@@ -685,9 +651,8 @@ impl Consumer {
             self.redirect = None;
             return;
         }
-        let vals: Vec<Value> = values.iter().map(datum_value).collect();
         let mut name = Vec::new();
-        let _ = printf::format_with(f, &vals, &printf::Context::default(), &mut name);
+        let _ = printf::format_with(f, values, &printf::Context::default(), &mut name);
         let name = String::from_utf8_lossy(&name).into_owned();
         match std::fs::OpenOptions::new()
             .append(true)
@@ -738,8 +703,7 @@ impl Consumer {
         match self.opts.oformat {
             crate::output::structured::OFormat::Text => {
                 rec::final_newline(&mut self.buf);
-                vm.aggs
-                    .print_unprinted(&self.opts.sort, &*self.symbols, &mut self.buf);
+                printa::print_unprinted(&vm.aggs, &self.opts.sort, &*self.symbols, &mut self.buf);
             }
             crate::output::structured::OFormat::Folded => self.finish_folded(vm),
             _ => self.finish_structured(vm, &drops),

@@ -11,6 +11,7 @@ pub mod printf;
 pub mod ptype;
 pub mod sharing;
 pub mod subr;
+pub mod value;
 pub mod visit;
 
 use crate::probes::ProbeDesc;

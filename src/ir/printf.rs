@@ -87,10 +87,6 @@ impl ArgType {
         }
     }
 
-    pub(crate) fn signed(&self) -> bool {
-        matches!(self, ArgType::Int { signed: true, .. })
-    }
-
     /// Best-effort D type name (as `dt_node_type_name` would print it), used
     /// in diagnostics when the compiler does not supply the real name.
     pub fn default_name(&self) -> String {

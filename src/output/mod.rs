@@ -1,5 +1,5 @@
 //! Output formatting exactly as dtrace does it: printf, trace() records, print() of typed data,
-//! tracemem, stacks, -F flow indent, and dtrace's messages.
+//! tracemem, stacks, printa() of aggregations, -F flow indent, and dtrace's messages.
 
 pub mod etw_writer;
 pub mod flow;
@@ -10,6 +10,7 @@ pub mod localtime;
 pub mod memory;
 pub mod messages;
 pub mod print;
+pub mod printa;
 pub mod printf;
 pub mod record;
 pub mod stack;

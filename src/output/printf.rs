@@ -38,23 +38,9 @@ const EXACT_DIGITS: usize = 1100;
 // Run-time values and context
 // ---------------------------------------------------------------------------
 
-/// One run-time argument value (one data record).
-#[derive(Clone, Debug, PartialEq)]
-pub enum Value<'a> {
-    /// Integer or pointer: raw bits plus the type, whose size and signedness
-    /// decide sign/zero extension.
-    Int(i64, ArgType),
-    /// Floating point value.
-    Float(f64),
-    /// String record (C semantics: ends at the first NUL, if any).
-    Str(&'a [u8]),
-    /// Raw bytes (char arrays; `wchar_t` arrays as 4-byte little-endian units).
-    Bytes(&'a [u8]),
-    /// Text already rendered by the caller (`stack()`, `mod()`, `usym()`
-    /// output, quantize graphs …); `%k` copies it verbatim, `%a %A %s`
-    /// format it as a string.
-    Rendered(&'a [u8]),
-}
+/// One run-time argument: a recorded D value, borrowed ([`crate::ir::value`]). A string
+/// conversion takes text a caller rendered (a stack, a symbol) as [`Datum::Bytes`].
+pub use crate::ir::value::{AsView, Datum, DatumRef};
 
 /// Symbol resolver: address → `module`name[+0xoff]` text.
 pub type Resolver<'r> = &'r dyn Fn(u64) -> Option<String>;
@@ -73,7 +59,7 @@ pub struct Context<'a> {
     pub tz: Option<TimeZone<'a>>,
     /// Aggregation results consumed by successive `%@` conversions (the
     /// last one is reused when there are more `%@` than values).
-    pub agg: &'a [Value<'a>],
+    pub agg: &'a [DatumRef<'a>],
     /// Thousands separator for `%'d` (None: C locale, no grouping).
     pub thousands_sep: Option<u8>,
 }
@@ -94,15 +80,15 @@ impl<'a> Context<'a> {
 
 /// Format `args` (records in order: dynamic width, dynamic precision, value
 /// for each conversion) without symbol resolution, in UTC.
-pub fn format(fmt: &Format, args: &[Value], out: &mut Vec<u8>) -> Result<(), FormatError> {
+pub fn format<V: AsView>(fmt: &Format, args: &[V], out: &mut Vec<u8>) -> Result<(), FormatError> {
     format_with(fmt, args, &Context::default(), out).map(|_| ())
 }
 
 /// Format with a context; returns the number of records consumed.  On error,
 /// output produced before the failing conversion is kept in `out`.
-pub fn format_with(
+pub fn format_with<V: AsView>(
     fmt: &Format,
-    args: &[Value],
+    args: &[V],
     ctx: &Context,
     out: &mut Vec<u8>,
 ) -> Result<usize, FormatError> {
@@ -130,22 +116,22 @@ pub fn format_with(
             _ => 0,
         };
         if c.width == Count::Star {
-            width = get_int(args.get(ai))?;
+            width = get_int(args.get(ai).map(AsView::view))?;
             ai += 1;
         }
         if c.precision == Count::Star {
-            prec = get_int(args.get(ai))?;
+            prec = get_int(args.get(ai).map(AsView::view))?;
             ai += 1;
         }
         let value = if c.flags.agg {
             if ctx.agg.is_empty() {
                 return Err(FormatError::mismatch());
             }
-            let v = &ctx.agg[aggi.min(ctx.agg.len() - 1)];
+            let v = ctx.agg[aggi.min(ctx.agg.len() - 1)];
             aggi += 1;
             v
         } else {
-            let v = args.get(ai).ok_or_else(FormatError::mismatch)?;
+            let v = args.get(ai).ok_or_else(FormatError::mismatch)?.view();
             ai += 1;
             v
         };
@@ -155,30 +141,36 @@ pub fn format_with(
         if spec.print == PrintKind::Stack && c.flags.left {
             w = 0;
         }
-        let sp = Spec {
-            alt: c.flags.alt,
-            zero: c.flags.zero,
-            left,
-            plus: c.flags.plus,
-            space: c.flags.space,
-            group: c.flags.group,
-            width: w.min(MAX_PAD),
-            prec: if prec > 0 {
-                Some((prec as usize).min(MAX_PAD))
-            } else {
-                None
-            },
-            sep: ctx.thousands_sep,
-        };
-        print_value(spec, &sp, value, ctx, out)?;
+        let sp = field_spec(c, left, w, prec, ctx.thousands_sep);
+        print_value(spec, &sp, &value, ctx, out)?;
     }
     Ok(ai)
 }
 
+/// The C field of a conversion: its flags, the width `w` (left-justified when `left`) and
+/// the precision (dropped when 0, as dtrace drops it), both clamped to [`MAX_PAD`].
+fn field_spec(c: &Conversion, left: bool, w: usize, prec: i32, sep: Option<u8>) -> Spec {
+    Spec {
+        alt: c.flags.alt,
+        zero: c.flags.zero,
+        left,
+        plus: c.flags.plus,
+        space: c.flags.space,
+        group: c.flags.group,
+        width: w.min(MAX_PAD),
+        prec: if prec > 0 {
+            Some((prec as usize).min(MAX_PAD))
+        } else {
+            None
+        },
+        sep,
+    }
+}
+
 /// Dynamic width/precision: the record is read as a C `int`.
-fn get_int(v: Option<&Value>) -> Result<i32, FormatError> {
+fn get_int(v: Option<DatumRef>) -> Result<i32, FormatError> {
     match v {
-        Some(Value::Int(raw, ty)) => Ok(sign_extend(*raw, ty.size()) as i32),
+        Some(Datum::Int { value, size, .. }) => Ok(sign_extend(value, usize::from(size)) as i32),
         _ => Err(FormatError::mismatch()),
     }
 }
@@ -209,10 +201,20 @@ fn c_str(b: &[u8]) -> &[u8] {
     }
 }
 
+/// The bytes a string conversion reads of a value: a string's, raw bytes, or text the caller
+/// rendered; a stack reads as no text (the consumer prints stacks by their own actions).
+fn text<'a>(v: &DatumRef<'a>) -> Option<&'a [u8]> {
+    match *v {
+        Datum::Str(b) | Datum::Bytes(b) => Some(b),
+        Datum::Stack { .. } => Some(b""),
+        _ => None,
+    }
+}
+
 fn print_value(
     spec: &ConvSpec,
     sp: &Spec,
-    v: &Value,
+    v: &DatumRef,
     ctx: &Context,
     out: &mut Vec<u8>,
 ) -> Result<(), FormatError> {
@@ -221,16 +223,18 @@ fn print_value(
     match spec.print {
         PrintKind::Pct => out.push(b'%'),
         PrintKind::Sint | PrintKind::Uint | PrintKind::Dint => {
-            let (raw, ty) = match v {
-                Value::Int(raw, ty) => (*raw, ty.clone()),
-                Value::Float(f) => (*f as i64, ArgType::int(8, true)),
+            let (raw, size, signed) = match *v {
+                Datum::Int {
+                    value,
+                    size,
+                    signed,
+                } => (value, usize::from(size), signed),
                 _ => return Err(FormatError::mismatch()),
             };
-            let size = ty.size();
             let signed = match spec.print {
                 PrintKind::Sint => true,
                 PrintKind::Uint => false,
-                _ => ty.signed(),
+                _ => signed,
             };
             let conv = if spec.print == PrintKind::Dint && !signed {
                 b'u'
@@ -257,18 +261,21 @@ fn print_value(
             }
         }
         PrintKind::Fp => {
-            let f = match v {
-                Value::Float(f) => *f,
-                Value::Int(raw, ty) if ty.signed() => sign_extend(*raw, ty.size()) as f64,
-                Value::Int(raw, ty) => zero_extend(*raw, ty.size()) as f64,
+            let f = match *v {
+                Datum::Int {
+                    value,
+                    size,
+                    signed: true,
+                } => sign_extend(value, usize::from(size)) as f64,
+                Datum::Int { value, size, .. } => zero_extend(value, usize::from(size)) as f64,
                 _ => return Err(FormatError::mismatch()),
             };
             c_float(out, sp, conv, f);
         }
         PrintKind::Addr | PrintKind::UAddr => {
-            let s = match v {
-                Value::Int(raw, ty) => {
-                    let addr = zero_extend(*raw, ty.size());
+            let s = match *v {
+                Datum::Int { value, size, .. } => {
+                    let addr = zero_extend(value, usize::from(size));
                     let r = if spec.print == PrintKind::Addr {
                         ctx.sym
                     } else {
@@ -278,18 +285,20 @@ fn print_value(
                         .unwrap_or_else(|| format!("0x{addr:x}"))
                         .into_bytes()
                 }
-                Value::Rendered(b) | Value::Str(b) | Value::Bytes(b) => c_str(b).to_vec(),
-                Value::Float(_) => return Err(FormatError::mismatch()),
+                _ => match text(v) {
+                    Some(b) => c_str(b).to_vec(),
+                    None => return Err(FormatError::mismatch()),
+                },
             };
             c_string(out, sp, &s);
         }
-        PrintKind::Stack => match v {
-            Value::Rendered(b) | Value::Str(b) | Value::Bytes(b) => out.extend_from_slice(b),
-            _ => return Err(FormatError::mismatch()),
+        PrintKind::Stack => match text(v) {
+            Some(b) => out.extend_from_slice(b),
+            None => return Err(FormatError::mismatch()),
         },
         PrintKind::Time | PrintKind::Time822 => {
-            let t = match v {
-                Value::Int(raw, _) => *raw,
+            let t = match *v {
+                Datum::Int { value, .. } => value,
                 _ => return Err(FormatError::mismatch()),
             };
             let s = if spec.print == PrintKind::Time {
@@ -300,28 +309,28 @@ fn print_value(
             c_string(out, sp, s.as_bytes());
         }
         PrintKind::Port => {
-            let n = match v {
-                Value::Int(raw, _) => *raw as u16,
+            let n = match *v {
+                Datum::Int { value, .. } => value as u16,
                 _ => return Err(FormatError::mismatch()),
             };
             c_string(out, sp, n.to_string().as_bytes());
         }
-        PrintKind::Cstr | PrintKind::InetAddr => match v {
-            Value::Str(b) | Value::Bytes(b) | Value::Rendered(b) => c_string(out, sp, c_str(b)),
+        PrintKind::Cstr | PrintKind::InetAddr => match text(v) {
+            Some(b) => c_string(out, sp, c_str(b)),
+            None => return Err(FormatError::mismatch()),
+        },
+        PrintKind::Estr => match text(v) {
+            Some(b) => c_string(out, sp, &escape(b)),
+            None => return Err(FormatError::mismatch()),
+        },
+        PrintKind::Echr => match *v {
+            Datum::Int { value, .. } => c_string(out, sp, &escape(&[value as u8])),
             _ => return Err(FormatError::mismatch()),
         },
-        PrintKind::Estr => match v {
-            Value::Str(b) | Value::Bytes(b) | Value::Rendered(b) => c_string(out, sp, &escape(b)),
-            _ => return Err(FormatError::mismatch()),
-        },
-        PrintKind::Echr => match v {
-            Value::Int(raw, _) => c_string(out, sp, &escape(&[*raw as u8])),
-            _ => return Err(FormatError::mismatch()),
-        },
-        PrintKind::Wstr => match v {
+        PrintKind::Wstr => match (v, text(v)) {
             // a `wchar_t *` argument, read and converted to UTF-8 by the VM (`wstringof`)
-            Value::Str(b) => c_wstring(out, sp, &String::from_utf8_lossy(c_str(b))),
-            Value::Bytes(b) | Value::Rendered(b) => {
+            (Datum::Str(b), _) => c_wstring(out, sp, &String::from_utf8_lossy(c_str(b))),
+            (_, Some(b)) => {
                 // dtx's wchar_t is Windows' (2 bytes, UTF-16), up to the first NUL
                 let units = b
                     .chunks_exact(2)
@@ -723,11 +732,11 @@ fn time_822(ns: i64, ctx: &Context) -> String {
 mod tests {
     use super::*;
 
-    fn i32v(n: i64) -> Value<'static> {
-        Value::Int(n, ArgType::int(4, true))
+    fn i32v(n: i64) -> DatumRef<'static> {
+        Datum::int(n, 4, true)
     }
 
-    fn fmt_ctx(f: &str, args: &[Value], ctx: &Context) -> String {
+    fn fmt_ctx(f: &str, args: &[DatumRef], ctx: &Context) -> String {
         let p = parse(f).expect("parse");
         let mut out = Vec::new();
         format_with(&p, args, ctx, &mut out).expect("format");
@@ -735,7 +744,7 @@ mod tests {
     }
 
     /// Formats in UTC, whatever the machine's zone.
-    fn fmt(f: &str, args: &[Value]) -> String {
+    fn fmt(f: &str, args: &[DatumRef]) -> String {
         let utc = |_: i64| (0, "UTC".to_string());
         let ctx = Context {
             tz: Some(&utc),
@@ -1073,71 +1082,63 @@ mod tests {
         ];
         for (f, size, signed, want) in cases {
             assert_eq!(
-                fmt(f, &[Value::Int(BIG, int(*size, *signed))]),
+                fmt(f, &[Datum::int(BIG, *size, *signed)]),
                 *want,
                 "{f} size {size} signed {signed}"
             );
         }
-        let p = ArgType::Pointer {
-            pointee_is_char: false,
-            is_void: true,
-        };
-        assert_eq!(fmt("%p", &[Value::Int(0x12345678, p.clone())]), "12345678");
-        assert_eq!(fmt("%p", &[Value::Int(0x90abcdef, p)]), "90abcdef");
+        assert_eq!(fmt("%p", &[Datum::int(0x12345678, 8, false)]), "12345678");
+        assert_eq!(fmt("%p", &[Datum::int(0x90abcdef, 8, false)]), "90abcdef");
     }
 
     #[test]
     fn signs() {
-        let x = Value::Int(0xffff, int(2, false));
-        let y = Value::Int(-1, int(2, true));
+        let x = Datum::int(0xffff, 2, false);
+        let y = Datum::int(-1, 2, true);
+        assert_eq!(fmt("%d %i %u", &[x, x, x]), "65535 -1 65535");
+        assert_eq!(fmt("%d %i %u", &[y, y, y]), "-1 -1 65535");
+        assert_eq!(fmt("%x", &[Datum::int(-1, 1, true)]), "ff");
+        assert_eq!(fmt("%X", &[Datum::int(-2, 4, true)]), "FFFFFFFE");
+        assert_eq!(fmt("%i", &[Datum::int(-1, 8, false)]), "-1");
         assert_eq!(
-            fmt("%d %i %u", &[x.clone(), x.clone(), x]),
-            "65535 -1 65535"
-        );
-        assert_eq!(fmt("%d %i %u", &[y.clone(), y.clone(), y]), "-1 -1 65535");
-        assert_eq!(fmt("%x", &[Value::Int(-1, int(1, true))]), "ff");
-        assert_eq!(fmt("%X", &[Value::Int(-2, int(4, true))]), "FFFFFFFE");
-        assert_eq!(fmt("%i", &[Value::Int(-1, int(8, false))]), "-1");
-        assert_eq!(
-            fmt("%u", &[Value::Int(-1, int(8, true))]),
+            fmt("%u", &[Datum::int(-1, 8, true)]),
             "18446744073709551615"
         );
     }
 
     #[test]
     fn basics() {
-        let c = Value::Int(97, int(4, true));
+        let c = Datum::int(97, 4, true);
         let sym = |a: u64| (a == 0x1000).then(|| "genunix`kmem_alloc".to_string());
         let ctx = Context::with_resolver(&sym);
-        let ptr = ArgType::Pointer {
-            pointee_is_char: false,
-            is_void: true,
-        };
         assert_eq!(
-            fmt_ctx("%%a = %a\n", &[Value::Int(0x1000, ptr.clone())], &ctx),
+            fmt_ctx("%%a = %a\n", &[Datum::int(0x1000, 8, false)], &ctx),
             "%a = genunix`kmem_alloc\n"
         );
-        assert_eq!(fmt("%a", &[Value::Int(0xdead, ptr.clone())]), "0xdead");
-        assert_eq!(fmt("%A", &[Value::Int(0xbeef, ptr.clone())]), "0xbeef");
-        assert_eq!(fmt("%-12a|", &[Value::Int(0xdead, ptr)]), "0xdead      |");
-        assert_eq!(fmt("%a", &[Value::Rendered(b"mod`f+0x1")]), "mod`f+0x1");
+        assert_eq!(fmt("%a", &[Datum::int(0xdead, 8, false)]), "0xdead");
+        assert_eq!(fmt("%A", &[Datum::int(0xbeef, 8, false)]), "0xbeef");
+        assert_eq!(
+            fmt("%-12a|", &[Datum::int(0xdead, 8, false)]),
+            "0xdead      |"
+        );
+        assert_eq!(fmt("%a", &[Datum::Bytes(b"mod`f+0x1")]), "mod`f+0x1");
         assert_eq!(fmt("%c", std::slice::from_ref(&c)), "a");
-        assert_eq!(fmt("%lc %wc", &[c.clone(), c.clone()]), "a a");
-        assert_eq!(fmt("%3c|%-3c|", &[c.clone(), c.clone()]), "  a|a  |");
+        assert_eq!(fmt("%lc %wc", &[c, c]), "a a");
+        assert_eq!(fmt("%3c|%-3c|", &[c, c]), "  a|a  |");
         assert_eq!(
             fmt(
                 "%hd %ho %hx %hX",
                 &[
-                    Value::Int(97, int(2, true)),
-                    Value::Int(97, int(2, false)),
-                    Value::Int(97, int(2, false)),
-                    Value::Int(97, int(2, false)),
+                    Datum::int(97, 2, true),
+                    Datum::int(97, 2, false),
+                    Datum::int(97, 2, false),
+                    Datum::int(97, 2, false),
                 ]
             ),
             "97 141 61 61"
         );
         assert_eq!(
-            fmt("%s = %s", &[Value::Str(b"%s"), Value::Str(b"hello\0junk")]),
+            fmt("%s = %s", &[Datum::Str(b"%s"), Datum::Str(b"hello\0junk")]),
             "%s = hello"
         );
         assert_eq!(fmt("100%%", &[]), "100%");
@@ -1146,7 +1147,7 @@ mod tests {
 
     #[test]
     fn flags_like_tst_flags() {
-        let v = |n| Value::Int(n, int(4, true));
+        let v = |n| Datum::int(n, 4, true);
         assert_eq!(fmt("# %#8x", &[v(0x123)]), "#    0x123");
         assert_eq!(fmt("0 %08x", &[v(0x123)]), "0 00000123");
         assert_eq!(fmt("- %-8x", &[v(0x123)]), "- 123     ");
@@ -1157,7 +1158,7 @@ mod tests {
     #[test]
     fn c_printf_integer_edges() {
         // Expected strings verified against glibc printf.
-        let v = |n| Value::Int(n, int(4, true));
+        let v = |n| Datum::int(n, 4, true);
         assert_eq!(fmt("[%#o]", &[v(0)]), "[0]");
         assert_eq!(fmt("[%#.3o]", &[v(8)]), "[010]");
         assert_eq!(fmt("[%#5o]", &[v(8)]), "[  010]");
@@ -1196,19 +1197,16 @@ mod tests {
     fn widths_and_precisions() {
         let one = i32v(1);
         for (n, want) in [(0, "1"), (1, "1"), (2, " 1"), (5, "    1")] {
-            assert_eq!(fmt("%*d", &[i32v(n), one.clone()]), want);
+            assert_eq!(fmt("%*d", &[i32v(n), one]), want);
         }
-        assert_eq!(
-            fmt("%0d|%1d|%3d", &[one.clone(), one.clone(), one.clone()]),
-            "1|1|  1"
-        );
-        assert_eq!(fmt("%*d|", &[i32v(-4), one.clone()]), "1   |");
+        assert_eq!(fmt("%0d|%1d|%3d", &[one, one, one]), "1|1|  1");
+        assert_eq!(fmt("%*d|", &[i32v(-4), one]), "1   |");
         assert_eq!(fmt("%?d|", std::slice::from_ref(&one)), "               1|");
-        let h = Value::Str(b"hello");
+        let h: DatumRef = Datum::Str(b"hello");
         let pre = ["hello", "h", "he", "hel", "hell", "hello"];
         for (i, want) in pre.iter().enumerate() {
             assert_eq!(fmt(&format!("%.{i}s"), std::slice::from_ref(&h)), *want);
-            assert_eq!(fmt("%.*s", &[i32v(i as i64), h.clone()]), *want);
+            assert_eq!(fmt("%.*s", &[i32v(i as i64), h]), *want);
         }
         let wp = [
             "hello",
@@ -1224,21 +1222,20 @@ mod tests {
         ];
         for (i, want) in wp.iter().enumerate() {
             assert_eq!(fmt(&format!("%{i}.{i}s"), std::slice::from_ref(&h)), *want);
-            assert_eq!(
-                fmt("%*.*s", &[i32v(i as i64), i32v(i as i64), h.clone()]),
-                *want
-            );
+            assert_eq!(fmt("%*.*s", &[i32v(i as i64), i32v(i as i64), h]), *want);
         }
-        assert_eq!(fmt("%.*s", &[i32v(-3), h.clone()]), "hello");
-        assert_eq!(fmt("%05s|", &[Value::Str(b"hi")]), "   hi|");
-        assert_eq!(fmt("%-6s|", &[Value::Bytes(b"ab\0cd")]), "ab    |");
+        assert_eq!(fmt("%.*s", &[i32v(-3), h]), "hello");
+        assert_eq!(fmt("%05s|", &[Datum::Str(b"hi")]), "   hi|");
+        assert_eq!(fmt("%-6s|", &[Datum::Bytes(b"ab\0cd")]), "ab    |");
         // Dynamic width read as an int from a 64-bit record.
-        assert_eq!(fmt("%*d|", &[Value::Int(3, int(8, false)), one]), "  1|");
+        assert_eq!(fmt("%*d|", &[Datum::int(3, 8, false), one]), "  1|");
     }
 
     #[test]
     fn floats() {
-        let f = |x: f64| Value::Float(x);
+        // D records hold no floating-point values: an integer reaches `%f` as a double, and
+        // the C emulation itself is given fractional doubles through `ffmt`.
+        let f = |x: f64| Datum::int(x as i64, 8, true);
         assert_eq!(
             fmt("%f %e %E %g %G", &[f(0.0), f(0.0), f(0.0), f(0.0), f(0.0)]),
             "0.000000 0.000000e+00 0.000000E+00 0 0"
@@ -1278,8 +1275,37 @@ mod tests {
             ("%g", 999999.5, "1e+06"),
         ];
         for (fs, x, want) in cases {
-            assert_eq!(fmt(fs, &[f(*x)]), *want, "{fs} of {x}");
+            assert_eq!(ffmt(fs, *x), *want, "{fs} of {x}");
         }
+        assert_eq!(fmt("%.2f|%g", &[f(2.0), f(-3.0)]), "2.00|-3");
+    }
+
+    /// A format of fixed fields over one C double, through the field and conversion
+    /// `format_with` would use.
+    fn ffmt(fs: &str, x: f64) -> String {
+        let p = parse(fs).expect("parse");
+        let mut out = Vec::new();
+        for piece in &p.pieces {
+            match piece {
+                Piece::Text(t) => out.extend_from_slice(t.as_bytes()),
+                Piece::Conv(c) => {
+                    let w = match c.width {
+                        Count::Fixed(n) => n,
+                        _ => 0,
+                    };
+                    let prec = match c.precision {
+                        Count::Fixed(n) => n,
+                        _ => 0,
+                    };
+                    let left = w < 0 || c.flags.left;
+                    let sp = field_spec(c, left, w.unsigned_abs() as usize, prec, None);
+                    let spec = c.spec();
+                    let conv = spec.ofmt.as_bytes()[spec.ofmt.len() - 1];
+                    c_float(&mut out, &sp, conv, x);
+                }
+            }
+        }
+        String::from_utf8(out).expect("utf-8")
     }
 
     #[test]
@@ -1315,7 +1341,7 @@ mod tests {
     #[test]
     fn times() {
         const NS: i64 = 1_000_000_000;
-        let t = |s: i64| Value::Int(s * NS, int(8, false));
+        let t = |s: i64| Datum::int(s * NS, 8, false);
         assert_eq!(fmt("%Y", &[t(0)]), "1970 Jan  1 00:00:00");
         assert_eq!(fmt("%Y", &[t(1062609821)]), "2003 Sep  3 17:23:41");
         assert_eq!(fmt("%Y", &[t(1704450030)]), "2024 Jan  5 10:20:30");
@@ -1353,12 +1379,12 @@ mod tests {
     #[test]
     fn escapes_and_strings() {
         assert_eq!(
-            fmt("%S", &[Value::Str(b"a\tb\"c\\\x01\xff \x7f")]),
+            fmt("%S", &[Datum::Str(b"a\tb\"c\\\x01\xff \x7f")]),
             "a\\tb\\\"c\\\\\\001\\377 \\177"
         );
         // Like dtrace, the terminating NUL of a string record is shown.
-        assert_eq!(fmt("%S", &[Value::Str(b"hi\0\0\0")]), "hi\\0");
-        assert_eq!(fmt("%S", &[Value::Str(b"hi")]), "hi");
+        assert_eq!(fmt("%S", &[Datum::Str(b"hi\0\0\0")]), "hi\\0");
+        assert_eq!(fmt("%S", &[Datum::Str(b"hi")]), "hi");
         assert_eq!(fmt("%C|%C", &[i32v(10), i32v(65)]), "\\n|A");
         assert_eq!(fmt("%5C|", &[i32v(0)]), "   \\0|");
         // wchar_t is Windows' UTF-16 unit; a surrogate pair is one character
@@ -1370,28 +1396,28 @@ mod tests {
             fmt(
                 "%ls|%ws|%.2ls|%6ls|",
                 &[
-                    Value::Bytes(&w),
-                    Value::Bytes(&w),
-                    Value::Bytes(&w),
-                    Value::Bytes(&w),
+                    Datum::Bytes(&w),
+                    Datum::Bytes(&w),
+                    Datum::Bytes(&w),
+                    Datum::Bytes(&w),
                 ]
             ),
             "hi\u{e9}|hi\u{e9}|hi|  hi\u{e9}|"
         );
-        assert_eq!(fmt("%P", &[Value::Int(80, int(2, false))]), "80");
-        assert_eq!(fmt("%I", &[Value::Str(b"10.0.0.1\0")]), "10.0.0.1");
-        assert_eq!(fmt("%-k|", &[Value::Rendered(b"\n  a`b\n")]), "\n  a`b\n|");
+        assert_eq!(fmt("%P", &[Datum::int(80, 2, false)]), "80");
+        assert_eq!(fmt("%I", &[Datum::Str(b"10.0.0.1\0")]), "10.0.0.1");
+        assert_eq!(fmt("%-k|", &[Datum::Bytes(b"\n  a`b\n")]), "\n  a`b\n|");
     }
 
     #[test]
     fn printa_agg_values() {
-        let agg = [Value::Int(7, int(8, false)), Value::Int(-3, int(8, true))];
+        let agg = [Datum::int(7, 8, false), Datum::int(-3, 8, true)];
         let ctx = Context {
             agg: &agg,
             ..Context::default()
         };
         assert_eq!(
-            fmt_ctx("%s %@d %@d %@d", &[Value::Str(b"key")], &ctx),
+            fmt_ctx("%s %@d %@d %@d", &[Datum::Str(b"key")], &ctx),
             "key 7 -3 -3"
         );
         assert_eq!(fmt_ctx("%@8u|", &[], &ctx), "       7|");
@@ -1405,14 +1431,15 @@ mod tests {
         assert_eq!(e.tag, "EDT_DMISMATCH");
         assert_eq!(e.message, "Data record list does not match statement");
         assert_eq!(out, b"1 ");
-        assert!(format(&p, &[Value::Str(b"x"), Value::Str(b"y")], &mut out).is_err());
-        assert!(format(&parse("%@d").unwrap(), &[], &mut out).is_err());
-        assert!(format(
-            &parse("%*d").unwrap(),
-            &[Value::Str(b"x"), i32v(1)],
-            &mut out
-        )
-        .is_err());
+        let (x, y): (DatumRef, DatumRef) = (Datum::Str(b"x"), Datum::Str(b"y"));
+        assert!(format(&p, &[x, y], &mut out).is_err());
+        let none: &[DatumRef] = &[];
+        assert!(format(&parse("%@d").unwrap(), none, &mut out).is_err());
+        // the owned values of a record format as their views do
+        let owned = [Datum::int(7, 4, true), Datum::Str(b"z".to_vec())];
+        format(&p, &owned, &mut out).unwrap();
+        assert_eq!(out, b"1 7 z");
+        assert!(format(&parse("%*d").unwrap(), &[x, i32v(1)], &mut out).is_err());
     }
 
     #[test]
@@ -1421,7 +1448,7 @@ mod tests {
         let mut out = Vec::new();
         let n = format_with(
             &p,
-            &[i32v(3), i32v(1), Value::Str(b"abc"), i32v(9), i32v(0)],
+            &[i32v(3), i32v(1), Datum::Str(b"abc"), i32v(9), i32v(0)],
             &Context::default(),
             &mut out,
         )
@@ -1466,20 +1493,20 @@ mod tests {
                 .collect();
             let _ = check(&f, "printf", &a);
             let _ = check(&f, "printa", &a);
-            let vals = [
-                Value::Int(r.next() as i64, int(8, true)),
-                Value::Int(r.next() as i64 % 50, int(4, true)),
-                Value::Str(b"str\0x"),
-                Value::Bytes(&wide),
-                Value::Float(f64::from_bits(r.next())),
-                Value::Rendered(b"r"),
-                Value::Int(i64::MIN, int(8, true)),
-                Value::Int(-(r.next() as i64 % 30), int(4, true)),
+            let vals: [DatumRef; 8] = [
+                Datum::int(r.next() as i64, 8, true),
+                Datum::int(r.next() as i64 % 50, 4, true),
+                Datum::Str(b"str\0x"),
+                Datum::Bytes(&wide),
+                Datum::int(r.next() as i64, 2, false),
+                Datum::Bytes(b"r"),
+                Datum::int(i64::MIN, 8, true),
+                Datum::int(-(r.next() as i64 % 30), 4, true),
             ];
-            let v: Vec<Value> = (0..(r.next() % 6))
-                .map(|_| vals[(r.next() % vals.len() as u64) as usize].clone())
+            let v: Vec<DatumRef> = (0..(r.next() % 6))
+                .map(|_| vals[(r.next() % vals.len() as u64) as usize])
                 .collect();
-            let agg = [Value::Float(-1.5)];
+            let agg = [Datum::int(-1, 8, true)];
             let ctx = Context {
                 agg: &agg,
                 ..Context::default()
@@ -1497,7 +1524,7 @@ mod tests {
         // Huge widths are clamped instead of exhausting memory.
         let f = parse("%2147483647d%99999999999.99999999999f").unwrap();
         let mut out = Vec::new();
-        format(&f, &[i32v(1), Value::Float(1.0)], &mut out).unwrap();
+        format(&f, &[i32v(1), i32v(1)], &mut out).unwrap();
         assert!(out.len() <= 2 * MAX_PAD + 16);
     }
 }

@@ -15,32 +15,15 @@
 //! (see [`final_newline`]), even in quiet mode.
 
 use super::memory::{self, TRACE_WIDTH};
+use crate::ir::value::Frames;
 
-/// One traced value, as the consumer sees the record.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Datum<'a> {
-    /// A by-value record of `size` bytes (1, 2, 4 or 8).  `signed` is
-    /// accepted for the caller's convenience but, like dtrace, the output
-    /// depends only on the size: 8-byte values print signed, 4-byte values
-    /// print as C `int` (so 0xffffffff prints -1 whatever the D type),
-    /// 2- and 1-byte values print unsigned (`(char)-1` prints 255).
-    Int { value: i64, size: u8, signed: bool },
-    /// A string record exactly as stored (normally `strsize` bytes, NUL
-    /// padded).  Passing only the text (no NUL) prints identically for
-    /// printable text; see [`trace_string`] to get the padded behaviour
-    /// without building the padded record.
-    Str(&'a [u8]),
-    /// Any other by-reference record (struct, array, ...), raw bytes.
-    Bytes(&'a [u8]),
-    /// `stack()` (`user == false`) or `ustack()` frames.  `trace_datum`
-    /// prints raw addresses for these; use [`super::stack`] with a symbol
-    /// resolver for real output.
-    Stack {
-        frames: &'a [u64],
-        user: bool,
-        pid: u32,
-    },
-}
+/// One traced value, as the consumer sees the record: a recorded D value, borrowed
+/// ([`crate::ir::value`]). A by-value record of `size` bytes (1, 2, 4 or 8) prints by its size
+/// alone, as dtrace's does: 8-byte values print signed, 4-byte values as C `int` (0xffffffff
+/// prints -1 whatever the D type), 2- and 1-byte values unsigned (`(char)-1` prints 255). A
+/// string record prints as stored (see [`trace_string`] for the `strsize` padded form), a stack
+/// by raw addresses (use [`super::stack`] with a symbol resolver for real output).
+pub use crate::ir::value::{Datum, DatumRef};
 
 /// The heading printed once, before the first firing, when neither quiet nor
 /// `-F`.
@@ -107,7 +90,7 @@ pub struct TraceOpts {
 }
 
 /// `trace(x)`: appends exactly what dtrace prints for one traced datum.
-pub fn trace_datum(d: &Datum, quiet: bool, out: &mut Vec<u8>) {
+pub fn trace_datum(d: &DatumRef, quiet: bool, out: &mut Vec<u8>) {
     trace_datum_opts(
         d,
         TraceOpts {
@@ -119,11 +102,21 @@ pub fn trace_datum(d: &Datum, quiet: bool, out: &mut Vec<u8>) {
 }
 
 /// [`trace_datum`] with all options.
-pub fn trace_datum_opts(d: &Datum, opts: TraceOpts, out: &mut Vec<u8>) {
+pub fn trace_datum_opts(d: &DatumRef, opts: TraceOpts, out: &mut Vec<u8>) {
     match *d {
         Datum::Int { value, size, .. } => trace_int(value, size, opts.quiet, out),
         Datum::Str(b) | Datum::Bytes(b) => trace_record(b, opts, out),
-        Datum::Stack { frames, user, pid } => {
+        Datum::Stack {
+            frames, user, pid, ..
+        } => {
+            let words: Vec<u64>;
+            let frames = match frames {
+                Frames::Words(w) => w,
+                f => {
+                    words = f.iter().collect();
+                    &words
+                }
+            };
             if user {
                 super::stack::ustack(
                     pid,
@@ -141,6 +134,11 @@ pub fn trace_datum_opts(d: &Datum, opts: TraceOpts, out: &mut Vec<u8>) {
                     out,
                 );
             }
+        }
+        // address keys are named by the consumer; unnamed, they print as the address
+        Datum::Sym(a) | Datum::Mod(a) => trace_symbolic(&format!("0x{a:x}"), out),
+        Datum::Usym { addr, .. } | Datum::Umod { addr, .. } | Datum::Uaddr { addr, .. } => {
+            trace_symbolic(&format!("0x{addr:x}"), out)
         }
     }
 }

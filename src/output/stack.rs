@@ -17,21 +17,9 @@ use super::memory::{pad_str, spaces};
 /// Default `stackindent`.
 pub const DEFAULT_INDENT: usize = 14;
 
-/// Result of looking up an address, supplied by the caller's symbol tables.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Lookup {
-    /// Address is inside symbol `name` of `module`, whose value (start
-    /// address) is `start`.
-    Sym {
-        module: String,
-        name: String,
-        start: u64,
-    },
-    /// Only the containing module is known.
-    Module(String),
-    /// Nothing known.
-    None,
-}
+/// Result of looking up an address (it lives beside [`crate::agg::SymbolResolver`], which
+/// returns it).
+pub use crate::agg::Lookup;
 
 /// `module`sym+0xoff` (or without `+0x..` when at/before the symbol start),
 /// `module`0xaddr`, or `0xaddr` — dtrace's frame text.  For user frames

@@ -15,7 +15,8 @@
 //! for a saved aggregation to be read back and merged (docs/output-formats.md).
 
 use super::json::Json;
-use crate::agg::{AggValue, KeyValue, SymbolResolver};
+use crate::agg::{AggValue, SymbolResolver};
+use crate::ir::value::Datum;
 
 /// The output format chosen with `-x oformat=...`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -140,10 +141,10 @@ pub fn stack_json(
 
 /// One aggregation key component: `{"type": ..., "value": ...}` (a stack key carries its
 /// frames instead of a value).
-pub fn key_json(k: &KeyValue, syms: &dyn SymbolResolver) -> Json {
+pub fn key_json(k: &Datum, syms: &dyn SymbolResolver) -> Json {
     let typed = |ty: &str, value: Json| Json::object([("type", Json::str(ty)), ("value", value)]);
     match k {
-        KeyValue::Int {
+        Datum::Int {
             value,
             size,
             signed,
@@ -152,9 +153,9 @@ pub fn key_json(k: &KeyValue, syms: &dyn SymbolResolver) -> Json {
             ("size", Json::UInt(u64::from(*size))),
             ("value", int_json(*value, *size, *signed)),
         ]),
-        KeyValue::Str(s) => typed("string", Json::str(record_text(s))),
-        KeyValue::Bytes(b) => typed("bytes", Json::str(hex(b))),
-        KeyValue::Stack {
+        Datum::Str(s) => typed("string", Json::str(record_text(s))),
+        Datum::Bytes(b) => typed("bytes", Json::str(hex(b))),
+        Datum::Stack {
             frames,
             user,
             pid,
@@ -164,19 +165,19 @@ pub fn key_json(k: &KeyValue, syms: &dyn SymbolResolver) -> Json {
             j.push_member("type", Json::str(if *user { "ustack" } else { "stack" }));
             j
         }
-        KeyValue::Sym(a) => Json::object([
+        Datum::Sym(a) => Json::object([
             ("type", Json::str("sym")),
             ("value", Json::str(syms.kernel_func(*a))),
             ("address", Json::str(format!("0x{a:x}"))),
         ]),
-        KeyValue::Mod(a) => Json::object([
+        Datum::Mod(a) => Json::object([
             ("type", Json::str("mod")),
             ("value", Json::str(syms.kmod(*a))),
             ("address", Json::str(format!("0x{a:x}"))),
         ]),
-        KeyValue::Usym { addr, pid } => user_key("usym", syms.user_func(*pid, *addr), *addr, *pid),
-        KeyValue::Umod { addr, pid } => user_key("umod", syms.umod(*pid, *addr), *addr, *pid),
-        KeyValue::Uaddr { addr, pid } => user_key("uaddr", syms.user(*pid, *addr), *addr, *pid),
+        Datum::Usym { addr, pid } => user_key("usym", syms.user_func(*pid, *addr), *addr, *pid),
+        Datum::Umod { addr, pid } => user_key("umod", syms.umod(*pid, *addr), *addr, *pid),
+        Datum::Uaddr { addr, pid } => user_key("uaddr", syms.user(*pid, *addr), *addr, *pid),
     }
 }
 
@@ -249,7 +250,8 @@ fn bucket(index: usize, value: i64, count: i64, edge: Option<&str>) -> Json {
 /// The buckets dtrace's text shows for a quantization (first to last non-zero bucket with a
 /// zero bucket of context each side).
 pub fn buckets_json(v: &AggValue) -> Vec<Json> {
-    use crate::agg::quantize::{bucket_value, llquantize_labels, range, ZERO_BUCKET};
+    use crate::agg::quantize::{bucket_value, llquantize_labels, ZERO_BUCKET};
+    use crate::output::printa::graph::range;
     match v {
         AggValue::Quantize(d) => {
             let (lo, hi) = range(d, (ZERO_BUCKET - 1, ZERO_BUCKET + 1));
@@ -352,7 +354,7 @@ pub fn value_members(v: &AggValue) -> Vec<(String, Json)> {
 /// order given.
 pub fn aggregation_json(
     name: &str,
-    rows: &[(Vec<KeyValue>, AggValue)],
+    rows: &[(Vec<Datum>, AggValue)],
     syms: &dyn SymbolResolver,
 ) -> Json {
     let name = name.strip_prefix('@').unwrap_or(name);
@@ -438,8 +440,8 @@ mod tests {
         d[64 + 7] = 1; // [128, 256)
         let rows = vec![(
             vec![
-                KeyValue::Str(b"bash".to_vec()),
-                KeyValue::Int {
+                Datum::Str(b"bash".to_vec()),
+                Datum::Int {
                     value: -1,
                     size: 4,
                     signed: false,

@@ -6,7 +6,7 @@ use super::record::{Datum, Record};
 use std::sync::Arc;
 
 use super::{ecb, ErrorInfo, FireResult, FiringCtx, Vm};
-use crate::agg::{IntKey, KeyValue};
+use crate::agg::IntKey;
 use crate::ir::{Action, ActionKind, LValue, Node, Program, Scope, Stmt, Subr, ValKind};
 use crate::probes::{END_ID, ERROR_ID, ERROR_PROBE};
 
@@ -393,14 +393,12 @@ impl Vm {
         let src = if user { cx.user_stack() } else { cx.stack };
         let n = (frames as usize).min(src.len());
         // a kernel stack is the same key whatever process it ran for
-        let pid = if user { cx.pid } else { 0 };
+        let pid = if user { cx.pid as u32 } else { 0 };
         Datum::Stack {
             frames: src[..n].to_vec(),
             user,
             pid,
-            epoch: cx
-                .epochs
-                .map_or(0, |e| e.stack_epoch(pid as u32, &src[..n])),
+            epoch: cx.epochs.map_or(0, |e| e.stack_epoch(pid, &src[..n])),
         }
     }
 
@@ -419,7 +417,7 @@ impl Vm {
                 let r = (|| -> R<()> {
                     for (i, k) in a.keys.iter().enumerate() {
                         if keys.len() <= i {
-                            keys.push(KeyValue::Int {
+                            keys.push(Datum::Int {
                                 value: 0,
                                 size: 8,
                                 signed: true,
@@ -617,7 +615,7 @@ impl Vm {
         k: &Node,
         kind: ValKind,
         cx: &FiringCtx<'_>,
-        slot: &mut KeyValue,
+        slot: &mut Datum,
     ) -> R<()> {
         if let Node::Call { subr, args, .. } = k {
             match *subr {
@@ -627,21 +625,7 @@ impl Vm {
                         Some(n) => self.eval(n, cx)? as u32,
                         None => u32::MAX,
                     };
-                    let Datum::Stack {
-                        frames,
-                        user,
-                        pid,
-                        epoch,
-                    } = self.stack_datum(frames, user, cx)
-                    else {
-                        unreachable!()
-                    };
-                    *slot = KeyValue::Stack {
-                        frames,
-                        user,
-                        pid: pid as u32,
-                        epoch,
-                    };
+                    *slot = self.stack_datum(frames, user, cx);
                     return Ok(());
                 }
                 Subr::Sym | Subr::Func | Subr::Mod => {
@@ -651,9 +635,9 @@ impl Vm {
                     };
                     // mod() keys name (and merge by) the module, sym()/func() the function
                     *slot = if *subr == Subr::Mod {
-                        KeyValue::Mod(v)
+                        Datum::Mod(v)
                     } else {
-                        KeyValue::Sym(v)
+                        Datum::Sym(v)
                     };
                     return Ok(());
                 }
@@ -664,9 +648,9 @@ impl Vm {
                     };
                     let pid = cx.pid as u32;
                     *slot = match *subr {
-                        Subr::Umod => KeyValue::Umod { addr: v, pid },
-                        Subr::Uaddr => KeyValue::Uaddr { addr: v, pid },
-                        _ => KeyValue::Usym { addr: v, pid },
+                        Subr::Umod => Datum::Umod { addr: v, pid },
+                        Subr::Uaddr => Datum::Uaddr { addr: v, pid },
+                        _ => Datum::Usym { addr: v, pid },
                     };
                     return Ok(());
                 }
@@ -676,15 +660,15 @@ impl Vm {
         let v = self.eval_fast(k, cx)?;
         match kind {
             ValKind::String => {
-                if !matches!(slot, KeyValue::Str(_)) {
-                    *slot = KeyValue::Str(Vec::new());
+                if !matches!(slot, Datum::Str(_)) {
+                    *slot = Datum::Str(Vec::new());
                 }
-                if let KeyValue::Str(buf) = slot {
+                if let Datum::Str(buf) = slot {
                     self.read_string_cx(v, cx, buf)?;
                 }
             }
             ValKind::Int { size, signed } => {
-                *slot = KeyValue::Int {
+                *slot = Datum::Int {
                     value: v as i64,
                     size,
                     signed,
@@ -693,7 +677,7 @@ impl Vm {
             ValKind::ByRef { size } => {
                 let mut b = vec![0u8; size as usize];
                 self.read_bytes(v, &mut b, cx)?;
-                *slot = KeyValue::Str(b);
+                *slot = Datum::Str(b);
             }
         }
         Ok(())

@@ -328,7 +328,7 @@ pub struct Vm {
     /// (zeroed) rather than read as a temporary copy, as dtrace's dynvar lookup allocates for
     /// a store (`a[k][i] = v`, `self->s.x = v`).
     alloc_ref: bool,
-    agg_keys: Vec<crate::agg::KeyValue>,
+    agg_keys: Vec<Datum>,
     agg_args: Vec<i64>,
     spec: spec::Speculations,
     strtok: subr::StrtokState,

@@ -1,27 +1,8 @@
 //! Records: what a firing hands to the consumer, in order — the data of each recording
 //! action, and the library actions (`printa`, `clear`, `exit`...) the consumer carries out.
 
-/// One recorded value.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Datum {
-    Int {
-        value: i64,
-        size: u8,
-        signed: bool,
-    },
-    /// A string's bytes (no NUL).
-    Str(Vec<u8>),
-    /// Raw bytes of a struct/array or a `tracemem` buffer.
-    Bytes(Vec<u8>),
-    /// Stack frames, innermost first; `epoch`: the address-space epoch of the images that
-    /// named them when recorded ([`crate::vm::StackEpochs`]).
-    Stack {
-        frames: Vec<u64>,
-        user: bool,
-        pid: u64,
-        epoch: u32,
-    },
-}
+/// One recorded value: the crate's one value model.
+pub use crate::ir::value::Datum;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Record {

@@ -8,7 +8,7 @@ use super::Consumer;
 use crate::ir::{ActionKind, ValKind};
 use crate::output::json::Json;
 use crate::output::messages;
-use crate::output::printf::{self, Value};
+use crate::output::printf;
 use crate::output::structured::{self as st, OFormat};
 use crate::probes::ProbeInfo;
 use crate::vm::{Datum, FireResult, Record, Vm};
@@ -203,7 +203,9 @@ impl Consumer {
                     user,
                     pid,
                     epoch,
-                } => st::stack_json(frames, *user, *pid as u32, *epoch, syms),
+                } => st::stack_json(frames, *user, *pid, *epoch, syms),
+                // address keys, as an aggregation key's JSON names them
+                _ => st::key_json(v, syms),
             }
         };
         let one = |name: &str, j: Json| Json::object([(name, j)]);
@@ -213,9 +215,8 @@ impl Consumer {
         };
         match kind {
             ActionKind::Printf(f) => {
-                let vals: Vec<Value> = values.iter().map(super::datum_value).collect();
                 let mut text = Vec::new();
-                let _ = printf::format_with(f, &vals, &printf::Context::default(), &mut text);
+                let _ = printf::format_with(f, values, &printf::Context::default(), &mut text);
                 let mut out = vec![one("message", Json::str(String::from_utf8_lossy(&text)))];
                 out.extend(
                     values
@@ -234,7 +235,7 @@ impl Consumer {
                             user,
                             pid,
                             epoch,
-                        } => Some(st::stack_json(frames, *user, *pid as u32, *epoch, syms)),
+                        } => Some(st::stack_json(frames, *user, *pid, *epoch, syms)),
                         _ => None,
                     })
                     .collect()
@@ -251,7 +252,7 @@ impl Consumer {
                         Datum::Str(s) | Datum::Bytes(s) => {
                             crate::output::print::print_value(ty, s, &mut text)
                         }
-                        Datum::Stack { .. } => {}
+                        _ => {}
                     }
                 }
                 vec![one("print", Json::str(String::from_utf8_lossy(&text)))]
@@ -295,10 +296,14 @@ impl Consumer {
         let mut out = Vec::new();
         if let Some(f) = format {
             let mut text = Vec::new();
-            if let Err(e) =
-                vm.aggs
-                    .print_formatted(f, aggs, &self.opts.sort, &*self.symbols, &mut text)
-            {
+            if let Err(e) = crate::output::printa::print_formatted(
+                &vm.aggs,
+                f,
+                aggs,
+                &self.opts.sort,
+                &*self.symbols,
+                &mut text,
+            ) {
                 crate::output::stderr::say(&self.opts.prog, &e.message);
             }
             out.push(Json::object([(

@@ -4,11 +4,12 @@
 
 use std::io::Write as _;
 
-use super::funcs::{self, Func};
-use super::key::{self, KeyRef};
-use super::quantize::{self, Graph, Total, ZERO_BUCKET};
-use super::sort::{self, Encoding, SortOptions};
-use super::{Agg, SymbolResolver};
+use super::graph::{self, Graph, Total};
+use crate::agg::quantize::{self, ZERO_BUCKET};
+use crate::agg::sort::{self, Encoding, SortOptions};
+use crate::agg::{funcs, key, Agg, SymbolResolver};
+use crate::ir::value::{Datum, DatumRef, Frames};
+use crate::ir::AggFunc;
 use crate::output::memory::pad_str;
 
 /// Renders one stack frame's text into the output (a printa() conversion).
@@ -51,14 +52,19 @@ fn extra(a: &Agg, opts: &SortOptions) -> Extra {
         hist: None,
         pack: None,
     };
-    if opts.agghist && matches!(a.func, Func::Sum | Func::Count | Func::Avg | Func::Stddev) {
+    if opts.agghist
+        && matches!(
+            a.func,
+            AggFunc::Sum | AggFunc::Count | AggFunc::Avg | AggFunc::Stddev
+        )
+    {
         let (mut pos, mut neg) = (false, false);
         let mut total: u128 = 0;
         for i in 0..a.len() {
             let d = a.data(i);
             let v = match a.func {
-                Func::Stddev => funcs::stddev(d, 1) as i64,
-                Func::Avg => funcs::average(d, 1),
+                AggFunc::Stddev => funcs::stddev(d, 1) as i64,
+                AggFunc::Avg => funcs::average(d, 1),
                 _ => d[0],
             };
             pos |= v > 0;
@@ -72,7 +78,7 @@ fn extra(a: &Agg, opts: &SortOptions) -> Extra {
         }
         ex.hist = Some((Total::exact(total), pos, neg));
     }
-    if opts.aggpack && a.func == Func::Quantize {
+    if opts.aggpack && a.func == AggFunc::Quantize {
         let mut range: Option<(usize, usize)> = None;
         for i in 0..a.len() {
             let d = a.data(i);
@@ -90,7 +96,7 @@ fn extra(a: &Agg, opts: &SortOptions) -> Extra {
         }
         ex.pack = Some(range.unwrap_or((ZERO_BUCKET, ZERO_BUCKET)));
     }
-    if opts.aggpack && matches!(a.func, Func::Lquantize { .. }) {
+    if opts.aggpack && matches!(a.func, AggFunc::Lquantize { .. }) {
         ex.pack = Some((0, 0));
     }
     ex
@@ -121,22 +127,22 @@ pub(crate) fn print_agg_entries(
     let order = sort::sorted_entries(a, opts);
     prefetch(a, &order, syms);
     for i in order {
-        let keys: Vec<KeyRef> = key::iter(a.key(i)).collect();
+        let keys: Vec<DatumRef> = key::iter(a.key(i)).collect();
         let packed = ex.hist.is_some() || ex.pack.is_some();
         if packed && st.header_for != Some(a as *const Agg) {
             let width: usize = keys.iter().map(|k| packed_width(k) + 1).sum();
             if ex.hist.is_some() {
-                quantize::header(out, width);
+                graph::header(out, width);
             } else {
                 let q = match a.func {
-                    Func::Quantize => ex.pack,
+                    AggFunc::Quantize => ex.pack,
                     _ => None,
                 };
                 let levels = match a.func {
-                    Func::Lquantize { levels, .. } => levels as usize,
+                    AggFunc::Lquantize { levels, .. } => levels as usize,
                     _ => 0,
                 };
-                quantize::packed_header(out, width, q, levels);
+                graph::packed_header(out, width, q, levels);
             }
             st.header_for = Some(a as *const Agg);
         }
@@ -147,7 +153,7 @@ pub(crate) fn print_agg_entries(
         let normal = a.normal(i);
         if let Some((total, pos, neg)) = &ex.hist {
             out.push(b' ');
-            quantize::quantline(
+            graph::quantline(
                 out,
                 d[0],
                 normal,
@@ -161,18 +167,12 @@ pub(crate) fn print_agg_entries(
         if let Some((minbin, maxbin)) = ex.pack {
             let g = graph(opts);
             match a.func {
-                Func::Quantize => {
-                    quantize::print_quantize_packed(out, d, minbin, maxbin, g, packed_utf8(opts))
+                AggFunc::Quantize => {
+                    graph::print_quantize_packed(out, d, minbin, maxbin, g, packed_utf8(opts))
                 }
-                Func::Lquantize { base, step, levels } => quantize::print_lquantize_packed(
-                    out,
-                    base,
-                    step,
-                    levels,
-                    d,
-                    g,
-                    packed_utf8(opts),
-                ),
+                AggFunc::Lquantize { base, step, levels } => {
+                    graph::print_lquantize_packed(out, base, step, levels, d, g, packed_utf8(opts))
+                }
                 _ => {}
             }
             continue;
@@ -189,14 +189,15 @@ fn prefetch(a: &Agg, order: &[usize], syms: &dyn SymbolResolver) {
     let mut frames = order.iter().flat_map(|&i| {
         key::iter(a.key(i)).flat_map(|k| -> Vec<(Option<u32>, u64)> {
             match k {
-                KeyRef::Stack {
+                Datum::Stack {
                     frames, user, pid, ..
-                } => key::frames(frames)
+                } => frames
+                    .iter()
                     .take_while(|&pc| pc != 0)
                     .map(|pc| (user.then_some(pid), pc))
                     .collect(),
-                KeyRef::Sym(a) | KeyRef::Mod(a) => vec![(None, a)],
-                KeyRef::Usym { addr, pid } | KeyRef::Umod { addr, pid } => {
+                Datum::Sym(a) | Datum::Mod(a) => vec![(None, a)],
+                Datum::Usym { addr, pid } | Datum::Umod { addr, pid } => {
                     vec![(Some(pid), addr)]
                 }
                 _ => Vec::new(),
@@ -234,11 +235,11 @@ pub(crate) fn print_joined(
 }
 
 /// Column width of a key component in packed layouts.
-fn packed_width(k: &KeyRef) -> usize {
+fn packed_width(k: &DatumRef) -> usize {
     match k {
-        KeyRef::Int { size: 1, .. } => 3,
-        KeyRef::Int { size: 2, .. } => 5,
-        KeyRef::Int { size: 4, .. } => 8,
+        Datum::Int { size: 1, .. } => 3,
+        Datum::Int { size: 2, .. } => 5,
+        Datum::Int { size: 4, .. } => 8,
         _ => 16,
     }
 }
@@ -255,7 +256,7 @@ fn print_int(out: &mut Vec<u8>, v: i64, size: u8) {
 
 /// One key component (`dt_print_datum` for a key record).
 pub(crate) fn print_key(
-    k: &KeyRef,
+    k: &DatumRef,
     packed: bool,
     opts: &SortOptions,
     syms: &dyn SymbolResolver,
@@ -263,14 +264,14 @@ pub(crate) fn print_key(
 ) {
     let width: i32 = if packed { 16 } else { -50 };
     match *k {
-        KeyRef::Int { value, size, .. } => print_int(out, value, size),
-        KeyRef::Str(s) => {
+        Datum::Int { value, size, .. } => print_int(out, value, size),
+        Datum::Str(s) => {
             let mut rec = s.to_vec();
             rec.truncate(opts.strsize);
             rec.resize(opts.strsize, 0);
             print_bytes(out, &rec, width, opts.rawbytes);
         }
-        KeyRef::Bytes(b) => match b.len() {
+        Datum::Bytes(b) => match b.len() {
             1 | 2 | 4 | 8 => {
                 let mut a = [0u8; 8];
                 a[..b.len()].copy_from_slice(b);
@@ -278,7 +279,7 @@ pub(crate) fn print_key(
             }
             _ => print_bytes(out, b, width, opts.rawbytes),
         },
-        KeyRef::Stack {
+        Datum::Stack {
             frames,
             user,
             pid,
@@ -292,19 +293,19 @@ pub(crate) fn print_key(
             };
             print_stack(out, stack, opts.stackindent, None, syms)
         }
-        KeyRef::Sym(a) => {
+        Datum::Sym(a) => {
             let _ = write!(out, "  {:<50}", syms.kernel_func(a));
         }
-        KeyRef::Mod(a) => {
+        Datum::Mod(a) => {
             let _ = write!(out, "  {:<50}", syms.kmod(a));
         }
-        KeyRef::Usym { addr, pid } => {
+        Datum::Usym { addr, pid } => {
             let _ = write!(out, "  {:<50}", syms.user_func(pid, addr));
         }
-        KeyRef::Uaddr { addr, pid } => {
+        Datum::Uaddr { addr, pid } => {
             let _ = write!(out, "  {:<50}", syms.user(pid, addr));
         }
-        KeyRef::Umod { addr, pid } => {
+        Datum::Umod { addr, pid } => {
             let _ = write!(out, "  {:<50}", syms.umod(pid, addr));
         }
     }
@@ -315,7 +316,7 @@ pub(crate) fn print_key(
 /// A stack key's frames (little-endian words), process and epoch.
 #[derive(Clone, Copy)]
 pub(crate) struct StackKey<'a> {
-    pub frames: &'a [u8],
+    pub frames: Frames<'a>,
     pub user: bool,
     pub pid: u32,
     pub epoch: u32,
@@ -338,7 +339,7 @@ pub(crate) fn print_stack(
         return;
     }
     out.push(b'\n');
-    for pc in key::frames(frames) {
+    for pc in frames.iter() {
         if pc == 0 {
             break;
         }
@@ -410,23 +411,29 @@ pub(crate) fn print_bytes(out: &mut Vec<u8>, c: &[u8], width: i32, raw: bool) {
 }
 
 /// The value of an entry in the default layout (without the final newline).
-pub(crate) fn print_value(f: &Func, d: &[i64], normal: u64, opts: &SortOptions, out: &mut Vec<u8>) {
+pub(crate) fn print_value(
+    f: &AggFunc,
+    d: &[i64],
+    normal: u64,
+    opts: &SortOptions,
+    out: &mut Vec<u8>,
+) {
     let g = graph(opts);
     match *f {
-        Func::Count | Func::Sum | Func::Min | Func::Max => {
+        AggFunc::Count | AggFunc::Sum | AggFunc::Min | AggFunc::Max => {
             let _ = write!(out, " {:>16}", quantize::norm(d[0], normal));
         }
-        Func::Avg => {
+        AggFunc::Avg => {
             let _ = write!(out, " {:>16}", funcs::average(d, normal));
         }
-        Func::Stddev => {
+        AggFunc::Stddev => {
             let _ = write!(out, " {:>16}", funcs::stddev(d, normal));
         }
-        Func::Quantize => quantize::print_quantize(out, d, normal, g),
-        Func::Lquantize { base, step, levels } => {
-            quantize::print_lquantize(out, base, step, levels, d, normal, g)
+        AggFunc::Quantize => graph::print_quantize(out, d, normal, g),
+        AggFunc::Lquantize { base, step, levels } => {
+            graph::print_lquantize(out, base, step, levels, d, normal, g)
         }
-        Func::Llquantize {
+        AggFunc::Llquantize {
             factor,
             low,
             high,
@@ -434,7 +441,7 @@ pub(crate) fn print_value(f: &Func, d: &[i64], normal: u64, opts: &SortOptions, 
             ..
         } => {
             let labels = quantize::llquantize_labels(factor, low, high, nsteps);
-            quantize::print_llquantize(out, &labels, d, normal, g)
+            graph::print_llquantize(out, &labels, d, normal, g)
         }
     }
 }

@@ -3,14 +3,14 @@
 //! the listed aggregations in order (the last one repeats); quantizations print their graph
 //! wherever their `%@` is, whatever its conversion.
 
-use super::funcs::{self, Func};
-use super::key::{self, KeyRef};
-use super::print;
-use super::quantize;
-use super::sort::{self, SortOptions};
-use super::{Agg, SymbolResolver};
+use super::layout as print;
+use crate::agg::quantize;
+use crate::agg::sort::{self, SortOptions};
+use crate::agg::{funcs, key, Agg, SymbolResolver};
+use crate::ir::value::{Datum, DatumRef};
+use crate::ir::AggFunc;
 use crate::output::printf::{
-    format_with, ArgType, Context, Conversion, Count, Format, FormatError, Piece, PrintKind, Value,
+    format_with, Context, Conversion, Count, Format, FormatError, Piece, PrintKind,
 };
 
 fn mismatch() -> FormatError {
@@ -75,9 +75,9 @@ pub(crate) fn printa(
     Ok(())
 }
 
-fn int_of(k: Option<&KeyRef>) -> Result<i64, FormatError> {
+fn int_of(k: Option<&DatumRef>) -> Result<i64, FormatError> {
     match k {
-        Some(KeyRef::Int { value, .. }) => Ok(*value),
+        Some(Datum::Int { value, .. }) => Ok(*value),
         _ => Err(mismatch()),
     }
 }
@@ -91,9 +91,9 @@ fn row(
     syms: &dyn SymbolResolver,
     out: &mut Vec<u8>,
 ) -> Result<(), FormatError> {
-    let keys: Vec<KeyRef> = key::iter(k).collect();
+    let keys: Vec<DatumRef> = key::iter(k).collect();
     let n = aggs.len();
-    let signed = aggs[0].func != Func::Count;
+    let signed = aggs[0].func != AggFunc::Count;
     let mut ki = 0usize;
     let mut aggk = 0usize;
     for piece in &fmt.pieces {
@@ -109,7 +109,7 @@ fn row(
             out.push(b'%');
             continue;
         }
-        let mut stars: Vec<Value> = Vec::new();
+        let mut stars: Vec<DatumRef> = Vec::new();
         let mut width = match c.width {
             Count::Fixed(w) => w,
             _ => 0,
@@ -124,13 +124,13 @@ fn row(
             ki += 1;
             width = v as i32;
             dynwidth = Some(width);
-            stars.push(Value::Int(v, ArgType::int(8, true)));
+            stars.push(Datum::int(v, 8, true));
         }
         if c.precision == Count::Star {
             let v = int_of(keys.get(ki))?;
             ki += 1;
             prec = v as i32;
-            stars.push(Value::Int(v, ArgType::int(8, true)));
+            stars.push(Datum::int(v, 8, true));
         }
         if c.flags.agg {
             let j = aggk.min(n - 1);
@@ -146,12 +146,12 @@ fn row(
             };
             let sn = if normal == 0 { 1 } else { normal as i64 };
             let v = match a.func {
-                Func::Quantize | Func::Lquantize { .. } | Func::Llquantize { .. } => {
+                AggFunc::Quantize | AggFunc::Lquantize { .. } | AggFunc::Llquantize { .. } => {
                     print::print_value(&a.func, d, normal, opts, out);
                     continue;
                 }
-                Func::Avg => funcs::average_unsigned(d, normal) as i64,
-                Func::Stddev => funcs::stddev(d, normal) as i64,
+                AggFunc::Avg => funcs::average_unsigned(d, normal) as i64,
+                AggFunc::Stddev => funcs::stddev(d, normal) as i64,
                 _ => {
                     let is_signed = match kind {
                         PrintKind::Sint => true,
@@ -165,7 +165,7 @@ fn row(
                     }
                 }
             };
-            let agg = [Value::Int(v, ArgType::int(8, signed))];
+            let agg = [Datum::int(v, 8, signed)];
             let ctx = Context {
                 agg: &agg,
                 ..Context::default()
@@ -179,15 +179,15 @@ fn row(
         ki += 1;
         let rendered: String;
         let value = match *kv {
-            KeyRef::Mod(a) | KeyRef::Umod { addr: a, .. } => {
+            Datum::Mod(a) | Datum::Umod { addr: a, .. } => {
                 let s = match *kv {
-                    KeyRef::Umod { addr, pid } => syms.umod(pid, addr),
+                    Datum::Umod { addr, pid } => syms.umod(pid, addr),
                     _ => syms.kmod(a),
                 };
                 pad_str(out, s.as_bytes(), width, c.flags.left, prec);
                 continue;
             }
-            KeyRef::Stack {
+            Datum::Stack {
                 frames,
                 user,
                 pid,
@@ -210,7 +210,7 @@ fn row(
                 print::print_stack(out, stack, indent, Some(&field), syms);
                 continue;
             }
-            KeyRef::Int {
+            Datum::Int {
                 value,
                 size,
                 signed,
@@ -226,32 +226,32 @@ fn row(
                     } else {
                         syms.user(0, addr)
                     };
-                    Value::Rendered(rendered.as_bytes())
+                    Datum::Bytes(rendered.as_bytes())
                 }
-                _ => Value::Int(value, ArgType::int(size, signed)),
+                _ => Datum::int(value, size, signed),
             },
-            KeyRef::Str(s) => Value::Str(s),
-            KeyRef::Bytes(b) => Value::Bytes(b),
-            KeyRef::Sym(a) => match kind {
+            Datum::Str(s) => Datum::Str(s),
+            Datum::Bytes(b) => Datum::Bytes(b),
+            Datum::Sym(a) => match kind {
                 PrintKind::Sint | PrintKind::Uint | PrintKind::Dint => {
-                    Value::Int(a as i64, ArgType::int(8, false))
+                    Datum::int(a as i64, 8, false)
                 }
                 _ => {
                     rendered = syms.kernel(a);
-                    Value::Rendered(rendered.as_bytes())
+                    Datum::Bytes(rendered.as_bytes())
                 }
             },
-            KeyRef::Usym { addr, pid } | KeyRef::Uaddr { addr, pid } => match kind {
+            Datum::Usym { addr, pid } | Datum::Uaddr { addr, pid } => match kind {
                 PrintKind::Sint | PrintKind::Uint | PrintKind::Dint => {
-                    Value::Int(addr as i64, ArgType::int(8, false))
+                    Datum::int(addr as i64, 8, false)
                 }
                 _ => {
-                    rendered = if matches!(kv, KeyRef::Usym { .. }) {
+                    rendered = if matches!(kv, Datum::Usym { .. }) {
                         syms.user_func(pid, addr)
                     } else {
                         syms.user(pid, addr)
                     };
-                    Value::Rendered(rendered.as_bytes())
+                    Datum::Bytes(rendered.as_bytes())
                 }
             },
         };
