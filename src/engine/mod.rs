@@ -701,7 +701,12 @@ impl Engine {
         scratch.names = Some(crate::sources::etl::WalkNames::of(source));
         let stacks = source.stacks.take();
         let mut errors = Vec::new();
-        let stack_source = crate::sources::etl::StackSource(stacks);
+        let mut stack_source = crate::sources::etl::StackSource(stacks);
+        // a windowed matcher is fed by a look-ahead over the file (sources::etl_stacks)
+        let file = source.file.clone();
+        let window = source.stack_window();
+        let mut ahead =
+            crate::sources::etl_stacks::StackWindow::start(&file, stack_source.0.as_mut(), window);
         let mut generation = self.generation;
         // the kernel records no enabled probe reads are stepped over unbuilt, unless timers
         // run (a timer fires at the first record at or after its time, which a record stepped
@@ -730,6 +735,9 @@ impl Engine {
                 if !interest.borrow().may_fire(ev) {
                     return true;
                 }
+                if let (Some(a), Some(m)) = (ahead.as_mut(), stack_source.0.as_mut()) {
+                    a.advance(ev, m);
+                }
                 self.fire_event(ev, dec, state, etw, &stack_source, &mut scratch);
                 true
             },
@@ -740,6 +748,8 @@ impl Engine {
             current_names(&mut scratch.names, &mut self.consumer, &source.state);
             self.advance_to(t);
         }
+        // firings that lacked a part of their stack that came later than the window
+        errors.extend(ahead.and_then(|a| a.finish(stack_source.0.as_ref())));
         source.stacks = stack_source.0;
         errors
     }
