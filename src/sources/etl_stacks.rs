@@ -197,7 +197,9 @@ impl<'f> StackWindow<'f> {
                 None => self.done = true,
                 Some(Err(_)) => {} // the walk reports the file's damage
                 Some(Ok(r)) => {
-                    self.reached = self.reached.max(r.time_ns);
+                    // the records come in time order: a record with a wild time stops the
+                    // look-ahead for one step at most
+                    self.reached = r.time_ns;
                     feed(m, &self.decoder, &r, None, false);
                 }
             }
@@ -286,6 +288,8 @@ fn seconds(ns: u64) -> String {
         format!("{}s", ns / 1_000_000_000)
     } else if ns % 1_000_000 == 0 {
         format!("{}ms", ns / 1_000_000)
+    } else if ns % 1_000 == 0 {
+        format!("{}us", ns / 1_000)
     } else {
         format!("{ns}ns")
     }
