@@ -284,11 +284,11 @@ pub fn late_message(late: u64, unknown: u64, asked_ns: u64, window_ns: u64) -> O
 
 /// `ns` as a time `-x stackwindow` takes (`2s`, `500ms`).
 fn seconds(ns: u64) -> String {
-    if ns % 1_000_000_000 == 0 {
+    if ns.is_multiple_of(1_000_000_000) {
         format!("{}s", ns / 1_000_000_000)
-    } else if ns % 1_000_000 == 0 {
+    } else if ns.is_multiple_of(1_000_000) {
         format!("{}ms", ns / 1_000_000)
-    } else if ns % 1_000 == 0 {
+    } else if ns.is_multiple_of(1_000) {
         format!("{}us", ns / 1_000)
     } else {
         format!("{ns}ns")

@@ -99,9 +99,7 @@ pub fn write_repeated_trace(etl: &[u8], copies: usize, out: &std::path::Path) {
                 _ => None,
             };
             if let Some(p) = payload {
-                let [opcode, group] = etl[pos + 6..pos + 8] else {
-                    unreachable!()
-                };
+                let (opcode, group) = (etl[pos + 6], etl[pos + 7]);
                 if group == 0x18 && matches!(opcode, 32 | 37 | 38) && p + 8 <= len {
                     named.push(pos + p);
                 }
