@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Cost of one pid probe hit on a .NET method (the ptrace loop: a breakpoint in JIT code)
-# against the same on a native C function, on Linux. Each program calls its function N times;
-# the time of `dtx -c 'prog N'` less the time for 0 calls, divided by N, is the cost per hit
-# (wall clock, best of three). The .NET program runs under the runtime that
-# scripts/dotnet-test-env.sh installs; the C program is built with gcc.
+# against the same on a native C function, and an fpid hook on that function, on Linux. Each
+# program calls its function N times; the time of `dtx -c 'prog N'` less the time for 0 calls,
+# divided by N, is the cost per hit (wall clock, best of three). The .NET program runs under the
+# runtime that scripts/dotnet-test-env.sh installs; the C program is built with gcc.
 # Usage: scripts/bench-dotnet-pid.sh [N]   (default 100000; dtx from target/release)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -61,4 +61,7 @@ per_hit() { # name probe command-prefix
 }
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores"
 per_hit "native C function (pid, ptrace)" 'pid$target:a.out:hit:entry' "$W/hit"
+# fpid hooks go into native code only (JIT code has no file and moves): the fpid figure is the
+# native function's, for comparison
+per_hit "native C function (fpid)" 'fpid$target:a.out:hit:entry' "$W/hit"
 per_hit ".NET method (pid, ptrace)" 'pid$target:app:Work.Add:entry' "$DOTNET $W/app.dll"

@@ -28,6 +28,7 @@ use dtx::sources::etw_live::replay::ReplayControl;
 use dtx::sources::etw_live::{
     open_source, pass_to_callback, ControlStatus, OpenControl, SessionControl,
 };
+use dtx::sources::sink::Sink;
 use dtx::tui::compile::compile_text;
 use dtx::vm::VmOptions;
 
@@ -497,9 +498,9 @@ struct Target {
 }
 
 impl EventSource for Target {
-    fn pump(&mut self, deadline: u64, engine: &mut Engine) -> SourceState {
+    fn pump(&mut self, deadline: u64, sink: &mut dyn Sink) -> SourceState {
         self.turns.lock().unwrap().push(Instant::now());
-        while engine.now_ns() < deadline && !engine.done() {
+        while sink.now_ns() < deadline && !sink.done() {
             std::thread::sleep(Duration::from_micros(200));
         }
         SourceState::Running

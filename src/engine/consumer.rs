@@ -120,7 +120,7 @@ pub struct Consumer {
     /// Objects written to a structured document so far (its opening is written with the first).
     doc_items: usize,
     /// Where `etw_trace()` events go.
-    etw: crate::sources::etw_writer::EtwWriter,
+    etw: crate::output::etw_writer::EtwWriter,
     /// Set once stderr has said why `etw_trace()` events are not written.
     etw_warned: bool,
     /// The file `freopen()` sent the output to; `None` while it goes to the consumer's own
@@ -250,7 +250,7 @@ impl Consumer {
             symbols: Box::new(NoSymbols),
             flow: crate::output::flow::FlowIndent::new(),
             doc_items: 0,
-            etw: crate::sources::etw_writer::EtwWriter::new(),
+            etw: crate::output::etw_writer::EtwWriter::new(),
             etw_warned: false,
             redirect: None,
             pending: Vec::new(),
@@ -317,7 +317,27 @@ impl Consumer {
     /// Consumes the records of one firing of `vm`.
     /// Takes one firing's records (`now` is the firing's timestamp): at once, or, when the
     /// program set a `switchrate`, once that much time has passed since the last switch.
+    #[inline]
     pub fn consume(
+        &mut self,
+        vm: &mut Vm,
+        res: &FireResult,
+        probes: &crate::fasthash::FastMap<u64, ProbeInfo>,
+        now: u64,
+    ) {
+        // the commonest firing (`n++`, `@[k] = count()`) records nothing: taken without a call
+        if self.opts.switch_ns.is_none()
+            && self.pending.is_empty()
+            && vm.records.is_empty()
+            && res.errors.is_empty()
+        {
+            return;
+        }
+        self.consume_records(vm, res, probes, now)
+    }
+
+    /// [`Consumer::consume`] of a firing that recorded something, or at a switch.
+    fn consume_records(
         &mut self,
         vm: &mut Vm,
         res: &FireResult,
@@ -688,7 +708,7 @@ impl Consumer {
     /// `etw_trace()`: builds the event from the recorded level, keyword and field values and
     /// writes it; why it could not be written is said once on stderr.
     fn etw_trace(&mut self, def: &crate::etw::tlg_event::EtwEventDef, values: &[Datum]) {
-        use crate::sources::etw_writer::EtwWriteError;
+        use crate::output::etw_writer::EtwWriteError;
         let (level, keyword, fields) = etw_trace_args(values);
         let res = def
             .payload(&fields)

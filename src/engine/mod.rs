@@ -5,6 +5,7 @@
 pub mod clock;
 pub mod consumer;
 pub mod many;
+mod reads;
 pub mod session;
 /// Moved to `agg` (it reads only aggregation tables); the old path still names it.
 pub use crate::agg::snapshot;
@@ -16,6 +17,10 @@ use std::sync::Arc;
 use crate::ir;
 use crate::probes::{ProbeCatalog, ProbeInfo};
 use crate::providers::{parse_rate, TickKind, BEGIN_ID, END_ID};
+use crate::sources::etl::TraceSource;
+use crate::sources::sink::Sink;
+pub use crate::sources::sink::{EventSource, LiveStatus, SourceState};
+pub use crate::vm::stack_use::{uses_stacks, uses_user_stacks};
 use crate::vm::{FiringCtx, Vm, VmOptions};
 use clock::Clock;
 use consumer::Consumer;
@@ -253,6 +258,7 @@ impl Engine {
         if !self.sampler.is_empty() {
             it.add_samples();
         }
+        it.set_reads_event(self.runs.iter().any(|r| reads::reads_event(&r.vm.program)));
         it
     }
 
@@ -524,7 +530,7 @@ impl Engine {
 
     /// Runs with a live event source on the live clock: BEGIN, then events and timers as they
     /// come until `exit()`, interruption or the end of the source, then END.
-    pub fn run_live(&mut self, source: &mut dyn EventSource) -> i32 {
+    pub fn run_live<D: LiveDriver + ?Sized>(&mut self, source: &mut D) -> i32 {
         self.begin(None);
         let mut source_status = None;
         while !self.done() {
@@ -578,85 +584,12 @@ impl Engine {
     }
 }
 
-/// What a live source says after a [`EventSource::pump`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SourceState {
-    /// More events may come.
-    Running,
-    /// The source has ended (a traced process exited, with its status when known).
-    Ended(Option<i32>),
-}
-
-/// A live event source (perf events, a debugger loop, live ETW): it turns what arrives into
-/// firings and runs them through [`Engine::fire`].
-pub trait EventSource {
-    /// Delivers what arrives until `deadline` (the engine clock's ns) or until the engine is
-    /// [`Engine::done`], whichever is first, calling `engine.fire` for each firing.
-    fn pump(&mut self, deadline: u64, engine: &mut Engine) -> SourceState;
-    /// After an interruption (Ctrl-C), before END: fires what the source has already
-    /// buffered, until `exit()`.
-    fn finish(&mut self, _engine: &mut Engine) {}
-    /// Stops the source: called once, before END (detach, close ring buffers, ...).
-    fn stop(&mut self) {}
-    /// Before timers fire (whose clauses print: `printa()` in `tick-5s`): brings the names the
-    /// consumer gives stack frames up to date with what the source knows of the system now.
-    fn name_frames(&mut self, _engine: &mut Engine) {}
-    /// After [`EventSource::stop`], before END: hands the engine what END's output needs
-    /// from the source (e.g. the images that name stack frames).
-    fn closing(&mut self, _engine: &mut Engine) {}
-    /// The programs were replaced: a source that can follow them without starting over (live
-    /// ETW re-plans its sessions, keeping what it knows of the system) does so and returns
-    /// notes for the user, or the error that kept a change from being applied; `None` for a
-    /// source that must be stopped and opened again.
-    fn reprogram(&mut self, _engine: &mut Engine) -> Option<Result<Vec<String>, String>> {
-        None
-    }
-    /// What a live source reports for a status line (sessions, records, losses), if it
-    /// reports anything.
-    fn live_status(&mut self) -> Option<LiveStatus> {
-        None
-    }
-    /// A fresh resolver for the names of stack frames in snapshots, when what the source knows
-    /// of the system's images has changed since the last call (a live source learns them as
-    /// it goes; one whose resolver follows what it learns hands it over once); `None` when
-    /// nothing changed.
-    fn symbols(&mut self) -> Option<Box<dyn crate::agg::SymbolResolver + Send>> {
-        None
-    }
-}
-
-/// A live source's counters and news, for the console's status line.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct LiveStatus {
-    /// The sessions (or other facilities) it reads from.
-    pub sessions: Vec<String>,
-    /// Records received.
-    pub records: u64,
-    /// Events the system lost before dtx saw them (ETW's loss counts).
-    pub lost: u64,
-    /// Records dtx dropped because it fell behind.
-    pub dropped: u64,
-    /// Lines for the user since the last report (each said once).
-    pub messages: Vec<String>,
-}
-
-impl LiveStatus {
-    /// Adds another source's status to this one.
-    pub fn merge(&mut self, other: LiveStatus) {
-        self.sessions.extend(other.sessions);
-        self.records += other.records;
-        self.lost += other.lost;
-        self.dropped += other.dropped;
-        self.messages.extend(other.messages);
-    }
-}
-
 impl Engine {
     /// Runs over a recorded trace: trace time drives the timers, every record is offered to
     /// the ETW providers, END fires at the end of the file (or after `exit()`).
     pub fn run_trace(
         &mut self,
-        source: &mut crate::sources::etl::TraceSource,
+        source: &mut TraceSource,
         etw: &crate::providers::etw::EtwProbes,
     ) -> i32 {
         self.set_trace_name(&source.name);
@@ -669,188 +602,15 @@ impl Engine {
         self.end()
     }
 
-    /// Offers every record of the trace to the ETW providers and fires what they map it to,
-    /// moving trace time along, until the end of the file, `exit()`, interruption, or
-    /// `between` (called before each record with the engine and the system state as of the
-    /// record before) returns false. Returns the reader's warnings.
+    /// Offers every record of the trace to the ETW providers and fires what they map it to
+    /// (see [`crate::sources::etl::walk_trace`]). Returns the reader's warnings.
     pub fn walk_trace(
         &mut self,
-        source: &mut crate::sources::etl::TraceSource,
+        source: &mut TraceSource,
         etw: &crate::providers::etw::EtwProbes,
         between: &mut dyn FnMut(&mut Engine, &crate::etw::state::SystemState) -> bool,
     ) -> Vec<String> {
-        let mut scratch = EventScratch::default();
-        // decode only what the enabled probes read (recomputed when the programs change)
-        // borrowed, not copied, per record (the probe masks make it a large value)
-        let interest = std::cell::RefCell::new(self.etw_interest(etw));
-        scratch.interest = Some(*interest.borrow());
-        // every thread attributed to its process from the first record
-        source.collect_threads();
-        if interest.borrow().needs_file_names() {
-            source.collect_file_names();
-        }
-        if interest.borrow().needs_disk_completions() {
-            source.collect_disk_completions();
-        }
-        if interest.borrow().needs_missed_stacks()
-            && !source.stacks.as_ref().is_some_and(|m| m.tracks_missed())
-        {
-            source.collect_stacks_with(true);
-        }
-        // what is printed before END names frames with the images loaded by then
-        scratch.names = Some(crate::sources::etl::WalkNames::of(source));
-        let stacks = source.stacks.take();
-        let mut errors = Vec::new();
-        let mut stack_source = crate::sources::etl::StackSource(stacks);
-        // a windowed matcher is fed by a look-ahead over the file (sources::etl_stacks)
-        let file = source.file.clone();
-        let window = source.stack_window();
-        let mut ahead =
-            crate::sources::etl_stacks::StackWindow::start(&file, stack_source.0.as_mut(), window);
-        let mut generation = self.generation;
-        // the kernel records no enabled probe reads are stepped over unbuilt, unless timers
-        // run (a timer fires at the first record at or after its time, which a record stepped
-        // over would move) or the programs may change on the way (the console's re-runs)
-        let keep = match self.timers.is_empty() && !source.walks_every_record() {
-            true => interest.borrow().kernel_events(),
-            false => None,
-        };
-        let end = source.walk_kernel_events(
-            keep,
-            |ev| interest.borrow().wants(ev),
-            |ev, dec, state| {
-                if self.done() || !between(self, state) {
-                    return false;
-                }
-                if self.generation != generation {
-                    generation = self.generation;
-                    *interest.borrow_mut() = self.etw_interest(etw);
-                    scratch.interest = Some(*interest.borrow());
-                }
-                // a timer's clause may print stacks (`printa()` in `tick-5s`)
-                if self.next_timer().is_some_and(|(_, due)| due <= ev.time_ns) {
-                    current_names(&mut scratch.names, &mut self.consumer, state);
-                }
-                self.advance_to(ev.time_ns);
-                if !interest.borrow().may_fire(ev) {
-                    return true;
-                }
-                if let (Some(a), Some(m)) = (ahead.as_mut(), stack_source.0.as_mut()) {
-                    a.advance(ev, m);
-                }
-                self.fire_event(ev, dec, state, etw, &stack_source, &mut scratch);
-                true
-            },
-            |e| errors.push(e.to_string()),
-        );
-        // the trace's clock ends at its last record, delivered or stepped over
-        if let Some(t) = end.filter(|_| !self.done()) {
-            current_names(&mut scratch.names, &mut self.consumer, &source.state);
-            self.advance_to(t);
-        }
-        // firings that lacked a part of their stack that came later than the window
-        errors.extend(ahead.and_then(|a| a.finish(stack_source.0.as_ref())));
-        source.stacks = stack_source.0;
-        errors
-    }
-
-    /// Fires what one decoded ETW record maps to in every program: the step shared by a
-    /// recorded trace ([`Engine::walk_trace`]) and live ETW (`sources::etw_live`). `state` is
-    /// the system state as of this record; stacks come from `stacks` when it holds any. The
-    /// caller moves time (trace time, or the live clock).
-    pub fn fire_event(
-        &mut self,
-        ev: &crate::etw::record::EventRecord<'_>,
-        dec: &crate::etw::decode::DecodedEvent<'_>,
-        state: &crate::etw::state::SystemState,
-        etw: &crate::providers::etw::EtwProbes,
-        stacks: &crate::sources::etl::StackSource,
-        scratch: &mut EventScratch,
-    ) {
-        use crate::providers::etw::payload::PayloadMemory;
-        let t = self.trace_time.unwrap_or(ev.time_ns);
-        let EventScratch {
-            names,
-            firings,
-            execname,
-            psargs,
-            kstack,
-            ustack,
-            interest,
-            process,
-        } = scratch;
-        firings.clear();
-        let runs = &self.runs;
-        etw.firings_with(
-            ev,
-            dec,
-            state,
-            &|id| runs.iter().any(|r| r.vm.is_enabled(id)),
-            interest.as_ref().is_none_or(|i| i.kernel_probe(ev)),
-            firings,
-        );
-        if !self.sampler.is_empty() {
-            etw.profile_firings(ev, dec, state, &mut self.sampler, firings);
-        }
-        let Engine {
-            runs,
-            probes,
-            consumer,
-            exit,
-            firings: fired,
-            trace_name,
-            ..
-        } = &mut *self;
-        for f in firings.iter() {
-            let Some(p) = probes.get(&f.probe) else {
-                continue;
-            };
-            // the process's names are built once for a run of firings of one process
-            let known = (f.pid, state.processes_changed());
-            if process.0 != Some(known) {
-                *process = (Some(known), 0, 0);
-                execname.clear();
-                psargs.clear();
-                if f.pid == crate::etw::state::UNKNOWN_PID {
-                    execname.extend_from_slice(UNKNOWN_EXECNAME);
-                } else if let Some(proc_) = state.process(f.pid) {
-                    execname.extend(proc_.name.bytes().map(|b| b.to_ascii_lowercase()));
-                    psargs.extend_from_slice(proc_.command_line.as_bytes());
-                    process.1 = proc_.start_ns.unwrap_or(0);
-                    process.2 = proc_.parent as u64;
-                }
-            }
-            let (proc_start, ppid) = (process.1, process.2);
-            let mem = PayloadMemory {
-                id: ev.id,
-                version: ev.version,
-                wide: ev.pointer_size == 8,
-                payload: ev.payload,
-                native: firings.native_of(f),
-            };
-            let mem = crate::providers::etw::payload::EventMemory {
-                payload: &mem,
-                event: dec,
-            };
-            let mut cx = FiringCtx::synthetic(p, t, ev.wall_ns, execname);
-            cx.args = f.args;
-            cx.set_ids(f.pid, f.tid);
-            cx.ppid = ppid;
-            cx.cpu = ev.cpu as u32;
-            cx.psargs = psargs;
-            cx.proc_start = proc_start;
-            cx.tname = state.thread_name(f.tid).as_bytes();
-            cx.memory = &mem;
-            cx.trace = trace_name;
-            if stacks.0.is_some() {
-                stacks.stack_of(ev, f.tid, dec.u64("InstructionPointer"), kstack, ustack);
-                cx.stack = kstack;
-                cx.ustack = ustack;
-                cx.epochs = Some(state);
-            }
-            let mut before_print = |c: &mut Consumer| current_names(names, c, state);
-            *fired += fire_runs(runs, consumer, probes, exit, &cx, &mut before_print);
-        }
+        crate::sources::etl::walk_trace(self, source, etw, between)
     }
 }
 
@@ -862,45 +622,14 @@ impl crate::vm::StackEpochs for crate::etw::state::SystemState {
     }
 }
 
-/// The `execname` of a thread that no record of the trace named (its pid is
-/// [`crate::etw::state::UNKNOWN_PID`]).
-pub const UNKNOWN_EXECNAME: &[u8] = b"<unknown>";
-
-/// Buffers [`Engine::fire_event`] reuses from one record to the next.
-#[derive(Default)]
-pub struct EventScratch {
-    /// A trace walk's names for stack frames, brought up to date before a firing's records
-    /// are printed (`None` where the source names frames otherwise: live ETW).
-    names: Option<crate::sources::etl::WalkNames>,
-    firings: crate::providers::etw::EtwFirings,
-    execname: Vec<u8>,
-    psargs: Vec<u8>,
-    kstack: Vec<u64>,
-    ustack: Vec<u64>,
-    /// The programs' interest, when the caller knows it: records no enabled kernel probe
-    /// lists skip the kernel probe table.
-    interest: Option<crate::providers::etw::Interest>,
-    /// The process `execname` and `psargs` hold and the state's
-    /// [`crate::etw::state::SystemState::processes_changed`] when they were built; its start
-    /// time and parent.
-    process: (Option<(u32, u64)>, u64, u64),
-}
-
-/// Gives `consumer` names of stack frames current with `state`, when a trace walk's `names`
-/// are not.
-fn current_names(
-    names: &mut Option<crate::sources::etl::WalkNames>,
-    consumer: &mut Consumer,
-    state: &crate::etw::state::SystemState,
-) {
-    if let Some(n) = names.as_mut().and_then(|n| n.current(state)) {
-        consumer.symbols = Box::new(n);
-    }
-}
+/// The `execname` of a thread that no record of the trace named.
+pub use crate::etw::state::UNKNOWN_EXECNAME;
 
 /// Runs one firing in every program that enabled its probe (see [`Engine::fire`]); returns
 /// how many programs ran it. `before_print` sees the consumer before it takes records that
-/// a firing made (to bring its names of stack frames up to date).
+/// a firing made (to bring its names of stack frames up to date). Inlined into each of its
+/// callers, as it was into the walk's firing before that moved to `sources::etl::walk`.
+#[inline(always)]
 fn fire_runs(
     runs: &mut [ProgramRun],
     consumer: &mut Consumer,
@@ -934,42 +663,160 @@ fn user_pc() -> u64 {
     user_pc as *const () as usize as u64
 }
 
-/// Whether a program records stacks (`stack()`, `ustack()`, or a stack aggregation key).
-pub fn uses_stacks(p: &crate::ir::Program) -> bool {
-    let (kernel, user) = stack_use(p);
-    kernel || user
+/// What [`Engine::run_live`] drives: any [`EventSource`] (which sees the engine as a
+/// [`Sink`]), or a driver of the engine's own that needs the engine itself (the console's
+/// command pump, `session`). The methods are [`EventSource`]'s.
+pub trait LiveDriver {
+    /// See [`EventSource::pump`].
+    fn pump(&mut self, deadline: u64, engine: &mut Engine) -> SourceState;
+    /// See [`EventSource::finish`].
+    fn finish(&mut self, _engine: &mut Engine) {}
+    /// See [`EventSource::stop`].
+    fn stop(&mut self) {}
+    /// See [`EventSource::name_frames`].
+    fn name_frames(&mut self, _engine: &mut Engine) {}
+    /// See [`EventSource::closing`].
+    fn closing(&mut self, _engine: &mut Engine) {}
 }
 
-/// Whether a program reads user stacks (`ustack()`, `jstack()`, `ustackdepth`, `ucaller`): a
-/// live source that copies user stacks to unwind them does so only then.
-pub fn uses_user_stacks(p: &crate::ir::Program) -> bool {
-    stack_use(p).1
-}
-
-/// (kernel stacks, user stacks) a program reads.
-fn stack_use(p: &crate::ir::Program) -> (bool, bool) {
-    use crate::ir::{ActionKind, Node};
-    use crate::lang::builtins::var;
-    let (mut kernel, mut user) = (false, false);
-    crate::ir::visit::visit_nodes(p, &mut |n| match n {
-        Node::Call { name, .. } => match *name {
-            "stack" => kernel = true,
-            "ustack" | "jstack" => user = true,
-            _ => {}
-        },
-        Node::Builtin { id, .. } => match *id {
-            var::STACKDEPTH | var::CALLER => kernel = true,
-            var::USTACKDEPTH | var::UCALLER => user = true,
-            _ => {}
-        },
-        _ => {}
-    });
-    for a in p.actions() {
-        match a.kind {
-            ActionKind::Stack { .. } => kernel = true,
-            ActionKind::Ustack { .. } | ActionKind::Jstack { .. } => user = true,
-            _ => {}
-        }
+impl<T: EventSource + ?Sized> LiveDriver for T {
+    fn pump(&mut self, deadline: u64, engine: &mut Engine) -> SourceState {
+        EventSource::pump(self, deadline, engine)
     }
-    (kernel, user)
+    fn finish(&mut self, engine: &mut Engine) {
+        EventSource::finish(self, engine)
+    }
+    fn stop(&mut self) {
+        EventSource::stop(self)
+    }
+    fn name_frames(&mut self, engine: &mut Engine) {
+        EventSource::name_frames(self, engine)
+    }
+    fn closing(&mut self, engine: &mut Engine) {
+        EventSource::closing(self, engine)
+    }
+}
+
+/// What sources ask of the engine (see [`crate::sources::sink`]).
+impl Sink for Engine {
+    fn now_ns(&self) -> u64 {
+        Engine::now_ns(self)
+    }
+
+    fn done(&self) -> bool {
+        Engine::done(self)
+    }
+
+    fn exited(&self) -> bool {
+        Engine::exited(self)
+    }
+
+    #[inline]
+    fn is_enabled(&self, probe: u64) -> bool {
+        Engine::is_enabled(self, probe)
+    }
+
+    fn probe_info(&self, probe: u64) -> Option<&ProbeInfo> {
+        Engine::probe_info(self, probe)
+    }
+
+    fn enabled_probes(&self) -> Box<dyn Iterator<Item = &ProbeInfo> + '_> {
+        Box::new(self.probes.values())
+    }
+
+    fn programs(&self) -> Vec<&Arc<ir::Program>> {
+        self.runs.iter().map(|r| &r.vm.program).collect()
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    fn fire(&mut self, cx: &FiringCtx<'_>) {
+        Engine::fire(self, cx)
+    }
+
+    // inlined into the walk's `fire_event`, so that the context is built once, in place
+    #[inline(always)]
+    fn fire_probe(
+        &mut self,
+        probe: u64,
+        cx: &FiringCtx<'_>,
+        names: &mut dyn FnMut() -> Option<Box<dyn crate::agg::SymbolResolver + Send>>,
+    ) {
+        let Engine {
+            runs,
+            probes,
+            consumer,
+            exit,
+            firings,
+            trace_name,
+            ..
+        } = self;
+        let Some(p) = probes.get(&probe) else {
+            return;
+        };
+        let cx = FiringCtx {
+            probe: p,
+            trace: trace_name,
+            ..*cx
+        };
+        let mut before_print = |c: &mut Consumer| {
+            if let Some(s) = names() {
+                c.symbols = s;
+            }
+        };
+        *firings += fire_runs(runs, consumer, probes, exit, &cx, &mut before_print);
+    }
+
+    fn enable_created_probe(&mut self, p: ProbeInfo, created_by: &[crate::probes::ProbeDesc]) {
+        Engine::enable_created_probe(self, p, created_by)
+    }
+
+    fn detach_timer(&mut self, probe: u64) -> bool {
+        Engine::detach_timer(self, probe)
+    }
+
+    fn profile_from_samples(&mut self) {
+        Engine::profile_from_samples(self)
+    }
+
+    #[inline]
+    fn sampler(&mut self) -> Option<&mut crate::providers::ProfileSampler> {
+        (!self.sampler.is_empty()).then_some(&mut self.sampler)
+    }
+
+    fn etw_interest(
+        &self,
+        etw: &crate::providers::etw::EtwProbes,
+    ) -> crate::providers::etw::Interest {
+        Engine::etw_interest(self, etw)
+    }
+
+    #[inline]
+    fn trace_time(&self) -> Option<u64> {
+        self.trace_time
+    }
+
+    #[inline]
+    fn next_timer_due(&self) -> Option<u64> {
+        self.next_timer().map(|(_, due)| due)
+    }
+
+    #[inline]
+    fn advance_to(&mut self, t: u64) {
+        Engine::advance_to(self, t)
+    }
+
+    fn set_symbols(&mut self, symbols: Box<dyn crate::agg::SymbolResolver + Send>) {
+        self.consumer.symbols = symbols;
+    }
+
+    fn take_symbols(&mut self) -> Box<dyn crate::agg::SymbolResolver + Send> {
+        std::mem::replace(&mut self.consumer.symbols, Box::new(crate::agg::NoSymbols))
+    }
+
+    fn prog(&self) -> &str {
+        self.consumer.prog()
+    }
 }

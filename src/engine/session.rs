@@ -983,7 +983,7 @@ impl CommandPump<'_> {
     }
 }
 
-impl EventSource for CommandPump<'_> {
+impl super::LiveDriver for CommandPump<'_> {
     fn pump(&mut self, deadline: u64, engine: &mut Engine) -> SourceState {
         loop {
             let now = engine.now_ns();

@@ -2,7 +2,7 @@
 //! event's self-describing metadata and its payload. The layout is the one dtx's own decoder
 //! reads ([`super::decode::tlg`], FORMAT.md 4.12): metadata is a u16 size, a tag byte, the event
 //! name, then per field its name, an in-type byte (0x80 set when an out-type byte follows) and
-//! the out-type. No Windows dependency: the live writer (src/sources/etw_writer.rs) hands these
+//! the out-type. No Windows dependency: the live writer (src/output/etw_writer.rs) hands these
 //! bytes to `EventWriteTransfer`.
 //!
 //! The field types are those of Microsoft's DTrace for Windows documentation of `etw_trace`

@@ -74,6 +74,12 @@ pub trait ProcessReader: Send {
     fn read_memory(&self, _pid: u32, _addr: u64, _buf: &mut [u8]) -> bool {
         false
     }
+    /// Whether the platform reports a process's managed code through the CLR's ETW method
+    /// events (Windows: the debugger loop feeds them in with
+    /// [`PidProvider::managed_methods`]) rather than a perf map.
+    fn clr_events(&self) -> bool {
+        false
+    }
 }
 
 /// Reads `/proc/PID/maps` and `/proc/PID/exe`.
@@ -133,6 +139,8 @@ struct PidProcess {
     runtime_loaded: bool,
     /// Why its managed code cannot be followed (a runtime dtx does not support).
     unsupported: Option<String>,
+    /// Its managed code comes from the CLR's ETW events (Windows), not a perf map.
+    clr_events: bool,
 }
 
 #[derive(Default)]
@@ -251,7 +259,7 @@ impl PidProvider {
         let Some(p) = st.processes.get_mut(&pid) else {
             return Vec::new();
         };
-        p.runtime_loaded |= maps.contains("/libcoreclr.so");
+        p.runtime_loaded |= runtime_mapped(&maps);
         p.dotnet |= p.runtime_loaded;
         let new: Vec<LoadedModule> = mods
             .modules
@@ -277,10 +285,11 @@ impl PidProvider {
         modules: &[LoadedModule],
     ) -> Result<Vec<ProbeInfo>, ProbeError> {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if st.processes.get(&pid).is_some_and(|p| p.dotnet) {
+        if let Some(p) = st.processes.get(&pid).filter(|p| p.dotnet) {
+            let clr_events = p.clr_events;
             let native: Vec<LoadedModule> = modules
                 .iter()
-                .filter(|m| !is_assembly_file(&m.name))
+                .filter(|m| !is_assembly(m, clr_events))
                 .cloned()
                 .collect();
             return create(&mut st, self.fpid, pid, desc, &native, true);
@@ -309,9 +318,12 @@ impl PidProvider {
             }
         }
         let unsupported = unsupported_runtime(&maps, &exe);
-        // only where the platform has a perf map to read (Linux)
-        let dotnet = perf_map.is_some()
-            && (!managed.is_empty() || looks_dotnet(&maps, &exe) || unsupported.is_some());
+        // only where the platform has a perf map to read (Linux) or the CLR's ETW events
+        // (Windows)
+        let clr_events = reader.clr_events();
+        let dotnet = (perf_map.is_some()
+            && (!managed.is_empty() || looks_dotnet(&maps, &exe) || unsupported.is_some()))
+            || (clr_events && looks_dotnet_windows(&maps, &exe));
         st.processes.insert(
             pid,
             PidProcess {
@@ -320,8 +332,9 @@ impl PidProvider {
                 managed,
                 perf_map,
                 dotnet,
-                runtime_loaded: maps.contains("/libcoreclr.so"),
+                runtime_loaded: runtime_mapped(&maps),
                 unsupported,
+                clr_events,
             },
         );
         Ok(v)
@@ -344,10 +357,11 @@ impl PidProvider {
         };
         let mut modules = self.process_modules(pid)?;
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        if st.processes.get(&pid).is_some_and(|p| p.dotnet) {
+        if let Some(p) = st.processes.get(&pid).filter(|p| p.dotnet) {
             // the assemblies the runtime maps are files of IL (or ready-to-run code it does
             // not describe): their methods are the managed ones, not the PE image's symbols
-            modules.retain(|m| !is_assembly_file(&m.name));
+            let clr_events = p.clr_events;
+            modules.retain(|m| !is_assembly(m, clr_events));
         }
         let mut out = create(&mut st, self.fpid, pid, desc, &modules, false)?;
         if self.fpid
@@ -417,21 +431,49 @@ impl PidProvider {
         text: Option<&str>,
         descs: &[ProbeDesc],
     ) -> Vec<(ProbeInfo, Vec<ProbeSite>, Vec<ProbeDesc>)> {
+        let lines = {
+            let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            let Some(p) = st.processes.get_mut(&pid) else {
+                return Vec::new();
+            };
+            match (text, &mut p.perf_map) {
+                (Some(t), _) => t
+                    .lines()
+                    .filter_map(crate::symbols::managed::parse_perf_map_line)
+                    .collect(),
+                (None, Some(f)) => f.read_new(),
+                (None, None) => Vec::new(),
+            }
+        };
+        self.managed_methods(pid, lines, descs)
+    }
+
+    /// New managed code of process `pid` (from the CLR's ETW method events on Windows, from
+    /// the perf map's lines on Linux): each method not seen before is added to the process's
+    /// table, and the probes of its name get its code version's sites. A ready-to-run method
+    /// whose assembly the events do not say (`?`) is named by the image that holds its code.
+    /// Returns what [`PidProvider::managed_code`] returns.
+    pub fn managed_methods(
+        &self,
+        pid: u32,
+        methods: Vec<ManagedMethod>,
+        descs: &[ProbeDesc],
+    ) -> Vec<(ProbeInfo, Vec<ProbeSite>, Vec<ProbeDesc>)> {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let st = &mut *st;
         let Some(p) = st.processes.get_mut(&pid) else {
             return Vec::new();
         };
-        let lines = match (text, &mut p.perf_map) {
-            (Some(t), _) => t
-                .lines()
-                .filter_map(crate::symbols::managed::parse_perf_map_line)
-                .collect(),
-            (None, Some(f)) => f.read_new(),
-            (None, None) => Vec::new(),
-        };
-        let fresh: Vec<ManagedMethod> = lines
+        let fresh: Vec<ManagedMethod> = methods
             .into_iter()
+            .map(|mut m| {
+                if m.module == "?" {
+                    if let Some(owner) = p.modules.module_at(m.start) {
+                        m.module = assembly_name(&owner.name).to_string();
+                    }
+                }
+                m
+            })
             .filter(|m| p.managed.insert(m.clone()))
             .collect();
         if !fresh.is_empty() {
@@ -547,6 +589,89 @@ fn is_assembly_file(name: &str) -> bool {
     lower.ends_with(".dll") || lower.ends_with(".exe")
 }
 
+/// An assembly's simple name: a file name less `.dll`/`.exe` (any case).
+fn assembly_name(file: &str) -> &str {
+    let lower = file.to_ascii_lowercase();
+    if lower.ends_with(".dll") || lower.ends_with(".exe") {
+        &file[..file.len() - 4]
+    } else {
+        file
+    }
+}
+
+/// Whether a module of a .NET process is a managed assembly rather than native code: on Linux
+/// every `.dll`/`.exe` mapped (the runtime maps its assemblies as files); on Windows, where
+/// native modules are `.dll`/`.exe` too, an image with a CLI header.
+fn is_assembly(m: &LoadedModule, clr_events: bool) -> bool {
+    is_assembly_file(&m.name) && (!clr_events || has_cli_header(&m.image.path))
+}
+
+/// Whether the PE file at `path` has a CLI (COR20) header: data directory 14 of its optional
+/// header is not empty (ECMA-335 II.25.3.3; Microsoft Learn's "PE Format", Optional Header
+/// Data Directories). False for a file that cannot be read or is not PE.
+pub fn has_cli_header(path: &str) -> bool {
+    use std::io::Read;
+    let mut b = vec![0u8; 4096];
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return false;
+    };
+    let n = f.read(&mut b).unwrap_or(0);
+    cli_header_in(&b[..n])
+}
+
+/// [`has_cli_header`] over the first bytes of a PE file.
+pub fn cli_header_in(b: &[u8]) -> bool {
+    let u16_at = |o: usize| b.get(o..o + 2).map(|x| u16::from_le_bytes([x[0], x[1]]));
+    let u32_at = |o: usize| {
+        b.get(o..o + 4)
+            .map(|x| u32::from_le_bytes([x[0], x[1], x[2], x[3]]))
+    };
+    if b.get(0..2) != Some(b"MZ") {
+        return false;
+    }
+    let Some(pe) = u32_at(0x3c).map(|v| v as usize) else {
+        return false;
+    };
+    if b.get(pe..pe + 4) != Some(b"PE\0\0") {
+        return false;
+    }
+    let opt = pe + 24;
+    // PE32: the data directories start at +96, PE32+ at +112; 8 bytes each
+    let (count_at, dirs) = match u16_at(opt) {
+        Some(0x10b) => (opt + 92, opt + 96),
+        Some(0x20b) => (opt + 108, opt + 112),
+        _ => return false,
+    };
+    let count = u32_at(count_at).unwrap_or(0);
+    count > 14 && u32_at(dirs + 14 * 8).is_some_and(|rva| rva != 0)
+}
+
+/// Whether a .NET runtime is mapped in the process: CoreCLR (Linux `libcoreclr.so`, Windows
+/// `coreclr.dll`) or the .NET Framework's `clr.dll`.
+fn runtime_mapped(maps: &str) -> bool {
+    if maps.contains("/libcoreclr.so") {
+        return true;
+    }
+    let lower = maps.to_ascii_lowercase();
+    lower.contains("\\coreclr.dll") || lower.contains("\\clr.dll")
+}
+
+/// Whether a Windows process runs (or is about to run) .NET: a runtime is mapped, or its
+/// executable is the `dotnet` host, or an app host next to its `.runtimeconfig.json`.
+fn looks_dotnet_windows(maps: &str, exe: &str) -> bool {
+    if runtime_mapped(maps) {
+        return true;
+    }
+    let file = exe.rsplit(['\\', '/']).next().unwrap_or(exe);
+    if file.eq_ignore_ascii_case("dotnet.exe") {
+        return true;
+    }
+    let stem = assembly_name(exe);
+    !exe.is_empty()
+        && stem.len() < exe.len()
+        && std::path::Path::new(&format!("{stem}.runtimeconfig.json")).exists()
+}
+
 /// Whether a process runs (or is about to run) .NET: CoreCLR is mapped, or its executable is
 /// the `dotnet` host, or an app host next to its `.runtimeconfig.json`.
 fn looks_dotnet(maps: &str, exe: &str) -> bool {
@@ -570,7 +695,17 @@ fn method_sites(
 ) -> Vec<ProbeSite> {
     // the JIT's methods are small; a larger one is read up to this much
     const MAX_CODE: u64 = 1 << 20;
-    let mut code = vec![0u8; m.size.min(MAX_CODE) as usize];
+    // a ready-to-run method's entry point comes without its size (R2RGetEntryPoint): its
+    // first instruction is all there is to decode, and it has no return sites
+    if m.size == 0 && ret {
+        return Vec::new();
+    }
+    let len = if m.size == 0 {
+        16
+    } else {
+        m.size.min(MAX_CODE)
+    };
+    let mut code = vec![0u8; len as usize];
     if !read(m.start, &mut code) {
         return Vec::new();
     }
@@ -626,11 +761,20 @@ fn create_managed(
             && !is_glob(&desc.module)
             && !modules.iter().any(|m| m.matches(&desc.module))
         {
+            if p.clr_events {
+                return Err(ProbeError::new(
+                    "D_PROC_LIB",
+                    format!(
+                        "pid {pid} is not a .NET process (no coreclr.dll or clr.dll, not the dotnet host): no method '{}' in '{}'",
+                        desc.function, desc.module
+                    ),
+                ));
+            }
             if p.perf_map.is_none() {
                 return Err(ProbeError::new(
                     "D_PROC_LIB",
                     format!(
-                        "pid {pid} has no module '{}'; .NET methods are traced on Linux only (from the runtime's perf map)",
+                        "pid {pid} has no module '{}'; .NET methods are traced on Linux and Windows only",
                         desc.module
                     ),
                 ));
@@ -685,7 +829,7 @@ fn create_managed(
                 format!("pid {pid}: {why}: no probes on '{module_pat}' methods"),
             ));
         }
-        if p.runtime_loaded && !p.perf_map.as_ref().is_some_and(PerfMapFile::exists) {
+        if p.runtime_loaded && p.perf_map.as_ref().is_some_and(|f| !f.exists()) {
             return Err(ProbeError::new(
                 "D_PROC_LIB",
                 format!(
@@ -698,12 +842,7 @@ fn create_managed(
     }
     if named_missing {
         // not compiled yet: probes without sites, armed as code appears
-        let lower = module_pat.to_ascii_lowercase();
-        let assembly = if lower.ends_with(".dll") || lower.ends_with(".exe") {
-            &module_pat[..module_pat.len() - 4]
-        } else {
-            &module_pat[..]
-        };
+        let assembly = assembly_name(&module_pat);
         for name in ["entry", "return"] {
             if wants(name) {
                 let info = add_probe(st, false, pid, assembly, &func_pat, name, Vec::new());
@@ -1186,6 +1325,35 @@ mod tests {
         assert_eq!(names.user(7, 0x4002), "app`Work.Add+0x2");
         assert_eq!(names.umod(7, 0x2004), "[stub]");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn cli_header_tells_assemblies_from_native_images() {
+        // a PE32+ header with 16 data directories; directory 14 set or not
+        let image = |cli: u32| {
+            let mut b = vec![0u8; 512];
+            b[0..2].copy_from_slice(b"MZ");
+            b[0x3c..0x40].copy_from_slice(&0x80u32.to_le_bytes());
+            b[0x80..0x84].copy_from_slice(b"PE\0\0");
+            let opt = 0x80 + 24;
+            b[opt..opt + 2].copy_from_slice(&0x20bu16.to_le_bytes());
+            b[opt + 108..opt + 112].copy_from_slice(&16u32.to_le_bytes());
+            let dir = opt + 112 + 14 * 8;
+            b[dir..dir + 4].copy_from_slice(&cli.to_le_bytes());
+            b
+        };
+        assert!(cli_header_in(&image(0x2008)));
+        assert!(!cli_header_in(&image(0)));
+        assert!(!cli_header_in(&image(0x2008)[..0x90]));
+        assert!(!cli_header_in(b"\x7fELF"));
+        assert!(runtime_mapped("1-2 r-xp 0 00:00 0 C:\\x\\CoreCLR.dll\n"));
+        assert!(!runtime_mapped("1-2 r-xp 0 00:00 0 C:\\x\\notclr.dll\n"));
+        assert!(looks_dotnet_windows(
+            "",
+            "C:\\Program Files\\dotnet\\dotnet.exe"
+        ));
+        assert!(!looks_dotnet_windows("", "C:\\x\\app.exe"));
+        assert_eq!(assembly_name("App.DLL"), "App");
     }
 
     #[test]

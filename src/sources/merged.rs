@@ -3,7 +3,7 @@
 //! slice, so none waits on another for longer than [`SLICE_NS`]; the run ends when any source
 //! ends (a `-c` target that exits ends the run, as in dtrace).
 
-use crate::engine::{Engine, EventSource, SourceState};
+use crate::sources::sink::{EventSource, Sink, SourceState};
 
 /// The longest one source is pumped while another may have events waiting.
 pub const SLICE_NS: u64 = 5_000_000;
@@ -40,37 +40,37 @@ impl MergedSource {
 pub fn pump_all(
     sources: &mut [&mut (dyn EventSource + 'static)],
     deadline: u64,
-    engine: &mut Engine,
+    sink: &mut dyn Sink,
 ) -> SourceState {
     if let [one] = sources {
-        return one.pump(deadline, engine);
+        return one.pump(deadline, sink);
     }
     loop {
         for s in sources.iter_mut() {
-            let slice = engine.now_ns().saturating_add(SLICE_NS).min(deadline);
-            if let SourceState::Ended(status) = s.pump(slice, engine) {
+            let slice = sink.now_ns().saturating_add(SLICE_NS).min(deadline);
+            if let SourceState::Ended(status) = s.pump(slice, sink) {
                 return SourceState::Ended(status);
             }
-            if engine.done() {
+            if sink.done() {
                 return SourceState::Running;
             }
         }
-        if engine.now_ns() >= deadline {
+        if sink.now_ns() >= deadline {
             return SourceState::Running;
         }
     }
 }
 
 impl EventSource for MergedSource {
-    fn pump(&mut self, deadline: u64, engine: &mut Engine) -> SourceState {
+    fn pump(&mut self, deadline: u64, sink: &mut dyn Sink) -> SourceState {
         let mut all: Vec<&mut (dyn EventSource + 'static)> =
             self.sources.iter_mut().map(|b| &mut **b).collect();
-        pump_all(&mut all, deadline, engine)
+        pump_all(&mut all, deadline, sink)
     }
 
-    fn finish(&mut self, engine: &mut Engine) {
+    fn finish(&mut self, sink: &mut dyn Sink) {
         for s in self.sources.iter_mut() {
-            s.finish(engine);
+            s.finish(sink);
         }
     }
 
@@ -80,20 +80,20 @@ impl EventSource for MergedSource {
         }
     }
 
-    fn closing(&mut self, engine: &mut Engine) {
+    fn closing(&mut self, sink: &mut dyn Sink) {
         for s in self.sources.iter_mut() {
-            s.closing(engine);
+            s.closing(sink);
         }
     }
 
-    fn name_frames(&mut self, engine: &mut Engine) {
+    fn name_frames(&mut self, sink: &mut dyn Sink) {
         for s in self.sources.iter_mut() {
-            s.name_frames(engine);
+            s.name_frames(sink);
         }
     }
 
-    fn live_status(&mut self) -> Option<crate::engine::LiveStatus> {
-        let mut all: Option<crate::engine::LiveStatus> = None;
+    fn live_status(&mut self) -> Option<crate::sources::sink::LiveStatus> {
+        let mut all: Option<crate::sources::sink::LiveStatus> = None;
         for s in self.sources.iter_mut() {
             if let Some(st) = s.live_status() {
                 all.get_or_insert_with(Default::default).merge(st);
@@ -108,25 +108,25 @@ impl EventSource for MergedSource {
 pub struct Shared<S>(pub std::rc::Rc<std::cell::RefCell<S>>);
 
 impl<S: EventSource> EventSource for Shared<S> {
-    fn pump(&mut self, deadline: u64, engine: &mut Engine) -> SourceState {
-        self.0.borrow_mut().pump(deadline, engine)
+    fn pump(&mut self, deadline: u64, sink: &mut dyn Sink) -> SourceState {
+        self.0.borrow_mut().pump(deadline, sink)
     }
-    fn finish(&mut self, engine: &mut Engine) {
-        self.0.borrow_mut().finish(engine)
+    fn finish(&mut self, sink: &mut dyn Sink) {
+        self.0.borrow_mut().finish(sink)
     }
     fn stop(&mut self) {
         self.0.borrow_mut().stop()
     }
-    fn closing(&mut self, engine: &mut Engine) {
-        self.0.borrow_mut().closing(engine)
+    fn closing(&mut self, sink: &mut dyn Sink) {
+        self.0.borrow_mut().closing(sink)
     }
-    fn name_frames(&mut self, engine: &mut Engine) {
-        self.0.borrow_mut().name_frames(engine)
+    fn name_frames(&mut self, sink: &mut dyn Sink) {
+        self.0.borrow_mut().name_frames(sink)
     }
-    fn reprogram(&mut self, engine: &mut Engine) -> Option<Result<Vec<String>, String>> {
-        self.0.borrow_mut().reprogram(engine)
+    fn reprogram(&mut self, sink: &mut dyn Sink) -> Option<Result<Vec<String>, String>> {
+        self.0.borrow_mut().reprogram(sink)
     }
-    fn live_status(&mut self) -> Option<crate::engine::LiveStatus> {
+    fn live_status(&mut self) -> Option<crate::sources::sink::LiveStatus> {
         self.0.borrow_mut().live_status()
     }
     fn symbols(&mut self) -> Option<Box<dyn crate::agg::SymbolResolver + Send>> {
@@ -137,7 +137,7 @@ impl<S: EventSource> EventSource for Shared<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::standalone::standalone_engine;
+    use crate::sources::sink::ClockSink;
 
     /// A source that records its pumps and ends after `ends_after` of them.
     struct Counting {
@@ -147,13 +147,13 @@ mod tests {
     }
 
     impl EventSource for Counting {
-        fn pump(&mut self, deadline: u64, engine: &mut Engine) -> SourceState {
+        fn pump(&mut self, deadline: u64, sink: &mut dyn Sink) -> SourceState {
             self.pumps.set(self.pumps.get() + 1);
             if Some(self.pumps.get()) == self.ends_after {
                 return SourceState::Ended(Some(3));
             }
             // wait out the slice, as a source with nothing to deliver does
-            while engine.now_ns() < deadline {
+            while sink.now_ns() < deadline {
                 std::thread::sleep(std::time::Duration::from_micros(200));
             }
             SourceState::Running
@@ -177,13 +177,13 @@ mod tests {
 
     #[test]
     fn every_source_gets_turns_and_the_first_end_ends_the_run() {
-        let mut engine = standalone_engine("BEGIN { }").unwrap();
+        let mut sink = ClockSink::new();
         let (a, pa) = counting(None);
         let (b, pb) = counting(Some(4));
         let sa = a.stopped.clone();
         let mut m = MergedSource::new(vec![Box::new(a), Box::new(b)]);
-        let far = engine.now_ns() + 10_000_000_000;
-        assert_eq!(m.pump(far, &mut engine), SourceState::Ended(Some(3)));
+        let far = sink.now_ns() + 10_000_000_000;
+        assert_eq!(m.pump(far, &mut sink), SourceState::Ended(Some(3)));
         assert_eq!(pb.get(), 4);
         // a got its slice before each of b's pumps
         assert_eq!(pa.get(), 4);
@@ -193,16 +193,13 @@ mod tests {
 
     #[test]
     fn a_pump_returns_at_its_deadline() {
-        let mut engine = standalone_engine("BEGIN { }").unwrap();
+        let mut sink = ClockSink::new();
         let (a, _) = counting(None);
         let (b, _) = counting(None);
         let mut m = MergedSource::new(vec![Box::new(a), Box::new(b)]);
-        let start = engine.now_ns();
-        assert_eq!(
-            m.pump(start + 20_000_000, &mut engine),
-            SourceState::Running
-        );
-        assert!(engine.now_ns() >= start + 20_000_000);
+        let start = sink.now_ns();
+        assert_eq!(m.pump(start + 20_000_000, &mut sink), SourceState::Running);
+        assert!(sink.now_ns() >= start + 20_000_000);
         assert!(m.simplify().is_some());
         assert!(MergedSource::new(Vec::new()).simplify().is_none());
     }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::{ecb, ErrorInfo, FireResult, FiringCtx, Vm};
 use crate::agg::{IntKey, KeyValue};
-use crate::ir::{Action, ActionKind, Node, Program, Stmt, ValKind};
+use crate::ir::{Action, ActionKind, LValue, Node, Program, Scope, Stmt, ValKind};
 use crate::probes::{END_ID, ERROR_ID, ERROR_PROBE};
 
 type R<T> = Result<T, Fault>;
@@ -74,7 +74,11 @@ impl Vm {
             let offs = if self.opts.ring {
                 0
             } else {
-                self.buf_offset.next_multiple_of(ecb.align)
+                // alignments are powers of two (`ecb::rec_align`): a mask, not a division
+                match ecb.align.is_power_of_two() {
+                    true => (self.buf_offset + ecb.align - 1) & !(ecb.align - 1),
+                    false => self.buf_offset.next_multiple_of(ecb.align),
+                }
             };
             let limit = if filling {
                 self.fill_limit
@@ -96,6 +100,20 @@ impl Vm {
                 }
                 continue;
             }
+            let clause = &program.clauses[e.clause];
+            // a clause of `n++` statements alone, with no predicate: the adds are all it does
+            // (no record, no speculation, no fault, nothing of the firing read), so none of
+            // the state a clause's actions and faults need is set up for it
+            if clause.predicate.is_none() && self.steps_only(&clause.body) {
+                for s in &clause.body {
+                    if let Stmt::Eval(n) = s {
+                        self.step_static(n);
+                    }
+                }
+                // as a clause that ran to its end with no speculation (below)
+                self.buf_offset = offs + ecb.size;
+                continue;
+            }
             self.current_clause = e.clause;
             self.current_epid = e.epid;
             self.current_spec = 0;
@@ -107,7 +125,6 @@ impl Vm {
             self.fire_probe = cx.probe.id;
             self.scratch.clear();
             self.scratch_top = 0;
-            let clause = &program.clauses[e.clause];
             let mut action_no = 0u32;
             self.clause_ran = false;
             self.exit_in_clause = false;
@@ -242,7 +259,9 @@ impl Vm {
             *action_no += 1;
             match s {
                 Stmt::Eval(n) => {
-                    self.eval(n, cx)?;
+                    if !self.step_static(n) {
+                        self.eval(n, cx)?;
+                    }
                 }
                 Stmt::If {
                     cond,
@@ -266,6 +285,57 @@ impl Vm {
             }
         }
         Ok(Flow::Done)
+    }
+
+    /// `n++` / `n--` / `++n` / `--n` as a statement on an integer global or clause-local
+    /// variable: the value is not used, so the add is all there is to do (what `eval` does
+    /// for it through `load_lvalue` and `store`, without the calls: `diag:::events { n++; }`
+    /// runs it for every record). False, having done nothing, for any other statement.
+    #[inline(always)]
+    fn step_static(&mut self, n: &Node) -> bool {
+        let Some((global, i, delta)) = self.static_step(n) else {
+            return false;
+        };
+        let v = match global {
+            true => &mut self.globals[i],
+            false => &mut self.locals[i],
+        };
+        // D variables hold the full 64-bit value (see `write_var`)
+        *v = v.wrapping_add(delta as u64);
+        true
+    }
+
+    /// Whether every statement of `body` (one at least) is one [`Vm::step_static`] does.
+    #[inline]
+    fn steps_only(&self, body: &[Stmt]) -> bool {
+        !body.is_empty()
+            && body.iter().all(|s| match s {
+                Stmt::Eval(n) => self.static_step(n).is_some(),
+                _ => false,
+            })
+    }
+
+    /// The variable (global or not) and the add of an `n++` statement [`Vm::step_static`]
+    /// does.
+    #[inline(always)]
+    fn static_step(&self, n: &Node) -> Option<(bool, usize, i64)> {
+        let Node::IncDec { target, delta, .. } = n else {
+            return None;
+        };
+        let LValue::Var {
+            id,
+            scope,
+            kind: ValKind::Int { .. },
+        } = &**target
+        else {
+            return None;
+        };
+        let i = *id as usize;
+        match scope {
+            Scope::Global if i < self.globals.len() => Some((true, i, *delta)),
+            Scope::Clause if i < self.locals.len() => Some((false, i, *delta)),
+            _ => None,
+        }
     }
 
     /// The recorded form of a value.

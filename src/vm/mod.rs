@@ -12,6 +12,7 @@ mod exec;
 pub mod memory;
 mod record;
 mod spec;
+pub mod stack_use;
 pub mod subr;
 pub(crate) mod thread;
 mod vars;
@@ -567,8 +568,10 @@ impl Vm {
         Some(slot)
     }
 
+    #[inline]
     pub fn is_enabled(&self, probe: u64) -> bool {
-        self.enablings.contains_key(&probe)
+        // probes are enabled, never disabled: the last one fired needs no lookup
+        self.last_enabling.0 == probe || self.enablings.contains_key(&probe)
     }
 
     pub fn enablings(&self, probe: u64) -> &[Enabling] {

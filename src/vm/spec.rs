@@ -167,10 +167,16 @@ impl Speculations {
     }
 
     /// Frees the buffers committed or discarded during the firing.
+    #[inline]
     pub fn end_firing(&mut self) {
-        if !self.closing {
-            return;
+        // asked at the end of every firing; a buffer closes only after commit() or discard()
+        if self.closing {
+            self.close_buffers();
         }
+    }
+
+    #[cold]
+    fn close_buffers(&mut self) {
         self.closing = false;
         for b in &mut self.buffers {
             if b.closing {

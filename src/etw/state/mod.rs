@@ -145,6 +145,9 @@ static IDLE: std::sync::LazyLock<Process> = std::sync::LazyLock::new(|| Process 
 /// (those are multiples of 4), and `-1` as D's `pid_t`.
 pub const UNKNOWN_PID: u32 = u32::MAX;
 
+/// The `execname` of a thread that no record of the trace named (its pid is [`UNKNOWN_PID`]).
+pub const UNKNOWN_EXECNAME: &[u8] = b"<unknown>";
+
 impl SystemState {
     pub fn new() -> SystemState {
         SystemState::default()
@@ -500,6 +503,10 @@ impl SystemState {
     /// The name of thread `tid` as the records so far gave it (`lwpsinfo_t`'s `pr_tname`), ""
     /// when none did.
     pub fn thread_name(&self, tid: u32) -> &str {
+        // a firing whose thread is unknown (or not looked up) asks for every record
+        if tid == u32::MAX {
+            return "";
+        }
         self.thread(tid)
             .and_then(|t| t.name.as_deref())
             .unwrap_or("")

@@ -91,6 +91,17 @@ pub(super) fn record(cx: &EventCx<'_, '_>, name: &str, out: &mut Emit<'_>) {
     });
 }
 
+/// `events` / `ignored` for one record when no program reads a firing's arguments or
+/// context ([`super::Interest::set_reads_event`]): the header's fields only, no provider name
+/// written, the thread of a record that names none not looked up.
+pub(super) fn record_blind(ev: &crate::etw::record::EventRecord<'_>, out: &mut Emit<'_>) {
+    let mut a = [0u64; 10];
+    a[1] = ev.id as u64;
+    a[2] = ev.opcode as u64;
+    a[3] = ev.payload.len() as u64;
+    out.push(a, crate::etw::state::UNKNOWN_PID, super::UNKNOWN_TID);
+}
+
 pub(super) fn lost(cx: &EventCx<'_, '_>, out: &mut Emit<'_>) {
     let mut a = [0u64; 10];
     a[0] = cx.ev.opcode as u64;

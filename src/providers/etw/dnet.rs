@@ -529,10 +529,34 @@ pub fn managed_method(ev: &EventRecord<'_>, dec: &DecodedEvent<'_>) -> Option<Ma
     })
 }
 
+/// The runtime's R2RGetEntryPoint event (id 159, CompilationDiagnosticKeyword): a
+/// ready-to-run method's precompiled code bound as its entry point, fired as the method is
+/// first prepared (fields MethodID, MethodNamespace, MethodName, MethodSignature, EntryPoint,
+/// ClrInstanceID: Microsoft Learn's ".NET runtime method events"; PerfView TraceEvent's
+/// `R2RGetEntryPointTraceData`). It gives no size and no module.
+pub const R2R_GET_ENTRY_POINT: u16 = 159;
+
+/// The runtime provider's CompilationDiagnosticKeyword (R2RGetEntryPoint), dotnet/runtime's
+/// ClrEtwAll.man.
+pub const COMPILATION_DIAGNOSTIC_KEYWORD: u64 = 0x20_0000_0000;
+
+/// The runtime provider's keywords of the method and module events a live method table needs:
+/// Loader (0x8: ModuleLoad), Jit (0x10: MethodLoadVerbose of JIT-compiled code), NGen (0x20:
+/// the same for precompiled code) and CompilationDiagnostic (R2RGetEntryPoint), at the
+/// verbose level (the *Verbose events carry the names) — Microsoft Learn's "CLR ETW Keywords
+/// and Levels" and ".NET runtime method events".
+pub const RUNTIME_METHOD_KEYWORDS: u64 = 0x8 | 0x10 | 0x20 | COMPILATION_DIAGNOSTIC_KEYWORD;
+
+/// The rundown provider's keywords for the code already there when a session starts: Loader
+/// (0x8), Jit (0x10), NGen (0x20) and StartRundown (0x40: MethodDCStartVerbose and
+/// ModuleDCStart as the provider is enabled) — the same documents.
+pub const RUNDOWN_START_KEYWORDS: u64 = 0x8 | 0x10 | 0x20 | 0x40;
+
 /// The method tables of the .NET processes of a trace (or a live session), fed by the CLR's
 /// method and module events: MethodLoadVerbose (JIT-compiled code) and the rundown's
 /// MethodDCStartVerbose/MethodDCEndVerbose (code there before the session: JIT-compiled and
-/// ready-to-run), named by assembly from ModuleLoad and the rundown's ModuleDCStart/End
+/// ready-to-run), R2RGetEntryPoint (ready-to-run code as it is bound; no size, assembly `?`),
+/// named by assembly from ModuleLoad and the rundown's ModuleDCStart/End
 /// (`ModuleILPath`'s file name less its extension). The same
 /// [`crate::symbols::managed::ManagedMethods`] the Linux perf map fills, so `pid` probes and
 /// stacks name managed code alike on both systems.
@@ -543,6 +567,10 @@ pub struct ClrMethodFeed {
     /// (pid, ModuleID, code version): a method's module may come after it (the rundown lists
     /// methods before their modules).
     methods: Vec<(u32, u64, crate::symbols::managed::ManagedMethod)>,
+    /// `methods[..taken]` were looked at by [`ClrMethodFeed::take_ready`].
+    taken: usize,
+    /// Indexes into `methods` that `take_ready` held back: their module was not named yet.
+    waiting: Vec<usize>,
 }
 
 impl ClrMethodFeed {
@@ -582,6 +610,24 @@ impl ClrMethodFeed {
                     },
                 ));
             }
+            R2R_GET_ENTRY_POINT if !rundown => {
+                if let Some((name, signature, entry)) = r2r_entry_point(ev.payload) {
+                    if entry != 0 {
+                        self.methods.push((
+                            ev.pid,
+                            0,
+                            crate::symbols::managed::ManagedMethod {
+                                start: entry,
+                                size: 0,
+                                module: String::new(),
+                                name,
+                                signature,
+                                tier: "ReadyToRun".to_string(),
+                            },
+                        ));
+                    }
+                }
+            }
             // ModuleLoad; the rundown's ModuleDCStart and ModuleDCEnd
             152 if !rundown => self.module(ev, dec),
             153 | 154 if rundown => self.module(ev, dec),
@@ -604,6 +650,48 @@ impl ClrMethodFeed {
         self.modules.insert((ev.pid, id), name.to_string());
     }
 
+    /// The methods observed since the last call whose assembly is known (a JIT helper's, of
+    /// module 0, and a ready-to-run entry point's are `?`), as (pid, method); those whose
+    /// module event has not come yet wait for it (the rundown gives methods before their
+    /// module). With `all`, those waiting come too, as `?` (at the end of a run).
+    pub fn take_ready(&mut self, all: bool) -> Vec<(u32, crate::symbols::managed::ManagedMethod)> {
+        let mut out = Vec::new();
+        let fresh = self.taken..self.methods.len();
+        self.taken = self.methods.len();
+        let candidates: Vec<usize> = std::mem::take(&mut self.waiting)
+            .into_iter()
+            .chain(fresh)
+            .collect();
+        for i in candidates {
+            let Some((pid, module_id, m)) = self.methods.get(i) else {
+                continue;
+            };
+            let module = if *module_id == 0 {
+                Some("?".to_string())
+            } else {
+                self.modules.get(&(*pid, *module_id)).cloned()
+            };
+            match module {
+                Some(module) => out.push((
+                    *pid,
+                    crate::symbols::managed::ManagedMethod {
+                        module,
+                        ..m.clone()
+                    },
+                )),
+                None if all => out.push((
+                    *pid,
+                    crate::symbols::managed::ManagedMethod {
+                        module: "?".to_string(),
+                        ..m.clone()
+                    },
+                )),
+                None => self.waiting.push(i),
+            }
+        }
+        out
+    }
+
     /// Each process's methods, by address, named by assembly (`?` for a module no event
     /// named).
     pub fn tables(
@@ -622,6 +710,32 @@ impl ClrMethodFeed {
         }
         out
     }
+}
+
+/// The (`Namespace.Type.Method`, signature, EntryPoint) of an R2RGetEntryPoint payload:
+/// MethodID (u64), three NUL-terminated UTF-16 strings, EntryPoint (u64), ClrInstanceID (u16).
+pub fn r2r_entry_point(payload: &[u8]) -> Option<(String, String, u64)> {
+    let mut at = 8usize;
+    let mut text = || -> Option<String> {
+        let rest = payload.get(at..)?;
+        let units: Vec<u16> = rest
+            .chunks_exact(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]]))
+            .take_while(|&u| u != 0)
+            .collect();
+        at += units.len() * 2 + 2;
+        (at <= payload.len()).then(|| String::from_utf16_lossy(&units))
+    };
+    let ns = text()?;
+    let name = text()?;
+    let signature = text()?;
+    let entry = u64::from_le_bytes(payload.get(at..at + 8)?.try_into().ok()?);
+    let full = if ns.is_empty() {
+        name
+    } else {
+        format!("{ns}.{name}")
+    };
+    Some((full, signature, entry))
 }
 
 /// Whether a record is the runtime's ClrStackWalk event.
@@ -685,6 +799,49 @@ mod tests {
         let one = DnetProvider.matching(&ProbeDesc::parse("dnet::jit:method-load").unwrap());
         assert_eq!(one.len(), 1);
         assert_eq!(one[0].arg_types.len(), 8);
+    }
+
+    #[test]
+    fn r2r_entry_points_and_methods_before_their_module() {
+        let mut payload = 0x1234u64.to_le_bytes().to_vec();
+        for s in ["Sys.Text", "Join", "string(char,string[])"] {
+            payload.extend(s.encode_utf16().flat_map(u16::to_le_bytes));
+            payload.extend([0, 0]);
+        }
+        payload.extend(0x7ff0_1000u64.to_le_bytes());
+        payload.extend(1u16.to_le_bytes());
+        assert_eq!(
+            r2r_entry_point(&payload),
+            Some((
+                "Sys.Text.Join".to_string(),
+                "string(char,string[])".to_string(),
+                0x7ff0_1000
+            ))
+        );
+        assert_eq!(r2r_entry_point(&payload[..payload.len() - 12]), None);
+        // a method whose module is named later waits for it; `all` gives the rest as `?`
+        let mut f = ClrMethodFeed::default();
+        let m = |start| crate::symbols::managed::ManagedMethod {
+            start,
+            size: 4,
+            module: String::new(),
+            name: "T.M".into(),
+            signature: String::new(),
+            tier: String::new(),
+        };
+        f.methods.push((1, 0xa, m(0x10)));
+        f.methods.push((1, 0, m(0x20)));
+        f.methods.push((1, 0xb, m(0x30)));
+        let got = f.take_ready(false);
+        assert_eq!(got.len(), 1);
+        assert_eq!((got[0].1.start, got[0].1.module.as_str()), (0x20, "?"));
+        f.modules.insert((1, 0xa), "app".into());
+        let got = f.take_ready(false);
+        assert_eq!(got.len(), 1);
+        assert_eq!((got[0].1.start, got[0].1.module.as_str()), (0x10, "app"));
+        let got = f.take_ready(true);
+        assert_eq!((got.len(), got[0].1.module.as_str()), (1, "?"));
+        assert!(f.take_ready(true).is_empty());
     }
 
     #[test]

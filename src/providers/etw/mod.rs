@@ -64,6 +64,16 @@ pub struct Interest {
     named: bool,
     /// A probe that fires for every record (`diag:::events`, `diag:::ignored`) is enabled.
     every: bool,
+    /// `diag:::events` is enabled (asked for every record: kept here, not looked up).
+    events: bool,
+    /// `diag:::ignored` is enabled.
+    ignored: bool,
+    /// Some enabled program may read what a firing carries beyond its probe, time and CPU:
+    /// its arguments, thread, process, stacks (see [`Interest::set_reads_event`]). When none
+    /// does, a record fires `diag:::events` with nothing decoded and nothing built.
+    reads_event: bool,
+    /// An enabled probe may fire that is neither `diag:::events` nor `diag:::ignored`.
+    others: bool,
     /// `diag:::lostevent` is enabled.
     lost: bool,
     /// A `diag:::missed-*` probe is enabled.
@@ -82,6 +92,10 @@ impl Default for Interest {
             kernel: false,
             named: false,
             every: false,
+            events: false,
+            ignored: false,
+            reads_event: true,
+            others: true,
             lost: false,
             missed: false,
             cpu_threads: false,
@@ -114,6 +128,7 @@ impl Interest {
 
     /// Whether a record must be decoded: a probe it fires needs its fields (or, with no thread
     /// id in its header, the thread id in its payload).
+    #[inline]
     pub fn wants(&self, ev: &EventRecord<'_>) -> bool {
         if !self.kernel && !self.named {
             return false;
@@ -122,7 +137,7 @@ impl Interest {
         // a record with no thread id in its header (PerfInfo) has it in its payload: needed
         // when a probe fires for every record; the kernel probes of the record ask below
         if ev.tid == u32::MAX
-            && (self.every || (self.named && named_provider))
+            && ((self.every && self.reads_event) || (self.named && named_provider))
             && tid_in_payload(ev)
         {
             return true;
@@ -167,6 +182,15 @@ impl Interest {
         Some(keep)
     }
 
+    /// Says whether any enabled program reads more of a firing than its probe, its time and
+    /// its CPU (the engine asks the programs: arguments, built-in variables, thread-local
+    /// variables, stacks...). When none does, the probes that fire for every record fire with
+    /// no argument built and no thread looked up, and their records need no decoding: the
+    /// program cannot tell.
+    pub fn set_reads_event(&mut self, reads: bool) {
+        self.reads_event = reads;
+    }
+
     /// Whether an enabled kernel probe may fire for this record: false for a record with a
     /// kernel group whose (group, opcode) no enabled kernel probe lists.
     #[inline]
@@ -183,6 +207,7 @@ impl Interest {
     /// Whether a record may fire any enabled probe: [`Interest::wants`] it, or a probe that
     /// fires for every record is enabled. A record for which this is false fires nothing, so a
     /// trace walk need not map it to firings.
+    #[inline]
     pub fn may_fire(&self, ev: &EventRecord<'_>) -> bool {
         self.every || (self.lost && ev.provider == diag::LOST_EVENT) || self.wants(ev)
     }
@@ -750,9 +775,11 @@ impl EtwProbes {
     /// What the enabled probes need decoded (see [`Interest::wants`]).
     pub fn interest(&self, enabled: &dyn Fn(u64) -> bool) -> Interest {
         let mut it = Interest::default();
+        let mut others = false;
         for (i, k) in KERNEL_PROBES.iter().enumerate() {
             if enabled(FIRST_ID + i as u64) {
                 it.kernel = true;
+                others |= i != 0 && i != table::DIAG_IGNORED;
                 for &(g, op) in k.events {
                     it.opcodes[g as usize] |= 1 << op;
                 }
@@ -786,8 +813,11 @@ impl EtwProbes {
                 matches!(k.area, Area::Syscall | Area::Interrupt) && enabled(FIRST_ID + i as u64)
             });
         it.missed = diag::MISSED_IDS.iter().any(|&id| enabled(id));
-        it.every = enabled(FIRST_ID) || enabled(diag::IGNORED_ID);
+        it.events = enabled(FIRST_ID);
+        it.ignored = enabled(diag::IGNORED_ID);
+        it.every = it.events || it.ignored;
         it.lost = enabled(diag::LOST_ID);
+        it.others = others || it.named || entry || ret;
         it
     }
 
@@ -800,23 +830,51 @@ impl EtwProbes {
         enabled: &dyn Fn(u64) -> bool,
         out: &mut EtwFirings,
     ) {
-        self.firings_with(ev, dec, state, enabled, true, out)
+        self.firings_with(ev, dec, state, enabled, None, out)
     }
 
-    /// [`EtwProbes::firings`]; with `kernel_probes` false the caller knows that no enabled
-    /// kernel probe fires for this record (see [`Interest::kernel_probe`]), and the table of
-    /// kernel probes is not looked up.
+    /// [`EtwProbes::firings`], with what the caller knows of the programs' interest (`None`:
+    /// nothing). A record no enabled kernel probe lists skips the table of kernel probes
+    /// ([`Interest::kernel_probe`]); when no program reads more than a firing's probe, time and
+    /// CPU ([`Interest::set_reads_event`]), `diag:::events` and `diag:::ignored` fire with no
+    /// thread looked up and no argument built.
     pub fn firings_with(
         &self,
         ev: &EventRecord<'_>,
         dec: &DecodedEvent<'_>,
         state: &SystemState,
         enabled: &dyn Fn(u64) -> bool,
-        kernel_probes: bool,
+        interest: Option<&Interest>,
         out: &mut EtwFirings,
     ) {
-        let cx = EventCx::new(ev, dec, state);
-        let (pid, tid) = (cx.pid, cx.tid);
+        let blind = interest.is_some_and(|i| !i.reads_event);
+        if let Some(i) = interest.filter(|i| blind && !i.others) {
+            // `diag:::events` / `diag:::ignored` alone, read by no program: the record fires
+            // them and nothing else
+            if i.events {
+                diag::record_blind(
+                    ev,
+                    &mut Emit {
+                        probe: FIRST_ID,
+                        out,
+                    },
+                );
+            }
+            if i.ignored {
+                diag::record_blind(
+                    ev,
+                    &mut Emit {
+                        probe: diag::IGNORED_ID,
+                        out,
+                    },
+                );
+            }
+            return;
+        }
+        let kernel_probes = interest.is_none_or(|i| i.kernel_probe(ev));
+        // the record's thread and process, looked up when a firing needs them
+        let full = std::cell::OnceCell::new();
+        let cx = || full.get_or_init(|| EventCx::new(ev, dec, state));
         let payload_args = |id: u64| -> [u64; 10] {
             let mut a = [0u64; 10];
             a[0] = id;
@@ -829,20 +887,19 @@ impl EtwProbes {
         };
         let events_id = FIRST_ID; // diag:::events
         let before = out.list.len();
-        if enabled(events_id) {
-            let name = self.provider_name(ev, dec);
-            diag::record(
-                &cx,
-                &name,
-                &mut Emit {
-                    probe: events_id,
-                    out,
-                },
-            );
+        if interest.map_or_else(|| enabled(events_id), |i| i.events) {
+            let mut emit = Emit {
+                probe: events_id,
+                out,
+            };
+            match blind {
+                true => diag::record_blind(ev, &mut emit),
+                false => diag::record(cx(), &self.provider_name(ev, dec), &mut emit),
+            }
         }
         if ev.provider == diag::LOST_EVENT && enabled(diag::LOST_ID) {
             diag::lost(
-                &cx,
+                cx(),
                 &mut Emit {
                     probe: diag::LOST_ID,
                     out,
@@ -856,19 +913,22 @@ impl EtwProbes {
                 let mut emit = Emit { probe: id, out };
                 match k.area {
                     // the call's named probe, or this one when the calls have no names
-                    Area::Syscall => syscall::fire(&self.syscalls, &cx, id, enabled, emit.out),
+                    Area::Syscall => syscall::fire(&self.syscalls, cx(), id, enabled, emit.out),
                     _ if !enabled(id) => {}
-                    Area::Diag => diag::fire(&cx, k.name, &mut emit),
-                    Area::Sched => sched::fire(&cx, k.name, &mut emit),
-                    Area::Proc => proc::fire(&cx, k.name, &mut emit),
-                    Area::Io => io::fire(&cx, k.name, &mut emit),
-                    Area::Perf | Area::Interrupt => perf::fire(&cx, k.name, &mut emit),
-                    Area::Pf => pf::fire(&cx, k.name, &mut emit),
-                    Area::Fsinfo => fsinfo::fire(&cx, k.name, &mut emit),
-                    Area::Net => net::fire(&cx, k, &mut emit),
-                    Area::Reg => reg::fire(&cx, k.name, &mut emit),
-                    Area::Hwconfig => emit.push(hwconfig::payload_args(&cx), pid, tid),
-                    Area::Pmc => pmc::fire(&cx, k.name, &mut emit),
+                    Area::Diag => diag::fire(cx(), k.name, &mut emit),
+                    Area::Sched => sched::fire(cx(), k.name, &mut emit),
+                    Area::Proc => proc::fire(cx(), k.name, &mut emit),
+                    Area::Io => io::fire(cx(), k.name, &mut emit),
+                    Area::Perf | Area::Interrupt => perf::fire(cx(), k.name, &mut emit),
+                    Area::Pf => pf::fire(cx(), k.name, &mut emit),
+                    Area::Fsinfo => fsinfo::fire(cx(), k.name, &mut emit),
+                    Area::Net => net::fire(cx(), k, &mut emit),
+                    Area::Reg => reg::fire(cx(), k.name, &mut emit),
+                    Area::Hwconfig => {
+                        let c = cx();
+                        emit.push(hwconfig::payload_args(c), c.pid, c.tid)
+                    }
+                    Area::Pmc => pmc::fire(cx(), k.name, &mut emit),
                 }
             }
         }
@@ -881,6 +941,7 @@ impl EtwProbes {
                 Some(k) => std::borrow::Cow::Borrowed(k.as_str()),
                 None => std::borrow::Cow::Owned(dec.provider.to_ascii_lowercase()),
             };
+            let (pid, tid) = (cx().pid, cx().tid);
             if let Some(p) = self.named.get(key.as_ref()) {
                 let args = payload_args(ev.id as u64);
                 if enabled(p.events) {
@@ -898,11 +959,13 @@ impl EtwProbes {
             }
             guid_probe::firings(&self.guid_probes, ev, enabled, pid, tid, out);
         }
-        dnet::firings(ev, dec, pid, tid, enabled, out);
+        if dnet::is_dotnet(ev) {
+            dnet::firings(ev, dec, cx().pid, cx().tid, enabled, out);
+        }
         // the cheap test first: `enabled` asks every program, for every record
         if dnet::is_clr_stack(ev) && enabled(diag::MISSED_DNET_ID) {
             diag::missed_dnet(
-                &cx,
+                cx(),
                 &mut Emit {
                     probe: diag::MISSED_DNET_ID,
                     out,
@@ -916,16 +979,15 @@ impl EtwProbes {
                 .filter(|f| f.probe != events_id)
                 .count()
         };
-        if enabled(diag::IGNORED_ID) && others() == 0 {
-            let name = self.provider_name(ev, dec);
-            diag::record(
-                &cx,
-                &name,
-                &mut Emit {
-                    probe: diag::IGNORED_ID,
-                    out,
-                },
-            );
+        if interest.map_or_else(|| enabled(diag::IGNORED_ID), |i| i.ignored) && others() == 0 {
+            let mut emit = Emit {
+                probe: diag::IGNORED_ID,
+                out,
+            };
+            match blind {
+                true => diag::record_blind(ev, &mut emit),
+                false => diag::record(cx(), &self.provider_name(ev, dec), &mut emit),
+            }
         }
     }
 

@@ -15,9 +15,10 @@ pub mod windows;
 
 use std::collections::HashMap;
 
-use crate::engine::{Engine, EventSource, SourceState};
 use crate::probes::{ProbeDesc, ProbeInfo};
 use crate::providers::pid::{PidProvider, SiteKind};
+use crate::sources::etw_live::clr::{ClrContext, EventWriteFn};
+use crate::sources::sink::{EventSource, Sink, SourceState};
 use crate::symbols::decode::Emulation;
 use crate::symbols::ProcessModules;
 use crate::vm::{AddressSpace, Fault, FiringCtx};
@@ -262,6 +263,51 @@ struct Site {
     rtld: bool,
     /// libc's `write`, where a .NET runtime's perf map lines are seen as they are written.
     jit: bool,
+    /// ntdll's `EtwEventWrite`/`EtwEventWriteTransfer`, where a .NET runtime's method events
+    /// are seen as they are written (Windows).
+    etw_write: Option<EventWriteFn>,
+}
+
+/// The CLR's method events of a .NET target (Windows): the ETW session on its pid and the
+/// context its callback and the breakpoints on ntdll's event writing fill. The session is
+/// stopped before the context goes.
+struct ClrFeed {
+    #[cfg(windows)]
+    session: Option<crate::sources::etw_live::windows::ClrMethodSession>,
+    context: Box<ClrContext>,
+}
+
+impl ClrFeed {
+    /// Starts the session on process `pid` (Windows; elsewhere there is none to start).
+    fn start(pid: u32) -> Result<ClrFeed, String> {
+        #[cfg(windows)]
+        {
+            let context = Box::new(ClrContext::new(
+                pid,
+                crate::sources::etw_live::windows::time_base(),
+            ));
+            let session =
+                crate::sources::etw_live::windows::ClrMethodSession::start(pid, &context)?;
+            Ok(ClrFeed {
+                session: Some(session),
+                context,
+            })
+        }
+        #[cfg(not(windows))]
+        {
+            let _ = pid;
+            Err("the CLR's ETW method events are read on Windows only".to_string())
+        }
+    }
+}
+
+impl Drop for ClrFeed {
+    fn drop(&mut self) {
+        #[cfg(windows)]
+        if let Some(s) = &mut self.session {
+            s.stop();
+        }
+    }
 }
 
 /// Walks a user stack, innermost first: each frame by its module's `.eh_frame` rules (ELF) or
@@ -366,11 +412,11 @@ pub fn walk_stack_in(
 /// Why the clauses of process `pid`'s probes need the target stopped at each hit (they read
 /// or write its memory, or act on the process), or `None` when a copy of its registers and
 /// stack taken at the hit is all they read: then a kernel uprobe can serve them.
-pub fn stopped_target_needed(engine: &Engine, pid: u32) -> Option<String> {
+pub fn stopped_target_needed(sink: &dyn Sink, pid: u32) -> Option<String> {
     use crate::ir::{ActionKind, Node};
     let provider = format!("pid{pid}");
-    for r in &engine.runs {
-        for c in &r.vm.program.clauses {
+    for program in sink.programs() {
+        for c in &program.clauses {
             if !c
                 .probes
                 .iter()
@@ -482,18 +528,24 @@ pub struct PidSource {
     perf_map_fd: Option<i32>,
     /// The unarmed managed probes were reported.
     unarmed_said: bool,
+    /// The CLR's method events of a .NET target on Windows, once its managed code is followed.
+    clr: Option<ClrFeed>,
+    /// Starting the CLR's method session failed once (said then; not tried again).
+    clr_failed: bool,
+    /// When the methods the CLR's events named were last taken ([`monotonic_ns`]).
+    clr_taken_at: u64,
 }
 
 impl PidSource {
     /// Plants the breakpoints of the enabled probes of the target (the engine already knows
     /// them) and of the dynamic linker hook; the target stays stopped until the first pump.
-    pub fn new(target: Box<dyn TargetProcess>, provider: PidProvider, engine: &Engine) -> Self {
+    pub fn new(target: Box<dyn TargetProcess>, provider: PidProvider, sink: &dyn Sink) -> Self {
         let pid = target.pid();
         let (execname, ppid) = target.identity();
         let modules = provider.modules_of(pid).unwrap_or_default();
         let mut descs = Vec::new();
-        for r in &engine.runs {
-            for c in &r.vm.program.clauses {
+        for program in sink.programs() {
+            for c in &program.clauses {
                 for d in &c.probes {
                     if crate::probes::glob_match(&d.provider, &format!("pid{pid}"))
                         && !descs.contains(d)
@@ -512,12 +564,12 @@ impl PidSource {
             ppid,
             descs,
             want_ustack: false,
-            args_used: engine
-                .runs
-                .iter()
-                .map(|r| {
+            args_used: sink
+                .programs()
+                .into_iter()
+                .map(|program| {
                     let mut used = 0;
-                    crate::ir::visit::visit_nodes(&r.vm.program, &mut |n| match n {
+                    crate::ir::visit::visit_nodes(program, &mut |n| match n {
                         crate::ir::Node::Arg(i) => used = used.max(*i as usize + 1),
                         crate::ir::Node::Args { .. } => used = 10,
                         _ => {}
@@ -540,11 +592,14 @@ impl PidSource {
             managed: false,
             perf_map_fd: None,
             unarmed_said: false,
+            clr: None,
+            clr_failed: false,
+            clr_taken_at: 0,
         };
         s.managed = !s.descs.is_empty() && s.provider.is_dotnet(pid);
         let probes = s.provider.probes_of(pid);
         for p in probes {
-            if engine.is_enabled(p.info.id) {
+            if sink.is_enabled(p.info.id) {
                 s.plant(&p.info, &p.sites);
             }
         }
@@ -557,23 +612,125 @@ impl PidSource {
     /// with one `write` as the JIT finishes a method and before the code is used, so the
     /// probes of a method are armed before its code first runs (every `write` of the process
     /// stops it once; see docs/pid.md).
+    ///
+    /// On Windows the runtime's method events are read instead: an ETW session on the
+    /// target's pid enables them (and has the rundown list the code there now), and
+    /// breakpoints on ntdll's `EtwEventWrite` and `EtwEventWriteTransfer` see each as the
+    /// runtime writes it, after the JIT finished the method and before its code is used
+    /// (`etw_live::clr`).
     fn plant_jit_hook(&mut self) {
-        if !self.managed || self.sites.values().any(|s| s.jit) {
+        if !self.managed {
+            return;
+        }
+        if self.target.win64() {
+            self.start_clr();
+            if self.clr.is_none() || self.sites.values().any(|s| s.etw_write.is_some()) {
+                return;
+            }
+            let ntdll = |name: &str| name.eq_ignore_ascii_case("ntdll.dll");
+            self.plant_hook(&ntdll, EventWriteFn::ALL[0].0, |s| {
+                s.etw_write = Some(EventWriteFn::Write)
+            });
+            self.plant_hook(&ntdll, EventWriteFn::ALL[1].0, |s| {
+                s.etw_write = Some(EventWriteFn::WriteTransfer)
+            });
+            return;
+        }
+        if self.sites.values().any(|s| s.jit) {
             return;
         }
         let libc = |name: &str| name.starts_with("libc.so") || name.starts_with("libc-");
         self.plant_hook(&libc, "write", |s| s.jit = true);
     }
 
+    /// Starts the session of the CLR's method events on the target (once); when it cannot be
+    /// started, says that the managed probes will not be armed.
+    fn start_clr(&mut self) {
+        if self.clr.is_some() || self.clr_failed {
+            return;
+        }
+        let pid = self.target.pid();
+        match ClrFeed::start(pid) {
+            Ok(f) => self.clr = Some(f),
+            Err(e) => {
+                self.clr_failed = true;
+                crate::output::stderr::say(
+                    "dtx",
+                    format_args!(
+                        "warning: the .NET methods of pid {pid} cannot be followed, so their probes stay unarmed: {e}"
+                    ),
+                );
+            }
+        }
+    }
+
+    /// A stop at ntdll's `which`: when it writes one of the runtime's method or module
+    /// events, the method table takes it, and a method compiled now is armed at once.
+    fn clr_written(&mut self, tid: u32, regs: &Regs, which: EventWriteFn, sink: &mut dyn Sink) {
+        let Some(clr) = &self.clr else {
+            return;
+        };
+        let g = &regs.gpr;
+        let t = &*self.target;
+        let read = |addr: u64, buf: &mut [u8]| t.read_memory(addr, buf);
+        let Some((desc, payload)) = crate::sources::etw_live::clr::event_write(
+            which,
+            [g[RCX], g[RDX], g[R8], g[R9]],
+            g[RSP],
+            &read,
+        ) else {
+            return;
+        };
+        let (id, task) = (desc.id, desc.task);
+        let Some(ev) = crate::sources::etw_live::clr::written_event(desc, payload, t.pid(), tid)
+        else {
+            return;
+        };
+        clr.context.observe_live(&ev);
+        // the runtime's MethodLoadVerbose and R2RGetEntryPoint: code about to run; a
+        // rundown's thousands of events are taken at the next wait, or every 100 ms while the
+        // target keeps the loop busy
+        let runtime = crate::sources::etw_live::clr::provider_of_task(id, task)
+            == Some(crate::providers::etw::dnet::RUNTIME);
+        let now = monotonic_ns();
+        if (runtime && matches!(id, 143 | crate::providers::etw::dnet::R2R_GET_ENTRY_POINT))
+            || now.saturating_sub(self.clr_taken_at) > 100_000_000
+        {
+            self.clr_changed(false, sink);
+        }
+    }
+
+    /// Arms the probes of the methods the CLR's events named since the last call (`all`: also
+    /// those whose assembly no event named).
+    fn clr_changed(&mut self, all: bool, sink: &mut dyn Sink) {
+        let Some(clr) = &self.clr else {
+            return;
+        };
+        self.clr_taken_at = monotonic_ns();
+        let methods = clr.context.take_ready(all);
+        if methods.is_empty() {
+            return;
+        }
+        let pid = self.target.pid();
+        for (info, sites, by) in self.provider.managed_methods(pid, methods, &self.descs) {
+            if !by.is_empty() && !sink.is_enabled(info.id) {
+                sink.enable_created_probe(info.clone(), &by);
+            }
+            if sink.is_enabled(info.id) {
+                self.plant(&info, &sites);
+            }
+        }
+    }
+
     /// Managed code appeared (`text`: perf map lines seen at `write`; `None`: read the perf
     /// map file): arm the probes of its methods, creating those the descriptions name.
-    fn managed_changed(&mut self, text: Option<&str>, engine: &mut Engine) {
+    fn managed_changed(&mut self, text: Option<&str>, sink: &mut dyn Sink) {
         let pid = self.target.pid();
         for (info, sites, by) in self.provider.managed_code(pid, text, &self.descs) {
-            if !by.is_empty() && !engine.is_enabled(info.id) {
-                engine.enable_created_probe(info.clone(), &by);
+            if !by.is_empty() && !sink.is_enabled(info.id) {
+                sink.enable_created_probe(info.clone(), &by);
             }
-            if engine.is_enabled(info.id) {
+            if sink.is_enabled(info.id) {
                 self.plant(&info, &sites);
             }
         }
@@ -581,7 +738,7 @@ impl PidSource {
 
     /// A stop at libc's `write`: when it writes to the runtime's perf map, the lines it
     /// writes name new code.
-    fn jit_write(&mut self, regs: &Regs, engine: &mut Engine) {
+    fn jit_write(&mut self, regs: &Regs, sink: &mut dyn Sink) {
         let fd = regs.gpr[RDI] as i32;
         let (buf, len) = (regs.gpr[RSI], regs.gpr[RDX]);
         if self.perf_map_fd != Some(fd) {
@@ -603,7 +760,7 @@ impl PidSource {
             return;
         }
         let text = String::from_utf8_lossy(&b).into_owned();
-        self.managed_changed(Some(&text), engine);
+        self.managed_changed(Some(&text), sink);
     }
 
     /// Says which managed probes never got code (once, at the end of the run).
@@ -664,6 +821,7 @@ impl PidSource {
                     probes: vec![(info.clone(), ps.kind)],
                     rtld: false,
                     jit: false,
+                    etw_write: None,
                 },
             );
         }
@@ -710,6 +868,7 @@ impl PidSource {
                 probes: Vec::new(),
                 rtld: false,
                 jit: false,
+                etw_write: None,
             };
             mark(&mut site);
             self.sites.insert(addr, site);
@@ -829,12 +988,12 @@ impl PidSource {
     }
 
     /// Descriptions of this process's probes that matched no enabled probe.
-    fn unmatched(&self, engine: &Engine) -> Vec<ProbeDesc> {
+    fn unmatched(&self, sink: &dyn Sink) -> Vec<ProbeDesc> {
         let provider = format!("pid{}", self.target.pid());
         self.descs
             .iter()
             .filter(|d| {
-                !engine.enabled_probes().any(|p| {
+                !sink.enabled_probes().any(|p| {
                     p.provider == provider
                         && (d.module == "a.out" || crate::probes::glob_match(&d.module, &p.module))
                         && crate::probes::glob_match(&d.function, &p.function)
@@ -855,17 +1014,17 @@ impl PidSource {
 
     /// Whether a description of this process's probes matched none (it may name a module
     /// loaded later).
-    pub fn has_unmatched(&self, engine: &Engine) -> bool {
-        !self.unmatched(engine).is_empty()
+    pub fn has_unmatched(&self, sink: &dyn Sink) -> bool {
+        !self.unmatched(sink).is_empty()
     }
 
     /// Takes the breakpoints out (the target stays stopped) and hands the target and its probe
     /// sites over (to the uprobe backend).
-    pub fn into_plan(self, engine: &Engine) -> PidPlan {
+    pub fn into_plan(self, sink: &dyn Sink) -> PidPlan {
         for (addr, s) in &self.sites {
             self.target.write_code(*addr, &[s.original]);
         }
-        let unmatched = self.unmatched(engine);
+        let unmatched = self.unmatched(sink);
         let probes = self.provider.probes_of(self.target.pid());
         let mut return_of = HashMap::new();
         for (addr, site) in &self.sites {
@@ -914,7 +1073,7 @@ impl PidSource {
     }
 
     /// New modules: create the probes the run's descriptions name in them and arm them.
-    fn modules_changed(&mut self, engine: &mut Engine) {
+    fn modules_changed(&mut self, sink: &mut dyn Sink) {
         let pid = self.target.pid();
         let new = self.provider.refresh_modules(pid);
         if let Some(m) = self.provider.modules_of(pid) {
@@ -942,10 +1101,10 @@ impl PidSource {
         }
         let probes = self.provider.probes_of(pid);
         for (info, by) in created {
-            if engine.is_enabled(info.id) {
+            if sink.is_enabled(info.id) {
                 continue;
             }
-            engine.enable_created_probe(info.clone(), &by);
+            sink.enable_created_probe(info.clone(), &by);
             if let Some(p) = probes.iter().find(|p| p.info.id == info.id) {
                 let sites = p.sites.clone();
                 self.plant(&info, &sites);
@@ -954,7 +1113,7 @@ impl PidSource {
     }
 
     /// A thread stopped on a trap: fire the probes of the breakpoint, step over it, resume.
-    fn breakpoint(&mut self, tid: u32, engine: &mut Engine) -> Option<SourceState> {
+    fn breakpoint(&mut self, tid: u32, sink: &mut dyn Sink) -> Option<SourceState> {
         let mut regs = self.target.regs(tid)?;
         let addr = regs.rip.wrapping_sub(1);
         let Some(site) = self.sites.get(&addr) else {
@@ -966,16 +1125,20 @@ impl PidSource {
         regs.rip = addr;
         let rtld = site.rtld;
         let site_jit = site.jit;
+        let etw_write = site.etw_write;
         let (emulation, len, original) = (site.emulation, site.len, site.original);
         if !site.probes.is_empty() {
             let probes = site.probes.clone();
-            self.fire(tid, &regs, &probes, engine);
+            self.fire(tid, &regs, &probes, sink);
         }
         if rtld {
-            self.modules_changed(engine);
+            self.modules_changed(sink);
         }
         if site_jit && self.managed {
-            self.jit_write(&regs, engine);
+            self.jit_write(&regs, sink);
+        }
+        if let Some(which) = etw_write.filter(|_| self.managed) {
+            self.clr_written(tid, &regs, which, sink);
         }
         self.step_over(tid, &mut regs, addr, emulation, len, original)
     }
@@ -985,7 +1148,7 @@ impl PidSource {
         tid: u32,
         regs: &Regs,
         probes: &[(ProbeInfo, SiteKind)],
-        engine: &mut Engine,
+        sink: &mut dyn Sink,
     ) {
         let uregs = regs.uregs();
         let g = &regs.gpr;
@@ -996,13 +1159,13 @@ impl PidSource {
             [g[RDI], g[RSI], g[RDX], g[RCX], g[R8], g[R9], 0, 0, 0, 0]
         };
         let mut stack_read = self.args_used <= if win64 { 4 } else { 6 };
-        let now = engine.now_ns();
+        let now = sink.now_ns();
         let wall = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(0);
         for (info, kind) in probes {
-            if !engine.is_enabled(info.id) {
+            if !sink.is_enabled(info.id) {
                 continue;
             }
             let args = match kind {
@@ -1052,7 +1215,7 @@ impl PidSource {
             cx.memory = &mem;
             cx.uregs = &uregs;
             cx.ustack = &self.ustack;
-            engine.fire(&cx);
+            sink.fire(&cx);
         }
     }
 
@@ -1151,6 +1314,8 @@ impl PidSource {
 
     fn ended_with(&mut self, st: ExitStatus) -> SourceState {
         self.ended = true;
+        // the CLR's session ends with its process
+        self.clr = None;
         self.report_unarmed();
         self.remove_perf_maps();
         let pid = self.target.pid();
@@ -1179,7 +1344,7 @@ impl PidSource {
 const SIGTRAP: i32 = 5;
 
 impl EventSource for PidSource {
-    fn pump(&mut self, deadline: u64, engine: &mut Engine) -> SourceState {
+    fn pump(&mut self, deadline: u64, sink: &mut dyn Sink) -> SourceState {
         if self.ended {
             return SourceState::Ended(None);
         }
@@ -1188,12 +1353,13 @@ impl EventSource for PidSource {
             self.target.resume_all();
         }
         // the engine clock and the target's wait share the monotonic clock
-        let deadline_mono = monotonic_ns().saturating_add(deadline.saturating_sub(engine.now_ns()));
-        while !engine.done() {
+        let deadline_mono = monotonic_ns().saturating_add(deadline.saturating_sub(sink.now_ns()));
+        while !sink.done() {
             match self.target.wait(Some(deadline_mono)) {
                 DebugEvent::Timeout => {
                     if self.managed {
-                        self.managed_changed(None, engine);
+                        self.managed_changed(None, sink);
+                        self.clr_changed(false, sink);
                     }
                     return SourceState::Running;
                 }
@@ -1201,7 +1367,7 @@ impl EventSource for PidSource {
                 DebugEvent::ThreadExited { .. } => {}
                 DebugEvent::Stopped { tid, stop } => match stop {
                     Stop::Trap => {
-                        if let Some(s) = self.breakpoint(tid, engine) {
+                        if let Some(s) = self.breakpoint(tid, sink) {
                             return s;
                         }
                     }
@@ -1215,7 +1381,7 @@ impl EventSource for PidSource {
                         self.target.resume(tid, 0);
                     }
                     Stop::Modules => {
-                        self.modules_changed(engine);
+                        self.modules_changed(sink);
                         self.target.resume(tid, 0);
                     }
                     Stop::Exec => {
@@ -1235,6 +1401,7 @@ impl EventSource for PidSource {
         if self.ended {
             return;
         }
+        self.clr = None;
         self.report_unarmed();
         self.remove_perf_maps();
         // a process dtx started ends with dtx, as dtrace kills the `-c` command it created

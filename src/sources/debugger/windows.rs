@@ -72,6 +72,37 @@ impl ProcessReader for ModuleReader {
         }
         psapi_modules(pid)
     }
+
+    /// The code of managed methods, read with ReadProcessMemory (a handle opened per read:
+    /// methods are read once, as the runtime reports them).
+    fn read_memory(&self, pid: u32, addr: u64, buf: &mut [u8]) -> bool {
+        if buf.is_empty() {
+            return true;
+        }
+        // SAFETY: plain Win32 calls; `buf` is valid for `buf.len()` bytes and the handle is
+        // closed below
+        unsafe {
+            let h = OpenProcess(PROCESS_VM_READ, 0, pid);
+            if h.is_null() {
+                return false;
+            }
+            let mut got = 0usize;
+            let ok = ReadProcessMemory(
+                h,
+                addr as usize as *const std::ffi::c_void,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                &mut got,
+            );
+            CloseHandle(h);
+            ok != 0 && got == buf.len()
+        }
+    }
+
+    /// Managed code comes from the CLR's ETW method events (`etw_live::clr`).
+    fn clr_events(&self) -> bool {
+        true
+    }
 }
 
 /// The modules of a process we do not debug, from its loader's list.

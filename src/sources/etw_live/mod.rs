@@ -13,6 +13,7 @@
 //! * [`replay`]: a [`SessionControl`] that feeds a recorded trace's records through the same
 //!   callback, on a thread of its own, as a session would (the console's tests, on any OS).
 
+pub mod clr;
 pub mod interval;
 pub mod names;
 pub mod order;
@@ -27,13 +28,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::Mutex;
 
-use crate::engine::{Engine, EventScratch, EventSource, LiveStatus, SourceState};
 use crate::etw::decode::{DecodedEvent, Decoder};
 use crate::etw::reader::logfile::TimeBase;
 use crate::etw::record::Guid;
 use crate::etw::state::{StackMatcher, SystemState};
 use crate::providers::etw::EtwProbes;
+use crate::sources::etl::EventScratch;
 use crate::sources::etl::{StackSource, STACK_WALK};
+use crate::sources::sink::{EventSource, LiveStatus, Sink, SourceState};
 use crate::vm::FiringCtx;
 use plan::SessionPlan;
 use raw::{LiveEvent, RawEventRecord};
@@ -311,11 +313,11 @@ pub type OpenControl =
     std::sync::Arc<dyn Fn() -> Result<(Box<dyn SessionControl>, TimeBase), String> + Send + Sync>;
 
 /// A live source over the sessions `open` gives, for `etw`'s providers, planned for what
-/// `engine`'s programs enable; with the notes of that first plan.
+/// `sink`'s programs enable; with the notes of that first plan.
 pub fn open_source(
     open: &OpenControl,
     etw: EtwProbes,
-    engine: &Engine,
+    sink: &dyn Sink,
 ) -> Result<(EtwLiveSource, Vec<String>), String> {
     let (mut control, time) = open()?;
     let (mut context, rx) = CallbackContext::channel(QUEUE_RECORDS);
@@ -323,7 +325,7 @@ pub fn open_source(
         context = context.with_schema_lookup(lookup);
     }
     let mut src = EtwLiveSource::new(context, rx, etw, time, false).with_control(control);
-    let notes = src.replan(engine)?;
+    let notes = src.replan(sink)?;
     Ok((src, notes))
 }
 
@@ -522,45 +524,45 @@ impl EtwLiveSource {
 
     /// Takes one record from the callback: it waits in the time-order window ([`order`]) and
     /// then goes on to [`EtwLiveSource::accept_ordered`] with the records that may go.
-    pub fn accept(&mut self, ev: LiveEvent, engine: &mut Engine) {
+    pub fn accept(&mut self, ev: LiveEvent, sink: &mut dyn Sink) {
         // ETW's loss records are about the delivery, not a moment of the session: counted now
         if Guid::from(ev.header.provider_id) == RT_LOST_EVENT {
-            self.deliver(&ev, engine);
+            self.deliver(&ev, sink);
             return;
         }
         self.order.push(ev, self.arrival_ns);
-        self.release_ordered(engine, false);
+        self.release_ordered(sink, false);
     }
 
     /// Looks at the engine's clock: the arrival time of the records taken next.
-    fn look_at_clock(&mut self, engine: &Engine) -> u64 {
-        self.arrival_ns = engine.now_ns();
+    fn look_at_clock(&mut self, sink: &dyn Sink) -> u64 {
+        self.arrival_ns = sink.now_ns();
         self.arrival_ns
     }
 
     /// Passes on the records of the time-order window that may go; with `quiet` also those
     /// that waited the window on the engine's clock (a live session's: a replay that drives
     /// the source itself between batches of records has no such clock, see [`Self::drain`]).
-    fn release_ordered(&mut self, engine: &mut Engine, quiet: bool) {
+    fn release_ordered(&mut self, sink: &mut dyn Sink, quiet: bool) {
         // the clock matters only to what waited (quiet); else the session's time decides
-        let now = if quiet { self.look_at_clock(engine) } else { 0 };
+        let now = if quiet { self.look_at_clock(sink) } else { 0 };
         while let Some(ev) = self.order.pop_ready(&self.time, now, quiet) {
-            self.accept_ordered(ev, engine);
+            self.accept_ordered(ev, sink);
         }
     }
 
     /// Passes on every record of the time-order window (the end of a run, or of a session).
-    fn flush_ordered(&mut self, engine: &mut Engine) {
+    fn flush_ordered(&mut self, sink: &mut dyn Sink) {
         while let Some(ev) = self.order.pop() {
-            self.accept_ordered(ev, engine);
+            self.accept_ordered(ev, sink);
         }
     }
 
     /// Takes one record in time order: stack walk records are matched at once, and records
     /// fire in order, each held until its stack has come (or a wait passed).
-    fn accept_ordered(&mut self, ev: LiveEvent, engine: &mut Engine) {
+    fn accept_ordered(&mut self, ev: LiveEvent, sink: &mut dyn Sink) {
         let Some(m) = self.stacks.0.as_mut() else {
-            self.deliver(&ev, engine);
+            self.deliver(&ev, sink);
             return;
         };
         let rec = ev.record(&self.time);
@@ -596,12 +598,12 @@ impl EtwLiveSource {
             awaits,
             arrived,
         });
-        self.release(engine, false);
+        self.release(sink, false);
     }
 
     /// Fires the held records that may go: all with `all`, else up to the first that still
     /// waits for its stack.
-    fn release(&mut self, engine: &mut Engine, all: bool) {
+    fn release(&mut self, sink: &mut dyn Sink, all: bool) {
         // the last look at the clock: fresh where the wait matters (a pump's deadline, a
         // queue run dry), a few records old on the way
         let now = self.arrival_ns;
@@ -618,7 +620,7 @@ impl EtwLiveSource {
                 break;
             }
             let h = self.held.pop_front().expect("a front record");
-            self.deliver(&h.ev, engine);
+            self.deliver(&h.ev, sink);
         }
     }
 
@@ -687,12 +689,12 @@ impl EtwLiveSource {
         self
     }
 
-    /// Plans the sessions for what `engine`'s programs enable now and brings the sessions to
+    /// Plans the sessions for what `sink`'s programs enable now and brings the sessions to
     /// that plan (the first call starts them; after a program is replaced, the changes are
     /// applied while the system state, decoder and stacks stay). Returns notes for the user:
     /// probes that cannot fire live, a sampling interval Windows changed, ...
-    pub fn replan(&mut self, engine: &Engine) -> Result<Vec<String>, String> {
-        let plan = SessionPlan::for_engine(engine, &self.etw);
+    pub fn replan(&mut self, sink: &dyn Sink) -> Result<Vec<String>, String> {
+        let plan = SessionPlan::for_engine(sink, &self.etw);
         if self.plan.as_ref() == Some(&plan) {
             return Ok(Vec::new());
         }
@@ -820,14 +822,14 @@ impl EtwLiveSource {
         self.refresh_names(std::time::Duration::ZERO);
     }
 
-    /// Whether a program of `engine` prints stack frames or symbols (what `names` is for):
+    /// Whether a program of `sink` prints stack frames or symbols (what `names` is for):
     /// programs that do not never pay for naming (no image's headers read, no resolver built).
-    fn frames_printed(&mut self, engine: &Engine) -> bool {
+    fn frames_printed(&mut self, sink: &dyn Sink) -> bool {
         match self.frames_printed {
-            Some((g, v)) if g == engine.generation() => v,
+            Some((g, v)) if g == sink.generation() => v,
             _ => {
-                let v = engine.runs.iter().any(|r| prints_frames(&r.vm.program));
-                self.frames_printed = Some((engine.generation(), v));
+                let v = sink.programs().into_iter().any(|p| prints_frames(p));
+                self.frames_printed = Some((sink.generation(), v));
                 v
             }
         }
@@ -836,21 +838,18 @@ impl EtwLiveSource {
     /// Brings the names of frames up to date (at most `every` old) and, the first time, has
     /// the consumer name frames with them before what named frames already (a pid target's
     /// modules), so that the session's images name a frame first.
-    fn give_names(&mut self, engine: &mut Engine, every: std::time::Duration) {
-        if !self.frames_printed(engine) {
+    fn give_names(&mut self, sink: &mut dyn Sink, every: std::time::Duration) {
+        if !self.frames_printed(sink) {
             return;
         }
         self.refresh_names(every);
         if !self.names_given.0 {
             self.names_given.0 = true;
-            let before = std::mem::replace(
-                &mut engine.consumer.symbols,
-                Box::new(crate::agg::NoSymbols),
-            );
-            engine.consumer.symbols = Box::new(crate::symbols::FirstNamed(vec![
+            let before = sink.take_symbols();
+            sink.set_symbols(Box::new(crate::symbols::FirstNamed(vec![
                 Box::new(self.names.clone()),
                 before,
-            ]));
+            ])));
         }
     }
 
@@ -869,7 +868,7 @@ impl EtwLiveSource {
         out.extend(loss_lines(&st, self.counts.lost_notices).map(|l| format!("{prog}: {l}")));
         if self.counts.dropped > 0 {
             out.push(format!(
-                "{prog}: {} events dropped (the engine fell behind the session)",
+                "{prog}: {} events dropped (the sink fell behind the session)",
                 self.counts.dropped
             ));
         }
@@ -906,8 +905,8 @@ impl EtwLiveSource {
     }
 
     /// Decodes and fires one record: the same decode → state → providers → engine step as a
-    /// trace's walk (`Engine::fire_event`).
-    pub fn deliver(&mut self, ev: &LiveEvent, engine: &mut Engine) {
+    /// trace's walk ([`crate::sources::etl::fire_event`]).
+    pub fn deliver(&mut self, ev: &LiveEvent, sink: &mut dyn Sink) {
         self.counts.records += 1;
         let mut rec = ev.record(&self.time);
         if rec.provider == RT_LOST_EVENT {
@@ -916,23 +915,23 @@ impl EtwLiveSource {
             if let Some(n) = self.counts.lost_notices.get_mut(kind as usize) {
                 *n += 1;
             }
-            self.fire_lost(engine, 1, kind);
+            self.fire_lost(sink, 1, kind);
             return;
         }
         let origin = *self
             .clock_origin
-            .get_or_insert_with(|| engine.now_ns().saturating_sub(rec.time_ns));
+            .get_or_insert_with(|| sink.now_ns().saturating_sub(rec.time_ns));
         rec.time_ns += origin;
         self.decoder.observe(&rec);
         // what the enabled probes need, recomputed when the programs change (a provider
         // catalog makes this a walk over every known provider's probes)
         // profile-N fires from the session's samples (the plan enabled them)
-        engine.profile_from_samples();
+        sink.profile_from_samples();
         let interest = match self.interest {
-            Some((g, it)) if g == engine.generation() => it,
+            Some((g, it)) if g == sink.generation() => it,
             _ => {
-                let it = engine.etw_interest(&self.etw);
-                self.interest = Some((engine.generation(), it));
+                let it = sink.etw_interest(&self.etw);
+                self.interest = Some((sink.generation(), it));
                 it
             }
         };
@@ -953,7 +952,8 @@ impl EtwLiveSource {
                 }
             }
             self.state.observe(&rec, Some(&dec));
-            engine.fire_event(
+            crate::sources::etl::fire_event(
+                sink,
                 &rec,
                 &dec,
                 &self.state,
@@ -963,7 +963,8 @@ impl EtwLiveSource {
             );
         } else {
             self.state.observe(&rec, None);
-            engine.fire_event(
+            crate::sources::etl::fire_event(
+                sink,
                 &rec,
                 &DecodedEvent::skipped(),
                 &self.state,
@@ -977,11 +978,11 @@ impl EtwLiveSource {
 
     /// Fires `diag:::lostevent` (arg0: how many, arg1: 0 events, 1 buffers, 2 log file,
     /// 3 dropped by dtx's queue) when a program enabled it.
-    fn fire_lost(&mut self, engine: &mut Engine, n: u64, kind: u64) {
+    fn fire_lost(&mut self, sink: &mut dyn Sink, n: u64, kind: u64) {
         let probe = match self.lost_probe {
             Some(id) => id,
             None => {
-                let Some(p) = engine
+                let Some(p) = sink
                     .enabled_probes()
                     .find(|p| p.provider == "diag" && p.name == "lostevent")
                 else {
@@ -991,23 +992,23 @@ impl EtwLiveSource {
                 p.id
             }
         };
-        let Some(p) = engine.probe_info(probe).cloned() else {
+        let Some(p) = sink.probe_info(probe).cloned() else {
             return;
         };
-        let now = engine.now_ns();
+        let now = sink.now_ns();
         let mut cx = FiringCtx::synthetic(&p, now, now, b"dtx");
         cx.args[0] = n;
         cx.args[1] = kind;
-        engine.fire(&cx);
+        sink.fire(&cx);
     }
 
-    fn check_dropped(&mut self, engine: &mut Engine) {
+    fn check_dropped(&mut self, sink: &mut dyn Sink) {
         let d = self.context.dropped.load(Ordering::Relaxed);
         if d > self.seen_dropped {
             let n = d - self.seen_dropped;
             self.seen_dropped = d;
             self.counts.dropped = d;
-            self.fire_lost(engine, n, 3);
+            self.fire_lost(sink, n, 3);
         }
     }
 }
@@ -1061,7 +1062,7 @@ pub fn prints_frames(p: &crate::ir::Program) -> bool {
                     .is_some_and(|c| matches!(c, b'a' | b'A'))
         })
     };
-    crate::engine::uses_stacks(p)
+    crate::vm::stack_use::uses_stacks(p)
         || p.actions().iter().any(|a| match &a.kind {
             A::Sym | A::Mod | A::Usym | A::Umod | A::Uaddr => true,
             A::Printf(f) => symbol_format(f),
@@ -1105,13 +1106,13 @@ const FINISH_NS: u64 = 2_000_000_000;
 
 impl EtwLiveSource {
     /// Handles one message; false when a session ended.
-    fn take(&mut self, msg: LiveMessage, engine: &mut Engine) -> bool {
+    fn take(&mut self, msg: LiveMessage, sink: &mut dyn Sink) -> bool {
         match msg {
-            LiveMessage::Event(ev) => self.accept(ev, engine),
+            LiveMessage::Event(ev) => self.accept(ev, sink),
             LiveMessage::Schema(info) => self.learn_schema(info),
             LiveMessage::Ended(code) => {
                 let code = self.context.ended().unwrap_or(code);
-                self.end_run(code, engine);
+                self.end_run(code, sink);
                 return false;
             }
         }
@@ -1120,10 +1121,10 @@ impl EtwLiveSource {
 
     /// Whether a session ended that nobody stopped ([`CallbackContext::ended`], which a full
     /// queue or a panicking callback cannot lose); the end is noted (once) when it did.
-    fn ended_now(&mut self, engine: &mut Engine) -> bool {
+    fn ended_now(&mut self, sink: &mut dyn Sink) -> bool {
         match self.context.ended() {
             Some(code) => {
-                self.end_run(code, engine);
+                self.end_run(code, sink);
                 true
             }
             None => false,
@@ -1131,13 +1132,13 @@ impl EtwLiveSource {
     }
 
     /// Notes a session's end (once) and fires what was held for stacks.
-    fn end_run(&mut self, code: u32, engine: &mut Engine) {
+    fn end_run(&mut self, code: u32, sink: &mut dyn Sink) {
         if self.ended.is_none() {
             self.session_ended(code);
         }
         // what the time-order window still holds goes before the run ends
-        self.flush_ordered(engine);
-        self.release(engine, true);
+        self.flush_ordered(sink);
+        self.release(sink, true);
     }
 }
 
@@ -1148,7 +1149,7 @@ impl EtwLiveSource {
     /// came for [`plan::END_RUNDOWN_QUIET_NS`] (the runtimes log it at once; it arrives
     /// within the flush period), for [`plan::END_RUNDOWN_MAX_NS`] at most. A rundown still
     /// coming then is cut short, and said.
-    fn end_rundown(&mut self, engine: &mut Engine) {
+    fn end_rundown(&mut self, sink: &mut dyn Sink) {
         let Some(provider) = self.plan.as_ref().and_then(|p| p.end_rundown.clone()) else {
             return;
         };
@@ -1165,13 +1166,13 @@ impl EtwLiveSource {
                 return;
             }
         }
-        let start = engine.now_ns();
+        let start = sink.now_ns();
         let (mut last, mut records) = (start, 0u64);
         let cut_short = loop {
-            if engine.exited() {
+            if sink.exited() {
                 break false;
             }
-            let now = self.look_at_clock(engine);
+            let now = self.look_at_clock(sink);
             let quiet = now.saturating_sub(last);
             if quiet >= plan::END_RUNDOWN_QUIET_NS {
                 break false;
@@ -1183,13 +1184,13 @@ impl EtwLiveSource {
             match self.rx.recv_timeout(std::time::Duration::from_nanos(wait)) {
                 Ok(LiveMessage::Event(ev)) => {
                     if Guid::from(ev.header.provider_id) == crate::providers::etw::dnet::RUNDOWN {
-                        last = engine.now_ns();
+                        last = sink.now_ns();
                         records += 1;
                     }
-                    self.accept(ev, engine);
+                    self.accept(ev, sink);
                 }
                 Ok(m) => {
-                    if !self.take(m, engine) {
+                    if !self.take(m, sink) {
                         break false;
                     }
                 }
@@ -1208,15 +1209,15 @@ impl EtwLiveSource {
 
     /// Fires everything queued now, with no deadline (a replay that drives the source
     /// itself, between batches of records); false when a session ended.
-    pub fn drain(&mut self, engine: &mut Engine) -> bool {
-        self.look_at_clock(engine);
+    pub fn drain(&mut self, sink: &mut dyn Sink) -> bool {
+        self.look_at_clock(sink);
         while let Ok(msg) = self.rx.try_recv() {
-            if !self.take(msg, engine) {
+            if !self.take(msg, sink) {
                 return false;
             }
         }
-        self.check_dropped(engine);
-        !self.ended_now(engine)
+        self.check_dropped(sink);
+        !self.ended_now(sink)
     }
 }
 
@@ -1224,28 +1225,28 @@ impl EventSource for EtwLiveSource {
     /// Delivers records until `deadline`, also when they never stop coming: the clock is
     /// looked at every [`DEADLINE_EVERY`] records, so that timers (`tick-N`), `exit()`,
     /// commands and a merged target get their turn under any load.
-    fn pump(&mut self, deadline: u64, engine: &mut Engine) -> SourceState {
-        engine.profile_from_samples();
+    fn pump(&mut self, deadline: u64, sink: &mut dyn Sink) -> SourceState {
+        sink.profile_from_samples();
         // what events print (a `stack()` traced per event), and the console's snapshots,
         // name frames with images at most a second old; a timer's clause gets them current
         // (`name_frames` before timers)
-        self.give_names(engine, std::time::Duration::from_secs(1));
+        self.give_names(sink, std::time::Duration::from_secs(1));
         let mut n = 0u32;
         loop {
-            if engine.done() {
+            if sink.done() {
                 return SourceState::Running;
             }
             n = n.wrapping_add(1);
             if n % DEADLINE_EVERY == 1 {
-                self.check_dropped(engine);
-                if self.ended_now(engine) {
+                self.check_dropped(sink);
+                if self.ended_now(sink) {
                     return SourceState::Ended(None);
                 }
-                if self.look_at_clock(engine) >= deadline && n > 1 {
+                if self.look_at_clock(sink) >= deadline && n > 1 {
                     // records keep coming: an older one may still wait in the queue, so
                     // only the session's time lets records go (not their wait)
-                    self.release_ordered(engine, false);
-                    self.release(engine, false);
+                    self.release_ordered(sink, false);
+                    self.release(sink, false);
                     return SourceState::Running;
                 }
             }
@@ -1254,23 +1255,23 @@ impl EventSource for EtwLiveSource {
                 Err(_) => {
                     // a queue run dry may be a session that ended without room for its
                     // message
-                    if self.ended_now(engine) {
+                    if self.ended_now(sink) {
                         return SourceState::Ended(None);
                     }
-                    let now = self.look_at_clock(engine);
+                    let now = self.look_at_clock(sink);
                     if now >= deadline {
                         // the queue is empty: records that waited the window since they were
                         // taken (every older record has been delivered by then: ETW delivers
                         // within the flush period, and the queue keeps order), and records
                         // whose stacks did not come, go after their waits
-                        self.release_ordered(engine, true);
-                        self.release(engine, false);
+                        self.release_ordered(sink, true);
+                        self.release(sink, false);
                         return SourceState::Running;
                     }
                     let wait = std::time::Duration::from_nanos((deadline - now).min(50_000_000));
                     match self.rx.recv_timeout(wait) {
                         Ok(m) => {
-                            self.look_at_clock(engine);
+                            self.look_at_clock(sink);
                             m
                         }
                         Err(RecvTimeoutError::Timeout) => continue,
@@ -1278,7 +1279,7 @@ impl EventSource for EtwLiveSource {
                     }
                 }
             };
-            if !self.take(msg, engine) {
+            if !self.take(msg, sink) {
                 return SourceState::Ended(None);
             }
         }
@@ -1287,46 +1288,46 @@ impl EventSource for EtwLiveSource {
     /// After Ctrl-C: the sessions are stopped first (so that nothing more arrives, however
     /// busy the system), then what they had already delivered is fired, until `exit()` or a
     /// bound of [`FINISH_NS`].
-    fn finish(&mut self, engine: &mut Engine) {
-        self.end_rundown(engine);
+    fn finish(&mut self, sink: &mut dyn Sink) {
+        self.end_rundown(sink);
         self.stop_sessions();
-        let until = self.look_at_clock(engine).saturating_add(FINISH_NS);
+        let until = self.look_at_clock(sink).saturating_add(FINISH_NS);
         let mut n = 0u32;
-        while !engine.exited() {
+        while !sink.exited() {
             n = n.wrapping_add(1);
-            if n.is_multiple_of(DEADLINE_EVERY) && self.look_at_clock(engine) >= until {
+            if n.is_multiple_of(DEADLINE_EVERY) && self.look_at_clock(sink) >= until {
                 break;
             }
             match self.rx.try_recv() {
                 Ok(LiveMessage::Ended(_)) | Err(_) => break,
                 Ok(m) => {
-                    self.take(m, engine);
+                    self.take(m, sink);
                 }
             }
         }
-        self.flush_ordered(engine);
-        self.release(engine, true);
-        self.check_dropped(engine);
+        self.flush_ordered(sink);
+        self.release(sink, true);
+        self.check_dropped(sink);
     }
 
-    fn name_frames(&mut self, engine: &mut Engine) {
-        self.give_names(engine, std::time::Duration::ZERO);
+    fn name_frames(&mut self, sink: &mut dyn Sink) {
+        self.give_names(sink, std::time::Duration::ZERO);
     }
 
-    fn closing(&mut self, engine: &mut Engine) {
+    fn closing(&mut self, sink: &mut dyn Sink) {
         // END's output names frames with every image the session saw
-        if self.frames_printed(engine) {
+        if self.frames_printed(sink) {
             self.final_names();
         }
-        self.give_names(engine, std::time::Duration::ZERO);
+        self.give_names(sink, std::time::Duration::ZERO);
     }
 
     fn stop(&mut self) {
         self.stop_sessions();
     }
 
-    fn reprogram(&mut self, engine: &mut Engine) -> Option<Result<Vec<String>, String>> {
-        Some(self.replan(engine))
+    fn reprogram(&mut self, sink: &mut dyn Sink) -> Option<Result<Vec<String>, String>> {
+        Some(self.replan(sink))
     }
 
     fn symbols(&mut self) -> Option<Box<dyn crate::agg::SymbolResolver + Send>> {

@@ -3,11 +3,11 @@
 //! and the user-mode providers to enable by name or GUID with their keywords and level.
 //! Platform-neutral: the Windows layer only turns a [`SessionPlan`] into system calls.
 
-use crate::engine::Engine;
 use crate::etw::record::Guid;
 use crate::probes::ProbeInfo;
 use crate::providers::etw::table::{self, KernelProbe};
 use crate::providers::etw::{group, guid_probe, EtwProbes, NamedProbe};
+use crate::sources::sink::Sink;
 
 /// `EVENT_TRACE_FLAG_*` of the kernel logger.
 pub mod kernel_flag {
@@ -482,18 +482,17 @@ impl SessionPlan {
             .map(|i| (clamp_profile_interval(i), clamp_profile_interval(i) != i))
     }
 
-    /// The plan for what `engine`'s programs enabled: a probe needs stacks when a clause
+    /// The plan for what `sink`'s programs enabled: a probe needs stacks when a clause
     /// that names it calls `stack()`/`ustack()` (or keys on a stack).
-    pub fn for_engine(engine: &Engine, etw: &EtwProbes) -> SessionPlan {
+    pub fn for_engine(sink: &dyn Sink, etw: &EtwProbes) -> SessionPlan {
         let mut stack_clauses = Vec::new();
-        for run in &engine.runs {
-            let program = &run.vm.program;
+        for program in sink.programs() {
             for c in &program.clauses {
                 let one = crate::ir::Program {
                     clauses: vec![c.clone()],
                     ..(**program).clone()
                 };
-                if crate::engine::uses_stacks(&one) {
+                if crate::vm::stack_use::uses_stacks(&one) {
                     stack_clauses.extend(c.probes.iter().cloned());
                 }
             }
@@ -504,7 +503,7 @@ impl SessionPlan {
                     && crate::providers::fields_match(d, &p.module, &p.function, &p.name)
             })
         };
-        let mut probes: Vec<&ProbeInfo> = engine.enabled_probes().collect();
+        let mut probes: Vec<&ProbeInfo> = sink.enabled_probes().collect();
         probes.sort_by_key(|p| p.id);
         SessionPlan::for_probes(probes, &wants_stack, etw)
     }

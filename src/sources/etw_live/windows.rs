@@ -58,11 +58,11 @@ use super::{
     event_record_callback, open_source, CallbackContext, ControlStatus, EtwLiveSource, OpenControl,
     SchemaLookup, SessionControl,
 };
-use crate::engine::Engine;
 use crate::etw::catalog::{self, ProviderCatalog, ProviderInfo};
 use crate::etw::reader::logfile::{LogfileHeader, TimeBase};
 use crate::etw::record::Guid;
 use crate::providers::etw::EtwProbes;
+use crate::sources::sink::Sink;
 
 // ---------------------------------------------------------------------------------------------
 // Opening a live source
@@ -84,16 +84,16 @@ pub fn open_control(log_file: Option<PathBuf>, process_all: bool) -> OpenControl
 /// `-gE`) the high-frequency kernel events are only written, to `<file>.hfreq.etl`. The notes
 /// of the first plan are printed as warnings.
 pub fn open_for(
-    engine: &Engine,
+    sink: &dyn Sink,
     etw: &EtwProbes,
     log_file: Option<&Path>,
     process_all: bool,
 ) -> Result<Option<EtwLiveSource>, String> {
-    if SessionPlan::for_engine(engine, etw).is_empty() {
+    if SessionPlan::for_engine(sink, etw).is_empty() {
         return Ok(None);
     }
     let open = open_control(log_file.map(Path::to_path_buf), process_all);
-    let (source, notes) = open_source(&open, etw.clone(), engine)?;
+    let (source, notes) = open_source(&open, etw.clone(), sink)?;
     for note in notes {
         crate::output::stderr::say("dtx", format_args!("warning: {note}"));
     }
@@ -102,7 +102,7 @@ pub fn open_for(
 
 /// The session clock: QueryPerformanceCounter ticks (`Wnode.ClientContext` 1), with the wall
 /// time now as the start.
-fn time_base() -> TimeBase {
+pub fn time_base() -> TimeBase {
     let (mut qpc, mut freq) = (0i64, 0i64);
     let mut ft = FILETIME {
         dwLowDateTime: 0,
@@ -937,6 +937,17 @@ impl Reader {
     /// dtx did not stop the session (another program did, or it failed), the run ends with
     /// ProcessTrace's code ([`CallbackContext::end`]).
     fn open(name: &str, context: usize) -> Result<Reader, String> {
+        Reader::open_with(name, context, callback, end_run)
+    }
+
+    /// [`Reader::open`] with another callback, and `end(context, code)` called when
+    /// ProcessTrace returns and dtx did not stop the session.
+    fn open_with(
+        name: &str,
+        context: usize,
+        cb: unsafe extern "system" fn(*mut w::EVENT_RECORD),
+        end: fn(usize, u32),
+    ) -> Result<Reader, String> {
         let mut n = wide(name);
         // SAFETY: all-zero is a valid EVENT_TRACE_LOGFILEW
         let mut lf: w::EVENT_TRACE_LOGFILEW = unsafe { std::mem::zeroed() };
@@ -944,7 +955,7 @@ impl Reader {
         lf.Anonymous1.ProcessTraceMode = w::PROCESS_TRACE_MODE_REAL_TIME
             | w::PROCESS_TRACE_MODE_EVENT_RECORD
             | w::PROCESS_TRACE_MODE_RAW_TIMESTAMP;
-        lf.Anonymous2.EventRecordCallback = Some(callback);
+        lf.Anonymous2.EventRecordCallback = Some(cb);
         lf.Context = context as *mut std::ffi::c_void;
         // SAFETY: lf is filled as OpenTraceW requires; n outlives the call
         let h = unsafe { w::OpenTraceW(&mut lf) };
@@ -965,10 +976,7 @@ impl Reader {
                 // thread (the source stops its control, which joins it, before dropping it)
                 let rc = unsafe { w::ProcessTrace(&h, 1, std::ptr::null(), std::ptr::null()) };
                 if !stop_seen.load(Ordering::SeqCst) {
-                    // SAFETY: as above
-                    if let Some(cx) = unsafe { (context as *const CallbackContext).as_ref() } {
-                        cx.end(rc);
-                    }
+                    end(context, rc);
                 }
             });
         match spawned {
@@ -1000,6 +1008,14 @@ impl Reader {
         // ProcessTrace still runs: it returns after the current buffer)
         unsafe { w::CloseTrace(w::PROCESSTRACE_HANDLE { Value: self.trace }) };
         let _ = thread.join();
+    }
+}
+
+/// The end of a live run's session that dtx did not stop: the run ends with ProcessTrace's code.
+fn end_run(context: usize, rc: u32) {
+    // SAFETY: the context of the reader's session (see Reader::open_with's thread)
+    if let Some(cx) = unsafe { (context as *const CallbackContext).as_ref() } {
+        cx.end(rc);
     }
 }
 
@@ -1079,6 +1095,123 @@ fn capture_state(h: w::CONTROLTRACE_HANDLE, e: &Enabled) {
             std::ptr::null(),
         )
     };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The CLR's method events of one traced process
+
+/// The kind of a CLR method session (`dtx-clr-<pid>-<start>`).
+const CLR: &str = "clr";
+
+/// A real-time session of the CLR's method and module events of one process, for the `pid`
+/// provider's managed probes (see [`super::clr`]): the runtime provider with its Loader, Jit,
+/// NGen and CompilationDiagnostic keywords (MethodLoadVerbose, ModuleLoad, R2RGetEntryPoint)
+/// and the rundown provider with its start-rundown keywords (MethodDCStartVerbose and
+/// ModuleDCStart of the code there now), both at the verbose level and only in the target
+/// (an EVENT_FILTER_TYPE_PID filter in ENABLE_TRACE_PARAMETERS, Windows 8.1 and later: Microsoft
+/// Learn's ENABLE_TRACE_PARAMETERS and EVENT_FILTER_DESCRIPTOR). Records go to
+/// [`super::clr::clr_record_callback`] with the [`super::clr::ClrContext`] given, which must
+/// outlive the session (dropping or stopping it joins its reader). Stopped when dropped, and by
+/// the console handler when the console goes away.
+pub struct ClrMethodSession {
+    session: Session,
+}
+
+impl ClrMethodSession {
+    /// Starts the session for process `pid` and enables both providers in it.
+    pub fn start(pid: u32, context: &super::clr::ClrContext) -> Result<ClrMethodSession, String> {
+        use crate::providers::etw::dnet;
+        let spec = Spec {
+            kind: CLR,
+            kernel_flags: 0,
+            log_file: None,
+            real_time: true,
+            max_file_mb: 0,
+        };
+        let mut session = start_session(&spec)?;
+        let context = context as *const super::clr::ClrContext as usize;
+        match Reader::open_with(&session.name, context, clr_callback, |_, _| {}) {
+            Ok(reader) => session.reader = Some(reader),
+            Err(e) => {
+                session.stop();
+                return Err(e);
+            }
+        }
+        for (guid, name, keywords) in [
+            (
+                dnet::RUNTIME,
+                "Microsoft-Windows-DotNETRuntime",
+                dnet::RUNTIME_METHOD_KEYWORDS,
+            ),
+            (
+                dnet::RUNDOWN,
+                "Microsoft-Windows-DotNETRuntimeRundown",
+                dnet::RUNDOWN_START_KEYWORDS,
+            ),
+        ] {
+            if let Err(rc) = enable_for_pid(session.handle, guid, keywords, pid) {
+                let action = format!("enabling ETW provider '{name}' in session {}", session.name);
+                let words = session::error_words(&action, &session.name, rc, elevated(rc));
+                session.stop();
+                return Err(words);
+            }
+        }
+        Ok(ClrMethodSession { session })
+    }
+
+    /// Stops the session (idempotent); when it returns, the callback has its last record.
+    pub fn stop(&mut self) {
+        self.session.stop();
+    }
+}
+
+/// The EventRecordCallback of a CLR method session.
+unsafe extern "system" fn clr_callback(rec: *mut w::EVENT_RECORD) {
+    // SAFETY: the layouts are the same (raw::tests::layouts_match_windows) and the context is
+    // the session's ClrContext (ClrMethodSession::start)
+    unsafe { super::clr::clr_record_callback(rec.cast::<RawEventRecord>()) };
+}
+
+/// Enables a provider at the verbose level with `keywords` in session `h`, for process `pid`
+/// only (EnableTraceEx2 ENABLE_PROVIDER with one EVENT_FILTER_TYPE_PID filter descriptor).
+fn enable_for_pid(
+    h: w::CONTROLTRACE_HANDLE,
+    guid: Guid,
+    keywords: u64,
+    pid: u32,
+) -> Result<(), u32> {
+    let g = win_guid(guid);
+    let pids = [pid];
+    let mut filter = w::EVENT_FILTER_DESCRIPTOR {
+        Ptr: pids.as_ptr() as u64,
+        Size: std::mem::size_of_val(&pids) as u32,
+        Type: w::EVENT_FILTER_TYPE_PID,
+    };
+    let params = w::ENABLE_TRACE_PARAMETERS {
+        Version: w::ENABLE_TRACE_PARAMETERS_VERSION_2,
+        EnableFilterDesc: &mut filter,
+        FilterDescCount: 1,
+        ..Default::default()
+    };
+    // SAFETY: a started session's handle, a valid GUID, and parameters whose filter descriptor
+    // points at `pids`, alive for the call
+    let rc = unsafe {
+        w::EnableTraceEx2(
+            h,
+            &g,
+            w::EVENT_CONTROL_CODE_ENABLE_PROVIDER,
+            5, // TRACE_LEVEL_VERBOSE: the *Verbose events carry the names
+            keywords,
+            0,
+            0,
+            &params,
+        )
+    };
+    if rc == ERROR_SUCCESS {
+        Ok(())
+    } else {
+        Err(rc)
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

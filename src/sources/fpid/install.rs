@@ -7,9 +7,9 @@ use super::code::{hook_code, MAX_BLOCK};
 use super::ring::layout::{HOOK_ENTRY, HOOK_RETURN};
 use super::ring::{RingConfig, SharedRing};
 use super::sites::{agent_file, sites, Installed, RING_BYTES, STACK_BYTES};
-use crate::engine::Engine;
 use crate::providers::pid::PidProvider;
 use crate::sources::debugger::TargetProcess;
+use crate::sources::sink::Sink;
 
 /// Bytes of one code area mapped near hooked functions.
 const AREA: u64 = 256 * 1024;
@@ -177,13 +177,13 @@ impl Areas {
 pub fn install(
     target: &mut dyn TargetProcess,
     provider: &PidProvider,
-    engine: &Engine,
+    sink: &dyn Sink,
     avoid: &[u64],
     want_ustack: bool,
     args_used: usize,
 ) -> Result<(SharedRing, Installed), String> {
     let pid = target.pid();
-    let sites = sites(provider, engine, pid);
+    let sites = sites(provider, sink, pid);
     let tid = target
         .held_thread()
         .ok_or_else(|| format!("fpid: no stopped thread of pid {pid} to load the agent with"))?;

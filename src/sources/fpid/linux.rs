@@ -3,11 +3,11 @@
 
 use super::install::install;
 use super::source::FpidSource;
-use crate::engine::Engine;
-use crate::engine::EventSource;
 use crate::providers::pid::PidProvider;
 use crate::sources::debugger::{PidSource, Regs};
 pub use crate::sources::perf::uprobe::ExitWatch;
+use crate::sources::sink::EventSource;
+use crate::sources::sink::Sink;
 
 /// The clock the agent stamps records with (CLOCK_MONOTONIC), in ns.
 pub fn clock_ns() -> u64 {
@@ -58,7 +58,7 @@ impl ExitWatch {
 pub fn split(
     mut src: PidSource,
     provider: &PidProvider,
-    engine: &Engine,
+    sink: &dyn Sink,
 ) -> Result<(Option<PidSource>, Option<FpidSource>), String> {
     let pid = src.pid();
     let fpid = provider.fpid();
@@ -67,7 +67,7 @@ pub fn split(
         let want_ustack = src.want_ustack;
         let args_used = src.args_used();
         let installed = src.without_breakpoints(|target| {
-            install(target, &fpid, engine, &avoid, want_ustack, args_used)
+            install(target, &fpid, sink, &avoid, want_ustack, args_used)
         });
         let (ring, hooks) = match installed {
             Ok(v) => v,
@@ -86,11 +86,11 @@ pub fn split(
         let s = FpidSource::new(pid, None, ring, hooks, modules, execname, ppid, want_ustack);
         return Ok((Some(src), Some(s)));
     }
-    let mut plan = src.into_plan(engine);
+    let mut plan = src.into_plan(sink);
     let installed = install(
         &mut *plan.target,
         &fpid,
-        engine,
+        sink,
         &[],
         plan.want_ustack,
         plan.args_used,

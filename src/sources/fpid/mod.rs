@@ -37,15 +37,15 @@ mod source;
 pub use source::FpidSource;
 
 #[cfg(any(target_os = "linux", windows))]
-use crate::{engine::Engine, providers::pid::PidProvider, sources::debugger::PidSource};
+use crate::{providers::pid::PidProvider, sources::debugger::PidSource, sources::sink::Sink};
 
 /// The agent built from `agent/` by `build.rs` (empty where none is built).
 pub const AGENT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fpid-agent.bin"));
 
 /// Whether a run enables `fpid` probes in process `pid`.
-pub fn has_fpid_probes(engine: &crate::engine::Engine, pid: u32) -> bool {
+pub fn has_fpid_probes(sink: &dyn Sink, pid: u32) -> bool {
     let provider = format!("fpid{pid}");
-    engine.enabled_probes().any(|p| p.provider == provider)
+    sink.enabled_probes().any(|p| p.provider == provider)
 }
 
 /// Splits a run's debugger source in two when it has `fpid` probes in its process: the hooks
@@ -56,13 +56,13 @@ pub fn has_fpid_probes(engine: &crate::engine::Engine, pid: u32) -> bool {
 pub fn split(
     src: Option<PidSource>,
     provider: &PidProvider,
-    engine: &Engine,
+    sink: &dyn Sink,
 ) -> Result<(Option<PidSource>, Option<FpidSource>), String> {
     let Some(src) = src else {
         return Ok((None, None));
     };
-    if !has_fpid_probes(engine, src.pid()) {
+    if !has_fpid_probes(sink, src.pid()) {
         return Ok((Some(src), None));
     }
-    platform::split(src, provider, engine)
+    platform::split(src, provider, sink)
 }

@@ -3,9 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::engine::Engine;
 use crate::probes::ProbeInfo;
 use crate::providers::pid::{PidProvider, SiteKind};
+use crate::sources::sink::Sink;
 
 /// Bytes of the ring.
 pub const RING_BYTES: usize = 8 << 20;
@@ -29,11 +29,11 @@ pub struct Installed {
 }
 
 /// The hooked functions of the enabled fpid probes of the target, in address order.
-pub fn sites(provider: &PidProvider, engine: &Engine, pid: u32) -> Vec<HookSite> {
+pub fn sites(provider: &PidProvider, sink: &dyn Sink, pid: u32) -> Vec<HookSite> {
     let modules = provider.modules_of(pid).unwrap_or_default();
     let mut by_func: BTreeMap<u64, HookSite> = BTreeMap::new();
     for p in provider.probes_of(pid) {
-        if !engine.is_enabled(p.info.id) {
+        if !sink.is_enabled(p.info.id) {
             continue;
         }
         let Some(first) = p.sites.first() else {

@@ -6,8 +6,8 @@ use super::platform::{clock_ns, set_arg_regs, walk_stack, ExitWatch};
 use super::ring::layout::KIND_RETURN;
 use super::ring::{hits, SharedRing};
 use super::sites::Installed;
-use crate::engine::{Engine, EventSource, SourceState};
 use crate::sources::debugger::{Regs, SampledStack, RSP};
+use crate::sources::sink::{EventSource, Sink, SourceState};
 use crate::symbols::ProcessModules;
 use crate::vm::{AddressSpace, FiringCtx};
 
@@ -93,20 +93,20 @@ impl FpidSource {
     }
 
     /// Fires what the ring holds.
-    fn drain(&mut self, engine: &mut Engine) {
+    fn drain(&mut self, sink: &mut dyn Sink) {
         let mut buf = std::mem::take(&mut self.buf);
         buf.clear();
         self.ring.drain(&mut buf);
         for hit in hits(&buf) {
-            if engine.done() {
+            if sink.done() {
                 break;
             }
-            self.fire(&hit, engine);
+            self.fire(&hit, sink);
         }
         self.buf = buf;
     }
 
-    fn fire(&mut self, hit: &super::ring::Hit<'_>, engine: &mut Engine) {
+    fn fire(&mut self, hit: &super::ring::Hit<'_>, sink: &mut dyn Sink) {
         let r = &hit.record;
         let Some(hook) = self.hooks.sites.get(r.hook as usize) else {
             return;
@@ -114,7 +114,7 @@ impl FpidSource {
         self.hits += 1;
         let ret = r.kind == KIND_RETURN;
         let (off, wall_off) = *self.offset.get_or_insert_with(|| {
-            let e = engine.now_ns();
+            let e = sink.now_ns();
             let wall = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64);
@@ -155,7 +155,7 @@ impl FpidSource {
         let uregs = regs.uregs();
         let probes = if ret { &hook.returns } else { &hook.entries };
         for info in probes {
-            if !engine.is_enabled(info.id) {
+            if !sink.is_enabled(info.id) {
                 continue;
             }
             let mut cx = FiringCtx::synthetic(info, now, wall, &self.execname);
@@ -166,7 +166,7 @@ impl FpidSource {
             cx.memory = &mem;
             cx.uregs = &uregs;
             cx.ustack = &self.ustack;
-            engine.fire(&cx);
+            sink.fire(&cx);
         }
     }
 
@@ -207,24 +207,24 @@ impl FpidSource {
 }
 
 impl EventSource for FpidSource {
-    fn pump(&mut self, deadline: u64, engine: &mut Engine) -> SourceState {
+    fn pump(&mut self, deadline: u64, sink: &mut dyn Sink) -> SourceState {
         if self.ended {
             return SourceState::Ended(None);
         }
         loop {
-            self.drain(engine);
+            self.drain(sink);
             let end = match &self.watch {
                 Some(w) => w.ended(),
                 None => self.gone.ended().map(|(_, _)| (String::new(), None)),
             };
             if let Some((how, code)) = end {
                 // what the process wrote before it ended
-                self.drain(engine);
+                self.drain(sink);
                 self.report_losses();
                 return self.end(&how, code);
             }
-            let now = engine.now_ns();
-            if engine.done() || now >= deadline {
+            let now = sink.now_ns();
+            if sink.done() || now >= deadline {
                 return SourceState::Running;
             }
             // the ring has no wake-up: wait on the process's end for up to a millisecond
@@ -233,8 +233,8 @@ impl EventSource for FpidSource {
         }
     }
 
-    fn finish(&mut self, engine: &mut Engine) {
-        self.drain(engine);
+    fn finish(&mut self, sink: &mut dyn Sink) {
+        self.drain(sink);
         self.report_losses();
     }
 

@@ -21,9 +21,9 @@ use windows_sys::Win32::System::Threading::{
 use super::inject::install;
 use super::sites::sites;
 use super::source::FpidSource;
-use crate::engine::{Engine, EventSource};
 use crate::providers::pid::PidProvider;
 use crate::sources::debugger::{PidSource, Regs, R8, R9, RAX, RCX, RDX};
+use crate::sources::sink::{EventSource, Sink};
 
 /// The clock the agent stamps records with: QueryPerformanceCounter, in ns (the agent converts
 /// the same way).
@@ -186,7 +186,7 @@ impl Drop for Frozen {
 pub fn split(
     mut src: PidSource,
     provider: &PidProvider,
-    engine: &Engine,
+    sink: &dyn Sink,
 ) -> Result<(Option<PidSource>, Option<FpidSource>), String> {
     let pid = src.pid();
     if src.has_pid_probes() {
@@ -201,9 +201,9 @@ pub fn split(
         ));
     }
     let fpid = provider.fpid();
-    let sites = sites(&fpid, engine, pid);
+    let sites = sites(&fpid, sink, pid);
     let modules = fpid.modules_of(pid);
-    let mut plan = src.into_plan(engine);
+    let mut plan = src.into_plan(sink);
     let created = plan.created;
     // a started target is held at main until its hooks are in; an attached one runs on
     let frozen = created.then(|| Frozen::threads_of(pid));

@@ -25,11 +25,11 @@ use super::capture;
 use super::format::{EventFormat, Field};
 use super::record::{self, kind, sample};
 use super::ustack::{self, UserStacks};
-use crate::engine::{Engine, EventSource, SourceState};
 use crate::fasthash::FastMap;
 use crate::probes::ProbeInfo;
 use crate::providers::linux::{is_linux_probe, probe_id, syscall_of, syscall_probe_id};
 use crate::providers::{parse_rate, TickKind};
+use crate::sources::sink::{EventSource, Sink, SourceState};
 use crate::symbols::LiveSymbols;
 use crate::vm::{AddressSpace, Fault, FiringCtx};
 
@@ -291,22 +291,21 @@ pub struct PerfConfig {
 /// they do not), and has the engine's consumer name stack frames with its live symbols, which
 /// come back with the source for other users (snapshots).
 pub fn open_for(
-    engine: &mut Engine,
+    sink: &mut dyn Sink,
     config: &PerfConfig,
 ) -> Result<Option<(PerfSource, LiveSymbols)>, String> {
-    if !needed(engine) {
+    if !needed(sink) {
         return Ok(None);
     }
     let symbols = LiveSymbols::new();
-    let src = PerfSource::open(engine, config, symbols.clone())?;
-    engine.consumer.set_symbols(Box::new(symbols.clone()));
+    let src = PerfSource::open(sink, config, symbols.clone())?;
+    sink.set_symbols(Box::new(symbols.clone()));
     Ok(Some((src, symbols)))
 }
 
 /// Whether a run needs the perf source: a probe of the live Linux providers or a `profile-N`.
-pub fn needed(engine: &Engine) -> bool {
-    engine
-        .enabled_probes()
+pub fn needed(sink: &dyn Sink) -> bool {
+    sink.enabled_probes()
         .any(|p| is_linux_probe(p.id) || is_profile(p))
 }
 
@@ -369,14 +368,14 @@ impl PerfSource {
     /// Opens what the engine's enabled probes need on every online CPU. `profile-N` probes
     /// leave the engine's timers for `cpu-clock` sampling.
     pub fn open(
-        engine: &mut Engine,
+        sink: &mut dyn Sink,
         config: &PerfConfig,
         symbols: LiveSymbols,
     ) -> Result<PerfSource, String> {
         available()?;
-        let enabled: Vec<ProbeInfo> = engine.enabled_probes().cloned().collect();
+        let enabled: Vec<ProbeInfo> = sink.enabled_probes().cloned().collect();
         let on = |provider: &str, name: &str| {
-            probe_id(provider, name).is_some_and(|id| engine.is_enabled(id))
+            probe_id(provider, name).is_some_and(|id| sink.is_enabled(id))
         };
         let mut entry_nrs = Vec::new();
         let mut return_nrs = Vec::new();
@@ -402,7 +401,7 @@ impl PerfSource {
         // system calls whose strings are captured at the probe (their entries then come from
         // the capture program, not from raw_syscalls:sys_enter)
         let capture = match &root_early {
-            Some(root) => CapturePlan::prepare(root, &copyinstr_calls(engine, &enabled)),
+            Some(root) => CapturePlan::prepare(root, &copyinstr_calls(sink, &enabled)),
             None => CapturePlan::default(),
         };
         entry_nrs.retain(|nr| !capture.covers(*nr));
@@ -479,10 +478,10 @@ impl PerfSource {
         // without frame pointers, most distributions' and Rust's), not from the kernel's walk
         // of frame pointers; for every event, as `perf record --call-graph dwarf` does
         let sample_user = config.stacks
-            && engine
-                .runs
-                .iter()
-                .any(|r| crate::engine::uses_user_stacks(&r.vm.program));
+            && sink
+                .programs()
+                .into_iter()
+                .any(|p| crate::vm::stack_use::uses_user_stacks(p));
         let user_part = |attr| with_user_stack(attr, sample_user);
         for (sys, name, filter) in tracepoints {
             let Some(root) = &root else { break };
@@ -546,7 +545,7 @@ impl PerfSource {
         }
         for p in &enabled {
             if let (true, Some((_, ns))) = (is_profile(p), parse_rate(&p.name)) {
-                engine.detach_timer(p.id);
+                sink.detach_timer(p.id);
                 decoders.push(Decoder::Profile { probe: p.id });
                 let attr = user_part(PerfEventAttr {
                     kind: TYPE_SOFTWARE,
@@ -643,7 +642,7 @@ impl PerfSource {
         }
         let on_ids = enabled
             .iter()
-            .filter(|p| engine.is_enabled(p.id))
+            .filter(|p| sink.is_enabled(p.id))
             .map(|p| (p.id, ()))
             .collect();
         let probes = enabled.into_iter().map(|p| (p.id, p)).collect();
@@ -678,7 +677,7 @@ impl PerfSource {
 
     /// Copies what every ring holds and fires it in time order, until the engine is done (or,
     /// with `to_exit`, until a program calls `exit()`). Returns whether there was any.
-    fn drain_and_fire(&mut self, engine: &mut Engine, to_exit: bool) -> bool {
+    fn drain_and_fire(&mut self, sink: &mut dyn Sink, to_exit: bool) -> bool {
         // a record stamped just now may still be on its way into its CPU's ring while the
         // other rings are read: the newest records wait for the next round, so that the rings
         // merge in time order (a process's FORK before its first sample on another CPU)
@@ -731,7 +730,7 @@ impl PerfSource {
                 held.push((ring, at));
                 continue;
             }
-            if engine.exited() || (!to_exit && engine.done()) {
+            if sink.exited() || (!to_exit && sink.done()) {
                 ended = true;
                 break;
             }
@@ -741,7 +740,7 @@ impl PerfSource {
                 continue;
             };
             let body = &buf[at + record::Header::SIZE..at + h.size as usize];
-            self.record(h, body, ring as usize, engine);
+            self.record(h, body, ring as usize, sink);
         }
         // keep exactly the records held back, in time order
         self.holding = !ended && !held.is_empty();
@@ -766,7 +765,7 @@ impl PerfSource {
         true
     }
 
-    fn record(&mut self, h: record::Header, body: &[u8], ring: usize, engine: &mut Engine) {
+    fn record(&mut self, h: record::Header, body: &[u8], ring: usize, sink: &mut dyn Sink) {
         match h.kind {
             kind::SAMPLE => {
                 // the identifier comes first in every sample dtx asks for
@@ -783,7 +782,7 @@ impl PerfSource {
                     }
                 };
                 if let Some(s) = record::parse_sample_regs(body, st, ustack::REGS_MASK) {
-                    self.sample(&s, engine);
+                    self.sample(&s, sink);
                 }
             }
             kind::COMM => {
@@ -843,12 +842,12 @@ impl PerfSource {
         }
     }
 
-    fn sample(&mut self, s: &record::Sample<'_>, engine: &mut Engine) {
+    fn sample(&mut self, s: &record::Sample<'_>, sink: &mut dyn Sink) {
         let Some(&d) = self.by_id.get(&s.id) else {
             return;
         };
         let (off, wall_off) = *self.offset.get_or_insert_with(|| {
-            let e = engine.now_ns();
+            let e = sink.now_ns();
             let wall = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64);
@@ -1101,7 +1100,7 @@ impl PerfSource {
             let comm = if tid == 0 {
                 self.idle_names.of(s.cpu)
             } else if pid == u32::MAX && t.len == 0 {
-                crate::engine::UNKNOWN_EXECNAME
+                crate::etw::state::UNKNOWN_EXECNAME
             } else {
                 t.comm()
             };
@@ -1118,11 +1117,11 @@ impl PerfSource {
                 cx.uregs = r;
                 cx.ustack_lazy = Some(&lazy);
             }
-            engine.fire(&cx);
+            sink.fire(&cx);
         }
     }
 
-    fn report_drops(&mut self, engine: &Engine) {
+    fn report_drops(&mut self, sink: &dyn Sink) {
         for (i, n) in self.lost.iter_mut().enumerate() {
             if *n > 0 {
                 let msg = crate::output::messages::cpu_drops(
@@ -1131,7 +1130,7 @@ impl PerfSource {
                     self.rings[i].cpu as i32,
                     false,
                 );
-                let prog = engine.consumer.prog();
+                let prog = sink.prog();
                 crate::output::stderr::write(&msg.replacen("dtx", prog, 1));
                 *n = 0;
             }
@@ -1156,11 +1155,11 @@ const USER_STACK: u64 = sample::REGS_USER | sample::STACK_USER;
 
 /// The system calls of enabled `syscall::X:entry` probes that a clause calling `copyinstr()`
 /// matches.
-fn copyinstr_calls(engine: &Engine, enabled: &[ProbeInfo]) -> Vec<u16> {
+fn copyinstr_calls(sink: &dyn Sink, enabled: &[ProbeInfo]) -> Vec<u16> {
     use crate::ir::Node;
     let mut nrs = Vec::new();
-    for r in &engine.runs {
-        for c in &r.vm.program.clauses {
+    for program in sink.programs() {
+        for c in &program.clauses {
             let mut uses = false;
             crate::ir::visit::visit_clause(
                 c,
@@ -1334,12 +1333,12 @@ fn io_key(dev: u64, sector: u64) -> u64 {
 }
 
 impl EventSource for PerfSource {
-    fn pump(&mut self, deadline: u64, engine: &mut Engine) -> SourceState {
+    fn pump(&mut self, deadline: u64, sink: &mut dyn Sink) -> SourceState {
         loop {
-            self.drain_and_fire(engine, false);
-            self.report_drops(engine);
-            let now = engine.now_ns();
-            if engine.done() || now >= deadline {
+            self.drain_and_fire(sink, false);
+            self.report_drops(sink);
+            let now = sink.now_ns();
+            if sink.done() || now >= deadline {
                 return SourceState::Running;
             }
             // records held back are due in a few ms
@@ -1363,13 +1362,13 @@ impl EventSource for PerfSource {
         }
     }
 
-    fn finish(&mut self, engine: &mut Engine) {
+    fn finish(&mut self, sink: &mut dyn Sink) {
         // the events stay enabled: take what the rings hold now; a ring that overflowed reports
         // its loss only with the next record written after space was freed, so look once more
-        self.drain_and_fire(engine, true);
+        self.drain_and_fire(sink, true);
         std::thread::sleep(std::time::Duration::from_millis(20));
-        self.drain_and_fire(engine, true);
-        self.report_drops(engine);
+        self.drain_and_fire(sink, true);
+        self.report_drops(sink);
     }
 
     fn stop(&mut self) {

@@ -20,12 +20,12 @@ use super::abi::{
     IOC_SET_OUTPUT,
 };
 use super::record::{self, kind, sample, x86_reg};
-use crate::engine::{Engine, EventSource, SourceState};
 use crate::probes::ProbeInfo;
 use crate::providers::pid::SiteKind;
 use crate::sources::debugger::{
     walk_stack_in, DebugEvent, ExitStatus, PidPlan, Regs, TargetProcess, RSP,
 };
+use crate::sources::sink::{EventSource, Sink, SourceState};
 use crate::symbols::ProcessModules;
 use crate::vm::{AddressSpace, FiringCtx};
 
@@ -392,7 +392,7 @@ impl UprobeSource {
     }
 
     /// Drains every ring and fires what it held.
-    fn drain(&mut self, engine: &mut Engine) {
+    fn drain(&mut self, sink: &mut dyn Sink) {
         let mut buf = std::mem::take(&mut self.buf);
         for i in 0..self.rings.len() {
             buf.clear();
@@ -408,7 +408,7 @@ impl UprobeSource {
                     kind::SAMPLE => {
                         if let Some(s) = record::parse_user_sample(body, x86_reg::MASK, self.stack)
                         {
-                            self.sample(&s, engine);
+                            self.sample(&s, sink);
                         }
                     }
                     kind::LOST => {
@@ -424,9 +424,9 @@ impl UprobeSource {
         self.buf = buf;
     }
 
-    fn sample(&mut self, s: &record::UserSample<'_>, engine: &mut Engine) {
+    fn sample(&mut self, s: &record::UserSample<'_>, sink: &mut dyn Sink) {
         // forked children inherit the events: only the target's own hits count
-        if s.pid != self.pid || engine.done() {
+        if s.pid != self.pid || sink.done() {
             return;
         }
         let Some(&i) = self.by_id.get(&s.id) else {
@@ -438,7 +438,7 @@ impl UprobeSource {
         self.hits += 1;
         let mut regs = sampled_regs(|i| s.reg(x86_reg::MASK, i));
         let (off, wall_off) = *self.offset.get_or_insert_with(|| {
-            let e = engine.now_ns();
+            let e = sink.now_ns();
             let wall = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64);
@@ -470,7 +470,7 @@ impl UprobeSource {
         let uregs = regs.uregs();
         let probes = &self.sites[i].1;
         for (info, kind) in probes {
-            if !engine.is_enabled(info.id) {
+            if !sink.is_enabled(info.id) {
                 continue;
             }
             let args = match kind {
@@ -499,7 +499,7 @@ impl UprobeSource {
             cx.memory = &mem;
             cx.uregs = &uregs;
             cx.ustack = &self.ustack;
-            engine.fire(&cx);
+            sink.fire(&cx);
         }
     }
 
@@ -532,20 +532,20 @@ impl UprobeSource {
 }
 
 impl EventSource for UprobeSource {
-    fn pump(&mut self, deadline: u64, engine: &mut Engine) -> SourceState {
+    fn pump(&mut self, deadline: u64, sink: &mut dyn Sink) -> SourceState {
         if self.ended {
             return SourceState::Ended(None);
         }
         loop {
-            self.drain(engine);
+            self.drain(sink);
             if let Some(end) = self.exited() {
                 // what the process wrote before it ended
-                self.drain(engine);
+                self.drain(sink);
                 self.report_lost();
                 return end;
             }
-            let now = engine.now_ns();
-            if engine.done() || now >= deadline {
+            let now = sink.now_ns();
+            if sink.done() || now >= deadline {
                 return SourceState::Running;
             }
             let ms = (deadline - now).div_ceil(1_000_000).min(100) as i32;
@@ -565,8 +565,8 @@ impl EventSource for UprobeSource {
         }
     }
 
-    fn finish(&mut self, engine: &mut Engine) {
-        self.drain(engine);
+    fn finish(&mut self, sink: &mut dyn Sink) {
+        self.drain(sink);
         self.report_lost();
     }
 

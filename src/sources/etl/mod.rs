@@ -10,6 +10,9 @@ use crate::etw::state::{StackMatcher, SystemState};
 use crate::providers::etw::EtwProbes;
 use crate::sources::first_records::{EarliestRecords, GROUPS};
 
+pub mod walk;
+pub use walk::{fire_event, walk_trace, EventScratch};
+
 /// An opened trace with its decoder state.
 pub struct TraceSource {
     /// Shared with the look-ahead that reads a walk's stacks ([`crate::sources::etl_stacks`]).
