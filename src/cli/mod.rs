@@ -790,6 +790,7 @@ fn run_programs(
             consumer: copts,
             out: shared,
             stacks: compiled_uses_stacks,
+            stack_window: stack_window(opts),
             threads: many.threads,
         };
         return Ok(crate::engine::many::run(&mut engine, &run));
@@ -797,6 +798,7 @@ fn run_programs(
     match trace {
         Some((mut src, etw)) => {
             if compiled_uses_stacks {
+                src.set_stack_window(stack_window(opts));
                 src.collect_stacks();
             }
             Ok(engine.run_trace(&mut src, &etw))
@@ -894,5 +896,14 @@ fn open_perf(
             );
             Ok(None)
         }
+    }
+}
+
+/// `-x stackwindow`: how far ahead of a trace's walk its stacks are read, in ns (0: every stack
+/// before the run; see `sources::etl_stacks`).
+fn stack_window(opts: &DOptions) -> u64 {
+    match opts.int("stackwindow") {
+        Some(ns) => ns.max(0) as u64,
+        None => crate::sources::etl_stacks::DEFAULT_WINDOW_NS,
     }
 }

@@ -46,6 +46,8 @@ pub struct ManyTraces<'a> {
     pub out: SharedOutput,
     /// Whether a program records stacks.
     pub stacks: bool,
+    /// How far ahead of each walk its stacks are read (`-x stackwindow`, ns; 0: all before).
+    pub stack_window: u64,
     /// Threads of the pool (at least 1).
     pub threads: usize,
 }
@@ -282,6 +284,7 @@ fn open_trace(run: &ManyTraces<'_>, i: usize, prog: &str) -> Option<TraceSource>
         }
     };
     if run.stacks {
+        src.set_stack_window(run.stack_window);
         src.collect_stacks();
     }
     Some(src)

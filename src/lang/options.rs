@@ -196,6 +196,8 @@ pub const OPTIONS: &[OptionDef] = &[
     rt("oformat", OptKind::Enum(OFORMAT_WORDS)),
     rt("pidmode", OptKind::Enum(&["auto", "ptrace", "uprobe"])),
     rt("specsize", OptKind::Size),
+    // dtx: how far ahead of a trace's walk its stacks are read (0: all before the run)
+    rt("stackwindow", OptKind::Rate),
     rt("stackframes", OptKind::Bool),
     rt("statusrate", OptKind::Rate),
     rt("strsize", OptKind::Size),

@@ -47,7 +47,8 @@ pub fn trace_bytes(name: &str) -> Option<Vec<u8>> {
 
 /// Writes to `out` a trace `copies` times as long as the uncompressed trace `etl`: its buffers
 /// (FORMAT.md 4.1) `copies` times over, copy `k`'s record and buffer timestamps moved on by
-/// `k` times the trace's span, so that the copies follow each other in time. What a trace of
+/// `k` times the trace's span (and so the event times that stack walks name), so that the
+/// copies follow each other in time. What a trace of
 /// many gigabytes looks like to a reader (the same threads and processes, at steady rates),
 /// built in seconds from a real one. Records are stepped over by their size (4.3-4.7): a
 /// system/compact/perfinfo record's size is at +4, every other header's at +0.
@@ -59,6 +60,8 @@ pub fn write_repeated_trace(etl: &[u8], copies: usize, out: &std::path::Path) {
     // (offset, size) of each buffer, and where each record's timestamp sits
     let mut buffers = Vec::new();
     let mut stamps = Vec::new();
+    // and where the stack walks' event times sit (moved with the records, not in the span)
+    let mut named = Vec::new();
     let mut at = 0;
     while at + HEADER <= etl.len() {
         let size = u32_at(etl, at) as usize;
@@ -69,7 +72,8 @@ pub fn write_repeated_trace(etl: &[u8], copies: usize, out: &std::path::Path) {
         );
         assert_eq!(u16_at(etl, at + 0x34) & 0x40, 0, "compressed buffer");
         buffers.push((at, size));
-        stamps.push(at + 0x10);
+        // the buffer's own time may be on another clock than its records': moved, not measured
+        named.push(at + 0x10);
         let mut pos = at + HEADER;
         while pos + 8 <= at + filled {
             let marker = u32_at(etl, pos);
@@ -86,6 +90,20 @@ pub fn write_repeated_trace(etl: &[u8], copies: usize, out: &std::path::Path) {
                 break;
             }
             stamps.extend(ts.map(|t| pos + t));
+            // a StackWalk Stack or StackKey record names its event by the event's timestamp,
+            // the first field of its payload (after a system, compact or perfinfo header)
+            let payload = match (marker >> 16) as u8 {
+                0x01 | 0x02 => Some(0x20),
+                0x03 | 0x04 => Some(0x18),
+                0x10 | 0x11 => Some(0x10),
+                _ => None,
+            };
+            if let Some(p) = payload {
+                let (opcode, group) = (etl[pos + 6], etl[pos + 7]);
+                if group == 0x18 && matches!(opcode, 32 | 37 | 38) && p + 8 <= len {
+                    named.push(pos + p);
+                }
+            }
             pos += (len + 7) & !7;
         }
         at += size;
@@ -97,7 +115,7 @@ pub fn write_repeated_trace(etl: &[u8], copies: usize, out: &std::path::Path) {
     let mut w = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(out).unwrap());
     let mut copy = etl.to_vec();
     for k in 0..copies as i64 {
-        for &o in &stamps {
+        for &o in stamps.iter().chain(&named) {
             let t = ts(etl, o) + k * span;
             copy[o..o + 8].copy_from_slice(&t.to_le_bytes());
         }
@@ -112,8 +130,15 @@ pub fn write_repeated_trace(etl: &[u8], copies: usize, out: &std::path::Path) {
 /// (`VmHWM`, read from `/proc` while it runs: the last reading before it exits).
 #[cfg(target_os = "linux")]
 pub fn quiet_with_peak_rss(trace: &str, prog: &str) -> (String, u64) {
+    quiet_with_peak_rss_args(trace, prog, &[])
+}
+
+/// [`quiet_with_peak_rss`] with more arguments for dtx (`-x stackwindow=0`) before the others.
+#[cfg(target_os = "linux")]
+pub fn quiet_with_peak_rss_args(trace: &str, prog: &str, more: &[&str]) -> (String, u64) {
     use std::io::Read;
     let mut child = Command::new(env!("CARGO_BIN_EXE_dtx"))
+        .args(more)
         .args(["-q", "-E", trace, "-n", prog])
         .stdout(std::process::Stdio::piped())
         .spawn()

@@ -64,6 +64,9 @@ pub struct Events<'f> {
     /// The kernel events (by HookId) of the records stepped over, when asked for
     /// ([`Events::with_census`]).
     census: Option<Box<std::cell::RefCell<HookSet>>>,
+    /// Whether the pages of the buffers behind this walk are given back
+    /// ([`EtlFile::done_with`]); not for a look-ahead that another walk follows.
+    release_pages: bool,
 }
 
 /// A set of kernel events by HookId (`group << 8 | opcode`): one bit each, 8 KB.
@@ -147,7 +150,16 @@ impl<'f> Events<'f> {
             skipped_until: Cell::new(i64::MIN),
             track_skipped: false,
             census: None,
+            release_pages: true,
         }
+    }
+
+    /// Keeps the pages of the buffers this walk is done with: for a cursor that runs ahead of
+    /// another walk over the same file (the stacks read a window ahead), so that the pages are
+    /// given back once, behind the slower one, not faulted in again for it.
+    pub fn keeping_pages(mut self) -> Self {
+        self.release_pages = false;
+        self
     }
 
     /// Leaves out the kernel (system/compact/perfinfo) records but those of these groups: the
@@ -237,7 +249,9 @@ impl<'f> Events<'f> {
     fn free_slot(&mut self, slot: usize) {
         if let Some(c) = self.slots.get_mut(slot).and_then(Option::take) {
             // the buffer is behind the walk: its pages of the mapped file can go
-            self.file.done_with(c.range.0, c.range.1);
+            if self.release_pages {
+                self.file.done_with(c.range.0, c.range.1);
+            }
             if c.owned.capacity() > 0 {
                 self.free_vecs.push(c.owned);
             }

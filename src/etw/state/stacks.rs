@@ -42,6 +42,29 @@ pub struct StackMatcher {
     /// timestamp, the thread whose stack they hold, their CPU); their frames are stored under
     /// that key too, so a firing for the record itself has them.
     missed: FastSet<EventKey>,
+    /// While a trace walk reads the stacks a window ahead of the events it fires
+    /// ([`StackMatcher::open_window`]): where the walk is, and the events whose stack came late.
+    window: Option<Box<Window>>,
+}
+
+/// The state of a windowed matcher: a look-ahead over the trace feeds the stack parts of the
+/// events a little ahead of the walk, and the walk's position says which events are behind it
+/// (fired, their entries dropped). A part that comes for an event behind the walk came too
+/// late: the event fired without it.
+#[derive(Default)]
+struct Window {
+    /// The raw timestamp of the event the walk fires now: every event before it has fired.
+    floor: i64,
+    /// The events a firing asked the stack of, still remembered (those at or after
+    /// `asked_floor`): behind a lock, as the walk asks through a shared reference.
+    asked: std::sync::Mutex<FastSet<EventKey>>,
+    /// Events before this time are no longer in `asked`.
+    asked_floor: i64,
+    /// Events a firing asked the stack of, and a part of whose stack came after they fired.
+    late: u64,
+    /// Stack parts that came for events behind the walk and before `asked_floor`: whether a
+    /// firing asked for their event is no longer known.
+    unknown: u64,
 }
 
 /// The facts for finding stack walks whose event the trace does not have.
@@ -161,13 +184,18 @@ impl StackMatcher {
             }
             "StackKeyKernel" | "StackKeyUser" => {
                 if let (Some(k), Some(key)) = (at(), d.u64("StackKey")) {
+                    if self.came_late(k) {
+                        return;
+                    }
                     self.refs
                         .entry(k)
                         .or_default()
                         .push((key, d.name == "StackKeyUser"));
                 }
             }
-            "KeyDelete" | "KeyRundown" => {
+            // a windowed walk's definitions were all read before it (the last one of a key
+            // answers for the whole trace, as in the pass over the whole trace)
+            "KeyDelete" | "KeyRundown" if self.window.is_none() => {
                 if let Some(key) = d.u64("StackKey") {
                     self.keys.insert(key, frames());
                 }
@@ -190,6 +218,7 @@ impl StackMatcher {
         // by thread, and CPU for an idle thread (each CPU's is a thread of its own)
         let (_, tid, cpu) = event_key(0, stack_event.tid, stack_event.cpu);
         match self.awaiting.remove(&(tid, cpu)) {
+            Some(k) if self.came_late(k) => {}
             Some(k) => {
                 let e = self.direct.entry(k).or_default();
                 if e.is_empty() {
@@ -199,7 +228,9 @@ impl StackMatcher {
             None => {
                 let own = event_key(stack_event.raw_timestamp, stack_event.tid, stack_event.cpu);
                 self.direct.entry(own).or_default().push(frames);
-                self.missed.insert(own);
+                if self.window.is_none() {
+                    self.missed.insert(own);
+                }
             }
         }
     }
@@ -221,6 +252,9 @@ impl StackMatcher {
         pc: Option<u64>,
     ) -> Option<Vec<u64>> {
         let k = event_key(raw_timestamp, tid, cpu);
+        if let Some(w) = &self.window {
+            w.asked.lock().unwrap_or_else(|e| e.into_inner()).insert(k);
+        }
         let mut out = match self.direct.get(&k) {
             Some(stacks) => pc
                 .and_then(|pc| stacks.iter().find(|s| s.first() == Some(&pc)))
@@ -250,7 +284,7 @@ impl StackMatcher {
     /// stack when it starts in user space and that stack has no user frames yet, else a
     /// stack of its own.
     fn add_part(&mut self, k: EventKey, frames: Vec<u64>, pointer_size: u8) {
-        if frames.is_empty() {
+        if frames.is_empty() || self.came_late(k) {
             return;
         }
         let stacks = self.direct.entry(k).or_default();
@@ -275,6 +309,78 @@ impl StackMatcher {
         self.direct.retain(|k, _| k.0 >= raw_timestamp);
         self.refs.retain(|k, _| k.0 >= raw_timestamp);
         self.awaiting.retain(|_, k| k.0 >= raw_timestamp);
+    }
+
+    /// Starts a windowed walk: from now on the stack parts come a window ahead of the walk,
+    /// which says where it is with [`StackMatcher::walk_at`]; the entries of the events behind
+    /// it are dropped, and a part that comes for such an event is counted
+    /// ([`StackMatcher::late`]) and dropped. What a previous walk left of the events' stacks
+    /// goes; key definitions stay (a first pass reads them all: they may come only in the
+    /// rundown at the trace's end).
+    pub fn open_window(&mut self) {
+        self.direct.clear();
+        self.refs.clear();
+        self.awaiting.clear();
+        self.missed.clear();
+        self.tracker = None;
+        self.tracked = false;
+        self.window = Some(Box::default());
+    }
+
+    /// Whether a windowed walk is on ([`StackMatcher::open_window`]).
+    pub fn is_windowed(&self) -> bool {
+        self.window.is_some()
+    }
+
+    /// In a windowed walk: the walk fires the event at this raw timestamp (every event before
+    /// it has fired).
+    #[inline]
+    pub fn walk_at(&mut self, raw_timestamp: i64) {
+        if let Some(w) = &mut self.window {
+            w.floor = w.floor.max(raw_timestamp);
+        }
+    }
+
+    /// In a windowed walk: drops the stacks of the events behind the walk (they fired), and
+    /// forgets which events before `asked_before` asked for their stacks. The `.NET` events
+    /// waiting for a stack stay (one per thread): a stack that comes for one late is counted.
+    pub fn forget_behind(&mut self, asked_before: i64) {
+        let Some(w) = &mut self.window else { return };
+        let floor = w.floor;
+        self.direct.retain(|k, _| k.0 >= floor);
+        self.refs.retain(|k, _| k.0 >= floor);
+        let asked_before = asked_before.min(floor);
+        if asked_before > w.asked_floor {
+            w.asked_floor = asked_before;
+            let asked = w.asked.get_mut().unwrap_or_else(|e| e.into_inner());
+            asked.retain(|k| k.0 >= asked_before);
+        }
+    }
+
+    /// In a windowed walk: (events that fired asking for their stack before a part of it
+    /// came, stack parts that came for events so long behind the walk that whether they fired
+    /// is no longer known).
+    pub fn late(&self) -> (u64, u64) {
+        self.window.as_ref().map_or((0, 0), |w| (w.late, w.unknown))
+    }
+
+    /// Whether a stack part for the event `k` comes too late (a windowed walk is past it):
+    /// then it is counted, and not kept.
+    #[inline]
+    fn came_late(&mut self, k: EventKey) -> bool {
+        let Some(w) = &mut self.window else {
+            return false;
+        };
+        if k.0 >= w.floor {
+            return false;
+        }
+        if k.0 < w.asked_floor {
+            w.unknown += 1;
+        } else if (w.asked.get_mut().unwrap_or_else(|e| e.into_inner())).remove(&k) {
+            // counted once per event, however many of its parts come late
+            w.late += 1;
+        }
+        true
     }
 
     /// (direct stacks, key references, key definitions) held.
@@ -397,5 +503,62 @@ mod idle_tests {
         m.forget_before(600);
         assert!(!m.has_stack(500, 0, 1));
         assert!(m.has_stack(600, 9, 1));
+    }
+}
+
+#[cfg(test)]
+mod window_tests {
+    use super::tests::ev;
+    use super::*;
+
+    #[test]
+    fn stacks_that_come_after_the_walk_passed_their_event_are_counted_once() {
+        let mut m = StackMatcher::new();
+        m.open_window();
+        // four .NET events whose managed stacks come in ClrStackWalk events after them
+        for (ts, tid) in [(100, 8), (110, 7), (120, 9), (140, 10)] {
+            m.await_stack(&ev(ts, tid));
+        }
+        // the walk fires the events of threads 8 and 7 (their stacks not yet read) and asks
+        m.walk_at(100);
+        assert_eq!(m.stack(100, 8, 0), None);
+        m.walk_at(110);
+        assert_eq!(m.stack(110, 7, 0), None);
+        // it is past them all but thread 10's event; events before 105 are no longer
+        // remembered as asked
+        m.walk_at(130);
+        m.forget_behind(105);
+        // thread 7's stack comes late: its firing lacked it
+        m.stack_of_previous(&ev(131, 7), vec![0x10]);
+        // a second late part of the same event counts no more
+        m.await_stack(&ev(110, 7));
+        m.stack_of_previous(&ev(131, 7), vec![0x11]);
+        // thread 9's event fired nothing: its late stack is dropped, not counted
+        m.stack_of_previous(&ev(132, 9), vec![0x20]);
+        // thread 8's event is before what is remembered: counted as unknown
+        m.stack_of_previous(&ev(133, 8), vec![0x30]);
+        // thread 10's event is ahead of the walk: its stack is kept for it
+        m.stack_of_previous(&ev(141, 10), vec![0x40]);
+        assert_eq!(m.late(), (1, 1));
+        m.walk_at(140);
+        assert_eq!(m.stack(140, 10, 0), Some(vec![0x40]));
+        // late parts are not kept, and what is behind the walk goes
+        assert_eq!(m.stack(110, 7, 0), None);
+        assert_eq!(m.counts().0, 1);
+        m.walk_at(150);
+        m.forget_behind(i64::MIN);
+        assert_eq!(m.counts().0, 0);
+        // the missed stacks are the whole-trace pass's business, not the window's
+        assert!(m.missed().is_empty());
+    }
+
+    #[test]
+    fn a_matcher_without_a_window_counts_nothing_late() {
+        let mut m = StackMatcher::new();
+        m.await_stack(&ev(100, 7));
+        m.walk_at(200);
+        m.stack_of_previous(&ev(300, 7), vec![0x10]);
+        assert_eq!(m.stack(100, 7, 0), Some(vec![0x10]));
+        assert_eq!(m.late(), (0, 0));
     }
 }

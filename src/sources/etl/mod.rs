@@ -15,13 +15,19 @@ pub use walk::{fire_event, walk_trace, EventScratch};
 
 /// An opened trace with its decoder state.
 pub struct TraceSource {
-    pub file: EtlFile,
+    /// Shared with the look-ahead that reads a walk's stacks ([`crate::sources::etl_stacks`]).
+    pub file: std::sync::Arc<EtlFile>,
     pub decoder: Decoder,
     pub state: SystemState,
     pub name: String,
-    /// Every stack of the trace, collected before the run (a stack's records come after the
-    /// event it belongs to), when the program records stacks.
+    /// The stacks of the trace, when the program records stacks (a stack's records come after
+    /// the event it belongs to): every one, collected before the run, or, in a windowed
+    /// matcher, the key definitions, the rest read a window ahead of the walk
+    /// ([`crate::sources::etl_stacks`]).
     pub stacks: Option<StackMatcher>,
+    /// How far ahead of the walk its stacks are read, in ns of trace time (`-x stackwindow`);
+    /// 0: every stack before the run.
+    stack_window_ns: u64,
     /// The .NET methods the trace's runtime events describe (collected with the stacks), to
     /// name frames of JIT-compiled code.
     pub managed_methods: Vec<crate::providers::etw::dnet::ManagedMethod>,
@@ -95,11 +101,12 @@ impl TraceSource {
     pub fn open(path: &str) -> Result<TraceSource, EtlError> {
         let file = EtlFile::open_path(path)?;
         Ok(TraceSource {
-            file,
+            file: std::sync::Arc::new(file),
             decoder: TraceSource::new_decoder(),
             state: SystemState::new(),
             name: path.to_string(),
             stacks: None,
+            stack_window_ns: crate::sources::etl_stacks::DEFAULT_WINDOW_NS,
             managed_methods: Vec::new(),
             files_collected: false,
             threads_collected: false,
@@ -128,49 +135,36 @@ impl TraceSource {
         SHIPPED.with(Decoder::clone)
     }
 
-    /// Collects the trace's stacks (StackWalk events, stack keys, STACK_TRACE items) so that
-    /// each event can be given its stack when it fires.
+    /// Makes ready the trace's stacks (StackWalk events, stack keys, STACK_TRACE items) so that
+    /// each event can be given its stack when it fires: read a window ahead of the walk
+    /// ([`TraceSource::set_stack_window`]; the key definitions and .NET methods in a pass
+    /// before), or with a window of 0 every one before the run.
     pub fn collect_stacks(&mut self) {
-        self.collect_stacks_with(false)
+        if self.stack_window_ns == 0 {
+            return self.collect_stacks_with(false);
+        }
+        let (m, methods) = crate::sources::etl_stacks::collect_keys_and_methods(&self.file);
+        self.stacks = Some(m);
+        self.managed_methods = methods;
     }
 
-    /// [`TraceSource::collect_stacks`]; with `missed`, also finds the stack records that
-    /// belong to no event of the trace (for `diag:::missed-stack`, `missed-ustack` and
-    /// `missed-dnet-stack`), which the system state then knows.
+    /// How far ahead of the walk, in ns of trace time, [`TraceSource::collect_stacks`] has the
+    /// stacks read (`-x stackwindow`; 0: every stack before the run). Before `collect_stacks`.
+    pub fn set_stack_window(&mut self, ns: u64) {
+        self.stack_window_ns = ns;
+    }
+
+    /// How far ahead of the walk its stacks are read, when a windowed matcher holds them.
+    pub fn stack_window(&self) -> u64 {
+        self.stack_window_ns
+    }
+
+    /// Every stack of the trace, in a pass before the run; with `missed`, also finds the stack
+    /// records that belong to no event of the trace (for `diag:::missed-stack`,
+    /// `missed-ustack` and `missed-dnet-stack`), which the system state then knows: these
+    /// need every record's time, so they always take this pass.
     pub fn collect_stacks_with(&mut self, missed: bool) {
-        let mut m = StackMatcher::new();
-        if missed {
-            m.track_missed();
-        }
-        let decoder = TraceSource::new_decoder();
-        let mut methods = Vec::new();
-        let mut it = self.file.events();
-        while let Some(r) = it.next_event() {
-            let Ok(ev) = r else { continue };
-            if ev.kernel_group == Some(STACK_WALK) {
-                let dec = decoder.decode(&ev);
-                m.observe(&ev, Some(&dec));
-                continue;
-            }
-            m.note_event(&ev);
-            if crate::providers::etw::dnet::is_dotnet(&ev) {
-                // the runtime logs an event's managed stack in a ClrStackWalk event after it
-                match crate::providers::etw::dnet::clr_stack(&ev) {
-                    Some(frames) => m.stack_of_previous(&ev, frames),
-                    None => {
-                        m.observe(&ev, None);
-                        m.await_stack(&ev);
-                        if matches!(ev.id, 143 | 144) {
-                            let dec = decoder.decode(&ev);
-                            methods.extend(crate::providers::etw::dnet::managed_method(&ev, &dec));
-                        }
-                    }
-                }
-            } else if !ev.extended.is_empty() {
-                m.observe(&ev, None);
-            }
-        }
-        m.resolve_missed();
+        let (m, methods) = crate::sources::etl_stacks::collect_every_stack(&self.file, missed);
         self.state.set_missed_stacks(m.missed().clone());
         self.stacks = Some(m);
         self.managed_methods = methods;

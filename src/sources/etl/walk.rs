@@ -46,7 +46,12 @@ pub fn walk_trace<S: Sink>(
     scratch.names = Some(WalkNames::of(source));
     let stacks = source.stacks.take();
     let mut errors = Vec::new();
-    let stack_source = StackSource(stacks);
+    let mut stack_source = StackSource(stacks);
+    // a windowed matcher is fed by a look-ahead over the file (sources::etl_stacks)
+    let file = source.file.clone();
+    let window = source.stack_window();
+    let mut ahead =
+        crate::sources::etl_stacks::StackWindow::start(&file, stack_source.0.as_mut(), window);
     let mut generation = sink.generation();
     // the kernel records no enabled probe reads are stepped over unbuilt, unless timers
     // run (a timer fires at the first record at or after its time, which a record stepped
@@ -75,6 +80,9 @@ pub fn walk_trace<S: Sink>(
             if !interest.borrow().may_fire(ev) {
                 return true;
             }
+            if let (Some(a), Some(m)) = (ahead.as_mut(), stack_source.0.as_mut()) {
+                a.advance(ev, m);
+            }
             fire_event(sink, ev, dec, state, etw, &stack_source, &mut scratch);
             true
         },
@@ -85,6 +93,8 @@ pub fn walk_trace<S: Sink>(
         current_names(&mut scratch.names, sink, &source.state);
         sink.advance_to(t);
     }
+    // firings that lacked a part of their stack that came later than the window
+    errors.extend(ahead.and_then(|a| a.finish(stack_source.0.as_ref())));
     source.stacks = stack_source.0;
     errors
 }
