@@ -3,7 +3,6 @@
 //! the profile provider does not know are errors, and the samples are listed. Skips when
 //! `../shared/etl` is absent.
 
-
 use crate::support::cli;
 use cli::{dtx_ok, run};
 

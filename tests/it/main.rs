@@ -6,8 +6,10 @@
 //! (`support::etl`), the golden files (`support::golden`), programs compiled for a test
 //! (`support::ctarget`), a pseudo-terminal (`support::pty`).
 //!
-//! Modules for one OS are compiled for it alone; the conformance runner's needs
-//! `--features conformance` (the `conformance` binary it drives is built only then).
+//! The tests that time dtx against a bound and need the machine to themselves are a second
+//! binary, `tests/alone` (its `main.rs` says why). Modules for one OS are compiled for it
+//! alone; the conformance runner's needs `--features conformance` (the `conformance` binary it
+//! drives is built only then).
 
 mod support;
 
@@ -18,7 +20,6 @@ mod cli_output_formats;
 mod cli_variables;
 #[cfg(feature = "conformance")]
 mod conformance_runner;
-mod console_live_etw;
 mod d_classes;
 mod d_windows;
 mod d_windows_args;

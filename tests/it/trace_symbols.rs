@@ -1,7 +1,6 @@
 //! Over a recorded trace, stacks and `sym()`/`umod()` keys name the modules the trace's
 //! processes had loaded (`module+0xoffset`). Skips when `../shared/etl` is absent.
 
-
 use crate::support::standin_pdb;
 
 use crate::support::cli;
