@@ -7,7 +7,7 @@
 //! engine thread: timers, keys, the console), for a program that prints no frame and one
 //! that records stacks. `cargo bench --bench live_names`; figures in docs/performance.md.
 
-#[path = "../tests/support/synthetic_etl.rs"]
+#[path = "../tests/it/support/synthetic_etl.rs"]
 mod synthetic_etl;
 
 use std::time::{Duration, Instant};

@@ -1,6 +1,6 @@
 //! Naming a trace's frames with PDBs from a symbol server far away: 20 images, each with its
 //! own PDB (the clang-built stand-in given 20 GUIDs), on a server on 127.0.0.1 that waits
-//! 50 ms before each answer (tests/support/symbol_server.rs). Serial: each image's PDB is
+//! 50 ms before each answer (tests/it/support/symbol_server.rs). Serial: each image's PDB is
 //! fetched when its first frame is named (what a lone `stack()` does); parallel: the frames of
 //! an aggregation about to be printed are handed to `TraceSymbols::prefetch` first, which
 //! fetches 4 PDBs at a time. Every run has a new server and cache (a run asks no URL twice).
@@ -11,13 +11,13 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-#[path = "../tests/support/synthetic_etl.rs"]
+#[path = "../tests/it/support/synthetic_etl.rs"]
 mod synthetic;
 
-#[path = "../tests/support/standin_pdb.rs"]
+#[path = "../tests/it/support/standin_pdb.rs"]
 mod standin_pdb;
 
-#[path = "../tests/support/symbol_server.rs"]
+#[path = "../tests/it/support/symbol_server.rs"]
 mod server;
 
 use dtx::agg::SymbolResolver;

@@ -4,7 +4,7 @@
 //! times each key until the screen shows its effect. Target: every key answered within 50 ms.
 //! Run with `cargo bench --bench tui_latency`; skips when the trace is absent.
 
-#[path = "../tests/support/pty.rs"]
+#[path = "../tests/it/support/pty.rs"]
 mod pty;
 
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! terminal's screen (characters and colours, as a vt100 terminal holds them) is drawn to PNG
 //! with an 8×8 bitmap font. Run: `cargo build --release && cargo run --release --example screenshots`.
 
-#[path = "../tests/support/pty.rs"]
+#[path = "../tests/it/support/pty.rs"]
 mod pty;
 
 use std::path::{Path, PathBuf};

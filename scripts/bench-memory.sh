@@ -2,7 +2,7 @@
 # Peak resident memory and events per second of `dtx -q -E TRACE -n 'diag:::events
 # { @[execname] = count(); }'` over the 33 MB Windows 7 xperf trace and over a synthetic trace
 # COPIES times as long (its buffers repeated with their timestamps moved on: the test helper
-# of tests/support/etl.rs writes it). Memory must stay flat: the large trace's peak RSS within
+# of tests/it/support/etl.rs writes it). Memory must stay flat: the large trace's peak RSS within
 # a small factor of the small one's, at the same events per second.
 #
 #   scripts/bench-memory.sh [COPIES] [DIR]
@@ -20,7 +20,7 @@ cargo build --release --quiet --bin dtx
 DTX=${CARGO_TARGET_DIR:-target}/release/dtx
 echo "writing $COPIES copies..."
 DTX_BIG_TRACE=$work/big.etl DTX_BIG_COPIES=$COPIES \
-  cargo test --release --quiet --test trace_memory -- --ignored --exact write_big_trace > /dev/null
+  cargo test --release --quiet --test it -- --ignored --exact trace_memory::write_big_trace > /dev/null
 PROG='diag:::events { @[execname] = count(); }'
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
 

@@ -62,7 +62,7 @@ win_path() { printf 'Z:%s' "$1" | tr / '\\'; }
 run_tests() {
     DTX_PID_WIN_FIXTURES=$(win_path "$FIXTURES")
     export DTX_PID_WIN_FIXTURES
-    (cd "$ROOT" && "${CARGO[@]}" test --release "${BUILD_STD[@]}" --test pid_windows -- --test-threads=1)
+    (cd "$ROOT" && "${CARGO[@]}" test --release "${BUILD_STD[@]}" --test it pid:: -- --test-threads=1)
 }
 
 bench() {

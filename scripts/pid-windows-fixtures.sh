@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the pid provider's Windows test programs (tests/pid_windows/*.c) into DIR, for
-# tests/pid_windows.rs under Wine (a test running under Wine cannot call the Linux compilers):
+# tests/it/pid/windows.rs under Wine (a test running under Wine cannot call the Linux compilers):
 #   - every program with mingw gcc, -O0 and frame pointers (ustack() walks rbp), COFF symbols kept;
 #   - unwind.exe with -O2 -fomit-frame-pointer (ustack() needs .pdata/.xdata unwinding);
 #   - pidwin_pdb.exe: pidwin.c built by clang + lld with a PDB, stripped of its COFF symbols

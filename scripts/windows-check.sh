@@ -120,7 +120,7 @@ if [ "${DTX_WIN_SKIP_TESTS:-}" = 1 ]; then
     echo "windows-check: skipping the tests under Wine (DTX_WIN_SKIP_TESTS=1)"
     exit 0
 fi
-# the stand-in kernel PDB of tests/symbol_server.rs (served by the test over 127.0.0.1 to
+# the stand-in kernel PDB of tests/it/symbol_server.rs (served by the test over 127.0.0.1 to
 # dtx.exe), built here with clang + lld as the test would on Linux: no compiler runs under Wine
 SYMSRV_FIXTURES=$GNU_DIR/symsrv-fixtures
 mkdir -p "$SYMSRV_FIXTURES"
@@ -141,10 +141,10 @@ FIXTURES=$GNU_DIR/pid-fixtures
 scripts/pid-windows-fixtures.sh "$FIXTURES"
 DTX_PID_WIN_FIXTURES=$(printf 'Z:%s' "$FIXTURES" | tr / '\\')
 export DTX_PID_WIN_FIXTURES
-"${NICE[@]}" "${GNU_CARGO[@]}" test --release "${BUILD_STD[@]}" --test pid_windows -- --test-threads=1 || status=$?
+"${NICE[@]}" "${GNU_CARGO[@]}" test --release "${BUILD_STD[@]}" --test it pid:: -- --test-threads=1 || status=$?
 # the fpid provider: the agent DLL injected into the same programs (fpidwin.exe), one test at a
 # time; then its bench: one fpid hit against one hit of the debugger loop, in the same sitting
-"${NICE[@]}" "${GNU_CARGO[@]}" test --release "${BUILD_STD[@]}" --test fpid_windows -- --test-threads=1 || status=$?
+"${NICE[@]}" "${GNU_CARGO[@]}" test --release "${BUILD_STD[@]}" --test it fpid_windows:: -- --test-threads=1 || status=$?
 if [ "${DTX_WIN_SKIP_BENCH:-}" != 1 ]; then
     uptime
     # built as the tests were (`cargo test --release`, the release profile) rather than by

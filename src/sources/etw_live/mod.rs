@@ -9,7 +9,7 @@
 //! * [`SessionControl`]: what starts, re-plans and stops the sessions of a run; `windows`
 //!   (cfg(windows)) implements it with StartTrace/EnableTraceEx2/ProcessTrace — the only part
 //!   that needs Windows, and the only part not exercised by the tests here (Wine's OpenTrace
-//!   is a stub; an elevated Windows runner runs `tests/etw_live_windows.rs`);
+//!   is a stub; an elevated Windows runner runs `tests/it/etw_live_windows.rs`);
 //! * [`replay`]: a [`SessionControl`] that feeds a recorded trace's records through the same
 //!   callback, on a thread of its own, as a session would (the console's tests, on any OS).
 

@@ -1,0 +1,299 @@
+//! `pid` probes on .NET methods on a real Windows machine: the C# program of
+//! tests/dotnet_pid.rs, built here with the machine's .NET SDK (`dotnet build`; a hosted
+//! GitHub Windows runner has one), traced by `dtx -c "dotnet app.dll"`. The debugger loop
+//! follows the runtime's method events through an ETW session on the target's pid, so these
+//! tests need an elevated prompt, as tests/etw_live_windows.rs does. They skip with a message
+//! when that or the SDK is missing, under Wine, or with `DTX_LIVE_TESTS=0`; with
+//! `DTX_LIVE_TESTS=require` (the windows-live workflow sets it) a test that cannot run fails.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// The program: `Work.Add` (never inlined) called 5,000 times with 0..4999 and 7.
+const APP: &str = r#"
+using System;
+using System.Runtime.CompilerServices;
+
+static class Work {
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static int Add(int a, int b) { return a + b; }
+    [MethodImpl(MethodImplOptions.NoInlining)]
+    public static long Late(long x) { return x * 3; }
+}
+
+class Program {
+    static int Main(string[] args) {
+        string mode = args.Length > 0 ? args[0] : "";
+        int n = args.Length > 1 ? int.Parse(args[1]) : 5000;
+        long total = 0;
+        for (int i = 0; i < n; i++) total += Work.Add(i, 7);
+        Console.WriteLine("total " + total);
+        if (mode == "late") {
+            System.Threading.Thread.Sleep(3000);
+            Console.WriteLine("late " + Work.Late(14));
+        }
+        return 0;
+    }
+}
+"#;
+
+/// How long one dtx run may take before it is killed as hung.
+const TIMEOUT: Duration = Duration::from_secs(180);
+
+/// Keeps the runs apart (each starts an ETW session).
+static ONE: Mutex<()> = Mutex::new(());
+
+/// Whether this process's token is elevated, or None when it cannot be read.
+fn elevated() -> Option<bool> {
+    use windows_sys::Win32::Foundation::{CloseHandle, HANDLE};
+    use windows_sys::Win32::Security::{
+        GetTokenInformation, TokenElevation, TOKEN_ELEVATION, TOKEN_QUERY,
+    };
+    use windows_sys::Win32::System::Threading::{GetCurrentProcess, OpenProcessToken};
+    let mut token: HANDLE = std::ptr::null_mut();
+    // SAFETY: the pseudo handle of this process; `token` receives a handle closed below
+    if unsafe { OpenProcessToken(GetCurrentProcess(), TOKEN_QUERY, &mut token) } == 0 {
+        return None;
+    }
+    let mut info = TOKEN_ELEVATION { TokenIsElevated: 0 };
+    let mut len = 0u32;
+    // SAFETY: `info` is a TOKEN_ELEVATION of the size passed; `token` is open
+    let ok = unsafe {
+        GetTokenInformation(
+            token,
+            TokenElevation,
+            (&mut info as *mut TOKEN_ELEVATION).cast(),
+            std::mem::size_of::<TOKEN_ELEVATION>() as u32,
+            &mut len,
+        )
+    };
+    // SAFETY: the handle OpenProcessToken gave
+    unsafe { CloseHandle(token) };
+    (ok != 0).then_some(info.TokenIsElevated != 0)
+}
+
+/// Whether this runs under Wine (its ntdll exports `wine_get_version`).
+fn under_wine() -> bool {
+    use windows_sys::Win32::System::LibraryLoader::{GetModuleHandleA, GetProcAddress};
+    // SAFETY: NUL-terminated names; ntdll is loaded in every process
+    unsafe {
+        let ntdll = GetModuleHandleA(c"ntdll.dll".as_ptr().cast());
+        !ntdll.is_null() && GetProcAddress(ntdll, c"wine_get_version".as_ptr().cast()).is_some()
+    }
+}
+
+/// Why the tests cannot run here, or None.
+fn skip_reason() -> Option<String> {
+    if std::env::var("DTX_LIVE_TESTS").is_ok_and(|v| v.trim() == "0") {
+        return Some("DTX_LIVE_TESTS=0".into());
+    }
+    if under_wine() {
+        return Some("running under Wine, whose live ETW sessions are stubs".into());
+    }
+    match elevated() {
+        Some(true) => None,
+        Some(false) => {
+            Some("not elevated: the CLR's ETW session needs an Administrator prompt".into())
+        }
+        None => Some("the process token could not be read to tell elevation".into()),
+    }
+}
+
+/// With `DTX_LIVE_TESTS=require` a test that cannot run fails.
+fn cannot_run(test: &str, why: &str) {
+    assert!(
+        !std::env::var("DTX_LIVE_TESTS").is_ok_and(|v| v.trim() == "require"),
+        "{test}: DTX_LIVE_TESTS=require, but the test cannot run here: {why}"
+    );
+    eprintln!("skipped: {test}: {why}");
+}
+
+/// Runs `cmd` to its end (killed after [`TIMEOUT`]).
+fn run(cmd: &mut Command) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+    let start = Instant::now();
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            break;
+        }
+        if start.elapsed() > TIMEOUT {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("output");
+            panic!(
+                "{cmd:?} hung; stdout:\n{}\nstderr:\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().expect("output")
+}
+
+/// The built program (`app.dll`), made once; None after saying why the tests cannot run.
+fn app(test: &str) -> Option<&'static Path> {
+    static APP_DLL: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let built = APP_DLL.get_or_init(|| {
+        let version = Command::new("dotnet")
+            .arg("--version")
+            .output()
+            .map_err(|e| format!("no .NET SDK (`dotnet --version`: {e})"))?;
+        if !version.status.success() {
+            return Err("no .NET SDK (`dotnet --version` failed)".into());
+        }
+        let v = String::from_utf8_lossy(&version.stdout).trim().to_string();
+        let major = v.split('.').next().unwrap_or("8").to_string();
+        // (dtx's -c splits its command on blanks, as dtrace does, with no quoting: a folder
+        // under the target directory, whose path has none on a runner)
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("dtx-dotnet-pid-{}", std::process::id()));
+        if dir.to_string_lossy().contains(char::is_whitespace) {
+            return Err(format!(
+                "{} has a blank, which -c cannot pass",
+                dir.display()
+            ));
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        std::fs::write(dir.join("Program.cs"), APP).map_err(|e| e.to_string())?;
+        std::fs::write(
+            dir.join("app.csproj"),
+            format!(
+                r#"<Project Sdk="Microsoft.NET.Sdk">
+  <PropertyGroup>
+    <OutputType>Exe</OutputType>
+    <TargetFramework>net{major}.0</TargetFramework>
+    <AssemblyName>app</AssemblyName>
+    <ImplicitUsings>disable</ImplicitUsings>
+    <Nullable>disable</Nullable>
+  </PropertyGroup>
+</Project>
+"#
+            ),
+        )
+        .map_err(|e| e.to_string())?;
+        let out_dir = dir.join("out");
+        let b = run(Command::new("dotnet")
+            .args(["build", "-c", "Release", "-nologo", "-o"])
+            .arg(&out_dir)
+            .env("DOTNET_CLI_TELEMETRY_OPTOUT", "1")
+            .env("DOTNET_NOLOGO", "1")
+            .current_dir(&dir));
+        assert!(
+            b.status.success(),
+            "dotnet build (SDK {v}) failed:\n{}\n{}",
+            String::from_utf8_lossy(&b.stdout),
+            String::from_utf8_lossy(&b.stderr)
+        );
+        eprintln!("built app.dll with the .NET SDK {v}");
+        Ok(out_dir.join("app.dll"))
+    });
+    if let Some(why) = skip_reason() {
+        cannot_run(test, &why);
+        return None;
+    }
+    match built {
+        Ok(p) => Some(p.as_path()),
+        Err(why) => {
+            cannot_run(test, why);
+            None
+        }
+    }
+}
+
+/// `dtx -n prog -c "dotnet app.dll args"`: its output, after checking it succeeded.
+fn dtx(app: &Path, prog: &str, args: &str) -> (String, String) {
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let cmd = format!("dotnet {} {args}", app.display());
+    let out = run(Command::new(env!("CARGO_BIN_EXE_dtx")).args(["-n", prog, "-c", &cmd]));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.success(),
+        "dtx {prog} -c {cmd}: {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    (stdout, stderr)
+}
+
+/// The numbers dtx printed for its aggregations: the numeric lines after the program's own.
+fn aggregations(stdout: &str) -> Vec<i64> {
+    stdout
+        .lines()
+        .filter(|l| !l.contains("total") && !l.contains("late"))
+        .filter_map(|l| l.trim().parse::<i64>().ok())
+        .collect()
+}
+
+#[test]
+fn dotnet_pid_windows_entry_counts_every_call_and_sums_arg0() {
+    let Some(app) = app("dotnet_pid_windows_entry_counts_every_call_and_sums_arg0") else {
+        return;
+    };
+    let (out, err) = dtx(
+        app,
+        "pid$target:app::Work.Add:entry { @c = count(); @s = sum(arg0); }",
+        "",
+    );
+    let sum: i64 = (0..5000).sum();
+    assert_eq!(
+        aggregations(&out),
+        vec![5000, sum],
+        "stdout:\n{out}\nstderr:\n{err}"
+    );
+    assert!(!err.contains("armed 0 times"), "{err}");
+}
+
+#[test]
+fn dotnet_pid_windows_return_sums_the_return_values() {
+    let Some(app) = app("dotnet_pid_windows_return_sums_the_return_values") else {
+        return;
+    };
+    let (out, err) = dtx(
+        app,
+        "pid$target:app::Work.Add:return { @c = count(); @r = sum(arg1); }",
+        "",
+    );
+    let sum: i64 = (0..5000).map(|i| i + 7).sum();
+    assert_eq!(
+        aggregations(&out),
+        vec![5000, sum],
+        "stdout:\n{out}\nstderr:\n{err}"
+    );
+}
+
+#[test]
+fn dotnet_pid_windows_a_method_compiled_later_is_caught() {
+    let Some(app) = app("dotnet_pid_windows_a_method_compiled_later_is_caught") else {
+        return;
+    };
+    let (out, err) = dtx(
+        app,
+        "pid$target:app::Work.Late:entry { @c = count(); @s = sum(arg0); }",
+        "late 10",
+    );
+    assert_eq!(
+        aggregations(&out),
+        vec![1, 14],
+        "stdout:\n{out}\nstderr:\n{err}"
+    );
+}
+
+#[test]
+fn dotnet_pid_windows_a_method_never_compiled_is_said() {
+    let Some(app) = app("dotnet_pid_windows_a_method_never_compiled_is_said") else {
+        return;
+    };
+    let (_, err) = dtx(app, "pid$target:app::Work.Late:entry { @c = count(); }", "");
+    assert!(
+        err.contains("Work.Late:entry' matched 1 probe, armed 0 times: not JIT-compiled yet"),
+        "{err}"
+    );
+}

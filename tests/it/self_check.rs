@@ -1,0 +1,304 @@
+//! `dtx --check`, the self-check a user runs first (src/cli/selfcheck): its table, verdict,
+//! exit status and JSON document. On Linux: as root every check passes (skipped with a message
+//! when not root); run as an unprivileged user (uid 65534 through `setpriv`, as root) it says
+//! what needs root and exits non-zero. On Windows (scripts/windows-check.sh runs this under
+//! Wine): under Wine every ETW check is reported as not possible with Wine's reason and the
+//! status is 3; on a real machine elevated every check passes, not elevated the ETW checks
+//! say they need elevation.
+
+use std::process::ExitStatus;
+use std::time::{Duration, Instant};
+
+use crate::support::cli::Dtx;
+
+use dtx::output::json::{self, Json};
+
+/// How long one self-check may take: it promises under a minute.
+const LIMIT: Duration = Duration::from_secs(90);
+
+/// A finished self-check: status, stdout, stderr.
+struct Checked {
+    status: ExitStatus,
+    stdout: String,
+    stderr: String,
+    took: Duration,
+}
+
+impl Checked {
+    fn report(&self) -> String {
+        format!(
+            "status {} after {:.1} s\n--- stdout ---\n{}--- stderr ---\n{}",
+            self.status,
+            self.took.as_secs_f64(),
+            self.stdout,
+            self.stderr
+        )
+    }
+}
+
+/// Runs `prefix... dtx args...` to its end, failing the test when it takes over [`LIMIT`].
+fn run(prefix: &[&str], args: &[&str]) -> Checked {
+    let started = Instant::now();
+    let o = Dtx::under(prefix, args).timeout(LIMIT).output();
+    Checked {
+        status: o.status,
+        stdout: String::from_utf8_lossy(&o.stdout).replace("\r\n", "\n"),
+        stderr: String::from_utf8_lossy(&o.stderr).replace("\r\n", "\n"),
+        took: started.elapsed(),
+    }
+}
+
+/// The `checks` of a JSON report as (name, result, detail), after checking the document's
+/// shape: every item has the three string members and a result of pass, fail or skip; its
+/// `status` is the exit status.
+fn checks_of(c: &Checked) -> Vec<(String, String, String)> {
+    let doc = json::parse(&c.stdout).unwrap_or_else(|e| panic!("not JSON: {e}\n{}", c.report()));
+    let Some(Json::Array(items)) = doc.get("checks") else {
+        panic!("no checks list\n{}", c.report());
+    };
+    assert!(!items.is_empty(), "{}", c.report());
+    assert_eq!(
+        doc.get("status"),
+        Some(&Json::Int(c.status.code().unwrap_or(-1) as i64)),
+        "{}",
+        c.report()
+    );
+    assert!(
+        matches!(doc.get("verdict"), Some(Json::Str(v)) if v.starts_with("dtx --check: ")),
+        "{}",
+        c.report()
+    );
+    items
+        .iter()
+        .map(|i| {
+            let s = |k: &str| match i.get(k) {
+                Some(Json::Str(s)) => s.clone(),
+                other => panic!("check member {k} is {other:?}\n{}", c.report()),
+            };
+            let (name, result, detail) = (s("name"), s("result"), s("detail"));
+            assert!(
+                ["pass", "fail", "skip"].contains(&result.as_str()),
+                "{result}\n{}",
+                c.report()
+            );
+            assert!(!detail.is_empty(), "{name} has no detail\n{}", c.report());
+            (name, result, detail)
+        })
+        .collect()
+}
+
+/// `--check` takes no program, trace or target: a usage error, said before anything runs.
+#[test]
+fn self_check_runs_alone() {
+    let c = run(&[], &["--check", "-n", "BEGIN { exit(0); }"]);
+    assert_eq!(c.status.code(), Some(2), "{}", c.report());
+    assert!(
+        c.stderr.contains("dtx: --check runs alone"),
+        "{}",
+        c.report()
+    );
+    assert!(c.stdout.is_empty(), "{}", c.report());
+}
+
+#[cfg(target_os = "linux")]
+mod linux {
+    use super::*;
+
+    /// The checks of Linux, in their order.
+    const NAMES: [&str; 6] = [
+        "privilege",
+        "tracefs",
+        "uprobes",
+        "syscall-count",
+        "profile-ustack",
+        "fpid-agent",
+    ];
+
+    fn root() -> bool {
+        // SAFETY: geteuid has no preconditions
+        unsafe { libc::geteuid() == 0 }
+    }
+
+    #[test]
+    fn self_check_as_root_every_check_passes() {
+        if !root() {
+            eprintln!("skipped: self_check_as_root_every_check_passes: not root");
+            return;
+        }
+        let c = run(&[], &["--check"]);
+        eprintln!("{}", c.stdout);
+        assert_eq!(c.status.code(), Some(0), "{}", c.report());
+        let rows: Vec<&str> = c.stdout.lines().collect();
+        assert!(rows[0].starts_with("CHECK "), "{}", c.report());
+        for name in NAMES {
+            assert!(
+                rows.iter()
+                    .any(|r| r.starts_with(&format!("{name} ")) && r.contains(" pass ")),
+                "{name} did not pass\n{}",
+                c.report()
+            );
+        }
+        assert_eq!(
+            rows.last().copied(),
+            Some("dtx --check: all 6 checks passed"),
+            "{}",
+            c.report()
+        );
+        assert!(c.took < Duration::from_secs(60), "{}", c.report());
+    }
+
+    #[test]
+    fn self_check_json_lists_every_check() {
+        let c = run(&[], &["--check", "-x", "oformat=json"]);
+        let checks = checks_of(&c);
+        let names: Vec<&str> = checks.iter().map(|c| c.0.as_str()).collect();
+        assert_eq!(names, NAMES, "{}", c.report());
+        if root() {
+            assert!(
+                checks.iter().all(|c| c.1 == "pass"),
+                "{checks:?}\n{}",
+                c.report()
+            );
+        }
+        // the JSON document alone is on stdout: the progress lines are not written with it
+        assert!(!c.stderr.contains("checking"), "{}", c.report());
+    }
+
+    /// Runs as uid/gid 65534 with no capabilities (setpriv, as root; or as this user when it
+    /// already is unprivileged).
+    #[test]
+    fn self_check_unprivileged_says_what_needs_root_and_fails() {
+        let prefix: &[&str] = if root() {
+            if std::process::Command::new("setpriv")
+                .arg("--version")
+                .output()
+                .is_err()
+            {
+                eprintln!(
+                    "skipped: self_check_unprivileged_says_what_needs_root_and_fails: no setpriv"
+                );
+                return;
+            }
+            &[
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--inh-caps=-all",
+                "--",
+            ]
+        } else {
+            &[]
+        };
+        let c = run(prefix, &["--check"]);
+        eprintln!("{}", c.stdout);
+        assert_eq!(c.status.code(), Some(3), "{}", c.report());
+        let privilege = c
+            .stdout
+            .lines()
+            .find(|l| l.starts_with("privilege "))
+            .unwrap_or_else(|| panic!("no privilege row\n{}", c.report()));
+        assert!(privilege.contains(" skip "), "{}", c.report());
+        assert!(
+            privilege.contains("need root or CAP_PERFMON"),
+            "{}",
+            c.report()
+        );
+        for name in ["uprobes", "syscall-count", "profile-ustack"] {
+            let row = c
+                .stdout
+                .lines()
+                .find(|l| l.starts_with(&format!("{name} ")));
+            assert!(
+                row.is_some_and(
+                    |r| r.contains(" skip ") && r.contains("needs root (or CAP_PERFMON)")
+                ),
+                "{name}: {row:?}\n{}",
+                c.report()
+            );
+        }
+        let verdict = c.stdout.lines().last().unwrap_or("");
+        assert!(
+            verdict.starts_with("dtx --check: INCOMPLETE: ") && verdict.contains("could not run"),
+            "{}",
+            c.report()
+        );
+    }
+}
+
+#[cfg(windows)]
+mod windows {
+    use super::*;
+
+    /// Whether this runs under Wine (its ntdll exports `wine_get_version`).
+    fn under_wine() -> bool {
+        use windows_sys::Win32::System::LibraryLoader::{GetModuleHandleA, GetProcAddress};
+        // SAFETY: NUL-terminated names; ntdll is loaded in every process
+        unsafe {
+            let ntdll = GetModuleHandleA(c"ntdll.dll".as_ptr().cast());
+            !ntdll.is_null() && GetProcAddress(ntdll, c"wine_get_version".as_ptr().cast()).is_some()
+        }
+    }
+
+    const ETW: [&str; 8] = [
+        "etw-sessions",
+        "etw-proc",
+        "etw-file",
+        "etw-dns",
+        "etw-stack",
+        "etw-interval",
+        "etw-loss",
+        "etw-no-session-left",
+    ];
+
+    /// Under Wine: it runs, every ETW check is `skip` with Wine's reason, the status is 3
+    /// (could not run everything), and the checks that need no ETW ran. On Windows: elevated,
+    /// every check passes; not elevated, the ETW checks say they need elevation.
+    #[test]
+    fn self_check_reports_what_it_could_check_on_windows() {
+        let c = run(&[], &["--check", "-x", "oformat=json"]);
+        let checks = checks_of(&c);
+        eprintln!("{}", c.stdout);
+        let get = |n: &str| {
+            checks
+                .iter()
+                .find(|c| c.0 == n)
+                .unwrap_or_else(|| panic!("no check {n}\n{checks:?}"))
+        };
+        for n in [
+            "elevation",
+            "symbol-path",
+            "pdb-ntdll",
+            "pid-provider",
+            "fpid-inject",
+        ] {
+            get(n);
+        }
+        if under_wine() {
+            assert_eq!(c.status.code(), Some(3), "{}", c.report());
+            for n in ETW {
+                let (_, result, detail) = get(n);
+                assert_eq!(result, "skip", "{n}\n{}", c.report());
+                assert!(
+                    detail.starts_with("not possible under Wine "),
+                    "{n}: {detail}"
+                );
+            }
+            return;
+        }
+        let elevated = get("elevation").1 == "pass";
+        if elevated {
+            assert_eq!(c.status.code(), Some(0), "{}", c.report());
+        } else {
+            assert_eq!(c.status.code(), Some(3), "{}", c.report());
+            for n in ETW {
+                assert_eq!(get(n).1, "skip", "{n}\n{}", c.report());
+            }
+            assert!(
+                std::env::var("DTX_LIVE_TESTS").as_deref() != Ok("require"),
+                "DTX_LIVE_TESTS=require but the self-check could not run its ETW checks\n{}",
+                c.report()
+            );
+        }
+    }
+}
