@@ -900,10 +900,10 @@ fn open_perf(
 }
 
 /// `-x stackwindow`: how far ahead of a trace's walk its stacks are read, in ns (0: every stack
-/// before the run; see `sources::etl_stacks`).
+/// before the run; see `sources::etl::stacks`).
 fn stack_window(opts: &DOptions) -> u64 {
     match opts.int("stackwindow") {
         Some(ns) => ns.max(0) as u64,
-        None => crate::sources::etl_stacks::DEFAULT_WINDOW_NS,
+        None => crate::sources::etl::stacks::DEFAULT_WINDOW_NS,
     }
 }

@@ -3,7 +3,6 @@
 
 pub mod debugger;
 pub mod etl;
-pub mod etl_stacks;
 pub mod etw_live;
 pub mod first_records;
 pub mod fpid;

@@ -1,4 +1,4 @@
-//! The stacks of a trace read a window ahead of the walk (`src/sources/etl_stacks.rs`) print
+//! The stacks of a trace read a window ahead of the walk (`src/sources/etl/stacks.rs`) print
 //! byte for byte as those read all before the run (`-x stackwindow=0`), over every shared
 //! trace that has stacks; a stack logged later than the window is said, not lost silently; and
 //! over a long trace the windowed walk's memory stays flat where the pass over the whole trace

@@ -10,12 +10,13 @@ use crate::etw::state::{StackMatcher, SystemState};
 use crate::providers::etw::EtwProbes;
 use crate::sources::first_records::{EarliestRecords, GROUPS};
 
+pub mod stacks;
 pub mod walk;
 pub use walk::{fire_event, walk_trace, EventScratch};
 
 /// An opened trace with its decoder state.
 pub struct TraceSource {
-    /// Shared with the look-ahead that reads a walk's stacks ([`crate::sources::etl_stacks`]).
+    /// Shared with the look-ahead that reads a walk's stacks ([`crate::sources::etl::stacks`]).
     pub file: std::sync::Arc<EtlFile>,
     pub decoder: Decoder,
     pub state: SystemState,
@@ -23,7 +24,7 @@ pub struct TraceSource {
     /// The stacks of the trace, when the program records stacks (a stack's records come after
     /// the event it belongs to): every one, collected before the run, or, in a windowed
     /// matcher, the key definitions, the rest read a window ahead of the walk
-    /// ([`crate::sources::etl_stacks`]).
+    /// ([`crate::sources::etl::stacks`]).
     pub stacks: Option<StackMatcher>,
     /// How far ahead of the walk its stacks are read, in ns of trace time (`-x stackwindow`);
     /// 0: every stack before the run.
@@ -106,7 +107,7 @@ impl TraceSource {
             state: SystemState::new(),
             name: path.to_string(),
             stacks: None,
-            stack_window_ns: crate::sources::etl_stacks::DEFAULT_WINDOW_NS,
+            stack_window_ns: crate::sources::etl::stacks::DEFAULT_WINDOW_NS,
             managed_methods: Vec::new(),
             files_collected: false,
             threads_collected: false,
@@ -143,7 +144,7 @@ impl TraceSource {
         if self.stack_window_ns == 0 {
             return self.collect_stacks_with(false);
         }
-        let (m, methods) = crate::sources::etl_stacks::collect_keys_and_methods(&self.file);
+        let (m, methods) = crate::sources::etl::stacks::collect_keys_and_methods(&self.file);
         self.stacks = Some(m);
         self.managed_methods = methods;
     }
@@ -164,7 +165,7 @@ impl TraceSource {
     /// `missed-ustack` and `missed-dnet-stack`), which the system state then knows: these
     /// need every record's time, so they always take this pass.
     pub fn collect_stacks_with(&mut self, missed: bool) {
-        let (m, methods) = crate::sources::etl_stacks::collect_every_stack(&self.file, missed);
+        let (m, methods) = crate::sources::etl::stacks::collect_every_stack(&self.file, missed);
         self.state.set_missed_stacks(m.missed().clone());
         self.stacks = Some(m);
         self.managed_methods = methods;

@@ -47,11 +47,11 @@ pub fn walk_trace<S: Sink>(
     let stacks = source.stacks.take();
     let mut errors = Vec::new();
     let mut stack_source = StackSource(stacks);
-    // a windowed matcher is fed by a look-ahead over the file (sources::etl_stacks)
+    // a windowed matcher is fed by a look-ahead over the file (sources::etl::stacks)
     let file = source.file.clone();
     let window = source.stack_window();
     let mut ahead =
-        crate::sources::etl_stacks::StackWindow::start(&file, stack_source.0.as_mut(), window);
+        crate::sources::etl::stacks::StackWindow::start(&file, stack_source.0.as_mut(), window);
     let mut generation = sink.generation();
     // the kernel records no enabled probe reads are stepped over unbuilt, unless timers
     // run (a timer fires at the first record at or after its time, which a record stepped
