@@ -610,13 +610,7 @@ impl Vm {
     }
 
     /// Evaluates one aggregation key into `slot`, reusing its buffer for strings.
-    fn agg_key(
-        &mut self,
-        k: &Node,
-        kind: ValKind,
-        cx: &FiringCtx<'_>,
-        slot: &mut Datum,
-    ) -> R<()> {
+    fn agg_key(&mut self, k: &Node, kind: ValKind, cx: &FiringCtx<'_>, slot: &mut Datum) -> R<()> {
         if let Node::Call { subr, args, .. } = k {
             match *subr {
                 Subr::Stack | Subr::Ustack | Subr::Jstack => {
