@@ -115,6 +115,9 @@ pub struct ScannedTrace {
     /// when every trace is walked at once anyway (no more traces than threads); otherwise the
     /// walk opens the trace again, so that only the traces being walked are in memory.
     pub source: Option<TraceSource>,
+    /// The threads and processes of the trace's start the scan found: a trace opened again
+    /// takes them rather than read the file a second time for them.
+    pub start: Option<std::sync::Arc<crate::sources::etl::StartTable>>,
 }
 
 /// Opens every trace and gathers the providers they hold (in parallel, `threads` at a time)
@@ -134,6 +137,7 @@ pub fn scan_providers(
         src.decoder = TraceSource::new_decoder();
         let scanned = ScannedTrace {
             start_unix_ns: src.start_unix_ns(),
+            start: (!keep).then(|| src.start_table()).flatten(),
             source: keep.then_some(src),
         };
         Ok::<_, String>((etw, Mutex::new(scanned)))
@@ -272,10 +276,13 @@ fn run_file(
 /// when a program records them; `None` (said on stderr) when it cannot be read.
 fn open_trace(run: &ManyTraces<'_>, i: usize, prog: &str) -> Option<TraceSource> {
     let name = &run.traces[i];
-    let kept = run
-        .scanned
-        .get(i)
-        .and_then(|s| s.lock().unwrap_or_else(|e| e.into_inner()).source.take());
+    let (kept, start) = match run.scanned.get(i) {
+        Some(s) => {
+            let mut s = s.lock().unwrap_or_else(|e| e.into_inner());
+            (s.source.take(), s.start.take())
+        }
+        None => (None, None),
+    };
     let mut src = match kept.map_or_else(|| TraceSource::open(name), Ok) {
         Ok(s) => s,
         Err(e) => {
@@ -283,6 +290,10 @@ fn open_trace(run: &ManyTraces<'_>, i: usize, prog: &str) -> Option<TraceSource>
             return None;
         }
     };
+    // the scan read the trace's start: the walk does not read the file again for it
+    if let Some(t) = start {
+        src.preload_start_table(t);
+    }
     if run.stacks {
         src.set_stack_window(run.stack_window);
         src.collect_stacks();

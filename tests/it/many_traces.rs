@@ -461,3 +461,51 @@ fn globs_and_zip_members_name_the_same_traces() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no file matches"));
 }
+
+#[test]
+fn more_traces_than_threads_name_every_thread_from_the_scan() {
+    // with more traces than the pool's threads the scan does not keep the traces open: each
+    // is opened again for its walk and takes the start of the trace (its threads and
+    // processes) from the scan instead of a second pass; each thread still has its process
+    // from the first record, so three copies count three times one copy, key by key
+    let Some((a, _)) = two_traces() else { return };
+    let prog = "sched:::on-cpu { @c[execname] = count(); }";
+    let one = aggregations(&run(true, &[&a], prog));
+    let copies = dtx::engine::many::pool_size(8) + 1;
+    let many = aggregations(&run(true, &vec![a.as_str(); copies], prog));
+    assert!(one["c"].len() > 10, "the trace has processes on CPU");
+    assert!(
+        !one["c"].keys().any(|k| k.contains("unknown")),
+        "{:?}",
+        one["c"].keys()
+    );
+    assert_eq!(one["c"].len(), many["c"].len());
+    for (k, row) in &one["c"] {
+        assert_eq!(
+            int(&many["c"][k], "count"),
+            copies as i64 * int(row, "count"),
+            "@c[{k}]"
+        );
+    }
+}
+
+#[test]
+fn a_trace_opened_again_takes_the_start_the_scan_found() {
+    use dtx::sources::etl::TraceSource;
+    let Some((a, _)) = two_traces() else { return };
+    let mut scanned = TraceSource::open(&a).unwrap();
+    scanned.scan_providers(&mut dtx::providers::etw::EtwProbes::new());
+    let table = scanned
+        .start_table()
+        .expect("the scan read the trace's start");
+    assert!(!table.threads.is_empty() && !table.processes.is_empty());
+    // the same table as a pass of its own over a fresh source
+    let mut fresh = TraceSource::open(&a).unwrap();
+    assert!(!fresh.knows_threads());
+    fresh.collect_threads();
+    assert_eq!(*fresh.start_table().unwrap(), *table);
+    // and a source given it needs no pass
+    let mut again = TraceSource::open(&a).unwrap();
+    again.preload_start_table(table);
+    assert!(again.knows_threads());
+}

@@ -36,12 +36,22 @@ pub struct TraceSource {
     files_collected: bool,
     /// Whether [`TraceSource::collect_threads`] ran.
     threads_collected: bool,
+    /// The threads and processes of the trace's start that pass found, kept so that a source
+    /// opened again over the same file needs no second pass ([`TraceSource::start_table`]).
+    start_table: Option<StartTable>,
     /// Whether [`TraceSource::collect_disk_completions`] ran.
     disks_collected: bool,
     /// Whether a walk must hand every record to its caller ([`TraceSource::walk_every_record`]).
     every_record: bool,
     /// The PDBs read to name the trace's frames, kept for every resolver built from it.
     pub pdbs: crate::symbols::PdbStore,
+}
+
+/// The threads and processes that existed from a trace's start ([`TraceSource::collect_threads`]).
+#[derive(Debug, Default, PartialEq)]
+pub struct StartTable {
+    pub processes: Vec<crate::etw::state::Process>,
+    pub threads: Vec<crate::etw::state::Thread>,
 }
 
 /// The names a walk of a trace gives stack frames as it goes, for what is printed before END
@@ -111,6 +121,7 @@ impl TraceSource {
             managed_methods: Vec::new(),
             files_collected: false,
             threads_collected: false,
+            start_table: None,
             disks_collected: false,
             every_record: false,
             pdbs: crate::symbols::PdbStore::from_env(),
@@ -223,10 +234,33 @@ impl TraceSource {
     /// Gives the state the threads and processes of the trace's start (once).
     fn preload(&mut self, first: EarliestRecords) {
         if !self.threads_collected {
-            self.threads_collected = true;
             let (processes, threads) = first.at_start();
-            self.state.preload(processes, threads);
+            self.preload_start_table(std::sync::Arc::new(StartTable { processes, threads }));
         }
+    }
+
+    /// The threads and processes of the trace's start, once a pass found them (the scan of
+    /// [`TraceSource::scan_providers`] or [`TraceSource::collect_threads`]): what a source
+    /// opened again over the same file takes instead of reading it again.
+    pub fn start_table(&self) -> Option<std::sync::Arc<StartTable>> {
+        self.start_table.clone()
+    }
+
+    /// Takes the start of the trace another source over the same file found
+    /// ([`TraceSource::start_table`]): [`TraceSource::collect_threads`] then has nothing to do.
+    pub fn preload_start_table(&mut self, table: std::sync::Arc<StartTable>) {
+        if self.threads_collected {
+            return;
+        }
+        self.threads_collected = true;
+        self.state
+            .preload(table.processes.clone(), table.threads.clone());
+        self.start_table = Some(table);
+    }
+
+    /// Whether the state knows the trace's start (a pass found it, or another source's).
+    pub fn knows_threads(&self) -> bool {
+        self.threads_collected
     }
 
     /// A pass over the trace for the names of file objects (FileIo name, create and rundown
