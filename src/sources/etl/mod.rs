@@ -38,7 +38,7 @@ pub struct TraceSource {
     threads_collected: bool,
     /// The threads and processes of the trace's start that pass found, kept so that a source
     /// opened again over the same file needs no second pass ([`TraceSource::start_table`]).
-    start_table: Option<StartTable>,
+    start_table: Option<std::sync::Arc<StartTable>>,
     /// Whether [`TraceSource::collect_disk_completions`] ran.
     disks_collected: bool,
     /// Whether a walk must hand every record to its caller ([`TraceSource::walk_every_record`]).
