@@ -556,11 +556,11 @@ fn run_plan(prog: &str, args: &Args, mut opts: DOptions, plan: plan::Plan) -> Re
                         .flat_map(|cl| &cl.probes)
                         .map(|d| crate::probes::ProbeCatalog::matching(&catalog, d).len())
                         .sum();
-                let src = match p.kind {
-                    SourceKind::File => crate::output::messages::ProgramSource::Script,
-                    SourceKind::String => crate::output::messages::ProgramSource::Description,
-                };
-                let line = crate::output::messages::matched(src, &program_label(p), n as u64);
+                let line = crate::output::messages::matched(
+                    program_source(p),
+                    &program_label(p),
+                    n as u64,
+                );
                 crate::output::stderr::write(&line.replacen("dtx", prog, 1));
                 if args.verbose {
                     let _ = out.write_all(&stability_report(p, c, &catalog, true));
@@ -663,13 +663,18 @@ fn stability_report(
     catalog: &Catalog,
     enabled: bool,
 ) -> Vec<u8> {
-    let what = match p.kind {
-        SourceKind::File => "script",
-        SourceKind::String => "description",
-    };
+    let what = program_source(p).word();
     let mut buf = Vec::new();
     let _ = listing::stability_report(&mut buf, what, &program_label(p), c, catalog, enabled);
     buf
+}
+
+/// What dtrace calls a program in its messages: a script (`-s`) or a description.
+fn program_source(p: &Program) -> crate::output::messages::ProgramSource {
+    match p.kind {
+        SourceKind::File => crate::output::messages::ProgramSource::Script,
+        SourceKind::String => crate::output::messages::ProgramSource::Description,
+    }
 }
 
 /// The name dtrace gives a program in its messages: the script's file, or a description up to
@@ -757,13 +762,10 @@ fn run_programs(
         _ => None,
     };
     for (i, (p, r)) in programs.iter().zip(&engine.runs).enumerate() {
-        let src = match p.kind {
-            SourceKind::File => messages::ProgramSource::Script,
-            SourceKind::String => messages::ProgramSource::Description,
-        };
         if !quiet {
             crate::output::stderr::write(
-                &messages::matched(src, &r.label, r.matched as u64).replacen("dtx", prog, 1),
+                &messages::matched(program_source(p), &r.label, r.matched as u64)
+                    .replacen("dtx", prog, 1),
             );
         }
         if let Some(report) = reports.get(i) {

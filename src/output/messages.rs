@@ -53,11 +53,21 @@ pub enum ProgramSource {
 /// `dtx: script 'x.d' matched 3 probes` /
 /// `dtx: description 'BEGIN' matched 1 probe`.
 pub fn matched(src: ProgramSource, name: &str, n: u64) -> String {
-    let desc = match src {
-        ProgramSource::Script => "script",
-        ProgramSource::Description => "description",
-    };
-    format!("{PROG}: {desc} '{name}' matched {n} probe{}\n", plural(n))
+    format!(
+        "{PROG}: {} '{name}' matched {n} probe{}\n",
+        src.word(),
+        plural(n)
+    )
+}
+
+impl ProgramSource {
+    /// What dtrace calls the program in its messages: "script" or "description".
+    pub fn word(self) -> &'static str {
+        match self {
+            ProgramSource::Script => "script",
+            ProgramSource::Description => "description",
+        }
+    }
 }
 
 /// `-l` with a description that matches nothing:

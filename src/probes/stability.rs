@@ -217,9 +217,7 @@ pub fn provider_attrs(provider: &str) -> &'static ProviderAttrs {
 /// neither empty nor a glob. A description whose provider part is empty or a glob has
 /// `Unstable` parts throughout.
 pub fn description_attrs(desc: &crate::probes::ProbeDesc) -> Attr {
-    fn named(part: &str) -> bool {
-        !part.is_empty() && !part.contains(['*', '?', '[', '\\'])
-    }
+    let named = |part: &str| !open_part(part);
     if !named(&desc.provider) {
         return Attr::UNNAMED;
     }
@@ -246,20 +244,23 @@ pub fn description_info(
     desc: &crate::probes::ProbeDesc,
     matched: &[crate::probes::ProbeInfo],
 ) -> Option<(Attr, &'static ProviderAttrs)> {
-    fn open(part: &str) -> bool {
-        part.is_empty() || part.contains(['*', '?', '[', '\\'])
-    }
     let first = matched.first()?;
     let p = provider_attrs(&first.provider);
     if matched.len() > 1
         && (p.args.data < Stability::Evolving
-            || (p.module.name >= Stability::Evolving && open(&desc.module))
-            || (p.function.name >= Stability::Evolving && open(&desc.function))
-            || (p.name.name >= Stability::Evolving && open(&desc.name)))
+            || (p.module.name >= Stability::Evolving && open_part(&desc.module))
+            || (p.function.name >= Stability::Evolving && open_part(&desc.function))
+            || (p.name.name >= Stability::Evolving && open_part(&desc.name)))
     {
         return None;
     }
     Some((description_attrs(desc), p))
+}
+
+/// A description part that names no one thing: empty, or a glob (libdtrace's `strisglob`,
+/// whose `\\` escapes count as glob characters).
+fn open_part(part: &str) -> bool {
+    part.is_empty() || part.contains(['*', '?', '[', '\\'])
 }
 
 /// What `probeprov`, `probemod`, `probefunc`, `probename` and `args` have in a clause whose

@@ -10,8 +10,9 @@ use std::collections::HashMap;
 
 use dtx::providers::etw::dnet::ClrMethodFeed;
 
-/// (pid, start) → (size, Namespace.Type.Method, assembly), from dtx's `dnet` probes.
-fn recorded(trace: &str) -> HashMap<(u32, u64), (u64, String, String)> {
+/// (pid, start) → (size, Namespace.Type.Method, assembly), from dtx's `dnet` probes (also what
+/// the live replay of `dotnet_pid_live_replay` is compared with).
+pub(crate) fn recorded(trace: &str) -> HashMap<(u32, u64), (u64, String, String)> {
     let prog = r#"
         dnet::jit:method-load, dnet::rundown:method-dcstart, dnet::rundown:method-dcend
         { printf("m %d %x %x %x %s.%s\n", pid, args[0]->clr_start, args[0]->clr_size,

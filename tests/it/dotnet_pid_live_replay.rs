@@ -16,7 +16,6 @@
 use crate::support::etl;
 
 use std::collections::HashMap;
-use std::process::Command;
 
 use dtx::etw::record::EventRecord;
 use dtx::output::stack::Lookup;
@@ -26,61 +25,7 @@ use dtx::providers::Provider;
 use dtx::sources::etw_live::clr::{self, ClrContext, EventWriteFn};
 use dtx::sources::etw_live::raw::LiveEvent;
 
-/// (pid, start) → (size, Namespace.Type.Method, assembly), from dtx's `dnet` probes.
-fn recorded(trace: &str) -> HashMap<(u32, u64), (u64, String, String)> {
-    let prog = r#"
-        dnet::jit:method-load, dnet::rundown:method-dcstart, dnet::rundown:method-dcend
-        { printf("m %d %x %x %x %s.%s\n", pid, args[0]->clr_start, args[0]->clr_size,
-                 args[0]->clr_modid, args[0]->clr_namespace, args[0]->clr_name); }
-        dnet::loader:module-load, dnet::rundown:module-dcstart, dnet::rundown:module-dcend
-        { printf("mod %d %x %s\n", pid, args[0]->clr_modid, args[0]->clr_modilpath); }"#;
-    let out = Command::new(env!("CARGO_BIN_EXE_dtx"))
-        .args(["-q", "-E", trace, "-n", prog])
-        .output()
-        .expect("run dtx");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
-    let hex = |s: &str| u64::from_str_radix(s, 16).expect("hex");
-    let mut modules = HashMap::new();
-    let mut methods = Vec::new();
-    for l in text.lines() {
-        let f: Vec<&str> = l.splitn(6, ' ').collect();
-        match f.as_slice() {
-            ["mod", pid, id, path] => {
-                let file = path.rsplit('\\').next().unwrap_or(path);
-                let name = file.rsplit_once('.').map_or(file, |(n, _)| n);
-                modules.insert(
-                    (pid.parse::<u32>().expect("pid"), hex(id)),
-                    name.to_string(),
-                );
-            }
-            ["m", pid, start, size, modid, name] => methods.push((
-                pid.parse::<u32>().expect("pid"),
-                hex(start),
-                hex(size),
-                hex(modid),
-                name.to_string(),
-            )),
-            _ => {}
-        }
-    }
-    let mut out = HashMap::new();
-    for (pid, start, size, modid, name) in methods {
-        if size == 0 {
-            continue;
-        }
-        let module = modules
-            .get(&(pid, modid))
-            .cloned()
-            .unwrap_or_else(|| "?".into());
-        out.insert((pid, start), (size, name, module));
-    }
-    out
-}
+use crate::dotnet_pid_etw::recorded;
 
 /// A .NET process on Windows as the provider sees it: the CLR loaded, every byte of code
 /// `push rbp` then `ret`s (only the sites' addresses matter here).

@@ -45,44 +45,7 @@ const TIMEOUT: Duration = Duration::from_secs(180);
 /// Keeps the runs apart (each starts an ETW session).
 static ONE: Mutex<()> = Mutex::new(());
 
-/// Whether this process's token is elevated, or None when it cannot be read.
-fn elevated() -> Option<bool> {
-    use windows_sys::Win32::Foundation::{CloseHandle, HANDLE};
-    use windows_sys::Win32::Security::{
-        GetTokenInformation, TokenElevation, TOKEN_ELEVATION, TOKEN_QUERY,
-    };
-    use windows_sys::Win32::System::Threading::{GetCurrentProcess, OpenProcessToken};
-    let mut token: HANDLE = std::ptr::null_mut();
-    // SAFETY: the pseudo handle of this process; `token` receives a handle closed below
-    if unsafe { OpenProcessToken(GetCurrentProcess(), TOKEN_QUERY, &mut token) } == 0 {
-        return None;
-    }
-    let mut info = TOKEN_ELEVATION { TokenIsElevated: 0 };
-    let mut len = 0u32;
-    // SAFETY: `info` is a TOKEN_ELEVATION of the size passed; `token` is open
-    let ok = unsafe {
-        GetTokenInformation(
-            token,
-            TokenElevation,
-            (&mut info as *mut TOKEN_ELEVATION).cast(),
-            std::mem::size_of::<TOKEN_ELEVATION>() as u32,
-            &mut len,
-        )
-    };
-    // SAFETY: the handle OpenProcessToken gave
-    unsafe { CloseHandle(token) };
-    (ok != 0).then_some(info.TokenIsElevated != 0)
-}
-
-/// Whether this runs under Wine (its ntdll exports `wine_get_version`).
-fn under_wine() -> bool {
-    use windows_sys::Win32::System::LibraryLoader::{GetModuleHandleA, GetProcAddress};
-    // SAFETY: NUL-terminated names; ntdll is loaded in every process
-    unsafe {
-        let ntdll = GetModuleHandleA(c"ntdll.dll".as_ptr().cast());
-        !ntdll.is_null() && GetProcAddress(ntdll, c"wine_get_version".as_ptr().cast()).is_some()
-    }
-}
+use crate::etw_live_windows::{elevated, under_wine};
 
 /// Why the tests cannot run here, or None.
 fn skip_reason() -> Option<String> {

@@ -27,7 +27,7 @@ static LIVE: Mutex<()> = Mutex::new(());
 
 /// Whether this process's token is elevated (an Administrator prompt), or None when the token
 /// cannot be read.
-fn elevated() -> Option<bool> {
+pub(crate) fn elevated() -> Option<bool> {
     use windows_sys::Win32::Foundation::{CloseHandle, HANDLE};
     use windows_sys::Win32::Security::{
         GetTokenInformation, TokenElevation, TOKEN_ELEVATION, TOKEN_QUERY,
@@ -56,7 +56,7 @@ fn elevated() -> Option<bool> {
 }
 
 /// Whether this runs under Wine (its ntdll exports `wine_get_version`).
-fn under_wine() -> bool {
+pub(crate) fn under_wine() -> bool {
     use windows_sys::Win32::System::LibraryLoader::{GetModuleHandleA, GetProcAddress};
     // SAFETY: NUL-terminated names; ntdll is loaded in every process
     unsafe {
