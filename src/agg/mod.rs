@@ -322,7 +322,8 @@ impl Agg {
         vec![0; self.stride]
     }
 
-    #[inline]
+    // always inline: called once per aggregating firing, where a call's cost shows
+    #[inline(always)]
     fn find(&self, k: &[u8], h: u64) -> Option<usize> {
         let mut e = *self.index.get(&h)?;
         while e != NONE {
@@ -574,6 +575,7 @@ impl AggregationTable {
     }
 
     /// [`update`](Self::update) for a key of integers only, already encoded.
+    #[inline]
     pub fn update_ints(&mut self, agg: u32, key: &IntKey, args: &[i64]) -> Result<(), AggError> {
         let k = key.bytes();
         self.update_encoded(agg, k, k.len(), args)
@@ -826,4 +828,4 @@ impl Merged<'_> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

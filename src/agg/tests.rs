@@ -1,10 +1,10 @@
 //! The aggregations' own behaviour: the `aggsize` limit and the merge of tables. Their
-//! printing is tested with `output::printa`.
+//! printing is tested with `output::printa`, which builds its tables with the helpers here.
 
 use super::*;
 use crate::ir::{AggFunc, Aggregation};
 
-fn defs(list: &[(&str, AggFunc)]) -> Vec<Aggregation> {
+pub(crate) fn defs(list: &[(&str, AggFunc)]) -> Vec<Aggregation> {
     list.iter()
         .map(|(n, f)| Aggregation {
             name: n.to_string(),
@@ -14,7 +14,7 @@ fn defs(list: &[(&str, AggFunc)]) -> Vec<Aggregation> {
         .collect()
 }
 
-fn int(v: i64) -> Datum {
+pub(crate) fn int(v: i64) -> Datum {
     Datum::Int {
         value: v,
         size: 4,
@@ -22,11 +22,11 @@ fn int(v: i64) -> Datum {
     }
 }
 
-fn s(v: &str) -> Datum {
+pub(crate) fn s(v: &str) -> Datum {
     Datum::Str(v.as_bytes().to_vec())
 }
 
-fn lq(base: i32, step: u16, limit: i32) -> AggFunc {
+pub(crate) fn lq(base: i32, step: u16, limit: i32) -> AggFunc {
     AggFunc::Lquantize {
         base,
         step,

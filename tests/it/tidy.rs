@@ -241,6 +241,7 @@ fn test_files(files: &[PathBuf]) -> BTreeSet<PathBuf> {
             let Some(name) = next
                 .strip_prefix("mod ")
                 .or_else(|| next.strip_prefix("pub mod "))
+                .or_else(|| next.strip_prefix("pub(crate) mod "))
                 .and_then(|n| n.strip_suffix(';'))
             else {
                 continue;

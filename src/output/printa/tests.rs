@@ -4,6 +4,7 @@
 //! normalised) when it is present; a few are also spelled out here.
 
 use super::*;
+use crate::agg::tests::{defs, int, lq, s};
 use crate::agg::{
     AggError, AggValue, AggregationTable, Encoding, NoSymbols, SortOptions, SymbolResolver,
 };
@@ -35,24 +36,6 @@ fn check_tail(name: &str, got: &[u8]) {
     }
 }
 
-fn defs(list: &[(&str, AggFunc)]) -> Vec<Aggregation> {
-    list.iter()
-        .map(|(n, f)| Aggregation {
-            name: n.to_string(),
-            func: *f,
-            keys: Vec::new(),
-        })
-        .collect()
-}
-
-fn int(v: i64) -> Datum {
-    Datum::Int {
-        value: v,
-        size: 4,
-        signed: true,
-    }
-}
-
 fn sized(v: i64, size: u8) -> Datum {
     Datum::Int {
         value: v,
@@ -61,22 +44,10 @@ fn sized(v: i64, size: u8) -> Datum {
     }
 }
 
-fn s(v: &str) -> Datum {
-    Datum::Str(v.as_bytes().to_vec())
-}
-
 /// The end of a run: dtrace's newline, then the unprinted aggregations.
 fn end(t: &AggregationTable, opts: &SortOptions, out: &mut Vec<u8>) {
     out.push(b'\n');
     print_unprinted(t, opts, &NoSymbols, out);
-}
-
-fn lq(base: i32, step: u16, limit: i32) -> AggFunc {
-    AggFunc::Lquantize {
-        base,
-        step,
-        levels: ((i64::from(limit) - i64::from(base)) / i64::from(step)) as u16,
-    }
 }
 
 #[test]
