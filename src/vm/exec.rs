@@ -5,7 +5,7 @@ use super::memory::Fault;
 use super::record::{Datum, Record};
 use std::sync::Arc;
 
-use super::{ecb, ErrorInfo, FireResult, FiringCtx, Vm};
+use super::{ErrorInfo, FireResult, FiringCtx, Vm};
 use crate::agg::IntKey;
 use crate::ir::{Action, ActionKind, LValue, Node, Program, Scope, Stmt, Subr, ValKind};
 use crate::probes::{END_ID, ERROR_ID, ERROR_PROBE};
@@ -13,9 +13,9 @@ use crate::probes::{END_ID, ERROR_ID, ERROR_PROBE};
 type R<T> = Result<T, Fault>;
 
 /// How a clause ended.
+/// (`exit()` lets the clause run on: it sets `exit_in_clause`.)
 enum Flow {
     Done,
-    Exit,
     /// The clause's remaining actions are dropped (dtrace's `CPU_DTRACE_DROP`, which ends the
     /// action loop): `speculate(0)`.
     Drop,
@@ -50,44 +50,38 @@ impl Vm {
         // field is only assigned in `Vm::new`), so the program it points to outlives this call;
         // borrowing it through a pointer spares an atomic reference-count round trip per firing.
         let program: &Program = unsafe { &*Arc::as_ptr(&self.program) };
+        let end = cx.probe.id == END_ID;
+        let filling = self.opts.fill && !end;
+        let limit = if filling {
+            self.fill_limit
+        } else {
+            self.opts.bufsize & !7
+        };
         let mut next = 0;
         // the enablings of a probe do not change while it fires (`enable` needs the Vm between
         // firings); they are read by index so the clauses can use `self` freely
         while let Some(&e) = self.enabling_lists[slot].get(next) {
             next += 1;
-            if self.exiting && cx.probe.id != END_ID {
+            if self.exiting && !end {
                 break;
             }
-            // the ECB reserves its room in the principal buffer before its predicate runs;
-            // without the room the firing is dropped whole (`dtrace_buffer_reserve()`)
-            let ecb = self
-                .ecb_sizes
-                .get(e.clause)
-                .copied()
-                .unwrap_or(ecb::EcbSize {
-                    size: 0,
-                    needed: 0,
-                    align: 4,
-                });
-            let end = cx.probe.id == END_ID;
-            let filling = self.opts.fill && !end;
-            // `align` is a power of two (1..=8): a mask, not `next_multiple_of`'s division,
-            // which costs tens of cycles on every firing
-            let offs = if self.opts.ring {
-                0
-            } else {
-                let mask = ecb.align.max(1) - 1;
-                (self.buf_offset + mask) & !mask
-            };
-            let limit = if filling {
-                self.fill_limit
-            } else {
-                self.opts.bufsize & !7
-            };
             if filling && self.filled {
                 continue;
             }
-            if offs + ecb.needed > limit {
+            // the ECB reserves its room in the principal buffer before its predicate runs;
+            // without the room the firing is dropped whole (`dtrace_buffer_reserve()`)
+            let plan = self
+                .plans
+                .get(e.clause)
+                .copied()
+                .unwrap_or(super::ClausePlan::NONE);
+            // a mask, not `next_multiple_of`'s division, which costs tens of cycles a firing
+            let offs = if self.opts.ring {
+                0
+            } else {
+                (self.buf_offset + plan.align_mask) & !plan.align_mask
+            };
+            if offs + plan.ecb.needed > limit {
                 if filling {
                     // the filling buffer is full: tracing stops (dtrace counts no drop, it
                     // marks the buffer full)
@@ -103,14 +97,14 @@ impl Vm {
             // a clause of `n++` statements alone, with no predicate: the adds are all it does
             // (no record, no speculation, no fault, nothing of the firing read), so none of
             // the state a clause's actions and faults need is set up for it
-            if clause.predicate.is_none() && self.steps_only(&clause.body) {
+            if plan.steps_only {
                 for s in &clause.body {
                     if let Stmt::Eval(n) = s {
                         self.step_static(n);
                     }
                 }
                 // as a clause that ran to its end with no speculation (below)
-                self.buf_offset = offs + ecb.size;
+                self.buf_offset = offs + plan.ecb.size;
                 continue;
             }
             self.current_clause = e.clause;
@@ -136,64 +130,46 @@ impl Vm {
                 self.clause_ran = true;
                 self.stmts(&clause.body, cx, &mut action_no, res)
             })();
-            let r = match r {
-                Ok(_) if self.exit_in_clause => Ok(Flow::Exit),
-                other => other,
-            };
-            // a clause with no statements shows its probe line (DTrace's default action); one
-            // whose statements record nothing (`@[k] = count()`, `self->ts = timestamp`) has an
-            // ECB of size 0 in dtrace and shows nothing
-            if matches!(r, Ok(Flow::Exit) | Ok(Flow::Done))
-                && clause.body.is_empty()
-                && !self.header_sent
-                && self.clause_ran
-                && !self.opts.quiet
-            {
-                self.records.push((
-                    e.epid,
-                    Record::Fire {
-                        cpu: cx.cpu,
-                        probe: cx.probe.id,
-                    },
-                ));
-            }
-            // a clause whose only record is speculate()'s keeps its header, in the
-            // speculation's buffer (dtrace_ecb_action_add sizes a speculate like a record)
-            if matches!(r, Ok(Flow::Exit) | Ok(Flow::Done))
-                && self.current_spec != 0
-                && !self.header_sent
-            {
-                self.header_sent = true;
-                let fire = Record::Fire {
-                    cpu: cx.cpu,
-                    probe: cx.probe.id,
-                };
-                self.spec.push(self.current_spec, (e.epid, fire));
-            }
-            // a firing that ran to its end keeps its records in the buffer it wrote to; a
-            // speculating one kept them in its speculation's buffer
-            if self.clause_ran
-                && matches!(r, Ok(Flow::Exit) | Ok(Flow::Done))
-                && self.current_spec == 0
-            {
-                self.buf_offset = offs + ecb.size;
-            }
-            if matches!(r, Ok(Flow::Exit)) && self.current_spec == 0 {
-                // exit(): the remaining clauses of this firing do not run
-                self.exiting = true;
-            }
             match r {
-                Ok(Flow::Exit) | Ok(Flow::Done) => {}
+                Ok(Flow::Done) => {
+                    if self.current_spec == 0 {
+                        // a firing that ran to its end keeps its records in the principal
+                        // buffer (a speculating one kept them in its speculation's buffer)
+                        if self.clause_ran {
+                            self.buf_offset = offs + plan.ecb.size;
+                            // a clause with no statements shows its probe line (DTrace's
+                            // default action); one whose statements record nothing (`@[k] =
+                            // count()`, `self->ts = timestamp`) has an ECB of size 0 in dtrace
+                            // and shows nothing
+                            if clause.body.is_empty() && !self.header_sent && !self.opts.quiet {
+                                self.records.push((
+                                    e.epid,
+                                    Record::Fire {
+                                        cpu: cx.cpu,
+                                        probe: cx.probe.id,
+                                    },
+                                ));
+                            }
+                        }
+                        if self.exit_in_clause {
+                            // exit(): the remaining clauses of this firing do not run
+                            self.exiting = true;
+                        }
+                    } else if !self.header_sent {
+                        // a clause whose only record is speculate()'s keeps its header, in the
+                        // speculation's buffer (dtrace_ecb_action_add sizes a speculate like
+                        // a record)
+                        self.header_sent = true;
+                        let fire = Record::Fire {
+                            cpu: cx.cpu,
+                            probe: cx.probe.id,
+                        };
+                        self.spec.push(self.current_spec, (e.epid, fire));
+                    }
+                }
                 // the enabled probe's record is not committed
                 Ok(Flow::Drop) => self.records.truncate(self.clause_first_record),
                 Err(fault) => {
-                    // dtrace_probe() leaves the buffer's offset where it was when a clause
-                    // faults: nothing the clause recorded is kept (what commit() released
-                    // before the fault is)
-                    self.records.truncate(self.clause_kept);
-                    if let (Some(mark), true) = (self.spec_mark, self.current_spec != 0) {
-                        self.spec.rollback(self.current_spec, mark);
-                    }
                     let info = ErrorInfo {
                         epid: e.epid,
                         probe: cx.probe.id,
@@ -201,17 +177,36 @@ impl Vm {
                         action: action_no.max(1),
                         fault,
                     };
-                    if in_error {
-                        // a fault in an ERROR clause is counted, not reported again
-                        self.double_errors += 1;
-                    } else {
-                        res.errors.push(info.clone());
-                        self.fire_error(cx, &info, res);
-                    }
+                    self.clause_faulted(cx, info, res, in_error);
                 }
             }
         }
         self.spec.end_firing();
+    }
+
+    /// What a clause's fault leaves: dtrace_probe() leaves the buffer's offset where it was
+    /// when a clause faults, so nothing the clause recorded is kept (what commit() released
+    /// before the fault is); then `dtrace:::ERROR` fires. Out of line: faults are rare.
+    #[cold]
+    #[inline(never)]
+    fn clause_faulted(
+        &mut self,
+        cx: &FiringCtx<'_>,
+        info: ErrorInfo,
+        res: &mut FireResult,
+        in_error: bool,
+    ) {
+        self.records.truncate(self.clause_kept);
+        if let (Some(mark), true) = (self.spec_mark, self.current_spec != 0) {
+            self.spec.rollback(self.current_spec, mark);
+        }
+        if in_error {
+            // a fault in an ERROR clause is counted, not reported again
+            self.double_errors += 1;
+        } else {
+            res.errors.push(info.clone());
+            self.fire_error(cx, &info, res);
+        }
     }
 
     /// Fires `dtrace:::ERROR` for a fault: arg1 = EPID, arg2 = action, arg3 = offset,
@@ -306,7 +301,7 @@ impl Vm {
 
     /// Whether every statement of `body` (one at least) is one [`Vm::step_static`] does.
     #[inline]
-    fn steps_only(&self, body: &[Stmt]) -> bool {
+    pub(super) fn steps_only(&self, body: &[Stmt]) -> bool {
         !body.is_empty()
             && body.iter().all(|s| match s {
                 Stmt::Eval(n) => self.static_step(n).is_some(),
@@ -465,7 +460,7 @@ impl Vm {
                 // or one without room for the ECB: dtrace's `dtrace_speculation_buffer()` or
                 // `dtrace_buffer_reserve()` fails, the firing is dropped and the clause's later
                 // actions do not run
-                let ecb = self.ecb_sizes.get(self.current_clause).copied();
+                let ecb = self.plans.get(self.current_clause).map(|p| p.ecb);
                 let mark = self.spec.mark(id);
                 match ecb {
                     Some(ecb) if self.spec.reserve(id, ecb) => {

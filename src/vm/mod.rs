@@ -275,6 +275,31 @@ pub struct ErrorInfo {
     pub fault: Fault,
 }
 
+/// What a clause's firing needs that its text fixes: worked out once in [`Vm::new`], not on
+/// every firing (the hot path reads it by one index).
+#[derive(Clone, Copy, Debug)]
+struct ClausePlan {
+    /// What the clause's ECB takes in a buffer.
+    ecb: ecb::EcbSize,
+    /// `ecb.align - 1`: the ECB's start is rounded up with a mask.
+    align_mask: usize,
+    /// No predicate, and every statement an `n++` [`Vm::step_static`] does.
+    steps_only: bool,
+}
+
+impl ClausePlan {
+    /// A clause index with no plan (none is made for a clause the program lacks).
+    const NONE: ClausePlan = ClausePlan {
+        ecb: ecb::EcbSize {
+            size: 0,
+            needed: 0,
+            align: 4,
+        },
+        align_mask: 3,
+        steps_only: false,
+    };
+}
+
 /// An enabled probe: one clause on one probe (DTrace's ECB).
 #[derive(Clone, Copy, Debug)]
 pub struct Enabling {
@@ -356,8 +381,8 @@ pub struct Vm {
     exit_in_clause: bool,
     /// The running clause passed its predicate.
     clause_ran: bool,
-    /// What each clause's ECB takes in a buffer, by clause index.
-    ecb_sizes: Vec<ecb::EcbSize>,
+    /// What each clause's firing needs decided before it runs, by clause index.
+    plans: Vec<ClausePlan>,
     /// Offset of the principal buffer: what the firings kept since the consumer last took
     /// the buffer (each firing when it is not filling).
     buf_offset: usize,
@@ -465,11 +490,7 @@ impl Vm {
             exiting: false,
             exit_in_clause: false,
             clause_ran: false,
-            ecb_sizes: program
-                .clauses
-                .iter()
-                .map(|c| ecb::ecb_size(c, &program, strsize))
-                .collect(),
+            plans: Vec::new(),
             buf_offset: 0,
             current_clause: 0,
             clause_first_record: 0,
@@ -496,7 +517,26 @@ impl Vm {
             .collect();
         vm.layout_variables();
         vm.intern_strings();
+        vm.plans = vm.plan_clauses(strsize);
         vm
+    }
+
+    /// Each clause's [`ClausePlan`]: its ECB, from the program; whether it is `n++` steps
+    /// alone, from the variables' layout (so after [`Vm::layout_variables`]).
+    fn plan_clauses(&self, strsize: usize) -> Vec<ClausePlan> {
+        let program = &*self.program;
+        program
+            .clauses
+            .iter()
+            .map(|c| {
+                let ecb = ecb::ecb_size(c, program, strsize);
+                ClausePlan {
+                    ecb,
+                    align_mask: ecb.align.max(1) - 1,
+                    steps_only: c.predicate.is_none() && self.steps_only(&c.body),
+                }
+            })
+            .collect()
     }
 
     /// Gives every by-reference global and clause-local its storage.
@@ -583,7 +623,7 @@ impl Vm {
 
     /// Dynamic variable drops so far.
     pub fn dynvar_drops(&self) -> u64 {
-        self.dynvars.drops
+        self.dynvars.drops()
     }
 
     /// Speculation drops so far: (records that did not fit, busy, unavailable).
@@ -599,7 +639,7 @@ impl Vm {
     /// of a many-trace run) as this one's, for the run's final drop messages: dynamic
     /// variables, and speculations (as [`Vm::spec_drops`] gives them).
     pub fn add_drops(&mut self, dynvars: u64, spec: (u64, u64, u64)) {
-        self.dynvars.drops += dynvars;
+        self.dynvars.add_drops(dynvars);
         self.spec.drops += spec.0;
         self.spec.busy_drops += spec.1;
         self.spec.unavail_drops += spec.2;

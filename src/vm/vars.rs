@@ -31,17 +31,69 @@ type TlsKey = (u32, u64);
 pub struct DynVars {
     /// Backing bytes of every dynamic variable.
     pub mem: Vec<u8>,
-    free: FastMap<usize, Vec<usize>>,
+    /// The free slots and the bytes in use.
+    space: Space,
     tls: FastMap<TlsKey, usize>,
+    /// The thread-local last found or made, and its offset: a clause reads the `self->ts` it
+    /// tests in its predicate again in its body, so most lookups are the one before
+    /// (`NO_TLS` when there is none; kept equal to what `tls` holds for that key).
+    last_tls: (TlsKey, usize),
     arrays: FastMap<DynKey, usize>,
     /// What each element's key was charged.
     key_charges: FastMap<usize, usize>,
+}
+
+/// The room of the dynamic variables: slots freed for reuse, and the bytes in use against the
+/// limit (apart from the maps, so a map's entry can be made while its slot is taken).
+#[derive(Clone)]
+struct Space {
+    /// Freed 8-byte slots (integers, the most common value), apart from the other sizes:
+    /// freeing and taking one then needs no hash.
+    free8: Vec<usize>,
+    /// Freed slots of every other size, by size.
+    free: FastMap<usize, Vec<usize>>,
     /// Bytes in use (values plus key overhead), against `limit`.
     used: usize,
     limit: usize,
     /// Allocations refused because the space was full.
-    pub drops: u64,
+    drops: u64,
 }
+
+impl Space {
+    /// A zeroed slot of `size` bytes in `mem`, charged `charge` bytes; `None` (a drop,
+    /// counted) when the limit would be passed.
+    fn alloc(&mut self, mem: &mut Vec<u8>, size: usize, charge: usize) -> Option<usize> {
+        if self.used + charge > self.limit {
+            self.drops += 1;
+            return None;
+        }
+        self.used += charge;
+        let reused = if size == 8 {
+            self.free8.pop()
+        } else {
+            self.free.get_mut(&size).and_then(|v| v.pop())
+        };
+        if let Some(off) = reused {
+            mem[off..off + size].fill(0);
+            return Some(off);
+        }
+        let off = mem.len();
+        mem.resize(off + size.max(1), 0);
+        Some(off)
+    }
+
+    fn release(&mut self, off: usize, size: usize, charge: usize) {
+        self.used = self.used.saturating_sub(charge);
+        if size == 8 {
+            self.free8.push(off);
+        } else {
+            self.free.entry(size).or_default().push(off);
+        }
+    }
+}
+
+/// `DynVars::last_tls` when it holds nothing (no variable has this id).
+const NO_TLS: (TlsKey, usize) = ((u32::MAX, 0), 0);
 
 /// Bookkeeping cost charged per dynamic variable besides its value, as a fixed overhead.
 const OVERHEAD: usize = 32;
@@ -50,50 +102,69 @@ impl DynVars {
     pub fn new(limit: usize) -> Self {
         DynVars {
             mem: Vec::new(),
-            free: FastMap::default(),
+            space: Space {
+                free8: Vec::new(),
+                free: FastMap::default(),
+                used: 0,
+                limit,
+                drops: 0,
+            },
             tls: FastMap::default(),
+            last_tls: NO_TLS,
             arrays: FastMap::default(),
             key_charges: FastMap::default(),
-            used: 0,
-            limit,
-            drops: 0,
         }
+    }
+
+    /// Allocations refused because the space was full.
+    pub fn drops(&self) -> u64 {
+        self.space.drops
+    }
+
+    /// Counts `n` more refused allocations (those of another engine, folded in).
+    pub fn add_drops(&mut self, n: u64) {
+        self.space.drops += n;
     }
 
     fn alloc(&mut self, size: usize, charge: usize) -> Option<usize> {
-        if self.used + charge > self.limit {
-            self.drops += 1;
-            return None;
-        }
-        self.used += charge;
-        if let Some(off) = self.free.get_mut(&size).and_then(|v| v.pop()) {
-            self.mem[off..off + size].fill(0);
-            return Some(off);
-        }
-        let off = self.mem.len();
-        self.mem.resize(off + size.max(1), 0);
-        Some(off)
+        self.space.alloc(&mut self.mem, size, charge)
     }
 
     fn release(&mut self, off: usize, size: usize, charge: usize) {
-        self.used = self.used.saturating_sub(charge);
-        self.free.entry(size).or_default().push(off);
+        self.space.release(off, size, charge);
     }
 
     /// The offset of a thread-local's storage, creating it when `create`.
+    #[inline]
     pub fn tls(&mut self, var: u32, tid: u64, size: usize, create: bool) -> Option<usize> {
-        if let Some(&off) = self.tls.get(&(var, tid)) {
+        let (key, off) = self.last_tls;
+        if key == (var, tid) {
             return Some(off);
         }
-        if !create {
-            return None;
-        }
-        let off = self.alloc(size, size + OVERHEAD)?;
-        self.tls.insert((var, tid), off);
+        self.tls_lookup(var, tid, size, create)
+    }
+
+    fn tls_lookup(&mut self, var: u32, tid: u64, size: usize, create: bool) -> Option<usize> {
+        let off = if create {
+            // one probe of the map whether the variable is there or is made
+            match self.tls.entry((var, tid)) {
+                std::collections::hash_map::Entry::Occupied(o) => *o.get(),
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    let off = self.space.alloc(&mut self.mem, size, size + OVERHEAD)?;
+                    *v.insert(off)
+                }
+            }
+        } else {
+            *self.tls.get(&(var, tid))?
+        };
+        self.last_tls = ((var, tid), off);
         Some(off)
     }
 
     pub fn free_tls(&mut self, var: u32, tid: u64, size: usize) {
+        if self.last_tls.0 == (var, tid) {
+            self.last_tls = NO_TLS;
+        }
         if let Some(off) = self.tls.remove(&(var, tid)) {
             self.release(off, size, size + OVERHEAD);
         }
@@ -150,6 +221,7 @@ impl DynVars {
     /// threads of one trace of a many-trace run are not those of the next, even where their
     /// ids are the same. `size` gives a variable's value size, as it was allocated.
     pub fn clear_threads(&mut self, size: impl Fn(u32) -> usize) {
+        self.last_tls = NO_TLS;
         for ((var, _), off) in std::mem::take(&mut self.tls) {
             let n = size(var);
             self.release(off, n, n + OVERHEAD);
@@ -232,13 +304,13 @@ mod tests {
         let g = d.element(2, 0, b"k", 1, 8, true).unwrap();
         d.mem[g] = 9;
         d.element(3, 100, b"k", 1, 8, true).unwrap();
-        let used = d.used;
+        let used = d.space.used;
         d.clear_threads(|_| 8);
         assert_eq!(d.tls(1, 100, 8, false), None);
         assert_eq!(d.element(3, 100, b"k", 1, 8, false), None);
         assert_eq!(d.element(2, 0, b"k", 1, 8, false), Some(g));
         assert_eq!(d.mem[g], 9);
-        assert!(d.used < used);
+        assert!(d.space.used < used);
         // the space freed is used again, zeroed
         let again = d.tls(1, 100, 8, true).unwrap();
         assert_eq!(d.mem[again], 0);
@@ -264,7 +336,7 @@ mod tests {
             }
         }
         assert_eq!(made, 200 / (8 + OVERHEAD));
-        assert_eq!(d.drops, 100 - made as u64);
+        assert_eq!(d.drops(), 100 - made as u64);
         let e = d.element(2, 0, b"key", 3, 8, true);
         assert!(e.is_none());
     }
