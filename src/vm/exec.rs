@@ -51,12 +51,6 @@ impl Vm {
         // borrowing it through a pointer spares an atomic reference-count round trip per firing.
         let program: &Program = unsafe { &*Arc::as_ptr(&self.program) };
         let end = cx.probe.id == END_ID;
-        let filling = self.opts.fill && !end;
-        let limit = if filling {
-            self.fill_limit
-        } else {
-            self.opts.bufsize & !7
-        };
         let mut next = 0;
         // the enablings of a probe do not change while it fires (`enable` needs the Vm between
         // firings); they are read by index so the clauses can use `self` freely
@@ -65,34 +59,20 @@ impl Vm {
             if self.exiting && !end {
                 break;
             }
-            if filling && self.filled {
-                continue;
-            }
-            // the ECB reserves its room in the principal buffer before its predicate runs;
-            // without the room the firing is dropped whole (`dtrace_buffer_reserve()`)
             let plan = self
                 .plans
                 .get(e.clause)
                 .copied()
                 .unwrap_or(super::ClausePlan::NONE);
-            // a mask, not `next_multiple_of`'s division, which costs tens of cycles a firing
-            let offs = if self.opts.ring {
-                0
-            } else {
-                (self.buf_offset + plan.align_mask) & !plan.align_mask
-            };
-            if offs + plan.ecb.needed > limit {
-                if filling {
-                    // the filling buffer is full: tracing stops (dtrace counts no drop, it
-                    // marks the buffer full)
-                    self.filled = true;
-                    self.exiting = true;
-                    res.exit.get_or_insert(0);
-                } else {
-                    self.principal_drops += 1;
+            // where the ECB starts in the principal buffer (0 when no firing can fill it)
+            let offs = if self.buffer_accounted {
+                match self.reserve(&plan, end, res) {
+                    Some(offs) => offs,
+                    None => continue,
                 }
-                continue;
-            }
+            } else {
+                0
+            };
             let clause = &program.clauses[e.clause];
             // a clause of `n++` statements alone, with no predicate: the adds are all it does
             // (no record, no speculation, no fault, nothing of the firing read), so none of
@@ -182,6 +162,46 @@ impl Vm {
             }
         }
         self.spec.end_firing();
+    }
+
+    /// Reserves an ECB's room in the principal buffer before its predicate runs, and gives
+    /// where it starts; without the room the firing is dropped whole
+    /// (`dtrace_buffer_reserve()`), and a filling buffer stops tracing.
+    #[inline]
+    fn reserve(
+        &mut self,
+        plan: &super::ClausePlan,
+        end: bool,
+        res: &mut FireResult,
+    ) -> Option<usize> {
+        let filling = self.opts.fill && !end;
+        if filling && self.filled {
+            return None;
+        }
+        let limit = if filling {
+            self.fill_limit
+        } else {
+            self.opts.bufsize & !7
+        };
+        // a mask, not `next_multiple_of`'s division, which costs tens of cycles a firing
+        let offs = if self.opts.ring {
+            0
+        } else {
+            (self.buf_offset + plan.align_mask) & !plan.align_mask
+        };
+        if offs + plan.ecb.needed <= limit {
+            return Some(offs);
+        }
+        if filling {
+            // the filling buffer is full: tracing stops (dtrace counts no drop, it marks the
+            // buffer full)
+            self.filled = true;
+            self.exiting = true;
+            res.exit.get_or_insert(0);
+        } else {
+            self.principal_drops += 1;
+        }
+        None
     }
 
     /// What a clause's fault leaves: dtrace_probe() leaves the buffer's offset where it was

@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use crate::agg::AggregationTable;
 use crate::ir::{self, Node, Program, ValKind};
-use crate::probes::ProbeInfo;
+use crate::probes::{ProbeInfo, ERROR_ID};
 pub use memory::{AddressSpace, Fault, NoMemory};
 pub use record::{Datum, Record};
 use vars::DynVars;
@@ -383,6 +383,13 @@ pub struct Vm {
     clause_ran: bool,
     /// What each clause's firing needs decided before it runs, by clause index.
     plans: Vec<ClausePlan>,
+    /// Whether firings reserve room in the principal buffer. Not when no firing can fill it
+    /// ([`Vm::enable`] decides): a switching buffer starts empty at every firing.
+    buffer_accounted: bool,
+    /// What the enablings of each list (as `enabling_lists`) reserve together, at most.
+    list_need: Vec<usize>,
+    /// The largest of `list_need`, the longest list, and what ERROR's list reserves.
+    worst_need: (usize, usize, usize),
     /// Offset of the principal buffer: what the firings kept since the consumer last took
     /// the buffer (each firing when it is not filling).
     buf_offset: usize,
@@ -491,6 +498,9 @@ impl Vm {
             exit_in_clause: false,
             clause_ran: false,
             plans: Vec::new(),
+            buffer_accounted: true,
+            list_need: Vec::new(),
+            worst_need: (0, 0, 0),
             buf_offset: 0,
             current_clause: 0,
             clause_first_record: 0,
@@ -518,6 +528,7 @@ impl Vm {
         vm.layout_variables();
         vm.intern_strings();
         vm.plans = vm.plan_clauses(strsize);
+        vm.buffer_accounted = vm.opts.fill || vm.opts.ring;
         vm
     }
 
@@ -593,7 +604,30 @@ impl Vm {
             lists.len() - 1
         });
         self.enabling_lists[slot].push(Enabling { epid, clause });
+        self.account_enabling(slot, probe, clause);
         epid
+    }
+
+    /// Whether, with a new enabling of `clause` in list `slot`, a firing could need more room
+    /// than the principal buffer has: a firing runs its list's enablings, and each may fault
+    /// and fire ERROR once (a fault in an ERROR clause fires nothing), so it reserves at most
+    /// the largest list's need plus, per enabling of the longest list, ERROR's need. Firings
+    /// skip the reservation while that bound fits (`fill` and `ring` always account).
+    fn account_enabling(&mut self, slot: usize, probe: u64, clause: usize) {
+        let plan = self.plans.get(clause).copied().unwrap_or(ClausePlan::NONE);
+        if self.list_need.len() <= slot {
+            self.list_need.resize(slot + 1, 0);
+        }
+        let need = self.list_need[slot].saturating_add(plan.ecb.needed + plan.align_mask);
+        self.list_need[slot] = need;
+        let (max_need, max_len, error_need) = &mut self.worst_need;
+        *max_need = (*max_need).max(need);
+        *max_len = (*max_len).max(self.enabling_lists[slot].len());
+        if probe == ERROR_ID {
+            *error_need = need;
+        }
+        let worst = max_need.saturating_add(max_len.saturating_mul(*error_need));
+        self.buffer_accounted = self.opts.fill || self.opts.ring || worst > self.opts.bufsize & !7;
     }
 
     /// The slot in `enabling_lists` of a probe with enablings.

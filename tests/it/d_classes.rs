@@ -352,6 +352,27 @@ fn a_firing_that_does_not_fit_the_principal_buffer_is_dropped() {
 }
 
 #[test]
+fn an_error_firing_counts_in_what_its_firing_reserves() {
+    // bufsize=57 is 56 bytes. The three BEGIN clauses together need less than that, so only
+    // the ERROR firing of the second one's fault can overflow: the first ECB keeps 16 bytes,
+    // then ERROR's four printf()s need 12 + 4 * 8 = 44 more and are dropped; exit() fits.
+    // (A VM that skipped the reservation because each probe's own clauses fit would print
+    // them.)
+    let o = run(
+        "#pragma D option quiet\n#pragma D option bufsize=57\n\
+         BEGIN { printf(\"%d\", 1); }\n\
+         BEGIN { x = *(int *)0; }\n\
+         BEGIN { exit(0); }\n\
+         ERROR { printf(\"a\"); printf(\"b\"); printf(\"c\"); printf(\"d\"); }\n",
+        &[],
+    );
+    assert_eq!(stdout(&o), "1\n");
+    let e = stderr(&o);
+    assert!(e.contains("1 drop on CPU 0"), "{e}");
+    assert!(e.contains("invalid address (0x0)"), "{e}");
+}
+
+#[test]
 fn setopt_and_freopen_argument_checks() {
     let o = run(
         "#pragma D option quiet\nBEGIN { setopt(\"nonexistent\"); setopt(\"quiet\", \"maybe\");\n\
