@@ -20,6 +20,7 @@ use crate::probes::{glob_match, ProbeDesc, ProbeInfo};
 
 pub mod absent;
 mod diag;
+pub use diag::blind_args;
 pub mod dnet;
 mod fsinfo;
 pub mod guid_probe;
@@ -189,6 +190,25 @@ impl Interest {
     /// program cannot tell.
     pub fn set_reads_event(&mut self, reads: bool) {
         self.reads_event = reads;
+    }
+
+    /// The probes every record fires, and all it fires, when no program reads anything of a
+    /// firing and `diag:::events` / `diag:::ignored` are the only ETW probes enabled: `events`
+    /// then `ignored`, in the order [`EtwProbes::firings_with`] gives them. Such a record needs
+    /// no lookup of its thread, no provider name, no probe table ([`diag::blind_args`] are
+    /// its arguments); `None` otherwise.
+    #[inline]
+    pub fn blind_probes(&self) -> Option<&'static [u64]> {
+        const BOTH: [u64; 2] = [FIRST_ID, diag::IGNORED_ID];
+        if self.reads_event || self.others {
+            return None;
+        }
+        Some(match (self.events, self.ignored) {
+            (true, true) => &BOTH,
+            (true, false) => &BOTH[..1],
+            (false, true) => &BOTH[1..],
+            (false, false) => &[],
+        })
     }
 
     /// Whether an enabled kernel probe may fire for this record: false for a record with a

@@ -124,6 +124,48 @@ pub fn fire_event<S: Sink + ?Sized>(
         interest,
         process,
     } = scratch;
+    // no program reads a field of the record: it fires `diag:::events` / `diag:::ignored` as
+    // the unknown thread, with nothing decoded, listed or looked up (the firing
+    // `firings_with` would list, built in place)
+    if let Some(blind) = interest.as_ref().and_then(|i| i.blind_probes()) {
+        if stacks.0.is_none() && sink.sampler().is_none() {
+            let mem = PayloadMemory {
+                id: ev.id,
+                version: ev.version,
+                wide: ev.pointer_size == 8,
+                payload: ev.payload,
+                native: &[],
+            };
+            let mem = crate::providers::etw::payload::EventMemory {
+                payload: &mem,
+                event: dec,
+            };
+            let mut cx = FiringCtx::synthetic(
+                &UNNAMED_PROBE,
+                t,
+                ev.wall_ns,
+                crate::etw::state::UNKNOWN_EXECNAME,
+            );
+            cx.args = crate::providers::etw::blind_args(ev);
+            cx.set_ids(
+                crate::etw::state::UNKNOWN_PID,
+                crate::providers::etw::UNKNOWN_TID,
+            );
+            cx.ppid = 0;
+            cx.cpu = ev.cpu as u32;
+            cx.memory = &mem;
+            let mut before_print = || {
+                names
+                    .as_mut()
+                    .and_then(|n| n.current(state))
+                    .map(|n| Box::new(n) as Box<dyn SymbolResolver + Send>)
+            };
+            for &probe in blind {
+                sink.fire_probe(probe, &cx, &mut before_print);
+            }
+            return;
+        }
+    }
     firings.clear();
     etw.firings_with(
         ev,
