@@ -741,7 +741,7 @@ impl Sink for Engine {
     fn fire_probe(
         &mut self,
         probe: u64,
-        cx: &FiringCtx<'_>,
+        cx: FiringCtx<'_>,
         names: &mut dyn FnMut() -> Option<Box<dyn crate::agg::SymbolResolver + Send>>,
     ) {
         let Engine {
@@ -759,7 +759,7 @@ impl Sink for Engine {
         let cx = FiringCtx {
             probe: p,
             trace: trace_name,
-            ..*cx
+            ..cx
         };
         let mut before_print = |c: &mut Consumer| {
             if let Some(s) = names() {

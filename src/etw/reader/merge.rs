@@ -342,7 +342,7 @@ impl<'f> Events<'f> {
 
     /// Timestamp of the next record of a cursor: None at its end; damaged records and a pending
     /// truncation report sort first.
-    #[inline]
+    #[inline(always)]
     fn head_ts(&self, slot: usize) -> Option<i64> {
         let c = self.slots.get(slot)?.as_ref()?;
         if let Some(known) = c.head.get() {

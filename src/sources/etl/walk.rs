@@ -140,20 +140,6 @@ pub fn fire_event<S: Sink + ?Sized>(
                 payload: &mem,
                 event: dec,
             };
-            let mut cx = FiringCtx::synthetic(
-                &UNNAMED_PROBE,
-                t,
-                ev.wall_ns,
-                crate::etw::state::UNKNOWN_EXECNAME,
-            );
-            cx.args = crate::providers::etw::blind_args(ev);
-            cx.set_ids(
-                crate::etw::state::UNKNOWN_PID,
-                crate::providers::etw::UNKNOWN_TID,
-            );
-            cx.ppid = 0;
-            cx.cpu = ev.cpu as u32;
-            cx.memory = &mem;
             let mut before_print = || {
                 names
                     .as_mut()
@@ -161,7 +147,21 @@ pub fn fire_event<S: Sink + ?Sized>(
                     .map(|n| Box::new(n) as Box<dyn SymbolResolver + Send>)
             };
             for &probe in blind {
-                sink.fire_probe(probe, &cx, &mut before_print);
+                let mut cx = FiringCtx::synthetic(
+                    &UNNAMED_PROBE,
+                    t,
+                    ev.wall_ns,
+                    crate::etw::state::UNKNOWN_EXECNAME,
+                );
+                cx.args = crate::providers::etw::blind_args(ev);
+                cx.set_ids(
+                    crate::etw::state::UNKNOWN_PID,
+                    crate::providers::etw::UNKNOWN_TID,
+                );
+                cx.ppid = 0;
+                cx.cpu = ev.cpu as u32;
+                cx.memory = &mem;
+                sink.fire_probe(probe, cx, &mut before_print);
             }
             return;
         }
@@ -228,7 +228,7 @@ pub fn fire_event<S: Sink + ?Sized>(
                 .and_then(|n| n.current(state))
                 .map(|n| Box::new(n) as Box<dyn SymbolResolver + Send>)
         };
-        sink.fire_probe(f.probe, &cx, &mut before_print);
+        sink.fire_probe(f.probe, cx, &mut before_print);
     }
 }
 
