@@ -358,6 +358,10 @@ pub struct Vm {
     clause_ran: bool,
     /// What each clause's ECB takes in a buffer, by clause index.
     ecb_sizes: Vec<ecb::EcbSize>,
+    /// By clause index: for a clause with no predicate whose statements are all `++`/`--` of
+    /// an integer global or clause-local variable, its adds (global?, variable, delta),
+    /// worked out once here rather than from the statements at every firing.
+    static_steps: Vec<Option<Box<[(bool, usize, i64)]>>>,
     /// Offset of the principal buffer: what the firings kept since the consumer last took
     /// the buffer (each firing when it is not filling).
     buf_offset: usize,
@@ -469,6 +473,11 @@ impl Vm {
                 .clauses
                 .iter()
                 .map(|c| ecb::ecb_size(c, &program, strsize))
+                .collect(),
+            static_steps: program
+                .clauses
+                .iter()
+                .map(|c| exec::clause_steps(c, program.variables.len()))
                 .collect(),
             buf_offset: 0,
             current_clause: 0,
