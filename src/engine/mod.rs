@@ -608,7 +608,7 @@ impl Engine {
         &mut self,
         source: &mut TraceSource,
         etw: &crate::providers::etw::EtwProbes,
-        between: &mut dyn FnMut(&mut Engine, &crate::etw::state::SystemState) -> bool,
+        between: &mut impl FnMut(&mut Engine, &crate::etw::state::SystemState) -> bool,
     ) -> Vec<String> {
         crate::sources::etl::walk_trace(self, source, etw, between)
     }

@@ -84,6 +84,9 @@ pub struct Interest {
     cpu_threads: bool,
     /// A `syscall` return probe is enabled: the entries say which call returns.
     syscall_entries: bool,
+    /// Some record may need decoding for an enabled probe ([`Interest::wants`] may say
+    /// yes): kept up to date by whatever changes the fields it follows from.
+    decodes: bool,
 }
 
 impl Default for Interest {
@@ -101,6 +104,7 @@ impl Default for Interest {
             missed: false,
             cpu_threads: false,
             syscall_entries: false,
+            decodes: false,
         }
     }
 }
@@ -131,7 +135,7 @@ impl Interest {
     /// id in its header, the thread id in its payload).
     #[inline]
     pub fn wants(&self, ev: &EventRecord<'_>) -> bool {
-        if !self.kernel && !self.named {
+        if !self.decodes {
             return false;
         }
         let named_provider = ev.kind == HeaderKind::EventHeader || ev.kernel_group.is_none();
@@ -157,6 +161,18 @@ impl Interest {
     pub fn add_samples(&mut self) {
         self.kernel = true;
         self.opcodes[group::PERF_INFO as usize] |= 1 << perf::SAMPLED_PROFILE;
+        self.refresh();
+    }
+
+    /// Works out [`Interest::decodes`] again: whether any record passes the tests of
+    /// [`Interest::wants`] (a probe that fires for every record and reads it, a named
+    /// provider's probe, a kernel probe's event), so that a walk whose probes read no
+    /// record asks nothing per record.
+    fn refresh(&mut self) {
+        self.decodes = (self.kernel || self.named)
+            && ((self.every && self.reads_event)
+                || self.named
+                || self.opcodes.iter().any(|&o| o != 0));
     }
 
     /// The kernel events (by HookId) whose records may fire an enabled probe, or `None` when
@@ -190,6 +206,7 @@ impl Interest {
     /// program cannot tell.
     pub fn set_reads_event(&mut self, reads: bool) {
         self.reads_event = reads;
+        self.refresh();
     }
 
     /// The probes every record fires, and all it fires, when no program reads anything of a
@@ -838,6 +855,7 @@ impl EtwProbes {
         it.every = it.events || it.ignored;
         it.lost = enabled(diag::LOST_ID);
         it.others = others || it.named || entry || ret;
+        it.refresh();
         it
     }
 

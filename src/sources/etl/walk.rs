@@ -22,7 +22,7 @@ pub fn walk_trace<S: Sink>(
     sink: &mut S,
     source: &mut TraceSource,
     etw: &EtwProbes,
-    between: &mut dyn FnMut(&mut S, &SystemState) -> bool,
+    between: &mut impl FnMut(&mut S, &SystemState) -> bool,
 ) -> Vec<String> {
     let mut scratch = EventScratch::default();
     // decode only what the enabled probes read (recomputed when the programs change)
