@@ -431,10 +431,7 @@ impl<'f> Events<'f> {
     /// it: the record is built where the caller reads it, not moved out through each layer
     /// (a record is about 160 bytes; each move was a copy of them, four per record). `out` is
     /// left as it was at the end or an error.
-    pub fn next_into<'s>(
-        &'s mut self,
-        out: &mut EventRecord<'s>,
-    ) -> Option<Result<(), EtlError>> {
+    pub fn next_into<'s>(&'s mut self, out: &mut EventRecord<'s>) -> Option<Result<(), EtlError>> {
         match self.next_slot()? {
             Ok(slot) => self.read_into(slot, out),
             Err(e) => Some(Err(e)),

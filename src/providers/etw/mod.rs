@@ -1195,6 +1195,70 @@ mod tests {
             1
         );
     }
+
+    /// `diag:::events` / `diag:::ignored` alone, read by no program: every record fires them
+    /// in that order, and no record is decoded; anything read, or any other probe, and not.
+    #[test]
+    fn a_probe_for_every_record_read_by_nothing_is_blind() {
+        let p = EtwProbes::new();
+        let id = |provider: &str, name: &str| {
+            p.all()
+                .into_iter()
+                .find(|x| x.provider == provider && x.name == name)
+                .map(|x| x.id)
+                .unwrap()
+        };
+        let (events, ignored, oncpu) = (
+            id("diag", "events"),
+            id("diag", "ignored"),
+            id("sched", "on-cpu"),
+        );
+        let interest = |ids: &[u64], reads: bool| {
+            let mut it = p.interest(&|x| ids.contains(&x));
+            it.set_reads_event(reads);
+            it
+        };
+        let record = |group: Option<u8>, tid: u32| EventRecord {
+            header_type: 0,
+            kind: HeaderKind::PerfInfo,
+            flags: 0,
+            provider: Guid::default(),
+            kernel_group: group,
+            id: 0,
+            version: 2,
+            channel: 0,
+            level: 0,
+            opcode: 46,
+            task: 0,
+            keyword: 0,
+            pid: u32::MAX,
+            tid,
+            cpu: 0,
+            raw_timestamp: 0,
+            time_ns: 0,
+            wall_ns: 0,
+            pointer_size: 8,
+            activity_id: Guid::default(),
+            payload: &[],
+            extended: Default::default(),
+        };
+        // a SampledProfile record (its thread in the payload) and a provider's record
+        let recs = [record(Some(group::PERF_INFO), u32::MAX), record(None, 8)];
+        let blind = interest(&[events, ignored], false);
+        assert_eq!(blind.blind_probes(), Some(&[events, ignored][..]));
+        assert_eq!(
+            interest(&[ignored], false).blind_probes(),
+            Some(&[ignored][..])
+        );
+        assert!(recs.iter().all(|r| !blind.wants(r)));
+        let read = interest(&[events], true);
+        assert_eq!(read.blind_probes(), None);
+        assert!(read.wants(&recs[0]), "the thread of a sample is read");
+        assert_eq!(interest(&[events, oncpu], false).blind_probes(), None);
+        let mut sampled = interest(&[events], false);
+        sampled.add_samples();
+        assert!(sampled.wants(&recs[0]), "profile-N reads the samples");
+    }
 }
 
 /// The whole path of a translated argument on synthetic FileIo and Registry events (no trace
