@@ -21,14 +21,14 @@ enum Flow {
     Drop,
 }
 
+/// The adds of a clause of `n++` statements: (global?, variable, delta) each.
+pub(super) type ClauseSteps = Box<[(bool, usize, i64)]>;
+
 /// The adds of a clause that [`Vm::fire_into`] does without its setup: one with no
 /// predicate whose statements (one at least) are all `++`/`--` of an integer global or
 /// clause-local variable (of the `nvars` the program has). Such a clause cannot record,
 /// speculate or fault, and reads nothing of the firing.
-pub(super) fn clause_steps(
-    clause: &crate::ir::Clause,
-    nvars: usize,
-) -> Option<Box<[(bool, usize, i64)]>> {
+pub(super) fn clause_steps(clause: &crate::ir::Clause, nvars: usize) -> Option<ClauseSteps> {
     if clause.predicate.is_some() || clause.body.is_empty() {
         return None;
     }

@@ -361,7 +361,7 @@ pub struct Vm {
     /// By clause index: for a clause with no predicate whose statements are all `++`/`--` of
     /// an integer global or clause-local variable, its adds (global?, variable, delta),
     /// worked out once here rather than from the statements at every firing.
-    static_steps: Vec<Option<Box<[(bool, usize, i64)]>>>,
+    static_steps: Vec<Option<exec::ClauseSteps>>,
     /// Offset of the principal buffer: what the firings kept since the consumer last took
     /// the buffer (each firing when it is not filling).
     buf_offset: usize,
