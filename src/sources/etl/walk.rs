@@ -28,7 +28,7 @@ pub fn walk_trace<S: Sink>(
     // decode only what the enabled probes read (recomputed when the programs change)
     // borrowed, not copied, per record (the probe masks make it a large value)
     let interest = std::cell::RefCell::new(sink.etw_interest(etw));
-    scratch.interest = Some(*interest.borrow());
+    scratch.set_interest(*interest.borrow());
     // every thread attributed to its process from the first record
     source.collect_threads();
     if interest.borrow().needs_file_names() {
@@ -70,7 +70,7 @@ pub fn walk_trace<S: Sink>(
             if sink.generation() != generation {
                 generation = sink.generation();
                 *interest.borrow_mut() = sink.etw_interest(etw);
-                scratch.interest = Some(*interest.borrow());
+                scratch.set_interest(*interest.borrow());
             }
             // a timer's clause may print stacks (`printa()` in `tick-5s`)
             if sink.next_timer_due().is_some_and(|due| due <= ev.time_ns) {
@@ -122,12 +122,13 @@ pub fn fire_event<S: Sink + ?Sized>(
         kstack,
         ustack,
         interest,
+        blind,
         process,
     } = scratch;
     // no program reads a field of the record: it fires `diag:::events` / `diag:::ignored` as
     // the unknown thread, with nothing decoded, listed or looked up (the firing
     // `firings_with` would list, built in place)
-    if let Some(blind) = interest.as_ref().and_then(|i| i.blind_probes()) {
+    if let Some(blind) = *blind {
         if stacks.0.is_none() && sink.sampler().is_none() {
             let mem = PayloadMemory {
                 id: ev.id,
@@ -257,9 +258,19 @@ pub struct EventScratch {
     /// The programs' interest, when the caller knows it: records no enabled kernel probe
     /// lists skip the kernel probe table.
     interest: Option<crate::providers::etw::Interest>,
+    /// The interest's [`crate::providers::etw::Interest::blind_probes`], asked once.
+    blind: Option<&'static [u64]>,
     /// The process `execname` and `psargs` hold and the state's
     /// [`SystemState::processes_changed`] when they were built; its start time and parent.
     process: (Option<(u32, u64)>, u64, u64),
+}
+
+impl EventScratch {
+    /// Sets the programs' interest (and what follows from it for every record).
+    fn set_interest(&mut self, interest: crate::providers::etw::Interest) {
+        self.blind = interest.blind_probes();
+        self.interest = Some(interest);
+    }
 }
 
 /// Has `sink` name stack frames with names current with `state`, when a trace walk's `names`
