@@ -608,7 +608,7 @@ impl Engine {
         &mut self,
         source: &mut TraceSource,
         etw: &crate::providers::etw::EtwProbes,
-        between: &mut dyn FnMut(&mut Engine, &crate::etw::state::SystemState) -> bool,
+        between: &mut impl FnMut(&mut Engine, &crate::etw::state::SystemState) -> bool,
     ) -> Vec<String> {
         crate::sources::etl::walk_trace(self, source, etw, between)
     }
@@ -741,7 +741,7 @@ impl Sink for Engine {
     fn fire_probe(
         &mut self,
         probe: u64,
-        cx: &FiringCtx<'_>,
+        cx: FiringCtx<'_>,
         names: &mut dyn FnMut() -> Option<Box<dyn crate::agg::SymbolResolver + Send>>,
     ) {
         let Engine {
@@ -759,7 +759,7 @@ impl Sink for Engine {
         let cx = FiringCtx {
             probe: p,
             trace: trace_name,
-            ..*cx
+            ..cx
         };
         let mut before_print = |c: &mut Consumer| {
             if let Some(s) = names() {

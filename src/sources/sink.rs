@@ -39,11 +39,12 @@ pub trait Sink {
     /// the probe (and the name of the trace that drives the run) in place of `cx.probe` and
     /// `cx.trace`. Before the records a firing made are printed, `names` may hand a resolver
     /// for the names of stack frames current with the firing. Nothing fires for a probe the
-    /// sink does not know.
+    /// sink does not know. (`cx` is taken by value: the sink puts its probe in place, with
+    /// no copy of the context per firing.)
     fn fire_probe(
         &mut self,
         probe: u64,
-        cx: &FiringCtx<'_>,
+        cx: FiringCtx<'_>,
         names: &mut dyn FnMut() -> Option<Box<dyn SymbolResolver + Send>>,
     );
     /// Enables a probe that the descriptions `created_by` made (a pid probe of a module that
@@ -191,7 +192,7 @@ impl Sink for ClockSink {
     fn fire_probe(
         &mut self,
         _probe: u64,
-        _cx: &FiringCtx<'_>,
+        _cx: FiringCtx<'_>,
         _names: &mut dyn FnMut() -> Option<Box<dyn SymbolResolver + Send>>,
     ) {
     }

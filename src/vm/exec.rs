@@ -21,6 +21,49 @@ enum Flow {
     Drop,
 }
 
+/// The adds of a clause of `n++` statements: (global?, variable, delta) each.
+pub(super) type ClauseSteps = Box<[(bool, usize, i64)]>;
+
+/// The adds of a clause that [`Vm::fire_into`] does without its setup: one with no
+/// predicate whose statements (one at least) are all `++`/`--` of an integer global or
+/// clause-local variable (of the `nvars` the program has). Such a clause cannot record,
+/// speculate or fault, and reads nothing of the firing.
+pub(super) fn clause_steps(clause: &crate::ir::Clause, nvars: usize) -> Option<ClauseSteps> {
+    if clause.predicate.is_some() || clause.body.is_empty() {
+        return None;
+    }
+    clause
+        .body
+        .iter()
+        .map(|s| match s {
+            Stmt::Eval(n) => static_step_of(n, nvars),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The variable (global or not) and the add of an `n++` statement of an integer global or
+/// clause-local variable, one of the program's `nvars`.
+fn static_step_of(n: &Node, nvars: usize) -> Option<(bool, usize, i64)> {
+    let Node::IncDec { target, delta, .. } = n else {
+        return None;
+    };
+    let LValue::Var {
+        id,
+        scope,
+        kind: ValKind::Int { .. },
+    } = &**target
+    else {
+        return None;
+    };
+    let i = *id as usize;
+    match scope {
+        Scope::Global if i < nvars => Some((true, i, *delta)),
+        Scope::Clause if i < nvars => Some((false, i, *delta)),
+        _ => None,
+    }
+}
+
 impl Vm {
     /// Runs every clause enabled on the firing's probe, in program order.
     pub fn fire(&mut self, cx: &FiringCtx<'_>) -> FireResult {
@@ -77,10 +120,15 @@ impl Vm {
             // a clause of `n++` statements alone, with no predicate: the adds are all it does
             // (no record, no speculation, no fault, nothing of the firing read), so none of
             // the state a clause's actions and faults need is set up for it
-            if plan.steps_only {
-                for s in &clause.body {
-                    if let Stmt::Eval(n) = s {
-                        self.step_static(n);
+            if let Some(Some(steps)) = self.static_steps.get(e.clause) {
+                for &(global, i, delta) in steps.iter() {
+                    let v = match global {
+                        true => self.globals.get_mut(i),
+                        false => self.locals.get_mut(i),
+                    };
+                    // D variables hold the full 64-bit value (see `write_var`)
+                    if let Some(v) = v {
+                        *v = v.wrapping_add(delta as u64);
                     }
                 }
                 // as a clause that ran to its end with no speculation (below)
@@ -319,37 +367,11 @@ impl Vm {
         true
     }
 
-    /// Whether every statement of `body` (one at least) is one [`Vm::step_static`] does.
-    #[inline]
-    pub(super) fn steps_only(&self, body: &[Stmt]) -> bool {
-        !body.is_empty()
-            && body.iter().all(|s| match s {
-                Stmt::Eval(n) => self.static_step(n).is_some(),
-                _ => false,
-            })
-    }
-
     /// The variable (global or not) and the add of an `n++` statement [`Vm::step_static`]
     /// does.
     #[inline(always)]
     fn static_step(&self, n: &Node) -> Option<(bool, usize, i64)> {
-        let Node::IncDec { target, delta, .. } = n else {
-            return None;
-        };
-        let LValue::Var {
-            id,
-            scope,
-            kind: ValKind::Int { .. },
-        } = &**target
-        else {
-            return None;
-        };
-        let i = *id as usize;
-        match scope {
-            Scope::Global if i < self.globals.len() => Some((true, i, *delta)),
-            Scope::Clause if i < self.locals.len() => Some((false, i, *delta)),
-            _ => None,
-        }
+        static_step_of(n, self.globals.len().min(self.locals.len()))
     }
 
     /// The recorded form of a value.

@@ -283,8 +283,6 @@ struct ClausePlan {
     ecb: ecb::EcbSize,
     /// `ecb.align - 1`: the ECB's start is rounded up with a mask.
     align_mask: usize,
-    /// No predicate, and every statement an `n++` [`Vm::step_static`] does.
-    steps_only: bool,
 }
 
 impl ClausePlan {
@@ -296,7 +294,6 @@ impl ClausePlan {
             align: 4,
         },
         align_mask: 3,
-        steps_only: false,
     };
 }
 
@@ -390,6 +387,10 @@ pub struct Vm {
     list_need: Vec<usize>,
     /// The largest of `list_need`, the longest list, and what ERROR's list reserves.
     worst_need: (usize, usize, usize),
+    /// By clause index: for a clause with no predicate whose statements are all `++`/`--` of
+    /// an integer global or clause-local variable, its adds (global?, variable, delta),
+    /// worked out once here rather than from the statements at every firing.
+    static_steps: Vec<Option<exec::ClauseSteps>>,
     /// Offset of the principal buffer: what the firings kept since the consumer last took
     /// the buffer (each firing when it is not filling).
     buf_offset: usize,
@@ -501,6 +502,11 @@ impl Vm {
             buffer_accounted: true,
             list_need: Vec::new(),
             worst_need: (0, 0, 0),
+            static_steps: program
+                .clauses
+                .iter()
+                .map(|c| exec::clause_steps(c, program.variables.len()))
+                .collect(),
             buf_offset: 0,
             current_clause: 0,
             clause_first_record: 0,
@@ -532,8 +538,7 @@ impl Vm {
         vm
     }
 
-    /// Each clause's [`ClausePlan`]: its ECB, from the program; whether it is `n++` steps
-    /// alone, from the variables' layout (so after [`Vm::layout_variables`]).
+    /// Each clause's [`ClausePlan`]: its ECB, from the program.
     fn plan_clauses(&self, strsize: usize) -> Vec<ClausePlan> {
         let program = &*self.program;
         program
@@ -544,7 +549,6 @@ impl Vm {
                 ClausePlan {
                     ecb,
                     align_mask: ecb.align.max(1) - 1,
-                    steps_only: c.predicate.is_none() && self.steps_only(&c.body),
                 }
             })
             .collect()

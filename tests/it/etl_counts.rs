@@ -490,6 +490,11 @@ fn counts_match_expected_for_every_file() {
                 t.total
             ));
         }
+        // the walk that builds each record where it is read (`next_into`, the `-E` run's)
+        // gives the same records and errors as `next_event`, field by field
+        if let Some(p) = next_into_differs(&etl) {
+            problems.push(p);
+        }
         eprintln!(
             "{key}: {} records, {} buffers{}",
             t.total,
@@ -822,4 +827,79 @@ fn non_etl_input_is_a_clear_error() {
     // A single-member zip opens directly.
     let gc = dir.join("perfview_gcevents.etl.zip");
     assert!(dtx::etw::reader::open_path(gc.to_str().unwrap()).is_ok());
+}
+
+/// Where `Events::next_into` and `Events::next_event` first disagree over a merged walk of
+/// `etl`, if anywhere.
+fn next_into_differs(etl: &EtlFile) -> Option<String> {
+    let (mut a, mut b) = (etl.events(), etl.events());
+    let mut n = 0u64;
+    loop {
+        let mut into = dtx::etw::reader::blank_record(0);
+        let got = b.next_into(&mut into);
+        match (a.next_event(), got) {
+            (None, None) => return None,
+            (Some(Ok(ev)), Some(Ok(()))) => {
+                let same = (
+                    ev.header_type,
+                    ev.kind,
+                    ev.flags,
+                    ev.provider,
+                    ev.kernel_group,
+                    ev.id,
+                    ev.version,
+                    ev.channel,
+                    ev.level,
+                    ev.opcode,
+                    ev.task,
+                    ev.keyword,
+                ) == (
+                    into.header_type,
+                    into.kind,
+                    into.flags,
+                    into.provider,
+                    into.kernel_group,
+                    into.id,
+                    into.version,
+                    into.channel,
+                    into.level,
+                    into.opcode,
+                    into.task,
+                    into.keyword,
+                ) && (
+                    ev.pid,
+                    ev.tid,
+                    ev.cpu,
+                    ev.raw_timestamp,
+                    ev.time_ns,
+                    ev.wall_ns,
+                    ev.pointer_size,
+                    ev.activity_id,
+                    ev.payload,
+                ) == (
+                    into.pid,
+                    into.tid,
+                    into.cpu,
+                    into.raw_timestamp,
+                    into.time_ns,
+                    into.wall_ns,
+                    into.pointer_size,
+                    into.activity_id,
+                    into.payload,
+                ) && ev.extended.iter().eq(into.extended.iter());
+                if !same {
+                    return Some(format!("next_into differs from next_event at record {n}"));
+                }
+            }
+            (Some(Err(x)), Some(Err(y))) if x.to_string() == y.to_string() => {}
+            (x, y) => {
+                return Some(format!(
+                    "next_into differs from next_event after {n} records: {:?} / {:?}",
+                    x.map(|r| r.is_ok()),
+                    y.map(|r| r.is_ok())
+                ))
+            }
+        }
+        n += 1;
+    }
 }

@@ -136,49 +136,91 @@ pub fn parse_record<'a>(
     cpu: u16,
     time: &TimeBase,
 ) -> Step<'a> {
+    let mut r = blank_record(cpu);
+    match parse_record_into(buf, off, end, time, &mut r) {
+        StepInto::Record(next) => Step::Record(r, next),
+        StepInto::End => Step::End,
+        StepInto::Error(e) => Step::Error(e),
+    }
+}
+
+/// The outcome of [`parse_record_into`]: as [`Step`], the record written in place.
+pub enum StepInto {
+    /// The record was written; the offset of the next one.
+    Record(usize),
+    /// No more records in this buffer.
+    End,
+    /// The record at this offset is damaged; the rest of the buffer cannot be walked.
+    Error(String),
+}
+
+/// A record with nothing read yet but its CPU: what [`parse_record_into`] fills in.
+#[inline(always)]
+pub fn blank_record<'a>(cpu: u16) -> EventRecord<'a> {
+    blank(0, HeaderKind::Other(0), cpu, 0)
+}
+
+/// [`parse_record`] into `r`, a [`blank_record`] (its CPU the buffer's): a walk can build
+/// each record where it reads it.
+#[inline(always)]
+pub fn parse_record_into<'a>(
+    buf: &'a [u8],
+    off: usize,
+    end: usize,
+    time: &TimeBase,
+    r: &mut EventRecord<'a>,
+) -> StepInto {
     let end = end.min(buf.len());
     if off >= end {
-        return Step::End;
+        return StepInto::End;
     }
     let Some(marker) = u32_at(buf, off) else {
-        return Step::Error(format!("record header cut off: {} bytes left", end - off));
+        return StepInto::Error(format!("record header cut off: {} bytes left", end - off));
     };
     if off + 4 > end {
-        return Step::Error(format!("record header cut off: {} bytes left", end - off));
+        return StepInto::Error(format!("record header cut off: {} bytes left", end - off));
     }
     if marker == 0xFFFF_FFFF {
-        return Step::End;
+        return StepInto::End;
     }
     let ty = (marker >> 16) as u8;
     let mflags = (marker >> 24) as u8;
     if mflags & 0x80 == 0 {
-        return Step::Error(format!("not a record marker: {marker:#010x}"));
+        return StepInto::Error(format!("not a record marker: {marker:#010x}"));
     }
     let rec = match buf.get(off..end) {
-        Some(r) => r,
-        None => return Step::Error("record outside its buffer".into()),
+        Some(rec) => rec,
+        None => return StepInto::Error("record outside its buffer".into()),
     };
-    let r = match ty {
+    let size = match ty {
         SYSTEM32 | SYSTEM64 | COMPACT32 | COMPACT64 | PERFINFO32 | PERFINFO64
             if mflags & 0x40 != 0 =>
         {
-            kernel_record(rec, marker, ty, cpu, time)
+            kernel_record(rec, marker, ty, time, r)
         }
         FULL_HEADER32 | FULL_HEADER64 | INSTANCE32 | INSTANCE64 if mflags & 0x40 != 0 => {
-            classic_record(rec, ty, cpu, time)
+            classic_record(rec, ty, time, r)
         }
         EVENT_HEADER32 | EVENT_HEADER64 if mflags & 0x40 != 0 => {
-            event_header_record(rec, ty, cpu, time)
+            event_header_record(rec, ty, time, r)
         }
-        _ if mflags & 0x10 != 0 && mflags & 0x40 == 0 => message_record(rec, marker, cpu, time),
+        _ if mflags & 0x10 != 0 && mflags & 0x40 == 0 => message_record(rec, marker, time, r),
         _ => Err(format!(
             "unknown record header type {ty:#04x} (marker {marker:#010x})"
         )),
     };
-    match r {
-        Ok((record, size)) => Step::Record(record, off + align8(size)),
-        Err(e) => Step::Error(e),
+    match size {
+        Ok(size) => StepInto::Record(off + align8(size)),
+        Err(e) => StepInto::Error(e),
     }
+}
+
+/// Sets what the header's type says of a [`blank_record`].
+#[inline(always)]
+fn set_kind(r: &mut EventRecord<'_>, header_type: u8, kind: HeaderKind, pointer_size: u8) {
+    r.header_type = header_type;
+    r.kind = kind;
+    r.pointer_size = pointer_size;
 }
 
 #[inline(always)]
@@ -210,9 +252,9 @@ fn kernel_record<'a>(
     rec: &'a [u8],
     marker: u32,
     ty: u8,
-    cpu: u16,
     time: &TimeBase,
-) -> Result<(EventRecord<'a>, usize), String> {
+    r: &mut EventRecord<'a>,
+) -> Result<usize, String> {
     let version_word = marker as u16;
     // Extra header bytes (FORMAT.md 4.3): +8 for bit 0x8000, +8 per PMC slot in bits 0x0700.
     let extra =
@@ -229,7 +271,7 @@ fn kernel_record<'a>(
     let size = u16_at(rec, 4).ok_or_else(cut)? as usize;
     check_size(rec, size, header, "kernel")?;
     let hook = u16_at(rec, 6).ok_or_else(cut)?;
-    let mut r = blank(ty, kind, cpu, ptr);
+    set_kind(r, ty, kind, ptr);
     let ts = if kind == HeaderKind::PerfInfo {
         r.pid = u32::MAX;
         r.tid = u32::MAX;
@@ -244,18 +286,18 @@ fn kernel_record<'a>(
     r.provider = kernel_group_guid(group);
     r.opcode = hook as u8;
     r.version = version_word as u8;
-    time.stamp(&mut r, ts);
+    time.stamp(r, ts);
     r.payload = rec.get(header..size).ok_or_else(cut)?;
-    Ok((r, size))
+    Ok(size)
 }
 
 #[inline(always)]
 fn classic_record<'a>(
     rec: &'a [u8],
     ty: u8,
-    cpu: u16,
     time: &TimeBase,
-) -> Result<(EventRecord<'a>, usize), String> {
+    r: &mut EventRecord<'a>,
+) -> Result<usize, String> {
     let (kind, header, ptr) = match ty {
         FULL_HEADER32 => (HeaderKind::Full, 0x30, 4),
         FULL_HEADER64 => (HeaderKind::Full, 0x30, 8),
@@ -264,7 +306,7 @@ fn classic_record<'a>(
     };
     let size = u16_at(rec, 0).ok_or_else(cut)? as usize;
     check_size(rec, size, header, "classic")?;
-    let mut r = blank(ty, kind, cpu, ptr);
+    set_kind(r, ty, kind, ptr);
     r.opcode = *rec.get(4).ok_or_else(cut)?;
     r.level = *rec.get(5).ok_or_else(cut)?;
     r.version = u16_at(rec, 6).ok_or_else(cut)? as u8;
@@ -272,24 +314,24 @@ fn classic_record<'a>(
     r.pid = u32_at(rec, 0x0C).ok_or_else(cut)?;
     let ts = i64_at(rec, 0x10).ok_or_else(cut)?;
     r.provider = Guid::from_le_bytes(rec.get(0x18..0x28).ok_or_else(cut)?).ok_or_else(cut)?;
-    time.stamp(&mut r, ts);
+    time.stamp(r, ts);
     r.payload = rec.get(header..size).ok_or_else(cut)?;
-    Ok((r, size))
+    Ok(size)
 }
 
 #[inline]
 fn event_header_record<'a>(
     rec: &'a [u8],
     ty: u8,
-    cpu: u16,
     time: &TimeBase,
-) -> Result<(EventRecord<'a>, usize), String> {
+    r: &mut EventRecord<'a>,
+) -> Result<usize, String> {
     const HEADER: usize = 0x50;
     let ptr = if ty == EVENT_HEADER32 { 4 } else { 8 };
     let size = u16_at(rec, 0).ok_or_else(cut)? as usize;
     check_size(rec, size, HEADER, "EVENT_HEADER")?;
     let h = rec.get(..HEADER).ok_or_else(cut)?;
-    let mut r = blank(ty, HeaderKind::EventHeader, cpu, ptr);
+    set_kind(r, ty, HeaderKind::EventHeader, ptr);
     r.flags = u16_at(h, 4).ok_or_else(cut)?;
     r.tid = u32_at(h, 8).ok_or_else(cut)?;
     r.pid = u32_at(h, 0x0C).ok_or_else(cut)?;
@@ -303,7 +345,7 @@ fn event_header_record<'a>(
     r.task = u16_at(h, 0x2E).ok_or_else(cut)?;
     r.keyword = u64_at(h, 0x30).ok_or_else(cut)?;
     r.activity_id = Guid::from_le_bytes(h.get(0x40..0x50).ok_or_else(cut)?).ok_or_else(cut)?;
-    time.stamp(&mut r, ts);
+    time.stamp(r, ts);
     let mut p = HEADER;
     if r.flags & EVENT_HEADER_FLAG_EXTENDED_INFO != 0 {
         let first = p;
@@ -334,7 +376,7 @@ fn event_header_record<'a>(
         r.extended = ExtendedItems::from_raw(rec.get(first..p).ok_or_else(cut)?);
     }
     r.payload = rec.get(p..size).ok_or_else(cut)?;
-    Ok((r, size))
+    Ok(size)
 }
 
 /// WPP/TraceMessage records (MESSAGE_TRACE_HEADER): Size u16, then MessageNumber u16 and
@@ -342,12 +384,12 @@ fn event_header_record<'a>(
 fn message_record<'a>(
     rec: &'a [u8],
     marker: u32,
-    cpu: u16,
     time: &TimeBase,
-) -> Result<(EventRecord<'a>, usize), String> {
+    r: &mut EventRecord<'a>,
+) -> Result<usize, String> {
     let size = (marker & 0xFFFF) as usize;
     check_size(rec, size, 8, "message")?;
-    let mut r = blank(MESSAGE, HeaderKind::Message, cpu, 8);
+    set_kind(r, MESSAGE, HeaderKind::Message, 8);
     r.id = u16_at(rec, 4).ok_or_else(cut)?;
     let opts = u16_at(rec, 6).ok_or_else(cut)?;
     r.flags = opts;
@@ -376,9 +418,9 @@ fn message_record<'a>(
             "message record of {size:#x} bytes is smaller than its header ({p:#x})"
         ));
     }
-    time.stamp(&mut r, ts);
+    time.stamp(r, ts);
     r.payload = rec.get(p..size).ok_or_else(cut)?;
-    Ok((r, size))
+    Ok(size)
 }
 
 /// The offset after the kernel (system/compact/perfinfo) record at `off` when it is a whole,

@@ -9,7 +9,7 @@
 use std::cell::Cell;
 
 use super::buffer::{BufferInfo, BUFFER_HEADER_SIZE};
-use super::headers::{parse_record, record_timestamp, Step};
+use super::headers::{parse_record, parse_record_into, record_timestamp, Step, StepInto};
 use super::{xpress, EtlError, EtlFile, IndexEntry};
 use crate::etw::record::EventRecord;
 
@@ -342,7 +342,7 @@ impl<'f> Events<'f> {
 
     /// Timestamp of the next record of a cursor: None at its end; damaged records and a pending
     /// truncation report sort first.
-    #[inline]
+    #[inline(always)]
     fn head_ts(&self, slot: usize) -> Option<i64> {
         let c = self.slots.get(slot)?.as_ref()?;
         if let Some(known) = c.head.get() {
@@ -421,18 +421,40 @@ impl<'f> Events<'f> {
     /// The next record (or error), in the order chosen at creation.
     #[allow(clippy::should_implement_trait)]
     pub fn next_event(&mut self) -> Option<Result<EventRecord<'_>, EtlError>> {
+        match self.next_slot()? {
+            Ok(slot) => self.read_from(slot),
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    /// [`Events::next_event`] into `out`, a [`blank_record`] (of any CPU) the caller made for
+    /// it: the record is built where the caller reads it, not moved out through each layer
+    /// (a record is about 160 bytes; each move was a copy of them, four per record). `out` is
+    /// left as it was at the end or an error.
+    pub fn next_into<'s>(&'s mut self, out: &mut EventRecord<'s>) -> Option<Result<(), EtlError>> {
+        match self.next_slot()? {
+            Ok(slot) => self.read_into(slot, out),
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    /// The slot of the cursor whose record comes next, or an error to hand out first.
+    #[inline(always)]
+    fn next_slot(&mut self) -> Option<Result<usize, EtlError>> {
         if let Some(slot) = self.release.take() {
             self.free_slot(slot);
         }
         if self.header_error_pending {
             self.header_error_pending = false;
-            return self.file.header_error.clone().map(Err);
+            if let Some(e) = self.file.header_error.clone() {
+                return Some(Err(e));
+            }
         }
         // Fast path: the current buffer's next record is still the earliest.
         if let Some(cur) = self.current {
             if let Some(ts) = self.head_ts(cur) {
                 if !self.merged || ts <= self.limit {
-                    return self.read_from(cur);
+                    return Some(Ok(cur));
                 }
             }
         }
@@ -476,7 +498,7 @@ impl<'f> Events<'f> {
             self.current = Some(slot);
             self.limit = others.min(self.pending_ts().unwrap_or(i64::MAX));
         };
-        self.read_from(slot)
+        Some(Ok(slot))
     }
 
     #[inline(always)]
@@ -506,23 +528,70 @@ impl<'f> Events<'f> {
                 None => (e, pos),
             },
         };
-        c.pos.set(c.end);
-        c.head.set(None);
-        let (offset, msg) = if c.compressed {
-            (
-                c.offset,
-                format!("at uncompressed offset {at:#x} of this buffer: {msg}"),
-            )
-        } else {
-            (c.offset + at as u64, msg)
-        };
+        let e = stop_at(file, c, msg, at);
         self.current = None;
         self.release = Some(slot);
-        Some(Err(EtlError {
-            file: file.name.clone(),
-            offset,
-            message: msg,
-        }))
+        Some(Err(e))
+    }
+
+    /// [`Events::read_from`] into `out` (see [`Events::next_into`]).
+    #[inline(always)]
+    fn read_into<'s>(
+        &'s mut self,
+        slot: usize,
+        out: &mut EventRecord<'s>,
+    ) -> Option<Result<(), EtlError>> {
+        let file: &'f EtlFile = self.file;
+        let c = self.slots.get(slot)?.as_ref()?;
+        let pos = c.pos.get();
+        let b = bytes_of(file, c);
+        out.cpu = c.cpu;
+        let step = parse_record_into(b, pos, c.end, &file.time, out);
+        let (msg, at) = match step {
+            StepInto::Record(next) => {
+                prefetch(b, next + PREFETCH_AHEAD);
+                c.pos.set(next);
+                // the next record's timestamp, which the merge asks for next
+                c.head.set(Some(self.look_ahead_in(c, b)));
+                return Some(Ok(()));
+            }
+            // The end of a truncated buffer: report where the data stops.
+            StepInto::End => (
+                c.truncated
+                    .take()
+                    .unwrap_or_else(|| "unexpected end of buffer".to_string()),
+                c.end,
+            ),
+            StepInto::Error(e) => match c.truncated.take() {
+                Some(t) => (format!("{e} ({t})"), pos),
+                None => (e, pos),
+            },
+        };
+        let e = stop_at(file, c, msg, at);
+        self.current = None;
+        self.release = Some(slot);
+        Some(Err(e))
+    }
+}
+
+/// Ends cursor `c` at a damaged record or a truncated buffer's end (`at`, an offset in the
+/// buffer): the error to report.
+#[cold]
+fn stop_at(file: &EtlFile, c: &Cursor, msg: String, at: usize) -> EtlError {
+    c.pos.set(c.end);
+    c.head.set(None);
+    let (offset, message) = if c.compressed {
+        (
+            c.offset,
+            format!("at uncompressed offset {at:#x} of this buffer: {msg}"),
+        )
+    } else {
+        (c.offset + at as u64, msg)
+    };
+    EtlError {
+        file: file.name.clone(),
+        offset,
+        message,
     }
 }
 

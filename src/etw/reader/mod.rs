@@ -34,7 +34,7 @@ use std::path::Path;
 
 pub use archive::{is_demo, open_path, open_zip_member, split_member, zip_etl_members, DEMO};
 pub use buffer::{BufferHeader, BufferInfo};
-pub use headers::{kernel_group_guid, kernel_group_name};
+pub use headers::{blank_record, kernel_group_guid, kernel_group_name};
 pub use logfile::{LogfileHeader, TimeBase};
 pub use merge::{Events, HookSet};
 

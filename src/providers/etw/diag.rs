@@ -95,11 +95,23 @@ pub(super) fn record(cx: &EventCx<'_, '_>, name: &str, out: &mut Emit<'_>) {
 /// context ([`super::Interest::set_reads_event`]): the header's fields only, no provider name
 /// written, the thread of a record that names none not looked up.
 pub(super) fn record_blind(ev: &crate::etw::record::EventRecord<'_>, out: &mut Emit<'_>) {
+    out.push(
+        blind_args(ev),
+        crate::etw::state::UNKNOWN_PID,
+        super::UNKNOWN_TID,
+    );
+}
+
+/// The arguments of [`record_blind`]'s firings: the header's event id, opcode and payload
+/// size in `arg1..arg3`, nothing else. Its firings run as the unknown thread of the unknown
+/// process ([`super::UNKNOWN_TID`], [`crate::etw::state::UNKNOWN_PID`]).
+#[inline]
+pub fn blind_args(ev: &crate::etw::record::EventRecord<'_>) -> [u64; 10] {
     let mut a = [0u64; 10];
     a[1] = ev.id as u64;
     a[2] = ev.opcode as u64;
     a[3] = ev.payload.len() as u64;
-    out.push(a, crate::etw::state::UNKNOWN_PID, super::UNKNOWN_TID);
+    a
 }
 
 pub(super) fn lost(cx: &EventCx<'_, '_>, out: &mut Emit<'_>) {

@@ -20,6 +20,7 @@ use crate::probes::{glob_match, ProbeDesc, ProbeInfo};
 
 pub mod absent;
 mod diag;
+pub use diag::blind_args;
 pub mod dnet;
 mod fsinfo;
 pub mod guid_probe;
@@ -83,6 +84,9 @@ pub struct Interest {
     cpu_threads: bool,
     /// A `syscall` return probe is enabled: the entries say which call returns.
     syscall_entries: bool,
+    /// Some record may need decoding for an enabled probe ([`Interest::wants`] may say
+    /// yes): kept up to date by whatever changes the fields it follows from.
+    decodes: bool,
 }
 
 impl Default for Interest {
@@ -100,6 +104,7 @@ impl Default for Interest {
             missed: false,
             cpu_threads: false,
             syscall_entries: false,
+            decodes: false,
         }
     }
 }
@@ -130,7 +135,7 @@ impl Interest {
     /// id in its header, the thread id in its payload).
     #[inline]
     pub fn wants(&self, ev: &EventRecord<'_>) -> bool {
-        if !self.kernel && !self.named {
+        if !self.decodes {
             return false;
         }
         let named_provider = ev.kind == HeaderKind::EventHeader || ev.kernel_group.is_none();
@@ -156,6 +161,18 @@ impl Interest {
     pub fn add_samples(&mut self) {
         self.kernel = true;
         self.opcodes[group::PERF_INFO as usize] |= 1 << perf::SAMPLED_PROFILE;
+        self.refresh();
+    }
+
+    /// Works out [`Interest::decodes`] again: whether any record passes the tests of
+    /// [`Interest::wants`] (a probe that fires for every record and reads it, a named
+    /// provider's probe, a kernel probe's event), so that a walk whose probes read no
+    /// record asks nothing per record.
+    fn refresh(&mut self) {
+        self.decodes = (self.kernel || self.named)
+            && ((self.every && self.reads_event)
+                || self.named
+                || self.opcodes.iter().any(|&o| o != 0));
     }
 
     /// The kernel events (by HookId) whose records may fire an enabled probe, or `None` when
@@ -189,6 +206,26 @@ impl Interest {
     /// program cannot tell.
     pub fn set_reads_event(&mut self, reads: bool) {
         self.reads_event = reads;
+        self.refresh();
+    }
+
+    /// The probes every record fires, and all it fires, when no program reads anything of a
+    /// firing and `diag:::events` / `diag:::ignored` are the only ETW probes enabled: `events`
+    /// then `ignored`, in the order [`EtwProbes::firings_with`] gives them. Such a record needs
+    /// no lookup of its thread, no provider name, no probe table ([`diag::blind_args`] are
+    /// its arguments); `None` otherwise.
+    #[inline]
+    pub fn blind_probes(&self) -> Option<&'static [u64]> {
+        const BOTH: [u64; 2] = [FIRST_ID, diag::IGNORED_ID];
+        if self.reads_event || self.others {
+            return None;
+        }
+        Some(match (self.events, self.ignored) {
+            (true, true) => &BOTH,
+            (true, false) => &BOTH[..1],
+            (false, true) => &BOTH[1..],
+            (false, false) => &[],
+        })
     }
 
     /// Whether an enabled kernel probe may fire for this record: false for a record with a
@@ -818,6 +855,7 @@ impl EtwProbes {
         it.every = it.events || it.ignored;
         it.lost = enabled(diag::LOST_ID);
         it.others = others || it.named || entry || ret;
+        it.refresh();
         it
     }
 
@@ -1156,6 +1194,70 @@ mod tests {
                 .len(),
             1
         );
+    }
+
+    /// `diag:::events` / `diag:::ignored` alone, read by no program: every record fires them
+    /// in that order, and no record is decoded; anything read, or any other probe, and not.
+    #[test]
+    fn a_probe_for_every_record_read_by_nothing_is_blind() {
+        let p = EtwProbes::new();
+        let id = |provider: &str, name: &str| {
+            p.all()
+                .into_iter()
+                .find(|x| x.provider == provider && x.name == name)
+                .map(|x| x.id)
+                .unwrap()
+        };
+        let (events, ignored, oncpu) = (
+            id("diag", "events"),
+            id("diag", "ignored"),
+            id("sched", "on-cpu"),
+        );
+        let interest = |ids: &[u64], reads: bool| {
+            let mut it = p.interest(&|x| ids.contains(&x));
+            it.set_reads_event(reads);
+            it
+        };
+        let record = |group: Option<u8>, tid: u32| EventRecord {
+            header_type: 0,
+            kind: HeaderKind::PerfInfo,
+            flags: 0,
+            provider: Guid::default(),
+            kernel_group: group,
+            id: 0,
+            version: 2,
+            channel: 0,
+            level: 0,
+            opcode: 46,
+            task: 0,
+            keyword: 0,
+            pid: u32::MAX,
+            tid,
+            cpu: 0,
+            raw_timestamp: 0,
+            time_ns: 0,
+            wall_ns: 0,
+            pointer_size: 8,
+            activity_id: Guid::default(),
+            payload: &[],
+            extended: Default::default(),
+        };
+        // a SampledProfile record (its thread in the payload) and a provider's record
+        let recs = [record(Some(group::PERF_INFO), u32::MAX), record(None, 8)];
+        let blind = interest(&[events, ignored], false);
+        assert_eq!(blind.blind_probes(), Some(&[events, ignored][..]));
+        assert_eq!(
+            interest(&[ignored], false).blind_probes(),
+            Some(&[ignored][..])
+        );
+        assert!(recs.iter().all(|r| !blind.wants(r)));
+        let read = interest(&[events], true);
+        assert_eq!(read.blind_probes(), None);
+        assert!(read.wants(&recs[0]), "the thread of a sample is read");
+        assert_eq!(interest(&[events, oncpu], false).blind_probes(), None);
+        let mut sampled = interest(&[events], false);
+        sampled.add_samples();
+        assert!(sampled.wants(&recs[0]), "profile-N reads the samples");
     }
 }
 

@@ -540,23 +540,27 @@ impl TraceSource {
             it = it.kernel_events_only(keep);
         }
         let mut last = i64::MIN;
-        while let Some(r) = it.next_event() {
-            let ev = match r {
-                Ok(ev) => ev,
-                Err(e) => {
+        loop {
+            // each record is built in place, where it is read (`Events::next_into`)
+            let mut ev = crate::etw::reader::blank_record(0);
+            match it.next_into(&mut ev) {
+                None => break,
+                Some(Err(e)) => {
                     on_error(&e);
                     continue;
                 }
-            };
+                Some(Ok(())) => {}
+            }
+            let ev = &ev;
             last = ev.raw_timestamp;
-            self.decoder.observe(&ev);
-            let go_on = if state_needs(&ev) || wants(&ev) {
-                let dec = self.decoder.decode(&ev);
-                self.state.observe(&ev, Some(&dec));
-                f(&ev, &dec, &self.state)
+            self.decoder.observe(ev);
+            let go_on = if state_needs(ev) || wants(ev) {
+                let dec = self.decoder.decode(ev);
+                self.state.observe(ev, Some(&dec));
+                f(ev, &dec, &self.state)
             } else {
-                self.state.observe(&ev, None);
-                f(&ev, &DecodedEvent::skipped(), &self.state)
+                self.state.observe(ev, None);
+                f(ev, &DecodedEvent::skipped(), &self.state)
             };
             if !go_on {
                 return None;

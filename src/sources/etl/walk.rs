@@ -22,13 +22,13 @@ pub fn walk_trace<S: Sink>(
     sink: &mut S,
     source: &mut TraceSource,
     etw: &EtwProbes,
-    between: &mut dyn FnMut(&mut S, &SystemState) -> bool,
+    between: &mut impl FnMut(&mut S, &SystemState) -> bool,
 ) -> Vec<String> {
     let mut scratch = EventScratch::default();
     // decode only what the enabled probes read (recomputed when the programs change)
     // borrowed, not copied, per record (the probe masks make it a large value)
     let interest = std::cell::RefCell::new(sink.etw_interest(etw));
-    scratch.interest = Some(*interest.borrow());
+    scratch.set_interest(*interest.borrow());
     // every thread attributed to its process from the first record
     source.collect_threads();
     if interest.borrow().needs_file_names() {
@@ -70,7 +70,7 @@ pub fn walk_trace<S: Sink>(
             if sink.generation() != generation {
                 generation = sink.generation();
                 *interest.borrow_mut() = sink.etw_interest(etw);
-                scratch.interest = Some(*interest.borrow());
+                scratch.set_interest(*interest.borrow());
             }
             // a timer's clause may print stacks (`printa()` in `tick-5s`)
             if sink.next_timer_due().is_some_and(|due| due <= ev.time_ns) {
@@ -122,8 +122,51 @@ pub fn fire_event<S: Sink + ?Sized>(
         kstack,
         ustack,
         interest,
+        blind,
         process,
     } = scratch;
+    // no program reads a field of the record: it fires `diag:::events` / `diag:::ignored` as
+    // the unknown thread, with nothing decoded, listed or looked up (the firing
+    // `firings_with` would list, built in place)
+    if let Some(blind) = *blind {
+        if stacks.0.is_none() && sink.sampler().is_none() {
+            let mem = PayloadMemory {
+                id: ev.id,
+                version: ev.version,
+                wide: ev.pointer_size == 8,
+                payload: ev.payload,
+                native: &[],
+            };
+            let mem = crate::providers::etw::payload::EventMemory {
+                payload: &mem,
+                event: dec,
+            };
+            let mut before_print = || {
+                names
+                    .as_mut()
+                    .and_then(|n| n.current(state))
+                    .map(|n| Box::new(n) as Box<dyn SymbolResolver + Send>)
+            };
+            for &probe in blind {
+                let mut cx = FiringCtx::synthetic(
+                    &UNNAMED_PROBE,
+                    t,
+                    ev.wall_ns,
+                    crate::etw::state::UNKNOWN_EXECNAME,
+                );
+                cx.args = crate::providers::etw::blind_args(ev);
+                cx.set_ids(
+                    crate::etw::state::UNKNOWN_PID,
+                    crate::providers::etw::UNKNOWN_TID,
+                );
+                cx.ppid = 0;
+                cx.cpu = ev.cpu as u32;
+                cx.memory = &mem;
+                sink.fire_probe(probe, cx, &mut before_print);
+            }
+            return;
+        }
+    }
     firings.clear();
     etw.firings_with(
         ev,
@@ -186,7 +229,7 @@ pub fn fire_event<S: Sink + ?Sized>(
                 .and_then(|n| n.current(state))
                 .map(|n| Box::new(n) as Box<dyn SymbolResolver + Send>)
         };
-        sink.fire_probe(f.probe, &cx, &mut before_print);
+        sink.fire_probe(f.probe, cx, &mut before_print);
     }
 }
 
@@ -215,9 +258,19 @@ pub struct EventScratch {
     /// The programs' interest, when the caller knows it: records no enabled kernel probe
     /// lists skip the kernel probe table.
     interest: Option<crate::providers::etw::Interest>,
+    /// The interest's [`crate::providers::etw::Interest::blind_probes`], asked once.
+    blind: Option<&'static [u64]>,
     /// The process `execname` and `psargs` hold and the state's
     /// [`SystemState::processes_changed`] when they were built; its start time and parent.
     process: (Option<(u32, u64)>, u64, u64),
+}
+
+impl EventScratch {
+    /// Sets the programs' interest (and what follows from it for every record).
+    fn set_interest(&mut self, interest: crate::providers::etw::Interest) {
+        self.blind = interest.blind_probes();
+        self.interest = Some(interest);
+    }
 }
 
 /// Has `sink` name stack frames with names current with `state`, when a trace walk's `names`
