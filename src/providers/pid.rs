@@ -80,6 +80,14 @@ pub trait ProcessReader: Send {
     fn clr_events(&self) -> bool {
         false
     }
+    /// The methods with code in process `pid` now, from a rundown of its runtime run to its
+    /// end (Windows: the CLR rundown provider's MethodDCStartVerbose and ModuleDCStart, until
+    /// its DCStartComplete), or why they cannot be had; `None` where no rundown can run (the
+    /// platform has none, or the process is held by this dtx's debugger, which a rundown would
+    /// wait on). Asked once per process, when a .NET runtime is mapped in it.
+    fn clr_rundown(&self, _pid: u32) -> Option<Result<Vec<ManagedMethod>, String>> {
+        None
+    }
 }
 
 /// Reads `/proc/PID/maps` and `/proc/PID/exe`.
@@ -141,6 +149,9 @@ struct PidProcess {
     unsupported: Option<String>,
     /// Its managed code comes from the CLR's ETW events (Windows), not a perf map.
     clr_events: bool,
+    /// Why the rundown that was to fill `managed` when the process was first read failed
+    /// (Windows): a glob over methods that matches nothing says it.
+    rundown_error: Option<String>,
 }
 
 #[derive(Default)]
@@ -321,9 +332,23 @@ impl PidProvider {
         // only where the platform has a perf map to read (Linux) or the CLR's ETW events
         // (Windows)
         let clr_events = reader.clr_events();
+        // Windows: the methods with code now, from a rundown of the runtime run to its end,
+        // so that globs match and `-l` lists them (a process dtx started has no runtime yet)
+        let mut rundown_error = None;
+        if clr_events && runtime_mapped(&maps) {
+            match reader.clr_rundown(pid) {
+                Some(Ok(methods)) => {
+                    for m in methods {
+                        managed.insert(named_by_image(&modules, m));
+                    }
+                }
+                Some(Err(e)) => rundown_error = Some(e),
+                None => {}
+            }
+        }
         let dotnet = (perf_map.is_some()
             && (!managed.is_empty() || looks_dotnet(&maps, &exe) || unsupported.is_some()))
-            || (clr_events && looks_dotnet_windows(&maps, &exe));
+            || (clr_events && (looks_dotnet_windows(&maps, &exe) || !managed.is_empty()));
         st.processes.insert(
             pid,
             PidProcess {
@@ -335,6 +360,7 @@ impl PidProvider {
                 runtime_loaded: runtime_mapped(&maps),
                 unsupported,
                 clr_events,
+                rundown_error,
             },
         );
         Ok(v)
@@ -383,8 +409,41 @@ impl PidProvider {
             let reader = self.reader.lock().unwrap_or_else(|e| e.into_inner());
             let read = |addr: u64, buf: &mut [u8]| reader.read_memory(pid, addr, buf);
             out.extend(create_managed(&mut st, pid, desc, &modules, &read)?);
+            // a glob over methods whose rundown failed: nothing matched because nothing could
+            // be listed, which the user is told rather than "matched 0 probes"
+            if let Some(why) = st.processes.get(&pid).and_then(|p| p.rundown_error.as_ref()) {
+                if out.is_empty() && (desc.function.is_empty() || is_glob(&desc.function)) {
+                    return Err(ProbeError::new("D_PROC_LIB", why.clone()));
+                }
+            }
         }
         Ok(out)
+    }
+
+    /// Why a description over process `pid`'s functions matched nothing, when the process
+    /// runs .NET: its methods are found as the runtime compiles them, so a glob made before
+    /// matches only what was compiled then (nothing, for a program dtx started), and `-Z`
+    /// makes the probes as methods appear. The same words on Linux and Windows.
+    fn why_none_of(&self, desc: &ProbeDesc) -> Option<String> {
+        if self.fpid || desc.function == "-" {
+            return None;
+        }
+        let pid = self.pid_in(&desc.provider).ok()??;
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let p = st.processes.get(&pid).filter(|p| p.dotnet)?;
+        if let Some(why) = &p.unsupported {
+            return Some(format!("pid {pid}: {why}"));
+        }
+        let compiled = p.managed.iter().filter(|m| !m.is_stub()).count();
+        Some(if compiled == 0 {
+            format!(
+                "pid {pid} runs .NET and has compiled no method yet (methods are found as the runtime compiles them); use -Z to make the probes as matching methods are compiled"
+            )
+        } else {
+            format!(
+                "pid {pid} runs .NET and none of the {compiled} methods it has compiled so far matches; use -Z to make the probes as matching methods are compiled"
+            )
+        })
     }
 
     /// Whether process `pid` runs .NET code (as far as its modules and perf map tell).
@@ -466,14 +525,7 @@ impl PidProvider {
         };
         let fresh: Vec<ManagedMethod> = methods
             .into_iter()
-            .map(|mut m| {
-                if m.module == "?" {
-                    if let Some(owner) = p.modules.module_at(m.start) {
-                        m.module = assembly_name(&owner.name).to_string();
-                    }
-                }
-                m
-            })
+            .map(|m| named_by_image(&p.modules, m))
             .filter(|m| p.managed.insert(m.clone()))
             .collect();
         if !fresh.is_empty() {
@@ -547,6 +599,17 @@ impl PidProvider {
         }
         out
     }
+}
+
+/// A method whose assembly the events did not say (`?`: a ready-to-run entry point) named by
+/// the image that holds its code.
+fn named_by_image(modules: &ProcessModules, mut m: ManagedMethod) -> ManagedMethod {
+    if m.module == "?" {
+        if let Some(owner) = modules.module_at(m.start) {
+            m.module = assembly_name(&owner.name).to_string();
+        }
+    }
+    m
 }
 
 fn or_star(s: &str) -> &str {
@@ -648,7 +711,7 @@ pub fn cli_header_in(b: &[u8]) -> bool {
 
 /// Whether a .NET runtime is mapped in the process: CoreCLR (Linux `libcoreclr.so`, Windows
 /// `coreclr.dll`) or the .NET Framework's `clr.dll`.
-fn runtime_mapped(maps: &str) -> bool {
+pub fn runtime_mapped(maps: &str) -> bool {
     if maps.contains("/libcoreclr.so") {
         return true;
     }
@@ -1154,6 +1217,10 @@ impl Provider for PidProvider {
 
     fn try_matching(&self, desc: &ProbeDesc) -> Result<Vec<ProbeInfo>, ProbeError> {
         self.try_create(desc)
+    }
+
+    fn why_none(&self, desc: &ProbeDesc) -> Option<String> {
+        self.why_none_of(desc)
     }
 
     fn list(&self) -> Vec<ProbeInfo> {

@@ -38,7 +38,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Once, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -1165,6 +1165,95 @@ impl ClrMethodSession {
     }
 }
 
+/// The kind of the session of a synchronous CLR rundown (`dtx-clrrundown-<pid>-<start>`).
+const CLR_RUNDOWN: &str = "clrrundown";
+
+/// The methods with code in .NET process `pid` now: a session of its own enables the rundown
+/// provider (Microsoft-Windows-DotNETRuntimeRundown) for that pid only with the Loader, Jit,
+/// NGen and StartRundown keywords, on which the runtime's enable callback lists every method
+/// with code (MethodDCStartVerbose: JIT-compiled and ready-to-run alike) and module
+/// (ModuleDCStart), then writes DCStartComplete (Microsoft Learn's "CLR ETW Keywords and
+/// Levels" and "Rundown events"; dotnet/runtime's eventtrace.cpp, `EtwCallbackCommon` and
+/// `ETW::EnumerationLog::StartRundown`; PerfView TraceEvent's rundown handling waits for the
+/// same event). dtx waits for that event at most [`super::clr::RUNDOWN_WAIT`], then stops the
+/// session on every path (an error, the time out; the console handler stops it on a closed
+/// console, and on Ctrl-C while this runs). The process must not be held by a debugger: the
+/// rundown runs on its threads.
+pub fn clr_rundown(pid: u32) -> Result<Vec<crate::symbols::managed::ManagedMethod>, String> {
+    use super::clr::{rundown_unfinished_words, wait_for_rundown, ClrContext, RUNDOWN_WAIT};
+    use crate::providers::etw::dnet;
+    install_console_handler();
+    let _interruptible = RundownRunning::enter();
+    // the context outlives the session: `session` is stopped (its reader joined) before the
+    // context goes, explicitly below and by its drop, which comes first (declared after)
+    let context = Box::new(ClrContext::new(pid, time_base()));
+    let spec = Spec {
+        kind: CLR_RUNDOWN,
+        kernel_flags: 0,
+        log_file: None,
+        real_time: true,
+        max_file_mb: 0,
+    };
+    let mut session = start_session(&spec)?;
+    let cx = &*context as *const ClrContext as usize;
+    match Reader::open_with(&session.name, cx, clr_callback, |_, _| {}) {
+        Ok(reader) => session.reader = Some(reader),
+        Err(e) => {
+            session.stop();
+            return Err(e);
+        }
+    }
+    if let Err(rc) = enable_for_pid(session.handle, dnet::RUNDOWN, dnet::RUNDOWN_START_KEYWORDS, pid)
+    {
+        let action = format!(
+            "enabling ETW provider 'Microsoft-Windows-DotNETRuntimeRundown' in session {}",
+            session.name
+        );
+        let words = session::error_words(&action, &session.name, rc, elevated(rc));
+        session.stop();
+        return Err(words);
+    }
+    // the reader ends early only when someone else stopped the session
+    let reader_gone = || {
+        session
+            .reader
+            .as_ref()
+            .and_then(|r| r.thread.as_ref())
+            .is_none_or(|t| t.is_finished())
+    };
+    let waited = wait_for_rundown(
+        &context,
+        RUNDOWN_WAIT,
+        Duration::from_millis(20),
+        &reader_gone,
+    );
+    session.stop();
+    match waited {
+        Ok(()) => Ok(context.take_ready(true)),
+        Err(why) => Err(rundown_unfinished_words(pid, why)),
+    }
+}
+
+/// Synchronous rundowns running now: while one runs (before a run's own Ctrl-C handler is
+/// there), the console handler stops the sessions on Ctrl-C and Ctrl-Break too.
+static RUNDOWNS_RUNNING: AtomicUsize = AtomicUsize::new(0);
+
+/// One synchronous rundown running ([`RUNDOWNS_RUNNING`]), for the life of the value.
+struct RundownRunning;
+
+impl RundownRunning {
+    fn enter() -> RundownRunning {
+        RUNDOWNS_RUNNING.fetch_add(1, Ordering::SeqCst);
+        RundownRunning
+    }
+}
+
+impl Drop for RundownRunning {
+    fn drop(&mut self) {
+        RUNDOWNS_RUNNING.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// The EventRecordCallback of a CLR method session.
 unsafe extern "system" fn clr_callback(rec: *mut w::EVENT_RECORD) {
     // SAFETY: the layouts are the same (raw::tests::layouts_match_windows) and the context is
@@ -1287,7 +1376,9 @@ unsafe extern "system" fn console_handler(ctrl: u32) -> BOOL {
         ctrl,
         CTRL_CLOSE_EVENT | CTRL_LOGOFF_EVENT | CTRL_SHUTDOWN_EVENT
     );
-    if closing || (interrupt && STOP_ON_INTERRUPT.load(Ordering::SeqCst)) {
+    let stop_on_interrupt =
+        STOP_ON_INTERRUPT.load(Ordering::SeqCst) || RUNDOWNS_RUNNING.load(Ordering::SeqCst) > 0;
+    if closing || (interrupt && stop_on_interrupt) {
         let _ = std::panic::catch_unwind(stop_everything);
     }
     0
