@@ -411,7 +411,11 @@ impl PidProvider {
             out.extend(create_managed(&mut st, pid, desc, &modules, &read)?);
             // a glob over methods whose rundown failed: nothing matched because nothing could
             // be listed, which the user is told rather than "matched 0 probes"
-            if let Some(why) = st.processes.get(&pid).and_then(|p| p.rundown_error.as_ref()) {
+            if let Some(why) = st
+                .processes
+                .get(&pid)
+                .and_then(|p| p.rundown_error.as_ref())
+            {
                 if out.is_empty() && (desc.function.is_empty() || is_glob(&desc.function)) {
                     return Err(ProbeError::new("D_PROC_LIB", why.clone()));
                 }

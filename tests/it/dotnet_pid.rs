@@ -428,3 +428,29 @@ fn dotnet_pid_clear_words_for_processes_it_cannot_follow() {
         assert!(se.contains("Mono runtime is not supported"), "{se}");
     }
 }
+
+#[test]
+fn dotnet_pid_glob_before_any_method_is_compiled_says_why() {
+    let Some(net) = setup() else { return };
+    // -c: the program has compiled nothing when the probes are made
+    let prog = "pid$target:app:*Ad*:entry { @c = count(); }";
+    let out = dtx_net(&["-q", "-n", prog, "-c", &net.cmd("")]).output();
+    let (_, se) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{se}");
+    assert!(
+        se.contains("does not match any probes: pid ")
+            && se.contains("runs .NET and has compiled no method yet")
+            && se.contains("use -Z"),
+        "{se}"
+    );
+    // with -Z the probes are made as the runtime compiles matching methods
+    let out = dtx_net(&["-q", "-Z", "-n", prog, "-c", &net.cmd("")]).output();
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{se}");
+    let counts: Vec<i64> = so
+        .lines()
+        .filter(|l| !l.contains("total"))
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    assert_eq!(counts, [5000], "{so}{se}");
+}

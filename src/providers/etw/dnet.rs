@@ -558,9 +558,7 @@ pub const DC_END_COMPLETE: u16 = 146;
 
 /// Whether a record is the end of a rundown of the runtime (either kind).
 pub fn is_rundown_complete(ev: &EventRecord<'_>) -> bool {
-    is_dotnet(ev)
-        && ev.provider == RUNDOWN
-        && matches!(ev.id, DC_START_COMPLETE | DC_END_COMPLETE)
+    is_dotnet(ev) && ev.provider == RUNDOWN && matches!(ev.id, DC_START_COMPLETE | DC_END_COMPLETE)
 }
 
 /// The rundown provider's keywords for the code already there when a session starts: Loader

@@ -114,7 +114,9 @@ impl ProcessReader for ModuleReader {
         if let Some(r) = lock(&RUNDOWNS).as_mut().and_then(|m| m.remove(&pid)) {
             return Some(r);
         }
-        let held = lock(&MODULES).as_ref().is_some_and(|m| m.contains_key(&pid));
+        let held = lock(&MODULES)
+            .as_ref()
+            .is_some_and(|m| m.contains_key(&pid));
         if held {
             return None;
         }
@@ -144,7 +146,9 @@ pub fn rundown_before_attach(pid: u32) {
         return;
     }
     let r = crate::sources::etw_live::windows::clr_rundown(pid);
-    lock(&RUNDOWNS).get_or_insert_with(HashMap::new).insert(pid, r);
+    lock(&RUNDOWNS)
+        .get_or_insert_with(HashMap::new)
+        .insert(pid, r);
 }
 
 /// The modules of a process we do not debug, from its loader's list.

@@ -37,8 +37,8 @@ struct Inner {
     feed: ClrMethodFeed,
     /// Records of the runtime's providers seen (both ways in).
     records: u64,
-    /// The rundown's completion event (DCStartComplete or DCEndComplete) was seen.
-    rundown_complete: bool,
+    /// Rundowns ended: completion events (DCStartComplete or DCEndComplete) seen.
+    rundowns_complete: u32,
 }
 
 impl ClrContext {
@@ -53,7 +53,7 @@ impl ClrContext {
                 decoder,
                 feed: ClrMethodFeed::default(),
                 records: 0,
-                rundown_complete: false,
+                rundowns_complete: 0,
             }),
         }
     }
@@ -73,10 +73,12 @@ impl ClrContext {
             decoder,
             feed,
             records,
-            rundown_complete,
+            rundowns_complete,
         } = &mut *inner;
         *records += 1;
-        *rundown_complete |= dnet::is_rundown_complete(ev);
+        if dnet::is_rundown_complete(ev) {
+            *rundowns_complete += 1;
+        }
         let dec = decoder.decode(ev);
         feed.observe(ev, &dec);
     }
@@ -103,10 +105,11 @@ impl ClrContext {
         self.lock().records
     }
 
-    /// Whether the process's rundown has ended (its DCStartComplete or DCEndComplete came):
-    /// every method with code it listed is in the table then.
-    pub fn rundown_complete(&self) -> bool {
-        self.lock().rundown_complete
+    /// How many of the process's rundowns have ended (their DCStartComplete or
+    /// DCEndComplete came): every method with code a rundown listed is in the table once its
+    /// completion event is counted here.
+    pub fn rundowns_complete(&self) -> u32 {
+        self.lock().rundowns_complete
     }
 }
 
@@ -119,18 +122,20 @@ pub enum RundownUnfinished {
     Stopped,
 }
 
-/// Waits until `cx` has seen its process's rundown end ([`ClrContext::rundown_complete`]),
-/// looking every `poll`, for at most `wait`; `stop()` ends the wait early (an interrupt, the
-/// session's reader gone). The methods are in `cx` when this returns `Ok`.
+/// Waits until `cx` has seen one more of its process's rundowns end than the `before` it had
+/// ([`ClrContext::rundowns_complete`]), looking every `poll`, for at most `wait`; `stop()`
+/// ends the wait early (an interrupt, the session's reader gone). The methods are in `cx`
+/// when this returns `Ok`.
 pub fn wait_for_rundown(
     cx: &ClrContext,
+    before: u32,
     wait: std::time::Duration,
     poll: std::time::Duration,
     stop: &dyn Fn() -> bool,
 ) -> Result<(), RundownUnfinished> {
     let until = std::time::Instant::now() + wait;
     loop {
-        if cx.rundown_complete() {
+        if cx.rundowns_complete() > before {
             return Ok(());
         }
         if stop() {

@@ -1203,8 +1203,12 @@ pub fn clr_rundown(pid: u32) -> Result<Vec<crate::symbols::managed::ManagedMetho
             return Err(e);
         }
     }
-    if let Err(rc) = enable_for_pid(session.handle, dnet::RUNDOWN, dnet::RUNDOWN_START_KEYWORDS, pid)
-    {
+    if let Err(rc) = enable_for_pid(
+        session.handle,
+        dnet::RUNDOWN,
+        dnet::RUNDOWN_START_KEYWORDS,
+        pid,
+    ) {
         let action = format!(
             "enabling ETW provider 'Microsoft-Windows-DotNETRuntimeRundown' in session {}",
             session.name
@@ -1223,6 +1227,7 @@ pub fn clr_rundown(pid: u32) -> Result<Vec<crate::symbols::managed::ManagedMetho
     };
     let waited = wait_for_rundown(
         &context,
+        0,
         RUNDOWN_WAIT,
         Duration::from_millis(20),
         &reader_gone,
