@@ -19,6 +19,7 @@ use super::Provider;
 use crate::probes::{glob_match, ProbeDesc, ProbeError, ProbeInfo};
 use crate::symbols::decode::{self, Emulation};
 use crate::symbols::managed::{ManagedMethod, ManagedMethods, PerfMapFile};
+use crate::symbols::r2r::R2rImage;
 use crate::symbols::{ElfImage, LoadedModule, ProcessModules};
 
 /// First id of pid probes (above every other provider's).
@@ -161,6 +162,9 @@ struct PidState {
     probes: Vec<PidProbe>,
     /// (provider, module, function, name) → index in `probes`.
     by_key: HashMap<(String, String, String, String), usize>,
+    /// The RuntimeFunctions tables of ready-to-run images by path, read once (None: the image
+    /// has none dtx reads).
+    r2r: HashMap<String, Option<Arc<R2rImage>>>,
 }
 
 /// The `pid` provider (or its `fpid` view); clones share the created probes.
@@ -530,6 +534,7 @@ impl PidProvider {
         let fresh: Vec<ManagedMethod> = methods
             .into_iter()
             .map(|m| named_by_image(&p.modules, m))
+            .map(|m| with_r2r_extent(&mut st.r2r, &p.modules, m))
             .filter(|m| p.managed.insert(m.clone()))
             .collect();
         if !fresh.is_empty() {
@@ -612,6 +617,31 @@ fn named_by_image(modules: &ProcessModules, mut m: ManagedMethod) -> ManagedMeth
         if let Some(owner) = modules.module_at(m.start) {
             m.module = assembly_name(&owner.name).to_string();
         }
+    }
+    m
+}
+
+/// A ready-to-run method known by its entry point alone (R2RGetEntryPoint gives no size) with
+/// the extent of its body: the RUNTIME_FUNCTION of the image holding it that starts at the
+/// entry point (`symbols::r2r`), read from the image's file. Unchanged when its size is known,
+/// or no table of the image has a body starting there (it then has no `return` probe).
+fn with_r2r_extent(
+    cache: &mut HashMap<String, Option<Arc<R2rImage>>>,
+    modules: &ProcessModules,
+    mut m: ManagedMethod,
+) -> ManagedMethod {
+    if m.size != 0 {
+        return m;
+    }
+    let Some(owner) = modules.module_at(m.start) else {
+        return m;
+    };
+    let table = cache
+        .entry(owner.image.path.clone())
+        .or_insert_with(|| R2rImage::from_path(&owner.image.path).ok().map(Arc::new));
+    let rva = u32::try_from(m.start - owner.start).ok();
+    if let Some((b, e)) = table.as_ref().zip(rva).and_then(|(t, rva)| t.body_at(rva)) {
+        m.size = (e - b) as u64;
     }
     m
 }
@@ -1311,6 +1341,95 @@ mod tests {
             }
             true
         }
+    }
+
+    /// A .NET process "9" on Windows (the CLR's events) with the ready-to-run image `app.dll`
+    /// (the file at `.0`, whose bytes are `.1`) mapped at 0x7000_0000.
+    struct R2rReader(std::path::PathBuf, Vec<u8>);
+    impl ProcessReader for R2rReader {
+        fn maps(&self, _pid: u32) -> Result<(String, String), String> {
+            Ok((
+                format!(
+                    "70000000-70003000 r-xp 00000000 00:00 0 {}\n\
+                     7f00000000-7f00001000 r-xp 00000000 00:00 0 C:\\x\\coreclr.dll\n",
+                    self.0.display()
+                ),
+                "C:\\x\\dotnet.exe".into(),
+            ))
+        }
+        fn read_memory(&self, _pid: u32, addr: u64, buf: &mut [u8]) -> bool {
+            // the image's one section: RVA 0x1000 at file offset 0x400
+            let Some(rva) = addr.checked_sub(0x7000_0000).filter(|r| *r >= 0x1000) else {
+                return false;
+            };
+            let at = (rva - 0x1000 + 0x400) as usize;
+            match self.1.get(at..at + buf.len()) {
+                Some(b) => {
+                    buf.copy_from_slice(b);
+                    true
+                }
+                None => false,
+            }
+        }
+        fn clr_events(&self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn ready_to_run_entry_points_get_return_sites_from_the_image() {
+        // two bodies: at RVA 0x2000 (6 bytes) and 0x2010 (8 bytes, two returns)
+        let code = [
+            0x55, 0x48, 0x89, 0xe5, 0x5d, 0xc3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, //
+            0x55, 0x31, 0xc0, 0x5d, 0xc3, 0x90, 0x5d, 0xc3,
+        ];
+        let img = crate::symbols::r2r::synthetic_image(
+            0x8664,
+            &[(0x2000, 0x2006), (0x2010, 0x2018)],
+            &code,
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("app.dll");
+        std::fs::write(&path, &img).unwrap();
+        let p = PidProvider::new(Box::new(R2rReader(path, img)));
+        let d = |s: &str| ProbeDesc::parse(s).unwrap();
+        // named before its code is bound: unarmed
+        let r = p.try_matching(&d("pid9:app:T.M:return")).unwrap();
+        assert_eq!(r.len(), 1);
+        // R2RGetEntryPoint: an entry point, no size, no assembly
+        let entry = ManagedMethod {
+            start: 0x7000_2010,
+            size: 0,
+            module: "?".into(),
+            name: "T.M".into(),
+            signature: String::new(),
+            tier: "ReadyToRun".into(),
+        };
+        let got = p.managed_methods(9, vec![entry.clone()], &[]);
+        assert_eq!(got.len(), 1);
+        let (info, sites, _) = &got[0];
+        assert_eq!(
+            (info.module.as_str(), info.name.as_str()),
+            ("app", "return")
+        );
+        let at: Vec<u64> = sites.iter().map(|s| s.addr).collect();
+        assert_eq!(at, [0x7000_2014, 0x7000_2017]);
+        // the method is named with its extent in stacks
+        match p.managed_lookup(9, 0x7000_2017) {
+            crate::output::stack::Lookup::Sym { name, start, .. } => {
+                assert_eq!((name.as_str(), start), ("T.M", 0x7000_2010))
+            }
+            other => panic!("{other:?}"),
+        }
+        // an entry point no RUNTIME_FUNCTION starts: still no return site
+        let inside = ManagedMethod {
+            start: 0x7000_2011,
+            name: "T.N".into(),
+            ..entry
+        };
+        let r = p.try_matching(&d("pid9:app:T.N:return")).unwrap();
+        assert_eq!(r.len(), 1);
+        assert!(p.managed_methods(9, vec![inside], &[]).is_empty());
     }
 
     #[test]

@@ -59,8 +59,10 @@ struct DotNet {
     _dir: tempfile::TempDir,
 }
 
-fn setup() -> Option<&'static DotNet> {
-    static ENV: OnceLock<Option<DotNet>> = OnceLock::new();
+/// The .NET Core 3.1 runtime's `dotnet` and Mono's `mcs`, installed (once) by
+/// scripts/dotnet-test-env.sh; None after saying why they cannot be installed here.
+pub(crate) fn runtime_env() -> Option<&'static (PathBuf, PathBuf)> {
+    static ENV: OnceLock<Option<(PathBuf, PathBuf)>> = OnceLock::new();
     ENV.get_or_init(|| {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/dotnet-test-env.sh");
         let out = Command::new("bash")
@@ -80,7 +82,15 @@ fn setup() -> Option<&'static DotNet> {
                 .map(PathBuf::from)
                 .unwrap_or_else(|| panic!("no {k} in {so}"))
         };
-        let (dotnet, mcs) = (var("DOTNET="), var("MCS="));
+        Some((var("DOTNET="), var("MCS=")))
+    })
+    .as_ref()
+}
+
+fn setup() -> Option<&'static DotNet> {
+    static ENV: OnceLock<Option<DotNet>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let (dotnet, mcs) = runtime_env()?.clone();
         let dir = tempfile::tempdir().expect("temp dir");
         let cs = dir.path().join("app.cs");
         std::fs::write(&cs, APP).expect("write app.cs");
