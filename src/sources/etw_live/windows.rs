@@ -38,7 +38,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Once, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -1176,13 +1176,13 @@ const CLR_RUNDOWN: &str = "clrrundown";
 /// Levels" and "Rundown events"; dotnet/runtime's eventtrace.cpp, `EtwCallbackCommon` and
 /// `ETW::EnumerationLog::StartRundown`; PerfView TraceEvent's rundown handling waits for the
 /// same event). dtx waits for that event at most [`super::clr::RUNDOWN_WAIT`], then stops the
-/// session on every path (an error, the time out; the console handler stops it on a closed
-/// console, and on Ctrl-C while this runs). The process must not be held by a debugger: the
+/// session on every path (the event, an error, the time out, its reader ended by someone
+/// else); a console handler of its own stops it on Ctrl-C, Ctrl-Break or a closed console
+/// while this runs ([`RundownRunning`]). The process must not be held by a debugger: the
 /// rundown runs on its threads.
 pub fn clr_rundown(pid: u32) -> Result<Vec<crate::symbols::managed::ManagedMethod>, String> {
     use super::clr::{rundown_unfinished_words, wait_for_rundown, ClrContext, RUNDOWN_WAIT};
     use crate::providers::etw::dnet;
-    install_console_handler();
     let _interruptible = RundownRunning::enter();
     // the context outlives the session: `session` is stopped (its reader joined) before the
     // context goes, explicitly below and by its drop, which comes first (declared after)
@@ -1239,24 +1239,52 @@ pub fn clr_rundown(pid: u32) -> Result<Vec<crate::symbols::managed::ManagedMetho
     }
 }
 
-/// Synchronous rundowns running now: while one runs (before a run's own Ctrl-C handler is
-/// there), the console handler stops the sessions on Ctrl-C and Ctrl-Break too.
-static RUNDOWNS_RUNNING: AtomicUsize = AtomicUsize::new(0);
+/// Synchronous rundowns running now (see [`RundownRunning`]).
+static RUNDOWNS_RUNNING: Mutex<usize> = Mutex::new(0);
 
-/// One synchronous rundown running ([`RUNDOWNS_RUNNING`]), for the life of the value.
+/// One synchronous rundown running, for the life of the value: a console handler of its own
+/// is registered meanwhile (the last registered runs first: HandlerRoutine) that stops this
+/// process's sessions on Ctrl-C, Ctrl-Break and a closed console before the next handler
+/// (in the end the default one, ExitProcess) ends dtx. A rundown runs while the programs are
+/// compiled, before the run has its own handlers; it is removed after, so that the run's
+/// handlers keep their order (`install_console_handler` after ctrlc's).
 struct RundownRunning;
 
 impl RundownRunning {
     fn enter() -> RundownRunning {
-        RUNDOWNS_RUNNING.fetch_add(1, Ordering::SeqCst);
+        use windows_sys::Win32::System::Console::SetConsoleCtrlHandler;
+        let mut n = lock(&RUNDOWNS_RUNNING);
+        if *n == 0 {
+            // SAFETY: a handler that stays valid for the life of the process
+            unsafe { SetConsoleCtrlHandler(Some(rundown_console_handler), 1) };
+        }
+        *n += 1;
         RundownRunning
     }
 }
 
 impl Drop for RundownRunning {
     fn drop(&mut self) {
-        RUNDOWNS_RUNNING.fetch_sub(1, Ordering::SeqCst);
+        use windows_sys::Win32::System::Console::SetConsoleCtrlHandler;
+        let mut n = lock(&RUNDOWNS_RUNNING);
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            // SAFETY: removes the handler `enter` added
+            unsafe { SetConsoleCtrlHandler(Some(rundown_console_handler), 0) };
+        }
     }
+}
+
+/// The HandlerRoutine while a synchronous rundown runs: every session this process started
+/// is sent STOP (nothing waited for); FALSE lets the next handler run.
+unsafe extern "system" fn rundown_console_handler(_ctrl: u32) -> BOOL {
+    let _ = std::panic::catch_unwind(|| {
+        let names = std::mem::take(&mut *lock(&STARTED));
+        for name in &names {
+            control(name, w::EVENT_TRACE_CONTROL_STOP);
+        }
+    });
+    0
 }
 
 /// The EventRecordCallback of a CLR method session.
@@ -1381,9 +1409,7 @@ unsafe extern "system" fn console_handler(ctrl: u32) -> BOOL {
         ctrl,
         CTRL_CLOSE_EVENT | CTRL_LOGOFF_EVENT | CTRL_SHUTDOWN_EVENT
     );
-    let stop_on_interrupt =
-        STOP_ON_INTERRUPT.load(Ordering::SeqCst) || RUNDOWNS_RUNNING.load(Ordering::SeqCst) > 0;
-    if closing || (interrupt && stop_on_interrupt) {
+    if closing || (interrupt && STOP_ON_INTERRUPT.load(Ordering::SeqCst)) {
         let _ = std::panic::catch_unwind(stop_everything);
     }
     0
