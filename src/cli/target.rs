@@ -171,7 +171,13 @@ pub fn open_target(req: &TargetRequest, capture: bool) -> Result<OpenedTarget, S
     }
     let mut t = match req {
         TargetRequest::Command(argv) => start(argv)?,
-        TargetRequest::Pid(pid) => grab(*pid)?,
+        TargetRequest::Pid(pid) => {
+            // the console's programs come later, and are often about the target's methods:
+            // the rundown runs now, while the process can still answer (see `create`)
+            #[cfg(windows)]
+            crate::sources::debugger::windows::rundown_before_attach(*pid);
+            grab(*pid)?
+        }
     };
     Ok(OpenedTarget {
         process: t.process.take().ok_or("the target is gone")?,
