@@ -62,9 +62,29 @@ pub fn request(args: &Args) -> Result<Option<TargetRequest>, String> {
 pub fn create(args: &Args) -> Result<Option<Target>, String> {
     match request(args)? {
         Some(TargetRequest::Command(argv)) => start(&argv).map(Some),
-        Some(TargetRequest::Pid(pid)) => grab(pid).map(Some),
+        Some(TargetRequest::Pid(pid)) => {
+            #[cfg(windows)]
+            if may_name_methods(args) {
+                crate::sources::debugger::windows::rundown_before_attach(pid);
+            }
+            grab(pid).map(Some)
+        }
         None => Ok(None),
     }
+}
+
+/// Whether the run may name .NET methods of its `-p` target: it lists probes, or a program
+/// mentions `pid` (a `pid` probe; a script on standard input is not read twice, so it may).
+/// Only then is the target's CLR rundown run before it is grabbed (Windows), which makes the
+/// runtime write an event per method.
+#[cfg(windows)]
+fn may_name_methods(args: &Args) -> bool {
+    use super::args::ProgramSource;
+    args.list
+        || args.programs.iter().any(|p| match p {
+            ProgramSource::Script(path) if path.as_os_str() == "-" => true,
+            p => p.text().contains("pid"),
+        })
 }
 
 #[cfg(target_os = "linux")]
@@ -151,7 +171,13 @@ pub fn open_target(req: &TargetRequest, capture: bool) -> Result<OpenedTarget, S
     }
     let mut t = match req {
         TargetRequest::Command(argv) => start(argv)?,
-        TargetRequest::Pid(pid) => grab(*pid)?,
+        TargetRequest::Pid(pid) => {
+            // the console's programs come later, and are often about the target's methods:
+            // the rundown runs now, while the process can still answer (see `create`)
+            #[cfg(windows)]
+            crate::sources::debugger::windows::rundown_before_attach(*pid);
+            grab(*pid)?
+        }
     };
     Ok(OpenedTarget {
         process: t.process.take().ok_or("the target is gone")?,

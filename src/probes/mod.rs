@@ -61,6 +61,11 @@ pub trait ProbeCatalog {
     fn try_matching(&self, desc: &ProbeDesc) -> Result<Vec<ProbeInfo>, ProbeError> {
         Ok(self.matching(desc))
     }
+    /// Why a description that matched no probe matched none, when a provider can say more
+    /// than "does not match any probes" (a .NET process whose methods are not compiled yet).
+    fn why_none(&self, _desc: &ProbeDesc) -> Option<String> {
+        None
+    }
     /// The description of the probe with this id.
     fn by_id(&self, id: u64) -> Option<ProbeDesc>;
     /// Every probe the catalog can list.
@@ -84,6 +89,10 @@ pub trait Provider {
     /// [`Provider::matching`], or why the probes could not be created.
     fn try_matching(&self, desc: &ProbeDesc) -> Result<Vec<ProbeInfo>, ProbeError> {
         Ok(self.matching(desc))
+    }
+    /// See [`ProbeCatalog::why_none`] (the provider field already matched).
+    fn why_none(&self, _desc: &ProbeDesc) -> Option<String> {
+        None
     }
     /// The probes to show in `dtx -l`.
     fn list(&self) -> Vec<ProbeInfo>;
@@ -119,6 +128,13 @@ impl ProbeCatalog for Catalog {
             v.extend(p.try_matching(desc)?);
         }
         Ok(v)
+    }
+
+    fn why_none(&self, desc: &ProbeDesc) -> Option<String> {
+        self.providers
+            .iter()
+            .filter(|p| desc.provider.is_empty() || p.matches_provider(&desc.provider))
+            .find_map(|p| p.why_none(desc))
     }
 
     fn by_id(&self, id: u64) -> Option<ProbeDesc> {

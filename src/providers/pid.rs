@@ -19,6 +19,7 @@ use super::Provider;
 use crate::probes::{glob_match, ProbeDesc, ProbeError, ProbeInfo};
 use crate::symbols::decode::{self, Emulation};
 use crate::symbols::managed::{ManagedMethod, ManagedMethods, PerfMapFile};
+use crate::symbols::r2r::R2rImage;
 use crate::symbols::{ElfImage, LoadedModule, ProcessModules};
 
 /// First id of pid probes (above every other provider's).
@@ -79,6 +80,14 @@ pub trait ProcessReader: Send {
     /// [`PidProvider::managed_methods`]) rather than a perf map.
     fn clr_events(&self) -> bool {
         false
+    }
+    /// The methods with code in process `pid` now, from a rundown of its runtime run to its
+    /// end (Windows: the CLR rundown provider's MethodDCStartVerbose and ModuleDCStart, until
+    /// its DCStartComplete), or why they cannot be had; `None` where no rundown can run (the
+    /// platform has none, or the process is held by this dtx's debugger, which a rundown would
+    /// wait on). Asked once per process, when a .NET runtime is mapped in it.
+    fn clr_rundown(&self, _pid: u32) -> Option<Result<Vec<ManagedMethod>, String>> {
+        None
     }
 }
 
@@ -141,6 +150,9 @@ struct PidProcess {
     unsupported: Option<String>,
     /// Its managed code comes from the CLR's ETW events (Windows), not a perf map.
     clr_events: bool,
+    /// Why the rundown that was to fill `managed` when the process was first read failed
+    /// (Windows): a glob over methods that matches nothing says it.
+    rundown_error: Option<String>,
 }
 
 #[derive(Default)]
@@ -150,6 +162,9 @@ struct PidState {
     probes: Vec<PidProbe>,
     /// (provider, module, function, name) → index in `probes`.
     by_key: HashMap<(String, String, String, String), usize>,
+    /// The RuntimeFunctions tables of ready-to-run images by path, read once (None: the image
+    /// has none dtx reads).
+    r2r: HashMap<String, Option<Arc<R2rImage>>>,
 }
 
 /// The `pid` provider (or its `fpid` view); clones share the created probes.
@@ -321,9 +336,23 @@ impl PidProvider {
         // only where the platform has a perf map to read (Linux) or the CLR's ETW events
         // (Windows)
         let clr_events = reader.clr_events();
+        // Windows: the methods with code now, from a rundown of the runtime run to its end,
+        // so that globs match and `-l` lists them (a process dtx started has no runtime yet)
+        let mut rundown_error = None;
+        if clr_events && runtime_mapped(&maps) {
+            match reader.clr_rundown(pid) {
+                Some(Ok(methods)) => {
+                    for m in methods {
+                        managed.insert(named_by_image(&modules, m));
+                    }
+                }
+                Some(Err(e)) => rundown_error = Some(e),
+                None => {}
+            }
+        }
         let dotnet = (perf_map.is_some()
             && (!managed.is_empty() || looks_dotnet(&maps, &exe) || unsupported.is_some()))
-            || (clr_events && looks_dotnet_windows(&maps, &exe));
+            || (clr_events && (looks_dotnet_windows(&maps, &exe) || !managed.is_empty()));
         st.processes.insert(
             pid,
             PidProcess {
@@ -335,6 +364,7 @@ impl PidProvider {
                 runtime_loaded: runtime_mapped(&maps),
                 unsupported,
                 clr_events,
+                rundown_error,
             },
         );
         Ok(v)
@@ -383,8 +413,45 @@ impl PidProvider {
             let reader = self.reader.lock().unwrap_or_else(|e| e.into_inner());
             let read = |addr: u64, buf: &mut [u8]| reader.read_memory(pid, addr, buf);
             out.extend(create_managed(&mut st, pid, desc, &modules, &read)?);
+            // a glob over methods whose rundown failed: nothing matched because nothing could
+            // be listed, which the user is told rather than "matched 0 probes"
+            if let Some(why) = st
+                .processes
+                .get(&pid)
+                .and_then(|p| p.rundown_error.as_ref())
+            {
+                if out.is_empty() && (desc.function.is_empty() || is_glob(&desc.function)) {
+                    return Err(ProbeError::new("D_PROC_LIB", why.clone()));
+                }
+            }
         }
         Ok(out)
+    }
+
+    /// Why a description over process `pid`'s functions matched nothing, when the process
+    /// runs .NET: its methods are found as the runtime compiles them, so a glob made before
+    /// matches only what was compiled then (nothing, for a program dtx started), and `-Z`
+    /// makes the probes as methods appear. The same words on Linux and Windows.
+    fn why_none_of(&self, desc: &ProbeDesc) -> Option<String> {
+        if self.fpid || desc.function == "-" {
+            return None;
+        }
+        let pid = self.pid_in(&desc.provider).ok()??;
+        let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let p = st.processes.get(&pid).filter(|p| p.dotnet)?;
+        if let Some(why) = &p.unsupported {
+            return Some(format!("pid {pid}: {why}"));
+        }
+        let compiled = p.managed.iter().filter(|m| !m.is_stub()).count();
+        Some(if compiled == 0 {
+            format!(
+                "pid {pid} runs .NET and has compiled no method yet (methods are found as the runtime compiles them); use -Z to make the probes as matching methods are compiled"
+            )
+        } else {
+            format!(
+                "pid {pid} runs .NET and none of the {compiled} methods it has compiled so far matches; use -Z to make the probes as matching methods are compiled"
+            )
+        })
     }
 
     /// Whether process `pid` runs .NET code (as far as its modules and perf map tell).
@@ -466,14 +533,8 @@ impl PidProvider {
         };
         let fresh: Vec<ManagedMethod> = methods
             .into_iter()
-            .map(|mut m| {
-                if m.module == "?" {
-                    if let Some(owner) = p.modules.module_at(m.start) {
-                        m.module = assembly_name(&owner.name).to_string();
-                    }
-                }
-                m
-            })
+            .map(|m| named_by_image(&p.modules, m))
+            .map(|m| with_r2r_extent(&mut st.r2r, &p.modules, m))
             .filter(|m| p.managed.insert(m.clone()))
             .collect();
         if !fresh.is_empty() {
@@ -547,6 +608,42 @@ impl PidProvider {
         }
         out
     }
+}
+
+/// A method whose assembly the events did not say (`?`: a ready-to-run entry point) named by
+/// the image that holds its code.
+fn named_by_image(modules: &ProcessModules, mut m: ManagedMethod) -> ManagedMethod {
+    if m.module == "?" {
+        if let Some(owner) = modules.module_at(m.start) {
+            m.module = assembly_name(&owner.name).to_string();
+        }
+    }
+    m
+}
+
+/// A ready-to-run method known by its entry point alone (R2RGetEntryPoint gives no size) with
+/// the extent of its body: the RUNTIME_FUNCTION of the image holding it that starts at the
+/// entry point (`symbols::r2r`), read from the image's file. Unchanged when its size is known,
+/// or no table of the image has a body starting there (it then has no `return` probe).
+fn with_r2r_extent(
+    cache: &mut HashMap<String, Option<Arc<R2rImage>>>,
+    modules: &ProcessModules,
+    mut m: ManagedMethod,
+) -> ManagedMethod {
+    if m.size != 0 {
+        return m;
+    }
+    let Some(owner) = modules.module_at(m.start) else {
+        return m;
+    };
+    let table = cache
+        .entry(owner.image.path.clone())
+        .or_insert_with(|| R2rImage::from_path(&owner.image.path).ok().map(Arc::new));
+    let rva = u32::try_from(m.start - owner.start).ok();
+    if let Some((b, e)) = table.as_ref().zip(rva).and_then(|(t, rva)| t.body_at(rva)) {
+        m.size = (e - b) as u64;
+    }
+    m
 }
 
 fn or_star(s: &str) -> &str {
@@ -648,7 +745,7 @@ pub fn cli_header_in(b: &[u8]) -> bool {
 
 /// Whether a .NET runtime is mapped in the process: CoreCLR (Linux `libcoreclr.so`, Windows
 /// `coreclr.dll`) or the .NET Framework's `clr.dll`.
-fn runtime_mapped(maps: &str) -> bool {
+pub fn runtime_mapped(maps: &str) -> bool {
     if maps.contains("/libcoreclr.so") {
         return true;
     }
@@ -1156,6 +1253,10 @@ impl Provider for PidProvider {
         self.try_create(desc)
     }
 
+    fn why_none(&self, desc: &ProbeDesc) -> Option<String> {
+        self.why_none_of(desc)
+    }
+
     fn list(&self) -> Vec<ProbeInfo> {
         let st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         st.probes
@@ -1240,6 +1341,95 @@ mod tests {
             }
             true
         }
+    }
+
+    /// A .NET process "9" on Windows (the CLR's events) with the ready-to-run image `app.dll`
+    /// (the file at `.0`, whose bytes are `.1`) mapped at 0x7000_0000.
+    struct R2rReader(std::path::PathBuf, Vec<u8>);
+    impl ProcessReader for R2rReader {
+        fn maps(&self, _pid: u32) -> Result<(String, String), String> {
+            Ok((
+                format!(
+                    "70000000-70003000 r-xp 00000000 00:00 0 {}\n\
+                     7f00000000-7f00001000 r-xp 00000000 00:00 0 C:\\x\\coreclr.dll\n",
+                    self.0.display()
+                ),
+                "C:\\x\\dotnet.exe".into(),
+            ))
+        }
+        fn read_memory(&self, _pid: u32, addr: u64, buf: &mut [u8]) -> bool {
+            // the image's one section: RVA 0x1000 at file offset 0x400
+            let Some(rva) = addr.checked_sub(0x7000_0000).filter(|r| *r >= 0x1000) else {
+                return false;
+            };
+            let at = (rva - 0x1000 + 0x400) as usize;
+            match self.1.get(at..at + buf.len()) {
+                Some(b) => {
+                    buf.copy_from_slice(b);
+                    true
+                }
+                None => false,
+            }
+        }
+        fn clr_events(&self) -> bool {
+            true
+        }
+    }
+
+    #[test]
+    fn ready_to_run_entry_points_get_return_sites_from_the_image() {
+        // two bodies: at RVA 0x2000 (6 bytes) and 0x2010 (8 bytes, two returns)
+        let code = [
+            0x55, 0x48, 0x89, 0xe5, 0x5d, 0xc3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, //
+            0x55, 0x31, 0xc0, 0x5d, 0xc3, 0x90, 0x5d, 0xc3,
+        ];
+        let img = crate::symbols::r2r::synthetic_image(
+            0x8664,
+            &[(0x2000, 0x2006), (0x2010, 0x2018)],
+            &code,
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("app.dll");
+        std::fs::write(&path, &img).unwrap();
+        let p = PidProvider::new(Box::new(R2rReader(path, img)));
+        let d = |s: &str| ProbeDesc::parse(s).unwrap();
+        // named before its code is bound: unarmed
+        let r = p.try_matching(&d("pid9:app:T.M:return")).unwrap();
+        assert_eq!(r.len(), 1);
+        // R2RGetEntryPoint: an entry point, no size, no assembly
+        let entry = ManagedMethod {
+            start: 0x7000_2010,
+            size: 0,
+            module: "?".into(),
+            name: "T.M".into(),
+            signature: String::new(),
+            tier: "ReadyToRun".into(),
+        };
+        let got = p.managed_methods(9, vec![entry.clone()], &[]);
+        assert_eq!(got.len(), 1);
+        let (info, sites, _) = &got[0];
+        assert_eq!(
+            (info.module.as_str(), info.name.as_str()),
+            ("app", "return")
+        );
+        let at: Vec<u64> = sites.iter().map(|s| s.addr).collect();
+        assert_eq!(at, [0x7000_2014, 0x7000_2017]);
+        // the method is named with its extent in stacks
+        match p.managed_lookup(9, 0x7000_2017) {
+            crate::output::stack::Lookup::Sym { name, start, .. } => {
+                assert_eq!((name.as_str(), start), ("T.M", 0x7000_2010))
+            }
+            other => panic!("{other:?}"),
+        }
+        // an entry point no RUNTIME_FUNCTION starts: still no return site
+        let inside = ManagedMethod {
+            start: 0x7000_2011,
+            name: "T.N".into(),
+            ..entry
+        };
+        let r = p.try_matching(&d("pid9:app:T.N:return")).unwrap();
+        assert_eq!(r.len(), 1);
+        assert!(p.managed_methods(9, vec![inside], &[]).is_empty());
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod managed;
 pub mod maps;
 pub mod pdb;
 pub mod pe;
+pub mod r2r;
 pub mod symsrv;
 pub mod trace;
 pub mod unwind_info;

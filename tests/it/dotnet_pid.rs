@@ -59,8 +59,10 @@ struct DotNet {
     _dir: tempfile::TempDir,
 }
 
-fn setup() -> Option<&'static DotNet> {
-    static ENV: OnceLock<Option<DotNet>> = OnceLock::new();
+/// The .NET Core 3.1 runtime's `dotnet` and Mono's `mcs`, installed (once) by
+/// scripts/dotnet-test-env.sh; None after saying why they cannot be installed here.
+pub(crate) fn runtime_env() -> Option<&'static (PathBuf, PathBuf)> {
+    static ENV: OnceLock<Option<(PathBuf, PathBuf)>> = OnceLock::new();
     ENV.get_or_init(|| {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/dotnet-test-env.sh");
         let out = Command::new("bash")
@@ -80,7 +82,15 @@ fn setup() -> Option<&'static DotNet> {
                 .map(PathBuf::from)
                 .unwrap_or_else(|| panic!("no {k} in {so}"))
         };
-        let (dotnet, mcs) = (var("DOTNET="), var("MCS="));
+        Some((var("DOTNET="), var("MCS=")))
+    })
+    .as_ref()
+}
+
+fn setup() -> Option<&'static DotNet> {
+    static ENV: OnceLock<Option<DotNet>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let (dotnet, mcs) = runtime_env()?.clone();
         let dir = tempfile::tempdir().expect("temp dir");
         let cs = dir.path().join("app.cs");
         std::fs::write(&cs, APP).expect("write app.cs");
@@ -427,4 +437,30 @@ fn dotnet_pid_clear_words_for_processes_it_cannot_follow() {
         assert_eq!(o.status.code(), Some(1), "{se}");
         assert!(se.contains("Mono runtime is not supported"), "{se}");
     }
+}
+
+#[test]
+fn dotnet_pid_glob_before_any_method_is_compiled_says_why() {
+    let Some(net) = setup() else { return };
+    // -c: the program has compiled nothing when the probes are made
+    let prog = "pid$target:app:*Ad*:entry { @c = count(); }";
+    let out = dtx_net(&["-q", "-n", prog, "-c", &net.cmd("")]).output();
+    let (_, se) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{se}");
+    assert!(
+        se.contains("does not match any probes: pid ")
+            && se.contains("runs .NET and has compiled no method yet")
+            && se.contains("use -Z"),
+        "{se}"
+    );
+    // with -Z the probes are made as the runtime compiles matching methods
+    let out = dtx_net(&["-q", "-Z", "-n", prog, "-c", &net.cmd("")]).output();
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{se}");
+    let counts: Vec<i64> = so
+        .lines()
+        .filter(|l| !l.contains("total"))
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    assert_eq!(counts, [5000], "{so}{se}");
 }

@@ -338,3 +338,268 @@ fn dotnet_pid_live_clr_context_takes_only_its_process() {
     assert_eq!(cx.records(), 0, "records of other processes were taken");
     assert!(cx.take_ready(true).is_empty());
 }
+
+/// (pid, start) → (size, Namespace.Type.Method, assembly) of the methods the traces' rundown
+/// lists (MethodDCEndVerbose, named by ModuleDCEnd), as dtx's `dnet` probes print them with
+/// `-E`: what a rundown run to its completion event must have put in the table.
+fn rundown_recorded(trace: &str) -> HashMap<(u32, u64), (u64, String, String)> {
+    let prog = r#"
+        dnet::rundown:method-dcend
+        { printf("m %d %x %x %x %s.%s\n", pid, args[0]->clr_start, args[0]->clr_size,
+                 args[0]->clr_modid, args[0]->clr_namespace, args[0]->clr_name); }
+        dnet::rundown:module-dcend
+        { printf("mod %d %x %s\n", pid, args[0]->clr_modid, args[0]->clr_modilpath); }"#;
+    let out = crate::support::cli::dtx(&["-q", "-E", trace, "-n", prog]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let hex = |s: &str| u64::from_str_radix(s, 16).expect("hex");
+    let mut modules = HashMap::new();
+    let mut methods = Vec::new();
+    for l in text.lines() {
+        match l.splitn(6, ' ').collect::<Vec<_>>().as_slice() {
+            ["mod", pid, id, path] => {
+                let file = path.rsplit('\\').next().unwrap_or(path);
+                let name = file.rsplit_once('.').map_or(file, |(n, _)| n);
+                modules.insert(
+                    (pid.parse::<u32>().expect("pid"), hex(id)),
+                    name.to_string(),
+                );
+            }
+            ["m", pid, start, size, modid, name] if hex(size) > 0 => methods.push((
+                pid.parse::<u32>().expect("pid"),
+                hex(start),
+                hex(size),
+                hex(modid),
+                name.to_string(),
+            )),
+            _ => {}
+        }
+    }
+    methods
+        .into_iter()
+        .map(|(pid, start, size, modid, name)| {
+            let module = modules
+                .get(&(pid, modid))
+                .cloned()
+                .unwrap_or_else(|| "?".into());
+            ((pid, start), (size, name, module))
+        })
+        .collect()
+}
+
+/// A .NET process whose methods a rundown gave (or failed to give) when the provider first
+/// read it, as the Windows module reader hands over the rundown it ran before `-p` grabbed
+/// the process.
+struct RundownProcess(Result<Vec<dtx::symbols::managed::ManagedMethod>, String>);
+
+impl ProcessReader for RundownProcess {
+    fn maps(&self, pid: u32) -> Result<(String, String), String> {
+        ClrProcess.maps(pid)
+    }
+    fn read_memory(&self, pid: u32, addr: u64, buf: &mut [u8]) -> bool {
+        ClrProcess.read_memory(pid, addr, buf)
+    }
+    fn clr_events(&self) -> bool {
+        true
+    }
+    fn clr_rundown(
+        &self,
+        _pid: u32,
+    ) -> Option<Result<Vec<dtx::symbols::managed::ManagedMethod>, String>> {
+        Some(self.0.clone())
+    }
+}
+
+/// The records of the rundown provider of .NET process `pid`, in trace order: what a session
+/// that enables only that provider for that pid (the synchronous rundown of `-l -p` and `-p`)
+/// receives.
+fn rundown_records(trace: &str, pid: u32) -> Vec<LiveEvent> {
+    let file = dtx::etw::reader::EtlFile::open_path(trace).expect("open trace");
+    let mut it = file.events();
+    let mut v = Vec::new();
+    while let Some(r) = it.next_event() {
+        let Ok(ev) = r else { continue };
+        if ev.pid == pid && ev.provider == dtx::providers::etw::dnet::RUNDOWN {
+            v.push(LiveEvent::from_record(&ev));
+        }
+    }
+    v
+}
+
+#[test]
+fn dotnet_pid_live_rundown_ends_with_its_completion_event() {
+    for name in [
+        "perfview_net.4.5.2.x64.etl.zip",
+        "perfview_net.4.5.2.x86.etl.zip",
+    ] {
+        let Some(trace) = etl::trace(name) else {
+            return;
+        };
+        let want = rundown_recorded(&trace);
+        let pids: std::collections::BTreeSet<u32> = want.keys().map(|(p, _)| *p).collect();
+        assert!(!pids.is_empty(), "{name}: no rundown");
+        let time = *dtx::etw::reader::EtlFile::open_path(&trace)
+            .expect("open trace")
+            .time_base();
+        for pid in pids {
+            let records = rundown_records(&trace, pid);
+            // these traces hold PerfView's end rundown, in two passes each ending with its
+            // DCEndComplete: the loader's (ModuleDCEnd, AssemblyDCEnd, ...), then the methods'
+            // (DCEndInit, MethodDCEndVerbose, ModuleDCEnd, DCEndComplete). A start rundown is
+            // the same with DCStart events and DCStartComplete. The last pass is the one
+            // that lists the methods, as one enable of the provider would.
+            let completes: Vec<usize> = records
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| {
+                    e.header.descriptor.id == dtx::providers::etw::dnet::DC_END_COMPLETE
+                })
+                .map(|(i, _)| i)
+                .collect();
+            let complete_at = *completes
+                .last()
+                .unwrap_or_else(|| panic!("{name}: pid {pid}: no DCEndComplete"));
+            let from = completes.iter().rev().nth(1).map_or(0, |i| i + 1);
+            let cx = std::sync::Arc::new(ClrContext::new(pid, time));
+            // the passes before the last, as they came: rundowns that named modules only
+            for ev in &records[..from] {
+                clr::pass_to_clr_callback(ev, &cx);
+            }
+            let before = cx.rundowns_complete();
+            assert_eq!(before as usize, completes.len() - 1, "{name}: pid {pid}");
+            assert!(
+                cx.take_ready(false).is_empty(),
+                "{name}: methods before the last pass"
+            );
+            // every record through the session's callback on a thread of its own, as
+            // ProcessTrace delivers them, while dtx waits for the completion event
+            let feeder = {
+                let cx = cx.clone();
+                let records = records[from..=complete_at].to_vec();
+                std::thread::spawn(move || {
+                    for (i, ev) in records.iter().enumerate() {
+                        assert_eq!(cx.rundowns_complete(), before, "complete before record {i}");
+                        clr::pass_to_clr_callback(ev, &cx);
+                    }
+                })
+            };
+            let waited = clr::wait_for_rundown(
+                &cx,
+                before,
+                std::time::Duration::from_secs(60),
+                std::time::Duration::from_millis(5),
+                &|| false,
+            );
+            feeder.join().expect("feeder");
+            assert_eq!(waited, Ok(()), "{name}: pid {pid}");
+            assert_eq!(cx.rundowns_complete(), before + 1);
+            // what the rundown listed, each method named by its assembly (the modules came
+            // after the methods, before the completion event)
+            let got = cx.take_ready(false);
+            let got_map: HashMap<u64, (u64, String, String)> = got
+                .iter()
+                .map(|m| (m.start, (m.size, m.name.clone(), m.module.clone())))
+                .collect();
+            let want_pid: HashMap<u64, (u64, String, String)> = want
+                .iter()
+                .filter(|((p, _), _)| *p == pid)
+                .map(|((_, s), v)| (*s, v.clone()))
+                .collect();
+            assert_eq!(got_map.len(), want_pid.len(), "{name}: pid {pid}");
+            assert_eq!(got_map, want_pid, "{name}: pid {pid}");
+            assert!(cx.take_ready(true).is_empty(), "{name}: left waiting");
+
+            // the table the pid provider starts from: `-l -p PID -n 'pidPID:mscorlib::'`
+            let p = PidProvider::new(Box::new(RundownProcess(Ok(got.clone()))));
+            let d = |s: String| ProbeDesc::parse(&s).expect("description");
+            let listed = p
+                .try_matching(&d(format!("pid{pid}:mscorlib::")))
+                .expect("listing");
+            let mut names: Vec<&str> = want_pid
+                .values()
+                .filter(|(_, _, m)| m == "mscorlib")
+                .map(|(_, n, _)| n.as_str())
+                .collect();
+            names.sort_unstable();
+            names.dedup();
+            assert!(
+                names.len() > 100,
+                "{name}: {} mscorlib methods",
+                names.len()
+            );
+            assert_eq!(
+                listed.len(),
+                2 * names.len(),
+                "{name}: entry and return each"
+            );
+            assert!(listed.iter().all(|i| i.module == "mscorlib"));
+            // a glob over methods with -p matches like a native one, without -Z
+            let strings = names
+                .iter()
+                .filter(|n| n.starts_with("System.String."))
+                .count();
+            let globbed = p
+                .try_matching(&d(format!("pid{pid}:mscorlib:System.String.*:entry")))
+                .expect("glob");
+            assert_eq!(globbed.len(), strings, "{name}");
+            assert!(strings > 5, "{name}: {strings} String methods");
+            // and one that matches nothing says why
+            let none = d(format!("pid{pid}:mscorlib:No.Such.*:entry"));
+            assert!(p.try_matching(&none).expect("no match").is_empty());
+            let why = p.why_none(&none).expect("why");
+            assert!(
+                why.contains(&format!("pid {pid} runs .NET"))
+                    && why.contains("compiled so far")
+                    && why.contains("-Z"),
+                "{why}"
+            );
+            eprintln!(
+                "{name}: pid {pid}: {} records to DCEndComplete, {} methods, {} listed",
+                complete_at + 1 - from,
+                got.len(),
+                listed.len()
+            );
+        }
+    }
+}
+
+#[test]
+fn dotnet_pid_live_rundown_without_completion_is_said() {
+    // no completion event: the wait ends, and a glob over the methods says why
+    let cx = ClrContext::new(7, dtx::etw::reader::logfile::TimeBase::default());
+    let short = std::time::Duration::from_millis(30);
+    assert_eq!(
+        clr::wait_for_rundown(&cx, 0, short, std::time::Duration::from_millis(5), &|| {
+            false
+        }),
+        Err(clr::RundownUnfinished::TimedOut)
+    );
+    assert_eq!(
+        clr::wait_for_rundown(&cx, 0, short * 100, short, &|| true),
+        Err(clr::RundownUnfinished::Stopped)
+    );
+    let words = clr::rundown_unfinished_words(7, clr::RundownUnfinished::TimedOut);
+    assert!(
+        words.contains("pid 7") && words.contains("DCStartComplete"),
+        "{words}"
+    );
+    let p = PidProvider::new(Box::new(RundownProcess(Err(words.clone()))));
+    let d = |s: &str| ProbeDesc::parse(s).expect("description");
+    let e = p
+        .try_matching(&d("pid7:app::"))
+        .expect_err("a listing with no rundown");
+    assert_eq!(e.message, words);
+    let e = p
+        .try_matching(&d("pid7:app:*Parse*:entry"))
+        .expect_err("a glob with no rundown");
+    assert_eq!(e.message, words);
+    // a method named exactly still gets its probe, armed when the run's session reports it
+    let one = p
+        .try_matching(&d("pid7:app:Work.Add:entry"))
+        .expect("named method");
+    assert_eq!(one.len(), 1);
+}

@@ -1,6 +1,7 @@
 //! `pid` probes on .NET methods on a real Windows machine: the C# program of
 //! tests/dotnet_pid.rs, built here with the machine's .NET SDK (`dotnet build`; a hosted
-//! GitHub Windows runner has one), traced by `dtx -c "dotnet app.dll"`. The debugger loop
+//! GitHub Windows runner has one), traced by `dtx -c "dotnet app.dll"`, and grabbed with `-p`
+//! while it runs (the listing and globs over methods, from the CLR rundown dtx runs first). The debugger loop
 //! follows the runtime's method events through an ETW session on the target's pid, so these
 //! tests need an elevated prompt, as tests/etw_live_windows.rs does. They skip with a message
 //! when that or the SDK is missing, under Wine, or with `DTX_LIVE_TESTS=0`; with
@@ -33,6 +34,13 @@ class Program {
         if (mode == "late") {
             System.Threading.Thread.Sleep(3000);
             Console.WriteLine("late " + Work.Late(14));
+        }
+        if (mode == "wait") {
+            Console.WriteLine("ready");
+            Console.ReadLine();
+            long more = 0;
+            for (int i = 0; i < 1000; i++) more += Work.Add(i, 1);
+            Console.WriteLine("more " + more);
         }
         return 0;
     }
@@ -258,5 +266,132 @@ fn dotnet_pid_windows_a_method_never_compiled_is_said() {
     assert!(
         err.contains("Work.Late:entry' matched 1 probe, armed 0 times: not JIT-compiled yet"),
         "{err}"
+    );
+}
+
+/// The program started here in its `wait` mode, past its first 5,000 calls (it has printed
+/// `ready`): its stdin (a line lets it go on) and stdout.
+fn started_waiting(
+    app: &Path,
+) -> (
+    std::process::Child,
+    std::io::BufReader<std::process::ChildStdout>,
+) {
+    use std::io::BufRead;
+    let mut child = Command::new("dotnet")
+        .arg(app)
+        .arg("wait")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start dotnet app.dll wait");
+    let mut out = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    while line.trim() != "ready" {
+        line.clear();
+        assert!(
+            out.read_line(&mut line).expect("read") > 0,
+            "the program ended"
+        );
+    }
+    (child, out)
+}
+
+#[test]
+fn dotnet_pid_windows_list_p_lists_the_methods_with_code() {
+    let Some(app) = app("dotnet_pid_windows_list_p_lists_the_methods_with_code") else {
+        return;
+    };
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let (mut child, _out) = started_waiting(app);
+    let pid = child.id();
+    let out = run(Command::new(env!("CARGO_BIN_EXE_dtx")).args([
+        "-l",
+        "-p",
+        &pid.to_string(),
+        "-n",
+        "pid$target:app::",
+    ]));
+    let _ = child.kill();
+    let _ = child.wait();
+    let so = String::from_utf8_lossy(&out.stdout);
+    let se = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "stdout:\n{so}\nstderr:\n{se}");
+    let has = |f: &str, n: &str| {
+        so.lines().any(|l| {
+            let c: Vec<&str> = l.split_whitespace().collect();
+            c.len() == 5 && c[1] == format!("pid{pid}") && c[2] == "app" && c[3] == f && c[4] == n
+        })
+    };
+    for f in ["Work.Add", "Program.Main"] {
+        assert!(
+            has(f, "entry") && has(f, "return"),
+            "{f}:\n{so}\nstderr:\n{se}"
+        );
+    }
+    // Late was never called: no code, nothing to list
+    assert!(!so.contains("Work.Late"), "{so}");
+}
+
+#[test]
+fn dotnet_pid_windows_p_glob_matches_without_z() {
+    use std::io::{BufRead, Read, Write};
+    let Some(app) = app("dotnet_pid_windows_p_glob_matches_without_z") else {
+        return;
+    };
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let (mut child, _out) = started_waiting(app);
+    let pid = child.id();
+    let mut d = Command::new(env!("CARGO_BIN_EXE_dtx"))
+        .args([
+            "-q",
+            "-n",
+            "BEGIN { printf(\"attached\\n\"); } pid$target:app:*Ad*:entry { @c = count(); @s = sum(arg0); }",
+            "-p",
+            &pid.to_string(),
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start dtx");
+    let mut dout = std::io::BufReader::new(d.stdout.take().expect("dtx stdout"));
+    let mut line = String::new();
+    let attached = dout.read_line(&mut line).expect("read dtx") > 0 && line == "attached\n";
+    if attached {
+        // the program goes on: 1,000 more calls, then it ends, and dtx with it
+        let _ = child.stdin.as_mut().expect("stdin").write_all(b"go\n");
+    } else {
+        let _ = child.kill();
+    }
+    let reader = std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = dout.read_to_string(&mut rest);
+        rest
+    });
+    let start = Instant::now();
+    while d.try_wait().expect("wait").is_none() {
+        if start.elapsed() > TIMEOUT {
+            let _ = d.kill();
+            let _ = child.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let st = d.wait().expect("dtx");
+    let rest = reader.join().unwrap_or_default();
+    let mut se = String::new();
+    if let Some(mut e) = d.stderr.take() {
+        let _ = e.read_to_string(&mut se);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(attached && st.success(), "{line}{rest}\nstderr:\n{se}");
+    let sum: i64 = (0..1000).sum();
+    assert_eq!(
+        aggregations(&rest),
+        vec![1000, sum],
+        "stdout:\n{rest}\nstderr:\n{se}"
     );
 }

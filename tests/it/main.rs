@@ -28,6 +28,8 @@ mod diag_missed;
 mod dotnet_pid;
 mod dotnet_pid_etw;
 mod dotnet_pid_live_replay;
+#[cfg(target_os = "linux")]
+mod dotnet_pid_r2r;
 #[cfg(windows)]
 mod dotnet_pid_windows;
 mod dscripts_dnet;

@@ -35,10 +35,16 @@ impl Checker<'_> {
                 .try_matching(&desc)
                 .map_err(|e| derr(e.tag, line, e.message))?;
             if matched.is_empty() && !self.opts.zdefs() {
+                // dtrace's words, and why where a provider can say (a .NET target's methods)
+                let why = self
+                    .catalog
+                    .why_none(&desc)
+                    .map(|w| format!(": {w}"))
+                    .unwrap_or_default();
                 return Err(derr(
                     "D_PDESC_ZERO",
                     line,
-                    format!("probe description {desc} does not match any probes"),
+                    format!("probe description {desc} does not match any probes{why}"),
                 ));
             }
             no_args &= !matched.is_empty();

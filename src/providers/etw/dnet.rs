@@ -547,6 +547,20 @@ pub const COMPILATION_DIAGNOSTIC_KEYWORD: u64 = 0x20_0000_0000;
 /// and Levels" and ".NET runtime method events".
 pub const RUNTIME_METHOD_KEYWORDS: u64 = 0x8 | 0x10 | 0x20 | COMPILATION_DIAGNOSTIC_KEYWORD;
 
+/// The rundown provider's DCStartComplete (145) and DCEndComplete (146): the last event of a
+/// start or end rundown, after every MethodDC*Verbose and ModuleDC* it wrote (dotnet/runtime's
+/// ClrEtwAll.man, task CLRMethodRundown; eventtrace.cpp's `ETW::EnumerationLog::StartRundown`
+/// and `EndRundown` fire it once the enumeration is done; PerfView TraceEvent's
+/// `DCStartCompleteV2`/`DCEndCompleteV2`).
+pub const DC_START_COMPLETE: u16 = 145;
+/// See [`DC_START_COMPLETE`].
+pub const DC_END_COMPLETE: u16 = 146;
+
+/// Whether a record is the end of a rundown of the runtime (either kind).
+pub fn is_rundown_complete(ev: &EventRecord<'_>) -> bool {
+    is_dotnet(ev) && ev.provider == RUNDOWN && matches!(ev.id, DC_START_COMPLETE | DC_END_COMPLETE)
+}
+
 /// The rundown provider's keywords for the code already there when a session starts: Loader
 /// (0x8), Jit (0x10), NGen (0x20) and StartRundown (0x40: MethodDCStartVerbose and
 /// ModuleDCStart as the provider is enabled) — the same documents.

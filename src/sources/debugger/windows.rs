@@ -103,6 +103,52 @@ impl ProcessReader for ModuleReader {
     fn clr_events(&self) -> bool {
         true
     }
+
+    /// The rundown [`rundown_before_attach`] ran for a process this dtx then grabbed, else one
+    /// run now for a process no debugger loop of this dtx holds (a held one cannot answer:
+    /// the rundown runs on its threads).
+    fn clr_rundown(
+        &self,
+        pid: u32,
+    ) -> Option<Result<Vec<crate::symbols::managed::ManagedMethod>, String>> {
+        if let Some(r) = lock(&RUNDOWNS).as_mut().and_then(|m| m.remove(&pid)) {
+            return Some(r);
+        }
+        let held = lock(&MODULES)
+            .as_ref()
+            .is_some_and(|m| m.contains_key(&pid));
+        if held {
+            return None;
+        }
+        Some(crate::sources::etw_live::windows::clr_rundown(pid))
+    }
+}
+
+/// The rundowns run before grabbing a process (see [`rundown_before_attach`]), until the pid
+/// provider reads the process.
+static RUNDOWNS: Mutex<Option<RundownResults>> = Mutex::new(None);
+
+type RundownResults = HashMap<u32, Result<Vec<crate::symbols::managed::ManagedMethod>, String>>;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs the CLR rundown of process `pid` (when a .NET runtime is mapped in it) before `-p`
+/// grabs it: once the debugger holds it, the runtime cannot answer. What it gives (or why it
+/// failed) waits for the pid provider's first read of the process, so that a glob over
+/// methods matches what has code now and `dtx -l -p` lists it.
+pub fn rundown_before_attach(pid: u32) {
+    let Ok((maps, _)) = psapi_modules(pid) else {
+        return;
+    };
+    if !crate::providers::pid::runtime_mapped(&maps) {
+        return;
+    }
+    let r = crate::sources::etw_live::windows::clr_rundown(pid);
+    lock(&RUNDOWNS)
+        .get_or_insert_with(HashMap::new)
+        .insert(pid, r);
 }
 
 /// The modules of a process we do not debug, from its loader's list.

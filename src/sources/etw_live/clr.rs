@@ -37,6 +37,8 @@ struct Inner {
     feed: ClrMethodFeed,
     /// Records of the runtime's providers seen (both ways in).
     records: u64,
+    /// Rundowns ended: completion events (DCStartComplete or DCEndComplete) seen.
+    rundowns_complete: u32,
 }
 
 impl ClrContext {
@@ -51,6 +53,7 @@ impl ClrContext {
                 decoder,
                 feed: ClrMethodFeed::default(),
                 records: 0,
+                rundowns_complete: 0,
             }),
         }
     }
@@ -70,8 +73,12 @@ impl ClrContext {
             decoder,
             feed,
             records,
+            rundowns_complete,
         } = &mut *inner;
         *records += 1;
+        if dnet::is_rundown_complete(ev) {
+            *rundowns_complete += 1;
+        }
         let dec = decoder.decode(ev);
         feed.observe(ev, &dec);
     }
@@ -96,6 +103,67 @@ impl ClrContext {
     /// Records of the runtime's providers seen so far.
     pub fn records(&self) -> u64 {
         self.lock().records
+    }
+
+    /// How many of the process's rundowns have ended (their DCStartComplete or
+    /// DCEndComplete came): every method with code a rundown listed is in the table once its
+    /// completion event is counted here.
+    pub fn rundowns_complete(&self) -> u32 {
+        self.lock().rundowns_complete
+    }
+}
+
+/// How a wait for a rundown ended without its completion event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RundownUnfinished {
+    /// The wait's time ran out.
+    TimedOut,
+    /// The run was interrupted (Ctrl-C) or the source ended.
+    Stopped,
+}
+
+/// Waits until `cx` has seen one more of its process's rundowns end than the `before` it had
+/// ([`ClrContext::rundowns_complete`]), looking every `poll`, for at most `wait`; `stop()`
+/// ends the wait early (an interrupt, the session's reader gone). The methods are in `cx`
+/// when this returns `Ok`.
+pub fn wait_for_rundown(
+    cx: &ClrContext,
+    before: u32,
+    wait: std::time::Duration,
+    poll: std::time::Duration,
+    stop: &dyn Fn() -> bool,
+) -> Result<(), RundownUnfinished> {
+    let until = std::time::Instant::now() + wait;
+    loop {
+        if cx.rundowns_complete() > before {
+            return Ok(());
+        }
+        if stop() {
+            return Err(RundownUnfinished::Stopped);
+        }
+        let now = std::time::Instant::now();
+        if now >= until {
+            return Err(RundownUnfinished::TimedOut);
+        }
+        std::thread::sleep(poll.min(until - now));
+    }
+}
+
+/// How long dtx waits for a process's CLR rundown before it gives up (a runtime lists
+/// tens of thousands of methods in well under a second; a process that is hung, or whose
+/// runtime does not answer the rundown provider, is said so after this).
+pub const RUNDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// What dtx says when a rundown did not end: `pid`'s methods cannot be listed, and why.
+pub fn rundown_unfinished_words(pid: u32, why: RundownUnfinished) -> String {
+    match why {
+        RundownUnfinished::TimedOut => format!(
+            "the .NET runtime of pid {pid} did not finish its method rundown (no DCStartComplete event) within {} s, so its methods cannot be listed",
+            RUNDOWN_WAIT.as_secs()
+        ),
+        RundownUnfinished::Stopped => format!(
+            "the method rundown of pid {pid} was interrupted, so its methods cannot be listed"
+        ),
     }
 }
 

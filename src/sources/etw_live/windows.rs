@@ -1165,6 +1165,128 @@ impl ClrMethodSession {
     }
 }
 
+/// The kind of the session of a synchronous CLR rundown (`dtx-clrrundown-<pid>-<start>`).
+const CLR_RUNDOWN: &str = "clrrundown";
+
+/// The methods with code in .NET process `pid` now: a session of its own enables the rundown
+/// provider (Microsoft-Windows-DotNETRuntimeRundown) for that pid only with the Loader, Jit,
+/// NGen and StartRundown keywords, on which the runtime's enable callback lists every method
+/// with code (MethodDCStartVerbose: JIT-compiled and ready-to-run alike) and module
+/// (ModuleDCStart), then writes DCStartComplete (Microsoft Learn's "CLR ETW Keywords and
+/// Levels" and "Rundown events"; dotnet/runtime's eventtrace.cpp, `EtwCallbackCommon` and
+/// `ETW::EnumerationLog::StartRundown`; PerfView TraceEvent's rundown handling waits for the
+/// same event). dtx waits for that event at most [`super::clr::RUNDOWN_WAIT`], then stops the
+/// session on every path (the event, an error, the time out, its reader ended by someone
+/// else); a console handler of its own stops it on Ctrl-C, Ctrl-Break or a closed console
+/// while this runs ([`RundownRunning`]). The process must not be held by a debugger: the
+/// rundown runs on its threads.
+pub fn clr_rundown(pid: u32) -> Result<Vec<crate::symbols::managed::ManagedMethod>, String> {
+    use super::clr::{rundown_unfinished_words, wait_for_rundown, ClrContext, RUNDOWN_WAIT};
+    use crate::providers::etw::dnet;
+    let _interruptible = RundownRunning::enter();
+    // the context outlives the session: `session` is stopped (its reader joined) before the
+    // context goes, explicitly below and by its drop, which comes first (declared after)
+    let context = Box::new(ClrContext::new(pid, time_base()));
+    let spec = Spec {
+        kind: CLR_RUNDOWN,
+        kernel_flags: 0,
+        log_file: None,
+        real_time: true,
+        max_file_mb: 0,
+    };
+    let mut session = start_session(&spec)?;
+    let cx = &*context as *const ClrContext as usize;
+    match Reader::open_with(&session.name, cx, clr_callback, |_, _| {}) {
+        Ok(reader) => session.reader = Some(reader),
+        Err(e) => {
+            session.stop();
+            return Err(e);
+        }
+    }
+    if let Err(rc) = enable_for_pid(
+        session.handle,
+        dnet::RUNDOWN,
+        dnet::RUNDOWN_START_KEYWORDS,
+        pid,
+    ) {
+        let action = format!(
+            "enabling ETW provider 'Microsoft-Windows-DotNETRuntimeRundown' in session {}",
+            session.name
+        );
+        let words = session::error_words(&action, &session.name, rc, elevated(rc));
+        session.stop();
+        return Err(words);
+    }
+    // the reader ends early only when someone else stopped the session
+    let reader_gone = || {
+        session
+            .reader
+            .as_ref()
+            .and_then(|r| r.thread.as_ref())
+            .is_none_or(|t| t.is_finished())
+    };
+    let waited = wait_for_rundown(
+        &context,
+        0,
+        RUNDOWN_WAIT,
+        Duration::from_millis(20),
+        &reader_gone,
+    );
+    session.stop();
+    match waited {
+        Ok(()) => Ok(context.take_ready(true)),
+        Err(why) => Err(rundown_unfinished_words(pid, why)),
+    }
+}
+
+/// Synchronous rundowns running now (see [`RundownRunning`]).
+static RUNDOWNS_RUNNING: Mutex<usize> = Mutex::new(0);
+
+/// One synchronous rundown running, for the life of the value: a console handler of its own
+/// is registered meanwhile (the last registered runs first: HandlerRoutine) that stops this
+/// process's sessions on Ctrl-C, Ctrl-Break and a closed console before the next handler
+/// (in the end the default one, ExitProcess) ends dtx. A rundown runs while the programs are
+/// compiled, before the run has its own handlers; it is removed after, so that the run's
+/// handlers keep their order (`install_console_handler` after ctrlc's).
+struct RundownRunning;
+
+impl RundownRunning {
+    fn enter() -> RundownRunning {
+        use windows_sys::Win32::System::Console::SetConsoleCtrlHandler;
+        let mut n = lock(&RUNDOWNS_RUNNING);
+        if *n == 0 {
+            // SAFETY: a handler that stays valid for the life of the process
+            unsafe { SetConsoleCtrlHandler(Some(rundown_console_handler), 1) };
+        }
+        *n += 1;
+        RundownRunning
+    }
+}
+
+impl Drop for RundownRunning {
+    fn drop(&mut self) {
+        use windows_sys::Win32::System::Console::SetConsoleCtrlHandler;
+        let mut n = lock(&RUNDOWNS_RUNNING);
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            // SAFETY: removes the handler `enter` added
+            unsafe { SetConsoleCtrlHandler(Some(rundown_console_handler), 0) };
+        }
+    }
+}
+
+/// The HandlerRoutine while a synchronous rundown runs: every session this process started
+/// is sent STOP (nothing waited for); FALSE lets the next handler run.
+unsafe extern "system" fn rundown_console_handler(_ctrl: u32) -> BOOL {
+    let _ = std::panic::catch_unwind(|| {
+        let names = std::mem::take(&mut *lock(&STARTED));
+        for name in &names {
+            control(name, w::EVENT_TRACE_CONTROL_STOP);
+        }
+    });
+    0
+}
+
 /// The EventRecordCallback of a CLR method session.
 unsafe extern "system" fn clr_callback(rec: *mut w::EVENT_RECORD) {
     // SAFETY: the layouts are the same (raw::tests::layouts_match_windows) and the context is
