@@ -18,3 +18,6 @@ pub mod sources;
 pub mod symbols;
 pub mod tui;
 pub mod vm;
+
+#[cfg(test)]
+mod test_suite;

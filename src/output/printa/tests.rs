@@ -1,7 +1,7 @@
 //! Reproductions of dtrace test-suite outputs from the values the D programs aggregate.
 //!
-//! Expected texts are read from the suite (`/work/suite/tests/dtrace/tst/common/...`, CRLF
-//! normalised) when it is present; a few are also spelled out here.
+//! Expected texts are read from the suite's `common/` (CRLF normalised) when `DTX_SUITE` names
+//! it (see `crate::test_suite`); a few are also spelled out here.
 
 use super::*;
 use crate::agg::tests::{defs, int, lq, s};
@@ -12,10 +12,11 @@ use crate::ir::value::Datum;
 use crate::ir::{AggFunc, Aggregation};
 use crate::output::printf::parse;
 
-const SUITE: &str = "/work/suite/tests/dtrace/tst/common/";
-
+/// The expected output of the suite's test `name` (`aggs/tst.quantize.d`), when the suite is
+/// there; a test it names that has no `.out` is a mistake here.
 fn expected(name: &str) -> Option<String> {
-    let s = std::fs::read(format!("{SUITE}{name}.out")).ok()?;
+    let path = crate::test_suite::common(&format!("{name}.out"))?;
+    let s = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     Some(String::from_utf8_lossy(&s).replace("\r\n", "\n"))
 }
 
