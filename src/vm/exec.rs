@@ -64,6 +64,20 @@ fn static_step_of(n: &Node, nvars: usize) -> Option<(bool, usize, i64)> {
     }
 }
 
+/// Adds the delta of an `n++` step (as [`static_step_of`] gives it) to its global or
+/// clause-local variable. Free of `Vm` so a firing can add the steps it borrows from the `Vm`.
+#[inline(always)]
+fn add_step(globals: &mut [u64], locals: &mut [u64], (global, i, delta): (bool, usize, i64)) {
+    let v = match global {
+        true => globals.get_mut(i),
+        false => locals.get_mut(i),
+    };
+    // D variables hold the full 64-bit value (see `write_var`)
+    if let Some(v) = v {
+        *v = v.wrapping_add(delta as u64);
+    }
+}
+
 impl Vm {
     /// Runs every clause enabled on the firing's probe, in program order.
     pub fn fire(&mut self, cx: &FiringCtx<'_>) -> FireResult {
@@ -121,15 +135,8 @@ impl Vm {
             // (no record, no speculation, no fault, nothing of the firing read), so none of
             // the state a clause's actions and faults need is set up for it
             if let Some(Some(steps)) = self.static_steps.get(e.clause) {
-                for &(global, i, delta) in steps.iter() {
-                    let v = match global {
-                        true => self.globals.get_mut(i),
-                        false => self.locals.get_mut(i),
-                    };
-                    // D variables hold the full 64-bit value (see `write_var`)
-                    if let Some(v) = v {
-                        *v = v.wrapping_add(delta as u64);
-                    }
+                for &step in steps.iter() {
+                    add_step(&mut self.globals, &mut self.locals, step);
                 }
                 // as a clause that ran to its end with no speculation (below)
                 self.buf_offset = offs + plan.ecb.size;
@@ -355,15 +362,10 @@ impl Vm {
     /// runs it for every record). False, having done nothing, for any other statement.
     #[inline(always)]
     fn step_static(&mut self, n: &Node) -> bool {
-        let Some((global, i, delta)) = self.static_step(n) else {
+        let Some(step) = self.static_step(n) else {
             return false;
         };
-        let v = match global {
-            true => &mut self.globals[i],
-            false => &mut self.locals[i],
-        };
-        // D variables hold the full 64-bit value (see `write_var`)
-        *v = v.wrapping_add(delta as u64);
+        add_step(&mut self.globals, &mut self.locals, step);
         true
     }
 
