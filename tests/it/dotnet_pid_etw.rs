@@ -13,13 +13,29 @@ use dtx::providers::etw::dnet::ClrMethodFeed;
 /// (pid, start) → (size, Namespace.Type.Method, assembly), from dtx's `dnet` probes (also what
 /// the live replay of `dotnet_pid_live_replay` is compared with).
 pub(crate) fn recorded(trace: &str) -> HashMap<(u32, u64), (u64, String, String)> {
-    let prog = r#"
-        dnet::jit:method-load, dnet::rundown:method-dcstart, dnet::rundown:method-dcend
-        { printf("m %d %x %x %x %s.%s\n", pid, args[0]->clr_start, args[0]->clr_size,
-                 args[0]->clr_modid, args[0]->clr_namespace, args[0]->clr_name); }
-        dnet::loader:module-load, dnet::rundown:module-dcstart, dnet::rundown:module-dcend
-        { printf("mod %d %x %s\n", pid, args[0]->clr_modid, args[0]->clr_modilpath); }"#;
-    let out = crate::support::cli::dtx(&["-q", "-E", trace, "-n", prog]);
+    recorded_by(
+        trace,
+        "dnet::jit:method-load, dnet::rundown:method-dcstart, dnet::rundown:method-dcend",
+        "dnet::loader:module-load, dnet::rundown:module-dcstart, dnet::rundown:module-dcend",
+    )
+}
+
+/// [`recorded`], from the method events of the `dnet` probes `method_probes` and the module
+/// events of `module_probes` only (a rundown's, say).
+pub(crate) fn recorded_by(
+    trace: &str,
+    method_probes: &str,
+    module_probes: &str,
+) -> HashMap<(u32, u64), (u64, String, String)> {
+    let prog = format!(
+        r#"
+        {method_probes}
+        {{ printf("m %d %x %x %x %s.%s\n", pid, args[0]->clr_start, args[0]->clr_size,
+                 args[0]->clr_modid, args[0]->clr_namespace, args[0]->clr_name); }}
+        {module_probes}
+        {{ printf("mod %d %x %s\n", pid, args[0]->clr_modid, args[0]->clr_modilpath); }}"#
+    );
+    let out = crate::support::cli::dtx(&["-q", "-E", trace, "-n", &prog]);
     assert!(
         out.status.success(),
         "{}",

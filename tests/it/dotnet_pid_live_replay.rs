@@ -25,7 +25,7 @@ use dtx::providers::Provider;
 use dtx::sources::etw_live::clr::{self, ClrContext, EventWriteFn};
 use dtx::sources::etw_live::raw::LiveEvent;
 
-use crate::dotnet_pid_etw::recorded;
+use crate::dotnet_pid_etw::{recorded, recorded_by};
 
 /// A .NET process on Windows as the provider sees it: the CLR loaded, every byte of code
 /// `push rbp` then `ret`s (only the sites' addresses matter here).
@@ -343,52 +343,11 @@ fn dotnet_pid_live_clr_context_takes_only_its_process() {
 /// lists (MethodDCEndVerbose, named by ModuleDCEnd), as dtx's `dnet` probes print them with
 /// `-E`: what a rundown run to its completion event must have put in the table.
 fn rundown_recorded(trace: &str) -> HashMap<(u32, u64), (u64, String, String)> {
-    let prog = r#"
-        dnet::rundown:method-dcend
-        { printf("m %d %x %x %x %s.%s\n", pid, args[0]->clr_start, args[0]->clr_size,
-                 args[0]->clr_modid, args[0]->clr_namespace, args[0]->clr_name); }
-        dnet::rundown:module-dcend
-        { printf("mod %d %x %s\n", pid, args[0]->clr_modid, args[0]->clr_modilpath); }"#;
-    let out = crate::support::cli::dtx(&["-q", "-E", trace, "-n", prog]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
-    let hex = |s: &str| u64::from_str_radix(s, 16).expect("hex");
-    let mut modules = HashMap::new();
-    let mut methods = Vec::new();
-    for l in text.lines() {
-        match l.splitn(6, ' ').collect::<Vec<_>>().as_slice() {
-            ["mod", pid, id, path] => {
-                let file = path.rsplit('\\').next().unwrap_or(path);
-                let name = file.rsplit_once('.').map_or(file, |(n, _)| n);
-                modules.insert(
-                    (pid.parse::<u32>().expect("pid"), hex(id)),
-                    name.to_string(),
-                );
-            }
-            ["m", pid, start, size, modid, name] if hex(size) > 0 => methods.push((
-                pid.parse::<u32>().expect("pid"),
-                hex(start),
-                hex(size),
-                hex(modid),
-                name.to_string(),
-            )),
-            _ => {}
-        }
-    }
-    methods
-        .into_iter()
-        .map(|(pid, start, size, modid, name)| {
-            let module = modules
-                .get(&(pid, modid))
-                .cloned()
-                .unwrap_or_else(|| "?".into());
-            ((pid, start), (size, name, module))
-        })
-        .collect()
+    recorded_by(
+        trace,
+        "dnet::rundown:method-dcend",
+        "dnet::rundown:module-dcend",
+    )
 }
 
 /// A .NET process whose methods a rundown gave (or failed to give) when the provider first
