@@ -718,29 +718,14 @@ pub fn has_cli_header(path: &str) -> bool {
 
 /// [`has_cli_header`] over the first bytes of a PE file.
 pub fn cli_header_in(b: &[u8]) -> bool {
-    let u16_at = |o: usize| b.get(o..o + 2).map(|x| u16::from_le_bytes([x[0], x[1]]));
-    let u32_at = |o: usize| {
-        b.get(o..o + 4)
-            .map(|x| u32::from_le_bytes([x[0], x[1], x[2], x[3]]))
-    };
     if b.get(0..2) != Some(b"MZ") {
         return false;
     }
-    let Some(pe) = u32_at(0x3c).map(|v| v as usize) else {
-        return false;
-    };
-    if b.get(pe..pe + 4) != Some(b"PE\0\0") {
-        return false;
-    }
-    let opt = pe + 24;
-    // PE32: the data directories start at +96, PE32+ at +112; 8 bytes each
-    let (count_at, dirs) = match u16_at(opt) {
-        Some(0x10b) => (opt + 92, opt + 96),
-        Some(0x20b) => (opt + 108, opt + 112),
-        _ => return false,
-    };
-    let count = u32_at(count_at).unwrap_or(0);
-    count > 14 && u32_at(dirs + 14 * 8).is_some_and(|rva| rva != 0)
+    let pe = b
+        .get(0x3c..0x40)
+        .map_or(0, |x| u32::from_le_bytes([x[0], x[1], x[2], x[3]]) as usize);
+    b.get(pe..)
+        .is_some_and(|nt| crate::symbols::r2r::cli_header_rva(nt).is_ok())
 }
 
 /// Whether a .NET runtime is mapped in the process: CoreCLR (Linux `libcoreclr.so`, Windows

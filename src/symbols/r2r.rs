@@ -79,30 +79,13 @@ impl R2rImage {
             return Err("not a PE image".into());
         }
         let pe = u32_at(&dos, 0x3c);
-        let hdr = get(pe, 24 + 112)?;
-        if &hdr[0..4] != b"PE\0\0" {
-            return Err("not a PE image".into());
-        }
+        let hdr = get(pe, NT_HEADERS)?;
+        let cli_rva = cli_header_rva(&hdr)?;
         let machine = u16_at(&hdr, 4);
         if machine != AMD64 && !OS_OVERRIDES.iter().any(|o| machine ^ o == AMD64) {
             return Err(format!(
                 "machine 0x{machine:04x} is not x64: its RUNTIME_FUNCTIONs have no end"
             ));
-        }
-        let opt = 24usize;
-        let (count_at, dirs) = match u16_at(&hdr, opt) {
-            0x20b => (opt + 108, opt + 112),
-            0x10b => (opt + 92, opt + 96),
-            m => return Err(format!("optional header magic 0x{m:x}")),
-        };
-        let count = u32_at(&hdr, count_at);
-        if count <= 14 {
-            return Err("no CLI header: not a .NET assembly".into());
-        }
-        let dir14 = get(pe + dirs as u32 + 14 * 8, 8)?;
-        let cli_rva = u32_at(&dir14, 0);
-        if cli_rva == 0 {
-            return Err("no CLI header: not a .NET assembly".into());
         }
         let cli = get(cli_rva, 72)?;
         let (native_rva, native_size) = (u32_at(&cli, 64), u32_at(&cli, 68));
@@ -192,6 +175,36 @@ fn file_offset(sections: &[(u32, u32, u32, u32)], rva: u32) -> Option<usize> {
     }
     let first = sections.iter().map(|s| s.0).min().unwrap_or(u32::MAX);
     (rva < first).then_some(rva as usize)
+}
+
+/// The bytes of a PE image's NT headers up to and including data directory 14 (PE32+: the
+/// signature and file header, 24 bytes, the optional header's 112 before its directories, and
+/// 15 directories of 8 bytes).
+const NT_HEADERS: usize = 24 + 112 + 15 * 8;
+
+/// The RVA of a PE image's CLI header: its data directory 14 (ECMA-335 II.25.3.3; Microsoft
+/// Learn's "PE Format", Optional Header Data Directories), from `nt`, the image's bytes from
+/// its `PE\0\0` signature on. An error says why there is none (not PE, no CLI header: a
+/// native image). Bytes past the end of `nt` read as 0.
+pub fn cli_header_rva(nt: &[u8]) -> Result<u32, String> {
+    if nt.get(0..4) != Some(b"PE\0\0") {
+        return Err("not a PE image".into());
+    }
+    let opt = 24usize;
+    // PE32+: the data directories start at +112, PE32 at +96; 8 bytes each
+    let (count_at, dirs) = match u16_at(nt, opt) {
+        0x20b => (opt + 108, opt + 112),
+        0x10b => (opt + 92, opt + 96),
+        m => return Err(format!("optional header magic 0x{m:x}")),
+    };
+    let rva = match u32_at(nt, count_at) {
+        0..=14 => 0,
+        _ => u32_at(nt, dirs + 14 * 8),
+    };
+    if rva == 0 {
+        return Err("no CLI header: not a .NET assembly".into());
+    }
+    Ok(rva)
 }
 
 fn u16_at(b: &[u8], o: usize) -> u16 {
