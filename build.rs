@@ -5,6 +5,13 @@
 //! std is not installed, as with Debian's compiler, the agent's std is built too). Where no
 //! agent can be built (another OS, or the `*-windows-msvc` type check on a machine that is not
 //! Windows: no C compiler for it), an empty file stands in and fpid says so at run time.
+//!
+//! On Windows it also has `dtx.exe` export the self-check's workload functions (`dtx_check_*`,
+//! `src/cli/selfcheck/workload.rs`): an MSVC image has no COFF symbols, so without its PDB
+//! (which the release zip does not carry) only the export table can name them to the pid and
+//! fpid providers and to stacks. And the agent links its C runtime as dtx does: with
+//! `+crt-static` (`.cargo/config.toml`, for `*-windows-msvc`) both, and MinHook's C code through
+//! `cc` (`/MT`), need no `VCRUNTIME140.dll` on the user's machine.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -17,6 +24,9 @@ fn main() {
     let dest = out.join("fpid-agent.bin");
     let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
     let env = std::env::var("CARGO_CFG_TARGET_ENV").unwrap_or_default();
+    if os == "windows" {
+        export_check_functions(&out, &env);
+    }
     let target = std::env::var("TARGET").unwrap_or_default();
     let host = std::env::var("HOST").unwrap_or_default();
     let msvc_elsewhere = os == "windows" && env == "msvc" && !host.contains("windows");
@@ -40,6 +50,17 @@ fn main() {
         "CARGO_PROFILE_RELEASE_DEBUG",
     ] {
         cmd.env_remove(var);
+    }
+    // the outer build's C runtime, though: a static one (+crt-static) for the agent's Rust code
+    // and, through cc's reading of the target features, /MT for MinHook's C code
+    let static_crt = std::env::var("CARGO_CFG_TARGET_FEATURE")
+        .is_ok_and(|f| f.split(',').any(|f| f == "crt-static"));
+    if os == "windows" && env == "msvc" && static_crt {
+        let key = format!(
+            "CARGO_TARGET_{}_RUSTFLAGS",
+            target.to_uppercase().replace(['-', '.'], "_")
+        );
+        cmd.env(key, "-Ctarget-feature=+crt-static");
     }
     let mut built = target_dir.join("release");
     if target != host {
@@ -75,4 +96,39 @@ fn std_installed(target: &str) -> bool {
         d.flatten()
             .any(|e| e.file_name().to_string_lossy().starts_with("libstd-"))
     })
+}
+
+/// The workload's functions: every `pub extern "C" fn dtx_check_*` of `workload.rs`.
+const WORKLOAD: &str = "src/cli/selfcheck/workload.rs";
+
+/// Has the linker put the workload's functions in `dtx.exe`'s export table: `/EXPORT:` for
+/// MSVC's link.exe (and lld-link), a module-definition file for mingw's ld. Only the `dtx`
+/// binary: tests and the conformance runner export nothing.
+fn export_check_functions(out: &std::path::Path, env: &str) {
+    println!("cargo:rerun-if-changed={WORKLOAD}");
+    let source = std::fs::read_to_string(WORKLOAD).expect("read the self-check's workload");
+    let names: Vec<&str> = source
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("pub extern \"C\" fn dtx_check_"))
+        .filter_map(|rest| rest.split('(').next())
+        .collect();
+    assert!(
+        names.len() >= 4,
+        "build.rs: {WORKLOAD} has {} `pub extern \"C\" fn dtx_check_*` functions; dtx.exe \
+         must export them (the self-check counts dtx_check_hit and walks dtx_check_busy_*)",
+        names.len()
+    );
+    if env == "msvc" {
+        for n in &names {
+            println!("cargo:rustc-link-arg-bin=dtx=/EXPORT:dtx_check_{n}");
+        }
+    } else {
+        let def = out.join("dtx-exports.def");
+        let text: String = names
+            .iter()
+            .map(|n| format!("    dtx_check_{n}\n"))
+            .collect();
+        std::fs::write(&def, format!("EXPORTS\n{text}")).expect("write dtx-exports.def");
+        println!("cargo:rustc-link-arg-bin=dtx={}", def.display());
+    }
 }

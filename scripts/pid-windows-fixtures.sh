@@ -8,20 +8,35 @@
 #     clang and lld are installed (else the PDB tests skip).
 #
 #   scripts/pid-windows-fixtures.sh DIR
+#
+# Runs on Linux (Debian's cross compilers) and on Windows in Git Bash (the windows-live
+# workflow: the runner's mingw-w64, whose gcc may be named plain `gcc`, and LLVM's clang).
+# MINGW_CC names the gcc to use.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DIR=${1:?usage: pid-windows-fixtures.sh DIR}
 mkdir -p "$DIR"
+CC=${MINGW_CC:-}
+if [ -z "$CC" ]; then
+    if command -v x86_64-w64-mingw32-gcc >/dev/null; then
+        CC=x86_64-w64-mingw32-gcc
+    elif gcc -dumpmachine 2>/dev/null | grep -q '^x86_64-w64-mingw32'; then
+        CC=gcc
+    else
+        echo "pid-windows-fixtures: no mingw-w64 gcc for x86_64 (x86_64-w64-mingw32-gcc, or MINGW_CC)" >&2
+        exit 1
+    fi
+fi
 for c in "$ROOT"/tests/pid_windows/*.c; do
     name=$(basename "$c" .c)
     case $name in
-        *.dll) x86_64-w64-mingw32-gcc -O0 -fno-omit-frame-pointer -shared -o "$DIR/$name" "$c" ;;
-        unwind) x86_64-w64-mingw32-gcc -O2 -fomit-frame-pointer -o "$DIR/$name.exe" "$c" ;;
-        *) x86_64-w64-mingw32-gcc -O0 -g -fno-omit-frame-pointer -o "$DIR/$name.exe" "$c" ;;
+        *.dll) "$CC" -O0 -fno-omit-frame-pointer -shared -o "$DIR/$name" "$c" ;;
+        unwind) "$CC" -O2 -fomit-frame-pointer -o "$DIR/$name.exe" "$c" ;;
+        *) "$CC" -O0 -g -fno-omit-frame-pointer -o "$DIR/$name.exe" "$c" ;;
     esac
 done
 if command -v clang >/dev/null && command -v ld.lld >/dev/null; then
-    libgcc=$(dirname "$(x86_64-w64-mingw32-gcc -print-libgcc-file-name)")
+    libgcc=$(dirname "$("$CC" -print-libgcc-file-name)")
     clang --target=x86_64-w64-mingw32 -O1 -g -gcodeview -fuse-ld=lld -L"$libgcc" \
         -Wl,--pdb="$DIR/pidwin_pdb.pdb" '-Wl,-Xlink=-pdbaltpath:C:\build\pidwin_pdb.pdb' -s \
         -o "$DIR/pidwin_pdb.exe" "$ROOT/tests/pid_windows/pidwin.c"

@@ -52,10 +52,8 @@ fn interval_ns(rest: &str, long: bool) -> Option<u64> {
 pub fn parse_rate(name: &str) -> Option<(TickKind, u64)> {
     let (kind, rest) = if let Some(r) = name.strip_prefix("profile-") {
         (TickKind::Profile, r)
-    } else if let Some(r) = name.strip_prefix("tick-") {
-        (TickKind::Tick, r)
     } else {
-        return None;
+        (TickKind::Tick, name.strip_prefix("tick-")?)
     };
     let ns = interval_ns(rest, true)?;
     (ns >= MIN_INTERVAL_NS).then_some((kind, ns))

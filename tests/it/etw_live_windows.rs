@@ -539,11 +539,12 @@ fn live_windows_flamegraph_line_names_the_targets_functions() {
         .to_string()
         .contains(char::is_whitespace)
     {
-        eprintln!(
-            "skipped: live_windows_flamegraph_line_names_the_targets_functions: the build \
-             folder {} has a blank, which -c cannot pass",
+        let why = format!(
+            "the build folder {} has a blank, which -c cannot pass",
             dir.path().display()
         );
+        assert!(!required(), "DTX_LIVE_TESTS=require: {why}");
+        eprintln!("skipped: live_windows_flamegraph_line_names_the_targets_functions: {why}");
         return;
     }
     let exe = match build_burnwin(dir.path()) {
@@ -847,7 +848,9 @@ fn live_fix_windows_two_runs_share_the_interval() {
         return;
     };
     let Some(before) = sampling_interval() else {
-        eprintln!("skipped: the sampling interval cannot be read on this system");
+        let why = "the sampling interval cannot be read on this system";
+        assert!(!required(), "DTX_LIVE_TESTS=require: {why}");
+        eprintln!("skipped: live_fix_windows_two_runs_share_the_interval: {why}");
         return;
     };
     let a = start(&[

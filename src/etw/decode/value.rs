@@ -837,7 +837,7 @@ mod utf16_tests {
             "h\u{e9}llo w\u{f6}rld \u{263a} \u{1f600}",
         ];
         for text in texts {
-            for tail in [&b""[..], &[0, 0][..], &[0, 0, b'x', 0][..], &[b'y'][..]] {
+            for tail in [&b""[..], &[0, 0][..], &[0, 0, b'x', 0][..], &b"y"[..]] {
                 let mut b = enc(text);
                 b.extend_from_slice(tail);
                 let (len, next) = super::utf16z_extent(&b);
