@@ -7,9 +7,16 @@
 #       and the mingw-w64 linker,
 #   (b') scripts/windows-live.sh, the Windows workflow's logic, under Wine: it must pass as it is
 #       and fail with DTX_LIVE_TESTS=require (live ETW cannot run under Wine),
+#   (b'') the release zip's case: scripts/release-check.sh pe over dtx.exe and its fpid agent (no
+#       C runtime DLL a clean Windows lacks; the dtx_check_* functions exported), then dtx.exe
+#       stripped of its COFF symbols, alone in a folder (no symbols, no PDB: what an MSVC
+#       dtx.exe is on a user's machine), must count dtx_check_hit in `--check`'s pid-provider
+#       and fpid-inject checks through its exports alone,
 #   (c) the tests that make sense on Windows (the library's unit tests and the integration tests)
 #       run under Wine; tests of Linux-only facilities (ptrace, perf events, pseudo-terminals) are
-#       compiled out for Windows or skip with a message.
+#       compiled out for Windows or skip with a message; and each test filter of the windows-live
+#       workflow must select, in the Windows test binary (`--list`), the number of tests the
+#       workflow expects of it on the runner (scripts/windows-tests.sh --expected).
 # Debian's packages are installed when missing (needs root and apt); the Wine prefix and the build
 # directories are kept, so a second run only rebuilds what changed.
 #
@@ -116,6 +123,33 @@ if DTX_LIVE_TESTS=require scripts/windows-live.sh "$LIVE_OUT/require" "$WINE" "$
 fi
 phase "scripts/windows-live.sh: passes under Wine, fails there with DTX_LIVE_TESTS=require"
 
+# (b'') what the release zip holds, as far as a mingw build can show it: the imports of dtx.exe
+# and of the agent it carries, the exports that name the self-check's functions, and a copy of
+# dtx.exe without COFF symbols, alone in a folder, whose --check counts dtx_check_hit by them
+# the agent of this build: the newest (each set of features has a build directory of its own)
+AGENT=$(find "$GNU_DIR/$GNU_TARGET/release/build" -path '*/out/fpid-agent.bin' -size +0 -printf '%T@ %p\n' |
+    sort -n | tail -1 | cut -d' ' -f2-)
+[ -n "$AGENT" ] || { echo "windows-check: no fpid agent was built for $GNU_TARGET" >&2; exit 1; }
+BARE=$GNU_DIR/bare
+rm -rf "$BARE" && mkdir -p "$BARE"
+cp "$AGENT" "$BARE/dtx_fpid_agent.dll"
+scripts/release-check.sh pe "$GNU_DIR/$GNU_TARGET/release/dtx.exe" "$BARE/dtx_fpid_agent.dll"
+rm -f "$BARE/dtx_fpid_agent.dll"
+x86_64-w64-mingw32-strip -o "$BARE/dtx.exe" "$GNU_DIR/$GNU_TARGET/release/dtx.exe"
+if x86_64-w64-mingw32-objdump -t "$BARE/dtx.exe" | grep -q 'dtx_check_hit'; then
+    echo "windows-check: the stripped dtx.exe still has COFF symbols" >&2
+    exit 1
+fi
+"$WINE" "$BARE/dtx.exe" --check -x oformat=json >"$BARE/check.json" 2>"$BARE/check.stderr" || true
+for c in pid-provider fpid-inject; do
+    if ! tr -d '\n' <"$BARE/check.json" | grep -Eq "\"name\": \"$c\", *\"result\": \"pass\""; then
+        echo "windows-check: dtx.exe without COFF symbols or PDB: --check's $c did not pass:" >&2
+        cat "$BARE/check.json" "$BARE/check.stderr" >&2
+        exit 1
+    fi
+done
+phase "the release's case: no C runtime DLL, dtx_check_* exported, --check's pid and fpid pass on a stripped dtx.exe"
+
 if [ "${DTX_WIN_SKIP_TESTS:-}" = 1 ]; then
     echo "windows-check: skipping the tests under Wine (DTX_WIN_SKIP_TESTS=1)"
     exit 0
@@ -135,6 +169,29 @@ fi
 # is compiled out for Windows; the rest skip with a message where a facility is missing)
 status=0
 "${NICE[@]}" "${GNU_CARGO[@]}" test --release "${BUILD_STD[@]}" --features conformance --no-fail-fast --lib --bins --tests || status=$?
+# the windows-live workflow's test filters and counts against the Windows test binary: each
+# filter must select exactly as many tests as the workflow expects to run on the runner
+listed=$("${GNU_CARGO[@]}" test --release "${BUILD_STD[@]}" --features conformance --test it -- --list 2>/dev/null |
+    tr -d '\r' | sed -n 's/: test$//p')
+expected=$(scripts/windows-tests.sh --expected)
+if [ -z "$listed" ] || [ -z "$expected" ]; then
+    echo "windows-check: could not list the Windows tests ($(wc -l <<<"$listed") names) or read windows-live.yml's filters" >&2
+    status=1
+else
+    drift=0
+    while read -r filter count; do
+        n=$(grep -cF -- "$filter" <<<"$listed" || true)
+        if [ "$n" -ne "$count" ]; then
+            echo "windows-check: windows-live.yml expects $count tests of $filter; the Windows test binary has $n: change the count beside the filter" >&2
+            drift=1
+        fi
+    done <<<"$expected"
+    if [ "$drift" = 0 ]; then
+        phase "windows-live.yml's filters match the Windows test binary: $(tr '\n' ',' <<<"$expected" | sed 's/,$//;s/,/, /g')"
+    else
+        status=1
+    fi
+fi
 # the pid provider's debugger loop on mingw-built programs (a test under Wine cannot run the
 # Linux compiler, so they are built here), one test at a time: each drives a debuggee
 FIXTURES=$GNU_DIR/pid-fixtures
