@@ -251,6 +251,45 @@ mod windows {
         "etw-no-session-left",
     ];
 
+    /// `dtx.exe` exports the self-check's workload functions by name (build.rs), so that the
+    /// pid-provider, fpid-inject and etw-stack checks name them where the image has neither
+    /// COFF symbols nor a PDB beside it (an MSVC build, the release zip on a user's machine):
+    /// the export table alone, read as the pid provider reads images, holds every one, each
+    /// at the address of its code.
+    #[test]
+    fn self_check_workload_functions_are_exported() {
+        use object::{Object, ObjectSymbol};
+        let path = env!("CARGO_BIN_EXE_dtx");
+        let bytes = std::fs::read(path).unwrap();
+        let file = object::File::parse(&*bytes).unwrap();
+        let exports: Vec<(String, u64)> = file
+            .exports()
+            .unwrap()
+            .iter()
+            .map(|e| (String::from_utf8_lossy(e.name()).into_owned(), e.address()))
+            .collect();
+        let names = dtx::cli::selfcheck::workload::BUSY_CHAIN
+            .iter()
+            .copied()
+            .chain(["dtx_check_hit"]);
+        let functions = dtx::symbols::pe::functions(&file);
+        for name in names {
+            let Some(&(_, addr)) = exports.iter().find(|(n, _)| n == name) else {
+                panic!("{path} does not export {name}; its exports: {exports:?}");
+            };
+            // where the image has COFF symbols (mingw) they must agree with the export
+            if let Some(sym) = file.symbols().find(|s| s.name() == Ok(name)) {
+                assert_eq!(sym.address(), addr, "{name}");
+            }
+            assert!(
+                functions
+                    .iter()
+                    .any(|f| f.name == name && f.addr == addr && f.size > 0),
+                "{name} at {addr:#x} is not a sized function of {path}"
+            );
+        }
+    }
+
     /// Under Wine: it runs, every ETW check is `skip` with Wine's reason, the status is 3
     /// (could not run everything), and the checks that need no ETW ran. On Windows: elevated,
     /// every check passes; not elevated, the ETW checks say they need elevation.
