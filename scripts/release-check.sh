@@ -35,13 +35,20 @@ check_functions() {
 }
 
 dumpbin_path() {
-    local vswhere="${ProgramFiles:-C:/Program Files} (x86)/Microsoft Visual Studio/Installer/vswhere.exe"
-    [ -n "${DTX_DUMPBIN:-}" ] && { echo "$DTX_DUMPBIN"; return; }
+    local vswhere found
+    if [ -n "${DTX_DUMPBIN:-}" ]; then
+        echo "$DTX_DUMPBIN"
+        return
+    fi
     command -v dumpbin 2>/dev/null && return
-    [ -x "$vswhere" ] || vswhere="C:/Program Files (x86)/Microsoft Visual Studio/Installer/vswhere.exe"
+    # Visual Studio's own locator, on the PATH of the hosted runners, else where its installer
+    # puts it (Git Bash paths)
+    vswhere=$(command -v vswhere 2>/dev/null || echo "/c/Program Files (x86)/Microsoft Visual Studio/Installer/vswhere.exe")
     [ -f "$vswhere" ] || return 1
-    "$vswhere" -latest -products '*' -find 'VC/Tools/MSVC/**/bin/Hostx64/x64/dumpbin.exe' 2>/dev/null |
-        tr -d '\r' | head -1
+    found=$("$vswhere" -latest -products '*' -find 'VC\Tools\MSVC\**\bin\Hostx64\x64\dumpbin.exe' 2>/dev/null |
+        tr -d '\r' | head -1)
+    [ -n "$found" ] || return 1
+    if command -v cygpath >/dev/null; then cygpath -u "$found"; else echo "$found"; fi
 }
 
 objdump_path() {
@@ -57,7 +64,7 @@ pe_table() {
     local file=$1 tool
     if tool=$(dumpbin_path) && [ -n "$tool" ]; then
         "$tool" -nologo -imports "$file" | tr -d '\r' |
-            awk '/^ +[^ ]+\.(dll|DLL|Dll)$/ { print "import " $1 }'
+            awk 'tolower($0) ~ /^ +[^ ]+\.dll$/ { print "import " $1 }'
         "$tool" -nologo -exports "$file" | tr -d '\r' |
             awk '/ordinal +hint +RVA +name/ { t = 1; next } t && NF >= 4 && $1 ~ /^[0-9]+$/ { print "export " $4 } t && /Summary/ { t = 0 }'
     elif tool=$(objdump_path); then
