@@ -92,7 +92,7 @@ pe() {
         bad=$(sed -n 's/^import //p' <<<"$table" |
             grep -iE '^(vcruntime|msvcp|ucrtbase|api-ms-win-crt-|libgcc_s|libwinpthread|libstdc\+\+|concrt|vcomp)' | sort -uf | tr '\n' ' ')
         [ -z "$bad" ] || fail "$file needs a C runtime a clean Windows lacks: $bad"
-        case $(basename "$file" | tr 'A-Z' 'a-z') in
+        case $(basename "$file" | tr '[:upper:]' '[:lower:]') in
         dtx.exe)
             for name in $(check_functions); do
                 grep -qx "export $name" <<<"$table" || fail "$file does not export $name"

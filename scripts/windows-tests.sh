@@ -19,7 +19,7 @@
 # starting `skipped` or `skipping`, as every Windows test says it (tests/it/etw_live_windows.rs,
 # pid/windows.rs, fpid_windows.rs, dotnet_pid_windows.rs, self_check.rs).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 
 if [ "${1:-}" = --expected ]; then
     # the `run:` lines `"scripts/windows-tests.sh it FILTER COUNT"` (quoted: a filter's `:: `
