@@ -68,7 +68,7 @@ else
     status=1
 fi
 # 2. zizmor, offline (no GitHub API): the audits that read the files alone
-if "$TOOLS/zizmor" --offline --no-progress --strict-collection .github/; then
+if RUST_BACKTRACE=0 "$TOOLS/zizmor" --offline --no-progress --strict-collection .github/; then
     say "zizmor ($("$TOOLS/zizmor" --version)): no findings"
 else
     say "FAILED: zizmor found the problems above (fix them, or ignore one in .github/zizmor.yml with the reason)"
