@@ -16,7 +16,8 @@
 # when cargo fails, when the filter ran another number of tests than COUNT (none, after a
 # rename; fewer, after a cfg or a feature dropped some; more: then COUNT is stale), when a test
 # was ignored, and, with DTX_LIVE_TESTS=require, when a test said that it skipped: a line
-# starting `skipped` or `skipping`, as every Windows test says it (tests/it/etw_live_windows.rs,
+# starting `skipped` or `skipping` (or libtest's `test NAME ... ` and then that), as every
+# Windows test says it (tests/it/etw_live_windows.rs,
 # pid/windows.rs, fpid_windows.rs, dotnet_pid_windows.rs, self_check.rs).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
@@ -66,6 +67,7 @@ read -r ran passed failed ignored < <(awk '
     } END { print r + 0, p + 0, f + 0, g + 0 }' "$log")
 problems=()
 [ "$status" -eq 0 ] || problems+=("cargo test exited with $status")
+[ "$failed" -eq 0 ] || problems+=("$failed tests failed")
 if [ "$want" = any ]; then
     [ "$ran" -gt 0 ] || problems+=("no test ran")
 elif [ "$ran" -ne "$want" ]; then
@@ -73,7 +75,8 @@ elif [ "$ran" -ne "$want" ]; then
 fi
 [ "$ignored" -eq 0 ] || problems+=("$ignored tests were ignored")
 if [ "${DTX_LIVE_TESTS:-}" = require ]; then
-    skips=$(grep -aiE '^skip(ped|ping)\b' "$log" || true)
+    # at the start of a line, or after libtest's `test NAME ... ` (one thread, --nocapture)
+    skips=$(grep -aiE '(^|^test [^ ]+ \.\.\. )skip(ped|ping)\b' "$log" || true)
     if [ -n "$skips" ]; then
         problems+=("DTX_LIVE_TESTS=require, but tests skipped: $(printf '%s' "$skips" | head -c 2000 | tr '\n' ';')")
     fi
