@@ -194,21 +194,23 @@ else
     fi
 fi
 # the pid provider's debugger loop on mingw-built programs (a test under Wine cannot run the
-# Linux compiler, so they are built here), one test at a time: each drives a debuggee
+# Linux compiler, so they are built here), one test at a time: each drives a debuggee. With the
+# features of the run above, so that cargo reuses its test binary (without them it builds
+# another, seven minutes on 2 cores)
 FIXTURES=$GNU_DIR/pid-fixtures
 scripts/pid-windows-fixtures.sh "$FIXTURES"
 DTX_PID_WIN_FIXTURES=$(printf 'Z:%s' "$FIXTURES" | tr / '\\')
 export DTX_PID_WIN_FIXTURES
-"${NICE[@]}" "${GNU_CARGO[@]}" test --release "${BUILD_STD[@]}" --test it pid:: -- --test-threads=1 || status=$?
+"${NICE[@]}" "${GNU_CARGO[@]}" test --release "${BUILD_STD[@]}" --features conformance --test it pid:: -- --test-threads=1 || status=$?
 # the fpid provider: the agent DLL injected into the same programs (fpidwin.exe), one test at a
 # time; then its bench: one fpid hit against one hit of the debugger loop, in the same sitting
-"${NICE[@]}" "${GNU_CARGO[@]}" test --release "${BUILD_STD[@]}" --test it fpid_windows:: -- --test-threads=1 || status=$?
+"${NICE[@]}" "${GNU_CARGO[@]}" test --release "${BUILD_STD[@]}" --features conformance --test it fpid_windows:: -- --test-threads=1 || status=$?
 if [ "${DTX_WIN_SKIP_BENCH:-}" != 1 ]; then
     uptime
     # built as the tests were (`cargo test --release`, the release profile) rather than by
     # `cargo bench`, whose bench profile would rebuild dtx and the std for Windows (12 minutes);
     # `--bench` is the argument cargo bench passes, asking for the full measurement
-    "${NICE[@]}" "${GNU_CARGO[@]}" test --release "${BUILD_STD[@]}" --bench pid_hit -- --bench fpid || status=$?
+    "${NICE[@]}" "${GNU_CARGO[@]}" test --release "${BUILD_STD[@]}" --features conformance --bench pid_hit -- --bench fpid || status=$?
 fi
 /usr/lib/wine/wineserver -k 2>/dev/null || true
 phase "tests under wine finished with status $status"
