@@ -375,7 +375,7 @@ impl Consumer {
                 cur_probe = *probe;
             }
             match r {
-                Record::Fire { cpu, probe } if self.opts.flowindent => {
+                Record::Fire { cpu, probe, .. } if self.opts.flowindent => {
                     // -F: `-> func` / `<- func` lines, printed in quiet mode too
                     if open {
                         rec::end_of_firing(self.opts.quiet, &mut self.buf);
@@ -402,7 +402,7 @@ impl Consumer {
                     crate::output::flow::flow_line(*cpu, &line, func, name, &mut self.buf);
                     open = true;
                 }
-                Record::Fire { cpu, probe } => {
+                Record::Fire { cpu, probe, .. } => {
                     if open {
                         rec::end_of_firing(self.opts.quiet, &mut self.buf);
                     }

@@ -151,6 +151,7 @@ impl Vm {
             self.spec_mark = None;
             self.fire_cpu = cx.cpu;
             self.fire_probe = cx.probe.id;
+            self.fire_ts = cx.timestamp;
             self.scratch.clear();
             self.scratch_top = 0;
             let mut action_no = 0u32;
@@ -182,6 +183,7 @@ impl Vm {
                                     Record::Fire {
                                         cpu: cx.cpu,
                                         probe: cx.probe.id,
+                                        ts: cx.timestamp,
                                     },
                                 ));
                             }
@@ -198,6 +200,7 @@ impl Vm {
                         let fire = Record::Fire {
                             cpu: cx.cpu,
                             probe: cx.probe.id,
+                            ts: cx.timestamp,
                         };
                         self.spec.push(self.current_spec, (e.epid, fire));
                     }
@@ -414,6 +417,7 @@ impl Vm {
             let fire = Record::Fire {
                 cpu: self.fire_cpu,
                 probe: self.fire_probe,
+                ts: self.fire_ts,
             };
             if self.current_spec != 0 {
                 self.spec.push(self.current_spec, (epid, fire));

@@ -415,6 +415,7 @@ pub struct Vm {
     pub filled: bool,
     fire_cpu: u32,
     fire_probe: u64,
+    fire_ts: u64,
 }
 
 impl Vm {
@@ -519,6 +520,7 @@ impl Vm {
             filled: false,
             fire_cpu: 0,
             fire_probe: 0,
+            fire_ts: 0,
             program,
         };
         vm.dynvars = DynVars::new(vm.opts.dynvarsize);

@@ -12,6 +12,9 @@ pub enum Record {
     Fire {
         cpu: u32,
         probe: u64,
+        /// The firing's `timestamp` (the record's time over a trace): the `timestamp` member of
+        /// the structured formats' probe object, as dtrace's record header carries it.
+        ts: u64,
     },
     /// The output of action `action` (printf, trace, print, tracemem, stack, sym...): its values.
     Data {

@@ -244,3 +244,48 @@ fn etw_trace_runs_and_says_once_that_there_is_no_etw() {
     assert_eq!(err.matches("etw_trace()").count(), 1, "{err}");
     assert!(err.contains("no ETW"), "{err}");
 }
+
+/// A probe object's `timestamp` in the structured formats is the firing's time (dtrace's record
+/// header carries it; FreeBSD's output prints it), the value the D variable `timestamp` has in
+/// the same clause: over a trace, the record's time, not the host's clock at replay.
+#[test]
+fn json_timestamp_is_the_records_time_over_a_trace() {
+    use dtx::output::json::{parse, Json};
+    let (code, out, err) = run(&[
+        "-q",
+        "-E",
+        "demo",
+        "-x",
+        "oformat=json",
+        "-n",
+        "sched:::on-cpu /n < 3/ { n++; printf(\"%d\", timestamp); }",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let doc = parse(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let probes = match doc.get("dtrace").and_then(|d| d.get("probes")) {
+        Some(Json::Array(p)) => p.clone(),
+        other => panic!("no probes list: {other:?}\n{out}"),
+    };
+    assert_eq!(probes.len(), 3, "{out}");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    for p in &probes {
+        let ts = match p.get("timestamp") {
+            Some(Json::UInt(t)) => *t,
+            Some(Json::Int(t)) => *t as u64,
+            other => panic!("timestamp {other:?} in {p:?}"),
+        };
+        let printed = match p.get("output") {
+            Some(Json::Array(o)) => format!("{o:?}"),
+            other => panic!("output {other:?}"),
+        };
+        assert!(
+            printed.contains(&ts.to_string()),
+            "the record's timestamp {ts} is not what printf printed: {printed}"
+        );
+        // the host's clock at replay is decades later than any trace's own time
+        assert!(ts < now / 2, "{ts} looks like the host's clock ({now})");
+    }
+}

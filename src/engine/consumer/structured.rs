@@ -17,6 +17,7 @@ use crate::vm::{Datum, FireResult, Record, Vm};
 struct Open {
     cpu: u32,
     probe: u64,
+    ts: u64,
     output: Vec<Json>,
 }
 
@@ -79,13 +80,7 @@ impl Consumer {
             p.map_or("", |p| p.function.as_str()),
             p.map_or("", |p| p.name.as_str()),
         ];
-        let obj = st::probe_json(
-            st::now_ns(),
-            i64::from(o.cpu),
-            o.probe as i64,
-            desc,
-            o.output,
-        );
+        let obj = st::probe_json(o.ts, i64::from(o.cpu), o.probe as i64, desc, o.output);
         self.emit_probe(&obj);
     }
 
@@ -103,12 +98,13 @@ impl Consumer {
         let mut open: Option<Open> = None;
         for (epid, r) in &records {
             match r {
-                Record::Fire { cpu, probe } => {
+                Record::Fire { cpu, probe, ts } => {
                     let prev = open.take();
                     self.close_firing(prev, probes);
                     open = Some(Open {
                         cpu: *cpu,
                         probe: *probe,
+                        ts: *ts,
                         output: Vec::new(),
                     });
                 }
