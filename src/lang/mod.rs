@@ -9,6 +9,7 @@ pub mod check;
 pub mod cpp;
 pub mod describe;
 pub mod diag;
+pub mod kernel;
 pub mod lexer;
 pub mod library;
 pub mod options;

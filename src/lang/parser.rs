@@ -262,6 +262,15 @@ impl<'a, 'h> Parser<'a, 'h> {
                 // ``nt`_GUID``: a bare tag after a scope names the struct or union, as
                 // Microsoft's scripts spell kernel types
                 self.type_names.contains(base)
+                    // ``nt`_RTL_USER_PROCESS_PARAMETERS``: spelled as Windows' kernel types are
+                    // (`_` and capitals), a type the checker then refuses with its reason,
+                    // not a syntax error
+                    || (crate::lang::kernel::kernel_scope(name).is_some()
+                        && base.len() > 1
+                        && base.starts_with('_')
+                        && base
+                            .bytes()
+                            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == b'_'))
                     || Keyword::lookup(base).is_some_and(is_type_start_kw)
                     || self.type_names.contains(&format!("struct {base}"))
                     || self.type_names.contains(&format!("union {base}"))

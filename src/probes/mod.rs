@@ -1,6 +1,7 @@
 //! Probes: descriptions (`provider:module:function:name`), glob matching, and the catalog that
 //! answers "which probes does this description enable" for the compiler and `dtx -l`.
 
+pub mod absent;
 mod desc;
 mod dtrace;
 mod glob;
@@ -131,10 +132,18 @@ impl ProbeCatalog for Catalog {
     }
 
     fn why_none(&self, desc: &ProbeDesc) -> Option<String> {
-        self.providers
+        let mut matched = false;
+        let why = self
+            .providers
             .iter()
             .filter(|p| desc.provider.is_empty() || p.matches_provider(&desc.provider))
-            .find_map(|p| p.why_none(desc))
+            .inspect(|_| matched = true)
+            .find_map(|p| p.why_none(desc));
+        if why.is_some() {
+            return why;
+        }
+        let names: Vec<&str> = self.providers.iter().map(|p| p.name()).collect();
+        absent::why_no_provider(&desc.provider, &names, matched)
     }
 
     fn by_id(&self, id: u64) -> Option<ProbeDesc> {

@@ -63,6 +63,7 @@ mod perf_linux;
 mod pid;
 #[cfg(unix)]
 mod readme;
+mod refusals;
 mod self_check;
 mod session_trace;
 mod symbol_server;

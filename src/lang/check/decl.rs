@@ -108,11 +108,14 @@ impl Checker<'_> {
                     BaseSpec::Named(n) => match self.types.lookup(n) {
                         Some(t) => t,
                         None => {
+                            let why = crate::lang::kernel::kernel_scope(n)
+                                .map(|_| crate::lang::kernel::why("a kernel type"))
+                                .unwrap_or_default();
                             return Err(derr(
                                 "D_TYPE_ERR",
                                 line,
-                                format!("failed to resolve type {n}: Unknown type name"),
-                            ))
+                                format!("failed to resolve type {n}: Unknown type name{why}"),
+                            ));
                         }
                     },
                     BaseSpec::Sou {
@@ -342,6 +345,7 @@ impl Checker<'_> {
             SouKind::Struct => "struct",
             SouKind::Union => "union",
         };
+        let kernel = name.is_some_and(|n| crate::lang::kernel::kernel_scope(n).is_some());
         let name = name.map(|n| match n.rfind('`') {
             Some(i) => &n[i + 1..],
             None => n,
@@ -353,9 +357,15 @@ impl Checker<'_> {
         let Some(members) = members else {
             // a reference (or forward declaration)
             if let Some(t) = existing {
+                if kernel && !self.types.is_complete(t) {
+                    self.kernel_tags.insert(t);
+                }
                 return Ok(t);
             }
             let t = self.types.add(forward_sou(kind, name));
+            if kernel {
+                self.kernel_tags.insert(t);
+            }
             if let Some(n) = name {
                 self.types.set_tag(tag, n, t);
             }

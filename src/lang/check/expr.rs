@@ -527,10 +527,13 @@ impl Checker<'_> {
             }
         }
         if name.contains('`') {
+            let why = crate::lang::kernel::kernel_scope(name)
+                .map(|_| crate::lang::kernel::why("a kernel variable"))
+                .unwrap_or_default();
             return Err(derr(
                 "D_IDENT_UNDEF",
                 line,
-                format!("failed to resolve {name}: Unknown symbol name"),
+                format!("failed to resolve {name}: Unknown symbol name{why}"),
             ));
         }
         Err(self.undefined(name, line))
@@ -620,8 +623,13 @@ impl Checker<'_> {
                 "D_OP_INCOMPLETE",
                 line,
                 format!(
-                    "operator {op} cannot be applied to a forward declaration: no {} definition is available",
-                    self.types.name(sou)
+                    "operator {op} cannot be applied to a forward declaration: no {} definition is available{}",
+                    self.types.name(sou),
+                    if self.kernel_tags.contains(&sou) {
+                        crate::lang::kernel::why("a kernel structure")
+                    } else {
+                        String::new()
+                    }
                 ),
             ));
         }
@@ -1410,10 +1418,13 @@ impl Checker<'_> {
                     return Ok(None);
                 }
                 if n.contains('`') {
+                    let why = crate::lang::kernel::kernel_scope(n)
+                        .map(|_| crate::lang::kernel::why("a kernel variable"))
+                        .unwrap_or_default();
                     return Err(derr(
                         "D_IDENT_UNDEF",
                         line,
-                        format!("failed to resolve {n}: Unknown symbol name"),
+                        format!("failed to resolve {n}: Unknown symbol name{why}"),
                     ));
                 }
                 let id = self.new_var_id();

@@ -108,6 +108,9 @@ pub struct Checker<'a> {
     pub(crate) inline_depth: u32,
     /// The program calls a destructive action (refused at enabling time without `-w`).
     pub uses_destructive: bool,
+    /// The forward-declared tags a program named with a kernel scope (``struct nt`_EPROCESS``):
+    /// `->` on them says why no definition is available ([`crate::lang::kernel`]).
+    pub(crate) kernel_tags: std::collections::HashSet<TypeId>,
 }
 
 impl<'a> Checker<'a> {
@@ -132,6 +135,7 @@ impl<'a> Checker<'a> {
             inline_depth: 0,
             text_types: HashMap::new(),
             uses_destructive: false,
+            kernel_tags: Default::default(),
         }
     }
 

@@ -57,24 +57,100 @@ pub fn notes(etw: &EtwProbes, enabled: &dyn Fn(u64) -> bool, traces: usize) -> V
     } else {
         "the trace has no".to_string()
     };
-    lacking
-        .into_iter()
-        .map(|((flag, class), probes)| {
-            let (what, records) = match probes.as_slice() {
-                [(one, records)] => (one.clone(), records.clone()),
-                [(a, _), (b, _)] => (format!("{a} and {b}"), format!("{class} records of theirs")),
-                [(a, _), (b, _), rest @ ..] => (
-                    format!("{a}, {b} and {} more probes", rest.len()),
-                    format!("{class} records of theirs"),
-                ),
-                [] => (String::new(), String::new()),
-            };
-            format!(
-                "{what} cannot fire: {which} {records} (the kernel flag {flag} records them: \
+    let mut providers = provider_notes(etw, enabled, &which);
+    let kernel = lacking.into_iter().map(|((flag, class), probes)| {
+        let (what, records) = match probes.as_slice() {
+            [(one, records)] => (one.clone(), records.clone()),
+            [(a, _), (b, _)] => (format!("{a} and {b}"), format!("{class} records of theirs")),
+            [(a, _), (b, _), rest @ ..] => (
+                format!("{a}, {b} and {} more probes", rest.len()),
+                format!("{class} records of theirs"),
+            ),
+            [] => (String::new(), String::new()),
+        };
+        format!(
+            "{what} cannot fire: {which} {records} (the kernel flag {flag} records them: \
                  xperf -on {flag}, or a WPR profile with it)"
-            )
+        )
+    });
+    let mut v: Vec<String> = kernel.collect();
+    v.append(&mut providers);
+    v
+}
+
+/// The enabled probes of ETW providers (by GUID, `etw:<guid>:...`, or by name, known from a
+/// manifest or the catalog) whose provider has no event in the trace.
+fn provider_notes(etw: &EtwProbes, enabled: &dyn Fn(u64) -> bool, which: &str) -> Vec<String> {
+    let mut v = Vec::new();
+    if let Ok(list) = etw.guid_probes.read() {
+        for p in list.iter().filter(|p| enabled(p.id)) {
+            // a kernel class's GUID fires for kernel records, which the census counts by
+            // group, not by GUID
+            let kernel_class = kernel::GROUPS.iter().any(|(_, _, g)| *g == p.guid);
+            if !kernel_class && !etw.held_guids.contains(&p.guid) {
+                let i = p.info();
+                v.push(format!(
+                    "etw:{}:{}:{} cannot fire: {which} events of provider {} (the provider was \
+                     not enabled when it was recorded)",
+                    i.module, i.function, i.name, p.guid
+                ));
+            }
+        }
+    }
+    for p in etw.named.values() {
+        let Some(g) = p.guid else { continue };
+        if etw.held_guids.contains(&g) {
+            continue;
+        }
+        let ids = [p.events, p.capturestate]
+            .into_iter()
+            .chain(p.keywords.iter().map(|k| k.2));
+        if ids.into_iter().any(enabled) {
+            v.push(format!(
+                "{}::: cannot fire: {which} events of provider {} ({g}) (the provider was not \
+                 enabled when it was recorded)",
+                p.display.to_ascii_lowercase(),
+                p.display
+            ));
+        }
+    }
+    v
+}
+
+/// Why a description of a kernel provider over a trace matched no probe, when the records its
+/// probes need are missing: `syscall::NtReadFile:entry` over a trace without system-call
+/// records names no call, since those records are where the names come from. `None` live, or
+/// when the records are there (the description then names nothing that happened).
+pub fn why_none(
+    etw: &EtwProbes,
+    provider: &str,
+    desc: &crate::probes::ProbeDesc,
+) -> Option<String> {
+    etw.kernel_events.as_ref()?;
+    let wanted = |id: u64| {
+        id.checked_sub(FIRST_ID)
+            .and_then(|i| KERNEL_PROBES.get(i as usize))
+            .is_some_and(|k| {
+                k.provider == provider && crate::probes::glob_match(&desc.name, k.name)
+            })
+    };
+    let lines = notes(etw, &wanted, 1);
+    if lines.is_empty() {
+        return None;
+    }
+    let why: Vec<&str> = lines
+        .iter()
+        .map(|l| {
+            l.split_once(" cannot fire: ")
+                .map_or(l.as_str(), |(_, w)| w)
         })
-        .collect()
+        .collect();
+    let names = if provider == "syscall" {
+        ", and the system calls' names come from those records"
+    } else {
+        ""
+    };
+    Some(format!("{}{names}", why.join("; ")))
 }
 
 /// The kernel flag (xperf's name) that records a kernel event.

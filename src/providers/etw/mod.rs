@@ -533,6 +533,9 @@ pub struct EtwProbes {
     /// The GUIDs of the providers known (the trace's event-header providers, named or not,
     /// and the catalog's), over which `etw:::` globs expand.
     guids: std::collections::BTreeSet<Guid>,
+    /// The GUIDs of the providers whose events a trace holds (its census; of any of the
+    /// traces over several): an `etw:` or named probe of another provider cannot fire there.
+    held_guids: std::collections::BTreeSet<Guid>,
 }
 
 impl Default for EtwProbes {
@@ -545,6 +548,7 @@ impl Default for EtwProbes {
             syscalls: syscall::SyscallNames::default(),
             kernel_events: None,
             guids: Default::default(),
+            held_guids: Default::default(),
         }
     }
 }
@@ -575,7 +579,14 @@ impl EtwProbes {
     pub fn note_guid(&mut self, guid: Guid) {
         if guid != Guid::default() {
             self.guids.insert(guid);
+            self.held_guids.insert(guid);
         }
+    }
+
+    /// Notes the provider (or event class) GUID of any record a trace holds, classic or not:
+    /// a probe by that GUID can fire.
+    pub fn note_held_guid(&mut self, guid: Guid) {
+        self.held_guids.insert(guid);
     }
 
     /// Makes `<name>:::events` and `<name>:::capturestate` available for a provider seen in a
@@ -658,6 +669,7 @@ impl EtwProbes {
                 .union(k);
         }
         self.guids.extend(other.guids.iter().copied());
+        self.held_guids.extend(other.held_guids.iter().copied());
         for p in other.named.values() {
             if self.named_entry(&p.display).is_none() {
                 continue;
@@ -1115,6 +1127,10 @@ impl Provider for EtwProvider {
                             && desc.is_exact()))
             })
             .collect()
+    }
+
+    fn why_none(&self, desc: &ProbeDesc) -> Option<String> {
+        absent::why_none(&self.probes, &self.name, desc)
     }
 
     fn list(&self) -> Vec<ProbeInfo> {

@@ -399,6 +399,7 @@ impl TraceSource {
         first.sort_by_key(|(at, _)| *at);
         for (_, copy) in &first {
             let ev = copy.record();
+            probes.note_held_guid(ev.provider);
             if ev.kind == HeaderKind::EventHeader {
                 probes.note_guid(ev.provider);
             }
