@@ -169,7 +169,33 @@ fi
 # the library's unit tests, the binaries' and every integration test (each Linux-only test file
 # is compiled out for Windows; the rest skip with a message where a facility is missing)
 status=0
-"${NICE[@]}" "${GNU_CARGO[@]}" test --release "${BUILD_STD[@]}" --features conformance --no-fail-fast --lib --bins --tests || status=$?
+TESTLOG=$GNU_DIR/wine-tests.log
+"${NICE[@]}" "${GNU_CARGO[@]}" test --release "${BUILD_STD[@]}" --features conformance --no-fail-fast --lib --bins --tests 2>&1 |
+    tee "$TESTLOG" || status=$?
+# Wine on a loaded 2-core machine has failed a test now and then that passes under Wine alone
+# and on Linux (CI, twice, with no failure reproducible here). Each test that failed is run
+# again, alone, with its first failure's output left above: the run passes only if every one
+# of them passes alone, and each such test is named. A build error, or more than five failures,
+# is a failure as it stands.
+if [ "$status" -ne 0 ] && ! grep -Eq '^error(: could not compile|\[E[0-9])' "$TESTLOG"; then
+    mapfile -t failed < <(tr -d '\r' <"$TESTLOG" | awk '
+        /^ *Running / { bin = $NF; gsub(/[()]/, "", bin) }
+        /^test .* \.\.\. FAILED$/ { print bin " " $2 }')
+    if [ ${#failed[@]} -gt 0 ] && [ ${#failed[@]} -le 5 ]; then
+        again=0
+        for f in "${failed[@]}"; do
+            bin=${f%% *}
+            name=${f#* }
+            echo "windows-check: running $name again, alone (it failed in the parallel run above)"
+            if "$WINE" "$bin" --exact "$name" --test-threads=1; then
+                echo "windows-check: FLAKY under Wine: $name failed in the parallel run and passed alone"
+            else
+                again=1
+            fi
+        done
+        [ "$again" = 0 ] && status=0
+    fi
+fi
 # the windows-live workflow's test filters and counts against the Windows test binary: each
 # filter must select exactly as many tests as the workflow expects to run on the runner
 listed=$("${GNU_CARGO[@]}" test --release "${BUILD_STD[@]}" --features conformance --test it -- --list 2>/dev/null |
