@@ -151,3 +151,24 @@ fn an_etw_provider_the_trace_lacks_is_named_before_the_walk() {
         "{err}"
     );
 }
+
+/// Live on Linux the kernel providers' probes carry their arguments untyped (arg0..arg9):
+/// `args[0]->b_bcount` there is said to be out of range of a probe without typed arguments,
+/// as dtrace's `dt_idcook_args` says, not "operator -> must be applied to a pointer".
+#[cfg(target_os = "linux")]
+#[test]
+fn args_of_a_probe_without_argument_types_here_say_so() {
+    let prog = format!("{STARTED} io:::start {{ trace(args[0]->b_bcount); }}");
+    let line = refused(&["-e", "-n", &prog]);
+    assert!(
+        line.ends_with(
+            "index 0 is out of range for io:::start args[ ]: io:::start has no typed arguments \
+             here (arg0..arg9 hold their raw values)"
+        ),
+        "{line}"
+    );
+    // over a trace the same probe has its types: bufinfo_t's b_bcount
+    let prog = "io:::start { @ = sum(args[0]->b_bcount); }";
+    let (code, _, err) = run(&["-q", "-E", "demo", "-n", prog]);
+    assert_eq!(code, 0, "{err}");
+}

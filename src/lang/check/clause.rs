@@ -24,6 +24,8 @@ impl Checker<'_> {
         let mut first = true;
         // dtrace's BEGIN and END take no arguments: args[N] there is D_ARGS_IDX
         let mut no_args = !c.probes.is_empty();
+        // every probe matched gives args[] no types (none matched: not known)
+        let mut untyped = None;
         self.probe_args_desc = None;
         for p in &c.probes {
             let (desc, line) = self.probe_desc(p)?;
@@ -50,6 +52,7 @@ impl Checker<'_> {
             no_args &= !matched.is_empty();
             for m in matched {
                 no_args &= m.provider == "dtrace" && (m.name == "BEGIN" || m.name == "END");
+                untyped = Some(untyped.unwrap_or(true) && m.arg_types.is_empty());
                 let these = (m.arg_types.clone(), m.arg_native.clone());
                 if first {
                     arg_types = Some(these);
@@ -75,6 +78,7 @@ impl Checker<'_> {
             }
         }
         self.probe_no_args = no_args;
+        self.probe_args_untyped = untyped == Some(true);
         self.probe_args =
             arg_types.map(|(v, _)| v.iter().map(|t| self.type_from_text(t)).collect());
         Ok(())

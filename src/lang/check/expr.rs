@@ -547,6 +547,36 @@ impl Checker<'_> {
         }
     }
 
+    /// `args[N]->x` (or `.x`) where the clause's probes give `args[]` no types on this host
+    /// (Linux live, untyped ETW events): `args[N]` is then a plain integer, and dtrace's
+    /// `dt_idcook_args` would say the index is out of range of a probe without arguments;
+    /// said so, with why, rather than "operator -> must be applied to a pointer".
+    fn untyped_args_member(&self, base: &Expr, line: u32) -> Option<Diagnostic> {
+        let ExprKind::Index { base: b, keys } = &base.kind else {
+            return None;
+        };
+        if !matches!(&b.kind, ExprKind::Ident(n) if n == "args")
+            || self.probe_no_args
+            || !self.probe_args_untyped
+            || keys.len() != 1
+        {
+            return None;
+        }
+        let i = match &keys[0].kind {
+            ExprKind::Int { value, .. } => *value as i64,
+            _ => return None,
+        };
+        let desc = self.probe_args_desc.clone().unwrap_or_default();
+        Some(derr(
+            "D_ARGS_IDX",
+            line,
+            format!(
+                "index {i} is out of range for {desc} args[ ]: {desc} has no typed arguments \
+                 here (arg0..arg9 hold their raw values)"
+            ),
+        ))
+    }
+
     fn member(&mut self, base: &Expr, name: &str, arrow: bool, line: u32) -> DResult<Typed> {
         let scope = match base.kind {
             ExprKind::SelfRef if arrow => Some(VarScope::Thread),
@@ -582,6 +612,9 @@ impl Checker<'_> {
         }
         let b = self.expr(base)?;
         let op = if arrow { "->" } else { "." };
+        if let Some(e) = self.untyped_args_member(base, line) {
+            return Err(e);
+        }
         let sou = if arrow {
             let Some(r) = self
                 .types

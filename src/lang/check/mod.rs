@@ -100,6 +100,9 @@ pub struct Checker<'a> {
     pub(crate) probe_args_desc: Option<String>,
     /// Every probe the clause enables takes no arguments (dtrace's BEGIN and END).
     pub(crate) probe_no_args: bool,
+    /// Every probe the clause enables gives `args[]` no types here (Linux live, ETW events
+    /// without a schema).
+    pub(crate) probe_args_untyped: bool,
     /// The translated `args[N]` of the clause's probes: N → (native type, translated type).
     pub(crate) probe_xlate: HashMap<usize, (ast::TypeName, ast::TypeName)>,
     /// Types of prototype texts already parsed (`"const char *"` → id).
@@ -131,6 +134,7 @@ impl<'a> Checker<'a> {
             probe_args: None,
             probe_args_desc: None,
             probe_no_args: false,
+            probe_args_untyped: false,
             probe_xlate: HashMap::new(),
             inline_depth: 0,
             text_types: HashMap::new(),
