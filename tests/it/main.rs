@@ -47,6 +47,7 @@ mod etw_named;
 mod etw_portable_probes;
 mod etw_syscalls;
 mod eventsource_manifest;
+mod first_hour;
 #[cfg(target_os = "linux")]
 mod fpid_linux;
 #[cfg(windows)]
