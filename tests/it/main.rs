@@ -24,6 +24,8 @@ mod d_classes;
 mod d_windows;
 mod d_windows_args;
 mod diag_missed;
+#[cfg(unix)]
+mod docs_examples;
 #[cfg(target_os = "linux")]
 mod dotnet_pid;
 mod dotnet_pid_etw;
