@@ -39,6 +39,8 @@ struct Rule {
     live_linux: bool,
     /// `numbers`: every run of digits stands for any number (machine-dependent counts).
     numbers: bool,
+    /// `stderr-any`: stderr is not compared (the page says what may show there).
+    stderr_any: bool,
 }
 
 fn parse_rule(comment: &str) -> Rule {
@@ -49,6 +51,7 @@ fn parse_rule(comment: &str) -> Rule {
             "windows" => r.windows = true,
             "live-linux" => r.live_linux = true,
             "numbers" => r.numbers = true,
+            "stderr-any" => r.stderr_any = true,
             _ => {
                 if let Some(n) = w.strip_prefix("lines=") {
                     r.lines = n.parse().ok();
@@ -241,7 +244,7 @@ fn check(ex: &Example, got_out: &str, got_err: &str) -> Option<String> {
     } else {
         matches_lines(&shown_out, &out)
     };
-    let ok_err = matches_lines(&shown_err, &err) || (shown_err.is_empty() && err.is_empty());
+    let ok_err = ex.rule.stderr_any || matches_lines(&shown_err, &err);
     (!(ok_out && ok_err)).then(|| {
         format!(
             "the page shows:\n{}\ndtx printed (stdout):\n{got_out}\n(stderr):\n{got_err}",
