@@ -511,6 +511,9 @@ mod console_edges {
         // the anonymous one as it was would not compile (keys of another shape)
         let text = format!("{script}{skel}");
         assert!(crate::tui::compile::compile_text(&text, "x.d", &catalog).is_err());
-        assert_eq!(name_aggregation("BEGIN\n{\n\tprintf(\"x\");\n}\n", script), "BEGIN\n{\n\tprintf(\"x\");\n}\n");
+        assert_eq!(
+            name_aggregation("BEGIN\n{\n\tprintf(\"x\");\n}\n", script),
+            "BEGIN\n{\n\tprintf(\"x\");\n}\n"
+        );
     }
 }

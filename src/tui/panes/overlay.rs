@@ -107,7 +107,12 @@ pub fn help(f: &mut Frame, area: Rect, app: &App) {
     }
 }
 
-fn help_column(f: &mut Frame, inner: Rect, entries: &[(String, String)], t: &crate::tui::theme::Theme) {
+fn help_column(
+    f: &mut Frame,
+    inner: Rect,
+    entries: &[(String, String)],
+    t: &crate::tui::theme::Theme,
+) {
     let w = inner.width as usize;
     let key_w = (w / 2).min(34);
     let lines: Vec<Line> = entries
@@ -115,11 +120,11 @@ fn help_column(f: &mut Frame, inner: Rect, entries: &[(String, String)], t: &cra
         .map(|(k, what)| {
             Line::from(vec![
                 Span::styled(
-                    format!("{:<key_w$}", fit(&k, key_w.saturating_sub(1))),
+                    format!("{:<key_w$}", fit(k, key_w.saturating_sub(1))),
                     Style::default().fg(t.accent).add_modifier(Modifier::BOLD),
                 ),
                 Span::styled(
-                    fit(&what, w.saturating_sub(key_w)),
+                    fit(what, w.saturating_sub(key_w)),
                     Style::default().fg(t.text),
                 ),
             ])
