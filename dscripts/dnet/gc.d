@@ -7,6 +7,9 @@
  * dnet::gc:gc-start (args[0] is the port's netgc_t), dnet::gc:suspend-start and
  * dnet::gc:resume-end probes.
  *
+ * PROCESS is execname, which comes from the kernel's Process records: a trace of the runtime's
+ * events alone (perfview_gcevents.etl.zip) has none, and the column is empty; PID is there.
+ *
  * Example:
  *   dtx -s dscripts/dnet/gc.d -E ../shared/etl/perfview_net.4.5.2.x64.etl.zip
  */

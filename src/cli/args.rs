@@ -318,7 +318,7 @@ pub fn usage_text(prog: &str) -> String {
         "Usage: {prog} [-32|-64] [-aACeFGghHlqSvVwZ] [-b bufsz] [-c cmd] [-D name[=def]]\n\
          \t[-E etlfile] [-I path] [-L path] [-o output] [-p pid] [-s script] [-U name]\n\
          \t[-x opt[=val]] [-X a|c|s|t] [--tui] [--theme name] [--keys file] [--check]\n\
-         \t[--demo]\n\n\
+         \t[--demo] [--symbols] [--version] [--merge [-x opt] [-o output] file.json ...]\n\n\
          \t[-P provider {PREDACT}]\n\
          \t[-m [ provider: ] module {PREDACT}]\n\
          \t[-f [[ provider: ] module: ] func {PREDACT}]\n\
@@ -372,6 +372,11 @@ pub fn usage_text(prog: &str) -> String {
          \t               -x oformat=json gives the report as one JSON document\n\
          \t--demo         the console over the trace built into dtx (-E demo):\n\
          \t               no file, no privilege, any OS\n\
+         \t--symbols      instead of a run, each image of a trace (-E) or a process (-p):\n\
+         \t               its PDB, its frames, and where the PDB came from or why not\n\
+         \t--merge f ...  add the aggregations of saved -x oformat=json results, printed as\n\
+         \t               one run would (first on the line; --merge --help)\n\
+         \t--version      print dtx's own version (-V is the D API version)\n\
          \t--help         print this text\n",
     );
     s

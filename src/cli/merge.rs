@@ -49,6 +49,11 @@ fn parse_args(argv: &[String]) -> Result<MergeArgs, String> {
                     .map_err(|_| format!("failed to set -x {v}: Invalid option or value"))?;
             }
             "-q" => {}
+            other if other.starts_with('-') && other != "-" => {
+                return Err(format!(
+                    "--merge: unknown option '{other}' (it takes -x opt[=val], -o file, -q; --merge --help)"
+                ))
+            }
             _ => a.files.push(arg.clone()),
         }
     }
@@ -58,8 +63,25 @@ fn parse_args(argv: &[String]) -> Result<MergeArgs, String> {
     Ok(a)
 }
 
+/// `dtx --merge --help`.
+pub fn usage_text(prog: &str) -> String {
+    format!(
+        "Usage: {prog} --merge [-x opt[=val]] [-o output] [-q] file.json ...\n\n\
+         \tMerges the aggregations of saved results (-x oformat=json runs) as one run\n\
+         \twould have printed them: counts, sums, min/max, averages and quantizations\n\
+         \tadd by key; a file named - is standard input.\n\n\
+         \t-x  output options (oformat=json, aggsortkey, aggsortrev, ...)\n\
+         \t-o  append the output to a file\n\
+         \t-q  accepted (the merge prints only the aggregations)\n"
+    )
+}
+
 /// Runs `dtx --merge ...` (`argv` after `--merge`); returns the exit status.
 pub fn main(prog: &str, argv: &[String]) -> i32 {
+    if argv.iter().any(|a| a == "--help" || a == "-h") {
+        print!("{}", usage_text(prog));
+        return 0;
+    }
     match run(prog, argv) {
         Ok(()) => 0,
         Err(e) => {

@@ -137,6 +137,15 @@ fn self_check(prog: &str, args: &Args) -> i32 {
         fatal(prog, "--check runs alone (with -x oformat=json at most)");
         return EXIT_USAGE;
     }
+    if let Some(op) = args.operands.first() {
+        fatal(
+            prog,
+            &format!(
+                "--check takes no operand ('{op}'): it checks this machine, not a program or trace"
+            ),
+        );
+        return EXIT_USAGE;
+    }
     let opts = match options_from(prog, args) {
         Ok(o) => o,
         Err(m) => {
@@ -380,6 +389,15 @@ fn run_plan(prog: &str, args: &Args, mut opts: DOptions, plan: plan::Plan) -> Re
         None => None,
     };
     let console = plan.mode == Mode::Console;
+    // a recorded trace has no live process: `-c`'s output would never show and `$target`
+    // would name a process that is not in the trace (docs/command-line.md)
+    if trace.is_some() && !console && (!args.command.is_empty() || !args.pids.is_empty()) {
+        let which = if args.command.is_empty() { "-p" } else { "-c" };
+        return Err(format!(
+            "{which} traces a live process, and -E {} replays a recording: give one or the other (in a replay, pick a process of the trace with a predicate such as /pid == 1234/)",
+            single.as_ref().map(|p| p.display().to_string()).unwrap_or_default()
+        ));
+    }
     // what is said from here on shows in the console (a note of the live ETW setup below
     // written to the terminal would be hidden by the console's screen)
     let _held = console.then(crate::output::stderr::capture);
@@ -531,7 +549,14 @@ fn run_plan(prog: &str, args: &Args, mut opts: DOptions, plan: plan::Plan) -> Re
         }
         End::NoProbes => {
             let mut err = std::io::stderr();
-            let _ = writeln!(err, "{prog}: no probes specified");
+            // dtrace's words; with -E alone, which opens the console on a terminal, what the
+            // console would have needed too
+            let why = if args.etl_files.is_empty() {
+                ""
+            } else {
+                " (-E alone opens the console, which needs a terminal on standard input and output: give a program, -n or -s, to run in batch)"
+            };
+            let _ = writeln!(err, "{prog}: no probes specified{why}");
             return Ok(EXIT_USAGE);
         }
         End::CompileOnly => {

@@ -14,7 +14,9 @@
 //!
 //! What a file's clauses print goes out line by line as `file: line`, in the file's own
 //! order; their faults name the file. In a structured format (`-x oformat=json|xml|folded`)
-//! the document is the main engine's.
+//! the document is the main engine's; in JSON or XML, a program whose probe clauses trace
+//! data (`printf`, `trace`...) runs the traces in turn, so the document holds those records
+//! ([`crate::ir::sharing::records_need_one_engine`]).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -165,7 +167,19 @@ pub fn run(main: &mut Engine, run: &ManyTraces<'_>) -> i32 {
     let in_turn = run
         .programs
         .iter()
-        .find_map(|(_, p)| crate::ir::sharing::needs_one_engine(p));
+        .find_map(|(_, p)| crate::ir::sharing::needs_one_engine(p))
+        .or_else(|| {
+            // a JSON/XML document keeps the files' records: one engine writes them all
+            run.consumer
+                .oformat
+                .is_structured()
+                .then(|| {
+                    run.programs
+                        .iter()
+                        .find_map(|(_, p)| crate::ir::sharing::records_need_one_engine(p))
+                })
+                .flatten()
+        });
     if let Some(why) = &in_turn {
         crate::output::stderr::say(
             &prog,

@@ -63,6 +63,42 @@ pub fn needs_one_engine(p: &Program) -> Option<String> {
 }
 
 /// What an action of a probe clause does that belongs to the whole run, if anything.
+/// Why a structured document (`-x oformat=json|xml`) of a run over several traces needs the
+/// traces walked in turn: a probe clause traces data (`printf`, `trace`, `stack`...), and the
+/// one document holds those records in the order they fired, which the files' parallel
+/// engines (each writing its own labelled lines) cannot give. `None`: nothing but BEGIN and
+/// END records, and aggregations, which merge.
+pub fn records_need_one_engine(p: &Program) -> Option<String> {
+    for (i, c) in p.clauses.iter().enumerate() {
+        if begin_or_end_only(c) {
+            continue;
+        }
+        let mut what: Option<&'static str> = None;
+        visit_clause(c, &mut |_| {}, &mut |k| {
+            what = what.or(match k {
+                ActionKind::Printf(_) => Some("printf"),
+                ActionKind::Trace => Some("trace"),
+                ActionKind::Print(_) => Some("print"),
+                ActionKind::Tracemem => Some("tracemem"),
+                ActionKind::Stack { .. } => Some("stack"),
+                ActionKind::Ustack { .. } | ActionKind::Jstack { .. } => Some("ustack"),
+                ActionKind::Sym | ActionKind::Mod | ActionKind::Usym | ActionKind::Umod => {
+                    Some("sym/mod")
+                }
+                ActionKind::Uaddr => Some("uaddr"),
+                _ => None,
+            });
+        });
+        if let Some(w) = what {
+            return Some(format!(
+                "{} traces data ({w}), which the one document holds in the order it fired",
+                clause_name(p, i)
+            ));
+        }
+    }
+    None
+}
+
 fn shared_action(k: &ActionKind) -> Option<&'static str> {
     Some(match k {
         ActionKind::Exit => "calls exit(), which ends the run",

@@ -79,6 +79,22 @@ fn braced_guid(b: &[u8]) -> Option<usize> {
     ok.then_some(38)
 }
 
+/// The inside of a `{word}:` at the start of `b` that [`braced_guid`] refused: a braced
+/// probe-description field (letters, digits, `-`, at most 64) that is no GUID.
+fn bad_braced_guid(b: &[u8]) -> Option<&str> {
+    if b.first() != Some(&b'{') {
+        return None;
+    }
+    let n = b[1..].iter().take(65).position(|c| *c == b'}')?;
+    let inner = &b[1..1 + n];
+    let ok = n > 0
+        && inner
+            .iter()
+            .all(|c| c.is_ascii_alphanumeric() || *c == b'-')
+        && b.get(n + 2) == Some(&b':');
+    ok.then(|| std::str::from_utf8(inner).ok()).flatten()
+}
+
 impl<'a> Lexer<'a> {
     pub fn new(src: &'a str, macros: MacroEnv) -> Self {
         let n = macros.args.len();
@@ -281,6 +297,18 @@ impl<'a> Lexer<'a> {
                     } else if let Some(n) = braced_guid(&b[end..]).filter(|_| b[end - 1] == b':') {
                         // a provider GUID in braces as a field (`etw:{guid}:...`)
                         end += n;
+                    } else if let Some(bad) =
+                        bad_braced_guid(&b[end..]).filter(|_| b[end - 1] == b':')
+                    {
+                        // `etw:{bogus}:...`: a braced field that is no GUID; said here, since
+                        // the `{` would otherwise open the clause's body
+                        return Err(derr(
+                            "D_SYNTAX",
+                            line,
+                            format!(
+                                "probe description field {{{bad}}} is not a provider GUID: give it as {{xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx}}"
+                            ),
+                        ));
                     } else {
                         break;
                     }
@@ -896,6 +924,15 @@ mod tests {
         assert_eq!(t[1], Tok::Punct(Punct::LBrace));
         let t = toks("etw:{12", Mode::Clause);
         assert_eq!(t[1], Tok::Punct(Punct::LBrace));
+        let t = toks("syscall:::{}", Mode::Clause);
+        assert_eq!(t[1], Tok::Punct(Punct::LBrace));
+        // a braced field that is no GUID is named, not read as the clause's body
+        let mut lx = Lexer::new("etw:{bogus}:0xff:1 {}", MacroEnv::default());
+        let e = lx.next(Mode::Clause).unwrap_err();
+        assert!(
+            e.to_string().contains("{bogus} is not a provider GUID"),
+            "{e}"
+        );
     }
 
     #[test]

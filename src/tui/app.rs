@@ -478,6 +478,7 @@ impl App {
             KeyCode::Left => self.browser.set_open(false),
             KeyCode::Enter => {
                 if let Some(s) = self.browser.skeleton() {
+                    let s = crate::tui::probe_tree::name_aggregation(&s, &self.editor.text());
                     self.editor.insert_clause(&s);
                     self.focus = Focus::Editor;
                     self.check_due = Some(Instant::now());

@@ -252,7 +252,8 @@ impl KeyMap {
             .collect()
     }
 
-    /// Applies a `keys.toml`: each action named there gets exactly the keys given.
+    /// Applies a `keys.toml`: each action named there gets exactly the keys given. Errors
+    /// name no file: the caller prefixes the file it read.
     pub fn apply_toml(&mut self, text: &str) -> Result<(), String> {
         let table: toml::Table = text.parse().map_err(|e: toml::de::Error| e.to_string())?;
         let Some(keys) = table.get("keys").and_then(|k| k.as_table()) else {
@@ -263,17 +264,17 @@ impl KeyMap {
                 .iter()
                 .find(|(_, n, _, _)| n == name)
                 .map(|(a, ..)| *a)
-                .ok_or_else(|| format!("keys.toml: no action '{name}'"))?;
+                .ok_or_else(|| format!("no action '{name}'"))?;
             let specs: Vec<&str> = match v {
                 toml::Value::String(s) => vec![s.as_str()],
                 toml::Value::Array(a) => a.iter().filter_map(|x| x.as_str()).collect(),
-                _ => return Err(format!("keys.toml: {name}: give a key or a list of keys")),
+                _ => return Err(format!("{name}: give a key or a list of keys")),
             };
             let parsed = specs
                 .iter()
                 .map(|s| KeySpec::parse(s))
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| format!("keys.toml: {name}: {e}"))?;
+                .map_err(|e| format!("{name}: {e}"))?;
             self.bindings
                 .retain(|(k, a)| *a != action && !parsed.contains(k));
             for k in parsed {

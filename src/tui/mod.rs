@@ -99,7 +99,9 @@ pub fn build_app(opts: &ConsoleOptions, target: u32) -> Result<App, String> {
     if let Some(k) = opts.keys.clone().or_else(default_keys_file) {
         let text =
             std::fs::read_to_string(&k).map_err(|e| format!("keys file {}: {e}", k.display()))?;
-        app.keys.apply_toml(&text)?;
+        app.keys
+            .apply_toml(&text)
+            .map_err(|e| format!("keys file {}: {e}", k.display()))?;
     }
     if let Some(p) = &opts.script {
         app.open(p);
@@ -147,6 +149,12 @@ pub fn build_app(opts: &ConsoleOptions, target: u32) -> Result<App, String> {
 
 /// Runs the console until the user quits. Returns the exit status.
 pub fn run(mut opts: ConsoleOptions) -> Result<i32, String> {
+    // said before a session starts: a pipe or a closed stdin has no screen to draw on
+    let terminal = std::io::IsTerminal::is_terminal(&std::io::stdout())
+        && std::io::IsTerminal::is_terminal(&std::io::stdin());
+    if !terminal {
+        return Err("cannot start the console: it needs a terminal on standard input and output (run dtx from one; or give a program, -n or -s, without --tui/--demo to run in batch)".into());
+    }
     // dtx's stderr lines (errors on enabled probes, drops, the sources' notes) show in the
     // output pane while the console has the screen; what is left is written after it
     let _held = crate::output::stderr::capture();

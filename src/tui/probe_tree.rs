@@ -310,6 +310,36 @@ fn clause_body(p: Option<&ProbeInfo>, desc: &str) -> String {
     format!("\t{body}\n")
 }
 
+/// A skeleton's anonymous aggregation (`@[...]`) named after its provider (`@syscall[...]`,
+/// `@syscall2` when the script has that name already), so that it does not meet the script's
+/// own `@` with other keys (a key mismatch the moment it is inserted).
+pub fn name_aggregation(skeleton: &str, script: &str) -> String {
+    if !skeleton.contains("@[") {
+        return skeleton.to_string();
+    }
+    let base: String = skeleton
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect::<String>()
+        .trim_end_matches(|c: char| c.is_ascii_digit())
+        .to_string();
+    let base = if base.is_empty() || base.starts_with(|c: char| c.is_ascii_digit()) {
+        "probe".to_string()
+    } else {
+        base
+    };
+    let used = |n: &str| {
+        script.match_indices(&format!("@{n}")).any(|(i, m)| {
+            !script[i + m.len()..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_')
+        })
+    };
+    let name = std::iter::once(base.clone())
+        .chain((2..).map(|i| format!("{base}{i}")))
+        .find(|n| !used(n))
+        .unwrap_or(base);
+    skeleton.replace("@[", &format!("@{name}["))
+}
+
 fn trim_zeros(d: &[u8]) -> &[u8] {
     let z = d.iter().take_while(|&&c| c == b'0').count();
     &d[z..]
@@ -464,5 +494,26 @@ mod console_edges {
         // a provider row (no single probe) counts by process and probe
         let text = format!("sched:::\n{{\n{}}}\n", clause_body(None, "sched:::"));
         assert!(crate::tui::compile::compile_text(&text, "x.d", &catalog).is_ok());
+    }
+
+    #[test]
+    fn an_inserted_clause_does_not_meet_the_scripts_aggregation() {
+        let etw = crate::providers::etw::EtwProbes::new();
+        let catalog = crate::providers::etw_catalog(&etw);
+        let script = "BEGIN { @[1, 2, 3] = count(); @sched = count(); }\n";
+        let skel = format!("sched:::\n{{\n{}}}\n", clause_body(None, "sched:::"));
+        let named = name_aggregation(&skel, script);
+        assert!(named.contains("@sched2[execname, probename]"), "{named}");
+        let text = format!("{script}{named}");
+        if let Err(d) = crate::tui::compile::compile_text(&text, "x.d", &catalog) {
+            panic!("{text}: {}", d.render(true));
+        }
+        // the anonymous one as it was would not compile (keys of another shape)
+        let text = format!("{script}{skel}");
+        assert!(crate::tui::compile::compile_text(&text, "x.d", &catalog).is_err());
+        assert_eq!(
+            name_aggregation("BEGIN\n{\n\tprintf(\"x\");\n}\n", script),
+            "BEGIN\n{\n\tprintf(\"x\");\n}\n"
+        );
     }
 }

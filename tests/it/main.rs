@@ -24,6 +24,8 @@ mod d_classes;
 mod d_windows;
 mod d_windows_args;
 mod diag_missed;
+#[cfg(unix)]
+mod docs_examples;
 #[cfg(target_os = "linux")]
 mod dotnet_pid;
 mod dotnet_pid_etw;
@@ -47,6 +49,7 @@ mod etw_named;
 mod etw_portable_probes;
 mod etw_syscalls;
 mod eventsource_manifest;
+mod first_hour;
 #[cfg(target_os = "linux")]
 mod fpid_linux;
 #[cfg(windows)]

@@ -238,6 +238,30 @@ fn log_status_and_help() {
     check_snapshot("help_100x40", &screen);
 }
 
+/// F1 on a wide terminal shows every entry of the help (two columns), not the first 32.
+#[test]
+fn help_fits_on_a_wide_terminal() {
+    let mut a = app();
+    a.overlay = Some(Overlay::Help);
+    let lines = dtx::tui::panes::overlay::help_lines(&a);
+    assert!(
+        lines.len() > 32,
+        "{} help lines: the test needs more than one box",
+        lines.len()
+    );
+    let screen = render(&mut a, 170, 50);
+    for (_, what) in &lines {
+        let head: String = what.chars().take(20).collect();
+        assert!(
+            screen.contains(&head),
+            "'{head}' missing from help at 170x50:\n{screen}"
+        );
+    }
+    // narrow and short still draw
+    render(&mut a, 20, 5);
+    render(&mut a, 120, 10);
+}
+
 #[test]
 fn every_size_draws_without_panic() {
     let mut a = app();

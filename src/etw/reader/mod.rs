@@ -256,6 +256,15 @@ impl EtlFile {
                 sort_ts: last_ts,
             });
         }
+        if let Some(message) = missing_buffers(&self.header, &index, data.len()) {
+            index.push(Indexed {
+                entry: IndexEntry::Damage {
+                    offset: data.len() as u64,
+                    message,
+                },
+                sort_ts: last_ts,
+            });
+        }
         self.index = index;
     }
 
@@ -351,6 +360,27 @@ impl EtlFile {
     pub fn events_in_file_order(&self) -> Events<'_> {
         Events::new(self, false)
     }
+}
+
+/// EVENT_TRACE_FILE_MODE_CIRCULAR: the file keeps the last buffers only.
+const FILE_MODE_CIRCULAR: u32 = 0x2;
+
+/// When a sequential trace holds fewer buffers than its logfile header says were written
+/// (a copy cut short at a buffer's end, where no record is cut and no other check sees it):
+/// how much of it could be read.
+fn missing_buffers(h: &LogfileHeader, index: &[Indexed], len: usize) -> Option<String> {
+    let read = index
+        .iter()
+        .filter(|i| matches!(i.entry, IndexEntry::Buffer(_)))
+        .count();
+    let written = h.buffers_written as usize;
+    if h.log_file_mode & FILE_MODE_CIRCULAR != 0 || written == 0 || read >= written {
+        return None;
+    }
+    Some(format!(
+        "file truncated: it holds {read} of the {written} buffers its header says were written \
+         ({len} bytes read); the events of the rest are missing"
+    ))
 }
 
 /// The size of a mapped trace from which a walk gives back the pages of the buffers it is

@@ -43,6 +43,47 @@ fn strerror(e: i32) -> String {
     }
 }
 
+/// Why `-p PID` cannot be had: "No such process" only when there is none; a process that
+/// exists but refuses the debugger says so, and names its tracer when it has one.
+fn grab_error(pid: u32, e: i32) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"));
+    let Ok(status) = status else {
+        return format!("failed to grab pid {pid}: {}", strerror(libc::ESRCH));
+    };
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|v| v.trim().to_string())
+            .unwrap_or_default()
+    };
+    let why = match field("TracerPid:").parse::<u32>() {
+        Ok(t) if t != 0 => {
+            // TracerPid is the tracing thread: name its process
+            let tgid = std::fs::read_to_string(format!("/proc/{t}/status"))
+                .ok()
+                .and_then(|s| {
+                    s.lines()
+                        .find_map(|l| l.strip_prefix("Tgid:"))
+                        .and_then(|v| v.trim().parse::<u32>().ok())
+                })
+                .unwrap_or(t);
+            format!("it is traced already, by pid {tgid}")
+        }
+        _ if pid == std::process::id() => "it is this dtx".to_string(),
+        _ if e == libc::EPERM || e == libc::EACCES => {
+            "ptrace refused: another user's or a protected process, kernel.yama.ptrace_scope, \
+             or a container's limits"
+                .to_string()
+        }
+        _ => strerror(e),
+    };
+    format!(
+        "failed to grab pid {pid}: the process exists ({}) but cannot be traced: {why}",
+        field("Name:")
+    )
+}
+
 const OPTIONS: libc::c_int = libc::PTRACE_O_TRACECLONE
     | libc::PTRACE_O_TRACEFORK
     | libc::PTRACE_O_TRACEVFORK
@@ -182,7 +223,7 @@ impl LinuxTarget {
             }
         }
         ptrace(libc::PTRACE_SETOPTIONS, pid as u32, 0, OPTIONS as usize);
-        let mut t = Self::with_pid(pid as u32)?;
+        let mut t = Self::with_pid(pid as u32).map_err(|e| e.to_string())?;
         t.threads.insert(pid as u32);
         t.held.push(pid as u32);
         Ok(t)
@@ -190,11 +231,12 @@ impl LinuxTarget {
 
     /// Attaches to every thread of `pid` and stops them.
     pub fn attach(pid: u32) -> Result<LinuxTarget, String> {
-        let grab_err = |e: i32| format!("failed to grab pid {pid}: {}", strerror(e));
+        let grab_err = |e: i32| grab_error(pid, e);
         if pid == 0 || pid == std::process::id() {
             return Err(grab_err(libc::EPERM));
         }
-        let mut t = Self::with_pid(pid).map_err(|_| grab_err(libc::ESRCH))?;
+        let mut t =
+            Self::with_pid(pid).map_err(|e| grab_err(e.raw_os_error().unwrap_or(libc::ESRCH)))?;
         // threads may come and go while we attach: repeat until the set is stable
         loop {
             let tids: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/task"))
@@ -249,12 +291,11 @@ impl LinuxTarget {
         Ok(t)
     }
 
-    fn with_pid(pid: u32) -> Result<LinuxTarget, String> {
+    fn with_pid(pid: u32) -> Result<LinuxTarget, std::io::Error> {
         let mem = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
-            .open(format!("/proc/{pid}/mem"))
-            .map_err(|e| e.to_string())?;
+            .open(format!("/proc/{pid}/mem"))?;
         Ok(LinuxTarget {
             pid,
             mem,

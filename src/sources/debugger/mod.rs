@@ -457,7 +457,11 @@ pub fn stopped_target_needed(sink: &dyn Sink, pid: u32) -> Option<String> {
                 },
             );
             if let Some(w) = why.into_inner() {
-                return Some(format!("the clause at line {} uses {w}", c.line));
+                // `-n`/`-P`... programs have no lines: name the clause by its description
+                return Some(match (c.line, c.probes.first()) {
+                    (0, Some(d)) => format!("the clause of {d} uses {w}"),
+                    (line, _) => format!("the clause at line {line} uses {w}"),
+                });
             }
         }
     }

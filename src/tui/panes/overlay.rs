@@ -71,7 +71,17 @@ pub fn help_lines(app: &App) -> Vec<(String, String)> {
 
 pub fn help(f: &mut Frame, area: Rect, app: &App) {
     let t = &app.theme;
-    let r = centred(area, 84, 34);
+    let all = help_lines(app);
+    // more lines than the box holds: a wide terminal takes them in two columns, and a tall
+    // one a taller box, so that every key shows (a narrow one shows what fits)
+    let two = all.len() + 2 > 34 && area.width >= 120;
+    let rows = if two { all.len().div_ceil(2) } else { 32 };
+    let (bw, bh) = if two {
+        (168, (rows + 2).max(34) as u16)
+    } else {
+        (84, 34)
+    };
+    let r = centred(area, bw, bh);
     clear(f, r);
     let block = frame(
         Line::from(Span::styled(
@@ -83,18 +93,38 @@ pub fn help(f: &mut Frame, area: Rect, app: &App) {
     );
     let inner = block.inner(r);
     f.render_widget(block, r);
+    let cols: Vec<Rect> = if two {
+        let half = inner.width / 2;
+        vec![
+            Rect::new(inner.x, inner.y, half, inner.height),
+            Rect::new(inner.x + half, inner.y, inner.width - half, inner.height),
+        ]
+    } else {
+        vec![inner]
+    };
+    for (col, chunk) in cols.iter().zip(all.chunks(rows.max(1))) {
+        help_column(f, *col, chunk, t);
+    }
+}
+
+fn help_column(
+    f: &mut Frame,
+    inner: Rect,
+    entries: &[(String, String)],
+    t: &crate::tui::theme::Theme,
+) {
     let w = inner.width as usize;
     let key_w = (w / 2).min(34);
-    let lines: Vec<Line> = help_lines(app)
-        .into_iter()
+    let lines: Vec<Line> = entries
+        .iter()
         .map(|(k, what)| {
             Line::from(vec![
                 Span::styled(
-                    format!("{:<key_w$}", fit(&k, key_w.saturating_sub(1))),
+                    format!("{:<key_w$}", fit(k, key_w.saturating_sub(1))),
                     Style::default().fg(t.accent).add_modifier(Modifier::BOLD),
                 ),
                 Span::styled(
-                    fit(&what, w.saturating_sub(key_w)),
+                    fit(what, w.saturating_sub(key_w)),
                     Style::default().fg(t.text),
                 ),
             ])

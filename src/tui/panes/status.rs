@@ -56,9 +56,16 @@ pub fn text(app: &App) -> (String, String) {
             s.lost
         ));
     }
+    // a live run whose source counts no records (Linux perf events, timers alone) has no
+    // event rate to show: a dash, not a 0 beside a counting fire/s
+    let ev = if s.position.is_none() && s.sessions.is_empty() && s.events == 0 {
+        "-".to_string()
+    } else {
+        human(s.events_per_s)
+    };
     rest.push_str(&format!(
         "│ ev/s {} │ fire/s {} │ drops {} │ errors {} ",
-        human(s.events_per_s),
+        ev,
         human(s.firings_per_s),
         s.drops,
         s.errors,

@@ -1,0 +1,376 @@
+//! The executable manual: every fenced example of README.md and docs/*.md that shows a
+//! command with its output (a block whose lines start with `$ dtx` or `$ VAR=... dtx`, the
+//! output following until the next `$ ` or the block's end) is run and compared with what the
+//! page shows. docs/dev/docs-examples.md states the rules; in short:
+//!
+//! - the command runs through `sh -c` in a folder holding every trace of `../shared/etl` under
+//!   its own name (and the names the page gives them, `<!-- example: a.etl=tx_Process.etl -->`
+//!   on the line before the block), with the built dtx first on the PATH;
+//! - shown lines starting `dtx: ` are compared with stderr, the others with stdout, line by
+//!   line with trailing blanks and blank last lines left out; a shown `...` stands for any
+//!   number of lines; the `example:` comment may say `order=per-trace` (lines labelled by
+//!   trace compared trace by trace, as parallel traces interleave), `lines=N` (a block that
+//!   shows no output but its text says how many lines), `windows` (listed, not run: it needs
+//!   live Windows) or `live-linux` (run where perf events and ptrace are available, else
+//!   skipped saying why).
+//!
+//! Unix only (the commands are shell lines); skipped, saying so, without `../shared/etl`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// One example: where it is, what runs, what the page shows, and how it is compared.
+#[derive(Debug)]
+struct Example {
+    page: String,
+    line: usize,
+    command: String,
+    shown: Vec<String>,
+    rule: Rule,
+}
+
+#[derive(Debug, Default)]
+struct Rule {
+    aliases: Vec<(String, String)>,
+    per_trace: bool,
+    lines: Option<usize>,
+    windows: bool,
+    live_linux: bool,
+    /// `numbers`: every run of digits stands for any number (machine-dependent counts).
+    numbers: bool,
+    /// `stderr-any`: stderr is not compared (the page says what may show there).
+    stderr_any: bool,
+}
+
+fn parse_rule(comment: &str) -> Rule {
+    let mut r = Rule::default();
+    for w in comment.split_whitespace() {
+        match w {
+            "order=per-trace" => r.per_trace = true,
+            "windows" => r.windows = true,
+            "live-linux" => r.live_linux = true,
+            "numbers" => r.numbers = true,
+            "stderr-any" => r.stderr_any = true,
+            _ => {
+                if let Some(n) = w.strip_prefix("lines=") {
+                    r.lines = n.parse().ok();
+                } else if let Some((a, b)) = w.split_once('=') {
+                    r.aliases.push((a.to_string(), b.to_string()));
+                }
+            }
+        }
+    }
+    r
+}
+
+/// The pages: README.md and every docs/*.md (docs/dev is for developers, and included too).
+fn pages() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut v = vec![root.join("README.md")];
+    for dir in [root.join("docs"), root.join("docs/dev")] {
+        let mut more: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "md"))
+            .collect();
+        more.sort();
+        v.extend(more);
+    }
+    v
+}
+
+/// Whether a `$ ` line is a dtx command (perhaps after `VAR=value` words).
+fn is_dtx_command(s: &str) -> bool {
+    s.split_whitespace()
+        .find(|w| !w.contains('='))
+        .is_some_and(|w| w == "dtx")
+}
+
+fn examples_of(page: &Path) -> Vec<Example> {
+    let text = std::fs::read_to_string(page).unwrap();
+    let name = page
+        .strip_prefix(env!("CARGO_MANIFEST_DIR"))
+        .unwrap_or(page)
+        .to_string_lossy()
+        .trim_start_matches('/')
+        .to_string();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        if !lines[i].trim_start().starts_with("```") {
+            i += 1;
+            continue;
+        }
+        // the comment on the line before the fence (blank lines between allowed)
+        let comment = lines[..i]
+            .iter()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .and_then(|l| l.trim().strip_prefix("<!-- example:"))
+            .map(|l| l.trim_end_matches("-->").to_string())
+            .unwrap_or_default();
+        let start = i;
+        i += 1;
+        let mut body = Vec::new();
+        while i < lines.len() && !lines[i].trim_start().starts_with("```") {
+            body.push(lines[i]);
+            i += 1;
+        }
+        i += 1;
+        let mut j = 0;
+        while j < body.len() {
+            let Some(cmd) = body[j].strip_prefix("$ ").filter(|c| is_dtx_command(c)) else {
+                j += 1;
+                continue;
+            };
+            let at = start + 2 + j;
+            let mut command = cmd.to_string();
+            j += 1;
+            while command.ends_with('\\') && j < body.len() {
+                command.pop();
+                command.push(' ');
+                command.push_str(body[j].trim());
+                j += 1;
+            }
+            let mut shown = Vec::new();
+            while j < body.len() && !body[j].starts_with("$ ") {
+                shown.push(body[j].trim_end().to_string());
+                j += 1;
+            }
+            while shown.last().is_some_and(|l| l.is_empty()) {
+                shown.pop();
+            }
+            out.push(Example {
+                page: name.clone(),
+                line: at,
+                command,
+                shown,
+                rule: parse_rule(&comment),
+            });
+        }
+    }
+    out
+}
+
+fn all_examples() -> Vec<Example> {
+    pages().iter().flat_map(|p| examples_of(p)).collect()
+}
+
+/// Whether `got` matches `shown`, where a shown `...` stands for any lines.
+fn matches_lines(shown: &[String], got: &[String]) -> bool {
+    match shown.split_first() {
+        None => got.is_empty(),
+        Some((first, rest)) if first.trim() == "..." => {
+            (0..=got.len()).any(|k| matches_lines(rest, &got[k..]))
+        }
+        Some((first, rest)) => got
+            .split_first()
+            .is_some_and(|(g, grest)| g == first && matches_lines(rest, grest)),
+    }
+}
+
+fn clean(text: &str) -> Vec<String> {
+    let mut v: Vec<String> = text.lines().map(|l| l.trim_end().to_string()).collect();
+    while v.last().is_some_and(|l| l.is_empty()) {
+        v.pop();
+    }
+    v
+}
+
+/// Lines grouped by their `label: ` (unlabelled lines under ""), each group in order.
+fn by_trace(lines: &[String], labels: &[&str]) -> BTreeMap<String, Vec<String>> {
+    let mut m: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for l in lines {
+        let label = labels
+            .iter()
+            .find(|t| l.starts_with(&format!("{t}: ")))
+            .map_or(String::new(), |t| t.to_string());
+        m.entry(label).or_default().push(l.clone());
+    }
+    m
+}
+
+/// `l` with every run of digits as `N` and every run of blanks as one.
+fn any_number(l: &str) -> String {
+    let mut out = String::new();
+    let mut prev = ' ';
+    for c in l.trim_end().chars() {
+        let c = if c.is_ascii_digit() { 'N' } else { c };
+        if (c == 'N' && prev == 'N') || (c == ' ' && prev == ' ' && !out.is_empty()) {
+            continue;
+        }
+        out.push(c);
+        prev = c;
+    }
+    out
+}
+
+/// Why the example does not hold, or None.
+fn check(ex: &Example, got_out: &str, got_err: &str) -> Option<String> {
+    let mut out = clean(got_out);
+    let mut shown_all = ex.shown.clone();
+    if ex.rule.numbers {
+        out = out.iter().map(|l| any_number(l)).collect();
+        shown_all = shown_all.iter().map(|l| any_number(l)).collect();
+    }
+    let err: Vec<String> = clean(got_err)
+        .into_iter()
+        .filter(|l| l.starts_with("dtx: "))
+        .collect();
+    if let Some(n) = ex.rule.lines {
+        let have = out.iter().filter(|l| !l.trim().is_empty()).count();
+        return (have != n).then(|| format!("{have} lines where the page says {n}:\n{got_out}"));
+    }
+    let shown_err: Vec<String> = shown_all
+        .iter()
+        .filter(|l| l.starts_with("dtx: "))
+        .cloned()
+        .collect();
+    let shown_out: Vec<String> = shown_all
+        .iter()
+        .filter(|l| !l.starts_with("dtx: "))
+        .cloned()
+        .collect();
+    let ok_out = if ex.rule.per_trace {
+        let labels: Vec<&str> = ex.rule.aliases.iter().map(|(a, _)| a.as_str()).collect();
+        let s = by_trace(&shown_out, &labels);
+        let g = by_trace(&out, &labels);
+        s.len() == g.len()
+            && s.iter()
+                .all(|(k, v)| g.get(k).is_some_and(|gv| matches_lines(v, gv)))
+    } else {
+        matches_lines(&shown_out, &out)
+    };
+    let ok_err = ex.rule.stderr_any || matches_lines(&shown_err, &err);
+    (!(ok_out && ok_err)).then(|| {
+        format!(
+            "the page shows:\n{}\ndtx printed (stdout):\n{got_out}\n(stderr):\n{got_err}",
+            ex.shown.join("\n")
+        )
+    })
+}
+
+/// A folder holding every shared trace by name, and the example's aliases.
+fn trace_folder(traces: &Path, rule: &Rule) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(traces).unwrap().flatten() {
+        let _ = std::os::unix::fs::symlink(e.path(), dir.path().join(e.file_name()));
+    }
+    // the checkout's scripts, as the pages name them (`-s dscripts/sched/oncpu.d`)
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for d in ["dscripts", "scripts", "examples"] {
+        let _ = std::os::unix::fs::symlink(root.join(d), dir.path().join(d));
+    }
+    for (alias, real) in &rule.aliases {
+        let _ = std::os::unix::fs::symlink(traces.join(real), dir.path().join(alias));
+    }
+    dir
+}
+
+fn path_with_dtx() -> String {
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_dtx"));
+    let dir = bin.parent().unwrap().to_string_lossy().into_owned();
+    format!("{dir}:{}", std::env::var("PATH").unwrap_or_default())
+}
+
+/// Whether this machine can run live Linux examples (perf events, ptrace): why not if not.
+fn live_linux_missing() -> Option<String> {
+    if !cfg!(target_os = "linux") {
+        return Some("not Linux".into());
+    }
+    let probe = crate::support::cli::dtx(&[
+        "-q",
+        "-n",
+        "syscall::openat:entry /pid == $target/ { @ = count(); }",
+        "-c",
+        "/bin/true",
+    ]);
+    (!probe.status.success()).then(|| String::from_utf8_lossy(&probe.stderr).trim().to_string())
+}
+
+#[test]
+fn the_manual_shows_commands_with_their_output() {
+    let all = all_examples();
+    let windows: Vec<&Example> = all.iter().filter(|e| e.rule.windows).collect();
+    eprintln!(
+        "{} examples with output in README.md and docs/, {} Windows-only (listed, not run):",
+        all.len(),
+        windows.len()
+    );
+    for e in &windows {
+        eprintln!("  windows: {}:{}: {}", e.page, e.line, e.command);
+    }
+    assert!(all.len() >= 9, "{all:#?}");
+    // every page with such a block is read
+    for page in [
+        "docs/many-traces.md",
+        "docs/trace-threads.md",
+        "docs/live-linux.md",
+    ] {
+        assert!(
+            all.iter().any(|e| e.page == page),
+            "no example found in {page}"
+        );
+    }
+}
+
+#[test]
+fn every_example_of_the_manual_gives_what_it_shows() {
+    let Some(traces) = crate::support::etl::folder("etl", "tx_Process.etl") else {
+        return;
+    };
+    let live = std::cell::OnceCell::new();
+    let mut failures = Vec::new();
+    let mut ran = 0;
+    for ex in all_examples() {
+        if ex.rule.windows {
+            continue;
+        }
+        if ex.rule.live_linux {
+            if let Some(why) = live.get_or_init(live_linux_missing) {
+                eprintln!("skipped ({why}): {}:{}", ex.page, ex.line);
+                continue;
+            }
+        }
+        let dir = trace_folder(&traces, &ex.rule);
+        let o = Command::new("sh")
+            .arg("-c")
+            .arg(&ex.command)
+            .current_dir(dir.path())
+            .env("PATH", path_with_dtx())
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap();
+        ran += 1;
+        let (out, err) = (
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr),
+        );
+        match check(&ex, &out, &err) {
+            Some(why) => failures.push(format!("{}:{}: {}\n{why}", ex.page, ex.line, ex.command)),
+            None => eprintln!("ok: {}:{}", ex.page, ex.line),
+        }
+    }
+    eprintln!("{ran} examples run");
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+#[test]
+fn the_rules_compare_as_they_say() {
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    assert!(matches_lines(
+        &s(&["a", "...", "d"]),
+        &s(&["a", "b", "c", "d"])
+    ));
+    assert!(!matches_lines(&s(&["a", "...", "d"]), &s(&["a", "b", "c"])));
+    assert!(!matches_lines(&s(&["a"]), &s(&["a", "b"])));
+    let g = by_trace(
+        &s(&["x", "a.etl: 1", "b.etl: 1", "a.etl: 2"]),
+        &["a.etl", "b.etl"],
+    );
+    assert_eq!(g["a.etl"], s(&["a.etl: 1", "a.etl: 2"]));
+    assert_eq!(g[""], s(&["x"]));
+}
