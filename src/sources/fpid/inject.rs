@@ -234,6 +234,11 @@ pub fn install(
     want_ustack: bool,
     args_used: usize,
 ) -> Result<(SharedRing, Installed), String> {
+    // a 32-bit process has a 32-bit kernel32 (LoadLibraryW is elsewhere in it) and could not
+    // load this 64-bit agent: refused before anything is written into it
+    if let Some(why) = crate::sources::debugger::windows::wow64_refusal(pid) {
+        return Err(format!("fpid: pid {pid}: {why}"));
+    }
     let path = agent_file("dll")?;
     let p = Process::open(pid)?;
     let file_name = std::path::Path::new(&path)
