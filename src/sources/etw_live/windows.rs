@@ -1628,7 +1628,7 @@ impl Drop for Token {
 
 /// Whether the process token is elevated (GetTokenInformation TokenElevation); false when it
 /// cannot be read.
-fn is_elevated() -> bool {
+pub fn is_elevated() -> bool {
     use windows_sys::Win32::Security::{
         GetTokenInformation, TokenElevation, TOKEN_ELEVATION, TOKEN_QUERY,
     };
