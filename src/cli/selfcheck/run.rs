@@ -45,21 +45,31 @@ pub fn this_dtx() -> Result<std::path::PathBuf, String> {
 }
 
 /// The `-c` command that runs this dtx's workload `what` with `args`, or why it cannot be
-/// given (`-c` splits its command at blanks, so the executable's path must have none).
+/// given (see [`command_head`]).
 pub fn workload_command(what: &str, args: &[&str]) -> Result<String, String> {
     let exe = this_dtx()?;
-    let shown = exe.display().to_string();
-    if shown.contains(char::is_whitespace) {
-        return Err(format!(
-            "this dtx's path ({shown}) has a blank, which -c cannot pass; copy dtx to a folder without one"
-        ));
-    }
-    let mut cmd = format!("{shown} --check-workload {what}");
+    let head = command_head(&exe.display().to_string(), cfg!(windows))?;
+    let mut cmd = format!("{head} --check-workload {what}");
     for a in args {
         cmd.push(' ');
         cmd.push_str(a);
     }
     Ok(cmd)
+}
+
+/// The executable `shown` as the first word of a `-c` command: as it is without blanks;
+/// double-quoted on Windows (`-c` reads quotes there, as every Windows program does: dtx in
+/// `C:\Program Files`); else refused, saying why (dtrace's `-c` splits at every blank).
+pub fn command_head(shown: &str, windows: bool) -> Result<String, String> {
+    if !shown.contains(char::is_whitespace) {
+        return Ok(shown.to_string());
+    }
+    if windows && !shown.contains('"') && !shown.ends_with('\\') {
+        return Ok(format!("\"{shown}\""));
+    }
+    Err(format!(
+        "this dtx's path ({shown}) has a blank, which -c cannot pass; copy dtx to a folder without one"
+    ))
 }
 
 fn drain(pipe: Option<impl Read + Send + 'static>) -> JoinHandle<String> {
@@ -141,4 +151,46 @@ pub fn words(args: &[&str]) -> Vec<String> {
 pub fn count(out: &str, tag: &str) -> Option<u64> {
     out.lines()
         .find_map(|l| l.strip_prefix(tag)?.trim().parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::command_head;
+    use crate::cli::args::split_windows_command;
+
+    /// `dtx --check` from `C:\Program Files\dtx\dtx.exe`: the workload's `-c` command gives
+    /// the path back whole (issue 42: the command line was not quoted).
+    #[test]
+    fn win3_check_workload_command_quotes_a_path_with_blanks() {
+        let exe = r"C:\Program Files\dtx 1.0\dtx.exe";
+        let head = command_head(exe, true).unwrap();
+        let cmd = format!("{head} --check-workload calls 4099");
+        assert_eq!(
+            split_windows_command(&cmd),
+            [exe, "--check-workload", "calls", "4099"]
+        );
+        assert_eq!(
+            command_head(r"C:\dtx\dtx.exe", true).unwrap(),
+            r"C:\dtx\dtx.exe"
+        );
+        // no quoting in dtrace's -c: refused there, saying why
+        assert!(command_head("/opt/my dtx/dtx", false)
+            .unwrap_err()
+            .contains("has a blank"));
+    }
+
+    #[test]
+    fn win3_windows_command_lines_split_as_commandlinetoargvw() {
+        let cases: [(&str, &[&str]); 6] = [
+            (r#"a "b c" d"#, &["a", "b c", "d"]),
+            (r#""a\"b" c"#, &[r#"a"b"#, "c"]),
+            (r#"a\\"b c" d"#, &[r"a\b c", "d"]),
+            (r"a\\b c", &[r"a\\b", "c"]),
+            (r#""" x"#, &["", "x"]),
+            ("  a\t b  ", &["a", "b"]),
+        ];
+        for (line, want) in cases {
+            assert_eq!(split_windows_command(line), want, "{line}");
+        }
+    }
 }
