@@ -84,16 +84,23 @@ fn drain(pipe: Option<impl Read + Send + 'static>) -> JoinHandle<String> {
 
 /// Runs this dtx with `args`, killed after `limit`; `each` is called every 50 ms meanwhile
 /// (what the caller watches while dtx runs).
-pub fn dtx_while(args: &[String], limit: Duration, mut each: impl FnMut()) -> Ran {
-    let exe = match this_dtx() {
-        Ok(e) => e,
-        Err(e) => {
-            return Ran {
-                stderr: e,
-                ..Ran::default()
-            }
-        }
-    };
+pub fn dtx_while(args: &[String], limit: Duration, each: impl FnMut()) -> Ran {
+    match this_dtx() {
+        Ok(exe) => exe_while(&exe, args, limit, each),
+        Err(e) => Ran {
+            stderr: e,
+            ..Ran::default()
+        },
+    }
+}
+
+/// [`dtx_while`] of the executable `exe`.
+fn exe_while(
+    exe: &std::path::Path,
+    args: &[String],
+    limit: Duration,
+    mut each: impl FnMut(),
+) -> Ran {
     let started = Instant::now();
     let mut child = match Command::new(exe)
         .args(args)
@@ -104,10 +111,16 @@ pub fn dtx_while(args: &[String], limit: Duration, mut each: impl FnMut()) -> Ra
     {
         Ok(c) => c,
         Err(e) => {
+            // the checks run this executable again (as the user running --check): one in a
+            // folder that user cannot read or run from cannot check anything
             return Ran {
-                stderr: format!("cannot start dtx: {e}"),
+                stderr: format!(
+                    "cannot run this dtx again ({}) for the check: {e}; --check starts its own \
+                     executable, so the user running it must be able to run that file",
+                    exe.display()
+                ),
                 ..Ran::default()
-            }
+            };
         }
     };
     let out = drain(child.stdout.take());
@@ -177,6 +190,20 @@ mod tests {
         assert!(command_head("/opt/my dtx/dtx", false)
             .unwrap_err()
             .contains("has a blank"));
+    }
+
+    /// Issue 42, item 5: a dtx that cannot start itself again says so plainly, naming the file.
+    #[test]
+    fn win3_check_says_plainly_when_it_cannot_start_itself() {
+        let exe = std::path::Path::new("/nonexistent/dtx-check/dtx");
+        let r = super::exe_while(exe, &[], std::time::Duration::from_secs(5), || {});
+        assert_eq!(r.code, None);
+        assert!(
+            r.why()
+                .starts_with("cannot run this dtx again (/nonexistent/dtx-check/dtx)"),
+            "{}",
+            r.why()
+        );
     }
 
     #[test]
