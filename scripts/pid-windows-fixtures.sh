@@ -43,3 +43,11 @@ if command -v clang >/dev/null && command -v ld.lld >/dev/null; then
 else
     echo "pid-windows-fixtures: clang/lld missing: no pidwin_pdb.exe (the PDB tests will skip)" >&2
 fi
+# a 32-bit program (runs under WOW64 on 64-bit Windows): pidwin.c built by mingw's i686
+# compiler, for the tests that dtx refuses it clearly (MINGW_CC32 names the compiler)
+CC32=${MINGW_CC32:-i686-w64-mingw32-gcc}
+if command -v "$CC32" >/dev/null; then
+    "$CC32" -O0 -g -o "$DIR/pidwin32.exe" "$ROOT/tests/pid_windows/pidwin.c"
+else
+    echo "pid-windows-fixtures: no $CC32: no pidwin32.exe (the WOW64 tests will skip)" >&2
+fi

@@ -6,8 +6,9 @@
 //! trampoline (the relocated first instructions) is where the entry stub goes on.
 //!
 //! dtx loads this DLL with a remote thread on `LoadLibraryW`, then runs `dtx_fpid_attach` in
-//! another remote thread with the name of the file mapping it made (the shared header, the
-//! table of functions to hook, the ring). `dtx_fpid_detach` disables every hook; nothing
+//! another remote thread whose parameter is a handle of the (unnamed) file mapping it made,
+//! duplicated into this process (the shared header, the table of functions to hook, the
+//! ring). `dtx_fpid_detach` disables every hook; nothing
 //! MinHook allocated is ever freed (a thread may be inside a trampoline), and a return stub
 //! still pending finds its way back through the thread's shadow stack.
 //!
@@ -34,7 +35,8 @@ const TEB_TLS_SLOTS: usize = 0x1480;
 /// The TLS slot value while a thread's state is being allocated.
 const ALLOCATING: usize = 1;
 
-const FILE_MAP_ALL_ACCESS: u32 = 0x000f_001f;
+/// FILE_MAP_READ | FILE_MAP_WRITE: the rights of the handle dtx duplicates.
+const FILE_MAP_READ_WRITE: u32 = 0x0004 | 0x0002;
 const MEM_COMMIT_RESERVE: u32 = 0x1000 | 0x2000;
 const PAGE_READWRITE: u32 = 0x04;
 const PAGE_EXECUTE_READWRITE: u32 = 0x40;
@@ -42,7 +44,6 @@ const TLS_OUT_OF_INDEXES: u32 = 0xffff_ffff;
 
 #[link(name = "kernel32")]
 extern "system" {
-    fn OpenFileMappingW(access: u32, inherit: i32, name: *const u16) -> *mut c_void;
     fn MapViewOfFile(map: *mut c_void, access: u32, high: u32, low: u32, len: usize)
         -> *mut c_void;
     fn CloseHandle(h: *mut c_void) -> i32;
@@ -372,12 +373,12 @@ unsafe fn hook_one(area: *mut u8, header: u64, index: u64, addr: u64) -> u64 {
 /// # Safety
 /// `name` is a NUL-terminated UTF-16 string.
 #[no_mangle]
-pub unsafe extern "system" fn dtx_fpid_attach(name: *mut c_void) -> u32 {
-    let map = OpenFileMappingW(FILE_MAP_ALL_ACCESS, 0, name as *const u16);
+pub unsafe extern "system" fn dtx_fpid_attach(map: *mut c_void) -> u32 {
+    // the section's handle, which dtx duplicated into this process (the mapping has no name)
     if map.is_null() {
         return ATTACH_NO_MAPPING;
     }
-    let p = MapViewOfFile(map, FILE_MAP_ALL_ACCESS, 0, 0, 0);
+    let p = MapViewOfFile(map, FILE_MAP_READ_WRITE, 0, 0, 0);
     // the view keeps the mapping alive
     CloseHandle(map);
     if p.is_null() {

@@ -284,8 +284,14 @@ pub fn prog_name(argv0: &OsStr) -> String {
 }
 
 /// Splits a `-c` command like dtrace's `make_argv()`: on runs of space, tab, newline, CR,
-/// VT and FF, with no quoting; an all-blank command yields itself as the only word.
+/// VT and FF, with no quoting; an all-blank command yields itself as the only word. On
+/// Windows, where programs live in `C:\Program Files`, a double-quoted word keeps its blanks,
+/// by the rules every Windows program reads its command line with
+/// ([`split_windows_command`]).
 pub fn split_command(cmd: &str) -> Vec<String> {
+    #[cfg(windows)]
+    let words = split_windows_command(cmd);
+    #[cfg(not(windows))]
     let words: Vec<String> = cmd
         .split([' ', '\t', '\n', '\r', '\x0b', '\x0c'])
         .filter(|w| !w.is_empty())
@@ -296,6 +302,62 @@ pub fn split_command(cmd: &str) -> Vec<String> {
     } else {
         words
     }
+}
+
+/// Splits a command line as CommandLineToArgvW and the C runtime do (Microsoft Learn, "Parsing
+/// C command-line arguments"): words end at blanks outside double quotes; `2n` backslashes
+/// before a `"` are `n` backslashes and the quote opens or closes, `2n+1` are `n` and a
+/// literal `"`; other backslashes are themselves; `""` inside quotes is a literal `"`.
+pub fn split_windows_command(cmd: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut in_word = false;
+    let mut quoted = false;
+    let mut chars = cmd.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                let mut n = 1;
+                while chars.peek() == Some(&'\\') {
+                    chars.next();
+                    n += 1;
+                }
+                in_word = true;
+                if chars.peek() == Some(&'"') {
+                    word.extend(std::iter::repeat_n('\\', n / 2));
+                    if n % 2 == 1 {
+                        chars.next();
+                        word.push('"');
+                    }
+                } else {
+                    word.extend(std::iter::repeat_n('\\', n));
+                }
+            }
+            '"' => {
+                in_word = true;
+                if quoted && chars.peek() == Some(&'"') {
+                    chars.next();
+                    word.push('"');
+                } else {
+                    quoted = !quoted;
+                }
+            }
+            ' ' | '\t' | '\n' | '\r' | '\x0b' | '\x0c' if !quoted => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            c => {
+                in_word = true;
+                word.push(c);
+            }
+        }
+    }
+    if in_word {
+        words.push(word);
+    }
+    words
 }
 
 /// Validates a `-p` argument as dtrace does (`strtol` base 10, whole string, no overflow).

@@ -165,3 +165,131 @@ fn fpid_windows_attach_then_exit_leaves_target_running() {
         "{rest}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// The third reading of the Windows code (issue 42, finding 3): the ring reaches the agent as a
+// section handle duplicated into the target (the mapping has no name a target of another
+// user, session or integrity level would have to open), and the agent is in a folder whose
+// DACL lets any identity read and run it.
+
+#[link(name = "advapi32")]
+extern "system" {
+    fn GetFileSecurityW(
+        path: *const u16,
+        info: u32,
+        sd: *mut std::ffi::c_void,
+        len: u32,
+        needed: *mut u32,
+    ) -> i32;
+    fn ConvertSecurityDescriptorToStringSecurityDescriptorW(
+        sd: *const std::ffi::c_void,
+        revision: u32,
+        info: u32,
+        out: *mut *mut u16,
+        len: *mut u32,
+    ) -> i32;
+}
+
+/// The DACL of `path` as SDDL, or why not.
+fn dacl_sddl(path: &std::path::Path) -> Result<String, String> {
+    use std::os::windows::ffi::OsStrExt;
+    const DACL: u32 = 4;
+    let p: Vec<u16> = path.as_os_str().encode_wide().chain(Some(0)).collect();
+    let mut buf = vec![0u8; 4096];
+    let mut needed = 0u32;
+    // SAFETY: a NUL-terminated path, a buffer of the size given, out pointers
+    unsafe {
+        if GetFileSecurityW(p.as_ptr(), DACL, buf.as_mut_ptr().cast(), 4096, &mut needed) == 0 {
+            return Err(std::io::Error::last_os_error().to_string());
+        }
+        let mut s: *mut u16 = std::ptr::null_mut();
+        let mut len = 0u32;
+        if ConvertSecurityDescriptorToStringSecurityDescriptorW(
+            buf.as_ptr().cast(),
+            1,
+            DACL,
+            &mut s,
+            &mut len,
+        ) == 0
+        {
+            return Err(std::io::Error::last_os_error().to_string());
+        }
+        let text = String::from_utf16_lossy(std::slice::from_raw_parts(s, len as usize));
+        // the string is LocalAlloc'd; left for the process's end (one per test)
+        Ok(text.trim_end_matches('\0').to_string())
+    }
+}
+
+#[test]
+fn win3_fpid_ring_is_a_duplicated_handle_and_the_agent_is_readable_by_anyone() {
+    let Some(prog) = program() else { return };
+    let out = dtx(&[
+        "-q",
+        "-n",
+        "fpid$target:a.out:hit:entry { @n = count(); } END { printa(\"hits %@d\\n\", @n); }",
+        "-c",
+        &format!("{} 3", prog.display()),
+    ]);
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{se}");
+    // every hit came through the one mapping, which has no name: the agent reached it through
+    // the handle dtx duplicated into the target
+    assert!(so.contains("hits 3\n"), "{so}{se}");
+    // the agent's folder: %ProgramData%\dtx\fpid for an elevated dtx (Wine's user is), else
+    // %TEMP%\dtx-fpid
+    let dirs = [
+        std::env::var_os("ProgramData").map(|d| PathBuf::from(d).join("dtx").join("fpid")),
+        Some(std::env::temp_dir().join("dtx-fpid")),
+    ];
+    let dir = dirs
+        .into_iter()
+        .flatten()
+        .find(|d| {
+            std::fs::read_dir(d).is_ok_and(|mut r| {
+                r.any(|e| {
+                    e.is_ok_and(|e| {
+                        e.file_name()
+                            .to_string_lossy()
+                            .starts_with("dtx-fpid-agent-")
+                    })
+                })
+            })
+        })
+        .expect("the agent is in neither of its folders");
+    let sddl = dacl_sddl(&dir).unwrap();
+    if !sddl.starts_with("D:P") && under_wine() {
+        // Wine makes a file's DACL up from its Unix mode and keeps none that is set
+        eprintln!(
+            "skipping the DACL check of {}: Wine keeps no file DACLs ({sddl})",
+            dir.display()
+        );
+        return;
+    }
+    // protected, read and execute for Everyone and for app packages, nothing inherited
+    assert!(sddl.starts_with("D:P"), "{}: {sddl}", dir.display());
+    for who in ["WD", "AC", "S-1-15-2-2"] {
+        assert!(
+            sddl.contains(&format!("(A;OICI;0x1200a9;;;{who})")),
+            "{}: {sddl}",
+            dir.display()
+        );
+    }
+}
+
+/// Whether this runs under Wine (its ntdll exports `wine_get_version`).
+fn under_wine() -> bool {
+    #[link(name = "kernel32")]
+    extern "system" {
+        fn GetModuleHandleW(name: *const u16) -> *mut std::ffi::c_void;
+        fn GetProcAddress(m: *mut std::ffi::c_void, name: *const u8) -> *const std::ffi::c_void;
+    }
+    let ntdll: Vec<u16> = "ntdll.dll".encode_utf16().chain(Some(0)).collect();
+    // SAFETY: NUL-terminated names; ntdll is loaded in every process
+    unsafe {
+        !GetProcAddress(
+            GetModuleHandleW(ntdll.as_ptr()),
+            c"wine_get_version".as_ptr().cast(),
+        )
+        .is_null()
+    }
+}

@@ -38,8 +38,13 @@ impl Checked {
 
 /// Runs `prefix... dtx args...` to its end, failing the test when it takes over [`LIMIT`].
 fn run(prefix: &[&str], args: &[&str]) -> Checked {
+    run_exe(prefix, std::ffi::OsStr::new(crate::support::cli::DTX), args)
+}
+
+/// [`run`] with the dtx executable at `exe`.
+fn run_exe(prefix: &[&str], exe: &std::ffi::OsStr, args: &[&str]) -> Checked {
     let started = Instant::now();
-    let o = Dtx::under(prefix, args).timeout(LIMIT).output();
+    let o = Dtx::under_exe(prefix, exe, args).timeout(LIMIT).output();
     Checked {
         status: o.status,
         stdout: String::from_utf8_lossy(&o.stdout).replace("\r\n", "\n"),
@@ -164,6 +169,33 @@ mod linux {
         assert!(!c.stderr.contains("checking"), "{}", c.report());
     }
 
+    /// A copy of dtx in a new folder of the system's temporary folder, mode 0755: what another
+    /// user can run wherever the checkout is. Removed on drop.
+    struct ReadableCopy {
+        dir: std::path::PathBuf,
+        exe: std::path::PathBuf,
+    }
+
+    impl ReadableCopy {
+        fn new() -> ReadableCopy {
+            use std::os::unix::fs::PermissionsExt;
+            let dir = std::env::temp_dir().join(format!("dtx-check-copy-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir(&dir).unwrap();
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+            let exe = dir.join("dtx");
+            std::fs::copy(crate::support::cli::DTX, &exe).unwrap();
+            std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+            ReadableCopy { dir, exe }
+        }
+    }
+
+    impl Drop for ReadableCopy {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
     /// Runs as uid/gid 65534 with no capabilities (setpriv, as root; or as this user when it
     /// already is unprivileged).
     #[test]
@@ -190,7 +222,11 @@ mod linux {
         } else {
             &[]
         };
-        let c = run(prefix, &["--check"]);
+        // the unprivileged user must be able to run dtx (and --check runs it again): the
+        // checkout may be in a folder only its owner reads (root's home is 0700, `mktemp -d`
+        // makes 0700), so the run is of a copy in a folder of its own that anyone may read
+        let copy = ReadableCopy::new();
+        let c = run_exe(prefix, copy.exe.as_os_str(), &["--check"]);
         eprintln!("{}", c.stdout);
         assert_eq!(c.status.code(), Some(3), "{}", c.report());
         let privilege = c

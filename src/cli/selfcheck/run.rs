@@ -45,21 +45,31 @@ pub fn this_dtx() -> Result<std::path::PathBuf, String> {
 }
 
 /// The `-c` command that runs this dtx's workload `what` with `args`, or why it cannot be
-/// given (`-c` splits its command at blanks, so the executable's path must have none).
+/// given (see [`command_head`]).
 pub fn workload_command(what: &str, args: &[&str]) -> Result<String, String> {
     let exe = this_dtx()?;
-    let shown = exe.display().to_string();
-    if shown.contains(char::is_whitespace) {
-        return Err(format!(
-            "this dtx's path ({shown}) has a blank, which -c cannot pass; copy dtx to a folder without one"
-        ));
-    }
-    let mut cmd = format!("{shown} --check-workload {what}");
+    let head = command_head(&exe.display().to_string(), cfg!(windows))?;
+    let mut cmd = format!("{head} --check-workload {what}");
     for a in args {
         cmd.push(' ');
         cmd.push_str(a);
     }
     Ok(cmd)
+}
+
+/// The executable `shown` as the first word of a `-c` command: as it is without blanks;
+/// double-quoted on Windows (`-c` reads quotes there, as every Windows program does: dtx in
+/// `C:\Program Files`); else refused, saying why (dtrace's `-c` splits at every blank).
+pub fn command_head(shown: &str, windows: bool) -> Result<String, String> {
+    if !shown.contains(char::is_whitespace) {
+        return Ok(shown.to_string());
+    }
+    if windows && !shown.contains('"') && !shown.ends_with('\\') {
+        return Ok(format!("\"{shown}\""));
+    }
+    Err(format!(
+        "this dtx's path ({shown}) has a blank, which -c cannot pass; copy dtx to a folder without one"
+    ))
 }
 
 fn drain(pipe: Option<impl Read + Send + 'static>) -> JoinHandle<String> {
@@ -74,16 +84,23 @@ fn drain(pipe: Option<impl Read + Send + 'static>) -> JoinHandle<String> {
 
 /// Runs this dtx with `args`, killed after `limit`; `each` is called every 50 ms meanwhile
 /// (what the caller watches while dtx runs).
-pub fn dtx_while(args: &[String], limit: Duration, mut each: impl FnMut()) -> Ran {
-    let exe = match this_dtx() {
-        Ok(e) => e,
-        Err(e) => {
-            return Ran {
-                stderr: e,
-                ..Ran::default()
-            }
-        }
-    };
+pub fn dtx_while(args: &[String], limit: Duration, each: impl FnMut()) -> Ran {
+    match this_dtx() {
+        Ok(exe) => exe_while(&exe, args, limit, each),
+        Err(e) => Ran {
+            stderr: e,
+            ..Ran::default()
+        },
+    }
+}
+
+/// [`dtx_while`] of the executable `exe`.
+fn exe_while(
+    exe: &std::path::Path,
+    args: &[String],
+    limit: Duration,
+    mut each: impl FnMut(),
+) -> Ran {
     let started = Instant::now();
     let mut child = match Command::new(exe)
         .args(args)
@@ -94,10 +111,16 @@ pub fn dtx_while(args: &[String], limit: Duration, mut each: impl FnMut()) -> Ra
     {
         Ok(c) => c,
         Err(e) => {
+            // the checks run this executable again (as the user running --check): one in a
+            // folder that user cannot read or run from cannot check anything
             return Ran {
-                stderr: format!("cannot start dtx: {e}"),
+                stderr: format!(
+                    "cannot run this dtx again ({}) for the check: {e}; --check starts its own \
+                     executable, so the user running it must be able to run that file",
+                    exe.display()
+                ),
                 ..Ran::default()
-            }
+            };
         }
     };
     let out = drain(child.stdout.take());
@@ -141,4 +164,60 @@ pub fn words(args: &[&str]) -> Vec<String> {
 pub fn count(out: &str, tag: &str) -> Option<u64> {
     out.lines()
         .find_map(|l| l.strip_prefix(tag)?.trim().parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::command_head;
+    use crate::cli::args::split_windows_command;
+
+    /// `dtx --check` from `C:\Program Files\dtx\dtx.exe`: the workload's `-c` command gives
+    /// the path back whole (issue 42: the command line was not quoted).
+    #[test]
+    fn win3_check_workload_command_quotes_a_path_with_blanks() {
+        let exe = r"C:\Program Files\dtx 1.0\dtx.exe";
+        let head = command_head(exe, true).unwrap();
+        let cmd = format!("{head} --check-workload calls 4099");
+        assert_eq!(
+            split_windows_command(&cmd),
+            [exe, "--check-workload", "calls", "4099"]
+        );
+        assert_eq!(
+            command_head(r"C:\dtx\dtx.exe", true).unwrap(),
+            r"C:\dtx\dtx.exe"
+        );
+        // no quoting in dtrace's -c: refused there, saying why
+        assert!(command_head("/opt/my dtx/dtx", false)
+            .unwrap_err()
+            .contains("has a blank"));
+    }
+
+    /// Issue 42, item 5: a dtx that cannot start itself again says so plainly, naming the file.
+    #[test]
+    fn win3_check_says_plainly_when_it_cannot_start_itself() {
+        let exe = std::path::Path::new("/nonexistent/dtx-check/dtx");
+        let r = super::exe_while(exe, &[], std::time::Duration::from_secs(5), || {});
+        assert_eq!(r.code, None);
+        assert!(
+            r.why()
+                .starts_with("cannot run this dtx again (/nonexistent/dtx-check/dtx)"),
+            "{}",
+            r.why()
+        );
+    }
+
+    #[test]
+    fn win3_windows_command_lines_split_as_commandlinetoargvw() {
+        let cases: [(&str, &[&str]); 6] = [
+            (r#"a "b c" d"#, &["a", "b c", "d"]),
+            (r#""a\"b" c"#, &[r#"a"b"#, "c"]),
+            (r#"a\\"b c" d"#, &[r"a\b c", "d"]),
+            (r"a\\b c", &[r"a\\b", "c"]),
+            (r#""" x"#, &["", "x"]),
+            ("  a\t b  ", &["a", "b"]),
+        ];
+        for (line, want) in cases {
+            assert_eq!(split_windows_command(line), want, "{line}");
+        }
+    }
 }

@@ -373,10 +373,19 @@ impl WindowsTarget {
             let e = unsafe { GetLastError() };
             return Err(format!("failed to execute {shown}: {}", error_text(e)));
         }
+        // a 32-bit program runs under WOW64, whose breakpoints, contexts and modules this
+        // 64-bit debugger loop does not follow: refused before anything of it ran
+        let wow = process_machine(pi.hProcess).and_then(|m| wow64_words(pi.dwProcessId, m));
         // SAFETY: our own handles from CreateProcessW; the debug events bring their own.
         unsafe {
+            if wow.is_some() {
+                TerminateProcess(pi.hProcess, 1);
+            }
             CloseHandle(pi.hThread);
             CloseHandle(pi.hProcess);
+        }
+        if let Some(why) = wow {
+            return Err(format!("failed to execute {shown}: {why}"));
         }
         let mut t = WindowsTarget::new(pi.dwProcessId, true);
         t.run_to_loader_break()
@@ -390,12 +399,23 @@ impl WindowsTarget {
         if pid == 0 || pid == std::process::id() {
             return Err(grab_err("Permission denied".into()));
         }
+        if let Some(why) = wow64_refusal(pid) {
+            return Err(grab_err(why));
+        }
         // SAFETY: plain call; fails for a pid that is not there or not ours.
         if unsafe { DebugActiveProcess(pid) } == 0 {
             // SAFETY: last error of this thread.
             let e = unsafe { GetLastError() };
             return Err(grab_err(error_text(e)));
         }
+        // A grabbed process outlives dtx however dtx ends: by default Windows kills every
+        // process a debugger thread debugs when that thread's process exits (Microsoft Learn,
+        // DebugSetProcessKillOnExit), and a console close, Ctrl-C before the run's handler, End
+        // task or a killed dtx end it without `detach`. The setting belongs to this thread's
+        // debug object, so it is set at once, before anything can fail.
+        // SAFETY: plain call on this thread's debug object, which DebugActiveProcess made.
+        unsafe { DebugSetProcessKillOnExit(0) };
+        install_exit_handler();
         let mut t = WindowsTarget::new(pid, false);
         t.run_to_loader_break().map_err(grab_err)?;
         Ok(t)
@@ -490,6 +510,39 @@ impl WindowsTarget {
         if let Some(m) = MODULES.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
             m.remove(&self.pid);
         }
+        if let Some(m) = lock(&PLANTED).as_mut() {
+            m.remove(&self.pid);
+        }
+    }
+
+    /// Detaches with every byte this dtx planted put back (what the registry of
+    /// [`PLANTED`] holds): the exit paths that have no list of their own.
+    fn detach_planted(&mut self) {
+        let restore: Vec<(u64, u8)> = lock(&PLANTED)
+            .as_ref()
+            .and_then(|m| m.get(&self.pid))
+            .map(|p| p.bytes.iter().map(|(a, b)| (*a, *b)).collect())
+            .unwrap_or_default();
+        self.detach(&restore);
+    }
+
+    /// Keeps [`PLANTED`] up to date with a write of code: an int3 over `before` is noted, a
+    /// byte put back is forgotten.
+    fn note_code_write(&self, addr: u64, data: &[u8], before: Option<u8>) {
+        let mut g = lock(&PLANTED);
+        let Some(p) = g.as_mut().and_then(|m| m.get_mut(&self.pid)) else {
+            return;
+        };
+        match (data, before) {
+            ([0xcc], Some(b)) if b != 0xcc => {
+                p.bytes.insert(addr, b);
+            }
+            ([0xcc], _) => {}
+            ([_], _) => {
+                p.bytes.remove(&addr);
+            }
+            _ => {}
+        }
     }
 
     fn thread(&self, tid: u32) -> HANDLE {
@@ -575,6 +628,15 @@ impl WindowsTarget {
     /// timeout. Events the loop does not care about are answered here.
     fn next(&mut self, ms: u32) -> Option<DebugEvent> {
         loop {
+            // dtx is ending (a console event, see `release_for_exit`): this thread owns the
+            // debug object, so it is the one that answers and lets go
+            if EXITING.load(std::sync::atomic::Ordering::SeqCst)
+                && !self.detached
+                && self.exited.is_none()
+            {
+                self.detach_planted();
+                return None;
+            }
             // SAFETY: DEBUG_EVENT is plain data filled by the call.
             let mut ev: DEBUG_EVENT = unsafe { std::mem::zeroed() };
             // SAFETY: a valid out pointer.
@@ -599,6 +661,14 @@ impl WindowsTarget {
                     // SAFETY: the union member of this event code.
                     let info = unsafe { ev.u.CreateProcessInfo };
                     self.process = info.hProcess;
+                    lock(&PLANTED).get_or_insert_with(HashMap::new).insert(
+                        self.pid,
+                        Planted {
+                            process: info.hProcess as usize,
+                            bytes: HashMap::new(),
+                            running: false,
+                        },
+                    );
                     self.threads.insert(tid, info.hThread);
                     let base = info.lpBaseOfImage as u64;
                     let path =
@@ -713,7 +783,7 @@ impl WindowsTarget {
 impl Drop for WindowsTarget {
     fn drop(&mut self) {
         if !self.detached && self.exited.is_none() {
-            self.detach(&[]);
+            self.detach_planted();
         }
         self.unpublish();
     }
@@ -769,10 +839,17 @@ impl TargetProcess for WindowsTarget {
     }
 
     fn write_code(&self, addr: u64, data: &[u8]) -> bool {
+        let before = if data == [0xcc] {
+            let mut b = [0u8; 1];
+            self.read_memory(addr, &mut b).then_some(b[0])
+        } else {
+            None
+        };
         let ok = self.write_memory(addr, data);
         if ok {
             // SAFETY: flushing a range of the target we just wrote.
             unsafe { FlushInstructionCache(self.process, addr as *const _, data.len()) };
+            self.note_code_write(addr, data, before);
         }
         ok
     }
@@ -887,6 +964,9 @@ impl TargetProcess for WindowsTarget {
 
     fn resume_all(&mut self) {
         self.report_modules = true;
+        if let Some(p) = lock(&PLANTED).as_mut().and_then(|m| m.get_mut(&self.pid)) {
+            p.running = true;
+        }
         if self.held {
             self.held = false;
             if let Some(tid) = self.pending {
@@ -1042,6 +1122,177 @@ impl TargetProcess for WindowsTarget {
             0
         };
         (name, ppid)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Every exit of dtx leaves a grabbed process running, without our int3s
+
+/// What the debugger loops of this dtx planted in one process: the original byte under each
+/// int3 and a handle to put them back with from any thread (the debugger's own handle of the
+/// process, from its CREATE_PROCESS event: all access, valid until the loop lets go).
+struct Planted {
+    process: usize,
+    bytes: HashMap<u64, u8>,
+    /// The loop has let the process run (threads may be stopped at our int3s).
+    running: bool,
+}
+
+/// The processes the debugger loops of this dtx hold, by pid.
+static PLANTED: Mutex<Option<HashMap<u32, Planted>>> = Mutex::new(None);
+
+/// dtx is ending: every debugger loop detaches at its next wait (see [`release_for_exit`]).
+static EXITING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// How long the console handler waits for the debugger loops to let go: Windows gives a console
+/// close 5 s for every handler (microsoft/terminal, doc/ConsoleCtrlEvent.md), and the live
+/// sessions' handler may have taken 2 s of it for the sampling interval's ledger.
+pub const EXIT_WAIT: std::time::Duration = std::time::Duration::from_millis(2500);
+
+/// Puts back every byte under an int3 this dtx planted, from whatever thread calls it (the
+/// debug API leaves WriteProcessMemory free of the debugger thread), and has each debugger
+/// loop detach at its next wait; waits at most `wait` for the loops whose processes run (a
+/// thread of theirs may be stopped at one of our breakpoints, which only the debugger thread
+/// can answer, its pc moved back onto the original instruction). A process still held at the
+/// loader's break-in (Ctrl-C while the program compiles) needs nothing more: kill-on-exit is
+/// off, and the break-in thread's `DbgBreakPoint` is guarded by DbgUiRemoteBreakin. Returns
+/// whether every loop let go in time. Called by the console handler (HandlerRoutine), and by
+/// any exit path that cannot reach the loops.
+pub fn release_for_exit(wait: std::time::Duration) -> bool {
+    EXITING.store(true, std::sync::atomic::Ordering::SeqCst);
+    restore_planted();
+    let until = std::time::Instant::now() + wait;
+    loop {
+        let busy = lock(&PLANTED)
+            .as_ref()
+            .is_some_and(|m| m.values().any(|p| p.running));
+        if !busy {
+            return true;
+        }
+        if std::time::Instant::now() >= until {
+            // what a loop may have planted again meanwhile (a single step's re-arm)
+            restore_planted();
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// Writes every planted byte back (the entries stay: the debugger thread's detach needs their
+/// addresses to move a stopped thread's pc back).
+fn restore_planted() {
+    let g = lock(&PLANTED);
+    let Some(m) = g.as_ref() else {
+        return;
+    };
+    for p in m.values() {
+        let h = p.process as HANDLE;
+        for (&addr, &b) in &p.bytes {
+            let mut n = 0usize;
+            // SAFETY: the debugger's handle of a process it still holds (the entry goes when
+            // the loop lets go); one byte of ours, written where we wrote an int3
+            unsafe {
+                WriteProcessMemory(h, addr as *const _, (&b as *const u8).cast(), 1, &mut n);
+                FlushInstructionCache(h, addr as *const _, 1);
+            }
+        }
+    }
+}
+
+/// The planted bytes of process `pid` (address, original byte), for tests and diagnostics.
+pub fn planted_bytes(pid: u32) -> Vec<(u64, u8)> {
+    let mut v: Vec<(u64, u8)> = lock(&PLANTED)
+        .as_ref()
+        .and_then(|m| m.get(&pid))
+        .map(|p| p.bytes.iter().map(|(a, b)| (*a, *b)).collect())
+        .unwrap_or_default();
+    v.sort_unstable();
+    v
+}
+
+/// What Windows runs when a console event reaches a dtx holding a process (after the handlers
+/// registered later declined it), as it runs it: the tests' way to close the console.
+pub fn console_event(ctrl: u32) -> bool {
+    // SAFETY: the handler takes any control code and touches no caller memory
+    unsafe { exit_handler(ctrl) != 0 }
+}
+
+/// Registers (once, at the first grab) [`exit_handler`].
+fn install_exit_handler() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        use windows_sys::Win32::System::Console::SetConsoleCtrlHandler;
+        // SAFETY: a handler that stays valid for the life of the process
+        unsafe { SetConsoleCtrlHandler(Some(exit_handler), 1) };
+    });
+}
+
+/// The HandlerRoutine of a dtx holding a process: it runs when no handler registered after it
+/// took the event (the command line's Ctrl-C handler, registered later, takes Ctrl-C and
+/// Ctrl-Break once the run has started and ends the run in order), so dtx is about to end:
+/// the grabbed processes are given back ([`release_for_exit`]). FALSE lets the next handler
+/// (in the end ExitProcess) run.
+unsafe extern "system" fn exit_handler(_ctrl: u32) -> windows_sys::core::BOOL {
+    let _ = std::panic::catch_unwind(|| release_for_exit(EXIT_WAIT));
+    0
+}
+
+// ---------------------------------------------------------------------------------------------
+// 32-bit (WOW64) processes
+
+/// The machine of a WOW64 process (`IMAGE_FILE_MACHINE_*`), 0 for a native one; None when it
+/// cannot be told. IsWow64Process2 (Windows 10 1511 and later; Microsoft Learn) is looked up
+/// at run time, IsWow64Process (x86 only) where it is missing.
+fn process_machine(h: HANDLE) -> Option<u16> {
+    use windows_sys::Win32::System::LibraryLoader::{GetModuleHandleW, GetProcAddress};
+    type Wow2 = unsafe extern "system" fn(HANDLE, *mut u16, *mut u16) -> i32;
+    type Wow1 = unsafe extern "system" fn(HANDLE, *mut i32) -> i32;
+    let k32 = wide("kernel32.dll");
+    // SAFETY: a NUL-terminated module name; kernel32 is loaded in every process
+    let m = unsafe { GetModuleHandleW(k32.as_ptr()) };
+    if m.is_null() {
+        return None;
+    }
+    // SAFETY: procedure names NUL-terminated; the signatures are Microsoft Learn's
+    unsafe {
+        if let Some(f) = GetProcAddress(m, c"IsWow64Process2".as_ptr().cast()) {
+            let f: Wow2 = std::mem::transmute(f);
+            let (mut process, mut native) = (0u16, 0u16);
+            return (f(h, &mut process, &mut native) != 0).then_some(process);
+        }
+        let f: Wow1 = std::mem::transmute(GetProcAddress(m, c"IsWow64Process".as_ptr().cast())?);
+        let mut wow = 0i32;
+        (f(h, &mut wow) != 0).then_some(if wow != 0 { 0x014c } else { 0 })
+    }
+}
+
+/// Why a process of machine `machine` (as [`process_machine`] answers) is refused, if it is.
+pub fn wow64_words(_pid: u32, machine: u16) -> Option<String> {
+    let name = match machine {
+        0 => return None,
+        0x014c => "x86".to_string(),
+        0x01c4 => "ARM".to_string(),
+        m => format!("machine 0x{m:04x}"),
+    };
+    Some(format!(
+        "it is a 32-bit ({name}) process running under WOW64: dtx's pid and fpid providers \
+         trace 64-bit processes only"
+    ))
+}
+
+/// [`wow64_words`] for process `pid`, opened for the question (None when it is native or
+/// cannot be opened: then the grab's own error says why).
+pub fn wow64_refusal(pid: u32) -> Option<String> {
+    use windows_sys::Win32::System::Threading::PROCESS_QUERY_LIMITED_INFORMATION;
+    // SAFETY: plain calls; the handle is closed below
+    unsafe {
+        let h = OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, pid);
+        if h.is_null() {
+            return None;
+        }
+        let m = process_machine(h);
+        CloseHandle(h);
+        m.and_then(|m| wow64_words(pid, m))
     }
 }
 

@@ -113,7 +113,10 @@ impl Ledger {
     }
 
     /// With no live holder left: the interval to give the system back when it still samples
-    /// at what the gone holders set (`current`); the ledger is emptied either way.
+    /// at what the gone holders set (`current`). The record stays until the caller says the
+    /// system took it back ([`Ledger::swept`]): a sweep that cannot set the interval (no
+    /// SeSystemProfilePrivilege, a failed call) leaves it for the next dtx. With nothing to
+    /// give back the ledger is emptied.
     pub fn sweep(&mut self, current: Option<u32>) -> Option<u32> {
         if !self.holders.is_empty() {
             return None;
@@ -122,8 +125,17 @@ impl Ledger {
             (Some(o), Some(s)) if current == Some(s) && o != s => Some(o),
             _ => None,
         };
-        *self = Ledger::default();
+        if restore.is_none() {
+            *self = Ledger::default();
+        }
         restore
+    }
+
+    /// After [`Ledger::sweep`]: the system samples at the original again; the record goes.
+    pub fn swept(&mut self) {
+        if self.holders.is_empty() {
+            *self = Ledger::default();
+        }
     }
 
     /// `me` wants the system to sample every `want` (100 ns units); the system samples at
@@ -160,11 +172,20 @@ impl Ledger {
         self.set = Some(actual);
     }
 
-    /// Takes `me` out of the holders without touching the interval (setting it failed).
-    pub fn withdraw(&mut self, me: Owner) {
+    /// Takes `me` out of the holders without touching the interval (setting it failed); the
+    /// system samples at `current`. When that is still what gone holders set, the record
+    /// says so (the original to give back, the interval they set) for a later sweep;
+    /// otherwise the ledger is emptied.
+    pub fn withdraw(&mut self, me: Owner, current: Option<u32>) {
         self.holders.retain(|h| *h != me);
         if self.holders.is_empty() {
-            *self = Ledger::default();
+            match (self.original, current) {
+                (Some(o), Some(now)) if o != now => {
+                    self.asked = Some(now);
+                    self.set = Some(now);
+                }
+                _ => *self = Ledger::default(),
+            }
         }
     }
 
@@ -237,6 +258,48 @@ pub fn release_note(release: Release) -> Option<String> {
 mod tests {
     use super::*;
 
+    /// A ledger that gone runs left: the system still samples at 0.1221 ms, 1 ms before.
+    fn left_by_gone_runs() -> Ledger {
+        Ledger {
+            original: Some(10_000),
+            asked: Some(1_221),
+            set: Some(1_221),
+            holders: Vec::new(),
+        }
+    }
+
+    /// Issue 42, finding 5: the sweep's record stays until the system took the original back.
+    #[test]
+    fn win3_a_sweep_keeps_the_record_until_the_interval_is_given_back() {
+        let mut l = left_by_gone_runs();
+        assert_eq!(l.sweep(Some(1_221)), Some(10_000));
+        // setting it failed (no SeSystemProfilePrivilege): the next dtx sweeps again
+        assert_eq!(l.original, Some(10_000));
+        assert_eq!(l.sweep(Some(1_221)), Some(10_000));
+        l.swept();
+        assert_eq!(l, Ledger::default());
+        // nothing to give back: emptied at once
+        let mut l = left_by_gone_runs();
+        assert_eq!(l.sweep(Some(10_000)), None);
+        assert_eq!(l, Ledger::default());
+    }
+
+    /// Issue 42, finding 5: a run whose set fails keeps what gone runs left to give back.
+    #[test]
+    fn win3_a_failed_set_keeps_the_original_of_gone_runs() {
+        let me = of(42, 7);
+        let mut l = left_by_gone_runs();
+        assert_eq!(l.claim(me, 5_000, Some(1_221)), Claim::Set(5_000));
+        l.withdraw(me, Some(1_221));
+        assert_eq!(l.sweep(Some(1_221)), Some(10_000));
+        // a claim of nothing left over that fails leaves nothing behind
+        let mut l = Ledger::default();
+        assert_eq!(l.claim(me, 5_000, Some(10_000)), Claim::Set(5_000));
+        l.withdraw(me, Some(10_000));
+        assert_eq!(l.sweep(Some(10_000)), None);
+        assert_eq!(l, Ledger::default());
+    }
+
     fn of(pid: u32, t: u64) -> Owner {
         Owner {
             pid,
@@ -276,7 +339,7 @@ mod tests {
         // a failed set withdraws
         let mut l = Ledger::default();
         l.claim(a, 10_030, Some(SYSTEM));
-        l.withdraw(a);
+        l.withdraw(a, Some(SYSTEM));
         assert_eq!(l, Ledger::default());
     }
 
@@ -347,6 +410,8 @@ mod tests {
         // the next dtx that starts gives the value back
         let mut swept = l.clone();
         assert_eq!(swept.sweep(Some(10_030)), Some(SYSTEM));
+        // the record goes once the system took it back (issue 42: not before)
+        swept.swept();
         assert_eq!(swept, Ledger::default());
         // not when someone changed it since
         let mut changed = l.clone();

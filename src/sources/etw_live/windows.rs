@@ -285,7 +285,7 @@ impl Sessions {
                 interval::Claim::Set(v) => {
                     let rc = set_profile_interval(v);
                     if rc != ERROR_SUCCESS {
-                        l.withdraw(me);
+                        l.withdraw(me, query_profile_interval().or(before));
                         return Err(rc);
                     }
                     let actual = query_profile_interval().unwrap_or(v);
@@ -1529,15 +1529,22 @@ fn release_profile_interval() {
 
 /// At the first start: gives the system back an interval that dtx runs now gone (a logoff, a
 /// kill) left set. Whether it did.
+/// Setting the interval needs SeSystemProfilePrivilege, enabled first (a run without
+/// `profile-N` has not); the ledger's record goes only once the system took the original
+/// back, so a sweep that cannot set it leaves it for the next dtx.
 fn sweep_interval() -> bool {
     with_ledger(|l| {
         if !l.holders.is_empty() {
             return false;
         }
-        match l.sweep(query_profile_interval()) {
-            Some(v) => set_profile_interval(v) == ERROR_SUCCESS,
-            None => false,
+        let Some(v) = l.sweep(query_profile_interval()) else {
+            return false;
+        };
+        if enable_profile_privilege().is_err() || set_profile_interval(v) != ERROR_SUCCESS {
+            return false;
         }
+        l.swept();
+        true
     })
 }
 
@@ -1628,7 +1635,7 @@ impl Drop for Token {
 
 /// Whether the process token is elevated (GetTokenInformation TokenElevation); false when it
 /// cannot be read.
-fn is_elevated() -> bool {
+pub fn is_elevated() -> bool {
     use windows_sys::Win32::Security::{
         GetTokenInformation, TokenElevation, TOKEN_ELEVATION, TOKEN_QUERY,
     };

@@ -1,10 +1,11 @@
 //! Puts the fpid agent into a Windows process and has it hook the functions of the run's
-//! probes: the DLL written to a temporary file, loaded by a remote thread on `LoadLibraryW`
-//! (its path written with VirtualAllocEx/WriteProcessMemory), then a second remote thread on
-//! the agent's `dtx_fpid_attach` with the name of the file mapping dtx made (header, table of
-//! functions, ring). The agent answers each function's MinHook status in the table; a function
+//! probes: the DLL written to a folder every identity may read and run from (see
+//! `sites::agent_file`), loaded by a remote thread on `LoadLibraryW` (its path written with
+//! VirtualAllocEx/WriteProcessMemory), then a second remote thread on the agent's
+//! `dtx_fpid_attach` whose parameter is a handle of the unnamed file mapping dtx made (header,
+//! table of functions, ring), duplicated into the target (DuplicateHandle). The agent answers each function's MinHook status in the table; a function
 //! MinHook refuses is named on stderr and left alone. (Microsoft Learn: CreateRemoteThread,
-//! LoadLibraryW, VirtualAllocEx, CreateFileMappingW.)
+//! LoadLibraryW, VirtualAllocEx, CreateFileMappingW, DuplicateHandle.)
 
 use std::ffi::c_void;
 
@@ -18,8 +19,9 @@ use windows_sys::Win32::System::ProcessStatus::{
     K32EnumProcessModulesEx, K32GetModuleBaseNameW, LIST_MODULES_ALL,
 };
 use windows_sys::Win32::System::Threading::{
-    CreateRemoteThread, GetExitCodeThread, OpenProcess, WaitForSingleObject, PROCESS_CREATE_THREAD,
-    PROCESS_QUERY_INFORMATION, PROCESS_VM_OPERATION, PROCESS_VM_READ, PROCESS_VM_WRITE,
+    CreateRemoteThread, GetCurrentProcess, GetExitCodeThread, OpenProcess, WaitForSingleObject,
+    PROCESS_CREATE_THREAD, PROCESS_DUP_HANDLE, PROCESS_QUERY_INFORMATION, PROCESS_VM_OPERATION,
+    PROCESS_VM_READ, PROCESS_VM_WRITE,
 };
 
 use super::ring::layout::{HOOK_ENTRY, HOOK_OK, HOOK_PENDING, HOOK_RETURN};
@@ -49,6 +51,7 @@ impl Process {
         let h = unsafe {
             OpenProcess(
                 PROCESS_CREATE_THREAD
+                    | PROCESS_DUP_HANDLE
                     | PROCESS_QUERY_INFORMATION
                     | PROCESS_VM_OPERATION
                     | PROCESS_VM_READ
@@ -64,6 +67,67 @@ impl Process {
             ));
         }
         Ok(Process(h))
+    }
+
+    /// Duplicates this process's handle `h` into the target, with the rights to map it
+    /// (SECTION_QUERY | SECTION_MAP_READ | SECTION_MAP_WRITE); its value there.
+    fn duplicate_into(&self, h: usize) -> Result<usize, String> {
+        use windows_sys::Win32::Foundation::DuplicateHandle;
+        use windows_sys::Win32::System::Memory::{FILE_MAP_READ, FILE_MAP_WRITE};
+        let mut remote: HANDLE = std::ptr::null_mut();
+        // SAFETY: our section handle, the target's process handle (PROCESS_DUP_HANDLE), an out
+        // pointer for the value in the target
+        let ok = unsafe {
+            DuplicateHandle(
+                GetCurrentProcess(),
+                h as HANDLE,
+                self.0,
+                &mut remote,
+                FILE_MAP_READ | FILE_MAP_WRITE,
+                0,
+                0,
+            )
+        };
+        if ok == 0 {
+            return Err(format!(
+                "fpid: cannot hand the ring to the target: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        Ok(remote as usize)
+    }
+
+    /// Runs `func(param)` in a new thread of the process and returns the thread's exit code.
+    fn call_with(&self, func: u64, param: *mut c_void) -> Result<u32, String> {
+        // SAFETY: a start routine of the `DWORD (LPVOID)` shape in the target; the thread
+        // handle is closed below.
+        unsafe {
+            let start: unsafe extern "system" fn(*mut c_void) -> u32 = std::mem::transmute(func);
+            let t = CreateRemoteThread(
+                self.0,
+                std::ptr::null(),
+                0,
+                Some(start),
+                param,
+                0,
+                std::ptr::null_mut(),
+            );
+            if t.is_null() {
+                return Err(format!(
+                    "cannot start a thread in it: {}",
+                    std::io::Error::last_os_error()
+                ));
+            }
+            let r = if WaitForSingleObject(t, CALL_MS) == WAIT_OBJECT_0 {
+                let mut code = 0u32;
+                GetExitCodeThread(t, &mut code);
+                Ok(code)
+            } else {
+                Err(format!("its thread did not finish in {} s", CALL_MS / 1000))
+            };
+            CloseHandle(t);
+            r
+        }
     }
 
     /// Runs `func(param)` in a new thread of the process, `data` copied into the process for
@@ -97,36 +161,8 @@ impl Process {
                 }
             }
         }
-        // SAFETY: a start routine of the `DWORD (LPVOID)` shape in the target: LoadLibraryW
-        // and the agent's exports are; the thread handle is closed below.
-        let result = unsafe {
-            let start: unsafe extern "system" fn(*mut c_void) -> u32 = std::mem::transmute(func);
-            let t = CreateRemoteThread(
-                self.0,
-                std::ptr::null(),
-                0,
-                Some(start),
-                param,
-                0,
-                std::ptr::null_mut(),
-            );
-            if t.is_null() {
-                Err(format!(
-                    "cannot start a thread in it: {}",
-                    std::io::Error::last_os_error()
-                ))
-            } else {
-                let r = if WaitForSingleObject(t, CALL_MS) == WAIT_OBJECT_0 {
-                    let mut code = 0u32;
-                    GetExitCodeThread(t, &mut code);
-                    Ok(code)
-                } else {
-                    Err(format!("its thread did not finish in {} s", CALL_MS / 1000))
-                };
-                CloseHandle(t);
-                r
-            }
-        };
+        // LoadLibraryW and the agent's exports have the `DWORD (LPVOID)` shape
+        let result = self.call_with(func, param);
         // the memory goes only when the thread is done with it
         if result.is_ok() && !param.is_null() {
             // SAFETY: what was allocated above.
@@ -234,6 +270,11 @@ pub fn install(
     want_ustack: bool,
     args_used: usize,
 ) -> Result<(SharedRing, Installed), String> {
+    // a 32-bit process has a 32-bit kernel32 (LoadLibraryW is elsewhere in it) and could not
+    // load this 64-bit agent: refused before anything is written into it
+    if let Some(why) = crate::sources::debugger::windows::wow64_refusal(pid) {
+        return Err(format!("fpid: pid {pid}: {why}"));
+    }
     let path = agent_file("dll")?;
     let p = Process::open(pid)?;
     let file_name = std::path::Path::new(&path)
@@ -269,27 +310,18 @@ pub fn install(
         stack_bytes: if want_ustack { STACK_BYTES } else { 0 },
         stack_args: args_used > 4,
     };
-    static RUN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let name = format!(
-        "Local\\dtx-fpid-{pid}-{}-{n}-{:x}",
-        std::process::id(),
-        super::platform::clock_ns()
-    );
-    let mut ring = SharedRing::create_named(&name, &config)?;
+    let mut ring = SharedRing::create_unnamed(&config)?;
     for (i, s) in sites.iter().enumerate() {
         ring.set_hook_addr(i, s.func);
         let flags = if s.entries.is_empty() { 0 } else { HOOK_ENTRY }
             | if s.returns.is_empty() { 0 } else { HOOK_RETURN };
         ring.set_hook(i, flags);
     }
-    let wname: Vec<u8> = name
-        .encode_utf16()
-        .chain(Some(0))
-        .flat_map(u16::to_le_bytes)
-        .collect();
+    // the section reaches the agent as a handle of its own process, the remote thread's
+    // parameter; the agent maps it and closes it
+    let remote = p.duplicate_into(ring.section_handle())?;
     let code = p
-        .call(agent + attach, &wname)
+        .call_with(agent + attach, remote as *mut c_void)
         .map_err(|e| format!("fpid: the agent in pid {pid} did not answer: {e}"))?;
     if code != 0 {
         return Err(format!(

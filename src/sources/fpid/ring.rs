@@ -59,8 +59,24 @@ impl SharedRing {
         h.enabled.store(1, Ordering::Release);
     }
 
+    /// Creates a mapping backed by the paging file without a name, and maps it: nothing but a
+    /// handle reaches it, and dtx duplicates one into the target (DuplicateHandle), which works
+    /// across users, logon sessions and integrity levels where a name in this session's
+    /// `Local\` namespace with this user's default DACL does not (Microsoft Learn,
+    /// CreateFileMappingW, "Kernel object namespaces", DuplicateHandle).
+    #[cfg(windows)]
+    pub fn create_unnamed(config: &RingConfig) -> Result<SharedRing, String> {
+        Self::create_named("", config)
+    }
+
+    /// The mapping's handle in this process (what is duplicated into the target).
+    #[cfg(windows)]
+    pub fn section_handle(&self) -> usize {
+        self.map.handle as usize
+    }
+
     /// Creates a named file mapping backed by the paging file (`Local\...`, see Microsoft
-    /// Learn, CreateFileMappingW) and maps it; the agent opens it by name.
+    /// Learn, CreateFileMappingW) and maps it; an empty name makes an unnamed one.
     #[cfg(windows)]
     pub fn create_named(name: &str, config: &RingConfig) -> Result<SharedRing, String> {
         let (_, _, total) = sizes(config);
@@ -222,7 +238,7 @@ mod named {
 
     /// The mapping's handle and this process's view of it.
     pub struct NamedMapping {
-        handle: HANDLE,
+        pub(super) handle: HANDLE,
         view: *mut u8,
         len: usize,
     }
@@ -243,7 +259,11 @@ mod named {
                     PAGE_READWRITE,
                     (len as u64 >> 32) as u32,
                     len as u32,
-                    wide.as_ptr(),
+                    if name.is_empty() {
+                        std::ptr::null()
+                    } else {
+                        wide.as_ptr()
+                    },
                 )
             };
             let err = std::io::Error::last_os_error();

@@ -71,8 +71,8 @@ pub fn sites(provider: &PidProvider, sink: &dyn Sink, pid: u32) -> Vec<HookSite>
     by_func.into_values().collect()
 }
 
-/// Writes the agent next to the system's temporary files (named by its content, so that
-/// every dtx of this build shares one copy) and returns its path.
+/// Writes the agent into [`agent_dir`] (named by its content, so that every dtx of this build
+/// shares one copy) and returns its path.
 pub fn agent_file(ext: &str) -> Result<String, String> {
     let bytes = super::AGENT;
     if bytes.is_empty() {
@@ -82,8 +82,12 @@ pub fn agent_file(ext: &str) -> Result<String, String> {
     let hash = bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
         (h ^ *b as u64).wrapping_mul(0x100_0000_01b3)
     });
-    let path = std::env::temp_dir().join(format!("dtx-fpid-agent-{hash:016x}.{ext}"));
+    let path = agent_dir()?.join(format!("dtx-fpid-agent-{hash:016x}.{ext}"));
     if std::fs::read(&path).ok().as_deref() == Some(bytes) {
+        // a copy found there keeps the folder's DACL, whoever wrote it
+        #[cfg(windows)]
+        secure_dir::inherit(&path)
+            .map_err(|e| format!("fpid: the agent {}: {e}", path.display()))?;
         return Ok(path.to_string_lossy().into_owned());
     }
     let tmp = path.with_extension(format!("{}.tmp", std::process::id()));
@@ -103,4 +107,172 @@ pub fn agent_file(ext: &str) -> Result<String, String> {
         ));
     }
     Ok(path.to_string_lossy().into_owned())
+}
+
+/// The folder of the agent: the system's temporary folder on Linux. The target loads the file,
+/// so it must be able to read it whatever user it runs as.
+#[cfg(not(windows))]
+fn agent_dir() -> Result<std::path::PathBuf, String> {
+    Ok(std::env::temp_dir())
+}
+
+/// The folder of the agent on Windows, made with a DACL of its own, inherited by the agent
+/// file: SYSTEM and Administrators full control, its owner full control (OWNER RIGHTS), and
+/// read and execute for Everyone, ALL APPLICATION PACKAGES and ALL RESTRICTED APPLICATION
+/// PACKAGES, so that a service in session 0, an IIS app pool identity, a low-integrity or an
+/// AppContainer process can load it (reading needs no integrity above the file's: the default
+/// mandatory policy is no-write-up). An elevated dtx uses `%ProgramData%\dtx\fpid` (no
+/// standard user can write there: the DACL is protected, nothing inherited from ProgramData),
+/// else `%TEMP%\dtx-fpid`. A folder that is a reparse point is refused (a junction planted
+/// to send the agent elsewhere). (Microsoft Learn: Security Descriptor String Format,
+/// Well-known SIDs, CreateDirectoryW, SetFileSecurityW, Mandatory Integrity Control.)
+#[cfg(windows)]
+fn agent_dir() -> Result<std::path::PathBuf, String> {
+    let (dir, sddl) = if crate::sources::etw_live::windows::is_elevated() {
+        let base = std::env::var_os("ProgramData").unwrap_or_else(|| "C:\\ProgramData".into());
+        (
+            std::path::Path::new(&base).join("dtx").join("fpid"),
+            AGENT_DIR_SDDL_ADMIN,
+        )
+    } else {
+        (std::env::temp_dir().join("dtx-fpid"), AGENT_DIR_SDDL)
+    };
+    if let Some(parent) = dir.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| format!("fpid: cannot make {}: {e}", parent.display()))?;
+    }
+    secure_dir::make(&dir, sddl)
+        .map_err(|e| format!("fpid: the agent's folder {}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
+/// The agent folder's security descriptor (SDDL): protected DACL (P), inherited by files and
+/// folders (OICI); FA full access, 0x1200a9 FILE_GENERIC_READ | FILE_GENERIC_EXECUTE; SY
+/// SYSTEM, BA Administrators, OW OWNER RIGHTS, WD Everyone, AC ALL APPLICATION PACKAGES,
+/// S-1-15-2-2 ALL RESTRICTED APPLICATION PACKAGES. For the user's own `%TEMP%` folder.
+pub const AGENT_DIR_SDDL: &str = "D:P(A;OICI;FA;;;SY)(A;OICI;FA;;;BA)(A;OICI;FA;;;OW)\
+     (A;OICI;0x1200a9;;;WD)(A;OICI;0x1200a9;;;AC)(A;OICI;0x1200a9;;;S-1-15-2-2)";
+
+/// The same for the elevated dtx's `%ProgramData%` folder: its owner only reads and runs (an
+/// OWNER RIGHTS entry replaces the owner's implicit WRITE_DAC), so that a folder a standard
+/// user made there first gives that user nothing more than anyone.
+pub const AGENT_DIR_SDDL_ADMIN: &str = "D:P(A;OICI;FA;;;SY)(A;OICI;FA;;;BA)\
+     (A;OICI;0x1200a9;;;OW)(A;OICI;0x1200a9;;;WD)(A;OICI;0x1200a9;;;AC)\
+     (A;OICI;0x1200a9;;;S-1-15-2-2)";
+
+/// A folder with a security descriptor of ours.
+#[cfg(windows)]
+pub mod secure_dir {
+    use std::path::Path;
+
+    use windows_sys::Win32::Foundation::LocalFree;
+    use windows_sys::Win32::Security::Authorization::{
+        ConvertStringSecurityDescriptorToSecurityDescriptorW, SDDL_REVISION_1,
+    };
+    use windows_sys::Win32::Security::{
+        SetFileSecurityW, DACL_SECURITY_INFORMATION, PROTECTED_DACL_SECURITY_INFORMATION,
+        PSECURITY_DESCRIPTOR, SECURITY_ATTRIBUTES, UNPROTECTED_DACL_SECURITY_INFORMATION,
+    };
+    use windows_sys::Win32::Storage::FileSystem::{CreateDirectoryW, FILE_ATTRIBUTE_REPARSE_POINT};
+
+    fn wide(p: &std::ffi::OsStr) -> Vec<u16> {
+        use std::os::windows::ffi::OsStrExt;
+        p.encode_wide().chain(Some(0)).collect()
+    }
+
+    /// Makes `dir` with the descriptor `sddl`, or gives an existing one that descriptor's
+    /// DACL; a reparse point (junction, symbolic link) is refused.
+    pub fn make(dir: &Path, sddl: &str) -> Result<(), String> {
+        if let Ok(m) = std::fs::symlink_metadata(dir) {
+            use std::os::windows::fs::MetadataExt;
+            if m.file_attributes() & FILE_ATTRIBUTE_REPARSE_POINT != 0 {
+                return Err("it is a reparse point (a junction or link): refused".into());
+            }
+            if !m.is_dir() {
+                return Err("it is not a folder".into());
+            }
+        }
+        let text = wide(std::ffi::OsStr::new(sddl));
+        let mut sd: PSECURITY_DESCRIPTOR = std::ptr::null_mut();
+        // SAFETY: a NUL-terminated SDDL string; the descriptor is freed with LocalFree below
+        let ok = unsafe {
+            ConvertStringSecurityDescriptorToSecurityDescriptorW(
+                text.as_ptr(),
+                SDDL_REVISION_1,
+                &mut sd,
+                std::ptr::null_mut(),
+            )
+        };
+        if ok == 0 {
+            return Err(format!("bad SDDL: {}", std::io::Error::last_os_error()));
+        }
+        let path = wide(dir.as_os_str());
+        let sa = SECURITY_ATTRIBUTES {
+            nLength: std::mem::size_of::<SECURITY_ATTRIBUTES>() as u32,
+            lpSecurityDescriptor: sd,
+            bInheritHandle: 0,
+        };
+        // SAFETY: a NUL-terminated path; the attributes point at a valid descriptor
+        let made = unsafe { CreateDirectoryW(path.as_ptr(), &sa) } != 0;
+        let r = if made {
+            Ok(())
+        } else {
+            // it exists (checked above, or made meanwhile): our DACL on it, protected
+            // SAFETY: as above; the descriptor has a DACL
+            let set = unsafe {
+                SetFileSecurityW(
+                    path.as_ptr(),
+                    DACL_SECURITY_INFORMATION | PROTECTED_DACL_SECURITY_INFORMATION,
+                    sd,
+                )
+            } != 0;
+            if set || !dir.is_dir() {
+                dir.is_dir()
+                    .then_some(())
+                    .ok_or_else(|| std::io::Error::last_os_error().to_string())
+            } else {
+                Err(format!(
+                    "cannot set its DACL: {}",
+                    std::io::Error::last_os_error()
+                ))
+            }
+        };
+        // SAFETY: what ConvertStringSecurityDescriptorToSecurityDescriptorW allocated
+        unsafe { LocalFree(sd) };
+        r
+    }
+
+    /// Gives the file `path` an empty DACL of its own that inherits its folder's (an
+    /// unprotected, empty DACL set with SetFileSecurityW is filled by inheritance): what a
+    /// file found in our folder, written by whoever, may do is what the folder says.
+    pub fn inherit(path: &Path) -> Result<(), String> {
+        let text = wide(std::ffi::OsStr::new("D:AI"));
+        let mut sd: PSECURITY_DESCRIPTOR = std::ptr::null_mut();
+        // SAFETY: as in `make`
+        let ok = unsafe {
+            ConvertStringSecurityDescriptorToSecurityDescriptorW(
+                text.as_ptr(),
+                SDDL_REVISION_1,
+                &mut sd,
+                std::ptr::null_mut(),
+            )
+        };
+        if ok == 0 {
+            return Err(format!("bad SDDL: {}", std::io::Error::last_os_error()));
+        }
+        let p = wide(path.as_os_str());
+        // SAFETY: a NUL-terminated path and a valid descriptor
+        let set = unsafe {
+            SetFileSecurityW(
+                p.as_ptr(),
+                DACL_SECURITY_INFORMATION | UNPROTECTED_DACL_SECURITY_INFORMATION,
+                sd,
+            )
+        } != 0;
+        let err = std::io::Error::last_os_error();
+        // SAFETY: what the conversion allocated
+        unsafe { LocalFree(sd) };
+        set.then_some(())
+            .ok_or_else(|| format!("cannot set its DACL: {err}"))
+    }
 }

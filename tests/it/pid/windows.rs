@@ -366,3 +366,269 @@ fn pdb_found_on_the_symbol_path() {
     assert!(out.status.success(), "{se}");
     assert!(so.contains("add") && so.contains(" 4\n"), "{so}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// The third reading of the Windows code (issue 42): a `-p` target outlives dtx however dtx ends,
+// with every int3 put back; a 32-bit (WOW64) program is refused with words that say why.
+//
+// The two exit tests run their dtx side in a child: this test binary again, with
+// `DTX_WIN3_CHILD` naming the target's pid, holding it with the library's debugger loop (the one
+// `dtx -p` runs) and then ending as dtx would: the console handler Windows runs at a console
+// close or a Ctrl-C, then ExitProcess (what the default handler does), its debugger thread still
+// holding the process.
+
+const WIN3_CHILD: &str = "DTX_WIN3_CHILD";
+const CTRL_C_EVENT: u32 = 0;
+const CTRL_CLOSE_EVENT: u32 = 2;
+/// ExitProcess's code after the default handler's Ctrl-C.
+const STATUS_CONTROL_C_EXIT: i32 = 0xC000_013Au32 as i32;
+
+#[link(name = "kernel32")]
+extern "system" {
+    fn GetModuleHandleW(name: *const u16) -> *mut std::ffi::c_void;
+    fn GetProcAddress(m: *mut std::ffi::c_void, name: *const u8) -> *const std::ffi::c_void;
+    fn OpenProcess(access: u32, inherit: i32, pid: u32) -> *mut std::ffi::c_void;
+    fn ReadProcessMemory(
+        h: *mut std::ffi::c_void,
+        at: *const std::ffi::c_void,
+        buf: *mut std::ffi::c_void,
+        len: usize,
+        got: *mut usize,
+    ) -> i32;
+    fn CloseHandle(h: *mut std::ffi::c_void) -> i32;
+}
+
+/// The address of `Sleep` (what `pidwin loop` calls between ticks), the same in every process
+/// of the session: system DLLs are mapped at one base for all.
+fn sleep_addr() -> u64 {
+    let k32: Vec<u16> = "kernel32.dll".encode_utf16().chain(Some(0)).collect();
+    // SAFETY: NUL-terminated names; kernel32 is loaded in every process
+    unsafe { GetProcAddress(GetModuleHandleW(k32.as_ptr()), c"Sleep".as_ptr().cast()) as u64 }
+}
+
+/// 16 bytes at `at` in process `pid`, read through a handle of our own.
+fn remote_bytes(pid: u32, at: u64) -> Option<[u8; 16]> {
+    const PROCESS_VM_READ: u32 = 0x10;
+    let mut b = [0u8; 16];
+    // SAFETY: plain calls with a buffer of the size given; the handle is closed
+    unsafe {
+        let h = OpenProcess(PROCESS_VM_READ, 0, pid);
+        if h.is_null() {
+            return None;
+        }
+        let mut got = 0;
+        let ok = ReadProcessMemory(h, at as *const _, b.as_mut_ptr().cast(), 16, &mut got);
+        CloseHandle(h);
+        (ok != 0 && got == 16).then_some(b)
+    }
+}
+
+/// The same 16 bytes in this process: what the target's are when nothing is planted.
+fn local_bytes(at: u64) -> [u8; 16] {
+    // SAFETY: code of a loaded system DLL, readable
+    unsafe { std::ptr::read_unaligned(at as *const [u8; 16]) }
+}
+
+/// Runs this test again in a child with `DTX_WIN3_CHILD=pid`; its output.
+fn win3_child(test: &str, pid: u32) -> Output {
+    let path = module_path!().split_once("::").map_or("", |(_, p)| p);
+    Command::new(std::env::current_exe().unwrap())
+        .args([
+            &format!("{path}::{test}"),
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(WIN3_CHILD, pid.to_string())
+        .output()
+        .unwrap()
+}
+
+fn win3_child_pid() -> Option<u32> {
+    std::env::var(WIN3_CHILD).ok()?.parse().ok()
+}
+
+/// The child's side of a console close while the target runs: an int3 on `Sleep`, a thread of
+/// the target stopped at it, the handler run on a thread of its own while the debugger thread
+/// goes on waiting (as the run's loop does), then ExitProcess.
+fn win3_close_child(pid: u32) -> ! {
+    use dtx::sources::debugger::windows::{self as dbg, WindowsTarget};
+    use dtx::sources::debugger::{DebugEvent, Stop, TargetProcess};
+    let at = sleep_addr();
+    let mut t = WindowsTarget::attach(pid).unwrap();
+    assert!(t.write_code(at, &[0xcc]));
+    println!("child: planted {:?}", dbg::planted_bytes(pid));
+    t.resume_all();
+    let until = dbg::monotonic_ns() + 10_000_000_000;
+    loop {
+        match t.wait(Some(until)) {
+            DebugEvent::Stopped {
+                stop: Stop::Trap, ..
+            } => break,
+            DebugEvent::Stopped { tid, stop } => {
+                let sig = matches!(stop, Stop::Signal(_)) as i32;
+                t.resume(tid, sig)
+            }
+            DebugEvent::Exited(st) => panic!("the target exited: {st:?}"),
+            DebugEvent::Timeout if dbg::monotonic_ns() > until => panic!("no hit of Sleep"),
+            _ => {}
+        }
+    }
+    println!("child: a thread is stopped at the int3");
+    let handler = std::thread::spawn(|| {
+        let t0 = std::time::Instant::now();
+        let r = dbg::console_event(CTRL_CLOSE_EVENT);
+        (r, t0.elapsed())
+    });
+    while !handler.is_finished() {
+        let _ = t.wait(Some(dbg::monotonic_ns() + 20_000_000));
+    }
+    let (r, took) = handler.join().unwrap();
+    println!(
+        "child: handler returned {r} after {} ms; planted now {:?}",
+        took.as_millis(),
+        dbg::planted_bytes(pid)
+    );
+    std::mem::forget(t);
+    std::process::exit(STATUS_CONTROL_C_EXIT)
+}
+
+/// The child's side of a Ctrl-C while the programs compile: the target grabbed and held at
+/// the loader's break-in, an int3 planted (the pid provider's, before the first pump), the
+/// handler, then ExitProcess without any detach.
+fn win3_interrupt_child(pid: u32) -> ! {
+    use dtx::sources::debugger::windows::{self as dbg, WindowsTarget};
+    use dtx::sources::debugger::TargetProcess;
+    let at = sleep_addr();
+    let t = WindowsTarget::attach(pid).unwrap();
+    assert!(t.write_code(at, &[0xcc]));
+    println!("child: held, planted {:?}", dbg::planted_bytes(pid));
+    let r = dbg::console_event(CTRL_C_EVENT);
+    println!("child: handler returned {r}");
+    std::mem::forget(t);
+    std::process::exit(STATUS_CONTROL_C_EXIT)
+}
+
+/// The target's end after the child's: it ran `pidwin loop` to its own end (exit 7), and its
+/// `Sleep` is what this process's is.
+fn win3_target_lived(mut target: Child, mut stdout: ChildStdout, child: &Output, at: u64) {
+    let (so, se) = text(child);
+    assert_eq!(child.status.code(), Some(STATUS_CONTROL_C_EXIT), "{so}{se}");
+    assert!(
+        so.contains("child: planted [(") || so.contains("child: held, planted [("),
+        "{so}{se}"
+    );
+    let pid = target.id();
+    let now = remote_bytes(pid, at);
+    assert_eq!(
+        now,
+        Some(local_bytes(at)),
+        "the target's Sleep after dtx ended\n{so}{se}"
+    );
+    let st = target.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    assert_eq!(
+        st.code(),
+        Some(7),
+        "the target did not live on: {rest}\n{so}{se}"
+    );
+    assert!(rest.contains("loop finished"), "{rest}");
+}
+
+#[test]
+fn win3_p_target_survives_a_console_close_with_its_bytes_restored() {
+    if let Some(pid) = win3_child_pid() {
+        win3_close_child(pid);
+    }
+    let Some(dir) = fixtures() else { return };
+    let (target, stdout) = start_loop(&dir, "400");
+    let child = win3_child(
+        "win3_p_target_survives_a_console_close_with_its_bytes_restored",
+        target.id(),
+    );
+    let (so, _) = text(&child);
+    // the handler let the debugger thread answer the stopped thread and detach in time
+    assert!(so.contains("handler returned false"), "{so}");
+    assert!(so.contains("planted now []"), "{so}");
+    win3_target_lived(target, stdout, &child, sleep_addr());
+}
+
+#[test]
+fn win3_p_target_survives_ctrl_c_while_the_program_compiles() {
+    if let Some(pid) = win3_child_pid() {
+        win3_interrupt_child(pid);
+    }
+    let Some(dir) = fixtures() else { return };
+    let (target, stdout) = start_loop(&dir, "400");
+    let child = win3_child(
+        "win3_p_target_survives_ctrl_c_while_the_program_compiles",
+        target.id(),
+    );
+    let (so, _) = text(&child);
+    assert!(so.contains("handler returned false"), "{so}");
+    win3_target_lived(target, stdout, &child, sleep_addr());
+}
+
+/// The 32-bit build of pidwin.c, when it was built and this Wine (or Windows) runs it.
+fn wow64_program(dir: &std::path::Path) -> Option<PathBuf> {
+    let p = dir.join("pidwin32.exe");
+    if !p.is_file() {
+        eprintln!(
+            "skipping: no pidwin32.exe in {} (no i686 mingw gcc)",
+            dir.display()
+        );
+        return None;
+    }
+    let ran = Command::new(&p).arg("1").output().ok();
+    if ran.as_ref().and_then(|o| o.status.code()) != Some(3) {
+        eprintln!("skipping: 32-bit programs do not run here (Wine without wine32?): {ran:?}");
+        return None;
+    }
+    Some(p)
+}
+
+const WOW64_WORDS: &str = "is a 32-bit (x86) process running under WOW64: dtx's pid and fpid \
+                           providers trace 64-bit processes only";
+
+#[test]
+fn win3_wow64_program_is_refused_by_pid_c() {
+    let Some(dir) = fixtures() else { return };
+    let Some(p) = wow64_program(&dir) else { return };
+    let out = dtx(&[
+        "-n",
+        "pid$target:a.out:add:entry {}",
+        "-c",
+        &format!("{} 3", p.display()),
+    ]);
+    let (so, se) = text(&out);
+    assert!(!out.status.success(), "{so}{se}");
+    assert!(se.contains(WOW64_WORDS), "{se}");
+}
+
+#[test]
+fn win3_wow64_process_is_refused_by_pid_and_fpid_p() {
+    let Some(dir) = fixtures() else { return };
+    let Some(p) = wow64_program(&dir) else { return };
+    let mut child = Command::new(&p)
+        .args(["loop", "300"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut b = [0u8; 13];
+    std::io::Read::read_exact(&mut stdout, &mut b).unwrap();
+    let pid = child.id().to_string();
+    for probe in [
+        "pid$target:a.out:tick:entry {}",
+        "fpid$target:a.out:tick:entry {}",
+    ] {
+        let out = dtx(&["-n", probe, "-p", &pid]);
+        let (so, se) = text(&out);
+        assert!(!out.status.success(), "{probe}: {so}{se}");
+        assert!(se.contains(WOW64_WORDS), "{probe}: {se}");
+    }
+    // refused before anything was done to it: it runs to its own end
+    let st = child.wait().unwrap();
+    assert_eq!(st.code(), Some(7));
+}

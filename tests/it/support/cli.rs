@@ -30,13 +30,22 @@ impl Dtx {
     /// `prefix... dtx args...`: dtx started by another program (`setpriv ...`, `sudo -u ...`),
     /// standard input closed.
     pub fn under<P: AsRef<OsStr>, S: AsRef<OsStr>>(prefix: &[P], args: &[S]) -> Dtx {
+        Dtx::under_exe(prefix, OsStr::new(DTX), args)
+    }
+
+    /// As [`Dtx::under`], with the dtx executable at `exe` (a copy somewhere else).
+    pub fn under_exe<P: AsRef<OsStr>, S: AsRef<OsStr>>(
+        prefix: &[P],
+        exe: &OsStr,
+        args: &[S],
+    ) -> Dtx {
         let mut cmd = match prefix.split_first() {
             Some((first, rest)) => {
                 let mut c = Command::new(first);
-                c.args(rest).arg(DTX);
+                c.args(rest).arg(exe);
                 c
             }
-            None => Command::new(DTX),
+            None => Command::new(exe),
         };
         cmd.args(args).stdin(Stdio::null());
         Dtx {
