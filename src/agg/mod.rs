@@ -10,6 +10,7 @@
 pub(crate) mod funcs;
 pub(crate) mod key;
 pub(crate) mod quantize;
+pub mod diff;
 pub mod snapshot;
 pub(crate) mod sort;
 

@@ -24,6 +24,7 @@ mod d_classes;
 mod d_windows;
 mod d_windows_args;
 mod diag_missed;
+mod diff;
 #[cfg(target_os = "linux")]
 mod dotnet_pid;
 mod dotnet_pid_etw;
