@@ -73,6 +73,14 @@ pub fn main(argv: Vec<OsString>) -> i32 {
             .collect();
         return diff::main(prog, &rest);
     }
+    // `--mcp [-w]`: an MCP server on stdio for agents (src/serve/mcp)
+    if argv.get(1).is_some_and(|a| a == "--mcp") {
+        let rest: Vec<String> = argv[2..]
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        return crate::serve::mcp::main(prog, &rest);
+    }
     // `--check-workload WHAT [N]`: the self-check's workload, run by the checked dtx as its -c
     // target (src/cli/selfcheck/workload.rs)
     if argv.get(1).is_some_and(|a| a == "--check-workload") {

@@ -317,7 +317,16 @@ fn write_table(
 /// The buckets of a histogram row on both sides: (index, label, before, after), over the
 /// range either side shows (its non-zero buckets and one of context each side).
 pub fn bucket_rows(row: &RowDiff) -> Vec<(usize, i64, i64, i64)> {
-    let mut labels: std::collections::BTreeMap<usize, i64> = Default::default();
+    bucket_table(row)
+        .into_iter()
+        .map(|(i, l, _, b, a)| (i, l, b, a))
+        .collect()
+}
+
+/// [`bucket_rows`] with each bucket's label as dtrace's text shows it (`< 0` for an
+/// underflow bucket, `>= 100` for an overflow one): (index, value, label, before, after).
+fn bucket_table(row: &RowDiff) -> Vec<(usize, i64, String, i64, i64)> {
+    let mut labels: std::collections::BTreeMap<usize, (i64, String)> = Default::default();
     for v in [&row.before, &row.after].into_iter().flatten() {
         for b in super::structured::buckets_json(v) {
             let i = match b.get("index") {
@@ -325,7 +334,14 @@ pub fn bucket_rows(row: &RowDiff) -> Vec<(usize, i64, i64, i64)> {
                 _ => continue,
             };
             if let Some(Json::Int(l)) = b.get("value") {
-                labels.insert(i, *l);
+                let text = if b.get("underflow").is_some() {
+                    format!("< {l}")
+                } else if b.get("overflow").is_some() {
+                    format!(">= {l}")
+                } else {
+                    l.to_string()
+                };
+                labels.insert(i, (*l, text));
             }
         }
     }
@@ -336,7 +352,7 @@ pub fn bucket_rows(row: &RowDiff) -> Vec<(usize, i64, i64, i64)> {
     };
     labels
         .into_iter()
-        .map(|(i, l)| (i, l, count(&row.before, i), count(&row.after, i)))
+        .map(|(i, (l, t))| (i, l, t, count(&row.before, i), count(&row.after, i)))
         .collect()
 }
 
@@ -370,9 +386,9 @@ fn write_histogram(
         signed(a - b, frac),
         ratio_text(r, b, a)
     )?;
-    let rows: Vec<(i64, f64, f64)> = bucket_rows(r)
+    let rows: Vec<(String, f64, f64)> = bucket_table(r)
         .into_iter()
-        .map(|(_, l, x, y)| (l, x as f64 / db, y as f64 / da))
+        .map(|(_, _, l, x, y)| (l, x as f64 / db, y as f64 / da))
         .collect();
     let max = rows.iter().fold(0.0f64, |m, r| m.max(r.1).max(r.2));
     const W: usize = 24;
