@@ -138,11 +138,14 @@ fn export_check_functions(out: &std::path::Path, env: &str) {
 /// `[("dir/name.d", include_str!(...)), ...]` sorted by path, the MCP server's resources.
 fn dscripts_list(out: &std::path::Path) {
     println!("cargo:rerun-if-changed=dscripts");
-    let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets it")).join("dscripts");
+    let root =
+        PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets it")).join("dscripts");
     let mut found = Vec::new();
     let mut dirs = vec![root.clone()];
     while let Some(d) = dirs.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
         for e in entries.flatten() {
             let p = e.path();
             if p.is_dir() {
@@ -158,8 +161,15 @@ fn dscripts_list(out: &std::path::Path) {
     found.sort();
     let mut text = String::from("[\n");
     for p in &found {
-        let rel = p.strip_prefix(&root).expect("under dscripts").to_string_lossy().replace('\\', "/");
-        text.push_str(&format!("    ({rel:?}, include_str!({:?})),\n", p.display().to_string()));
+        let rel = p
+            .strip_prefix(&root)
+            .expect("under dscripts")
+            .to_string_lossy()
+            .replace('\\', "/");
+        text.push_str(&format!(
+            "    ({rel:?}, include_str!({:?})),\n",
+            p.display().to_string()
+        ));
     }
     text.push(']');
     std::fs::write(out.join("mcp_dscripts.rs"), text).expect("write mcp_dscripts.rs");

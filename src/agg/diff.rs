@@ -191,7 +191,10 @@ pub fn buckets(v: &AggValue) -> &[i64] {
 /// `sum` and the quantizations' counts), so that dividing by the run's seconds gives a rate;
 /// `avg`, `min`, `max` and `stddev` are not.
 pub fn is_total(func: &str) -> bool {
-    matches!(func, "count" | "sum" | "quantize" | "lquantize" | "llquantize")
+    matches!(
+        func,
+        "count" | "sum" | "quantize" | "lquantize" | "llquantize"
+    )
 }
 
 #[cfg(test)]
@@ -249,7 +252,10 @@ mod tests {
         let d = compare(&b, &[view("@d", &[("y", AggValue::Count(2))])], "a", "b").unwrap();
         assert_eq!(d.len(), 2);
         assert_eq!(d[0].rows[0].presence(), Presence::Gone);
-        assert_eq!((d[1].name.as_str(), d[1].rows[0].presence()), ("@d", Presence::New));
+        assert_eq!(
+            (d[1].name.as_str(), d[1].rows[0].presence()),
+            ("@d", Presence::New)
+        );
         let lq = |base| AggValue::Lquantize {
             base,
             step: 1,
@@ -263,7 +269,10 @@ mod tests {
             "b",
         )
         .unwrap_err();
-        assert!(e.contains("lquantize(0, 1, 4) in a but lquantize(2, 1, 4)"), "{e}");
+        assert!(
+            e.contains("lquantize(0, 1, 4) in a but lquantize(2, 1, 4)"),
+            "{e}"
+        );
         let two = AggView {
             name: "@c".into(),
             rows: vec![AggRow {

@@ -88,14 +88,20 @@ fn parse_args(argv: &[String]) -> Result<DiffArgs, String> {
                 let p = w
                     .split_once(',')
                     .and_then(|(b, af)| Some((b.parse().ok()?, af.parse().ok()?)))
-                    .filter(|&(b, af): &(f64, f64)| b > 0.0 && af > 0.0 && b.is_finite() && af.is_finite())
+                    .filter(|&(b, af): &(f64, f64)| {
+                        b > 0.0 && af > 0.0 && b.is_finite() && af.is_finite()
+                    })
                     .ok_or_else(|| format!("--seconds {w}: the two runs' seconds, as 10.5,12"))?;
                 a.seconds = Some(p);
             }
             "--svg" => a.svg = Some(value(arg)?),
             "--agg" => {
                 let n = value(arg)?;
-                a.agg = Some(if n.starts_with('@') { n } else { format!("@{n}") });
+                a.agg = Some(if n.starts_with('@') {
+                    n
+                } else {
+                    format!("@{n}")
+                });
             }
             "-o" => a.output = Some(value(arg)?),
             "-E" => a.traces.push(value(arg)?),
@@ -122,7 +128,20 @@ fn parse_args(argv: &[String]) -> Result<DiffArgs, String> {
             _ if !a.traces.is_empty() || arg.starts_with('-') => {
                 // the rest of a run's command line (-s, -n, -C, $1 arguments, ...)
                 a.run_args.push(arg.clone());
-                if matches!(arg.as_str(), "-s" | "-n" | "-P" | "-m" | "-f" | "-i" | "-I" | "-D" | "-U" | "-b" | "-p" | "-c") {
+                if matches!(
+                    arg.as_str(),
+                    "-s" | "-n"
+                        | "-P"
+                        | "-m"
+                        | "-f"
+                        | "-i"
+                        | "-I"
+                        | "-D"
+                        | "-U"
+                        | "-b"
+                        | "-p"
+                        | "-c"
+                ) {
                     a.run_args.push(value(arg)?);
                 }
             }
@@ -157,7 +176,9 @@ fn parse_args(argv: &[String]) -> Result<DiffArgs, String> {
             .iter()
             .any(|x| matches!(x.as_str(), "-s" | "-n" | "-P" | "-m" | "-f" | "-i"))
         {
-            return Err(format!("--diff over traces needs the program to run (-s prog.d or -n 'D')\n{USAGE}"));
+            return Err(format!(
+                "--diff over traces needs the program to run (-s prog.d or -n 'D')\n{USAGE}"
+            ));
         }
     }
     Ok(a)
@@ -325,7 +346,8 @@ fn run(argv: &[String]) -> Result<(), String> {
     a.view.after = sa;
     let mut out: Box<dyn Write> = match &a.output {
         Some(p) => Box::new(
-            std::fs::File::create(p).map_err(|e| format!("failed to open output file '{p}': {e}"))?,
+            std::fs::File::create(p)
+                .map_err(|e| format!("failed to open output file '{p}': {e}"))?,
         ),
         None => Box::new(std::io::stdout().lock()),
     };
@@ -335,7 +357,11 @@ fn run(argv: &[String]) -> Result<(), String> {
         Format::Text => crate::output::diff::write_text(&diffs, &a.view, &mut out).map_err(io)?,
         Format::Json { pretty } => {
             let j = crate::output::diff::diff_json(&diffs, &a.view);
-            let text = if pretty { j.to_json_pretty() } else { j.to_json() };
+            let text = if pretty {
+                j.to_json_pretty()
+            } else {
+                j.to_json()
+            };
             writeln!(out, "{text}").map_err(io)?;
         }
         Format::Folded => {
@@ -356,7 +382,10 @@ fn run(argv: &[String]) -> Result<(), String> {
                 return Err(format!(
                     "--svg: {} aggregations have stacks ({}); --agg names the one to draw",
                     many.len(),
-                    many.iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join(", ")
+                    many.iter()
+                        .map(|d| d.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ))
             }
         };
@@ -398,6 +427,9 @@ mod tests {
             .contains("compared as they are"));
         assert!(args("-x oformat=xml a b").is_err());
         assert!(args("--seconds 1 a b").is_err());
-        assert_eq!(args("--seconds 1.5,3 a b").unwrap().seconds, Some((1.5, 3.0)));
+        assert_eq!(
+            args("--seconds 1.5,3 a b").unwrap().seconds,
+            Some((1.5, 3.0))
+        );
     }
 }

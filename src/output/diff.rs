@@ -124,11 +124,11 @@ pub fn ordered<'a>(d: &'a AggDiff, view: &DiffView) -> Vec<&'a RowDiff> {
         .collect();
     rows.sort_by(|x, y| match view.sort {
         SortBy::Change => y.1.total_cmp(&x.1).then_with(|| x.3.cmp(&y.3)),
-        SortBy::Ratio => y
-            .2
-            .total_cmp(&x.2)
-            .then_with(|| y.1.total_cmp(&x.1))
-            .then_with(|| x.3.cmp(&y.3)),
+        SortBy::Ratio => {
+            y.2.total_cmp(&x.2)
+                .then_with(|| y.1.total_cmp(&x.1))
+                .then_with(|| x.3.cmp(&y.3))
+        }
         SortBy::Name => x.3.cmp(&y.3),
     });
     rows.truncate(view.top.unwrap_or(usize::MAX));
@@ -215,7 +215,11 @@ pub fn write_text(diffs: &[AggDiff], view: &DiffView, out: &mut dyn Write) -> st
         let shown = if rows.len() < d.rows.len() {
             format!(", {} of {} keys", rows.len(), d.rows.len())
         } else {
-            format!(", {} key{}", d.rows.len(), if d.rows.len() == 1 { "" } else { "s" })
+            format!(
+                ", {} key{}",
+                d.rows.len(),
+                if d.rows.len() == 1 { "" } else { "s" }
+            )
         };
         let (new, gone) = d.rows.iter().fold((0, 0), |(n, g), r| match r.presence() {
             Presence::New => (n + 1, g),
@@ -401,11 +405,7 @@ fn write_histogram(
     writeln!(
         out,
         "  {:>16}  {:<W$}  {:>cw$}  {:<W$}  {:>cw$}  CHANGE",
-        "value",
-        "before",
-        "count",
-        "after",
-        "count"
+        "value", "before", "count", "after", "count"
     )?;
     for (l, x, y) in rows {
         writeln!(
@@ -469,7 +469,10 @@ pub fn diff_json(diffs: &[AggDiff], view: &DiffView) -> Json {
                         ("before".to_string(), number_json(b, frac)),
                         ("after".to_string(), number_json(a, frac)),
                         ("change".to_string(), number_json(a - b, frac)),
-                        ("ratio".to_string(), ratio(b, a).map_or(Json::Null, Json::Float)),
+                        (
+                            "ratio".to_string(),
+                            ratio(b, a).map_or(Json::Null, Json::Float),
+                        ),
                     ];
                     if d.is_histogram() {
                         let bs = bucket_rows(r)
@@ -534,9 +537,7 @@ pub fn diff_folded_lines(d: &AggDiff) -> Vec<(String, u64, u64)> {
         if b == 0 && a == 0 {
             continue;
         }
-        let e = m
-            .entry(super::folded::folded_frames(&r.keys))
-            .or_default();
+        let e = m.entry(super::folded::folded_frames(&r.keys)).or_default();
         e.0 = e.0.saturating_add(b);
         e.1 = e.1.saturating_add(a);
     }
@@ -621,8 +622,14 @@ mod tests {
         write_text(&d, &v, &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert!(text.contains("values: absolute"), "{text}");
-        assert!(text.contains("@c count(), 4 keys (1 new, 1 gone)"), "{text}");
-        let line = text.lines().find(|l| l.trim_start().starts_with("a ")).unwrap();
+        assert!(
+            text.contains("@c count(), 4 keys (1 new, 1 gone)"),
+            "{text}"
+        );
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("a "))
+            .unwrap();
         let f: Vec<&str> = line.split_whitespace().collect();
         assert_eq!(f, ["a", "10", "40", "+30", "4.00x"]);
         v.per_second = true;

@@ -108,7 +108,15 @@ fn single(trace: &str, prog: &str) -> String {
 fn diff_of_a_trace_against_itself_is_all_zero() {
     let Some((a, _)) = traces() else { return };
     let out = dtx_ok(&[
-        "--diff", "-x", "oformat=json", "-E", &a, "-E", &a, "-n", PROGRAM,
+        "--diff",
+        "-x",
+        "oformat=json",
+        "-E",
+        &a,
+        "-E",
+        &a,
+        "-n",
+        PROGRAM,
     ]);
     let rows = diff_rows(&out);
     assert_eq!(rows.len(), 4, "{out}");
@@ -155,7 +163,15 @@ fn diff_of_two_traces_matches_their_two_runs() {
         run_values(&single(&b, PROGRAM)),
     );
     let out = dtx_ok(&[
-        "--diff", "-x", "oformat=json", "-E", &a, "-E", &b, "-n", PROGRAM,
+        "--diff",
+        "-x",
+        "oformat=json",
+        "-E",
+        &a,
+        "-E",
+        &b,
+        "-n",
+        PROGRAM,
     ]);
     let rows = diff_rows(&out);
     let mut changed = 0;
@@ -188,7 +204,11 @@ fn diff_of_two_traces_matches_their_two_runs() {
             if let Some(Json::Array(buckets)) = r.get("buckets") {
                 for bk in buckets {
                     let i = int(bk.get("index"));
-                    let x = before.get(k).and_then(|v| v.1.get(&i)).copied().unwrap_or(0);
+                    let x = before
+                        .get(k)
+                        .and_then(|v| v.1.get(&i))
+                        .copied()
+                        .unwrap_or(0);
                     let y = after.get(k).and_then(|v| v.1.get(&i)).copied().unwrap_or(0);
                     assert_eq!(
                         (int(bk.get("before")), int(bk.get("after"))),
@@ -222,10 +242,27 @@ fn per_second_divides_by_each_trace_length() {
     let Some((a, b)) = traces() else { return };
     let prog = "sched:::on-cpu { @c = count(); @m = max(tid); }";
     let abs = diff_rows(&dtx_ok(&[
-        "--diff", "-x", "oformat=json", "-E", &a, "-E", &b, "-n", prog,
+        "--diff",
+        "-x",
+        "oformat=json",
+        "-E",
+        &a,
+        "-E",
+        &b,
+        "-n",
+        prog,
     ]));
     let text = dtx_ok(&[
-        "--diff", "--per-second", "-x", "oformat=json", "-E", &a, "-E", &b, "-n", prog,
+        "--diff",
+        "--per-second",
+        "-x",
+        "oformat=json",
+        "-E",
+        &a,
+        "-E",
+        &b,
+        "-n",
+        prog,
     ]);
     let doc = parse(&text).unwrap();
     let d = doc.get("dtx-diff").unwrap();
@@ -248,7 +285,10 @@ fn per_second_divides_by_each_trace_length() {
     assert_eq!(rate["m"][""].get("before"), abs["m"][""].get("before"));
     // the text header says which
     let t = dtx_ok(&["--diff", "--per-second", "-E", &a, "-E", &b, "-n", prog]);
-    assert!(t.lines().nth(1).unwrap().starts_with("values: per second"), "{t}");
+    assert!(
+        t.lines().nth(1).unwrap().starts_with("values: per second"),
+        "{t}"
+    );
 }
 
 #[test]
@@ -308,7 +348,10 @@ fn folded_diff_is_inferno_diff_folded_of_the_two_runs() {
         .and_then(|l| l.rsplitn(3, ' ').nth(2))
         .and_then(|f| f.rsplit(';').next())
         .unwrap();
-    let leaf_escaped = leaf.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+    let leaf_escaped = leaf
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
     assert!(
         svg.contains(&leaf_escaped) || svg.contains(&leaf_escaped[..leaf_escaped.len().min(20)]),
         "the SVG names {leaf}"
@@ -328,7 +371,17 @@ fn saved_results_diff_and_other_shapes_are_refused() {
     let (ja, jb) = (save("a.json", &a, prog), save("b.json", &b, prog));
     // saved results give what the traces give
     let saved = dtx_ok(&["--diff", "-x", "oformat=json", &ja, &jb]);
-    let direct = dtx_ok(&["--diff", "-x", "oformat=json", "-E", &a, "-E", &b, "-n", prog]);
+    let direct = dtx_ok(&[
+        "--diff",
+        "-x",
+        "oformat=json",
+        "-E",
+        &a,
+        "-E",
+        &b,
+        "-n",
+        prog,
+    ]);
     assert_eq!(diff_rows(&saved), diff_rows(&direct));
     let js = save("sum.json", &b, "sched:::on-cpu { @c[execname] = sum(1); }");
     let (code, _, err) = run(&["--diff", &ja, &js]);
@@ -337,10 +390,17 @@ fn saved_results_diff_and_other_shapes_are_refused() {
         err.contains("@c: count() in") && err.contains("differ in shape"),
         "{err}"
     );
-    let jk = save("keys.json", &b, "sched:::on-cpu { @c[execname, cpu] = count(); }");
+    let jk = save(
+        "keys.json",
+        &b,
+        "sched:::on-cpu { @c[execname, cpu] = count(); }",
+    );
     let (code, _, err) = run(&["--diff", &ja, &jk]);
     assert_eq!(code, 1);
-    assert!(err.contains("keys [value] in") && err.contains("[value, value]"), "{err}");
+    assert!(
+        err.contains("keys [value] in") && err.contains("[value, value]"),
+        "{err}"
+    );
     // per second of saved results needs their lengths
     let (code, _, err) = run(&["--diff", "--per-second", &ja, &jb]);
     assert_eq!(code, 1);

@@ -55,6 +55,7 @@ mod fpid_windows;
 mod illumos_differences;
 mod layout;
 mod many_traces;
+mod mcp;
 #[cfg(target_os = "linux")]
 mod minidebuginfo;
 mod no_panic;

@@ -19,16 +19,10 @@ mod tools;
 use std::io::{BufRead, Write};
 
 use crate::output::json::Json;
+pub use tools::ServerOptions;
 
 /// The protocol revisions this server speaks, newest first.
 const VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
-
-/// How the server was started.
-#[derive(Clone, Debug, Default)]
-pub struct ServerOptions {
-    /// `-w`: destructive actions (`system()`, `raise()`, `stop()`, ...) are allowed.
-    pub destructive: bool,
-}
 
 /// A JSON-RPC error.
 struct RpcError {
@@ -103,10 +97,7 @@ impl Server {
         };
         if let Json::Array(batch) = &msg {
             // JSON-RPC batches (2025-03-26 only); answered one by one in one array
-            let replies: Vec<Json> = batch
-                .iter()
-                .filter_map(|m| self.handle(m))
-                .collect();
+            let replies: Vec<Json> = batch.iter().filter_map(|m| self.handle(m)).collect();
             return (!replies.is_empty()).then_some(Json::Array(replies));
         }
         self.handle(&msg)
@@ -129,11 +120,7 @@ impl Server {
         // notifications are not answered, whatever happened
         let id = id?;
         Some(match result {
-            Ok(r) => Json::object([
-                ("jsonrpc", Json::str("2.0")),
-                ("id", id),
-                ("result", r),
-            ]),
+            Ok(r) => Json::object([("jsonrpc", Json::str("2.0")), ("id", id), ("result", r)]),
             Err(e) => error_reply(id, e),
         })
     }
@@ -313,6 +300,9 @@ mod tests {
         let res = r.get("result").unwrap();
         assert_eq!(res.get("isError"), Some(&Json::Bool(true)));
         let text = res.to_json();
-        assert!(text.contains("D_SYNTAX") && text.contains("line 1"), "{text}");
+        assert!(
+            text.contains("D_SYNTAX") && text.contains("line 1"),
+            "{text}"
+        );
     }
 }

@@ -7,11 +7,17 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::ServerOptions;
 use crate::agg::snapshot::{AggView, KeyCell};
 use crate::engine::session::{Command, ProgramSpec, RunState, Session, SessionSource, Update};
 use crate::output::json::Json;
 use crate::probes::{Catalog, ProbeCatalog};
+
+/// How the server was started.
+#[derive(Clone, Debug, Default)]
+pub struct ServerOptions {
+    /// `-w`: destructive actions (`system()`, `raise()`, `stop()`, ...) are allowed.
+    pub destructive: bool,
+}
 
 pub const NAMES: &[&str] = &["list_probes", "run", "diff"];
 
@@ -175,7 +181,10 @@ fn compile(text: &str, catalog: &Catalog, opts: &ServerOptions) -> Result<Progra
             macros: crate::lang::MacroEnv {
                 args: vec!["program".to_string()],
                 defaultargs: true,
-                vars: vec![("pid".into(), std::process::id() as u64), ("target".into(), 0)],
+                vars: vec![
+                    ("pid".into(), std::process::id() as u64),
+                    ("target".into(), 0),
+                ],
             },
             cpp: None,
             file_name: "program",
@@ -186,9 +195,11 @@ fn compile(text: &str, catalog: &Catalog, opts: &ServerOptions) -> Result<Progra
     )
     .map_err(|d| format!("failed to compile the program: {d}"))?;
     if c.destructive && !opts.destructive {
-        return Err("destructive actions (system(), raise(), stop(), copyout(), ...) are refused: \
+        return Err(
+            "destructive actions (system(), raise(), stop(), copyout(), ...) are refused: \
                     the server was started without -w (dtx --mcp -w allows them)"
-            .into());
+                .into(),
+        );
     }
     Ok(ProgramSpec {
         label: "program".into(),
@@ -259,7 +270,10 @@ impl RunResult {
                         }),
                     ),
                     ("function", Json::str(func)),
-                    ("rows", Json::Array(rows.iter().map(|r| row_json(func, r)).collect())),
+                    (
+                        "rows",
+                        Json::Array(rows.iter().map(|r| row_json(func, r)).collect()),
+                    ),
                     ("rows-total", Json::UInt(total as u64)),
                 ])
             })
@@ -273,11 +287,17 @@ impl RunResult {
                 "messages",
                 Json::Array(self.messages.iter().map(|m| Json::str(m.clone())).collect()),
             ),
-            ("exit", self.exit.map_or(Json::Null, |c| Json::Int(i64::from(c)))),
+            (
+                "exit",
+                self.exit.map_or(Json::Null, |c| Json::Int(i64::from(c))),
+            ),
             ("stopped-after-seconds", Json::Bool(self.stopped)),
             ("errors", Json::UInt(self.errors)),
             ("drops", Json::UInt(self.drops)),
-            ("trace-seconds", self.trace_seconds.map_or(Json::Null, Json::Float)),
+            (
+                "trace-seconds",
+                self.trace_seconds.map_or(Json::Null, Json::Float),
+            ),
         ])
     }
 }
@@ -376,12 +396,14 @@ pub fn run(
 fn list_probes(args: &Json) -> Result<Json, String> {
     let trace = str_arg(args, "trace");
     let pattern = str_arg(args, "match").unwrap_or("*");
-    let limit = num_arg(args, "limit").unwrap_or(500.0).clamp(1.0, 100_000.0) as usize;
+    let limit = num_arg(args, "limit")
+        .unwrap_or(500.0)
+        .clamp(1.0, 100_000.0) as usize;
     let (catalog, counts) = match trace {
         Some(path) => {
             let mut etw = crate::providers::etw::EtwProbes::new();
-            let mut src = crate::sources::etl::TraceSource::open(path)
-                .map_err(|e| format!("{path}: {e}"))?;
+            let mut src =
+                crate::sources::etl::TraceSource::open(path).map_err(|e| format!("{path}: {e}"))?;
             src.scan_providers(&mut etw);
             let counts = src.probe_counts(&etw);
             (crate::providers::etw_catalog(&etw), Some(counts))
@@ -476,7 +498,12 @@ const DSCRIPTS: &[(&str, &str)] = &include!(concat!(env!("OUT_DIR"), "/mcp_dscri
 fn description(text: &str) -> String {
     text.lines()
         .map(str::trim)
-        .map(|l| l.trim_start_matches("/*").trim_start_matches('*').trim_start_matches("//").trim())
+        .map(|l| {
+            l.trim_start_matches("/*")
+                .trim_start_matches('*')
+                .trim_start_matches("//")
+                .trim()
+        })
         .find(|l| !l.is_empty() && !l.starts_with('#') && !l.starts_with("!/"))
         .unwrap_or("")
         .to_string()
