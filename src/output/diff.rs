@@ -645,10 +645,12 @@ mod tests {
             _ => unreachable!(),
         };
         let Json::Array(r) = r else { unreachable!() };
-        // per second: a is 1.0 before and 2.0 after
-        assert_eq!(r[0].get("before"), Some(&Json::Float(1.0)));
-        assert_eq!(r[0].get("after"), Some(&Json::Float(2.0)));
-        assert_eq!(r[0].get("ratio"), Some(&Json::Float(2.0)));
+        // per second: b (100 -> 90) fell by 5.5 a second, more than a rose (1.0 -> 2.0)
+        assert_eq!(r[0].get("keys"), Some(&Json::Array(vec![Json::str("b")])));
+        assert_eq!(r[0].get("change"), Some(&Json::Float(-5.5)));
+        assert_eq!(r[1].get("before"), Some(&Json::Float(1.0)));
+        assert_eq!(r[1].get("after"), Some(&Json::Float(2.0)));
+        assert_eq!(r[1].get("ratio"), Some(&Json::Float(2.0)));
     }
 
     #[test]

@@ -309,7 +309,7 @@ pub fn run(
     seconds: f64,
     opts: &ServerOptions,
 ) -> Result<RunResult, String> {
-    if !(seconds > 0.0) {
+    if seconds.is_nan() || seconds <= 0.0 {
         return Err("seconds must be more than 0".into());
     }
     let seconds = seconds.min(MAX_SECONDS);
