@@ -21,6 +21,7 @@ fn main() {
     println!("cargo:rerun-if-changed=agent/Cargo.toml");
     println!("cargo:rerun-if-changed=agent/Cargo.lock");
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+    dscripts_list(&out);
     let dest = out.join("fpid-agent.bin");
     let os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
     let env = std::env::var("CARGO_CFG_TARGET_ENV").unwrap_or_default();
@@ -131,4 +132,45 @@ fn export_check_functions(out: &std::path::Path, env: &str) {
         std::fs::write(&def, format!("EXPORTS\n{text}")).expect("write dtx-exports.def");
         println!("cargo:rustc-link-arg-bin=dtx={}", def.display());
     }
+}
+
+/// `mcp_dscripts.rs`: the scripts of `dscripts/` (not `lib/`, the type library), as a list
+/// `[("dir/name.d", include_str!(...)), ...]` sorted by path, the MCP server's resources.
+fn dscripts_list(out: &std::path::Path) {
+    println!("cargo:rerun-if-changed=dscripts");
+    let root =
+        PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets it")).join("dscripts");
+    let mut found = Vec::new();
+    let mut dirs = vec![root.clone()];
+    while let Some(d) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                if p.file_name().is_some_and(|n| n != "lib") {
+                    dirs.push(p);
+                }
+            } else if p.extension().is_some_and(|x| x == "d") {
+                println!("cargo:rerun-if-changed={}", p.display());
+                found.push(p);
+            }
+        }
+    }
+    found.sort();
+    let mut text = String::from("[\n");
+    for p in &found {
+        let rel = p
+            .strip_prefix(&root)
+            .expect("under dscripts")
+            .to_string_lossy()
+            .replace('\\', "/");
+        text.push_str(&format!(
+            "    ({rel:?}, include_str!({:?})),\n",
+            p.display().to_string()
+        ));
+    }
+    text.push(']');
+    std::fs::write(out.join("mcp_dscripts.rs"), text).expect("write mcp_dscripts.rs");
 }

@@ -7,6 +7,7 @@
 //! buckets for quantize(), ...), indexed by a hash of the key bytes. A million distinct integer
 //! keys of a count() take about 60 MB (see the `memory_million_keys` test).
 
+pub mod diff;
 pub(crate) mod funcs;
 pub(crate) mod key;
 pub(crate) mod quantize;

@@ -41,17 +41,21 @@ impl AggView {
     /// What the aggregating function is, from its values (`count`, `quantize`, ...), or `""`
     /// while the aggregation is empty.
     pub fn func(&self) -> &'static str {
-        match self.rows.first().map(|r| &r.value) {
-            Some(AggValue::Count(_)) => "count",
-            Some(AggValue::Sum(_)) => "sum",
-            Some(AggValue::Avg { .. }) => "avg",
-            Some(AggValue::Min(_)) => "min",
-            Some(AggValue::Max(_)) => "max",
-            Some(AggValue::Stddev { .. }) => "stddev",
-            Some(AggValue::Quantize(_)) => "quantize",
-            Some(AggValue::Lquantize { .. }) => "lquantize",
-            Some(AggValue::Llquantize { .. }) => "llquantize",
-            None => "",
+        self.rows.first().map_or("", |r| AggView::func_of(&r.value))
+    }
+
+    /// The aggregating function a value is of (`count`, `quantize`, ...).
+    pub fn func_of(v: &AggValue) -> &'static str {
+        match v {
+            AggValue::Count(_) => "count",
+            AggValue::Sum(_) => "sum",
+            AggValue::Avg { .. } => "avg",
+            AggValue::Min(_) => "min",
+            AggValue::Max(_) => "max",
+            AggValue::Stddev { .. } => "stddev",
+            AggValue::Quantize(_) => "quantize",
+            AggValue::Lquantize { .. } => "lquantize",
+            AggValue::Llquantize { .. } => "llquantize",
         }
     }
 

@@ -156,6 +156,16 @@ fn aggregation_list(doc: &Json) -> Option<&[Json]> {
     }
 }
 
+/// The names (`@name`, `@_` for the anonymous one) of a saved document's aggregations, empty
+/// ones too.
+pub fn aggregation_names(doc: &Json) -> Vec<String> {
+    aggregation_list(doc)
+        .unwrap_or(&[])
+        .iter()
+        .filter_map(agg_name)
+        .collect()
+}
+
 /// Adds the aggregations of the documents (named by file for errors) together.
 pub fn merge(docs: &[(&str, Json)]) -> Result<Merged, String> {
     let mut defs: Vec<Aggregation> = Vec::new();

@@ -1,6 +1,7 @@
 //! The dtrace-compatible command line: options, compiling each program, `-l` listing, `-e`.
 
 pub mod args;
+pub mod diff;
 mod enabling;
 mod listing;
 mod merge;
@@ -63,6 +64,22 @@ pub fn main(argv: Vec<OsString>) -> i32 {
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
         return merge::main(prog, &rest);
+    }
+    // `--diff before after`: what changed between two runs (saved results or traces)
+    if argv.get(1).is_some_and(|a| a == "--diff") {
+        let rest: Vec<String> = argv[2..]
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        return diff::main(prog, &rest);
+    }
+    // `--mcp [-w]`: an MCP server on stdio for agents (src/serve/mcp)
+    if argv.get(1).is_some_and(|a| a == "--mcp") {
+        let rest: Vec<String> = argv[2..]
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        return crate::serve::mcp::main(prog, &rest);
     }
     // `--check-workload WHAT [N]`: the self-check's workload, run by the checked dtx as its -c
     // target (src/cli/selfcheck/workload.rs)

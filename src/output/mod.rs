@@ -1,6 +1,7 @@
 //! Output formatting exactly as dtrace does it: printf, trace() records, print() of typed data,
 //! tracemem, stacks, printa() of aggregations, -F flow indent, and dtrace's messages.
 
+pub mod diff;
 pub mod etw_writer;
 pub mod flow;
 pub mod folded;

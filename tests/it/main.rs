@@ -24,6 +24,7 @@ mod d_classes;
 mod d_windows;
 mod d_windows_args;
 mod diag_missed;
+mod diff;
 #[cfg(unix)]
 mod docs_examples;
 #[cfg(target_os = "linux")]
@@ -57,6 +58,7 @@ mod fpid_windows;
 mod illumos_differences;
 mod layout;
 mod many_traces;
+mod mcp;
 #[cfg(target_os = "linux")]
 mod minidebuginfo;
 mod no_panic;

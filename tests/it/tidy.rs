@@ -537,6 +537,34 @@ fn tidy_what_dtx_says_goes_through_output_stderr() {
     );
 }
 
+/// The MCP server's stdout carries protocol messages only (MCP's stdio transport): nothing in
+/// `src/serve/` prints, and only the server's loop (`serve/mcp/mod.rs`) holds stdout; and
+/// serving reaches no source but `sources::etl`, to open a trace for a session.
+#[test]
+fn tidy_serving_keeps_stdout_for_the_protocol() {
+    let serve = root().join("src/serve");
+    let server_loop = serve.join("mcp/mod.rs");
+    let mut bad = Vec::new();
+    for (f, code) in sources() {
+        if !f.starts_with(&serve) {
+            continue;
+        }
+        for (i, l) in code.code.iter().enumerate() {
+            let prints = l.contains("println!") || l.contains("print!(");
+            let stdout = l.contains("stdout()") && f != server_loop;
+            let source = l.contains("crate::sources::") && !l.contains("crate::sources::etl::");
+            if prints || stdout || source {
+                bad.push(format!("{}:{}: {}", rel(&f), i + 1, code.lines[i].trim()));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "src/serve prints, holds stdout outside the MCP loop, or reaches a source:\n{}",
+        bad.join("\n")
+    );
+}
+
 #[test]
 fn tidy_no_unwrap_outside_tests() {
     let bad = offending(|c, i| c.code[i].contains(".unwrap()"));
