@@ -3,7 +3,8 @@
 //! once whole and checked (so no reader, this run or a later one, ever sees a partial or wrong
 //! file there), and the per-user cache a `srv*server` with no cache of its own gets.
 
-use std::path::{Path, PathBuf};
+use std::io::Read;
+use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::symbols::pdb::PdbId;
@@ -12,6 +13,32 @@ use crate::symbols::pdb::PdbId;
 pub fn place(store: &Path, id: &PdbId) -> PathBuf {
     let name = id.file_name();
     store.join(name).join(id.store_key()).join(name)
+}
+
+/// [`place`], for writing: every component under the store a plain name, so that no name
+/// (`..`, `C:x`, a root, a device) writes outside it.
+pub fn checked_place(store: &Path, id: &PdbId) -> Result<PathBuf, String> {
+    let name = id.file_name();
+    if let Some(why) = super::guard::file_name_problem(name) {
+        return Err(format!(
+            "the PDB name {:?}: {why}",
+            super::guard::shown(name)
+        ));
+    }
+    let to = place(store, id);
+    let under = to
+        .strip_prefix(store)
+        .map_err(|_| "a path outside the store")?;
+    if !under
+        .components()
+        .all(|c| matches!(c, Component::Normal(_)))
+    {
+        return Err(format!(
+            "the PDB name {:?}: not a plain name",
+            super::guard::shown(name)
+        ));
+    }
+    Ok(to)
 }
 
 /// The per-user symbol cache: `%LOCALAPPDATA%\dtx\symbols` on Windows,
@@ -95,7 +122,7 @@ impl Partial {
     /// Renames the (checked) file to `id`'s place in `store` (the store it was made in).
     pub fn keep(mut self, store: &Path, id: &PdbId) -> Result<PathBuf, String> {
         self.file.take();
-        let to = place(store, id);
+        let to = checked_place(store, id)?;
         if let Some(dir) = to.parent() {
             std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         }
@@ -114,13 +141,24 @@ impl Drop for Partial {
 
 /// Copies the PDB at `from` into `id`'s place in `store`, through a temporary file there.
 pub fn copy_into(store: &Path, id: &PdbId, from: &Path) -> Result<PathBuf, String> {
-    let to = place(store, id);
+    let to = checked_place(store, id)?;
     if to.is_file() {
         return Ok(to);
     }
     let mut part = Partial::new(store)?;
-    let mut src = std::fs::File::open(from).map_err(|e| format!("{}: {e}", from.display()))?;
-    std::io::copy(&mut src, part.file()).map_err(|e| format!("{}: {e}", store.display()))?;
+    let src = std::fs::File::open(from).map_err(|e| format!("{}: {e}", from.display()))?;
+    if !src.metadata().is_ok_and(|m| m.is_file()) {
+        return Err(format!("{}: not a file", from.display()));
+    }
+    let max = super::guard::Limits::from_env().max_bytes;
+    let n = std::io::copy(&mut src.take(max + 1), part.file())
+        .map_err(|e| format!("{}: {e}", store.display()))?;
+    if n > max {
+        return Err(format!(
+            "{}: larger than {max} bytes (DTX_SYMBOL_MAX_MB): refused",
+            from.display()
+        ));
+    }
     part.check(id)?;
     part.keep(store, id)
 }

@@ -15,8 +15,20 @@ pub enum Failure {
     Dns,
     /// The TLS handshake failed (a certificate, a protocol).
     Tls(String),
-    /// No answer within the timeout.
+    /// No connection or no answer's head within the timeout (`DTX_SYMBOL_TIMEOUT`).
     Timeout,
+    /// An answer that came, but too slowly: the download's deadline passed (its bytes so far).
+    TooSlow(u64),
+    /// More bytes than the bound (`what`, the bound).
+    TooBig(&'static str, u64),
+    /// A 200 whose first bytes are not the file asked for (not an MSF PDB, not a cabinet).
+    NotSymbolFile,
+    /// A redirect dtx does not follow (another host, HTTPS to HTTP, too many): the reason.
+    Redirect(String),
+    /// A URL that cannot be requested (one file's, not the server's fault).
+    BadUrl(String),
+    /// Ctrl-C.
+    Interrupted,
     /// The connection failed or broke (refused, reset, closed before the end).
     Connection(String),
     /// An answer other than 200 or 404.
@@ -30,7 +42,17 @@ impl std::fmt::Display for Failure {
         match self {
             Failure::Dns => write!(f, "DNS: the name does not resolve"),
             Failure::Tls(e) => write!(f, "TLS: {e}"),
-            Failure::Timeout => write!(f, "timeout: no answer"),
+            Failure::Timeout => write!(f, "timeout: no answer within {} s", timeout().as_secs_f64()),
+            Failure::TooSlow(n) => write!(
+                f,
+                "answered too slowly: {n} bytes in {} s, the time a download may take (DTX_SYMBOL_DOWNLOAD_SECONDS)",
+                super::guard::Limits::from_env().download.as_secs_f64()
+            ),
+            Failure::TooBig(what, max) => write!(f, "{what} larger than {max} bytes: refused"),
+            Failure::NotSymbolFile => write!(f, "the answer is not a PDB or cabinet file"),
+            Failure::Redirect(why) => write!(f, "redirect: {why}"),
+            Failure::BadUrl(why) => write!(f, "no URL: {why}"),
+            Failure::Interrupted => write!(f, "interrupted"),
             Failure::Connection(e) => write!(f, "connection: {e}"),
             Failure::Status(s) => write!(f, "HTTP status {s}"),
             Failure::Local(e) => write!(f, "{e}"),
@@ -44,7 +66,12 @@ impl Failure {
     pub fn server_down(&self) -> bool {
         matches!(
             self,
-            Failure::Dns | Failure::Tls(_) | Failure::Timeout | Failure::Connection(_)
+            Failure::Dns
+                | Failure::Tls(_)
+                | Failure::Timeout
+                | Failure::TooSlow(_)
+                | Failure::Connection(_)
+                | Failure::Interrupted
         )
     }
 }
@@ -126,7 +153,10 @@ pub fn agent(server: &str) -> Result<ureq::Agent, Failure> {
         .proxy(proxy)
         .timeout_connect(Some(t))
         .timeout_recv_response(Some(t))
-        .timeout_recv_body(Some(t * 30))
+        // the download's own deadline is kept by `get`; this one ends a thread left behind
+        .timeout_global(Some(super::guard::Limits::from_env().download + t))
+        // redirects are followed by `get`, each checked (same scheme, host and port)
+        .max_redirects(0)
         .http_status_as_error(false)
         .user_agent(concat!(
             "dtx/",
@@ -146,7 +176,19 @@ pub fn agent(server: &str) -> Result<ureq::Agent, Failure> {
 fn classify(e: &ureq::Error) -> Failure {
     match e {
         ureq::Error::HostNotFound => Failure::Dns,
-        ureq::Error::Timeout(_) => Failure::Timeout,
+        ureq::Error::Timeout(t) => {
+            use ureq::Timeout as T;
+            match t {
+                T::RecvBody | T::Global | T::PerCall => Failure::TooSlow(0),
+                _ => Failure::Timeout,
+            }
+        }
+        ureq::Error::BadUri(e) => Failure::BadUrl(e.clone()),
+        ureq::Error::Http(e) => Failure::BadUrl(e.to_string()),
+        ureq::Error::TooManyRedirects | ureq::Error::RedirectFailed => {
+            Failure::Redirect(e.to_string())
+        }
+        ureq::Error::ConnectionFailed => Failure::Connection("refused".into()),
         ureq::Error::Tls(t) => Failure::Tls(t.to_string()),
         ureq::Error::StatusCode(s) => Failure::Status(*s),
         ureq::Error::Io(io) => io_failure(io),
@@ -182,32 +224,172 @@ fn io_failure(io: &std::io::Error) -> Failure {
 }
 
 impl Failure {
-    /// Whether a request that failed so is worth one more try (it failed in transit; not a
-    /// name that does not resolve, a TLS failure or an HTTP status).
+    /// Whether a request that failed so is worth one more try: it failed in transit (a
+    /// connection closed or reset, no answer in time). Not a name that does not resolve, TLS,
+    /// an HTTP status, a redirect refused, a bound hit, an answer too slow, Ctrl-C.
     pub fn retryable(&self) -> bool {
-        matches!(self, Failure::Timeout | Failure::Connection(_))
+        matches!(self, Failure::Timeout) || matches!(self, Failure::Connection(e) if e != "refused")
     }
 }
 
+/// What a download must start with, and how much it may hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expect {
+    /// An MSF PDB or a cabinet (`.pdb`, `.pd_`, a pointer's target), up to `max` bytes.
+    SymbolFile { max: u64 },
+    /// A `file.ptr`'s text, up to `max` bytes.
+    Pointer { max: u64 },
+}
+
+const MSF7: &[u8] = b"Microsoft C/C++ MSF 7.00\r\n\x1aDS\0\0\0";
+const MSF2: &[u8] = b"Microsoft C/C++ program database 2.00\r\n\x1aJG\0\0";
+const CAB: &[u8] = b"MSCF\0\0\0\0";
+
+/// Whether `head` (the first bytes of a body, all of them when it is shorter) can start an
+/// MSF PDB or a cabinet file.
+pub fn symbol_file_head(head: &[u8]) -> bool {
+    !head.is_empty()
+        && [MSF7, MSF2, CAB].iter().any(|m| {
+            let k = head.len().min(m.len());
+            head[..k] == m[..k]
+        })
+}
+
+/// The number of redirects a download follows (each to the same scheme, host and port).
+const MAX_REDIRECTS: usize = 5;
+
+/// What the worker thread of a GET sends: bytes, then the end.
+enum Msg {
+    Head(Option<u64>),
+    Bytes(Vec<u8>),
+    End(Result<Got, Failure>),
+}
+
 /// GETs `url` into `out`; `progress` gets the bytes as they arrive. A body shorter than its
-/// `Content-Length` is an error. One try: the caller retries ([`Failure::retryable`]) with a
-/// fresh `out`.
+/// `Content-Length` is an error; so is one longer than `expect` allows (the length checked
+/// first), one that does not start as `expect` says, one not whole by `deadline`, and Ctrl-C
+/// ([`super::guard::cancel`]), which ends it within a tenth of a second. Redirects are
+/// followed only to the same scheme, host and port ([`super::guard::may_follow`]). One try:
+/// the caller retries ([`Failure::retryable`]) with a fresh `out`.
+///
+/// The request runs on a thread of its own and hands its bytes over through a small channel
+/// (at most 4 x 64 KiB in flight), so that the caller notices the deadline and Ctrl-C even
+/// while the server sends nothing; a thread left behind ends at ureq's global timeout.
 pub fn get(
     agent: &ureq::Agent,
     url: &str,
     out: &mut dyn Write,
     progress: &dyn Fn(u64),
+    expect: Expect,
+    deadline: std::time::Instant,
 ) -> Result<Got, Failure> {
-    get_once(agent, url, out, progress)
+    if super::guard::cancelled() {
+        return Err(Failure::Interrupted);
+    }
+    let (tx, rx) = std::sync::mpsc::sync_channel::<Msg>(4);
+    let (agent, first) = (agent.clone(), url.to_string());
+    let max = match expect {
+        Expect::SymbolFile { max } | Expect::Pointer { max } => max,
+    };
+    let worker = std::thread::Builder::new()
+        .name("dtx-symsrv-get".into())
+        .spawn(move || {
+            let end = fetch_on(&agent, &first, max, &tx);
+            let _ = tx.send(Msg::End(end));
+        });
+    if let Err(e) = worker {
+        return Err(Failure::Local(format!(
+            "cannot start a download thread: {e}"
+        )));
+    }
+    let mut n: u64 = 0;
+    let mut head = Vec::new();
+    let tick = Duration::from_millis(100);
+    loop {
+        if super::guard::cancelled() {
+            return Err(Failure::Interrupted);
+        }
+        let now = std::time::Instant::now();
+        if now >= deadline {
+            return Err(Failure::TooSlow(n));
+        }
+        let msg = match rx.recv_timeout(tick.min(deadline - now)) {
+            Ok(m) => m,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(Failure::Connection("the download thread ended".into()))
+            }
+        };
+        match msg {
+            Msg::Head(Some(len)) if len > max => {
+                return Err(too_big(expect, max));
+            }
+            Msg::Head(_) => {}
+            Msg::Bytes(b) => {
+                if let Expect::SymbolFile { .. } = expect {
+                    if head.len() < 64 {
+                        head.extend_from_slice(&b[..b.len().min(64 - head.len())]);
+                        if !symbol_file_head(&head) {
+                            return Err(Failure::NotSymbolFile);
+                        }
+                    }
+                }
+                n += b.len() as u64;
+                if n > max {
+                    return Err(too_big(expect, max));
+                }
+                out.write_all(&b)
+                    .map_err(|e| Failure::Local(format!("writing the cache: {e}")))?;
+                progress(b.len() as u64);
+            }
+            Msg::End(Ok(Got::File(_))) => {
+                if matches!(expect, Expect::SymbolFile { .. }) && n == 0 {
+                    return Err(Failure::NotSymbolFile);
+                }
+                return Ok(Got::File(n));
+            }
+            Msg::End(end) => return end,
+        }
+    }
 }
 
-fn get_once(
+fn too_big(expect: Expect, max: u64) -> Failure {
+    match expect {
+        Expect::SymbolFile { .. } => Failure::TooBig("a download (DTX_SYMBOL_MAX_MB)", max),
+        Expect::Pointer { .. } => Failure::TooBig("a file.ptr (DTX_SYMBOL_POINTER_MAX_KB)", max),
+    }
+}
+
+/// The worker of [`get`]: the request, its redirects, its body in pieces to `tx`.
+fn fetch_on(
     agent: &ureq::Agent,
-    url: &str,
-    out: &mut dyn Write,
-    progress: &dyn Fn(u64),
+    first: &str,
+    max: u64,
+    tx: &std::sync::mpsc::SyncSender<Msg>,
 ) -> Result<Got, Failure> {
-    let mut resp = agent.get(url).call().map_err(|e| classify(&e))?;
+    let mut url = first.to_string();
+    let mut hops = 0;
+    let mut resp = loop {
+        let resp = agent.get(&url).call().map_err(|e| classify(&e))?;
+        let status = resp.status().as_u16();
+        if !matches!(status, 301 | 302 | 303 | 307 | 308) {
+            break resp;
+        }
+        hops += 1;
+        if hops > MAX_REDIRECTS {
+            return Err(Failure::Redirect(format!(
+                "more than {MAX_REDIRECTS} redirects"
+            )));
+        }
+        let to = resp
+            .headers()
+            .get("location")
+            .and_then(|v| v.to_str().ok())
+            .ok_or_else(|| Failure::Redirect(format!("a {status} without a Location")))?;
+        let to = resolve(&url, to.trim());
+        super::guard::may_follow(first, &to).map_err(Failure::Redirect)?;
+        url = to;
+    };
     match resp.status().as_u16() {
         200 => {}
         404 => return Ok(Got::NotFound),
@@ -218,20 +400,28 @@ fn get_once(
         .get("content-length")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse().ok());
+    if tx.send(Msg::Head(expect)).is_err() {
+        return Err(Failure::Interrupted);
+    }
+    if expect.is_some_and(|e| e > max) {
+        return Err(Failure::Interrupted);
+    }
     let mut body = resp.body_mut().as_reader();
-    let mut buf = vec![0u8; 64 * 1024];
     let mut n: u64 = 0;
     loop {
+        let mut buf = vec![0u8; 64 * 1024];
         let k = match body.read(&mut buf) {
             Ok(0) => break,
             Ok(k) => k,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(io_failure(&e)),
         };
-        out.write_all(&buf[..k])
-            .map_err(|e| Failure::Local(format!("writing the cache: {e}")))?;
+        buf.truncate(k);
         n += k as u64;
-        progress(k as u64);
+        if tx.send(Msg::Bytes(buf)).is_err() || n > max {
+            // the caller has gone (a bound, the deadline, Ctrl-C): read no more
+            return Err(Failure::Interrupted);
+        }
     }
     if expect.is_some_and(|e| e != n) {
         return Err(Failure::Connection(
@@ -239,6 +429,27 @@ fn get_once(
         ));
     }
     Ok(Got::File(n))
+}
+
+/// A redirect's `Location` against the URL it answered: absolute, `//host/..`, `/path` or
+/// relative to the folder.
+fn resolve(base: &str, loc: &str) -> String {
+    if loc.contains("://") {
+        return loc.to_string();
+    }
+    let (scheme, rest) = base.split_once("://").unwrap_or(("http", base));
+    if let Some(net) = loc.strip_prefix("//") {
+        return format!("{scheme}://{net}");
+    }
+    let auth_end = rest.find('/').unwrap_or(rest.len());
+    let auth = &rest[..auth_end];
+    if loc.starts_with('/') {
+        return format!("{scheme}://{auth}{loc}");
+    }
+    let path = &rest[auth_end..];
+    let path = path.split(['?', '#']).next().unwrap_or("");
+    let dir = path.rfind('/').map_or("/", |i| &path[..=i]);
+    format!("{scheme}://{auth}{dir}{loc}")
 }
 
 #[cfg(test)]
