@@ -95,6 +95,164 @@ pub fn timeout() -> Duration {
     Duration::from_secs_f64(secs.min(3600.0))
 }
 
+/// The proxy for `url`: the environment's ([`proxy_for`]) when it names one for the URL's
+/// scheme (or `no_proxy`), else on Windows the user's system proxy, as symsrv's WinHTTP/WinINet
+/// reads it ([`system_proxy`], from `HKCU\Software\Microsoft\Windows\CurrentVersion\Internet
+/// Settings`: `ProxyEnable`, `ProxyServer`, `ProxyOverride`).
+pub fn proxy_of(url: &str) -> Option<String> {
+    let named = |n: &[&str]| {
+        n.iter()
+            .any(|v| std::env::var(v).is_ok_and(|v| !v.trim().is_empty()))
+    };
+    let https = url.to_ascii_lowercase().starts_with("https:");
+    let env_names = if https {
+        ["https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"]
+    } else {
+        ["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"]
+    };
+    if named(&env_names) {
+        return proxy_for(url);
+    }
+    #[cfg(windows)]
+    {
+        let s = windows_proxy::read();
+        system_proxy(url, s.enable, s.server.as_deref(), s.bypass.as_deref())
+    }
+    #[cfg(not(windows))]
+    None
+}
+
+/// The system proxy for `url` from the Internet Settings values (Microsoft Learn,
+/// INTERNET_PER_CONN_OPTION / "Proxy server settings"): `ProxyServer` is `host:port` for every
+/// scheme or `http=host:port;https=host:port;...`; `ProxyOverride` is a `;`-list of hosts
+/// reached directly, with `*` wildcards, `<local>` naming every host without a dot.
+pub fn system_proxy(
+    url: &str,
+    enable: bool,
+    server: Option<&str>,
+    bypass: Option<&str>,
+) -> Option<String> {
+    let server = server?.trim();
+    if !enable || server.is_empty() {
+        return None;
+    }
+    let https = url.to_ascii_lowercase().starts_with("https:");
+    let want = if https { "https" } else { "http" };
+    let chosen = if server.contains('=') {
+        server.split(';').find_map(|e| {
+            let (k, v) = e.split_once('=')?;
+            k.trim()
+                .eq_ignore_ascii_case(want)
+                .then(|| v.trim().to_string())
+        })?
+    } else {
+        server.to_string()
+    };
+    if chosen.is_empty() {
+        return None;
+    }
+    let host = host_of(url).to_ascii_lowercase();
+    let bypassed = bypass.unwrap_or("").split(';').map(str::trim).any(|e| {
+        let e = e.to_ascii_lowercase();
+        if e == "<local>" {
+            return !host.contains('.') && !host.contains(':');
+        }
+        !e.is_empty() && wildcard(&e, &host)
+    });
+    if bypassed {
+        return None;
+    }
+    Some(if chosen.contains("://") {
+        chosen
+    } else {
+        format!("http://{chosen}")
+    })
+}
+
+/// `pat` (with `*` for any run of characters) matches all of `s`.
+fn wildcard(pat: &str, s: &str) -> bool {
+    match pat.split_once('*') {
+        None => pat == s,
+        Some((head, rest)) => {
+            let Some(after) = s.strip_prefix(head) else {
+                return false;
+            };
+            (0..=after.len()).any(|i| after.is_char_boundary(i) && wildcard(rest, &after[i..]))
+        }
+    }
+}
+
+/// The user's Internet Settings proxy values, from the registry.
+#[cfg(windows)]
+mod windows_proxy {
+    use windows_sys::Win32::System::Registry::{
+        RegGetValueW, HKEY_CURRENT_USER, RRF_RT_REG_DWORD, RRF_RT_REG_SZ,
+    };
+
+    pub struct Settings {
+        pub enable: bool,
+        pub server: Option<String>,
+        pub bypass: Option<String>,
+    }
+
+    fn wide(s: &str) -> Vec<u16> {
+        s.encode_utf16().chain(std::iter::once(0)).collect()
+    }
+
+    const KEY: &str = r"Software\Microsoft\Windows\CurrentVersion\Internet Settings";
+
+    fn string(name: &str) -> Option<String> {
+        let (key, name) = (wide(KEY), wide(name));
+        let mut buf = vec![0u16; 2048];
+        let mut len = (buf.len() * 2) as u32;
+        // SAFETY: the key and value names are NUL-terminated; `buf` holds `len` bytes
+        let rc = unsafe {
+            RegGetValueW(
+                HKEY_CURRENT_USER,
+                key.as_ptr(),
+                name.as_ptr(),
+                RRF_RT_REG_SZ,
+                std::ptr::null_mut(),
+                buf.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        if rc != 0 {
+            return None;
+        }
+        let n = (len as usize / 2).min(buf.len());
+        let text = String::from_utf16_lossy(&buf[..n]);
+        Some(text.trim_end_matches('\0').to_string())
+    }
+
+    fn dword(name: &str) -> Option<u32> {
+        let (key, name) = (wide(KEY), wide(name));
+        let mut v: u32 = 0;
+        let mut len = 4u32;
+        // SAFETY: as above; `v` holds 4 bytes
+        let rc = unsafe {
+            RegGetValueW(
+                HKEY_CURRENT_USER,
+                key.as_ptr(),
+                name.as_ptr(),
+                RRF_RT_REG_DWORD,
+                std::ptr::null_mut(),
+                (&mut v as *mut u32).cast(),
+                &mut len,
+            )
+        };
+        (rc == 0).then_some(v)
+    }
+
+    pub fn read() -> Settings {
+        Settings {
+            enable: dword("ProxyEnable").is_some_and(|v| v != 0),
+            server: string("ProxyServer"),
+            bypass: string("ProxyOverride"),
+        }
+    }
+}
+
 /// The proxy for `url` from the environment, unless `no_proxy` names its host.
 pub fn proxy_for(url: &str) -> Option<String> {
     let env = |names: &[&str]| {
@@ -143,10 +301,10 @@ pub fn host_of(url: &str) -> &str {
 /// An agent for requests to `server` (one per server: its proxy is chosen for its URL).
 pub fn agent(server: &str) -> Result<ureq::Agent, Failure> {
     let t = timeout();
-    let proxy = match proxy_for(server) {
-        Some(p) => Some(
-            ureq::Proxy::new(&p).map_err(|e| Failure::Connection(format!("the proxy {p}: {e}")))?,
-        ),
+    let proxy = match proxy_of(server) {
+        Some(p) => Some(ureq::Proxy::new(&p).map_err(|e| {
+            Failure::Connection(format!("the proxy {}: {e}", super::guard::redact(&p)))
+        })?),
         None => None,
     };
     let config = ureq::Agent::config_builder()
@@ -164,10 +322,14 @@ pub fn agent(server: &str) -> Result<ureq::Agent, Failure> {
             " (symbol server client)"
         ));
     // builds for MSVC have Windows's TLS, not rustls (see Cargo.toml)
+    // and the machine's certificate store, not ureq's built-in roots (Mozilla's): a company
+    // server signed by an internal CA, or a TLS-inspecting proxy, is trusted as Windows trusts
+    // it (symsrv uses WinHTTP, which does the same)
     #[cfg(target_env = "msvc")]
     let config = config.tls_config(
         ureq::tls::TlsConfig::builder()
             .provider(ureq::tls::TlsProvider::NativeTls)
+            .root_certs(ureq::tls::RootCerts::PlatformVerifier)
             .build(),
     );
     Ok(config.build().new_agent())
@@ -455,6 +617,81 @@ fn resolve(base: &str, loc: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn win3_system_proxy_as_symsrv_reads_it() {
+        let u = "https://msdl.microsoft.com/download/symbols";
+        let p = |enable, server, bypass| system_proxy(u, enable, server, bypass);
+        assert_eq!(
+            p(true, Some("proxy.corp:8080"), None),
+            Some("http://proxy.corp:8080".into())
+        );
+        assert_eq!(p(false, Some("proxy.corp:8080"), None), None);
+        assert_eq!(p(true, None, None), None);
+        assert_eq!(
+            p(true, Some("http=h1:80;https=h2:443;ftp=h3:21"), None),
+            Some("http://h2:443".into())
+        );
+        assert_eq!(
+            system_proxy(
+                "http://sym.corp/s",
+                true,
+                Some("http=h1:80;https=h2:443"),
+                None
+            ),
+            Some("http://h1:80".into())
+        );
+        assert_eq!(p(true, Some("ftp=h3:21"), None), None);
+        assert_eq!(
+            p(true, Some("proxy:1"), Some("*.microsoft.com;<local>")),
+            None
+        );
+        assert_eq!(p(true, Some("proxy:1"), Some("msdl.*")), None);
+        assert!(p(true, Some("proxy:1"), Some("*.corp;<local>")).is_some());
+        assert_eq!(
+            system_proxy("http://symbols/s", true, Some("proxy:1"), Some("<local>")),
+            None
+        );
+    }
+
+    #[test]
+    fn win3_msvc_tls_trusts_the_windows_store() {
+        let a = agent("https://127.0.0.1:1").unwrap();
+        let roots = a.config().tls_config().root_certs();
+        if cfg!(target_env = "msvc") {
+            assert!(
+                matches!(roots, ureq::tls::RootCerts::PlatformVerifier),
+                "{roots:?}"
+            );
+        } else {
+            // rustls with Mozilla's roots (the platform verifier would pull C in)
+            assert!(matches!(roots, ureq::tls::RootCerts::WebPki), "{roots:?}");
+        }
+    }
+
+    #[test]
+    fn hostile_redirects_resolve_and_bodies_must_be_symbol_files() {
+        assert_eq!(resolve("http://h:1/a/b/c.pdb", "/x"), "http://h:1/x");
+        assert_eq!(
+            resolve("http://h:1/a/b/c.pdb", "d.pdb"),
+            "http://h:1/a/b/d.pdb"
+        );
+        assert_eq!(resolve("https://h/a", "//e/x"), "https://e/x");
+        assert_eq!(resolve("https://h/a", "http://e/x"), "http://e/x");
+        assert!(symbol_file_head(b"Microsoft C/C++ MSF 7.00\r\n\x1aDS"));
+        assert!(symbol_file_head(b"MSCF"));
+        assert!(symbol_file_head(b"Micro"));
+        assert!(!symbol_file_head(b"<html>"));
+        assert!(!symbol_file_head(b""));
+        assert!(!Failure::Tls("x".into()).retryable());
+        assert!(!Failure::Redirect("x".into()).retryable());
+        assert!(!Failure::TooSlow(1).retryable());
+        assert!(Failure::Connection("closed before the end of the file".into()).retryable());
+        assert!(!Failure::Connection("refused".into()).retryable());
+        assert!(Failure::TooSlow(3)
+            .to_string()
+            .contains("answered too slowly"));
+    }
 
     #[test]
     fn hosts_and_proxies_of_urls() {
