@@ -238,6 +238,38 @@ pub fn cancel() {
     CANCELLED.store(true, Ordering::SeqCst);
 }
 
+/// The flags Ctrl-C sets besides [`cancel`] (the engine's interrupt: the run goes to END).
+static ON_CTRL_C: std::sync::Mutex<Vec<std::sync::Arc<AtomicBool>>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// Installs the process's Ctrl-C handler (once; `ctrlc` allows one): it cancels the downloads
+/// and sets the flags [`on_ctrl_c`] registered. Called by the run before its sessions start and
+/// by the first download, whichever comes first, so that a Ctrl-C while a PDB downloads, even
+/// before the run has begun, removes its partial file and ends the run as Ctrl-C does.
+pub fn install_ctrl_c() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = ctrlc::set_handler(|| {
+            cancel();
+            for f in ON_CTRL_C.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+                f.store(true, Ordering::SeqCst);
+            }
+        });
+    });
+}
+
+/// Has Ctrl-C set `flag` too (at once when it came already).
+pub fn on_ctrl_c(flag: std::sync::Arc<AtomicBool>) {
+    install_ctrl_c();
+    if cancelled() {
+        flag.store(true, Ordering::SeqCst);
+    }
+    ON_CTRL_C
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(flag);
+}
+
 /// Whether [`cancel`] was called.
 pub fn cancelled() -> bool {
     CANCELLED.load(Ordering::SeqCst)

@@ -89,6 +89,7 @@ pub fn fetch(id: &PdbId, servers: &[Server]) -> Result<Downloaded, String> {
     if guard::cancelled() {
         return Err("interrupted (Ctrl-C): nothing more is downloaded".into());
     }
+    guard::install_ctrl_c();
     let mut reasons = Vec::new();
     for s in servers {
         match fetch_from(id, s) {
@@ -168,7 +169,10 @@ fn fetch_from(id: &PdbId, s: &Server) -> Result<Downloaded, String> {
                 });
             }
             Ok(Asked::NotThere) => {}
-            Ok(Asked::Refused(why)) => refused = Some(why),
+            // the first refusal is said: the PDB's own, before its fallbacks'
+            Ok(Asked::Refused(why)) => {
+                refused.get_or_insert(why);
+            }
             Err(why) => return Err(format!("{shown_host}: {why}")),
         }
     }
