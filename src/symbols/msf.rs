@@ -19,6 +19,11 @@ fn u32_at(b: &[u8], at: usize) -> Option<u32> {
 pub fn check(f: &std::fs::File) -> Result<(), String> {
     let len = f.metadata().map_err(|e| e.to_string())?.len();
     let mut r = f;
+    check_reader(&mut r, len)
+}
+
+/// [`check`] over any reader of `len` bytes (the fuzz target's).
+pub fn check_reader<R: Read + Seek>(mut r: &mut R, len: u64) -> Result<(), String> {
     r.seek(SeekFrom::Start(0)).map_err(|e| e.to_string())?;
     let mut head = [0u8; 56];
     let n = read_up_to(&mut r, &mut head)?;
@@ -47,7 +52,7 @@ pub fn check(f: &std::fs::File) -> Result<(), String> {
     if dir_blocks * 4 > bs || map_block >= blocks {
         return bad("its stream directory's block map");
     }
-    let read_block = |r: &mut &std::fs::File, b: u64, out: &mut Vec<u8>| -> Result<(), String> {
+    let read_block = |r: &mut &mut R, b: u64, out: &mut Vec<u8>| -> Result<(), String> {
         if b >= blocks || (b + 1) * bs > len.saturating_add(bs) {
             return Err("not a valid PDB: a block outside the file".into());
         }
