@@ -284,7 +284,8 @@ fn symbol_server_file_ptr_to_a_url_and_to_a_path() {
         ]
     );
     assert_eq!(server::files_under(&c.cache()).len(), 1);
-    // to a file (a share, here a folder of this machine)
+    // to a file (a share, here a folder of this machine): only when the user allows a
+    // server's pointer to name files (hostile_pointers_stay_on_the_server has the refusal)
     let c = Case::new(s);
     let share = c.dir.path().join("share").join("k.pdb");
     std::fs::create_dir_all(share.parent().unwrap()).unwrap();
@@ -298,7 +299,10 @@ fn symbol_server_file_ptr_to_a_url_and_to_a_path() {
         Mode::Serve,
         Duration::ZERO,
     );
-    let (out, err, _) = c.run(Some(&srv(&c.cache(), &server)), &[]);
+    let (out, err, _) = c.run(
+        Some(&srv(&c.cache(), &server)),
+        &[("DTX_SYMBOL_POINTER_FILES", "1")],
+    );
     assert_eq!(out, named(), "{err}");
     assert_eq!(server::files_under(&c.cache()).len(), 1);
     // MSG: no file, the message in the report
