@@ -648,7 +648,7 @@ fn hostile_endless_body_stops_at_the_bound() {
     let Some(s) = standin() else { return };
     let c = Case::new(s);
     let server = Server::start(HashMap::new(), Mode::Endless, Duration::ZERO);
-    let (peak, (out, err, took)) = peak_bytes_under(&c.dir.path().to_path_buf(), || {
+    let (peak, (out, err, took)) = peak_bytes_under(c.dir.path(), || {
         c.run(
             Some(&srv(&c.cache(), &server)),
             &[("DTX_SYMBOL_MAX_MB", "2")],
@@ -887,7 +887,7 @@ fn hostile_cabinet_bomb_stops_at_the_bound() {
         Mode::Serve,
         Duration::ZERO,
     );
-    let (peak, (out, err, _)) = peak_bytes_under(&c.dir.path().to_path_buf(), || {
+    let (peak, (out, err, _)) = peak_bytes_under(c.dir.path(), || {
         c.run(
             Some(&srv(&c.cache(), &server)),
             &[("DTX_SYMBOL_MAX_MB", "4")],

@@ -132,6 +132,14 @@ impl Partial {
     }
 }
 
+impl Drop for Partial {
+    fn drop(&mut self) {
+        self.file.take();
+        // gone already when kept
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,14 +169,6 @@ mod tests {
             std::process::id(),
             std::time::Duration::from_secs(1 << 20)
         ));
-    }
-}
-
-impl Drop for Partial {
-    fn drop(&mut self) {
-        self.file.take();
-        // gone already when kept
-        let _ = std::fs::remove_file(&self.path);
     }
 }
 
