@@ -140,38 +140,6 @@ impl Drop for Partial {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hostile_partials_of_dead_runs_are_swept() {
-        let d = tempfile::tempdir().unwrap();
-        // pid 0x7fffffff is no process; ours is alive
-        let dead = d.path().join(".dtx-2147483647-0.partial");
-        let ours = d
-            .path()
-            .join(format!(".dtx-{}-9.partial", std::process::id()));
-        let other = d.path().join("x.dtx-1-0.partial.keep");
-        for p in [&dead, &ours, &other] {
-            std::fs::write(p, b"x").unwrap();
-        }
-        let n = sweep(d.path());
-        assert!(ours.exists() && other.exists());
-        if cfg!(target_os = "linux") {
-            assert_eq!(n, 1);
-            assert!(!dead.exists());
-        }
-        assert_eq!(partial_pid(".dtx-12-3.partial"), Some(12));
-        assert_eq!(partial_pid(".dtx-12.partial"), None);
-        assert!(stale(2147483647, std::time::Duration::from_secs(1 << 20)));
-        assert!(!stale(
-            std::process::id(),
-            std::time::Duration::from_secs(1 << 20)
-        ));
-    }
-}
-
 /// Removes, once per store per run, the partial files of runs that ended without removing
 /// them (killed mid-download): see [`stale`].
 fn sweep_once(store: &Path) {
@@ -259,4 +227,36 @@ pub fn copy_into(store: &Path, id: &PdbId, from: &Path) -> Result<PathBuf, Strin
     }
     part.check(id)?;
     part.keep(store, id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostile_partials_of_dead_runs_are_swept() {
+        let d = tempfile::tempdir().unwrap();
+        // pid 0x7fffffff is no process; ours is alive
+        let dead = d.path().join(".dtx-2147483647-0.partial");
+        let ours = d
+            .path()
+            .join(format!(".dtx-{}-9.partial", std::process::id()));
+        let other = d.path().join("x.dtx-1-0.partial.keep");
+        for p in [&dead, &ours, &other] {
+            std::fs::write(p, b"x").unwrap();
+        }
+        let n = sweep(d.path());
+        assert!(ours.exists() && other.exists());
+        if cfg!(target_os = "linux") {
+            assert_eq!(n, 1);
+            assert!(!dead.exists());
+        }
+        assert_eq!(partial_pid(".dtx-12-3.partial"), Some(12));
+        assert_eq!(partial_pid(".dtx-12.partial"), None);
+        assert!(stale(2147483647, std::time::Duration::from_secs(1 << 20)));
+        assert!(!stale(
+            std::process::id(),
+            std::time::Duration::from_secs(1 << 20)
+        ));
+    }
 }
