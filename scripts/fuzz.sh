@@ -5,6 +5,7 @@
 #
 #   scripts/fuzz.sh vm [SECONDS]            # the D VM over generated programs
 #   scripts/fuzz.sh etl_reader [SECONDS]    # the .etl reader over arbitrary bytes
+#   scripts/fuzz.sh symbols [SECONDS]       # symbol path, file.ptr, names, .pd_, PDB headers
 #   scripts/fuzz.sh TARGET SECONDS -- ARGS  # more libFuzzer flags (-jobs=2, -seed=1, ...)
 #
 # SECONDS defaults to 600 (the 10-minute run). Environment:
@@ -20,7 +21,7 @@
 # corpus is seeded with the small real traces of ../shared/etl when it is there.
 set -eu
 
-target=${1:?usage: scripts/fuzz.sh vm|etl_reader [SECONDS] [-- libFuzzer args]}
+target=${1:?usage: scripts/fuzz.sh vm|etl_reader|symbols [SECONDS] [-- libFuzzer args]}
 shift
 secs=600
 if [ $# -gt 0 ] && [ "$1" != "--" ]; then

@@ -784,7 +784,8 @@ fn run_programs(
     // the interrupt handler comes before any session starts: Ctrl-C during start-up must
     // reach the run's normal end (sessions stopped), not the default handler's exit
     let flag = engine.interrupt_flag();
-    let _ = ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::SeqCst));
+    // (one handler for the process: it also ends symbol downloads, their partial files removed)
+    crate::symbols::symsrv::guard::on_ctrl_c(flag);
     // and a closed console window stops the sessions before Windows ends dtx (logoff and
     // shutdown end dtx with no signal: the next dtx stops what that leaves)
     #[cfg(windows)]

@@ -29,6 +29,9 @@ struct Row {
 
 pub fn report(prog: &str, args: &Args) -> Result<i32, String> {
     let _ = prog;
+    // Ctrl-C ends the downloads going on (their partial files removed) and asks nothing more:
+    // the report is then printed with what it has
+    crate::symbols::symsrv::guard::install_ctrl_c();
     let rows = match (args.etl_files.as_slice(), args.pids.as_slice()) {
         ([one], []) => trace_rows(&one.to_string_lossy())?,
         ([], [pid]) => process_rows(pid)?,

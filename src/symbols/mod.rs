@@ -11,6 +11,7 @@ pub mod kallsyms;
 pub mod live;
 pub mod managed;
 pub mod maps;
+pub mod msf;
 pub mod pdb;
 pub mod pe;
 pub mod r2r;

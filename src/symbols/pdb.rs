@@ -147,6 +147,7 @@ impl PdbSymbols {
 /// A PDB's own identity (GUID, and the age an image records: the DBI stream's).
 pub fn pdb_identity(path: &Path) -> Result<(Guid, u32), String> {
     let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    super::msf::check(&f).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut pdb = pdb2::PDB::open(f).map_err(|e| format!("{}: {e}", path.display()))?;
     identity_of(&mut pdb).map_err(|e| format!("{}: {e}", path.display()))
 }
@@ -175,6 +176,7 @@ fn identity_of<'s, S: pdb2::Source<'s> + Send + 's>(
 pub fn read(path: &Path, expect: Option<&PdbId>) -> Result<PdbSymbols, String> {
     let shown = path.display();
     let f = std::fs::File::open(path).map_err(|e| format!("{shown}: {e}"))?;
+    super::msf::check(&f).map_err(|e| format!("{shown}: {e}"))?;
     let mut pdb = pdb2::PDB::open(f).map_err(|e| format!("{shown}: {e}"))?;
     if let Some(id) = expect {
         let (guid, age) = identity_of(&mut pdb).map_err(|e| format!("{shown}: {e}"))?;
@@ -304,6 +306,16 @@ pub struct SymbolPath {
 /// The symbol path `-x sympath=...` sets for the run, in place of the environment's.
 static OVERRIDE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
+/// Whether this run reads a recorded trace (a stranger's, maybe): see [`set_recorded_trace`].
+static RECORDED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Says that this run reads a recorded trace: the PDB path each image records is then not
+/// opened as it is, unless `DTX_TRACE_PDB_PATHS=1` (the symbol path is the way to name PDBs
+/// for a trace); a UNC path is never opened ([`super::symsrv::guard::recorded_path_allowed`]).
+pub fn set_recorded_trace() {
+    RECORDED.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Sets the symbol path of this run (`-x sympath=...`), used in place of
 /// `_NT_ALT_SYMBOL_PATH` / `_NT_SYMBOL_PATH`. Only the first call counts.
 pub fn set_run_symbol_path(text: &str) {
@@ -377,6 +389,14 @@ impl SymbolPath {
             }
         }
         p
+    }
+
+    /// Whether `path` lies in a folder or store the user named in this path.
+    pub fn names(&self, path: &Path) -> bool {
+        self.entries.iter().any(|e| match e {
+            SymbolPathEntry::Stores(dirs) => dirs.iter().any(|d| path.starts_with(d)),
+            SymbolPathEntry::Folder(d) => path.starts_with(d),
+        })
     }
 
     /// Whether `path` lies in one of this path's stores (a cache) rather than a plain folder.
@@ -459,7 +479,19 @@ pub fn find_pdb_with(
     symbol_path: &SymbolPath,
     devices: Option<&crate::etw::state::DevicePaths>,
 ) -> Option<PathBuf> {
-    let mut candidates = vec![PathBuf::from(&id.path)];
+    use super::symsrv::guard;
+    let mut candidates = Vec::new();
+    let recorded = RECORDED.load(std::sync::atomic::Ordering::Relaxed);
+    let option = std::env::var("DTX_TRACE_PDB_PATHS").is_ok_and(|v| v.trim() == "1");
+    if guard::recorded_path_allowed(&id.path, recorded, option) {
+        candidates.push(PathBuf::from(&id.path));
+    }
+    // a name that is not a plain file name (`..`, `C:x`, a device) names no file of a folder
+    if guard::file_name_problem(id.file_name()).is_some() {
+        return candidates.into_iter().find(|c| {
+            c.is_file() && pdb_identity(c).is_ok_and(|(guid, age)| guid == id.guid && age == id.age)
+        });
+    }
     let mut ext = String::new();
     if let Some(img) = image_path {
         if let Some(dir) = image_folder(img, devices) {
@@ -471,6 +503,8 @@ pub fn find_pdb_with(
             .unwrap_or_default();
     }
     candidates.extend(symbol_path.candidates(id, &ext));
+    // no share is opened for a name the trace gave (an SMB connection to its author)
+    candidates.retain(|c| !guard::is_unc(&c.to_string_lossy()) || symbol_path.names(c));
     candidates.into_iter().find(|c| {
         c.is_file() && pdb_identity(c).is_ok_and(|(guid, age)| guid == id.guid && age == id.age)
     })

@@ -92,7 +92,51 @@ impl LazyPdb {
     }
 
     fn get(&self) -> Option<&PdbSymbols> {
-        self.found().symbols.as_deref()
+        if let Some(f) = self.found.get() {
+            return f.symbols.as_deref();
+        }
+        let background = self.cache.lock().ok().and_then(|c| {
+            c.background.then(|| {
+                let cell = c.read.get(&(self.id.guid, self.id.age)).cloned();
+                (c.path.clone(), cell)
+            })
+        });
+        let Some((path, cell)) = background else {
+            return self.found().symbols.as_deref();
+        };
+        if let Some(f) = cell.as_ref().and_then(|c| c.get()) {
+            return self.found.get_or_init(|| f.clone()).symbols.as_deref();
+        }
+        // a live run: what this machine has is read here (quick); a download goes to a worker,
+        // and the frame prints as module+offset until its PDB has arrived (issue 42, 12)
+        let local = super::pdb::find_pdb(
+            &self.id,
+            Some(std::path::Path::new(&self.image_path)),
+            &path,
+        );
+        if local.is_some() || path.servers.is_empty() || super::symsrv::guard::cancelled() {
+            return self.found().symbols.as_deref();
+        }
+        self.fetch_in_background();
+        None
+    }
+
+    /// Starts the worker that fills this identity's slot (once per identity).
+    fn fetch_in_background(&self) {
+        let Ok(mut c) = self.cache.lock() else { return };
+        let key = (self.id.guid, self.id.age);
+        if !c.started.insert(key) {
+            return;
+        }
+        let cell = c.read.entry(key).or_default().clone();
+        let path = c.path.clone();
+        drop(c);
+        let (id, image) = (self.id.clone(), self.image_path.clone());
+        let _ = std::thread::Builder::new()
+            .name("dtx-pdb-fetch".into())
+            .spawn(move || {
+                cell.get_or_init(|| look(&path, &id, &image));
+            });
     }
 }
 
@@ -181,7 +225,18 @@ impl PdbStore {
         PdbStore(Arc::new(Mutex::new(PdbCache {
             path: Arc::new(path),
             read: HashMap::new(),
+            background: false,
+            started: Default::default(),
         })))
+    }
+
+    /// This store, its downloads made on worker threads: a name asked for before its PDB has
+    /// arrived is `module+offset` (a live run, whose engine thread must not wait on a server).
+    pub fn fetching_in_background(self) -> PdbStore {
+        if let Ok(mut c) = self.0.lock() {
+            c.background = true;
+        }
+        self
     }
 
     /// Where `id`'s PDB comes from (looking for it now if this store has not yet: on this
@@ -210,6 +265,9 @@ impl PdbStore {
 struct PdbCache {
     path: Arc<SymbolPath>,
     read: HashMap<(crate::etw::record::Guid, u32), Arc<OnceLock<Found>>>,
+    /// Downloads on workers ([`PdbStore::fetching_in_background`]), and those started.
+    background: bool,
+    started: std::collections::HashSet<(crate::etw::record::Guid, u32)>,
 }
 
 /// The modules of a trace's processes, as the trace knew them when this was taken.
@@ -567,9 +625,13 @@ impl TraceSymbols {
                 due.push(p);
             }
         }
-        let servers = due
-            .first()
-            .and_then(|p| p.cache.lock().ok().map(|c| !c.path.servers.is_empty()));
+        let servers = due.first().and_then(|p| {
+            p.cache
+                .lock()
+                .ok()
+                .map(|c| !c.path.servers.is_empty() && !c.background)
+        });
+        // a live run's store fetches on its own workers, as frames are named
         if due.len() < 2 || servers != Some(true) {
             return;
         }
@@ -790,6 +852,52 @@ mod tests {
             t.user(7, at + 2),
             format!("traceprog.exe+0x{:x}", add.rva + 2)
         );
+    }
+
+    #[test]
+    fn win3_live_pdb_downloads_do_not_hold_the_engine_thread() {
+        // a server that accepts and never answers
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for c in l.incoming().flatten() {
+                held.push(c);
+            }
+        });
+        let cache = tempfile::tempdir().unwrap();
+        let path = format!("srv*{}*http://127.0.0.1:{port}", cache.path().display());
+        let img = crate::etw::state::Image {
+            base: 0x1000_0000,
+            size: 0x10000,
+            file_name: r"\Device\HarddiskVolume3\nowhere\live.exe".into(),
+            pdb: Some(crate::etw::state::PdbInfo {
+                guid: crate::etw::record::Guid {
+                    data1: 0x1234,
+                    data2: 1,
+                    data3: 2,
+                    data4: [3; 8],
+                },
+                age: 1,
+                file_name: "live.pdb".into(),
+            }),
+            ..Default::default()
+        };
+        let store = PdbStore::new(SymbolPath::parse(&path)).fetching_in_background();
+        let t = TraceSymbols {
+            user: [(7, modules([img].iter(), &store.0))].into_iter().collect(),
+            ..Default::default()
+        };
+        let t0 = std::time::Instant::now();
+        assert_eq!(t.user(7, 0x1000_0010), "live.exe+0x10");
+        assert_eq!(t.user(7, 0x1000_0020), "live.exe+0x20");
+        // a blocking lookup would wait for the server's timeout (20 s)
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(2),
+            "{:?}",
+            t0.elapsed()
+        );
+        assert_eq!(store.0.lock().unwrap().started.len(), 1);
     }
 
     #[test]

@@ -69,20 +69,18 @@ fn standin() -> Option<&'static Standin> {
 /// The trace: the kernel image with `guid` (the stand-in's, or another) as its PDB's; calls
 /// at NtStandInCall, at main, and at an offset no function holds.
 fn trace(dir: &Path, s: &Standin, guid: dtx::etw::record::Guid) -> PathBuf {
+    trace_named(dir, s, guid, "ntkrnlmp.pdb")
+}
+
+/// [`trace`], the kernel's PDB named `pdb` (a name a stranger's trace may carry).
+fn trace_named(dir: &Path, s: &Standin, guid: dtx::etw::record::Guid, pdb: &str) -> PathBuf {
     let mut c = CpuRecords::default();
     let t = START + 1;
     c.process(t, 4, "System");
     c.process(t, 100, "alpha.exe");
     c.thread(t, 100, 104);
     c.image(t, 0, KERNEL, 0x100000, r"\SystemRoot\system32\ntoskrnl.exe");
-    c.pdb_identity(
-        t,
-        0,
-        KERNEL,
-        standin_pdb::guid_bytes(&guid),
-        s.id.age,
-        "ntkrnlmp.pdb",
-    );
+    c.pdb_identity(t, 0, KERNEL, standin_pdb::guid_bytes(&guid), s.id.age, pdb);
     c.cswitch(START + 20, 104, 0);
     c.syscall_enter(START + 30, KERNEL + s.call);
     c.syscall_enter(START + 40, KERNEL + s.main);
@@ -133,6 +131,21 @@ impl Case {
         path: Option<&str>,
         env: &[(&str, &str)],
     ) -> (Vec<String>, String, Duration) {
+        let d = self.command(args, path, env);
+        let t0 = Instant::now();
+        let out = d.output();
+        let took = t0.elapsed();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{err}");
+        let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .filter(|l| !l.is_empty())
+            .collect();
+        lines.sort();
+        (lines, err, took)
+    }
+    fn command(&self, args: &[&std::ffi::OsStr], path: Option<&str>, env: &[(&str, &str)]) -> Dtx {
         let home = self.dir.path().join("home");
         let mut d = Dtx::new(args)
             .symbol_path(path)
@@ -154,18 +167,7 @@ impl Case {
         for (k, v) in env {
             d = d.env(k, v);
         }
-        let t0 = Instant::now();
-        let out = d.output();
-        let took = t0.elapsed();
-        let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert!(out.status.success(), "{err}");
-        let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
-            .filter(|l| !l.is_empty())
-            .collect();
-        lines.sort();
-        (lines, err, took)
+        d
     }
 }
 
@@ -282,7 +284,8 @@ fn symbol_server_file_ptr_to_a_url_and_to_a_path() {
         ]
     );
     assert_eq!(server::files_under(&c.cache()).len(), 1);
-    // to a file (a share, here a folder of this machine)
+    // to a file (a share, here a folder of this machine): only when the user allows a
+    // server's pointer to name files (hostile_pointers_stay_on_the_server has the refusal)
     let c = Case::new(s);
     let share = c.dir.path().join("share").join("k.pdb");
     std::fs::create_dir_all(share.parent().unwrap()).unwrap();
@@ -296,7 +299,10 @@ fn symbol_server_file_ptr_to_a_url_and_to_a_path() {
         Mode::Serve,
         Duration::ZERO,
     );
-    let (out, err, _) = c.run(Some(&srv(&c.cache(), &server)), &[]);
+    let (out, err, _) = c.run(
+        Some(&srv(&c.cache(), &server)),
+        &[("DTX_SYMBOL_POINTER_FILES", "1")],
+    );
     assert_eq!(out, named(), "{err}");
     assert_eq!(server::files_under(&c.cache()).len(), 1);
     // MSG: no file, the message in the report
@@ -610,4 +616,304 @@ fn symbol_server_report_over_the_xperf_trace() {
         total.contains(" frames, 0 in images with their PDB"),
         "{total}"
     );
+}
+
+// ---- issue 44: a hostile symbol server and a stranger's trace -------------------------------
+
+/// The largest total size of the files under `dir` seen while `run` runs (polled every 5 ms),
+/// and what `run` gave.
+fn peak_bytes_under<T>(dir: &Path, run: impl FnOnce() -> T) -> (u64, T) {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (d, st) = (dir.to_path_buf(), stop.clone());
+    let poll = std::thread::spawn(move || {
+        let mut peak = 0u64;
+        while !st.load(std::sync::atomic::Ordering::Relaxed) {
+            let n: u64 = server::files_under(&d)
+                .iter()
+                .filter_map(|p| std::fs::metadata(p).ok())
+                .map(|m| m.len())
+                .sum();
+            peak = peak.max(n);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        peak
+    });
+    let out = run();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    (poll.join().unwrap(), out)
+}
+
+#[test]
+fn hostile_endless_body_stops_at_the_bound() {
+    let Some(s) = standin() else { return };
+    let c = Case::new(s);
+    let server = Server::start(HashMap::new(), Mode::Endless, Duration::ZERO);
+    let (peak, (out, err, took)) = peak_bytes_under(c.dir.path(), || {
+        c.run(
+            Some(&srv(&c.cache(), &server)),
+            &[("DTX_SYMBOL_MAX_MB", "2")],
+        )
+    });
+    eprintln!("endless body: peak {peak} bytes on disk, {took:?}");
+    assert_eq!(out, unnamed(s), "{err}");
+    assert!(err.contains("larger than 2097152 bytes"), "{err}");
+    // the bound, and the trace itself (a few KB); nothing left
+    let trace = std::fs::metadata(&c.trace).unwrap().len();
+    assert!(peak <= trace + (2 << 20) + (64 << 10), "{peak}");
+    assert!(server::files_under(&c.cache()).is_empty());
+    // a bound hit is that file's, not the server's: the other layouts are still asked
+    assert_eq!(server.asked().len(), 3, "{:?}", server.asked());
+    assert!(took < Duration::from_secs(20), "{took:?}");
+}
+
+#[test]
+fn hostile_drip_ends_at_the_deadline_and_on_ctrl_c() {
+    let Some(s) = standin() else { return };
+    // the download's deadline: said as too slow, the server not asked again
+    let c = Case::new(s);
+    let server = Server::start(HashMap::new(), Mode::Drip, Duration::ZERO);
+    let (out, err, took) = c.run(
+        Some(&srv(&c.cache(), &server)),
+        &[("DTX_SYMBOL_DOWNLOAD_SECONDS", "2")],
+    );
+    assert_eq!(out, unnamed(s), "{err}");
+    assert!(err.contains("answered too slowly"), "{err}");
+    assert_eq!(server.asked().len(), 1, "{:?}", server.asked());
+    assert!(took < Duration::from_secs(6), "{took:?}");
+    assert!(server::files_under(&c.cache()).is_empty());
+    // Ctrl-C during the drip: the run ends within 2 s, its partial file gone
+    #[cfg(target_os = "linux")]
+    ctrl_c_during_a_drip(s, &server);
+}
+
+#[cfg(target_os = "linux")]
+fn ctrl_c_during_a_drip(s: &Standin, server: &Server) {
+    let c = Case::new(s);
+    let args = [
+        std::ffi::OsStr::new("-q"),
+        "-E".as_ref(),
+        c.trace.as_os_str(),
+        "-n".as_ref(),
+        PROGRAM.as_ref(),
+    ];
+    let mut child = c
+        .command(&args, Some(&srv(&c.cache(), server)), &[])
+        .spawn();
+    // wait for the download to have begun (its partial file)
+    let t0 = Instant::now();
+    while server::files_under(&c.cache()).is_empty() && t0.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        !server::files_under(&c.cache()).is_empty(),
+        "no download began"
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: the pid is our child's
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let sent = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if sent.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            panic!("dtx did not end after Ctrl-C");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let ended = sent.elapsed();
+    eprintln!("Ctrl-C during a 1 byte/s download: ended in {ended:?}");
+    assert!(ended < Duration::from_secs(2), "{ended:?}");
+    assert!(status.code().is_some(), "{status:?}");
+    assert!(
+        server::files_under(&c.cache()).is_empty(),
+        "{:?}",
+        server::files_under(&c.cache())
+    );
+}
+
+#[test]
+fn hostile_pointers_stay_on_the_server() {
+    let Some(s) = standin() else { return };
+    let c = Case::new(s);
+    let local = c.dir.path().join("k.pdb");
+    std::fs::copy(&s.pdb, &local).unwrap();
+    let other = Server::start(
+        [("/k.pdb".to_string(), s.bytes.clone())].into(),
+        Mode::Serve,
+        Duration::ZERO,
+    );
+    // a local file: refused, unless the option allows it
+    let server = Server::start(
+        [(
+            at(&s.id, "file.ptr"),
+            format!("PATH:{}", local.display()).into_bytes(),
+        )]
+        .into(),
+        Mode::Serve,
+        Duration::ZERO,
+    );
+    let (out, err, _) = c.run(Some(&srv(&c.cache(), &server)), &[]);
+    assert_eq!(out, unnamed(s), "{err}");
+    assert!(
+        err.contains("local file") && err.contains("DTX_SYMBOL_POINTER_FILES"),
+        "{err}"
+    );
+    assert!(server::files_under(&c.cache()).is_empty());
+    let c2 = Case::new(s);
+    let (out, err, _) = c2.run(
+        Some(&srv(&c2.cache(), &server)),
+        &[("DTX_SYMBOL_POINTER_FILES", "1")],
+    );
+    assert_eq!(out, named(), "{err}");
+    // another host (another port of this machine): refused, never asked
+    let c = Case::new(s);
+    server.put(
+        &at(&s.id, "file.ptr"),
+        format!("PATH:{}/k.pdb", other.url()).into_bytes(),
+    );
+    let (out, err, _) = c.run(Some(&srv(&c.cache(), &server)), &[]);
+    assert_eq!(out, unnamed(s), "{err}");
+    assert!(err.contains("another host"), "{err}");
+    assert!(other.asked().is_empty(), "{:?}", other.asked());
+    // a redirect to it: the same
+    let c = Case::new(s);
+    let red = Server::start(
+        [(
+            at(&s.id, "file.ptr"),
+            format!("PATH:{}/redirect/{}/k.pdb", server.url(), other.url()).into_bytes(),
+        )]
+        .into(),
+        Mode::Serve,
+        Duration::ZERO,
+    );
+    let red_at = format!("{}/redirect/{}/k.pdb", red.url(), other.url());
+    red.put(
+        &at(&s.id, "file.ptr"),
+        format!("PATH:{red_at}").into_bytes(),
+    );
+    let (out, err, _) = c.run(Some(&srv(&c.cache(), &red)), &[]);
+    assert_eq!(out, unnamed(s), "{err}");
+    assert!(
+        err.contains("redirect") && err.contains("another host"),
+        "{err}"
+    );
+    assert!(other.asked().is_empty(), "{:?}", other.asked());
+}
+
+#[test]
+fn hostile_names_are_encoded_and_fail_alone() {
+    let Some(s) = standin() else { return };
+    // a space: percent-encoded, the file found
+    let dir = tempfile::tempdir().unwrap();
+    let trace = trace_named(dir.path(), s, s.id.guid, "my app#1.pdb");
+    let c = Case { dir, trace };
+    let key = s.id.store_key();
+    let server = Server::start(
+        [(
+            format!("/my%20app%231.pdb/{key}/my%20app%231.pdb"),
+            s.bytes.clone(),
+        )]
+        .into(),
+        Mode::Serve,
+        Duration::ZERO,
+    );
+    let (out, err, _) = c.run(Some(&srv(&c.cache(), &server)), &[]);
+    assert_eq!(out, named(), "{err}");
+    assert_eq!(
+        server::files_under(&c.cache()),
+        vec![c
+            .cache()
+            .join("my app#1.pdb")
+            .join(&key)
+            .join("my app#1.pdb")]
+    );
+    // a drive-relative name, and a quote: nothing asked, nothing written, the reason said
+    for bad in ["C:evil.bat", "a\"b.pdb", "..", "NUL.pdb"] {
+        let dir = tempfile::tempdir().unwrap();
+        let trace = trace_named(dir.path(), s, s.id.guid, bad);
+        let c = Case { dir, trace };
+        let server = Server::start(HashMap::new(), Mode::Serve, Duration::ZERO);
+        let (out, err, _) = c.run(Some(&srv(&c.cache(), &server)), &[]);
+        assert_eq!(out.len(), 3, "{bad}: {out:?} {err}");
+        assert!(server.asked().is_empty(), "{bad}: {:?}", server.asked());
+        assert!(server::files_under(&c.cache()).is_empty(), "{bad}");
+    }
+}
+
+#[test]
+fn hostile_text_is_quiet_about_secrets_and_escapes() {
+    let Some(s) = standin() else { return };
+    let c = Case::new(s);
+    let server = Server::start(
+        [(
+            at(&s.id, "file.ptr"),
+            b"MSG:\x1b]0;pwned\x07\x1b[2J gone".to_vec(),
+        )]
+        .into(),
+        Mode::Serve,
+        Duration::ZERO,
+    );
+    let url = format!("http://user:s3cret@127.0.0.1:{}", server.port);
+    let path = format!("srv*{}*{url}", c.cache().display());
+    let (out, err, _) = c.run(Some(&path), &[]);
+    assert_eq!(out, unnamed(s), "{err}");
+    assert!(!err.contains("s3cret"), "{err}");
+    assert!(err.contains("***@127.0.0.1"), "{err}");
+    assert!(!err.contains('\x1b') && !err.contains('\x07'), "{err:?}");
+    assert!(err.contains("\\x1b]0;pwned"), "{err}");
+    // a server that does not answer: the reason is a timeout, retried once at most
+    let stall = Server::start(HashMap::new(), Mode::Stall, Duration::ZERO);
+    let url = format!("http://user:s3cret@127.0.0.1:{}", stall.port);
+    let path = format!("srv*{}*{url}", c.cache().display());
+    let (_, err, _) = c.run(Some(&path), &[("DTX_SYMBOL_TIMEOUT", "1")]);
+    assert!(
+        !err.contains("s3cret") && err.contains("no answer within"),
+        "{err}"
+    );
+    assert!(stall.asked().len() <= 2, "{:?}", stall.asked());
+}
+
+#[test]
+fn hostile_cabinet_bomb_stops_at_the_bound() {
+    let Some(s) = standin() else { return };
+    let c = Case::new(s);
+    let mut big = b"Microsoft C/C++ MSF 7.00\r\n\x1aDS\0\0\0".to_vec();
+    big.resize(16 << 20, 0);
+    let bomb = server::cabinet("ntkrnlmp.pdb", &big);
+    let server = Server::start(
+        [(at(&s.id, "ntkrnlmp.pd_"), bomb.clone())].into(),
+        Mode::Serve,
+        Duration::ZERO,
+    );
+    let (peak, (out, err, _)) = peak_bytes_under(c.dir.path(), || {
+        c.run(
+            Some(&srv(&c.cache(), &server)),
+            &[("DTX_SYMBOL_MAX_MB", "4")],
+        )
+    });
+    eprintln!(
+        "cabinet bomb: {} bytes expanding to 16 MiB; peak {peak} bytes on disk",
+        bomb.len()
+    );
+    assert_eq!(out, unnamed(s), "{err}");
+    assert!(err.contains("cabinet file expanding past"), "{err}");
+    let trace = std::fs::metadata(&c.trace).unwrap().len();
+    assert!(peak <= trace + bomb.len() as u64 + (64 << 10), "{peak}");
+    assert!(server::files_under(&c.cache()).is_empty());
+}
+
+#[test]
+fn hostile_trace_pdb_paths_are_not_opened() {
+    let Some(s) = standin() else { return };
+    // the trace names the stand-in's own path: over -E, not opened unless the option says so
+    let dir = tempfile::tempdir().unwrap();
+    let p = s.pdb.to_string_lossy().into_owned();
+    let trace = trace_named(dir.path(), s, s.id.guid, &p);
+    let c = Case { dir, trace };
+    let (out, err, _) = c.run(None, &[]);
+    assert_eq!(out, unnamed(s), "{err}");
+    let (out, err, _) = c.run(None, &[("DTX_TRACE_PDB_PATHS", "1")]);
+    assert_eq!(out, named(), "{err}");
 }

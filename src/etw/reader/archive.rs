@@ -9,8 +9,16 @@ use super::{EtlError, EtlFile};
 
 const ZIP_MAGIC: &[u8] = b"PK\x03\x04";
 const SEVEN_Z_MAGIC: &[u8] = b"7z\xBC\xAF\x27\x1C";
-/// Members larger than this are refused (the bytes are held in memory).
-const MAX_MEMBER: u64 = 8 << 30;
+/// Members larger than this are refused (default 8 GiB; `DTX_ZIP_MAX_MB`), before either way
+/// of unpacking, and a member is never unpacked past the size its entry records (a zip bomb
+/// that records a small size and inflates to gigabytes stops there).
+fn max_member() -> u64 {
+    std::env::var("DTX_ZIP_MAX_MB")
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .map_or(8 << 30, |mb| (mb * 1048576.0) as u64)
+}
 
 fn err(file: &str, message: impl Into<String>) -> EtlError {
     EtlError {
@@ -132,26 +140,44 @@ fn read_member<R: Read + Seek>(
     member: &str,
     name: String,
 ) -> Result<EtlFile, EtlError> {
-    let mut f = z.by_name(member).map_err(|e| {
+    let f = z.by_name(member).map_err(|e| {
         let e = format!("no member {member:?} ({e})");
         err(path, e)
     })?;
+    let size = f.size();
+    let max = max_member();
+    if size > max {
+        return Err(err(
+            &name,
+            format!("member too large to unpack: {size} bytes, more than {max} (DTX_ZIP_MAX_MB)"),
+        ));
+    }
+    let past = || {
+        err(
+            &name,
+            format!(
+                "the member inflates past the {size} bytes its entry records: a damaged archive"
+            ),
+        )
+    };
+    // never more than the recorded size: one byte past it is the sign of a lie
+    let mut f = f.take(size + 1);
     // a large member is unpacked as a stream into a temporary file that is then mapped, as a
     // plain trace is: the walk's pages are released behind it (`EtlFile::done_with`), so the
     // member's size is disk, not memory
-    if f.size() >= super::RELEASE_PAGES_ABOVE as u64 {
+    if size >= super::RELEASE_PAGES_ABOVE as u64 {
         let file = unpack_to_file(&mut f).map_err(|e| err(&name, format!("cannot unpack: {e}")))?;
+        if file.metadata().map_or(0, |m| m.len()) > size {
+            return Err(past());
+        }
         return EtlFile::from_file_named(name, &file);
     }
-    if f.size() > MAX_MEMBER {
-        return Err(err(
-            &name,
-            format!("member too large to load: {} bytes", f.size()),
-        ));
-    }
-    let mut bytes = Vec::with_capacity(f.size() as usize);
+    let mut bytes = Vec::with_capacity(size as usize);
     f.read_to_end(&mut bytes)
         .map_err(|e| err(&name, format!("cannot unpack: {e}")))?;
+    if bytes.len() as u64 > size {
+        return Err(past());
+    }
     EtlFile::from_bytes_named(name, bytes)
 }
 

@@ -111,6 +111,8 @@ pub fn frame_names(
 impl TraceSource {
     pub fn open(path: &str) -> Result<TraceSource, EtlError> {
         let file = EtlFile::open_path(path)?;
+        // the PDB paths its images record are a stranger's: not opened as they are
+        crate::symbols::pdb::set_recorded_trace();
         Ok(TraceSource {
             file: std::sync::Arc::new(file),
             decoder: TraceSource::new_decoder(),

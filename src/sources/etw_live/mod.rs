@@ -502,7 +502,8 @@ impl EtwLiveSource {
             names_given: (false, false),
             frames_printed: None,
             names_cost: std::time::Duration::ZERO,
-            pdbs: crate::symbols::PdbStore::from_env(),
+            // PDBs from servers arrive on workers: the engine thread never waits on a download
+            pdbs: crate::symbols::PdbStore::from_env().fetching_in_background(),
             ended: None,
             stack_events: Vec::new(),
             held: VecDeque::new(),

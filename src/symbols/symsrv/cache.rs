@@ -3,7 +3,8 @@
 //! once whole and checked (so no reader, this run or a later one, ever sees a partial or wrong
 //! file there), and the per-user cache a `srv*server` with no cache of its own gets.
 
-use std::path::{Path, PathBuf};
+use std::io::Read;
+use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::symbols::pdb::PdbId;
@@ -12,6 +13,32 @@ use crate::symbols::pdb::PdbId;
 pub fn place(store: &Path, id: &PdbId) -> PathBuf {
     let name = id.file_name();
     store.join(name).join(id.store_key()).join(name)
+}
+
+/// [`place`], for writing: every component under the store a plain name, so that no name
+/// (`..`, `C:x`, a root, a device) writes outside it.
+pub fn checked_place(store: &Path, id: &PdbId) -> Result<PathBuf, String> {
+    let name = id.file_name();
+    if let Some(why) = super::guard::file_name_problem(name) {
+        return Err(format!(
+            "the PDB name {:?}: {why}",
+            super::guard::shown(name)
+        ));
+    }
+    let to = place(store, id);
+    let under = to
+        .strip_prefix(store)
+        .map_err(|_| "a path outside the store")?;
+    if !under
+        .components()
+        .all(|c| matches!(c, Component::Normal(_)))
+    {
+        return Err(format!(
+            "the PDB name {:?}: not a plain name",
+            super::guard::shown(name)
+        ));
+    }
+    Ok(to)
 }
 
 /// The per-user symbol cache: `%LOCALAPPDATA%\dtx\symbols` on Windows,
@@ -48,6 +75,7 @@ impl Partial {
     /// takes it for a symbol file.
     pub fn new(store: &Path) -> Result<Partial, String> {
         std::fs::create_dir_all(store).map_err(|e| format!("{}: {e}", store.display()))?;
+        sweep_once(store);
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let path = store.join(format!(".dtx-{}-{n}.partial", std::process::id()));
         let file = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -95,7 +123,7 @@ impl Partial {
     /// Renames the (checked) file to `id`'s place in `store` (the store it was made in).
     pub fn keep(mut self, store: &Path, id: &PdbId) -> Result<PathBuf, String> {
         self.file.take();
-        let to = place(store, id);
+        let to = checked_place(store, id)?;
         if let Some(dir) = to.parent() {
             std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         }
@@ -112,15 +140,123 @@ impl Drop for Partial {
     }
 }
 
+/// Removes, once per store per run, the partial files of runs that ended without removing
+/// them (killed mid-download): see [`stale`].
+fn sweep_once(store: &Path) {
+    static SWEPT: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    {
+        let mut s = SWEPT.lock().unwrap_or_else(|e| e.into_inner());
+        if s.iter().any(|p| p == store) {
+            return;
+        }
+        s.push(store.to_path_buf());
+    }
+    sweep(store);
+}
+
+/// Removes the stale partial files at the top of `store`; how many.
+pub fn sweep(store: &Path) -> usize {
+    let Ok(rd) = std::fs::read_dir(store) else {
+        return 0;
+    };
+    let mut n = 0;
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let Some(pid) = partial_pid(&name.to_string_lossy()) else {
+            continue;
+        };
+        let age = e
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.elapsed().ok())
+            .unwrap_or_default();
+        if stale(pid, age) && std::fs::remove_file(e.path()).is_ok() {
+            n += 1;
+        }
+    }
+    n
+}
+
+/// The process id in a partial file's name (`.dtx-<pid>-<n>.partial`).
+fn partial_pid(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix(".dtx-")?.strip_suffix(".partial")?;
+    let (pid, n) = rest.split_once('-')?;
+    n.parse::<u64>().ok()?;
+    pid.parse().ok()
+}
+
+/// Whether a partial file of process `pid`, last written `age` ago, is left over: on Linux
+/// when that process is gone, anywhere when nothing has written it for longer than a download
+/// may take (a live download writes as bytes arrive).
+fn stale(pid: u32, age: std::time::Duration) -> bool {
+    if pid == std::process::id() {
+        return false;
+    }
+    let quiet =
+        age > super::guard::Limits::from_env().download + std::time::Duration::from_secs(60);
+    #[cfg(target_os = "linux")]
+    {
+        quiet || !Path::new(&format!("/proc/{pid}")).exists()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        quiet
+    }
+}
+
 /// Copies the PDB at `from` into `id`'s place in `store`, through a temporary file there.
 pub fn copy_into(store: &Path, id: &PdbId, from: &Path) -> Result<PathBuf, String> {
-    let to = place(store, id);
+    let to = checked_place(store, id)?;
     if to.is_file() {
         return Ok(to);
     }
     let mut part = Partial::new(store)?;
-    let mut src = std::fs::File::open(from).map_err(|e| format!("{}: {e}", from.display()))?;
-    std::io::copy(&mut src, part.file()).map_err(|e| format!("{}: {e}", store.display()))?;
+    let src = std::fs::File::open(from).map_err(|e| format!("{}: {e}", from.display()))?;
+    if !src.metadata().is_ok_and(|m| m.is_file()) {
+        return Err(format!("{}: not a file", from.display()));
+    }
+    let max = super::guard::Limits::from_env().max_bytes;
+    let n = std::io::copy(&mut src.take(max + 1), part.file())
+        .map_err(|e| format!("{}: {e}", store.display()))?;
+    if n > max {
+        return Err(format!(
+            "{}: larger than {max} bytes (DTX_SYMBOL_MAX_MB): refused",
+            from.display()
+        ));
+    }
     part.check(id)?;
     part.keep(store, id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostile_partials_of_dead_runs_are_swept() {
+        let d = tempfile::tempdir().unwrap();
+        // pid 0x7fffffff is no process; ours is alive
+        let dead = d.path().join(".dtx-2147483647-0.partial");
+        let ours = d
+            .path()
+            .join(format!(".dtx-{}-9.partial", std::process::id()));
+        let other = d.path().join("x.dtx-1-0.partial.keep");
+        for p in [&dead, &ours, &other] {
+            std::fs::write(p, b"x").unwrap();
+        }
+        let n = sweep(d.path());
+        assert!(ours.exists() && other.exists());
+        if cfg!(target_os = "linux") {
+            assert_eq!(n, 1);
+            assert!(!dead.exists());
+        }
+        assert_eq!(partial_pid(".dtx-12-3.partial"), Some(12));
+        assert_eq!(partial_pid(".dtx-12.partial"), None);
+        assert!(stale(2147483647, std::time::Duration::from_secs(1 << 20)));
+        assert!(!stale(
+            std::process::id(),
+            std::time::Duration::from_secs(1 << 20)
+        ));
+    }
 }

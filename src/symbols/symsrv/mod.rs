@@ -17,6 +17,7 @@
 pub mod cab;
 pub mod cache;
 pub mod grammar;
+pub mod guard;
 pub mod http;
 pub mod progress;
 
@@ -75,12 +76,20 @@ pub struct Downloaded {
 }
 
 /// Fetches `id`'s PDB from `servers` in order. Err: why it is missing (one reason per server
-/// asked, `; `-separated).
+/// asked, `; `-separated). A name that cannot be a file name everywhere, and a URL that cannot
+/// be built, fail this one file ([`guard::file_name_problem`]), never the server.
 pub fn fetch(id: &PdbId, servers: &[Server]) -> Result<Downloaded, String> {
     let name = id.file_name();
-    if name.is_empty() || name.contains(['/', '\\']) || name == ".." {
-        return Err("the image names no PDB file".into());
+    if let Some(why) = guard::file_name_problem(name) {
+        return Err(format!(
+            "the image's PDB name {:?}: {why}",
+            guard::shown(name)
+        ));
     }
+    if guard::cancelled() {
+        return Err("interrupted (Ctrl-C): nothing more is downloaded".into());
+    }
+    guard::install_ctrl_c();
     let mut reasons = Vec::new();
     for s in servers {
         match fetch_from(id, s) {
@@ -99,24 +108,49 @@ enum Asked {
     Refused(String),
 }
 
+/// The limits of this run, and when its downloads must end ([`guard::Limits::run`]).
+fn limits() -> &'static (guard::Limits, std::time::Instant) {
+    static L: OnceLock<(guard::Limits, std::time::Instant)> = OnceLock::new();
+    L.get_or_init(|| {
+        let l = guard::Limits::from_env();
+        let end = std::time::Instant::now() + l.run;
+        (l, end)
+    })
+}
+
+/// When the download starting now must end: its own time, within the run's.
+fn deadline() -> std::time::Instant {
+    let (l, run_end) = limits();
+    (std::time::Instant::now() + l.download).min(*run_end)
+}
+
 fn fetch_from(id: &PdbId, s: &Server) -> Result<Downloaded, String> {
     let host = &s.url;
+    let shown_host = guard::redact(host);
     if let Some(why) = run().down.get(host) {
-        return Err(format!("{host}: {why}"));
+        return Err(format!("{shown_host}: {why}"));
+    }
+    if std::time::Instant::now() >= limits().1 {
+        let why = format!(
+            "the run's time for downloads is spent ({} s, DTX_SYMBOL_RUN_SECONDS)",
+            limits().0.run.as_secs_f64()
+        );
+        say_once(host, &why);
+        return Err(format!("{shown_host}: {why}"));
     }
     let store = s.downstream.first().ok_or("no cache folder")?;
     if s.default_cache {
         say_default_cache(store);
     }
     let name = id.file_name();
-    let dir = format!("{host}/{name}/{}", id.store_key());
+    let dir = format!("{host}/{}/{}", guard::segment(name), id.store_key());
     // `name.pd_`: the name's last character replaced
     let mut packed: String = name.chars().collect();
     packed.pop();
     packed.push('_');
     let mut refused = None;
     for file in [name, packed.as_str(), "file.ptr"] {
-        let url = format!("{dir}/{file}");
+        let url = format!("{dir}/{}", guard::segment(file));
         let asked = match file {
             "file.ptr" => ask_pointer(&url, host, store, id),
             f if f == packed => ask(&url, host, store, id, true),
@@ -129,29 +163,38 @@ fn fetch_from(id: &PdbId, s: &Server) -> Result<Downloaded, String> {
                     // not a reason to lose the file
                     let _ = cache::copy_into(other, id, &path);
                 }
-                return Ok(Downloaded { path, url });
+                return Ok(Downloaded {
+                    path,
+                    url: guard::redact(&url),
+                });
             }
             Ok(Asked::NotThere) => {}
-            Ok(Asked::Refused(why)) => refused = Some(why),
-            Err(why) => return Err(format!("{host}: {why}")),
+            // the first refusal is said: the PDB's own, before its fallbacks'
+            Ok(Asked::Refused(why)) => {
+                refused.get_or_insert(why);
+            }
+            Err(why) => return Err(format!("{shown_host}: {why}")),
         }
     }
     let why = match refused {
         Some(why) => why,
-        None => format!("{name} {} is not there", id.store_key()),
+        None => format!("{} {} is not there", guard::shown(name), id.store_key()),
     };
     say_once(
         host,
         &format!("{why} (the other PDBs it lacks are not said; dtx --symbols lists them)"),
     );
-    Err(format!("{host}: {why}"))
+    Err(format!("{shown_host}: {why}"))
 }
 
 /// Says one line about `host`, the first time only this run.
 fn say_once(host: &str, what: &str) {
     if run().said.insert(host.to_string()) {
         progress::clear();
-        crate::output::stderr::say("dtx", format!("symbol server {host}: {what}"));
+        crate::output::stderr::say(
+            "dtx",
+            format!("symbol server {}: {what}", guard::redact(host)),
+        );
     }
 }
 
@@ -193,17 +236,50 @@ fn may_ask(url: &str, host: &str) -> Result<Option<ureq::Agent>, String> {
 }
 
 /// Notes a failure of `host`: said once per server per run; a server that is down is asked
-/// nothing more.
-fn failed(host: &str, f: &http::Failure) -> String {
+/// nothing more. A failure of one file (a bound, a redirect refused, a URL) is that file's.
+fn failed(host: &str, url: &str, f: &http::Failure) -> Result<Asked, String> {
     let why = f.to_string();
-    if f.server_down() {
-        run().down.insert(host.to_string(), why.clone());
+    if !f.server_down() {
+        return Ok(Asked::Refused(format!("{}: {why}", guard::redact(url))));
     }
-    say_once(
-        host,
-        &format!("{why}; frames it would name print as module+offset"),
-    );
-    why
+    run().down.insert(host.to_string(), why.clone());
+    if *f != http::Failure::Interrupted {
+        say_once(
+            host,
+            &format!("{why}; frames it would name print as module+offset"),
+        );
+    }
+    Err(why)
+}
+
+/// GETs `url`, retrying once what failed in transit, each try into a fresh `out`.
+fn get_retried<W>(
+    agent: &ureq::Agent,
+    url: &str,
+    mut fresh: impl FnMut() -> Result<W, String>,
+    out: impl Fn(&mut W) -> &mut dyn std::io::Write,
+    expect: http::Expect,
+    shown: bool,
+) -> Result<(Result<http::Got, http::Failure>, W), String> {
+    let mut retried = false;
+    loop {
+        let mut w = fresh()?;
+        let got = {
+            let _shown = shown.then(progress::start);
+            http::get(
+                agent,
+                url,
+                out(&mut w),
+                &progress::received,
+                expect,
+                deadline(),
+            )
+        };
+        match got {
+            Err(f) if f.retryable() && !retried => retried = true,
+            got => return Ok((got, w)),
+        }
+    }
 }
 
 /// GETs `url` into a temporary file of `store`; expands it (`packed`); keeps it when it is
@@ -212,54 +288,58 @@ fn ask(url: &str, host: &str, store: &Path, id: &PdbId, packed: bool) -> Result<
     let Some(agent) = may_ask(url, host)? else {
         return Ok(Asked::NotThere);
     };
-    // one more try for a request that failed in transit, into a new temporary file
-    let mut retried = false;
-    let (got, part) = loop {
-        let mut part = cache::Partial::new(store)?;
-        let got = {
-            let _shown = progress::start();
-            http::get(&agent, url, part.file(), &progress::received)
-        };
-        match got {
-            Err(f) if f.retryable() && !retried => retried = true,
-            got => break (got, part),
-        }
-    };
+    let max = limits().0.max_bytes;
+    let (got, part) = get_retried(
+        &agent,
+        url,
+        || cache::Partial::new(store),
+        |p| p.file(),
+        http::Expect::SymbolFile { max },
+        true,
+    )?;
     match got {
         Ok(http::Got::NotFound) => Ok(Asked::NotThere),
         Ok(http::Got::File(_)) if packed => {
             let mut plain = cache::Partial::new(store)?;
             let cab = std::fs::File::open(part.path()).map_err(|e| e.to_string())?;
-            if let Err(why) = cab::expand(std::io::BufReader::new(cab), plain.file()) {
-                return Ok(Asked::Refused(format!("{url}: {why}")));
+            if let Err(why) = cab::expand(std::io::BufReader::new(cab), plain.file(), max) {
+                return Ok(Asked::Refused(format!("{}: {why}", guard::redact(url))));
             }
             drop(part);
             keep(plain, store, id, url)
         }
         Ok(http::Got::File(_)) => keep(part, store, id, url),
-        Err(f) => Err(failed(host, &f)),
+        Err(f) => failed(host, url, &f),
     }
 }
 
 fn keep(mut part: cache::Partial, store: &Path, id: &PdbId, url: &str) -> Result<Asked, String> {
     if let Err(why) = part.check(id) {
-        return Ok(Asked::Refused(format!("{url}: {why}")));
+        return Ok(Asked::Refused(format!("{}: {why}", guard::redact(url))));
     }
     part.keep(store, id).map(Asked::Kept)
 }
 
 /// `file.ptr`: `PATH:<path>` (a file a client reads directly: a share, or a URL) or
-/// `MSG:<text>` (why the file is not there).
+/// `MSG:<text>` (why the file is not there). From an HTTP server, a URL is followed only on
+/// the same scheme, host and port, and a path only under `DTX_SYMBOL_POINTER_FILES=1`
+/// ([`guard`]).
 fn ask_pointer(url: &str, host: &str, store: &Path, id: &PdbId) -> Result<Asked, String> {
     let Some(agent) = may_ask(url, host)? else {
         return Ok(Asked::NotThere);
     };
-    let mut text = Vec::new();
-    let mut got = http::get(&agent, url, &mut text, &|_| {});
-    if got.as_ref().is_err_and(http::Failure::retryable) {
-        text.clear();
-        got = http::get(&agent, url, &mut text, &|_| {});
-    }
+    let (l, _) = limits();
+    let (got, text) = get_retried(
+        &agent,
+        url,
+        || Ok(Vec::new()),
+        |v| v as &mut dyn std::io::Write,
+        http::Expect::Pointer {
+            max: l.pointer_bytes,
+        },
+        false,
+    )?;
+    let shown_url = guard::redact(url);
     match got {
         Ok(http::Got::NotFound) => Ok(Asked::NotThere),
         Ok(http::Got::File(_)) => {
@@ -267,25 +347,37 @@ fn ask_pointer(url: &str, host: &str, store: &Path, id: &PdbId) -> Result<Asked,
             let text = text.trim();
             match pointer(text) {
                 Pointer::Path(p) if grammar::is_url(&p) => {
-                    let target = http::host_of(&p).to_string();
-                    ask(
-                        &p,
-                        &target,
-                        store,
-                        id,
-                        p.to_ascii_lowercase().ends_with('_'),
-                    )
-                    .or_else(|why| Ok(Asked::Refused(format!("{url} points to {p}: {why}"))))
+                    let shown_p = guard::shown(&guard::redact(&p));
+                    if let Err(why) = guard::may_follow(host, &p) {
+                        return Ok(Asked::Refused(format!("{shown_url} points to {why}")));
+                    }
+                    ask(&p, host, store, id, p.to_ascii_lowercase().ends_with('_')).or_else(|why| {
+                        Ok(Asked::Refused(format!(
+                            "{shown_url} points to {shown_p}: {why}"
+                        )))
+                    })
                 }
-                Pointer::Path(p) => match cache::copy_into(store, id, Path::new(&p)) {
-                    Ok(path) => Ok(Asked::Kept(path)),
-                    Err(why) => Ok(Asked::Refused(format!("{url} points to {p}: {why}"))),
-                },
-                Pointer::Msg(m) => Ok(Asked::Refused(format!("{url}: the server says: {m}"))),
-                Pointer::Other => Ok(Asked::Refused(format!("{url}: not a file pointer"))),
+                Pointer::Path(p) => {
+                    if let Some(why) = guard::local_pointer_problem(&p, l.pointer_files) {
+                        return Ok(Asked::Refused(format!("{shown_url} {why}")));
+                    }
+                    match cache::copy_into(store, id, Path::new(&p)) {
+                        Ok(path) => Ok(Asked::Kept(path)),
+                        Err(why) => Ok(Asked::Refused(format!(
+                            "{shown_url} points to {}: {}",
+                            guard::shown(&p),
+                            guard::shown(&why)
+                        ))),
+                    }
+                }
+                Pointer::Msg(m) => Ok(Asked::Refused(format!(
+                    "{shown_url}: the server says: {}",
+                    guard::shown(&m)
+                ))),
+                Pointer::Other => Ok(Asked::Refused(format!("{shown_url}: not a file pointer"))),
             }
         }
-        Err(f) => Err(failed(host, &f)),
+        Err(f) => failed(host, url, &f),
     }
 }
 

@@ -16,6 +16,10 @@ pub enum Mode {
     Serve,
     Stall,
     CloseMidFile,
+    /// A 200 with no length whose body (an MSF header, then zeros) never ends.
+    Endless,
+    /// A 200 whose body comes one byte a second.
+    Drip,
 }
 
 pub struct Server {
@@ -88,6 +92,30 @@ fn answer(
     if mode == Mode::Stall {
         std::thread::sleep(Duration::from_secs(600));
         return;
+    }
+    if let Some(to) = path.strip_prefix("/redirect/") {
+        // `/redirect/<url, percent-free>`: a 302 to it
+        let _ = write!(
+            conn,
+            "HTTP/1.1 302 Found\r\nLocation: {to}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        );
+        return;
+    }
+    if matches!(mode, Mode::Endless | Mode::Drip) {
+        let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n");
+        let _ = conn.write_all(b"Microsoft C/C++ MSF 7.00\r\n\x1aDS\0\0\0");
+        let zeros = vec![0u8; 64 * 1024];
+        loop {
+            let sent = if mode == Mode::Drip {
+                std::thread::sleep(Duration::from_secs(1));
+                conn.write_all(&zeros[..1])
+            } else {
+                conn.write_all(&zeros)
+            };
+            if sent.is_err() {
+                return;
+            }
+        }
     }
     std::thread::sleep(latency);
     let body = files.lock().unwrap().get(&path).cloned();
