@@ -14,6 +14,7 @@ pub mod lang;
 pub mod output;
 pub mod probes;
 pub mod providers;
+pub mod serve;
 pub mod sources;
 pub mod symbols;
 pub mod tui;
