@@ -581,7 +581,19 @@ fn run_plan(prog: &str, args: &Args, mut opts: DOptions, plan: plan::Plan) -> Re
         let live = (trace.is_none() && many.is_none()).then(|| live_etw.etw.clone());
         #[cfg(not(windows))]
         let live = None::<crate::providers::etw::EtwProbes>;
-        return run_metrics(args, bind, opts, catalog, &programs, compiled, single, trace, many.is_some(), live, target.is_some());
+        return run_metrics(
+            args,
+            bind,
+            opts,
+            catalog,
+            &programs,
+            compiled,
+            single,
+            trace,
+            many.is_some(),
+            live,
+            target.is_some(),
+        );
     }
 
     // live ETW only when no trace is replayed (one or many)
@@ -613,9 +625,14 @@ fn run_metrics(
     programs: &[Program],
     mut compiled: Vec<lang::CompiledProgram>,
     single: Option<std::path::PathBuf>,
-    trace: Option<(crate::sources::etl::TraceSource, crate::providers::etw::EtwProbes)>,
+    trace: Option<(
+        crate::sources::etl::TraceSource,
+        crate::providers::etw::EtwProbes,
+    )>,
     many: bool,
-    #[cfg_attr(not(windows), allow(unused_variables))] live: Option<crate::providers::etw::EtwProbes>,
+    #[cfg_attr(not(windows), allow(unused_variables))] live: Option<
+        crate::providers::etw::EtwProbes,
+    >,
     target: bool,
 ) -> Result<i32, String> {
     use crate::engine::session::{ProgramSpec, SessionSource};
@@ -626,7 +643,9 @@ fn run_metrics(
         return Err("-x metrics does not trace a process (-c/-p) yet: name it in the program's predicates (pid, execname)".into());
     }
     if compiled.len() != 1 {
-        return Err("-x metrics serves one program: give -s once, or -n clauses in one -s file".into());
+        return Err(
+            "-x metrics serves one program: give -s once, or -n clauses in one -s file".into(),
+        );
     }
     let label = programs.first().map(program_label).unwrap_or_default();
     let Some(c) = compiled.pop() else {

@@ -419,8 +419,8 @@ impl Default for DOptions {
 /// `metrics`, the address the exporter binds, is the user's choice on the command line, never
 /// a script's.
 const NOT_IN_PRAGMA: &[&str] = &[
-    "metrics",
-    "cpphdrs", "cpppath", "define", "incdir", "undef", "ldpath", "setenv", "unsetenv", "stdc",
+    "metrics", "cpphdrs", "cpppath", "define", "incdir", "undef", "ldpath", "setenv", "unsetenv",
+    "stdc",
 ];
 
 impl DOptions {

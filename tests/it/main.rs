@@ -54,6 +54,7 @@ mod fpid_windows;
 mod illumos_differences;
 mod layout;
 mod many_traces;
+mod metrics;
 #[cfg(target_os = "linux")]
 mod minidebuginfo;
 mod no_panic;

@@ -162,12 +162,14 @@ impl Config {
             .map(|(a, &reset)| {
                 let kind = match (a.func, reset) {
                     (AggFunc::Count | AggFunc::Sum, false) => Kind::Counter,
-                    (AggFunc::Quantize | AggFunc::Lquantize { .. } | AggFunc::Llquantize { .. }, false) => {
-                        Kind::Histogram
-                    }
-                    (AggFunc::Quantize | AggFunc::Lquantize { .. } | AggFunc::Llquantize { .. }, true) => {
-                        Kind::GaugeHistogram
-                    }
+                    (
+                        AggFunc::Quantize | AggFunc::Lquantize { .. } | AggFunc::Llquantize { .. },
+                        false,
+                    ) => Kind::Histogram,
+                    (
+                        AggFunc::Quantize | AggFunc::Lquantize { .. } | AggFunc::Llquantize { .. },
+                        true,
+                    ) => Kind::GaugeHistogram,
                     _ => Kind::Gauge,
                 };
                 MetricSpec {
@@ -178,21 +180,30 @@ impl Config {
                     labels: (1..=a.keys.len()).map(|i| format!("key{i}")).collect(),
                     unit: None,
                     scale: 1.0,
-                    help: format!("{} of D aggregation {}", func_name(a.func), snapshot_name(&a.name)),
+                    help: format!(
+                        "{} of D aggregation {}",
+                        func_name(a.func),
+                        snapshot_name(&a.name)
+                    ),
                 }
             })
             .collect();
         let find = |metrics: &mut Vec<MetricSpec>, option: &str, name: &str| {
-            let known: Vec<&str> = program.aggregations.iter().map(|a| a.name.as_str()).collect();
-            metrics
+            let known: Vec<&str> = program
+                .aggregations
                 .iter()
-                .position(|m| m.agg == name)
-                .ok_or_else(|| {
-                    format!(
-                        "-x {option}: the program has no aggregation {name} (it has {})",
-                        if known.is_empty() { "none".to_string() } else { known.join(", ") }
-                    )
-                })
+                .map(|a| a.name.as_str())
+                .collect();
+            metrics.iter().position(|m| m.agg == name).ok_or_else(|| {
+                format!(
+                    "-x {option}: the program has no aggregation {name} (it has {})",
+                    if known.is_empty() {
+                        "none".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                )
+            })
         };
         for v in opts.list("metriclabels") {
             let (name, value) = split_spec("metriclabels", v)?;

@@ -314,7 +314,14 @@ fn metric(out: &mut String, format: Format, spec: &MetricSpec, series: &Series) 
         (Kind::Histogram, _) | (Kind::GaugeHistogram, Format::Text) => (f.clone(), "histogram"),
         (Kind::GaugeHistogram, Format::OpenMetrics) => (f.clone(), "gaugehistogram"),
     };
-    header(out, format, &sample, type_word, spec.unit.as_deref(), &spec.help);
+    header(
+        out,
+        format,
+        &sample,
+        type_word,
+        spec.unit.as_deref(),
+        &spec.help,
+    );
     match spec.kind {
         Kind::Counter | Kind::Gauge => {
             let name = match spec.kind {
@@ -322,13 +329,22 @@ fn metric(out: &mut String, format: Format, spec: &MetricSpec, series: &Series) 
                 _ => f.clone(),
             };
             for (labels, v) in series {
-                let _ = writeln!(out, "{name}{} {}", label_text(labels, None), value_text(spec, v));
+                let _ = writeln!(
+                    out,
+                    "{name}{} {}",
+                    label_text(labels, None),
+                    value_text(spec, v)
+                );
             }
         }
         Kind::Histogram | Kind::GaugeHistogram => {
             let bounds = upper_bounds(spec.func);
             // the bounds every series of the metric writes: lowest to highest non-empty
-            let nonempty = |i: usize| series.values().any(|v| buckets(v).get(i).is_some_and(|&b| b != 0));
+            let nonempty = |i: usize| {
+                series
+                    .values()
+                    .any(|v| buckets(v).get(i).is_some_and(|&b| b != 0))
+            };
             let lo = (0..bounds.len()).find(|&i| nonempty(i));
             let hi = (0..bounds.len()).rev().find(|&i| nonempty(i));
             for (labels, v) in series {
@@ -341,7 +357,8 @@ fn metric(out: &mut String, format: Format, spec: &MetricSpec, series: &Series) 
                             continue;
                         };
                         let le = canonical(*up as f64 * spec.scale);
-                        let _ = writeln!(out, "{f}_bucket{} {total}", label_text(labels, Some(&le)));
+                        let _ =
+                            writeln!(out, "{f}_bucket{} {total}", label_text(labels, Some(&le)));
                     }
                 }
                 let all: i64 = b.iter().sum();
@@ -356,7 +373,14 @@ fn metric(out: &mut String, format: Format, spec: &MetricSpec, series: &Series) 
 
 /// The metadata lines of a family: the text format's HELP and TYPE, or OpenMetrics' TYPE,
 /// UNIT and HELP (in the order its spec recommends).
-fn header(out: &mut String, format: Format, name: &str, type_word: &str, unit: Option<&str>, help: &str) {
+fn header(
+    out: &mut String,
+    format: Format,
+    name: &str,
+    type_word: &str,
+    unit: Option<&str>,
+    help: &str,
+) {
     match format {
         Format::Text => {
             if !help.is_empty() {
@@ -378,11 +402,31 @@ fn header(out: &mut String, format: Format, name: &str, type_word: &str, unit: O
 
 fn own_metrics(out: &mut String, format: Format, own: &Own, dropped: &Dropped) {
     let counters: [(&str, &str, u64); 5] = [
-        ("dtx_metrics_events", "Events dtx has read from its sources.", own.events),
-        ("dtx_metrics_firings", "Probe firings the D program has run.", own.firings),
-        ("dtx_metrics_drops", "Data the D program dropped (aggregation, dynamic variable and buffer drops).", own.drops),
-        ("dtx_metrics_errors", "Faults in the D program's clauses (dtrace:::ERROR).", own.errors),
-        ("dtx_metrics_lost_events", "Events the system lost before dtx saw them, and events dtx dropped.", own.lost),
+        (
+            "dtx_metrics_events",
+            "Events dtx has read from its sources.",
+            own.events,
+        ),
+        (
+            "dtx_metrics_firings",
+            "Probe firings the D program has run.",
+            own.firings,
+        ),
+        (
+            "dtx_metrics_drops",
+            "Data the D program dropped (aggregation, dynamic variable and buffer drops).",
+            own.drops,
+        ),
+        (
+            "dtx_metrics_errors",
+            "Faults in the D program's clauses (dtrace:::ERROR).",
+            own.errors,
+        ),
+        (
+            "dtx_metrics_lost_events",
+            "Events the system lost before dtx saw them, and events dtx dropped.",
+            own.lost,
+        ),
     ];
     for (family, help, v) in counters {
         let name = match format {
@@ -427,7 +471,14 @@ fn own_metrics(out: &mut String, format: Format, own: &Own, dropped: &Dropped) {
     let version = env!("CARGO_PKG_VERSION");
     match format {
         Format::Text => {
-            header(out, format, "dtx_build_info", "gauge", None, "dtx's version; always 1.");
+            header(
+                out,
+                format,
+                "dtx_build_info",
+                "gauge",
+                None,
+                "dtx's version; always 1.",
+            );
         }
         Format::OpenMetrics => {
             header(out, format, "dtx_build", "info", None, "dtx's version.");
@@ -504,7 +555,12 @@ pub fn canonical(f: f64) -> String {
             s.push('.');
             s.push_str(&digits[1..]);
         }
-        let _ = write!(s, "e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.unsigned_abs());
+        let _ = write!(
+            s,
+            "e{}{:02}",
+            if exp < 0 { '-' } else { '+' },
+            exp.unsigned_abs()
+        );
         return s;
     }
     if exp < 0 {

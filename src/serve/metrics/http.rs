@@ -55,7 +55,9 @@ pub fn parse_bind(s: &str) -> Result<SocketAddr, String> {
     }
     // a host name: `localhost:9100` (resolved once, the first address)
     match std::net::ToSocketAddrs::to_socket_addrs(&with_host) {
-        Ok(mut it) => it.next().ok_or_else(|| format!("-x metrics={s}: {with_host} names no address")),
+        Ok(mut it) => it
+            .next()
+            .ok_or_else(|| format!("-x metrics={s}: {with_host} names no address")),
         Err(e) => Err(format!(
             "-x metrics={s}: give HOST:PORT (e.g. 127.0.0.1:9464; port 0 picks a free one): {e}"
         )),
@@ -66,8 +68,8 @@ impl Server {
     /// Binds `addr` (an error now, before anything is traced, when it cannot) and starts the
     /// workers.
     pub fn start(addr: SocketAddr, shared: Arc<Shared>) -> Result<Server, String> {
-        let listener = TcpListener::bind(addr)
-            .map_err(|e| format!("cannot serve metrics on {addr}: {e}"))?;
+        let listener =
+            TcpListener::bind(addr).map_err(|e| format!("cannot serve metrics on {addr}: {e}"))?;
         let bound = listener.local_addr().unwrap_or(addr);
         let server = tiny_http::Server::from_listener(listener, None)
             .map_err(|e| format!("cannot serve metrics on {addr}: {e}"))?;
@@ -174,7 +176,8 @@ fn answer(rq: tiny_http::Request, shared: &Shared) {
             let _ = rq.respond(r);
         }
         _ => {
-            let _ = rq.respond(Response::from_string("not found: try /metrics\n").with_status_code(404));
+            let _ = rq
+                .respond(Response::from_string("not found: try /metrics\n").with_status_code(404));
         }
     }
 }

@@ -56,7 +56,9 @@ fn negotiation_follows_accept() {
     let prom = "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
     assert_eq!(Format::negotiate(Some(prom)), Format::OpenMetrics);
     assert_eq!(
-        Format::negotiate(Some("application/openmetrics-text; version=1.0.0; q=0.2, text/plain;q=0.9")),
+        Format::negotiate(Some(
+            "application/openmetrics-text; version=1.0.0; q=0.2, text/plain;q=0.9"
+        )),
         Format::Text
     );
     assert_eq!(
@@ -86,15 +88,39 @@ fn counters_gauges_and_labels() {
     ];
     let mut dropped = Dropped::new();
     let text = encode(Format::Text, &c, &aggs, &Own::default(), &mut dropped);
-    assert!(text.contains("# HELP dtx_calls_total Calls by \"name\"\n# TYPE dtx_calls_total counter\n"), "{text}");
-    assert!(text.contains("dtx_calls_total{name=\"a\",fd=\"1\"} 7\n"), "{text}");
-    assert!(text.contains("dtx_calls_total{name=\"b\\\\x\\n\",fd=\"2\"} 5\n"), "{text}");
+    assert!(
+        text.contains("# HELP dtx_calls_total Calls by \"name\"\n# TYPE dtx_calls_total counter\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("dtx_calls_total{name=\"a\",fd=\"1\"} 7\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("dtx_calls_total{name=\"b\\\\x\\n\",fd=\"2\"} 5\n"),
+        "{text}"
+    );
     assert!(text.contains("# TYPE dtx_m gauge\ndtx_m 3.5\n"), "{text}");
-    assert!(text.contains("# TYPE dtx_anonymous_total counter\n"), "{text}");
+    assert!(
+        text.contains("# TYPE dtx_anonymous_total counter\n"),
+        "{text}"
+    );
     assert!(text.contains("# TYPE dtx_lo gauge\n"), "{text}");
-    let om = encode(Format::OpenMetrics, &c, &aggs, &Own::default(), &mut dropped);
-    assert!(om.contains("# TYPE dtx_calls counter\n# HELP dtx_calls Calls by \\\"name\\\"\n"), "{om}");
-    assert!(om.contains("dtx_calls_total{name=\"a\",fd=\"1\"} 7\n"), "{om}");
+    let om = encode(
+        Format::OpenMetrics,
+        &c,
+        &aggs,
+        &Own::default(),
+        &mut dropped,
+    );
+    assert!(
+        om.contains("# TYPE dtx_calls counter\n# HELP dtx_calls Calls by \\\"name\\\"\n"),
+        "{om}"
+    );
+    assert!(
+        om.contains("dtx_calls_total{name=\"a\",fd=\"1\"} 7\n"),
+        "{om}"
+    );
     assert!(om.contains("# TYPE dtx_build info\n"), "{om}");
     assert!(om.ends_with("# EOF\n"), "{om}");
 }
@@ -111,7 +137,10 @@ fn clear_makes_gauges() {
 
 #[test]
 fn quantize_buckets_are_cumulative_upper_bounds() {
-    let c = config("BEGIN { @lat = quantize(1); }", &["metricunit=@lat:nanoseconds"]);
+    let c = config(
+        "BEGIN { @lat = quantize(1); }",
+        &["metricunit=@lat:nanoseconds"],
+    );
     let mut b = vec![0i64; 127];
     b[64] = 2; // 1
     b[66] = 3; // 4..7
@@ -120,7 +149,13 @@ fn quantize_buckets_are_cumulative_upper_bounds() {
         name: "@lat".into(),
         rows: vec![row(&[], AggValue::Quantize(b))],
     }];
-    let text = encode(Format::Text, &c, &aggs, &Own::default(), &mut Dropped::new());
+    let text = encode(
+        Format::Text,
+        &c,
+        &aggs,
+        &Own::default(),
+        &mut Dropped::new(),
+    );
     let want = "# TYPE dtx_lat_seconds histogram\n\
 dtx_lat_seconds_bucket{le=\"1e-09\"} 2\n\
 dtx_lat_seconds_bucket{le=\"3e-09\"} 2\n\
@@ -129,7 +164,13 @@ dtx_lat_seconds_bucket{le=\"1.5e-08\"} 6\n\
 dtx_lat_seconds_bucket{le=\"+Inf\"} 6\n\
 dtx_lat_seconds_count 6\n";
     assert!(text.contains(want), "{text}");
-    let om = encode(Format::OpenMetrics, &c, &aggs, &Own::default(), &mut Dropped::new());
+    let om = encode(
+        Format::OpenMetrics,
+        &c,
+        &aggs,
+        &Own::default(),
+        &mut Dropped::new(),
+    );
     assert!(om.contains("# UNIT dtx_lat_seconds seconds\n"), "{om}");
     assert!(!om.contains("dtx_lat_seconds_count"), "{om}");
 }
@@ -137,10 +178,19 @@ dtx_lat_seconds_count 6\n";
 #[test]
 fn lquantize_and_llquantize_bounds() {
     assert_eq!(
-        upper_bounds(AggFunc::Lquantize { base: 0, step: 10, levels: 3 }),
+        upper_bounds(AggFunc::Lquantize {
+            base: 0,
+            step: 10,
+            levels: 3
+        }),
         [Some(-1), Some(9), Some(19), Some(29), None]
     );
-    let ll = upper_bounds(AggFunc::Llquantize { factor: 10, low: 0, high: 1, nsteps: 10 });
+    let ll = upper_bounds(AggFunc::Llquantize {
+        factor: 10,
+        low: 0,
+        high: 1,
+        nsteps: 10,
+    });
     assert_eq!(ll.first(), Some(&Some(0)));
     assert_eq!(&ll[1..4], &[Some(1), Some(2), Some(3)]);
     assert_eq!(ll.last(), Some(&None));
@@ -160,24 +210,38 @@ fn cardinality_is_bounded() {
     let c = config("BEGIN { @c[1] = count(); }", &["metriclimit=2"]);
     let aggs = vec![AggView {
         name: "@c".into(),
-        rows: (1..=5).map(|i| row(&[&i.to_string()], AggValue::Count(i))).collect(),
+        rows: (1..=5)
+            .map(|i| row(&[&i.to_string()], AggValue::Count(i)))
+            .collect(),
     }];
     let mut dropped = Dropped::new();
     let text = encode(Format::Text, &c, &aggs, &Own::default(), &mut dropped);
-    assert!(text.contains("dtx_c_total{key1=\"5\"} 5\ndtx_c_total{key1=\"4\"} 4\n") || text.contains("dtx_c_total{key1=\"4\"} 4\ndtx_c_total{key1=\"5\"} 5\n"), "{text}");
+    assert!(
+        text.contains("dtx_c_total{key1=\"5\"} 5\ndtx_c_total{key1=\"4\"} 4\n")
+            || text.contains("dtx_c_total{key1=\"4\"} 4\ndtx_c_total{key1=\"5\"} 5\n"),
+        "{text}"
+    );
     assert!(!text.contains("key1=\"3\""), "{text}");
-    assert!(text.contains("dtx_metrics_dropped_series_total{metric=\"dtx_c\"} 3\n"), "{text}");
+    assert!(
+        text.contains("dtx_metrics_dropped_series_total{metric=\"dtx_c\"} 3\n"),
+        "{text}"
+    );
     let text = encode(Format::Text, &c, &aggs, &Own::default(), &mut dropped);
-    assert!(text.contains("dtx_metrics_dropped_series_total{metric=\"dtx_c\"} 6\n"), "{text}");
+    assert!(
+        text.contains("dtx_metrics_dropped_series_total{metric=\"dtx_c\"} 6\n"),
+        "{text}"
+    );
 }
 
 #[test]
 fn bad_options_are_errors() {
-    let (vm, _) = standalone_vm("BEGIN { @c[1, 2] = count(); @metrics_events = count(); }").expect("compiles");
+    let (vm, _) = standalone_vm("BEGIN { @c[1, 2] = count(); @metrics_events = count(); }")
+        .expect("compiles");
     let err = |opts: &[&str]| {
         let mut o = DOptions::new();
         for a in opts {
-            o.set_assignment(crate::lang::options::SetContext::CommandLine, a).expect("option");
+            o.set_assignment(crate::lang::options::SetContext::CommandLine, a)
+                .expect("option");
         }
         Config::new(&vm.program, &o).expect_err("refused")
     };
@@ -186,7 +250,8 @@ fn bad_options_are_errors() {
     let err2 = |opts: &[&str]| {
         let mut o = DOptions::new();
         for a in opts {
-            o.set_assignment(crate::lang::options::SetContext::CommandLine, a).expect("option");
+            o.set_assignment(crate::lang::options::SetContext::CommandLine, a)
+                .expect("option");
         }
         Config::new(&vm2.program, &o).expect_err("refused")
     };
