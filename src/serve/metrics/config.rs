@@ -55,8 +55,11 @@ pub struct MetricSpec {
     pub labels: Vec<String>,
     /// The OpenMetrics unit (the family name's suffix), when the script gave one.
     pub unit: Option<String>,
-    /// What values are multiplied by (1e-9 for a script's nanoseconds exported as seconds).
+    /// What values are multiplied by, then divided by (1 and 1e9 for a script's nanoseconds
+    /// exported as seconds: a division by a power of ten rounds once, where a multiplication
+    /// by 1e-9 would not give 3e-09 for 3).
     pub scale: f64,
+    pub divisor: f64,
     pub help: String,
 }
 
@@ -70,25 +73,37 @@ pub struct Config {
     pub stacks: bool,
 }
 
-/// A unit a script may give: the unit exported and the factor to it.
-fn unit_of(word: &str) -> Option<(&'static str, f64)> {
+/// A unit a script may give: the unit exported, and the factor and divisor to it.
+fn unit_of(word: &str) -> Option<(&'static str, f64, f64)> {
     Some(match word {
-        "seconds" | "s" => ("seconds", 1.0),
-        "milliseconds" | "ms" => ("seconds", 1e-3),
-        "microseconds" | "us" => ("seconds", 1e-6),
-        "nanoseconds" | "ns" => ("seconds", 1e-9),
-        "bytes" => ("bytes", 1.0),
-        "kilobytes" | "kb" => ("bytes", 1024.0),
-        "megabytes" | "mb" => ("bytes", 1024.0 * 1024.0),
-        "ratio" => ("ratio", 1.0),
-        "celsius" => ("celsius", 1.0),
-        "joules" => ("joules", 1.0),
-        "meters" => ("meters", 1.0),
-        "volts" => ("volts", 1.0),
-        "amperes" => ("amperes", 1.0),
-        "grams" => ("grams", 1.0),
+        "seconds" | "s" => ("seconds", 1.0, 1.0),
+        "milliseconds" | "ms" => ("seconds", 1.0, 1e3),
+        "microseconds" | "us" => ("seconds", 1.0, 1e6),
+        "nanoseconds" | "ns" => ("seconds", 1.0, 1e9),
+        "bytes" => ("bytes", 1.0, 1.0),
+        "kilobytes" | "kb" => ("bytes", 1024.0, 1.0),
+        "megabytes" | "mb" => ("bytes", 1024.0 * 1024.0, 1.0),
+        "ratio" => ("ratio", 1.0, 1.0),
+        "celsius" => ("celsius", 1.0, 1.0),
+        "joules" => ("joules", 1.0, 1.0),
+        "meters" => ("meters", 1.0, 1.0),
+        "volts" => ("volts", 1.0, 1.0),
+        "amperes" => ("amperes", 1.0, 1.0),
+        "grams" => ("grams", 1.0, 1.0),
         _ => return None,
     })
+}
+
+impl MetricSpec {
+    /// A value of the aggregation in the metric's unit.
+    pub fn scaled(&self, v: f64) -> f64 {
+        v * self.scale / self.divisor
+    }
+
+    /// Whether values are exported as they are.
+    pub fn unscaled(&self) -> bool {
+        self.scale == 1.0 && self.divisor == 1.0
+    }
 }
 
 /// Whether `s` is a Prometheus label name (`[a-zA-Z_][a-zA-Z0-9_]*`, not `__`-prefixed, which
@@ -180,6 +195,7 @@ impl Config {
                     labels: (1..=a.keys.len()).map(|i| format!("key{i}")).collect(),
                     unit: None,
                     scale: 1.0,
+                    divisor: 1.0,
                     help: format!(
                         "{} of D aggregation {}",
                         func_name(a.func),
@@ -229,7 +245,7 @@ impl Config {
         for v in opts.list("metricunit") {
             let (name, value) = split_spec("metricunit", v)?;
             let i = find(&mut metrics, "metricunit", &name)?;
-            let (unit, scale) = unit_of(value).ok_or_else(|| {
+            let (unit, scale, divisor) = unit_of(value).ok_or_else(|| {
                 format!("-x metricunit={v}: unknown unit {value:?} (seconds, milliseconds, microseconds, nanoseconds, bytes, kilobytes, megabytes, ratio, celsius, joules, meters, volts, amperes, grams)")
             })?;
             let m = &mut metrics[i];
@@ -240,6 +256,7 @@ impl Config {
             }
             m.unit = Some(unit.to_string());
             m.scale = scale;
+            m.divisor = divisor;
             m.family = format!("{PREFIX}{}_{unit}", base_name(&name));
         }
         for v in opts.list("metrichelp") {

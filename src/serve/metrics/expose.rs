@@ -262,13 +262,13 @@ fn scalar(v: &AggValue) -> Option<f64> {
 fn value_text(spec: &MetricSpec, v: &AggValue) -> String {
     let int = match *v {
         AggValue::Count(c) => Some(c.to_string()),
-        AggValue::Sum(s) | AggValue::Min(s) | AggValue::Max(s) if spec.scale == 1.0 => {
+        AggValue::Sum(s) | AggValue::Min(s) | AggValue::Max(s) if spec.unscaled() => {
             Some(s.to_string())
         }
         _ => None,
     };
     int.unwrap_or_else(|| match scalar(v) {
-        Some(f) => canonical(f * spec.scale),
+        Some(f) => canonical(spec.scaled(f)),
         None => "NaN".to_string(),
     })
 }
@@ -356,7 +356,7 @@ fn metric(out: &mut String, format: Format, spec: &MetricSpec, series: &Series) 
                         let Some(Some(up)) = bounds.get(i) else {
                             continue;
                         };
-                        let le = canonical(*up as f64 * spec.scale);
+                        let le = canonical(spec.scaled(*up as f64));
                         let _ =
                             writeln!(out, "{f}_bucket{} {total}", label_text(labels, Some(&le)));
                     }
