@@ -52,6 +52,10 @@ impl Exporter {
     /// Starts `dtx -x metrics=127.0.0.1:0 args...` and waits for its address line, and (over a
     /// trace) for the line saying the trace has ended.
     fn start(args: &[&str]) -> Exporter {
+        Self::start_until(args, true)
+    }
+
+    fn start_until(args: &[&str], trace_end: bool) -> Exporter {
         let mut all = vec!["-x", "metrics=127.0.0.1:0"];
         all.extend_from_slice(args);
         let mut child = Dtx::new(&all).spawn();
@@ -70,6 +74,9 @@ impl Exporter {
             };
             if let Some(rest) = l.strip_prefix("dtx: serving metrics on http://") {
                 addr = rest.strip_suffix("/metrics").map(str::to_string);
+                if !trace_end {
+                    break;
+                }
             }
             if l.contains("the trace has ended") {
                 break;
@@ -497,5 +504,84 @@ fn metrics_prometheus_scrapes_what_printa_prints() {
     // dtx's own counters came along
     let firings = promql(&prom_addr, "dtx_metrics_firings_total");
     assert!(firings.first().is_some_and(|f| f.1 > 0.0), "{firings:?}");
+    // the dashboard's queries are PromQL that this Prometheus accepts
+    let dash = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("dscripts/metrics/grafana-dashboard.json"),
+    )
+    .expect("the dashboard");
+    let dash: serde_json::Value = serde_json::from_str(&dash).expect("dashboard json");
+    let mut queries = 0;
+    for p in dash["panels"].as_array().expect("panels") {
+        for t in p["targets"].as_array().expect("targets") {
+            let expr = t["expr"].as_str().expect("expr").replace("$instance", ".*");
+            promql(&prom_addr, &expr);
+            queries += 1;
+        }
+    }
+    assert!(queries >= 6, "{queries}");
     drop(prom);
+}
+
+#[test]
+fn metrics_a_fault_in_a_clause_loses_no_aggregation() {
+    let prog = "sched:::on-cpu { @c = count(); } sched:::on-cpu /cpu == 0/ { trace(*(int *)0); }";
+    let printed = dtx(&["-q", "-E", "demo", "-n", prog]);
+    let out = String::from_utf8_lossy(&printed.stdout);
+    let want: f64 = out.trim().parse().expect("printa's count");
+    assert!(
+        String::from_utf8_lossy(&printed.stderr).contains("invalid address"),
+        "the clause faults: {}",
+        String::from_utf8_lossy(&printed.stderr)
+    );
+    let ex = Exporter::start(&["-q", "-E", "demo", "-n", prog]);
+    let (_, _, body) = get(&ex.addr, "/metrics", None);
+    assert_eq!(samples(&body, "dtx_c_total").get(""), Some(&want), "{body}");
+    let errors = samples(&body, "dtx_metrics_errors_total");
+    assert!(errors.get("").is_some_and(|&e| e > 0.0), "{body}");
+}
+
+/// Live on Linux: the test's own getppid() calls, counted by perf events and served as they
+/// happen.
+#[cfg(target_os = "linux")]
+#[test]
+fn metrics_live_syscalls_by_execname() {
+    if let Err(e) = dtx::sources::perf::live::available() {
+        eprintln!("skipping: perf events unavailable ({e})");
+        return;
+    }
+    let me = std::process::id();
+    let comm = std::fs::read_to_string("/proc/thread-self/comm").expect("comm");
+    let prog = format!(
+        "#pragma D option metriclabels=@calls:execname\nsyscall::getppid:entry /pid == {me}/ {{ @calls[execname] = count(); }}"
+    );
+    let ex = Exporter::start_until(&["-q", "-n", &prog], false);
+    let calls = |body: &str| -> Option<f64> {
+        samples(body, "dtx_calls_total")
+            .get(&format!("execname=\"{}\"", comm.trim()))
+            .copied()
+    };
+    // tracing is live once a call shows
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let before = loop {
+        assert!(Instant::now() < deadline, "no getppid() call was counted");
+        let _ = std::os::unix::process::parent_id();
+        std::thread::sleep(Duration::from_millis(20));
+        if let Some(v) = calls(&get(&ex.addr, "/metrics", None).2) {
+            std::thread::sleep(Duration::from_millis(500));
+            break calls(&get(&ex.addr, "/metrics", None).2).unwrap_or(v);
+        }
+    };
+    for _ in 0..1000 {
+        let _ = std::os::unix::process::parent_id();
+    }
+    // the values as they stand: exactly 1000 more, within a few refreshes
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut now = before;
+    while Instant::now() < deadline && now < before + 1000.0 {
+        std::thread::sleep(Duration::from_millis(100));
+        now = calls(&get(&ex.addr, "/metrics", None).2).unwrap_or(now);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let (_, _, body) = get(&ex.addr, "/metrics", None);
+    assert_eq!(calls(&body), Some(before + 1000.0), "{body}");
 }
