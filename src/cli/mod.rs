@@ -617,6 +617,26 @@ fn run_plan(prog: &str, args: &Args, mut opts: DOptions, plan: plan::Plan) -> Re
         let names: Vec<String> = programs.iter().map(|p| p.file_name.clone()).collect();
         enabling::check(&opts, &irs, &names)?;
     }
+    // -x metrics=HOST:PORT: the exporter serves the program's aggregations (src/serve)
+    if let Some(bind) = opts.str_value("metrics").map(str::to_string) {
+        #[cfg(windows)]
+        let live = (trace.is_none() && many.is_none()).then(|| live_etw.etw.clone());
+        #[cfg(not(windows))]
+        let live = None::<crate::providers::etw::EtwProbes>;
+        return run_metrics(
+            args,
+            bind,
+            opts,
+            catalog,
+            &programs,
+            compiled,
+            single,
+            trace,
+            many.is_some(),
+            live,
+            target.is_some(),
+        );
+    }
 
     // live ETW only when no trace is replayed (one or many)
     #[cfg(windows)]
@@ -635,6 +655,80 @@ fn run_plan(prog: &str, args: &Args, mut opts: DOptions, plan: plan::Plan) -> Re
     run_programs(
         prog, args, &opts, &catalog, &programs, compiled, out, trace, pid_run,
     )
+}
+
+/// `-x metrics=`: the program on a session, its aggregations served as metrics.
+#[allow(clippy::too_many_arguments)]
+fn run_metrics(
+    args: &Args,
+    bind: String,
+    opts: DOptions,
+    catalog: Catalog,
+    programs: &[Program],
+    mut compiled: Vec<lang::CompiledProgram>,
+    single: Option<std::path::PathBuf>,
+    trace: Option<(
+        crate::sources::etl::TraceSource,
+        crate::providers::etw::EtwProbes,
+    )>,
+    many: bool,
+    #[cfg_attr(not(windows), allow(unused_variables))] live: Option<
+        crate::providers::etw::EtwProbes,
+    >,
+    target: bool,
+) -> Result<i32, String> {
+    use crate::engine::session::{ProgramSpec, SessionSource};
+    if many {
+        return Err("-x metrics serves one run: give -E one trace".into());
+    }
+    if target {
+        return Err("-x metrics does not trace a process (-c/-p) yet: name it in the program's predicates (pid, execname)".into());
+    }
+    if compiled.len() != 1 {
+        return Err(
+            "-x metrics serves one program: give -s once, or -n clauses in one -s file".into(),
+        );
+    }
+    let label = programs.first().map(program_label).unwrap_or_default();
+    let Some(c) = compiled.pop() else {
+        return Err("no program".into());
+    };
+    let source = match (single, trace) {
+        (Some(path), Some((_, etw))) => SessionSource::Trace {
+            path: path.to_string_lossy().into_owned(),
+            etw: std::sync::Arc::new(etw),
+        },
+        #[cfg(windows)]
+        _ => {
+            crate::sources::etw_live::windows::install_console_handler_for_console();
+            SessionSource::Etw(crate::engine::session::EtwBackend {
+                etw: std::sync::Arc::new(live.unwrap_or_default()),
+                open: crate::sources::etw_live::windows::open_control(
+                    args.etl.clone(),
+                    args.etl_process_all,
+                ),
+            })
+        }
+        #[cfg(not(windows))]
+        _ => {
+            let _ = args;
+            SessionSource::Timers
+        }
+    };
+    let interrupted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = interrupted.clone();
+    let _ = ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::SeqCst));
+    crate::serve::metrics::run(crate::serve::metrics::Options {
+        bind,
+        source,
+        catalog: std::sync::Arc::new(catalog),
+        program: ProgramSpec {
+            label,
+            program: std::sync::Arc::new(c.ir),
+            options: opts,
+        },
+        interrupted,
+    })
 }
 
 /// The target process and the pid provider of a run.

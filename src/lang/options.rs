@@ -82,6 +82,9 @@ pub enum OptKind {
     CppArg(&'static str),
     /// `setenv` (`true`) / `unsetenv` (`false`) for processes created with `-c`.
     Env(bool),
+    /// A string value that may be given many times, each kept (dtx's `metric*` options, one
+    /// per aggregation: `@name:value`); value required.
+    List,
 }
 
 /// One entry of the option table.
@@ -203,6 +206,15 @@ pub const OPTIONS: &[OptionDef] = &[
     rt("strsize", OptKind::Size),
     rt("ustackframes", OptKind::Bool),
     rt("temporal", OptKind::Bool),
+    // dtx: the Prometheus exporter (docs/metrics.md): where it serves, and how aggregations
+    // become metrics
+    rt("metrics", OptKind::Str),
+    rt("metrichelp", OptKind::List),
+    rt("metriclabels", OptKind::List),
+    rt("metriclimit", OptKind::Int { min: 1 }),
+    rt("metricstacks", OptKind::Flag),
+    rt("metrictype", OptKind::List),
+    rt("metricunit", OptKind::List),
     // Dynamic run-time options.
     drt("agghist", OptKind::Bool),
     drt("aggpack", OptKind::Bool),
@@ -385,6 +397,8 @@ pub struct DOptions {
     cpp_args: Vec<String>,
     lib_dirs: Vec<String>,
     env: Vec<EnvOp>,
+    /// The values of `List` options, in the order given.
+    lists: BTreeMap<&'static str, Vec<String>>,
     vmax: (u32, u32, u32),
 }
 
@@ -395,14 +409,18 @@ impl Default for DOptions {
             cpp_args: Vec::new(),
             lib_dirs: Vec::new(),
             env: Vec::new(),
+            lists: BTreeMap::new(),
             vmax: LATEST_VERSION,
         }
     }
 }
 
 /// Options that may not be set by `#pragma D option` (EDT_BADOPTCTX).
+/// `metrics`, the address the exporter binds, is the user's choice on the command line, never
+/// a script's.
 const NOT_IN_PRAGMA: &[&str] = &[
-    "cpphdrs", "cpppath", "define", "incdir", "undef", "ldpath", "setenv", "unsetenv", "stdc",
+    "metrics", "cpphdrs", "cpppath", "define", "incdir", "undef", "ldpath", "setenv", "unsetenv",
+    "stdc",
 ];
 
 impl DOptions {
@@ -556,6 +574,12 @@ impl DOptions {
                 self.cpp_args.push(format!("{}{}", flag, v));
                 self.values.insert(key, OptValue::Str(v.to_string()));
             }
+            OptKind::List => {
+                let v = value.ok_or(OptionError::BadValue)?;
+                ctx_check()?;
+                self.lists.entry(key).or_default().push(v.to_string());
+                self.values.insert(key, OptValue::Str(v.to_string()));
+            }
             OptKind::Env(set) => {
                 ctx_check()?;
                 let v = value.ok_or(OptionError::BadValue)?;
@@ -580,6 +604,11 @@ impl DOptions {
     /// True when the option is set at all (for `Bool` options this includes the value 0).
     pub fn is_set(&self, name: &str) -> bool {
         self.values.contains_key(name)
+    }
+
+    /// Every value a `List` option was given, in order.
+    pub fn list(&self, name: &str) -> &[String] {
+        self.lists.get(name).map_or(&[], Vec::as_slice)
     }
 
     /// The integer value of a numeric option, if set.

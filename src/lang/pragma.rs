@@ -103,6 +103,15 @@ pub fn ident_target(words: &[String]) -> Option<&str> {
 }
 
 fn option(rest: &[String], line: u32, opts: &mut DOptions) -> DResult<()> {
+    // dtx's `metrichelp=@name:text` takes the rest of the line: help text has spaces
+    let joined;
+    let rest = match rest.first() {
+        Some(w) if w.starts_with("metrichelp=") && rest.len() > 1 => {
+            joined = [rest.join(" ")];
+            &joined[..]
+        }
+        _ => rest,
+    };
     if rest.len() > 1 {
         return Err(derr(
             "D_PRAGMA_MALFORM",

@@ -59,6 +59,7 @@ mod illumos_differences;
 mod layout;
 mod many_traces;
 mod mcp;
+mod metrics;
 #[cfg(target_os = "linux")]
 mod minidebuginfo;
 mod no_panic;

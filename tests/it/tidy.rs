@@ -8,7 +8,8 @@
 //!   elsewhere;
 //! - no `.unwrap()`;
 //! - every `unsafe` block and `unsafe impl` says why it is sound in a `SAFETY:` comment;
-//! - every `unsafe fn` has a doc comment (what its caller must uphold).
+//! - every `unsafe fn` has a doc comment (what its caller must uphold);
+//! - `src/serve` reads the engine's session handle only, never a source.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -514,6 +515,39 @@ fn offending(bad: impl Fn(&Code, usize) -> bool) -> Vec<String> {
         }
     }
     out
+}
+
+/// Serving (`src/serve`) sits beside `cli` and `tui` over the engine's session handle: it
+/// reads snapshots and never reaches into what produces them.
+#[test]
+fn tidy_serving_reads_the_session_only() {
+    const NEVER: &[&str] = &["sources", "providers", "vm", "etw", "symbols"];
+    // the exporter; the MCP server opens a trace and its catalog for a session
+    // (tidy_serving_keeps_stdout_for_the_protocol holds it to sources::etl)
+    let serve = root().join("src/serve/metrics");
+    let mut bad = Vec::new();
+    for (f, code) in sources() {
+        if !f.starts_with(&serve) {
+            continue;
+        }
+        for (i, l) in code.code.iter().enumerate() {
+            let mut names = Vec::new();
+            crate_paths(l, &mut names);
+            for n in names.iter().filter(|n| NEVER.contains(&n.as_str())) {
+                bad.push(format!(
+                    "{}:{}: crate::{n}: {}",
+                    rel(&f),
+                    i + 1,
+                    code.lines[i].trim()
+                ));
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "src/serve reaches past the session handle (docs/dev/architecture.md):\n{}",
+        bad.join("\n")
+    );
 }
 
 #[test]
