@@ -150,12 +150,14 @@ fn agent_dir() -> Result<std::path::PathBuf, String> {
 /// folders (OICI); FA full access, 0x1200a9 FILE_GENERIC_READ | FILE_GENERIC_EXECUTE; SY
 /// SYSTEM, BA Administrators, OW OWNER RIGHTS, WD Everyone, AC ALL APPLICATION PACKAGES,
 /// S-1-15-2-2 ALL RESTRICTED APPLICATION PACKAGES. For the user's own `%TEMP%` folder.
+#[cfg_attr(not(windows), allow(dead_code))]
 pub const AGENT_DIR_SDDL: &str = "D:P(A;OICI;FA;;;SY)(A;OICI;FA;;;BA)(A;OICI;FA;;;OW)\
      (A;OICI;0x1200a9;;;WD)(A;OICI;0x1200a9;;;AC)(A;OICI;0x1200a9;;;S-1-15-2-2)";
 
 /// The same for the elevated dtx's `%ProgramData%` folder: its owner only reads and runs (an
 /// OWNER RIGHTS entry replaces the owner's implicit WRITE_DAC), so that a folder a standard
 /// user made there first gives that user nothing more than anyone.
+#[cfg_attr(not(windows), allow(dead_code))]
 pub const AGENT_DIR_SDDL_ADMIN: &str = "D:P(A;OICI;FA;;;SY)(A;OICI;FA;;;BA)\
      (A;OICI;0x1200a9;;;OW)(A;OICI;0x1200a9;;;WD)(A;OICI;0x1200a9;;;AC)\
      (A;OICI;0x1200a9;;;S-1-15-2-2)";
