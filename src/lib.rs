@@ -5,6 +5,7 @@
 //! front end.
 
 pub mod agg;
+pub mod bpf;
 pub mod cli;
 pub mod engine;
 pub mod etw;

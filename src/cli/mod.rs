@@ -872,7 +872,7 @@ fn run_programs(
     );
     #[cfg(target_os = "linux")]
     let mut perf = match (&trace, &pid_run.many) {
-        (None, None) => open_perf(prog, &mut engine, opts, compiled_uses_stacks)?,
+        (None, None) => open_perf(prog, &mut engine, opts, compiled_uses_stacks, args.verbose)?,
         _ => None,
     };
     // the interrupt handler comes before any session starts: Ctrl-C during start-up must
@@ -1014,11 +1014,13 @@ fn open_perf(
     engine: &mut crate::engine::Engine,
     opts: &DOptions,
     stacks: bool,
+    verbose: bool,
 ) -> Result<Option<crate::sources::perf::live::PerfSource>, String> {
-    use crate::sources::perf::live::{open_for, PerfConfig};
+    use crate::sources::perf::live::{open_for, BpfMode, PerfConfig};
     let config = PerfConfig {
         stacks,
         ring_bytes: opts.bufsize().min(1 << 30) as usize,
+        bpf: BpfMode::from_option(opts.str_value("bpf"), verbose),
     };
     match open_for(engine, &config) {
         Ok(opened) => Ok(opened.map(|(src, _)| src)),

@@ -816,6 +816,38 @@ impl Sink for Engine {
         std::mem::replace(&mut self.consumer.symbols, Box::new(crate::agg::NoSymbols))
     }
 
+    fn enablings_of(&self, probe: u64) -> Vec<(usize, usize)> {
+        let mut v = Vec::new();
+        for (i, r) in self.runs.iter().enumerate() {
+            v.extend(r.vm.enablings(probe).iter().map(|e| (i, e.clause)));
+        }
+        v
+    }
+
+    fn run_in_kernel(&mut self, program: usize, clause: usize) {
+        if let Some(r) = self.runs.get_mut(program) {
+            r.vm.run_elsewhere(clause);
+        }
+    }
+
+    fn merge_kernel_agg(
+        &mut self,
+        program: usize,
+        agg: u32,
+        key: &[crate::ir::value::Datum],
+        words: &[i64],
+    ) -> bool {
+        self.runs
+            .get_mut(program)
+            .is_some_and(|r| r.vm.aggs.merge_words(agg, key, words).is_ok())
+    }
+
+    fn add_agg_drops(&mut self, program: usize, n: u64) {
+        if let Some(r) = self.runs.get_mut(program) {
+            r.vm.agg_drops += n;
+        }
+    }
+
     fn prog(&self) -> &str {
         self.consumer.prog()
     }

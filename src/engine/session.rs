@@ -769,10 +769,11 @@ impl Worker {
         }
         #[cfg(target_os = "linux")]
         {
-            use crate::sources::perf::live::{open_for, PerfConfig};
+            use crate::sources::perf::live::{open_for, BpfMode, PerfConfig};
             let config = PerfConfig {
                 stacks: Self::uses_stacks(engine),
                 ring_bytes: 4 << 20,
+                bpf: BpfMode::On,
             };
             match open_for(engine, &config) {
                 Ok(None) => {}

@@ -184,6 +184,8 @@ pub const OPTIONS: &[OptionDef] = &[
     ct("zdefs", OptKind::Flag),
     // Run-time options (not changeable while tracing is active).
     rt("aggsize", OptKind::Size),
+    // dtx: whether clauses may run in the kernel as BPF programs on Linux (docs/live-linux.md)
+    rt("bpf", OptKind::Enum(&["on", "off", "verbose"])),
     rt("bufsize", OptKind::Size),
     rt("bufpolicy", OptKind::Enum(&["ring", "fill", "switch"])),
     rt("bufresize", OptKind::Enum(&["auto", "manual"])),

@@ -72,6 +72,26 @@ pub trait Sink {
     fn take_symbols(&mut self) -> Box<dyn SymbolResolver + Send>;
     /// The program name dtx's messages start with.
     fn prog(&self) -> &str;
+    /// The clauses enabled on `probe`, as (program index, clause index), one per enabling.
+    fn enablings_of(&self, _probe: u64) -> Vec<(usize, usize)> {
+        Vec::new()
+    }
+    /// Clause `clause` of program `program` runs in the kernel from now on (the BPF back
+    /// end): the VM no longer runs it.
+    fn run_in_kernel(&mut self, _program: usize, _clause: usize) {}
+    /// Folds data words that the kernel aggregated (in `agg`'s layout for the function) into
+    /// the entry of `key` of aggregation `agg` of program `program`; false when it did not fit.
+    fn merge_kernel_agg(
+        &mut self,
+        _program: usize,
+        _agg: u32,
+        _key: &[crate::ir::value::Datum],
+        _words: &[i64],
+    ) -> bool {
+        false
+    }
+    /// Aggregation drops that happened in the kernel, counted as program `program`'s.
+    fn add_agg_drops(&mut self, _program: usize, _n: u64) {}
 }
 
 /// What a live source says after a [`EventSource::pump`].

@@ -648,6 +648,18 @@ impl Vm {
         Some(slot)
     }
 
+    /// Stops running `clause` on every probe (it runs elsewhere: in the kernel, through the
+    /// BPF back end). A probe left with no clause is no longer enabled in this VM.
+    pub fn run_elsewhere(&mut self, clause: usize) {
+        for l in &mut self.enabling_lists {
+            l.retain(|e| e.clause != clause);
+        }
+        let lists = &self.enabling_lists;
+        self.enablings
+            .retain(|_, slot| lists.get(*slot).is_some_and(|l| !l.is_empty()));
+        self.last_enabling = (u64::MAX, usize::MAX);
+    }
+
     #[inline]
     pub fn is_enabled(&self, probe: u64) -> bool {
         // probes are enabled, never disabled: the last one fired needs no lookup

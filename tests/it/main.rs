@@ -13,6 +13,8 @@
 
 mod support;
 
+#[cfg(target_os = "linux")]
+mod bpf_linux;
 mod cli_buffers;
 mod cli_errors;
 mod cli_listing;

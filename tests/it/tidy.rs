@@ -411,6 +411,32 @@ fn tidy_dependencies_follow_the_pages_order() {
     );
 }
 
+/// The BPF back end reads the IR as the VM does and is checked against it, never through
+/// it: `bpf` names only the modules its page entry lists, and only the perf source (its
+/// loader, `sources/perf/`) names `bpf`.
+#[test]
+fn tidy_the_bpf_back_end_reads_ir_and_hands_programs_to_sources_perf() {
+    const BPF_MAY_NAME: [&str; 4] = ["ir", "lang", "providers", "bpf"];
+    let mut bad = Vec::new();
+    for (f, code) in sources() {
+        let Some(m) = module_of(&f) else { continue };
+        let mut names = Vec::new();
+        for l in &code.code {
+            crate_paths(l, &mut names);
+        }
+        let path = rel(&f);
+        for n in names {
+            if m == "bpf" && !BPF_MAY_NAME.contains(&n.as_str()) {
+                bad.push(format!("{path} names {n}"));
+            }
+            if m != "bpf" && n == "bpf" && !path.starts_with("src/sources/perf/") {
+                bad.push(format!("{path} names bpf"));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{bad:?}");
+}
+
 /// A module's siblings it names: `super::x` from a file (or `super::super::x` from a folder's
 /// `mod.rs`... not followed: only direct siblings), and `crate::<folder>::x`.
 fn sibling_edges() -> BTreeMap<(String, String), BTreeSet<String>> {

@@ -14,9 +14,6 @@
 //! (Documentation/bpf/standardization/instruction-set.rst) and the helper contracts of
 //! `include/uapi/linux/bpf.h`.
 
-use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-
 use super::format::EventFormat;
 
 /// Bytes of each captured string (dtrace's default `strsize`): longer strings are cut, and
@@ -83,55 +80,8 @@ fn is_char_pointer(ty: &str) -> bool {
     t == ["char", "*"] || t == ["char*"]
 }
 
-/// One BPF instruction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(C)]
-pub struct Insn {
-    code: u8,
-    regs: u8,
-    off: i16,
-    imm: i32,
-}
-
-fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
-    Insn {
-        code,
-        regs: (src << 4) | (dst & 0xf),
-        off,
-        imm,
-    }
-}
-
-/// Instruction codes used here.
-mod op {
-    pub const MOV64_REG: u8 = 0xbf;
-    pub const MOV64_IMM: u8 = 0xb7;
-    pub const MOV32_IMM: u8 = 0xb4;
-    pub const ADD64_IMM: u8 = 0x07;
-    pub const LDX_DW: u8 = 0x79;
-    pub const STX_DW: u8 = 0x7b;
-    pub const ST_W: u8 = 0x62;
-    pub const ST_DW: u8 = 0x7a;
-    pub const LD_IMM64: u8 = 0x18;
-    pub const JNE_IMM: u8 = 0x55;
-    pub const CALL: u8 = 0x85;
-    pub const EXIT: u8 = 0x95;
-}
-
-/// `src` of a 64-bit immediate load that names a map by its descriptor.
-const PSEUDO_MAP_FD: u8 = 1;
-
-/// Helper function numbers.
-const MAP_LOOKUP_ELEM: i32 = 1;
-const PERF_EVENT_OUTPUT: i32 = 25;
-const PROBE_READ_USER_STR: i32 = 114;
-
-fn load_map(dst: u8, fd: i32) -> [Insn; 2] {
-    [
-        insn(op::LD_IMM64, dst, PSEUDO_MAP_FD, 0, fd),
-        insn(0, 0, 0, 0, 0),
-    ]
-}
+use crate::bpf::asm::helper::{MAP_LOOKUP_ELEM, PERF_EVENT_OUTPUT, PROBE_READ_USER_STR};
+use crate::bpf::asm::{insn, load_map, op, Insn};
 
 /// The capture program of one call: `scratch` is a one-entry per-CPU array of
 /// [`RECORD_BYTES`] bytes to build the record in, `events` the perf event array it is written
@@ -223,87 +173,6 @@ pub fn parse_record<'a>(raw: &'a [u8], layout: &CallLayout) -> Option<CapturedCa
     }
     Some(c)
 }
-
-/// `union bpf_attr` for the commands used, zero-padded as the kernel expects.
-#[repr(C)]
-struct BpfAttr([u64; 16]);
-
-fn bpf(cmd: i64, attr: &mut BpfAttr) -> io::Result<i64> {
-    // SAFETY: `attr` is a zero-padded bpf_attr of its full size for this command.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_bpf,
-            cmd,
-            attr as *mut BpfAttr,
-            std::mem::size_of::<BpfAttr>(),
-        )
-    };
-    if r < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(r)
-    }
-}
-
-fn owned(fd: i64) -> OwnedFd {
-    // SAFETY: a new descriptor returned by the kernel that nothing else owns.
-    unsafe { OwnedFd::from_raw_fd(fd as i32) }
-}
-
-/// A BPF map.
-pub fn create_map(kind: u32, key: u32, value: u32, entries: u32) -> io::Result<OwnedFd> {
-    let mut a = BpfAttr([0; 16]);
-    a.0[0] = kind as u64 | (key as u64) << 32;
-    a.0[1] = value as u64 | (entries as u64) << 32;
-    bpf(0, &mut a).map(owned)
-}
-
-/// Sets `map[key] = value` (u32 key and value: a perf event array's slot).
-pub fn update_u32(map: &OwnedFd, key: u32, value: u32) -> io::Result<()> {
-    let mut a = BpfAttr([0; 16]);
-    a.0[0] = map.as_raw_fd() as u64;
-    a.0[1] = &key as *const u32 as u64;
-    a.0[2] = &value as *const u32 as u64;
-    bpf(2, &mut a).map(drop)
-}
-
-/// Loads a tracepoint program; the verifier's log comes back in the error.
-pub fn load_program(insns: &[Insn]) -> Result<OwnedFd, String> {
-    const PROG_TYPE_TRACEPOINT: u64 = 5;
-    // the kernel offers the helpers that read user memory and write perf events to programs
-    // declaring a GPL-compatible license only; dtx (MIT) is GPL-compatible
-    let license = c"GPL";
-    let mut log = vec![0u8; 64 * 1024];
-    let mut a = BpfAttr([0; 16]);
-    a.0[0] = PROG_TYPE_TRACEPOINT | (insns.len() as u64) << 32;
-    a.0[1] = insns.as_ptr() as u64;
-    a.0[2] = license.as_ptr() as u64;
-    a.0[3] = 1 | (log.len() as u64) << 32;
-    a.0[4] = log.as_mut_ptr() as u64;
-    match bpf(5, &mut a) {
-        Ok(fd) => Ok(owned(fd)),
-        Err(e) => {
-            let n = log.iter().position(|&b| b == 0).unwrap_or(log.len());
-            let text = String::from_utf8_lossy(&log[..n]);
-            let last = text
-                .lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("");
-            Err(format!(
-                "{e}{}",
-                if last.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({last})")
-                }
-            ))
-        }
-    }
-}
-
-pub const MAP_PERF_EVENT_ARRAY: u32 = 4;
-pub const MAP_PERCPU_ARRAY: u32 = 6;
 
 #[cfg(test)]
 mod tests {

@@ -21,8 +21,11 @@ use super::abi::{
     IOC_SET_BPF, IOC_SET_FILTER, IOC_SET_OUTPUT, SW_BPF_OUTPUT, SW_CPU_CLOCK, SW_DUMMY,
     TYPE_SOFTWARE, TYPE_TRACEPOINT,
 };
+use super::bpfsys;
 use super::capture;
 use super::format::{EventFormat, Field};
+pub use super::kernel::BpfMode;
+use super::kernel::KernelClauses;
 use super::record::{self, kind, sample};
 use super::ustack::{self, UserStacks};
 use crate::fasthash::FastMap;
@@ -285,6 +288,8 @@ pub struct PerfConfig {
     pub stacks: bool,
     /// Bytes of ring buffer per CPU (rounded to a power-of-two number of pages).
     pub ring_bytes: usize,
+    /// Whether clauses may run in the kernel (`-x bpf`).
+    pub bpf: BpfMode,
 }
 
 /// Opens the perf source for the engine's enabled probes when they need one (`Ok(None)` when
@@ -322,6 +327,8 @@ pub struct PerfSource {
     _capture: CapturePlan,
     /// System calls whose entries come from a capture program.
     captured_nrs: FastMap<u16, ()>,
+    /// The clauses that run in the kernel, and their maps.
+    kernel: KernelClauses,
     decoders: Vec<Decoder>,
     /// perf event id → index into `decoders`.
     by_id: FastMap<u64, usize>,
@@ -374,6 +381,23 @@ impl PerfSource {
     ) -> Result<PerfSource, String> {
         available()?;
         let enabled: Vec<ProbeInfo> = sink.enabled_probes().cloned().collect();
+        // the clauses the BPF back end runs first: the probes only they enable need no
+        // events in user space
+        let syscalls = enabled.iter().any(|p| syscall_of(p.id).is_some());
+        let kernel = match (config.bpf, syscalls) {
+            (BpfMode::Off, _) | (_, false) => KernelClauses::default(),
+            _ => match tracefs() {
+                Ok(root) => KernelClauses::open(sink, &root, config.bpf),
+                Err(_) => KernelClauses::default(),
+            },
+        };
+        let enabled: Vec<ProbeInfo> = match kernel.any() {
+            true => enabled
+                .into_iter()
+                .filter(|p| sink.is_enabled(p.id))
+                .collect(),
+            false => enabled,
+        };
         let on = |provider: &str, name: &str| {
             probe_id(provider, name).is_some_and(|id| sink.is_enabled(id))
         };
@@ -652,6 +676,7 @@ impl PerfSource {
             _fds: fds,
             captured_nrs: capture.calls.iter().map(|c| (c.0.nr, ())).collect(),
             _capture: capture,
+            kernel,
             decoders,
             by_id,
             probes,
@@ -1227,14 +1252,10 @@ impl CapturePlan {
     fn try_prepare(root: &Path, nrs: &[u16]) -> Result<CapturePlan, String> {
         let cpus = online_cpus();
         let slots = cpus.iter().max().map_or(1, |m| m + 1);
-        let scratch = capture::create_map(
-            capture::MAP_PERCPU_ARRAY,
-            4,
-            capture::RECORD_BYTES as u32,
-            1,
-        )
-        .map_err(|e| format!("BPF map: {e}"))?;
-        let events = capture::create_map(capture::MAP_PERF_EVENT_ARRAY, 4, 4, slots)
+        let scratch =
+            bpfsys::create_map(bpfsys::MAP_PERCPU_ARRAY, 4, capture::RECORD_BYTES as u32, 1)
+                .map_err(|e| format!("BPF map: {e}"))?;
+        let events = bpfsys::create_map(bpfsys::MAP_PERF_EVENT_ARRAY, 4, 4, slots)
             .map_err(|e| format!("BPF map: {e}"))?;
         let mut plan = CapturePlan {
             scratch: Some(scratch),
@@ -1258,7 +1279,7 @@ impl CapturePlan {
                 plan.scratch.as_ref().map_or(-1, |f| f.as_raw_fd()),
                 plan.events.as_ref().map_or(-1, |f| f.as_raw_fd()),
             );
-            let prog = capture::load_program(&capture::program(&layout, s, e))
+            let prog = bpfsys::load_program(&capture::program(&layout, s, e))
                 .map_err(|e| format!("BPF program for {name}: {e}"))?;
             plan.calls.push((layout, prog));
             plan.tracepoints.push(fmt.id);
@@ -1303,7 +1324,7 @@ impl CapturePlan {
             return Err(fail("perf SET_OUTPUT", io::Error::last_os_error()));
         }
         if let Some(events) = &self.events {
-            capture::update_u32(events, cpu, out.as_raw_fd() as u32)
+            bpfsys::update_u32(events, cpu, out.as_raw_fd() as u32)
                 .map_err(|e| fail("BPF event array", e))?;
         }
         let mut attached = Vec::new();
@@ -1339,6 +1360,8 @@ impl EventSource for PerfSource {
             self.report_drops(sink);
             let now = sink.now_ns();
             if sink.done() || now >= deadline {
+                // the timers due now may print aggregations: what the kernel holds first
+                self.kernel.sync(sink);
                 return SourceState::Running;
             }
             // records held back are due in a few ms
@@ -1369,11 +1392,18 @@ impl EventSource for PerfSource {
         std::thread::sleep(std::time::Duration::from_millis(20));
         self.drain_and_fire(sink, true);
         self.report_drops(sink);
+        self.kernel.sync(sink);
     }
 
     fn stop(&mut self) {
+        self.kernel.detach();
         self._fds.clear();
         self._capture = CapturePlan::default();
+    }
+
+    fn closing(&mut self, sink: &mut dyn Sink) {
+        // detached in stop(): the maps hold their last updates
+        self.kernel.close(sink);
     }
 }
 

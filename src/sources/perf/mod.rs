@@ -8,7 +8,11 @@ pub mod record;
 #[cfg(target_os = "linux")]
 mod abi;
 #[cfg(target_os = "linux")]
+mod bpfsys;
+#[cfg(target_os = "linux")]
 pub mod capture;
+#[cfg(target_os = "linux")]
+pub mod kernel;
 #[cfg(target_os = "linux")]
 pub mod live;
 #[cfg(target_os = "linux")]

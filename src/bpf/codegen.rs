@@ -1,0 +1,500 @@
+//! The code generator: one clause of the IR, on the system call tracepoints, as a BPF
+//! program that evaluates the predicate and updates its aggregations in per-CPU hash maps.
+//! It reads the same `ir::Node` trees the VM runs and refuses, with the reason, anything whose
+//! value it cannot give exactly as the VM gives it (a load from memory, a string, a division
+//! that could fault): such a clause stays in user space.
+//!
+//! The program's context is the raw record of `raw_syscalls:sys_enter` (`id`, `args[6]`) or
+//! `raw_syscalls:sys_exit` (`id`, `ret`), at the offsets of the tracepoint's format. Values
+//! are computed in `r0`, with temporaries on the stack (helpers clobber `r1`-`r5`); `r6` keeps
+//! the context. Oracle's DTrace for Linux (`libdtrace/dt_cg.c`) compiles D to BPF the same way
+//! in outline: per-clause programs, a predicate that returns early, aggregation data in
+//! per-CPU maps that user space folds together.
+
+use super::asm::{helper, insn, op, reg, Asm, Insn};
+use super::maps::{value_words, KeyPart};
+use crate::ir::{AggFunc, BinOp, CmpKind, CmpOp, Node};
+use crate::lang::builtins::var;
+
+/// Where the tracepoint's record keeps what the program reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// `long id` (the system call number).
+    pub id_off: i16,
+    /// `unsigned long args[6]` of `sys_enter`, or `long ret` of `sys_exit`.
+    pub data_off: i16,
+}
+
+/// `raw_syscalls` records as every x86-64 kernel lays them out (the loader reads the
+/// format and passes its own).
+pub const RAW_SYSCALLS: Layout = Layout {
+    id_off: 8,
+    data_off: 16,
+};
+
+/// One aggregating statement of a kernel clause: `@agg[keys] = func(value)`.
+#[derive(Clone, Debug)]
+pub struct KernelAgg {
+    pub agg: u32,
+    pub func: AggFunc,
+    pub keys: Vec<KeyPart>,
+    pub value: Option<Node>,
+}
+
+/// A clause (on the entries, or on the returns, of some system calls) as the kernel runs it.
+#[derive(Clone, Debug)]
+pub struct KernelClause {
+    pub program: usize,
+    pub clause: usize,
+    pub line: u32,
+    pub ret: bool,
+    /// The system calls, as inclusive ranges of numbers.
+    pub ranges: Vec<(u16, u16)>,
+    pub predicate: Option<Node>,
+    pub aggs: Vec<KernelAgg>,
+}
+
+/// Temporaries: 16 slots of 8 bytes below the frame pointer.
+const TEMPS: usize = 16;
+/// The aggregated value, below the temporaries.
+const VALUE_AT: i16 = -(TEMPS as i16) * 8 - 8;
+/// Most bytes of a key.
+pub const MAX_KEY_BYTES: usize = 64;
+const KEY_AT: i16 = VALUE_AT - MAX_KEY_BYTES as i16;
+/// A fresh entry's words, below the key (at most 1 + 2 words for count..avg).
+const INIT_AT: i16 = KEY_AT - 8 * 8;
+
+/// What the generated code of a clause needs of the loader: the descriptor of each
+/// aggregation's map (in the order of [`KernelClause::aggs`]) and of the drop counter (a
+/// one-entry per-CPU array of one u64), and what the program returns.
+pub struct MapFds<'a> {
+    pub aggs: &'a [i32],
+    pub drops: i32,
+    /// Whether the tracepoint's perf samples are kept: the programs of a tracepoint decide
+    /// for every perf event on it (all must return non-zero), so a program returns 1 where
+    /// user space also reads the tracepoint's records, 0 where nothing else does.
+    pub samples: bool,
+}
+
+struct Gen<'a> {
+    a: Asm,
+    ret: bool,
+    layout: Layout,
+    maps: &'a MapFds<'a>,
+    /// Exits without effect (a false predicate, another system call).
+    skip: super::asm::Label,
+}
+
+/// The program of `c`, or why it cannot be one.
+pub fn compile(c: &KernelClause, layout: Layout, maps: &MapFds<'_>) -> Result<Vec<Insn>, String> {
+    if maps.aggs.len() != c.aggs.len() {
+        return Err("one map per aggregation".into());
+    }
+    let mut a = Asm::default();
+    let skip = a.label();
+    let mut g = Gen {
+        a,
+        ret: c.ret,
+        layout,
+        maps,
+        skip,
+    };
+    g.a.push(insn(op::MOV64_REG, reg::R6, reg::R1, 0, 0));
+    g.syscall_filter(&c.ranges);
+    if let Some(p) = &c.predicate {
+        g.expr(p, 0)?;
+        g.a.jump_imm(op::JEQ, reg::R0, 0, skip);
+    }
+    for (i, agg) in c.aggs.iter().enumerate() {
+        g.aggregate(agg, maps.aggs[i])?;
+    }
+    g.a.bind(skip);
+    g.a.exit_with(i32::from(maps.samples));
+    g.a.finish()
+}
+
+impl Gen<'_> {
+    /// Skips unless the call number is in one of `ranges` (unsigned: a negative id is none).
+    fn syscall_filter(&mut self, ranges: &[(u16, u16)]) {
+        let body = self.a.label();
+        self.a.load(reg::R1, reg::R6, self.layout.id_off);
+        for &(lo, hi) in ranges {
+            let next = self.a.label();
+            self.a.jump_imm(op::JLT, reg::R1, lo as i32, next);
+            self.a.jump_imm(op::JLE, reg::R1, hi as i32, body);
+            self.a.bind(next);
+        }
+        self.a.goto(self.skip);
+        self.a.bind(body);
+    }
+
+    fn temp(depth: usize) -> Result<i16, String> {
+        if depth >= TEMPS {
+            return Err("an expression too deep for the kernel's stack".into());
+        }
+        Ok(-8 * (depth as i16 + 1))
+    }
+
+    /// Evaluates `n` into `r0`; `depth` temporaries are in use.
+    fn expr(&mut self, n: &Node, depth: usize) -> Result<(), String> {
+        use reg::{FP, R0, R1};
+        match n {
+            Node::Const(v) => self.a.mov_imm(R0, *v),
+            Node::Arg(i) => self.arg(*i as u32),
+            Node::Builtin { id, name } => self.builtin(*id, name)?,
+            Node::Binary {
+                op: bop,
+                signed,
+                a,
+                b,
+            } => {
+                if let (BinOp::Div | BinOp::Mod, Node::Const(c)) = (bop, &**b) {
+                    // only a constant divisor that cannot fault (DTrace's ERROR is raised
+                    // in user space)
+                    let ok = *c != 0
+                        && i32::try_from(*c).is_ok()
+                        && if *signed { *c != -1 } else { *c > 0 };
+                    if !ok {
+                        return Err(format!("a division by {c}"));
+                    }
+                    self.expr(a, depth)?;
+                    let aop = if *bop == BinOp::Div { op::DIV } else { op::MOD };
+                    // BPF's signed division and modulo: `off` 1 (cpu v4)
+                    let off = i16::from(*signed);
+                    self.a
+                        .push(insn(op::ALU64 | aop | op::K, R0, 0, off, *c as i32));
+                    return Ok(());
+                }
+                if matches!(bop, BinOp::Div | BinOp::Mod) {
+                    return Err("a division by a value that may be zero".into());
+                }
+                let slot = Self::temp(depth)?;
+                self.expr(a, depth)?;
+                self.a.store(FP, slot, R0);
+                self.expr(b, depth + 1)?;
+                self.a.push(insn(op::MOV64_REG, R1, R0, 0, 0));
+                self.a.load(R0, FP, slot);
+                let aop = match bop {
+                    BinOp::Add => op::ADD,
+                    BinOp::Sub => op::SUB,
+                    BinOp::Mul => op::MUL,
+                    BinOp::And => op::AND,
+                    BinOp::Or => op::OR,
+                    BinOp::Xor => op::XOR,
+                    BinOp::Shl => op::LSH,
+                    BinOp::Shr if *signed => op::ARSH,
+                    BinOp::Shr => op::RSH,
+                    BinOp::Div | BinOp::Mod => return Err("a division".into()),
+                };
+                // the VM shifts by the count modulo 64, as BPF does
+                self.a.alu_reg(aop, R0, R1);
+            }
+            Node::Compare {
+                op: cop,
+                kind,
+                a,
+                b,
+            } => {
+                if *kind == CmpKind::String {
+                    return Err("a string comparison".into());
+                }
+                let slot = Self::temp(depth)?;
+                self.expr(a, depth)?;
+                self.a.store(FP, slot, R0);
+                self.expr(b, depth + 1)?;
+                self.a.push(insn(op::MOV64_REG, R1, R0, 0, 0));
+                self.a.load(reg::R2, FP, slot);
+                let signed = *kind == CmpKind::Signed;
+                let jop = match (cop, signed) {
+                    (CmpOp::Eq, _) => op::JEQ,
+                    (CmpOp::Ne, _) => op::JNE,
+                    (CmpOp::Lt, true) => op::JSLT,
+                    (CmpOp::Lt, false) => op::JLT,
+                    (CmpOp::Le, true) => op::JSLE,
+                    (CmpOp::Le, false) => op::JLE,
+                    (CmpOp::Gt, true) => op::JSGT,
+                    (CmpOp::Gt, false) => op::JGT,
+                    (CmpOp::Ge, true) => op::JSGE,
+                    (CmpOp::Ge, false) => op::JGE,
+                };
+                let yes = self.a.label();
+                self.a.mov_imm(R0, 1);
+                self.a.jump_reg(jop, reg::R2, R1, yes);
+                self.a.mov_imm(R0, 0);
+                self.a.bind(yes);
+            }
+            Node::Neg(x) => {
+                self.expr(x, depth)?;
+                self.a.push(insn(op::ALU64 | op::NEG, R0, 0, 0, 0));
+            }
+            Node::BitNot(x) => {
+                self.expr(x, depth)?;
+                self.a.alu_imm(op::XOR, R0, -1);
+            }
+            Node::Not(x) => {
+                self.expr(x, depth)?;
+                self.truth(true);
+            }
+            Node::LogAnd(x, y) | Node::LogOr(x, y) => {
+                let and = matches!(n, Node::LogAnd(..));
+                let (short, done) = (self.a.label(), self.a.label());
+                self.expr(x, depth)?;
+                self.a
+                    .jump_imm(if and { op::JEQ } else { op::JNE }, R0, 0, short);
+                self.expr(y, depth)?;
+                self.truth(false);
+                self.a.goto(done);
+                self.a.bind(short);
+                self.a.mov_imm(R0, i64::from(!and));
+                self.a.bind(done);
+            }
+            Node::LogXor(x, y) => {
+                let slot = Self::temp(depth)?;
+                self.expr(x, depth)?;
+                self.truth(false);
+                self.a.store(FP, slot, R0);
+                self.expr(y, depth + 1)?;
+                self.truth(false);
+                self.a.load(R1, FP, slot);
+                self.a.alu_reg(op::XOR, R0, R1);
+            }
+            Node::Ternary(c, t, e) => {
+                let (other, done) = (self.a.label(), self.a.label());
+                self.expr(c, depth)?;
+                self.a.jump_imm(op::JEQ, R0, 0, other);
+                self.expr(t, depth)?;
+                self.a.goto(done);
+                self.a.bind(other);
+                self.expr(e, depth)?;
+                self.a.bind(done);
+            }
+            Node::Cast {
+                value,
+                size,
+                signed,
+            } => {
+                self.expr(value, depth)?;
+                if *size < 8 {
+                    let bits = 64 - 8 * i32::from(*size);
+                    self.a.alu_imm(op::LSH, R0, bits);
+                    self.a
+                        .alu_imm(if *signed { op::ARSH } else { op::RSH }, R0, bits);
+                }
+            }
+            Node::Seq(x, y) => {
+                self.expr(x, depth)?;
+                self.expr(y, depth)?;
+            }
+            other => return Err(describe(other)),
+        }
+        Ok(())
+    }
+
+    /// `r0 = (r0 != 0)`, or with `not` `r0 = (r0 == 0)`.
+    fn truth(&mut self, not: bool) {
+        let set = self.a.label();
+        self.a.push(insn(op::MOV64_REG, reg::R1, reg::R0, 0, 0));
+        self.a.mov_imm(reg::R0, i64::from(!not));
+        self.a.jump_imm(op::JNE, reg::R1, 0, set);
+        self.a.mov_imm(reg::R0, i64::from(not));
+        self.a.bind(set);
+    }
+
+    /// `argN`: the call's arguments on entry; on return `arg0` and `arg1` are the return
+    /// value (as the perf source gives them) and the others 0.
+    fn arg(&mut self, i: u32) {
+        match (self.ret, i) {
+            (false, 0..=5) => {
+                let off = self.layout.data_off + 8 * i as i16;
+                self.a.load(reg::R0, reg::R6, off);
+            }
+            (true, 0 | 1) => self.a.load(reg::R0, reg::R6, self.layout.data_off),
+            _ => self.a.mov_imm(reg::R0, 0),
+        }
+    }
+
+    fn builtin(&mut self, id: u32, name: &str) -> Result<(), String> {
+        use reg::R0;
+        match id {
+            x if (var::ARG0..var::ARG0 + 10).contains(&x) => self.arg(x - var::ARG0),
+            var::PID | var::TID => {
+                self.a.call(helper::GET_CURRENT_PID_TGID);
+                if id == var::PID {
+                    self.a.alu_imm(op::RSH, R0, 32);
+                } else {
+                    self.a.alu_imm(op::LSH, R0, 32);
+                    self.a.alu_imm(op::RSH, R0, 32);
+                }
+            }
+            var::CPU => {
+                self.a.call(helper::GET_SMP_PROCESSOR_ID);
+                self.a.alu_imm(op::LSH, R0, 32);
+                self.a.alu_imm(op::RSH, R0, 32);
+            }
+            // on return, -ret for a return value in -4095..-1, else 0; 0 on entry
+            var::ERRNO if !self.ret => self.a.mov_imm(R0, 0),
+            var::ERRNO => {
+                let zero = self.a.label();
+                let done = self.a.label();
+                self.a.load(R0, reg::R6, self.layout.data_off);
+                self.a.jump_imm(op::JSGE, R0, 0, zero);
+                self.a.jump_imm(op::JSLT, R0, -4095, zero);
+                self.a.push(insn(op::ALU64 | op::NEG, R0, 0, 0, 0));
+                self.a.goto(done);
+                self.a.bind(zero);
+                self.a.mov_imm(R0, 0);
+                self.a.bind(done);
+            }
+            var::UID | var::GID => {
+                return Err(format!(
+                    "`{name}`: the perf source reads no credentials, and the kernel's would differ"
+                ))
+            }
+            _ => return Err(format!("`{name}` in an expression")),
+        }
+        Ok(())
+    }
+
+    /// `@agg[keys] = func(value)` on map `fd`: the entry's words are `[updates, data...]`
+    /// ([`value_words`]); a new entry is written whole with its first value, an existing one
+    /// has its data folded in first and its update count raised last, so that user space
+    /// never reads a value that no event made.
+    fn aggregate(&mut self, g: &KernelAgg, fd: i32) -> Result<(), String> {
+        use reg::{FP, R0, R1, R2, R3, R4};
+        let words = value_words(g.func).ok_or_else(|| format!("{:?} in the kernel", g.func))?;
+        match &g.value {
+            Some(v) => self.expr(v, 0)?,
+            None => self.a.mov_imm(R0, 0),
+        }
+        self.a.store(FP, VALUE_AT, R0);
+        let key_bytes = super::maps::key_bytes(&g.keys);
+        if key_bytes > MAX_KEY_BYTES {
+            return Err(format!("a key of {key_bytes} bytes"));
+        }
+        for w in 0..key_bytes / 8 {
+            self.a
+                .push(insn(op::ST_DW, FP, 0, KEY_AT + 8 * w as i16, 0));
+        }
+        let mut at = KEY_AT;
+        for k in &g.keys {
+            match k {
+                KeyPart::Int { node, .. } => {
+                    self.expr(node, 0)?;
+                    self.a.store(FP, at, R0);
+                }
+                KeyPart::Probe(_) => {
+                    self.a.load(R0, reg::R6, self.layout.id_off);
+                    self.a.store(FP, at, R0);
+                }
+                KeyPart::Execname => {
+                    self.a.push(insn(op::MOV64_REG, R1, FP, 0, 0));
+                    self.a.alu_imm(op::ADD, R1, i32::from(at));
+                    self.a.mov_imm(R2, 16);
+                    self.a.call(helper::GET_CURRENT_COMM);
+                }
+            }
+            at += k.bytes() as i16;
+        }
+        let (have, done, dropped) = (self.a.label(), self.a.label(), self.a.label());
+        self.lookup(fd);
+        self.a.jump_imm(op::JNE, R0, 0, have);
+        // a new entry: [1, the function applied to its initial words]
+        self.a.load(R1, FP, VALUE_AT);
+        self.a.push(insn(op::ST_DW, FP, 0, INIT_AT, 1));
+        match g.func {
+            AggFunc::Count => self.a.push(insn(op::ST_DW, FP, 0, INIT_AT + 8, 1)),
+            AggFunc::Sum | AggFunc::Min | AggFunc::Max => self.a.store(FP, INIT_AT + 8, R1),
+            AggFunc::Avg => {
+                self.a.push(insn(op::ST_DW, FP, 0, INIT_AT + 8, 1));
+                self.a.store(FP, INIT_AT + 16, R1);
+            }
+            f => return Err(format!("{f:?} in the kernel")),
+        }
+        self.a.extend(super::asm::load_map(R1, fd));
+        self.key_ptr(R2);
+        self.a.push(insn(op::MOV64_REG, R3, FP, 0, 0));
+        self.a.alu_imm(op::ADD, R3, i32::from(INIT_AT));
+        self.a.mov_imm(R4, 1); // BPF_NOEXIST
+        self.a.call(helper::MAP_UPDATE_ELEM);
+        self.a.jump_imm(op::JEQ, R0, 0, done);
+        // taken by a nested firing since the lookup: fold into it; else the map is full
+        self.lookup(fd);
+        self.a.jump_imm(op::JEQ, R0, 0, dropped);
+        self.a.bind(have);
+        self.a.load(R1, FP, VALUE_AT);
+        self.a.load(R2, R0, 8);
+        match g.func {
+            AggFunc::Count => self.a.alu_imm(op::ADD, R2, 1),
+            AggFunc::Sum => self.a.alu_reg(op::ADD, R2, R1),
+            AggFunc::Min | AggFunc::Max => {
+                let keep = self.a.label();
+                let jop = if g.func == AggFunc::Min {
+                    op::JSLE
+                } else {
+                    op::JSGE
+                };
+                self.a.jump_reg(jop, R2, R1, keep);
+                self.a.push(insn(op::MOV64_REG, R2, R1, 0, 0));
+                self.a.bind(keep);
+            }
+            AggFunc::Avg => {
+                self.a.alu_imm(op::ADD, R2, 1);
+                self.a.load(R3, R0, 16);
+                self.a.alu_reg(op::ADD, R3, R1);
+                self.a.store(R0, 16, R3);
+            }
+            f => return Err(format!("{f:?} in the kernel")),
+        }
+        self.a.store(R0, 8, R2);
+        self.a.load(R1, R0, 0);
+        self.a.alu_imm(op::ADD, R1, 1);
+        self.a.store(R0, 0, R1);
+        self.a.goto(done);
+        self.a.bind(dropped);
+        self.count_drop();
+        self.a.bind(done);
+        debug_assert!(words <= 3);
+        Ok(())
+    }
+
+    fn key_ptr(&mut self, dst: u8) {
+        self.a.push(insn(op::MOV64_REG, dst, reg::FP, 0, 0));
+        self.a.alu_imm(op::ADD, dst, i32::from(KEY_AT));
+    }
+
+    /// `r0 = lookup(map fd, key)`.
+    fn lookup(&mut self, fd: i32) {
+        self.a.extend(super::asm::load_map(reg::R1, fd));
+        self.key_ptr(reg::R2);
+        self.a.call(helper::MAP_LOOKUP_ELEM);
+    }
+
+    /// `drops[0] += 1` (this CPU's counter).
+    fn count_drop(&mut self) {
+        use reg::{FP, R0, R1, R2};
+        let none = self.a.label();
+        self.a.push(insn(op::ST_W, FP, 0, INIT_AT, 0));
+        self.a.extend(super::asm::load_map(R1, self.maps.drops));
+        self.a.push(insn(op::MOV64_REG, R2, FP, 0, 0));
+        self.a.alu_imm(op::ADD, R2, i32::from(INIT_AT));
+        self.a.call(helper::MAP_LOOKUP_ELEM);
+        self.a.jump_imm(op::JEQ, R0, 0, none);
+        self.a.load(R1, R0, 0);
+        self.a.alu_imm(op::ADD, R1, 1);
+        self.a.store(R0, 0, R1);
+        self.a.bind(none);
+    }
+}
+
+/// Why a node stays in user space.
+fn describe(n: &Node) -> String {
+    match n {
+        Node::Str(_) => "a string".into(),
+        Node::Var { .. } | Node::Array { .. } => "a variable".into(),
+        Node::Load { .. } | Node::Bitfield { .. } => "a load from memory".into(),
+        Node::Args { .. } => "typed `args[]`".into(),
+        Node::Call { name, .. } => format!("`{name}()`"),
+        Node::Assign { .. } | Node::IncDec { .. } => "an assignment".into(),
+        _ => "an expression the kernel back end does not compile".into(),
+    }
+}

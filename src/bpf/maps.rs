@@ -1,0 +1,201 @@
+//! The layout of the kernel's aggregation maps, and how user space reads them back.
+//!
+//! Each aggregating statement of a kernel clause has a per-CPU hash map of its own. Its key is
+//! the statement's key parts back to back ([`KeyPart`]: 8 bytes per integer, the probe's
+//! system call number for `probefunc` and the other probe names, `bpf_get_current_comm`'s 16
+//! bytes for `execname`). Its value is, per CPU, `[updates, data...]`: the number of firings
+//! that CPU folded in, then the data words `agg` keeps for the function (`[count]`, `[sum]`,
+//! `[count, sum]` for avg()...). User space reads every entry (all CPUs' values), and folds
+//! into the program's aggregation what happened since it last read ([`Folder`]): the
+//! difference for the functions that add, the value itself for min() and max(), whose merge
+//! is idempotent. A CPU that never updated an entry has zeros there, which its update count
+//! of 0 tells apart from a minimum of 0. The aggregation then holds what the VM would have
+//! made of the same firings, and `clear()`, `trunc()` and `printa()` work on it unchanged.
+
+use std::collections::HashMap;
+
+use crate::ir::value::Datum;
+use crate::ir::{AggFunc, Node};
+
+/// What one part of an aggregation key is, in the kernel.
+#[derive(Clone, Debug)]
+pub enum KeyPart {
+    /// An integer expression, recorded as the key's D type (`size`, `signed`).
+    Int { node: Node, size: u8, signed: bool },
+    /// `execname`: the thread's `comm`.
+    Execname,
+    /// `probeprov`, `probemod`, `probefunc` or `probename`: constant per probe, kept as the
+    /// system call number and named in user space.
+    Probe(ProbeField),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProbeField {
+    Provider,
+    Module,
+    Function,
+    Name,
+}
+
+impl KeyPart {
+    /// Bytes of the part in the map's key.
+    pub fn bytes(&self) -> usize {
+        match self {
+            KeyPart::Execname => 16,
+            _ => 8,
+        }
+    }
+}
+
+/// Bytes of a key made of `parts` (a key of none is one zero word: a hash map's key has bytes).
+pub fn key_bytes(parts: &[KeyPart]) -> usize {
+    parts.iter().map(KeyPart::bytes).sum::<usize>().max(8)
+}
+
+/// Words of one CPU's value: the update count, then the function's data; `None` for a
+/// function the kernel does not aggregate.
+pub fn value_words(f: AggFunc) -> Option<usize> {
+    match f {
+        AggFunc::Count | AggFunc::Sum | AggFunc::Min | AggFunc::Max => Some(2),
+        AggFunc::Avg => Some(3),
+        _ => None,
+    }
+}
+
+/// The key `parts` of a map key as the VM would have made it; `probe` names the probe field
+/// of a system call number (`None`: the call has no probe, and the entry is skipped).
+pub fn decode_key(
+    parts: &[KeyPart],
+    raw: &[u8],
+    probe: &dyn Fn(u64, ProbeField) -> Option<String>,
+) -> Option<Vec<Datum>> {
+    let mut out = Vec::with_capacity(parts.len());
+    let mut at = 0usize;
+    for p in parts {
+        let b = raw.get(at..at + p.bytes())?;
+        at += p.bytes();
+        let word = || u64::from_le_bytes(b[..8].try_into().unwrap_or([0; 8]));
+        out.push(match p {
+            KeyPart::Int { size, signed, .. } => Datum::Int {
+                value: word() as i64,
+                size: *size,
+                signed: *signed,
+            },
+            KeyPart::Execname => {
+                let n = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+                Datum::Str(b[..n].to_vec())
+            }
+            KeyPart::Probe(f) => Datum::Str(probe(word(), *f)?.into_bytes()),
+        });
+    }
+    Some(out)
+}
+
+/// Sums what the CPUs hold of one entry (`cpus` values of `value_words(f)` words, one after
+/// another): `(updates, data words)`, the data in `agg`'s layout for `f`.
+pub fn fold_cpus(f: AggFunc, per_cpu: &[i64], words: usize) -> (i64, Vec<i64>) {
+    let mut updates = 0i64;
+    let mut data: Vec<i64> = match f {
+        AggFunc::Min => vec![i64::MAX],
+        AggFunc::Max => vec![i64::MIN],
+        _ => vec![0; words - 1],
+    };
+    for v in per_cpu.chunks_exact(words) {
+        if v[0] == 0 {
+            continue;
+        }
+        updates = updates.wrapping_add(v[0]);
+        for (d, &w) in data.iter_mut().zip(&v[1..]) {
+            *d = match f {
+                AggFunc::Min => (*d).min(w),
+                AggFunc::Max => (*d).max(w),
+                _ => d.wrapping_add(w),
+            };
+        }
+    }
+    (updates, data)
+}
+
+/// What one map's entries held when user space last folded them in.
+#[derive(Default)]
+pub struct Folder {
+    last: HashMap<Vec<u8>, (i64, Vec<i64>)>,
+}
+
+impl Folder {
+    /// The words to merge into the aggregation for an entry that now holds `(updates,
+    /// data)`: nothing when no firing updated it since the last read; the difference for the
+    /// functions that add; the value for min() and max().
+    pub fn delta(&mut self, f: AggFunc, key: &[u8], now: (i64, Vec<i64>)) -> Option<Vec<i64>> {
+        let before = self.last.get(key);
+        if before.is_some_and(|b| b.0 == now.0) || now.0 == 0 {
+            return None;
+        }
+        let out = match (f, before) {
+            (AggFunc::Min | AggFunc::Max, _) | (_, None) => now.1.clone(),
+            (_, Some(b)) => now
+                .1
+                .iter()
+                .zip(&b.1)
+                .map(|(n, o)| n.wrapping_sub(*o))
+                .collect(),
+        };
+        self.last.insert(key.to_vec(), now);
+        Some(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_read_back_as_the_vms_datums() {
+        let parts = [
+            KeyPart::Execname,
+            KeyPart::Int {
+                node: Node::Const(0),
+                size: 4,
+                signed: true,
+            },
+            KeyPart::Probe(ProbeField::Function),
+        ];
+        assert_eq!(key_bytes(&parts), 32);
+        assert_eq!(key_bytes(&[]), 8);
+        let mut raw = vec![0u8; 32];
+        raw[..5].copy_from_slice(b"bash\0");
+        raw[16..24].copy_from_slice(&(-3i64).to_le_bytes());
+        raw[24..32].copy_from_slice(&110u64.to_le_bytes());
+        let name = |nr: u64, f: ProbeField| {
+            (nr == 110 && f == ProbeField::Function).then(|| "getppid".to_string())
+        };
+        let k = decode_key(&parts, &raw, &name).unwrap();
+        assert_eq!(k[0], Datum::Str(b"bash".to_vec()));
+        assert_eq!(k[1], Datum::int(-3, 4, true));
+        assert_eq!(k[2], Datum::Str(b"getppid".to_vec()));
+        // a call with no probe: no entry
+        raw[24] = 111;
+        assert!(decode_key(&parts, &raw, &name).is_none());
+        assert!(decode_key(&parts, &raw[..20], &name).is_none());
+    }
+
+    #[test]
+    fn cpus_that_never_updated_an_entry_do_not_count() {
+        // min over two CPUs, the second untouched (its zeros are no minimum)
+        let (n, d) = fold_cpus(AggFunc::Min, &[2, 7, 0, 0], 2);
+        assert_eq!((n, d), (2, vec![7]));
+        let (n, d) = fold_cpus(AggFunc::Avg, &[1, 1, 5, 2, 2, 9], 3);
+        assert_eq!((n, d), (3, vec![3, 14]));
+    }
+
+    #[test]
+    fn each_read_folds_in_what_happened_since_the_last() {
+        let mut f = Folder::default();
+        assert_eq!(f.delta(AggFunc::Count, b"k", (3, vec![3])), Some(vec![3]));
+        assert_eq!(f.delta(AggFunc::Count, b"k", (3, vec![3])), None);
+        assert_eq!(f.delta(AggFunc::Count, b"k", (5, vec![5])), Some(vec![2]));
+        assert_eq!(f.delta(AggFunc::Count, b"j", (0, vec![0])), None);
+        assert_eq!(f.delta(AggFunc::Max, b"m", (1, vec![4])), Some(vec![4]));
+        assert_eq!(f.delta(AggFunc::Max, b"m", (2, vec![9])), Some(vec![9]));
+    }
+}

@@ -1,0 +1,233 @@
+//! Which clauses run in the kernel: a clause whose every probe is a system call entry (or
+//! every one a return), whose predicate the code generator compiles and whose statements are
+//! all aggregations it compiles. Anything else stays in user space, with the reason.
+
+use super::codegen::{compile, KernelAgg, KernelClause, Layout, MapFds};
+use super::maps::{KeyPart, ProbeField};
+use crate::ir::{ActionKind, Node, Program, Stmt, ValKind};
+use crate::lang::builtins::var;
+use crate::providers::linux::syscall_of;
+
+/// The kernel clauses of clause `clause` of `program` (one per direction: entries and
+/// returns), given the probes it is enabled on (one id per enabling), or why it stays in
+/// user space.
+pub fn plan_clause(
+    prog: &Program,
+    program: usize,
+    clause: usize,
+    probes: &[u64],
+) -> Result<Vec<KernelClause>, String> {
+    let c = prog.clauses.get(clause).ok_or("no such clause")?;
+    if probes.is_empty() {
+        return Err("it matches no probe".into());
+    }
+    let mut entry = Vec::new();
+    let mut ret = Vec::new();
+    for &p in probes {
+        match syscall_of(p) {
+            Some((nr, false)) => entry.push(nr),
+            Some((nr, true)) => ret.push(nr),
+            None => return Err("a probe that is not a system call's".into()),
+        }
+    }
+    for v in [&mut entry, &mut ret] {
+        let n = v.len();
+        v.sort_unstable();
+        v.dedup();
+        if v.len() != n {
+            return Err("a probe named by two of its descriptions".into());
+        }
+    }
+    let mut aggs = Vec::new();
+    for s in &c.body {
+        let Stmt::Action(a) = s else {
+            return Err("a statement other than an aggregation".into());
+        };
+        let ActionKind::Aggregate { agg } = a.kind else {
+            return Err(format!("the action {}", action_name(&a.kind)));
+        };
+        let def = prog
+            .aggregations
+            .get(agg as usize)
+            .ok_or("no such aggregation")?;
+        let mut keys = Vec::new();
+        for (i, k) in a.keys.iter().enumerate() {
+            let kind = a.key_kinds.get(i).copied().unwrap_or(ValKind::I64);
+            keys.push(key_part(k, kind)?);
+        }
+        aggs.push(KernelAgg {
+            agg,
+            func: def.func,
+            keys,
+            value: a.args.first().cloned(),
+        });
+    }
+    if aggs.is_empty() {
+        return Err("no aggregation".into());
+    }
+    let mut out = Vec::new();
+    for (nrs, is_ret) in [(entry, false), (ret, true)] {
+        if nrs.is_empty() {
+            continue;
+        }
+        let ranges = ranges(&nrs);
+        if ranges.len() > 64 {
+            return Err("more than 64 runs of system call numbers".into());
+        }
+        let k = KernelClause {
+            program,
+            clause,
+            line: c.line,
+            ret: is_ret,
+            ranges,
+            predicate: c.predicate.clone(),
+            aggs: aggs.clone(),
+        };
+        // the generator is the judge of what it can express
+        let fds = vec![-1; k.aggs.len()];
+        let maps = MapFds {
+            aggs: &fds,
+            drops: -1,
+            samples: false,
+        };
+        compile(&k, super::codegen::RAW_SYSCALLS, &maps)?;
+        out.push(k);
+    }
+    Ok(out)
+}
+
+/// Checks that `c` compiles for the tracepoint's actual layout.
+pub fn check(c: &KernelClause, layout: Layout) -> Result<(), String> {
+    let fds = vec![-1; c.aggs.len()];
+    compile(
+        c,
+        layout,
+        &MapFds {
+            aggs: &fds,
+            drops: -1,
+            samples: false,
+        },
+    )
+    .map(drop)
+}
+
+fn key_part(k: &Node, kind: ValKind) -> Result<KeyPart, String> {
+    match (k, kind) {
+        (Node::Builtin { id, .. }, ValKind::String) => Ok(match *id {
+            var::EXECNAME => KeyPart::Execname,
+            var::PROBEPROV => KeyPart::Probe(ProbeField::Provider),
+            var::PROBEMOD => KeyPart::Probe(ProbeField::Module),
+            var::PROBEFUNC => KeyPart::Probe(ProbeField::Function),
+            var::PROBENAME => KeyPart::Probe(ProbeField::Name),
+            _ => return Err("a string key other than execname and the probe's names".into()),
+        }),
+        (_, ValKind::Int { size, signed }) => Ok(KeyPart::Int {
+            node: k.clone(),
+            size,
+            signed,
+        }),
+        _ => Err("a key that is not an integer, execname or a probe name".into()),
+    }
+}
+
+/// An action as D spells it, for the reason a clause stays in user space.
+fn action_name(k: &ActionKind) -> String {
+    let d = format!("{k:?}");
+    let name: String = d.chars().take_while(|c| c.is_alphanumeric()).collect();
+    format!("{}()", name.to_lowercase())
+}
+
+/// Sorted numbers as inclusive runs.
+fn ranges(nrs: &[u16]) -> Vec<(u16, u16)> {
+    let mut out: Vec<(u16, u16)> = Vec::new();
+    for &n in nrs {
+        match out.last_mut() {
+            Some((_, hi)) if n == *hi + 1 => *hi = n,
+            _ => out.push((n, n)),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::linux::syscall_probe_id;
+
+    fn compile_d(src: &str) -> Program {
+        use crate::lang::options::DOptions;
+        use crate::lang::types::DataModel;
+        use crate::lang::{CompileInput, MacroEnv, SourceKind};
+        let catalog = crate::providers::live_catalog();
+        let input = CompileInput {
+            text: src,
+            kind: SourceKind::File,
+            macros: MacroEnv::default(),
+            cpp: None,
+            file_name: "plan.d",
+            model: DataModel::Lp64,
+        };
+        crate::lang::compile(input, &mut DOptions::new(), &catalog)
+            .unwrap_or_else(|e| panic!("{src}: {e}"))
+            .ir
+    }
+
+    fn plan(src: &str, probes: &[u64]) -> Result<Vec<KernelClause>, String> {
+        plan_clause(&compile_d(src), 0, 0, probes)
+    }
+
+    #[test]
+    fn counting_by_execname_on_every_entry_runs_in_the_kernel() {
+        let all: Vec<u64> = (0..3).map(|n| syscall_probe_id(n, false)).collect();
+        let k = plan("syscall:::entry { @[execname] = count(); }", &all).unwrap();
+        assert_eq!(k.len(), 1);
+        assert_eq!(k[0].ranges, vec![(0, 2)]);
+        assert!(!k[0].ret);
+        let k = plan(
+            "syscall::getppid:return /pid == 7 && (arg0 > 0 ? 1 : errno) != 3/ \
+             { @a[tid, probefunc] = sum(arg1 % 3); @b = max(cpu); @c[(int)arg0] = avg(arg0 << 2); }",
+            &[syscall_probe_id(110, true)],
+        )
+        .unwrap();
+        assert_eq!((k[0].ret, k[0].aggs.len()), (true, 3));
+    }
+
+    #[test]
+    fn what_the_kernel_cannot_give_exactly_stays_in_user_space_with_the_reason() {
+        let p = [syscall_probe_id(0, false)];
+        for (src, why) in [
+            (
+                "syscall::read:entry { printf(\"%d\", pid); }",
+                "action printf()",
+            ),
+            ("syscall::read:entry { @[uid] = count(); }", "credentials"),
+            (
+                "syscall::read:entry /arg0 / arg1/ { @ = count(); }",
+                "may be zero",
+            ),
+            (
+                "syscall::read:entry { @[copyinstr(arg1)] = count(); }",
+                "not an integer",
+            ),
+            ("syscall::read:entry { @ = quantize(arg2); }", "Quantize"),
+            (
+                "syscall::read:entry /execname == \"x\"/ { @ = count(); }",
+                "string",
+            ),
+            ("syscall::read:entry { x = 1; @ = count(); }", "statement"),
+        ] {
+            let e = plan(src, &p).unwrap_err();
+            assert!(e.contains(why), "{src}: {e}");
+        }
+        let e = plan("BEGIN { @ = count(); }", &[1]).unwrap_err();
+        assert!(e.contains("not a system call"), "{e}");
+        let e = plan("syscall::read:entry { @ = count(); }", &[p[0], p[0]]).unwrap_err();
+        assert!(e.contains("two of its descriptions"), "{e}");
+    }
+
+    #[test]
+    fn runs_of_numbers() {
+        assert_eq!(ranges(&[0, 1, 2, 5, 7, 8]), vec![(0, 2), (5, 5), (7, 8)]);
+        assert!(ranges(&[]).is_empty());
+    }
+}

@@ -1,0 +1,409 @@
+//! The loader of the BPF back end (`crate::bpf`): for each clause that the back end can run,
+//! the per-CPU aggregation maps, the program (checked by the kernel's verifier) and its
+//! attachment to `raw_syscalls:sys_enter` or `sys_exit`; then, whenever the engine may read
+//! aggregations (after each pump, before END), the maps' entries folded into the program's
+//! aggregations ([`crate::bpf::maps::Folder`]). A clause the kernel refuses stays in user
+//! space with one line naming why (the verifier's last line); with `-v` or
+//! `-x bpf=verbose` every clause says where it runs. All of it is held by descriptors:
+//! nothing is pinned or written to tracefs, and any exit of dtx (SIGKILL included) frees it.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::Path;
+
+use super::abi::{
+    perf_event_open, PerfEventAttr, ATTR_SIZE, IOC_SET_BPF, IOC_SET_FILTER, TYPE_TRACEPOINT,
+};
+use super::bpfsys;
+use super::format::EventFormat;
+use crate::bpf::codegen::{compile, KernelClause, Layout, MapFds};
+use crate::bpf::maps::{self, Folder, KeyPart, ProbeField};
+use crate::bpf::plan::plan_clause;
+use crate::ir::AggFunc;
+use crate::providers::linux::syscall_probe_id;
+use crate::sources::sink::Sink;
+
+/// `-x bpf=`: whether clauses may run in the kernel, and whether to say where each runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum BpfMode {
+    #[default]
+    On,
+    Off,
+    Verbose,
+}
+
+impl BpfMode {
+    /// The mode of `-x bpf=WORD` (none: on), verbose also with `-v`.
+    pub fn from_option(word: Option<&str>, verbose: bool) -> BpfMode {
+        match word {
+            Some("off") => BpfMode::Off,
+            Some("verbose") => BpfMode::Verbose,
+            _ if verbose => BpfMode::Verbose,
+            _ => BpfMode::On,
+        }
+    }
+}
+
+/// Entries of each aggregation map.
+const MAP_ENTRIES: u32 = 16384;
+
+/// One aggregating statement's map.
+struct AggMap {
+    program: usize,
+    agg: u32,
+    func: AggFunc,
+    parts: Vec<KeyPart>,
+    ret: bool,
+    fd: OwnedFd,
+    key_bytes: usize,
+    words: usize,
+    folder: Folder,
+}
+
+/// One clause's drop counter.
+struct Drops {
+    program: usize,
+    fd: OwnedFd,
+    seen: u64,
+}
+
+/// The clauses running in the kernel.
+#[derive(Default)]
+pub struct KernelClauses {
+    /// The tracepoint events the programs are attached to (closed first, on stop).
+    events: Vec<OwnedFd>,
+    progs: Vec<OwnedFd>,
+    maps: Vec<AggMap>,
+    drops: Vec<Drops>,
+    cpus: usize,
+}
+
+/// The record layout of `raw_syscalls:NAME`.
+fn layout(root: &Path, name: &str) -> Result<(u32, Layout), String> {
+    let p = root.join("events/raw_syscalls").join(name).join("format");
+    let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+    let fmt = EventFormat::parse(&text).map_err(|e| format!("raw_syscalls:{name}: {e}"))?;
+    let data = if name == "sys_enter" { "args" } else { "ret" };
+    let off = |f: &str| -> Result<i16, String> {
+        let f = fmt.require(f)?;
+        i16::try_from(f.offset).map_err(|_| format!("raw_syscalls:{name}: offset of {f:?}"))
+    };
+    Ok((
+        fmt.id,
+        Layout {
+            id_off: off("id")?,
+            data_off: off(data)?,
+        },
+    ))
+}
+
+/// CPUs the kernel may run on (`/sys/devices/system/cpu/possible`): how many values a
+/// per-CPU map's lookup returns.
+fn possible_cpus() -> usize {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/possible").unwrap_or_default();
+    let last = text
+        .trim()
+        .rsplit([',', '-'])
+        .next()
+        .and_then(|n| n.parse::<usize>().ok());
+    last.map_or(1, |n| n + 1).min(8192)
+}
+
+impl KernelClauses {
+    /// Plans every clause of the sink's programs, loads those the back end can run and has
+    /// the engine stop running them; says (per `mode`) where each clause runs.
+    pub fn open(sink: &mut dyn Sink, root: &Path, mode: BpfMode) -> KernelClauses {
+        let mut k = KernelClauses {
+            cpus: possible_cpus(),
+            ..Default::default()
+        };
+        if mode == BpfMode::Off {
+            return k;
+        }
+        // (program, clause) -> probes, one per enabling
+        let mut probes: BTreeMap<(usize, usize), Vec<u64>> = BTreeMap::new();
+        let ids: Vec<u64> = sink.enabled_probes().map(|p| p.id).collect();
+        for &id in &ids {
+            for e in sink.enablings_of(id) {
+                probes.entry(e).or_default().push(id);
+            }
+        }
+        let programs: Vec<_> = sink.programs().into_iter().cloned().collect();
+        let layouts = (layout(root, "sys_enter"), layout(root, "sys_exit"));
+        let prog = sink.prog().to_string();
+        let say = |m: std::fmt::Arguments| crate::output::stderr::say(&prog, m);
+        // the clauses by number and first probe description (and line, in a file)
+        let name = |p: usize, c: usize| {
+            let clause = programs.get(p).and_then(|pr| pr.clauses.get(c));
+            let (line, desc) = clause.map_or((0, String::new()), |c| {
+                let d = c.probes.first().map(|d| d.to_string()).unwrap_or_default();
+                (c.line, d)
+            });
+            let at = if line > 0 {
+                format!(", line {line}")
+            } else {
+                String::new()
+            };
+            format!("bpf: clause {} ({desc}{at})", c + 1)
+        };
+        let mut planned = Vec::new();
+        for (&(p, c), ids) in &probes {
+            let Some(program) = programs.get(p) else {
+                continue;
+            };
+            match plan_clause(program, p, c, ids) {
+                Ok(v) => planned.push(((p, c), v)),
+                Err(why) if mode == BpfMode::Verbose => {
+                    say(format_args!("{} runs in user space: {why}", name(p, c)))
+                }
+                Err(_) => {}
+            }
+        }
+        // which raw_syscalls tracepoints user space reads too (their programs then keep the
+        // samples): a system call probe with a clause left in user space; proc:::exit reads
+        // the exit status at sys_enter
+        let in_kernel = |e: &(usize, usize), refused: &[(usize, usize)]| {
+            planned.iter().any(|(pc, _)| pc == e) && !refused.contains(e)
+        };
+        let needs = |refused: &[(usize, usize)]| {
+            let mut need = (false, false);
+            for &id in &ids {
+                let Some((_, ret)) = crate::providers::linux::syscall_of(id) else {
+                    continue;
+                };
+                if sink.enablings_of(id).iter().any(|e| !in_kernel(e, refused)) {
+                    if ret {
+                        need.1 = true;
+                    } else {
+                        need.0 = true;
+                    }
+                }
+            }
+            let exit = crate::providers::linux::probe_id("proc", "exit");
+            need.0 |= exit.is_some_and(|id| sink.is_enabled(id));
+            need
+        };
+        // a refusal can make user space read a tracepoint the others chose not to keep
+        // samples of: then load again with what is now known (refusals do not change)
+        let mut refused: Vec<(usize, usize)> = Vec::new();
+        let mut reasons = Vec::new();
+        for _round in 0..2 {
+            let need = needs(&refused);
+            k = KernelClauses {
+                cpus: k.cpus,
+                ..Default::default()
+            };
+            for ((p, c), kcs) in &planned {
+                if refused.contains(&(*p, *c)) {
+                    continue;
+                }
+                let n = (k.events.len(), k.progs.len(), k.maps.len(), k.drops.len());
+                let mut loaded = Ok(());
+                for kc in kcs {
+                    let (l, samples) = if kc.ret {
+                        (&layouts.1, need.1)
+                    } else {
+                        (&layouts.0, need.0)
+                    };
+                    loaded = match l {
+                        Ok((tp, l)) => k.load(kc, *tp, *l, samples),
+                        Err(e) => Err(e.clone()),
+                    };
+                    if loaded.is_err() {
+                        break;
+                    }
+                }
+                if let Err(why) = loaded {
+                    // what this clause loaded goes (detached first)
+                    k.events.truncate(n.0);
+                    k.progs.truncate(n.1);
+                    k.maps.truncate(n.2);
+                    k.drops.truncate(n.3);
+                    refused.push((*p, *c));
+                    reasons.push(format!(
+                        "{} runs in user space: the kernel refused its program: {why}",
+                        name(*p, *c)
+                    ));
+                }
+            }
+            if needs(&refused) == need {
+                break;
+            }
+        }
+        for r in reasons {
+            say(format_args!("{r}"));
+        }
+        for ((p, c), _) in &planned {
+            if !refused.contains(&(*p, *c)) {
+                sink.run_in_kernel(*p, *c);
+                if mode == BpfMode::Verbose {
+                    say(format_args!("{} runs in the kernel", name(*p, *c)));
+                }
+            }
+        }
+        k
+    }
+
+    /// Whether any clause runs in the kernel.
+    pub fn any(&self) -> bool {
+        !self.progs.is_empty()
+    }
+
+    /// Loads and attaches one kernel clause; `samples`: whether its program keeps the
+    /// tracepoint's perf samples (user space reads them too).
+    fn load(
+        &mut self,
+        kc: &KernelClause,
+        tracepoint: u32,
+        layout: Layout,
+        samples: bool,
+    ) -> Result<(), String> {
+        let err = |what: &str, e: io::Error| format!("{what}: {e}");
+        let mut fds = Vec::new();
+        let mut maps = Vec::new();
+        for a in &kc.aggs {
+            let words = maps::value_words(a.func).ok_or("no kernel layout for the function")?;
+            let key_bytes = maps::key_bytes(&a.keys);
+            let fd = bpfsys::create_named_map(
+                bpfsys::MAP_PERCPU_HASH,
+                key_bytes as u32,
+                (words * 8) as u32,
+                MAP_ENTRIES,
+                &format!("dtx_agg{}", a.agg),
+            )
+            .map_err(|e| err("BPF map", e))?;
+            fds.push(fd.as_raw_fd());
+            maps.push(AggMap {
+                program: kc.program,
+                agg: a.agg,
+                func: a.func,
+                parts: a.keys.clone(),
+                ret: kc.ret,
+                fd,
+                key_bytes,
+                words,
+                folder: Folder::default(),
+            });
+        }
+        let drops = bpfsys::create_named_map(bpfsys::MAP_PERCPU_ARRAY, 4, 8, 1, "dtx_drops")
+            .map_err(|e| err("BPF map", e))?;
+        let insns = compile(
+            kc,
+            layout,
+            &MapFds {
+                aggs: &fds,
+                drops: drops.as_raw_fd(),
+                samples,
+            },
+        )?;
+        let prog = bpfsys::load_named_program(&insns, &format!("dtx_clause{}", kc.clause + 1))?;
+        // a tracepoint's programs belong to the tracepoint: attached through one event, on
+        // one CPU, the program runs at every hit on every CPU (see capture.rs)
+        let attr = PerfEventAttr {
+            kind: TYPE_TRACEPOINT,
+            size: ATTR_SIZE,
+            config: u64::from(tracepoint),
+            sample_period: 1,
+            ..Default::default()
+        };
+        let ev = perf_event_open(&attr, -1, 0).map_err(|e| err("tracepoint event", e))?;
+        if samples {
+            // the samples kept are user space's events': none for this event of ours
+            let never = c"id < 0";
+            // SAFETY: a NUL-terminated filter string for SET_FILTER.
+            unsafe { libc::ioctl(ev.as_raw_fd(), IOC_SET_FILTER, never.as_ptr()) };
+        }
+        // SAFETY: SET_BPF takes a loaded tracepoint program's descriptor.
+        if unsafe { libc::ioctl(ev.as_raw_fd(), IOC_SET_BPF, prog.as_raw_fd()) } != 0 {
+            return Err(err("BPF attach", io::Error::last_os_error()));
+        }
+        self.maps.extend(maps);
+        self.drops.push(Drops {
+            program: kc.program,
+            fd: drops,
+            seen: 0,
+        });
+        self.progs.push(prog);
+        self.events.push(ev);
+        Ok(())
+    }
+
+    /// Folds into the engine's aggregations what the kernel aggregated since the last call,
+    /// and reports new drops.
+    pub fn sync(&mut self, sink: &mut dyn Sink) {
+        let cpus = self.cpus;
+        for m in &mut self.maps {
+            let mut key = vec![0u8; m.key_bytes];
+            let mut next = vec![0u8; m.key_bytes];
+            let mut value = vec![0u8; cpus * m.words * 8];
+            let mut words = vec![0i64; cpus * m.words];
+            let mut first = true;
+            let mut merges = Vec::new();
+            // a walk bounded by the map's size (entries cannot outnumber it)
+            for _ in 0..=MAP_ENTRIES {
+                let more = bpfsys::next_key(&m.fd, (!first).then_some(&key[..]), &mut next);
+                if !more {
+                    break;
+                }
+                first = false;
+                std::mem::swap(&mut key, &mut next);
+                if !bpfsys::lookup(&m.fd, &key, &mut value) {
+                    continue;
+                }
+                for (w, b) in words.iter_mut().zip(value.chunks_exact(8)) {
+                    let mut a = [0u8; 8];
+                    a.copy_from_slice(b);
+                    *w = i64::from_le_bytes(a);
+                }
+                let now = maps::fold_cpus(m.func, &words, m.words);
+                if let Some(delta) = m.folder.delta(m.func, &key, now) {
+                    merges.push((key.clone(), delta));
+                }
+            }
+            let ret = m.ret;
+            for (k, delta) in merges {
+                let name = |nr: u64, f: ProbeField| {
+                    let p = sink.probe_info(syscall_probe_id(u16::try_from(nr).ok()?, ret))?;
+                    Some(match f {
+                        ProbeField::Provider => p.provider.clone(),
+                        ProbeField::Module => p.module.clone(),
+                        ProbeField::Function => p.function.clone(),
+                        ProbeField::Name => p.name.clone(),
+                    })
+                };
+                let Some(datums) = maps::decode_key(&m.parts, &k, &name) else {
+                    continue;
+                };
+                if !sink.merge_kernel_agg(m.program, m.agg, &datums, &delta) {
+                    sink.add_agg_drops(m.program, 1);
+                }
+            }
+        }
+        for d in &mut self.drops {
+            let mut value = vec![0u8; cpus * 8];
+            if bpfsys::lookup(&d.fd, &0u32.to_le_bytes(), &mut value) {
+                let total: u64 = value
+                    .chunks_exact(8)
+                    .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+                    .fold(0, u64::wrapping_add);
+                if total > d.seen {
+                    sink.add_agg_drops(d.program, total - d.seen);
+                    d.seen = total;
+                }
+            }
+        }
+    }
+
+    /// Detaches the programs: no firing updates the maps after this.
+    pub fn detach(&mut self) {
+        self.events.clear();
+    }
+
+    /// Detaches, folds in what is left, and frees everything.
+    pub fn close(&mut self, sink: &mut dyn Sink) {
+        self.detach();
+        self.sync(sink);
+        *self = KernelClauses::default();
+    }
+}

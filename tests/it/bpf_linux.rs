@@ -1,0 +1,262 @@
+//! The BPF back end on Linux: the same D over the same workload (a child making a known mix
+//! of system calls) with clauses in the kernel and with `-x bpf=off`, which must print the
+//! same bytes; the reasons a clause stays in user space; and that no program or map of dtx's
+//! outlives it, SIGKILL included. Each test skips with a message where perf events (root),
+//! BPF or gcc are missing.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::support::cli::Dtx;
+
+/// One test of these at a time: a run over every system call (the SIGKILL test) would load
+/// the user-space run of another with events it could lose.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// getppid() `n` times, write(999, 0x1234, i) for i < `m` (EBADF), getpid() `k` times.
+const MIX_C: &str = r#"
+#include <stdlib.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+int main(int argc, char **argv) {
+  long n = argc > 1 ? atol(argv[1]) : 1000;
+  long m = argc > 2 ? atol(argv[2]) : 100;
+  long k = argc > 3 ? atol(argv[3]) : 10;
+  for (long i = 0; i < n; i++) syscall(SYS_getppid);
+  for (long i = 0; i < m; i++) syscall(SYS_write, 999, (void *)0x1234, i);
+  for (long i = 0; i < k; i++) syscall(SYS_getpid);
+  return 0;
+}
+"#;
+
+/// Why the tests cannot run here, if they cannot.
+fn unavailable() -> Option<String> {
+    if let Err(e) = dtx::sources::perf::live::available() {
+        return Some(format!("perf events unavailable ({e})"));
+    }
+    if Command::new("gcc").arg("--version").output().is_err() {
+        return Some("gcc not found".into());
+    }
+    None
+}
+
+macro_rules! require_bpf {
+    () => {
+        if let Some(why) = unavailable() {
+            eprintln!("skipping: {why}");
+            return;
+        }
+    };
+}
+
+fn compile(dir: &Path) -> PathBuf {
+    let c = dir.join("dtxt_mix.c");
+    std::fs::write(&c, MIX_C).unwrap();
+    let exe = dir.join("dtxt_mix");
+    let st = Command::new("gcc")
+        .args(["-O1", "-o"])
+        .arg(&exe)
+        .arg(&c)
+        .status()
+        .unwrap();
+    assert!(st.success(), "gcc failed");
+    exe
+}
+
+/// Runs `script` over `cmd` (as `-c`) with `-x bpf=MODE`: (stdout, stderr).
+fn run(script: &str, cmd: &str, mode: &str) -> (String, String) {
+    let bpf = format!("bpf={mode}");
+    let (code, out, err) = Dtx::new(&["-q", "-x", &bpf, "-n", script, "-c", cmd])
+        .timeout(Duration::from_secs(60))
+        .run();
+    assert_eq!(code, 0, "{out}\n{err}");
+    (out, err)
+}
+
+/// Aggregations over integers, execname and the probe's names, with predicates over
+/// arithmetic, logic, casts and the ternary; one clause (with printf) stays in user space
+/// and adds to an aggregation the kernel also adds to.
+const DIFF: &str = r#"
+syscall::getppid:entry, syscall::getpid:entry /pid == $target/
+{ @calls[execname, probefunc] = count(); @zero[probefunc] = sum(arg0 & 0); }
+syscall::write:entry /pid == $target && arg0 == 999 && !(arg2 > 80) /
+{ @w[arg2 % 7, (int)arg2 * -3] = count(); @mx = max(arg2); @mn = min((long)arg2 - 50);
+  @av[arg1 == 0x1234 ? 1 : 2] = avg(arg2 * 2 - 1); @sh = sum((arg2 << 3) >> 1 ^ 5); }
+syscall::write:return /pid == $target && errno != 0/
+{ @err[errno, probename, probeprov] = count(); @ret = sum(arg0); @t = sum(tid - pid); }
+syscall::getpid:return /pid == $target/ { @calls[execname, probefunc] = count(); printf("r%d\n", arg0 == pid); }
+END { printa(@calls); printa(@zero); printa(@w); printa(@mx); printa(@mn); printa(@av);
+      printa(@sh); printa(@err); printa(@ret); printa(@t); }
+"#;
+
+#[test]
+fn bpf_kernel_and_user_space_print_the_same_aggregations() {
+    require_bpf!();
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path());
+    let cmd = format!("{} 20000 100 30", exe.display());
+    // user space may lose records on a busy machine (and says so): then run again
+    let mut tries = 0;
+    let (user, kernel, why) = loop {
+        tries += 1;
+        let (user, lost) = run(DIFF, &cmd, "off");
+        let (kernel, why) = run(DIFF, &cmd, "verbose");
+        if why.contains("the kernel refused") {
+            eprintln!("skipping: BPF programs do not load here: {why}");
+            return;
+        }
+        let dropped = |e: &str| e.contains("drop") || e.contains("lost");
+        if tries < 4 && (dropped(&lost) || dropped(&why)) {
+            continue;
+        }
+        break (user, kernel, why);
+    };
+    // the clauses without printf ran in the kernel, the one with it in user space
+    for c in 1..=3 {
+        assert!(
+            why.contains(&format!("bpf: clause {c} (")) && why.contains("runs in the kernel"),
+            "{why}"
+        );
+    }
+    assert!(
+        why.contains("clause 4 (syscall::getpid:return) runs in user space: the action printf()"),
+        "{why}"
+    );
+    assert_eq!(kernel, user, "{why}");
+    // and the numbers are the workload's
+    let calls = user
+        .lines()
+        .find(|l| l.contains("dtxt_mix") && l.contains("getpid") && !l.contains("getppid"))
+        .unwrap_or_default();
+    assert!(
+        calls.trim_end().ends_with(" 60"),
+        "entry and return: {user}"
+    );
+    assert!(
+        user.lines()
+            .any(|l| l.contains("getppid") && l.trim_end().ends_with(" 20000")),
+        "{user}"
+    );
+    assert!(
+        user.lines()
+            .any(|l| l.contains(" 9 ") && l.contains("return") && l.contains("syscall")),
+        "EBADF on every write: {user}"
+    );
+    assert!(
+        user.contains("-900"),
+        "sum of the returns (-9 x 100): {user}"
+    );
+}
+
+#[test]
+fn bpf_off_and_what_the_kernel_cannot_run_stay_in_user_space_with_a_reason() {
+    require_bpf!();
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path());
+    let cmd = format!("{} 10 1 1", exe.display());
+    let script = "syscall::getppid:entry /pid == $target/ { @u[uid] = count(); }
+                  syscall::getppid:entry /pid == $target/ { @n = count(); }
+                  syscall::getppid:entry /pid == $target && arg0 / arg1/ { @d = count(); }";
+    let (out, why) = run(script, &cmd, "verbose");
+    assert!(
+        why.contains("clause 1 (syscall::getppid:entry) runs in user space: `uid`"),
+        "{why}"
+    );
+    assert!(why.contains("clause 3 (syscall::getppid:entry) runs in user space: a division by a value that may be zero"), "{why}");
+    assert!(out.contains("10"), "{out}");
+    // off: nothing said, nothing in the kernel
+    let (_, quiet) = run(script, &cmd, "off");
+    assert!(!quiet.contains("bpf:"), "{quiet}");
+    // on (the default): only refusals by the kernel would be said
+    let (_, default) = run(script, &cmd, "on");
+    assert!(!default.contains("bpf:"), "{default}");
+}
+
+/// The names of dtx's BPF programs and maps the kernel holds now (from `bpftool`), or
+/// `None` where bpftool is missing.
+fn dtx_bpf_objects() -> Option<Vec<String>> {
+    let mut v = Vec::new();
+    for what in ["prog", "map"] {
+        let o = Command::new("bpftool").args([what, "show"]).output().ok()?;
+        if !o.status.success() {
+            return None;
+        }
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        v.extend(
+            text.lines()
+                .filter_map(|l| l.split("name ").nth(1))
+                .filter_map(|n| n.split_whitespace().next())
+                .filter(|n| n.starts_with("dtx_clause") || n.starts_with("dtx_agg"))
+                .map(str::to_string),
+        );
+    }
+    Some(v)
+}
+
+#[test]
+fn bpf_programs_and_maps_are_gone_after_sigkill_and_a_normal_end() {
+    require_bpf!();
+    let _one = serial();
+    let Some(before) = dtx_bpf_objects() else {
+        eprintln!("skipping: bpftool not found (Debian's bpftool)");
+        return;
+    };
+    if !before.is_empty() {
+        // another dtx of a test running beside this one: wait for it a little
+        std::thread::sleep(Duration::from_secs(3));
+    }
+    let script = "BEGIN { printf(\"ready\\n\"); } syscall:::entry { @[execname] = count(); }
+                  tick-30s { exit(2); }";
+    let mut dtx = Dtx::new(&["-q", "-x", "bpf=verbose", "-n", script]).spawn();
+    let mut out = BufReader::new(dtx.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    assert_eq!(first.trim(), "ready");
+    let during = dtx_bpf_objects().unwrap_or_default();
+    let pid = dtx.id() as i32;
+    // SAFETY: kill(2) on the child this test started.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let _ = dtx.wait();
+    if during.is_empty() {
+        eprintln!("skipping: no BPF program of dtx was loaded (the kernel refused them?)");
+        return;
+    }
+    assert!(
+        during.iter().any(|n| n.starts_with("dtx_clause")),
+        "{during:?}"
+    );
+    // the kernel frees them once the descriptors are closed (promptly, by RCU)
+    let t = Instant::now();
+    let mut left = dtx_bpf_objects().unwrap_or_default();
+    while !left.is_empty() && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(100));
+        left = dtx_bpf_objects().unwrap_or_default();
+    }
+    assert!(left.is_empty(), "left after SIGKILL: {left:?}");
+    // a normal end (exit()) leaves nothing either
+    let st = Dtx::new(&[
+        "-q",
+        "-n",
+        "syscall:::entry { @[execname] = count(); } tick-1s { exit(0); }",
+    ])
+    .command()
+    .stdout(Stdio::null())
+    .status()
+    .unwrap();
+    assert!(st.success());
+    let t = Instant::now();
+    let mut left = dtx_bpf_objects().unwrap_or_default();
+    while !left.is_empty() && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(100));
+        left = dtx_bpf_objects().unwrap_or_default();
+    }
+    assert!(left.is_empty(), "left after exit(): {left:?}");
+}
