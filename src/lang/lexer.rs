@@ -924,8 +924,16 @@ mod tests {
         assert_eq!(t[1], Tok::Punct(Punct::LBrace));
         let t = toks("etw:{12", Mode::Clause);
         assert_eq!(t[1], Tok::Punct(Punct::LBrace));
-        let t = toks("syscall:::{}", Mode::Clause);
-        assert_eq!(t[1], Tok::Punct(Punct::LBrace));
+        // an empty clause right after the description: `{}` is no braced field
+        let mut lx = Lexer::new("syscall:::{}", MacroEnv::default());
+        assert!(matches!(
+            lx.next(Mode::Clause).map(|t| t.tok),
+            Ok(Tok::Pspec(_))
+        ));
+        assert!(matches!(
+            lx.next(Mode::Clause).map(|t| t.tok),
+            Ok(Tok::Punct(Punct::LBrace))
+        ));
         // a braced field that is no GUID is named, not read as the clause's body
         let mut lx = Lexer::new("etw:{bogus}:0xff:1 {}", MacroEnv::default());
         let e = lx.next(Mode::Clause).unwrap_err();

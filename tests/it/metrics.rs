@@ -59,8 +59,14 @@ impl Exporter {
         let mut all = vec!["-x", "metrics=127.0.0.1:0"];
         all.extend_from_slice(args);
         let mut child = Dtx::new(&all).spawn();
-        let (tx, said) = std::sync::mpsc::channel();
         let err = child.stderr.take().expect("stderr");
+        // held from here, so that a failed wait below kills the exporter rather than leave it
+        // serving after the test
+        let mut ex = Exporter {
+            child,
+            addr: String::new(),
+        };
+        let (tx, said) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             for l in BufReader::new(err).lines().map_while(Result::ok) {
                 let _ = tx.send(l);
@@ -83,8 +89,8 @@ impl Exporter {
             }
             assert!(!l.contains("cannot serve"), "dtx said: {l}");
         }
-        let addr = addr.expect("dtx printed the address it serves on");
-        Exporter { child, addr }
+        ex.addr = addr.expect("dtx printed the address it serves on");
+        ex
     }
 }
 
