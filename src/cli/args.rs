@@ -380,7 +380,8 @@ pub fn usage_text(prog: &str) -> String {
         "Usage: {prog} [-32|-64] [-aACeFGghHlqSvVwZ] [-b bufsz] [-c cmd] [-D name[=def]]\n\
          \t[-E etlfile] [-I path] [-L path] [-o output] [-p pid] [-s script] [-U name]\n\
          \t[-x opt[=val]] [-X a|c|s|t] [--tui] [--theme name] [--keys file] [--check]\n\
-         \t[--demo] [--symbols] [--version] [--merge [-x opt] [-o output] file.json ...]\n\n\
+         \t[--demo] [--symbols] [--version] [--merge [-x opt] [-o output] file.json ...]\n\
+         \t[--diff before after | --diff -E before -E after -s script] [--mcp [-w]]\n\n\
          \t[-P provider {PREDACT}]\n\
          \t[-m [ provider: ] module {PREDACT}]\n\
          \t[-f [[ provider: ] module: ] func {PREDACT}]\n\
@@ -438,6 +439,10 @@ pub fn usage_text(prog: &str) -> String {
          \t               its PDB, its frames, and where the PDB came from or why not\n\
          \t--merge f ...  add the aggregations of saved -x oformat=json results, printed as\n\
          \t               one run would (first on the line; --merge --help)\n\
+         \t--diff a b     what changed between two saved results (or two traces, -E a\n\
+         \t               -E b with a program): every key before, after, change, ratio\n\
+         \t--mcp          serve dtx to agents: the Model Context Protocol on stdio\n\
+         \t               (-w: destructive programs allowed)\n\
          \t--version      print dtx's own version (-V is the D API version)\n\
          \t--help         print this text\n",
     );

@@ -336,19 +336,18 @@ fn every_example_of_the_manual_gives_what_it_shows() {
             }
         }
         let dir = trace_folder(&traces, &ex.rule);
-        let o = Command::new("sh")
-            .arg("-c")
-            .arg(&ex.command)
-            .current_dir(dir.path())
-            .env("PATH", path_with_dtx())
-            .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap();
+        let Some((out, err)) = run_bounded(&ex.command, dir.path()) else {
+            failures.push(format!(
+                "{}:{}: {}\ndid not end within {} s (an example must run to its end)",
+                ex.page,
+                ex.line,
+                ex.command,
+                EXAMPLE_LIMIT.as_secs()
+            ));
+            continue;
+        };
         ran += 1;
-        let (out, err) = (
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr),
-        );
+        let (out, err) = (String::from_utf8_lossy(&out), String::from_utf8_lossy(&err));
         match check(&ex, &out, &err) {
             Some(why) => failures.push(format!("{}:{}: {}\n{why}", ex.page, ex.line, ex.command)),
             None => eprintln!("ok: {}:{}", ex.page, ex.line),
@@ -373,4 +372,65 @@ fn the_rules_compare_as_they_say() {
     );
     assert_eq!(g["a.etl"], s(&["a.etl: 1", "a.etl: 2"]));
     assert_eq!(g[""], s(&["x"]));
+}
+
+/// How long one example may run: a page's example runs to its end (a command that serves or
+/// traces until interrupted is shown without `$ `).
+const EXAMPLE_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Runs `command` through `sh -c` in `dir` in a process group of its own: its stdout and
+/// stderr, or `None` (the whole group killed) when it has not ended within [`EXAMPLE_LIMIT`].
+fn run_bounded(command: &str, dir: &std::path::Path) -> Option<(Vec<u8>, Vec<u8>)> {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .current_dir(dir)
+        .env("PATH", path_with_dtx())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .expect("start sh");
+    let read = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let out = read(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let err = read(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let started = std::time::Instant::now();
+    loop {
+        if child.try_wait().expect("wait for sh").is_some() {
+            break;
+        }
+        if started.elapsed() > EXAMPLE_LIMIT {
+            // SAFETY: kill(2) of the example's own process group (its pid, set above)
+            unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+            let _ = child.wait();
+            let _ = (out.join(), err.join());
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    Some((
+        out.join().unwrap_or_default(),
+        err.join().unwrap_or_default(),
+    ))
 }
