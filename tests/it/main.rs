@@ -60,7 +60,10 @@ mod fpid_windows;
 mod illumos_differences;
 mod layout;
 mod many_traces;
+// their clients (Python's mcp, Prometheus) are set up by shell scripts: Linux and Unix only
+#[cfg(unix)]
 mod mcp;
+#[cfg(unix)]
 mod metrics;
 #[cfg(target_os = "linux")]
 mod minidebuginfo;

@@ -424,7 +424,8 @@ fn tidy_the_bpf_back_end_reads_ir_and_hands_programs_to_sources_perf() {
         for l in &code.code {
             crate_paths(l, &mut names);
         }
-        let path = rel(&f);
+        // one separator on every OS (Windows' paths use `\`)
+        let path = rel(&f).replace('\\', "/");
         for n in names {
             if m == "bpf" && !BPF_MAY_NAME.contains(&n.as_str()) {
                 bad.push(format!("{path} names {n}"));
