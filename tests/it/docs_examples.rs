@@ -381,7 +381,6 @@ const EXAMPLE_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
 /// Runs `command` through `sh -c` in `dir` in a process group of its own: its stdout and
 /// stderr, or `None` (the whole group killed) when it has not ended within [`EXAMPLE_LIMIT`].
 fn run_bounded(command: &str, dir: &std::path::Path) -> Option<(Vec<u8>, Vec<u8>)> {
-    use std::io::Read;
     use std::os::unix::process::CommandExt;
     let mut child = Command::new("sh")
         .arg("-c")
@@ -394,27 +393,7 @@ fn run_bounded(command: &str, dir: &std::path::Path) -> Option<(Vec<u8>, Vec<u8>
         .process_group(0)
         .spawn()
         .expect("start sh");
-    let read = |pipe: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            if let Some(mut p) = pipe {
-                let _ = p.read_to_end(&mut bytes);
-            }
-            bytes
-        })
-    };
-    let out = read(
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let err = read(
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
+    let (out, err) = crate::support::cli::read_pipes(&mut child);
     let started = std::time::Instant::now();
     loop {
         if child.try_wait().expect("wait for sh").is_some() {

@@ -135,27 +135,7 @@ impl Dtx {
         let limit = self.timeout;
         let started = Instant::now();
         let mut child = self.spawn();
-        let read = |pipe: Option<Box<dyn Read + Send>>| {
-            std::thread::spawn(move || {
-                let mut bytes = Vec::new();
-                if let Some(mut p) = pipe {
-                    let _ = p.read_to_end(&mut bytes);
-                }
-                bytes
-            })
-        };
-        let out = read(
-            child
-                .stdout
-                .take()
-                .map(|p| Box::new(p) as Box<dyn Read + Send>),
-        );
-        let err = read(
-            child
-                .stderr
-                .take()
-                .map(|p| Box::new(p) as Box<dyn Read + Send>),
-        );
+        let (out, err) = read_pipes(&mut child);
         let status: ExitStatus = loop {
             if let Some(st) = child.try_wait().expect("wait for dtx") {
                 break st;
@@ -234,4 +214,36 @@ pub fn text(o: &Output) -> (String, String) {
         }
     };
     (text(&o.stdout), text(&o.stderr))
+}
+
+/// Reads a started child's stdout and stderr to their ends on threads of their own (so that
+/// neither pipe fills while the other is read, and a caller may wait with a time limit).
+pub fn read_pipes(
+    child: &mut Child,
+) -> (
+    std::thread::JoinHandle<Vec<u8>>,
+    std::thread::JoinHandle<Vec<u8>>,
+) {
+    fn read(pipe: Option<Box<dyn Read + Send>>) -> std::thread::JoinHandle<Vec<u8>> {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    }
+    let out = read(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let err = read(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    (out, err)
 }
