@@ -155,7 +155,7 @@ if [ "${DTX_WIN_SKIP_TESTS:-}" = 1 ]; then
     echo "windows-check: skipping the tests under Wine (DTX_WIN_SKIP_TESTS=1)"
     exit 0
 fi
-# the stand-in kernel PDB of tests/it/symbol_server.rs (served by the test over 127.0.0.1 to
+# the stand-in kernel PDB of tests/it/symbol_server/ (served by the test over 127.0.0.1 to
 # dtx.exe), built here with clang + lld as the test would on Linux: no compiler runs under Wine
 SYMSRV_FIXTURES=$GNU_DIR/symsrv-fixtures
 mkdir -p "$SYMSRV_FIXTURES"

@@ -217,13 +217,16 @@ fn print_rows(rows: &[Row], out: &mut String) {
                 .map(|i| format!("{} {}", i.file_name(), i.store_key()))
                 .unwrap_or_else(|| "-".into());
         let n = r.frames.map_or("-".to_string(), |n| n.to_string());
+        // a trace's image and PDB names and a server's text are a stranger's: their control
+        // characters are escaped before they reach the terminal
+        let shown = crate::symbols::symsrv::guard::shown;
         let _ = writeln!(
             out,
             "{:<28} {:>9}  {:<48}  {}",
-            r.module,
+            shown(&r.module),
             n,
-            id,
-            origin_text(&r.origin)
+            shown(&id),
+            shown(&origin_text(&r.origin))
         );
         frames += r.frames.unwrap_or(0);
         if !matches!(r.origin, PdbOrigin::Missing(_)) {

@@ -103,6 +103,12 @@ impl Partial {
             f.sync_all()
                 .map_err(|e| format!("{}: {e}", self.path.display()))?;
         }
+        // the structure first, with its reason (a stream that claims more than the file holds is
+        // refused before pdb2 would allocate it), then the identity
+        let f =
+            std::fs::File::open(&self.path).map_err(|e| format!("{}: {e}", self.path.display()))?;
+        crate::symbols::msf::check(&f)?;
+        drop(f);
         let (guid, age) = crate::symbols::pdb::pdb_identity(&self.path)
             .map_err(|_| "not a PDB file".to_string())?;
         if guid != id.guid || age != id.age {
