@@ -63,8 +63,19 @@ etl_reader)
     fi
     set -- -max_len=65536 "$@"
     ;;
+symbols)
+    # seeds: one of each kind of text the target reads (a symbol path, both file.ptr forms, a
+    # name) and an MSF 7.00 header, so that mutation starts inside each grammar
+    mkdir -p corpus/symbols
+    printf 'srv*C:\\sym*https://127.0.0.1/symbols;cache*D:\\c;E:\\local' >corpus/symbols/path
+    printf 'PATH:\\\\share\\ntkrnlmp.pdb\\1\\ntkrnlmp.pdb' >corpus/symbols/ptr-path
+    printf 'MSG:not here' >corpus/symbols/ptr-msg
+    printf 'ntkrnlmp.pdb' >corpus/symbols/name
+    printf 'Microsoft C/C++ MSF 7.00\r\n\032DS\0\0\0\0\020\0\0\1\0\0\0\010\0\0\0\024\0\0\0' >corpus/symbols/msf
+    set -- -max_len=65536 "$@"
+    ;;
 *)
-    echo "fuzz.sh: unknown target '$target' (vm, etl_reader)" >&2
+    echo "fuzz.sh: unknown target '$target' (vm, etl_reader, symbols)" >&2
     exit 2
     ;;
 esac

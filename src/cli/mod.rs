@@ -339,6 +339,12 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
     };
     let terminal = std::io::IsTerminal::is_terminal(&std::io::stdout())
         && std::io::IsTerminal::is_terminal(&std::io::stdin());
+    // printf's string values (a trace's text) reach a terminal escaped; into a pipe or a
+    // file, and in structured formats (which escape for themselves), they are as dtrace's
+    let text = opts.str_value("oformat").is_none_or(|f| f == "text");
+    crate::output::shown::set_terminal_strings(
+        text && std::io::IsTerminal::is_terminal(&std::io::stdout()),
+    );
     let plan = plan::plan(args, expanded, terminal)?;
     run_plan(prog, args, opts, plan)
 }

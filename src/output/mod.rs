@@ -14,6 +14,7 @@ pub mod print;
 pub mod printa;
 pub mod printf;
 pub mod record;
+pub mod shown;
 pub mod stack;
 pub mod stderr;
 pub mod structured;

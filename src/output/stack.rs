@@ -31,7 +31,9 @@ pub fn frame_text(pc: u64, lookup: &Lookup, user: bool) -> String {
             name,
             start,
         } => {
-            let m = if user { basename(module) } else { module };
+            // a trace's image and symbol names are a stranger's text
+            let m = super::shown::shown(if user { basename(module) } else { module });
+            let name = super::shown::shown(name);
             if pc > *start {
                 format!("{m}`{name}+0x{:x}", pc - start)
             } else {
@@ -39,7 +41,7 @@ pub fn frame_text(pc: u64, lookup: &Lookup, user: bool) -> String {
             }
         }
         Lookup::Module(module) => {
-            let m = if user { basename(module) } else { module };
+            let m = super::shown::shown(if user { basename(module) } else { module });
             format!("{m}`0x{pc:x}")
         }
         Lookup::None => format!("0x{pc:x}"),

@@ -289,3 +289,39 @@ fn json_timestamp_is_the_records_time_over_a_trace() {
         assert!(ts < now / 2, "{ts} looks like the host's clock ({now})");
     }
 }
+
+/// A trace's text reaches a terminal escaped: a process whose name carries escape sequences
+/// (a title, a clear screen) is printed by `printf("%s")` with them written out, while the
+/// script's own format text (its colours) is kept; into a pipe the bytes are dtrace's.
+#[cfg(unix)]
+#[test]
+fn printf_strings_from_a_trace_are_escaped_on_a_terminal_only() {
+    use crate::support::synthetic_etl::{self as synthetic, CpuRecords, START};
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = CpuRecords::default();
+    c.process(START + 1, 100, "ev\x1b]0;pwned\x07il\x1b[2j.exe");
+    c.thread(START + 1, 100, 104);
+    c.cswitch(START + 20, 104, 0);
+    c.syscall_enter(START + 30, 0xfffff800_00001000);
+    let trace = dir.path().join("names.etl");
+    std::fs::write(&trace, synthetic::trace_bytes(&[c])).unwrap();
+    let trace = trace.to_string_lossy().into_owned();
+    let prog = r#"syscall:::entry { printf("\033[1m[%s]\033[0m\n", execname); exit(0); }"#;
+    let args = ["-q", "-E", trace.as_str(), "-n", prog];
+    // a pipe: dtrace's bytes
+    let piped = crate::support::cli::Dtx::new(&args).output();
+    assert!(piped.status.success(), "{piped:?}");
+    let want = b"\x1b[1m[ev\x1b]0;pwned\x07il\x1b[2j.exe]\x1b[0m\n";
+    assert!(piped.stdout.starts_with(want), "{:?}", piped.stdout);
+    // a terminal: the value escaped, the format's own sequences kept
+    let mut s =
+        crate::support::pty::PtySession::spawn(crate::support::cli::DTX, &args, &[], 100, 10);
+    assert_eq!(s.wait_exit(std::time::Duration::from_secs(30)), Some(0));
+    let raw = s.raw.lock().unwrap().clone();
+    let text = String::from_utf8_lossy(&raw);
+    assert!(
+        text.contains("\x1b[1m[ev\\x1b]0;pwned\\x07il\\x1b[2j.exe]\x1b[0m"),
+        "{text:?}"
+    );
+    assert!(!text.contains("\x1b]0;pwned"), "{text:?}");
+}

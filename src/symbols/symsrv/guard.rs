@@ -171,23 +171,10 @@ pub fn redact(url: &str) -> String {
 }
 
 /// `text` with every control character (C0, DEL, C1: escape sequences, bells, newlines)
-/// written as `\xNN` or `\u{NNNN}`, so that a trace's or a server's text cannot move the
-/// cursor, set a title or clear the screen.
+/// written as `\xNN` or `\u{NNNN}` ([`crate::output::shown`]), so that a trace's or a server's
+/// text cannot move the cursor, set a title or clear the screen.
 pub fn shown(text: &str) -> String {
-    if !text.chars().any(char::is_control) {
-        return text.to_string();
-    }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        match c {
-            c if (c as u32) < 0x100 && c.is_control() => {
-                out.push_str(&format!("\\x{:02x}", c as u32))
-            }
-            c if c.is_control() => out.push_str(&format!("\\u{{{:04x}}}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out
+    crate::output::shown::shown(text).into_owned()
 }
 
 /// The bounds of downloads from symbol servers, each an option (an environment variable).

@@ -78,13 +78,7 @@ fn hostile_drip_ends_at_the_deadline_and_on_ctrl_c() {
 #[cfg(target_os = "linux")]
 fn ctrl_c_during_a_drip(s: &Standin, server: &Server) {
     let c = Case::new(s);
-    let args = [
-        std::ffi::OsStr::new("-q"),
-        "-E".as_ref(),
-        c.trace.as_os_str(),
-        "-n".as_ref(),
-        PROGRAM.as_ref(),
-    ];
+    let args = c.program_args();
     let mut child = c
         .command(&args, Some(&srv(&c.cache(), server)), &[])
         .spawn();
@@ -350,13 +344,7 @@ fn peak_memory(d: Dtx) -> (u64, std::process::Output) {
 fn memory_below(c: &Case, path: &str, env: &[(&str, &str)], what: &str, bound: u64) {
     #[cfg(target_os = "linux")]
     {
-        let args = [
-            std::ffi::OsStr::new("-q"),
-            "-E".as_ref(),
-            c.trace.as_os_str(),
-            "-n".as_ref(),
-            PROGRAM.as_ref(),
-        ];
+        let args = c.program_args();
         let (peak, o) = peak_memory(c.command(&args, Some(path), env));
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         eprintln!("{what}: peak memory {peak} bytes");

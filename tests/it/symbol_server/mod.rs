@@ -116,14 +116,17 @@ impl Case {
     /// `dtx -q -E trace -n PROGRAM` with `path` as `_NT_SYMBOL_PATH` and `env`: its sorted
     /// output lines, its stderr, how long it took.
     fn run(&self, path: Option<&str>, env: &[(&str, &str)]) -> (Vec<String>, String, Duration) {
-        let args = [
-            std::ffi::OsStr::new("-q"),
+        self.dtx(&self.program_args(), path, env)
+    }
+    /// `-q -E trace -n PROGRAM`.
+    fn program_args(&self) -> [&std::ffi::OsStr; 5] {
+        [
+            "-q".as_ref(),
             "-E".as_ref(),
             self.trace.as_os_str(),
             "-n".as_ref(),
             PROGRAM.as_ref(),
-        ];
-        self.dtx(&args, path, env)
+        ]
     }
     fn dtx(
         &self,
