@@ -15,20 +15,15 @@ pub fn kernel_scope(name: &str) -> Option<&str> {
     let i = name.rfind('`')?;
     let scope = name[..i].rsplit('`').next().unwrap_or("");
     let lower = scope.to_ascii_lowercase();
+    // the NT kernel's images (ntoskrnl.exe, ntkrnlmp.exe...) by their stems, as D names them
+    let nt_image = crate::probes::KERNEL_IMAGES
+        .iter()
+        .any(|k| k.strip_suffix(".exe") == Some(lower.as_str()));
     let kernel = lower.is_empty()
+        || nt_image
         || matches!(
             lower.as_str(),
-            "nt" | "ntoskrnl"
-                | "ntkrnlmp"
-                | "ntkrnlpa"
-                | "ntkrpamp"
-                | "hal"
-                | "win32k"
-                | "win32kbase"
-                | "win32kfull"
-                | "vmlinux"
-                | "genunix"
-                | "unix"
+            "nt" | "hal" | "win32k" | "win32kbase" | "win32kfull" | "vmlinux" | "genunix" | "unix"
         )
         || lower.ends_with(".sys");
     kernel.then_some(scope)

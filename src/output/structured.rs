@@ -192,17 +192,7 @@ fn user_key(ty: &str, text: String, addr: u64, pid: u32) -> Json {
 
 /// The aggregating function's name.
 pub fn func_name(v: &AggValue) -> &'static str {
-    match v {
-        AggValue::Count(_) => "count",
-        AggValue::Sum(_) => "sum",
-        AggValue::Avg { .. } => "avg",
-        AggValue::Min(_) => "min",
-        AggValue::Max(_) => "max",
-        AggValue::Stddev { .. } => "stddev",
-        AggValue::Quantize(_) => "quantize",
-        AggValue::Lquantize { .. } => "lquantize",
-        AggValue::Llquantize { .. } => "llquantize",
-    }
+    crate::agg::snapshot::AggView::func_of(v)
 }
 
 /// The function's parameters (`lquantize`'s base, step and levels, `llquantize`'s factor, low,
