@@ -337,14 +337,12 @@ fn run(prog: &str, args: &Args) -> Result<i32, String> {
         0 => Vec::new(),
         _ => traces::expand(&args.etl_files)?,
     };
-    let terminal = std::io::IsTerminal::is_terminal(&std::io::stdout())
-        && std::io::IsTerminal::is_terminal(&std::io::stdin());
+    let stdout_terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let terminal = stdout_terminal && std::io::IsTerminal::is_terminal(&std::io::stdin());
     // printf's string values (a trace's text) reach a terminal escaped; into a pipe or a
     // file, and in structured formats (which escape for themselves), they are as dtrace's
     let text = opts.str_value("oformat").is_none_or(|f| f == "text");
-    crate::output::shown::set_terminal_strings(
-        text && std::io::IsTerminal::is_terminal(&std::io::stdout()),
-    );
+    crate::output::shown::set_terminal_strings(text && stdout_terminal);
     let plan = plan::plan(args, expanded, terminal)?;
     run_plan(prog, args, opts, plan)
 }

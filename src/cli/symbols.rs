@@ -219,7 +219,7 @@ fn print_rows(rows: &[Row], out: &mut String) {
         let n = r.frames.map_or("-".to_string(), |n| n.to_string());
         // a trace's image and PDB names and a server's text are a stranger's: their control
         // characters are escaped before they reach the terminal
-        let shown = crate::symbols::symsrv::guard::shown;
+        let shown = crate::output::shown::shown;
         let _ = writeln!(
             out,
             "{:<28} {:>9}  {:<48}  {}",

@@ -316,10 +316,7 @@ fn print_value(
             c_string(out, sp, n.to_string().as_bytes());
         }
         PrintKind::Cstr | PrintKind::InetAddr => match text(v) {
-            Some(b) if super::shown::terminal_strings() => {
-                c_string(out, sp, &super::shown::terminal_bytes(c_str(b)))
-            }
-            Some(b) => c_string(out, sp, c_str(b)),
+            Some(b) => c_string(out, sp, &super::shown::string_value(c_str(b))),
             None => return Err(FormatError::mismatch()),
         },
         PrintKind::Estr => match text(v) {
@@ -334,7 +331,7 @@ fn print_value(
             // a `wchar_t *` argument, read and converted to UTF-8 by the VM (`wstringof`)
             (Datum::Str(b), _) => {
                 let s = String::from_utf8_lossy(c_str(b));
-                c_wstring(out, sp, &terminal_text(&s))
+                c_wstring(out, sp, &super::shown::string_value_text(&s))
             }
             (_, Some(b)) => {
                 // dtx's wchar_t is Windows' (2 bytes, UTF-16), up to the first NUL
@@ -345,7 +342,7 @@ fn print_value(
                 let s: String = char::decode_utf16(units)
                     .map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER))
                     .collect();
-                c_wstring(out, sp, &terminal_text(&s));
+                c_wstring(out, sp, &super::shown::string_value_text(&s));
             }
             _ => return Err(FormatError::mismatch()),
         },
@@ -437,18 +434,6 @@ fn c_string(out: &mut Vec<u8>, sp: &Spec, s: &[u8]) {
         _ => s,
     };
     field(out, sp, b"", s, false);
-}
-
-/// A wide string value for `%ls`/`%ws`: escaped as [`super::shown::terminal_bytes`] escapes a
-/// byte string when the text goes to a terminal, else as it is.
-fn terminal_text(s: &str) -> std::borrow::Cow<'_, str> {
-    if !super::shown::terminal_strings() {
-        return std::borrow::Cow::Borrowed(s);
-    }
-    match super::shown::terminal_bytes(s.as_bytes()) {
-        std::borrow::Cow::Borrowed(_) => std::borrow::Cow::Borrowed(s),
-        std::borrow::Cow::Owned(b) => String::from_utf8_lossy(&b).into_owned().into(),
-    }
 }
 
 /// C `%ls`: precision limits output bytes without splitting characters.

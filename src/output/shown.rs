@@ -28,6 +28,28 @@ pub fn terminal_strings() -> bool {
     TERMINAL_STRINGS.load(Ordering::Relaxed)
 }
 
+/// A `printf` string value's bytes as they are to be written: [`terminal_bytes`] when the text
+/// goes to a terminal ([`set_terminal_strings`]), else as they are.
+pub fn string_value(b: &[u8]) -> Cow<'_, [u8]> {
+    if terminal_strings() {
+        terminal_bytes(b)
+    } else {
+        Cow::Borrowed(b)
+    }
+}
+
+/// [`string_value`] of a wide string, converted to UTF-8 already. The escapes are ASCII and
+/// replace whole characters, so the text stays UTF-8.
+pub fn string_value_text(s: &str) -> Cow<'_, str> {
+    match string_value(s.as_bytes()) {
+        Cow::Borrowed(_) => Cow::Borrowed(s),
+        Cow::Owned(b) => Cow::Owned(
+            String::from_utf8(b)
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+        ),
+    }
+}
+
 /// `text` with every control character (C0, DEL, C1) written as `\xNN` or `\u{NNNN}`.
 pub fn shown(text: &str) -> Cow<'_, str> {
     if !text.chars().any(char::is_control) {

@@ -96,7 +96,7 @@ pub fn check_reader<R: Read + Seek>(mut r: &mut R, len: u64) -> Result<(), Strin
     Ok(())
 }
 
-fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> Result<usize, String> {
+pub(crate) fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> Result<usize, String> {
     let mut n = 0;
     while n < buf.len() {
         match r.read(&mut buf[n..]) {

@@ -49,14 +49,14 @@ pub fn expand<R: Read + Seek>(mut cab: R, out: &mut dyn Write, max: u64) -> Resu
 fn single_file_at_start<R: Read + Seek>(cab: &mut R) -> Result<(), String> {
     let mut head = [0u8; 32];
     let at = cab.stream_position().map_err(|e| e.to_string())?;
-    let n = read_up_to(cab, &mut head)?;
+    let n = crate::symbols::msf::read_up_to(cab, &mut head)?;
     let mut entry = [0u8; 8];
     let mut got = 0;
     if n == head.len() && &head[..4] == b"MSCF" {
         let files = u64::from(u32::from_le_bytes([head[16], head[17], head[18], head[19]]));
         cab.seek(std::io::SeekFrom::Start(at + files))
             .map_err(|e| e.to_string())?;
-        got = read_up_to(cab, &mut entry)?;
+        got = crate::symbols::msf::read_up_to(cab, &mut entry)?;
     }
     cab.seek(std::io::SeekFrom::Start(at))
         .map_err(|e| e.to_string())?;
@@ -64,19 +64,6 @@ fn single_file_at_start<R: Read + Seek>(cab: &mut R) -> Result<(), String> {
         return Err("a cabinet file whose file does not start its folder: not a .pd_".into());
     }
     Ok(())
-}
-
-fn read_up_to<R: Read>(r: &mut R, buf: &mut [u8]) -> Result<usize, String> {
-    let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e.to_string()),
-        }
-    }
-    Ok(n)
 }
 
 thread_local! {
