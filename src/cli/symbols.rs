@@ -43,10 +43,82 @@ pub fn report(prog: &str, args: &Args) -> Result<i32, String> {
             )
         }
     };
-    let mut out = String::new();
-    print_rows(&rows, &mut out);
+    let json = args
+        .xopts
+        .iter()
+        .rev()
+        .find(|(n, _)| n == "oformat")
+        .and_then(|(_, v)| v.as_deref());
+    let out = match json {
+        None | Some("text") => {
+            let mut out = String::new();
+            print_rows(&rows, &mut out);
+            out
+        }
+        Some(f) if f.starts_with("json") => json_rows(&rows),
+        Some(other) => {
+            return Err(format!(
+                "--symbols: oformat {other}: the report is text or json"
+            ))
+        }
+    };
     print!("{out}");
     Ok(0)
+}
+
+/// The report as one JSON document (`-x oformat=json`), for scripts and `dtx --mcp`'s
+/// `symbols` tool: one object per image, with the same fields as the table's columns and
+/// where its PDB came from as a kind and a path, URL or reason. Strings are JSON-escaped,
+/// so a stranger's names cannot reach a terminal as control characters.
+fn json_rows(rows: &[Row]) -> String {
+    use crate::output::json::Json;
+    let images = rows
+        .iter()
+        .map(|r| {
+            let pdb = r.id.as_ref().map_or(Json::Null, |i| {
+                Json::object([
+                    ("file", Json::str(i.file_name())),
+                    ("key", Json::str(i.store_key())),
+                ])
+            });
+            let origin = match &r.origin {
+                PdbOrigin::Local(p) => Json::object([
+                    ("kind", Json::str("local")),
+                    ("path", Json::str(p.display().to_string())),
+                ]),
+                PdbOrigin::Cache(p) => Json::object([
+                    ("kind", Json::str("cache")),
+                    ("path", Json::str(p.display().to_string())),
+                ]),
+                PdbOrigin::Downloaded(url, p) => Json::object([
+                    ("kind", Json::str("downloaded")),
+                    ("url", Json::str(url.clone())),
+                    ("path", Json::str(p.display().to_string())),
+                ]),
+                PdbOrigin::Missing(why) => Json::object([
+                    ("kind", Json::str("missing")),
+                    ("why", Json::str(why.clone())),
+                ]),
+            };
+            Json::object([
+                ("module", Json::str(r.module.clone())),
+                ("frames", r.frames.map_or(Json::Null, Json::UInt)),
+                ("pdb", pdb),
+                ("origin", origin),
+            ])
+        })
+        .collect();
+    let found = rows
+        .iter()
+        .filter(|r| !matches!(r.origin, PdbOrigin::Missing(_)))
+        .count();
+    let doc = Json::object([
+        ("images", Json::Array(images)),
+        ("with_pdb", Json::UInt(found as u64)),
+    ]);
+    let mut s = doc.to_json_pretty();
+    s.push('\n');
+    s
 }
 
 fn trace_rows(path: &str) -> Result<Vec<Row>, String> {

@@ -325,3 +325,46 @@ fn printf_strings_from_a_trace_are_escaped_on_a_terminal_only() {
     );
     assert!(!text.contains("\x1b]0;pwned"), "{text:?}");
 }
+
+/// `--symbols -x oformat=json` is the table's report as one document: the same images, in
+/// the same order, with the same frame counts and origins.
+#[test]
+fn symbols_report_as_json_is_the_table() {
+    use dtx::output::json::{parse, Json};
+    let text = cli::dtx_ok(&["--symbols", "-E", "demo"]);
+    let doc = parse(cli::dtx_ok(&["--symbols", "-E", "demo", "-x", "oformat=json"]).trim())
+        .expect("one JSON document");
+    let Some(Json::Array(images)) = doc.get("images") else {
+        panic!("no images: {doc:?}")
+    };
+    let rows: Vec<&str> = text
+        .lines()
+        .skip(1)
+        .filter(|l| !l.contains(" images, "))
+        .collect();
+    assert_eq!(rows.len(), images.len(), "{text}");
+    assert!(!images.is_empty());
+    for (line, image) in rows.iter().zip(images) {
+        let Some(Json::Str(module)) = image.get("module") else {
+            panic!("{image:?}")
+        };
+        // a module name may hold blanks ("(no image)"): the frames follow it
+        let rest = line
+            .strip_prefix(module.as_str())
+            .unwrap_or_else(|| panic!("{line} / {module}"));
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let frames = match image.get("frames") {
+            Some(Json::UInt(n)) => n.to_string(),
+            Some(Json::Int(n)) => n.to_string(),
+            _ => "-".into(),
+        };
+        assert_eq!(f[0], frames, "{line}");
+        let Some(Json::Str(kind)) = image.get("origin").and_then(|o| o.get("kind")) else {
+            panic!("{image:?}")
+        };
+        assert!(line.contains(kind.as_str()), "{line} / {kind}");
+    }
+    let (code, _, err) = cli::run(&["--symbols", "-E", "demo", "-x", "oformat=xml"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("the report is text or json"), "{err}");
+}

@@ -64,6 +64,8 @@ async def main():
             out["syntax"] = text(await s.call_tool("run", {"program": "BEGIN\n{\n  x = ;\n}", "trace": "demo"}))
             out["system"] = text(await s.call_tool("run", {"program": "BEGIN { system(\"true\"); exit(0); }", "trace": "demo"}))
             out["probes"] = text(await s.call_tool("list_probes", {"trace": "demo", "match": "sched:::on-cpu"}))
+            out["symbols"] = text(await s.call_tool("symbols", {"trace": "demo"}))
+            out["check"] = text(await s.call_tool("check", {}))
             res = await s.list_resources()
             out["resources"] = [str(x.uri) for x in res.resources]
             first = await s.read_resource(res.resources[0].uri)
@@ -127,7 +129,7 @@ fn mcp_client_runs_d_over_the_demo_trace() {
             _ => "",
         })
         .collect();
-    assert_eq!(tools, ["diff", "list_probes", "run"]);
+    assert_eq!(tools, ["check", "diff", "list_probes", "run", "symbols"]);
 
     // the run's values are the CLI's, key by key
     let run = out.get("run").unwrap();
@@ -203,6 +205,33 @@ fn mcp_client_runs_d_over_the_demo_trace() {
         .map(|a| list(a, "rows").iter().map(|r| int(r.get("value"))).sum())
         .unwrap();
     assert_eq!(int(p.get("fired")), total);
+
+    // symbols: the --symbols report of the trace, image by image as the CLI gives it
+    let sym = out.get("symbols").unwrap();
+    assert_eq!(sym.get("isError"), Some(&Json::Bool(false)), "{sym:?}");
+    let sym = parse(s(sym, "text")).unwrap();
+    let cli = parse(&dtx_ok(&["--symbols", "-E", "demo", "-x", "oformat=json"])).unwrap();
+    assert_eq!(sym, cli, "the tool's report is the CLI's");
+    let images = list(&sym, "images");
+    assert!(
+        images.iter().any(
+            |i| matches!(i.get("frames"), Some(Json::Int(_) | Json::UInt(_)))
+                && int(i.get("frames")) > 0
+        ),
+        "no image with frames among {}",
+        images.len()
+    );
+
+    // check: the --check document, each facility with a result the CLI knows
+    let chk = out.get("check").unwrap();
+    assert_eq!(chk.get("isError"), Some(&Json::Bool(false)), "{chk:?}");
+    let chk = parse(s(chk, "text")).unwrap();
+    let checks = list(&chk, "checks");
+    assert!(checks.len() >= 3, "{checks:?}");
+    for c in checks {
+        assert!(["pass", "fail", "skip"].contains(&s(c, "result")), "{c:?}");
+    }
+    assert!(int(chk.get("status")) >= 0);
 
     // resources: the dscripts library
     let res = list(&out, "resources");

@@ -14,6 +14,7 @@
 //! The tools run D programs through the engine's session handle (`tools.rs`); nothing here
 //! reaches into a source.
 
+mod reports;
 mod tools;
 
 use std::io::{BufRead, Write};

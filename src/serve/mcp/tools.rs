@@ -19,7 +19,7 @@ pub struct ServerOptions {
     pub destructive: bool,
 }
 
-pub const NAMES: &[&str] = &["list_probes", "run", "diff"];
+pub const NAMES: &[&str] = &["list_probes", "run", "diff", "symbols", "check"];
 
 pub const INSTRUCTIONS: &str = "dtx runs DTrace's D language over Windows ETW traces (.etl, \
     also inside .zip) and live. Use list_probes to see what a trace can fire, run to run a D \
@@ -108,6 +108,25 @@ pub fn list() -> Json {
                 &["program", "before", "after"],
             ),
         ),
+        tool(
+            "symbols",
+            "For each image a trace's stacks fall in: its PDB identity, how many frames, and where its PDB came from or why it is missing (dtx --symbols's JSON). Without a trace, on Windows: the running kernel's modules.",
+            schema(
+                &[
+                    ("trace", "string", "a .etl file (or .zip) or 'demo'; absent: the running kernel (Windows)"),
+                    ("seconds", "number", "at most this many seconds, downloads included (default 120)"),
+                ],
+                &[],
+            ),
+        ),
+        tool(
+            "check",
+            "What works on this machine: dtx traces its own workload through the real probes and reports each facility as pass, fail or skip with the reason (dtx --check's JSON). Live facilities need the server to run with the privilege.",
+            schema(
+                &[("seconds", "number", "at most this many seconds (default 180)")],
+                &[],
+            ),
+        ),
     ])
 }
 
@@ -139,6 +158,11 @@ pub fn call(name: &str, args: &Json, opts: &ServerOptions) -> Result<Json, Strin
             Ok(r.json())
         }
         "diff" => diff(args, opts),
+        "symbols" => super::reports::symbols(
+            str_arg(args, "trace"),
+            num_arg(args, "seconds").unwrap_or(120.0),
+        ),
+        "check" => super::reports::check(num_arg(args, "seconds").unwrap_or(180.0)),
         other => Err(format!("Unknown tool: {other}")),
     }
 }
