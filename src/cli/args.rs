@@ -24,7 +24,7 @@
 //! failures with [`crate::lang::options::cmdline_error_message`] (exit status 1).
 //!
 //! dtx additions: `-E file.etl` and `-g` (from the Windows port), `--tui`, `--theme NAME`
-//! (or `--theme=NAME`), `--keys FILE`, `--check`, `--demo`, `--help`.
+//! (or `--theme=NAME`), `--keys FILE`, `--baseline FILE`, `--check`, `--demo`, `--help`.
 
 use std::ffi::{OsStr, OsString};
 use std::fmt;
@@ -167,6 +167,8 @@ pub struct Args {
     pub theme: Option<String>,
     /// `--keys FILE`: the console's key bindings.
     pub keys: Option<String>,
+    /// `--baseline FILE`: results the console compares with.
+    pub baseline: Option<String>,
     /// `-32` / `-64` (last one).
     pub data_model: Option<DataModel>,
     /// `--help`
@@ -380,7 +382,8 @@ pub fn usage_text(prog: &str) -> String {
         "Usage: {prog} [-32|-64] [-aACeFGghHlqSvVwZ] [-b bufsz] [-c cmd] [-D name[=def]]\n\
          \t[-E etlfile] [-I path] [-L path] [-o output] [-p pid] [-s script] [-U name]\n\
          \t[-x opt[=val]] [-X a|c|s|t] [--tui] [--theme name] [--keys file] [--check]\n\
-         \t[--demo] [--symbols] [--version] [--merge [-x opt] [-o output] file.json ...]\n\
+         \t[--baseline file] [--demo] [--symbols] [--version]\n\
+         \t[--merge [-x opt] [-o output] file.json ...]\n\
          \t[--diff before after | --diff -E before -E after -s script] [--mcp [-w]]\n\n\
          \t[-P provider {PREDACT}]\n\
          \t[-m [ provider: ] module {PREDACT}]\n\
@@ -431,6 +434,8 @@ pub fn usage_text(prog: &str) -> String {
          \t--tui          show output in the interactive terminal UI\n\
          \t--theme name   console colour theme: dark, light, high-contrast or a .toml file\n\
          \t--keys file    console key bindings (a keys.toml)\n\
+         \t--baseline f   the console shows each key's change against f (its b key's\n\
+         \t               dtx-baseline.json, or a result saved with -x oformat=json)\n\
          \t--check        check that dtx can trace on this machine (run it first);\n\
          \t               -x oformat=json gives the report as one JSON document\n\
          \t--demo         the console over the trace built into dtx (-E demo):\n\
@@ -532,7 +537,8 @@ pub fn parse(args: &[OsString]) -> Result<Args, UsageError> {
                     ("demo", None) => out.demo = true,
                     ("theme", Some(v)) => out.theme = Some(v),
                     ("keys", Some(v)) => out.keys = Some(v),
-                    (opt @ ("theme" | "keys"), None) => {
+                    ("baseline", Some(v)) => out.baseline = Some(v),
+                    (opt @ ("theme" | "keys" | "baseline"), None) => {
                         optind += 1;
                         let v = match args.get(optind) {
                             Some(v) => lossy(v),
@@ -543,10 +549,10 @@ pub fn parse(args: &[OsString]) -> Result<Args, UsageError> {
                                 ))))
                             }
                         };
-                        if opt == "theme" {
-                            out.theme = Some(v);
-                        } else {
-                            out.keys = Some(v);
+                        match opt {
+                            "theme" => out.theme = Some(v),
+                            "keys" => out.keys = Some(v),
+                            _ => out.baseline = Some(v),
                         }
                     }
                     _ => {

@@ -792,7 +792,32 @@ fn run_console(
         refresh: std::time::Duration::from_millis(250),
         target,
         demo: args.demo && !run,
+        baseline: match &args.baseline {
+            Some(f) => Some(load_baseline(f)?),
+            None => None,
+        },
+        metrics: args
+            .xopts
+            .iter()
+            .rev()
+            .find(|(n, _)| n == "metrics")
+            .and_then(|(_, v)| v.clone()),
     })
+}
+
+/// `--baseline FILE`: the console's `dtx-baseline.json`, or a result saved with `-x
+/// oformat=json` (as `dtx --diff` reads it).
+fn load_baseline(f: &str) -> Result<crate::tui::baseline::Baseline, String> {
+    use crate::tui::baseline::Baseline;
+    let text = std::fs::read_to_string(f)
+        .map_err(|e| format!("--baseline: failed to open {f}: {}", io_reason(&e)))?;
+    if let Some(b) = Baseline::from_json(&text).map_err(|e| format!("--baseline {f}: {e}"))? {
+        return Ok(b);
+    }
+    let doc =
+        crate::output::json::parse(text.trim()).map_err(|e| format!("--baseline {f}: {e}"))?;
+    let views = diff::views_of(f, doc).map_err(|e| format!("--baseline {f}: {e}"))?;
+    Ok(Baseline::of_views(f, &views))
 }
 
 /// `-v`'s stability report of one program (`enabled`: after its "matched" line; else `-e`'s,

@@ -85,6 +85,9 @@ pub(crate) fn plan(args: &Args, traces: Vec<String>, terminal: bool) -> Result<P
     if many && (!args.command.is_empty() || !args.pids.is_empty()) {
         return Err("a trace replay (-E) cannot trace a process (-c/-p)".into());
     }
+    if mode == Mode::Batch && args.baseline.is_some() {
+        return Err("--baseline compares in the console (--tui); on the command line, compare two saved results with dtx --diff before.json after.json".into());
+    }
     let end = if args.list {
         End::List
     } else if args.programs.is_empty() {

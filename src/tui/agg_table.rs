@@ -26,6 +26,8 @@ pub struct TableRow {
     pub rate: f64,
     /// Index of the entry in the view (for its histogram).
     pub entry: usize,
+    /// The change against the console's baseline, when it has this aggregation.
+    pub change: Option<super::baseline::Change>,
 }
 
 pub struct AggTable {
@@ -37,6 +39,10 @@ pub struct AggTable {
     prev_time: Option<u64>,
     history: HashMap<String, VecDeque<u64>>,
     pub selected: usize,
+    /// The baseline has this aggregation: the table shows each row's change against it.
+    pub has_baseline: bool,
+    /// Keys of the baseline this aggregation no longer has.
+    pub gone: usize,
 }
 
 impl Default for AggTable {
@@ -50,6 +56,8 @@ impl Default for AggTable {
             prev_time: None,
             history: HashMap::new(),
             selected: 0,
+            has_baseline: false,
+            gone: 0,
         }
     }
 }
@@ -88,6 +96,7 @@ impl AggTable {
                         0.0
                     },
                     entry: i,
+                    change: None,
                 }
             })
             .collect();

@@ -143,6 +143,9 @@ pub struct App {
     pub export_dir: PathBuf,
     /// When the editor last changed and has not been checked since.
     check_due: Option<Instant>,
+    /// Where the console serves its aggregations as metrics (`-x metrics=`), for the
+    /// status line.
+    pub serving: Option<std::net::SocketAddr>,
 }
 
 impl App {
@@ -168,6 +171,7 @@ impl App {
             script_dir: PathBuf::from("dscripts"),
             target: 0,
             check_due: None,
+            serving: None,
         }
     }
 
@@ -513,9 +517,43 @@ impl App {
             KeyCode::Char('r') => self.results.reverse(),
             KeyCode::Char('e') => self.export(Export::Data),
             KeyCode::Char('g') => self.export(Export::FlameGraph),
+            KeyCode::Char('b') => self.set_baseline(),
+            KeyCode::Char('B') => {
+                self.results.use_baseline(None);
+                self.say("the baseline is dropped", false);
+            }
             KeyCode::Enter | KeyCode::Char(' ') => self.results.toggle(),
             KeyCode::Char('?') => self.overlay = Some(Overlay::Help),
             _ => {}
+        }
+    }
+
+    /// `b`: the results shown become the baseline, and are saved as `dtx-baseline.json` in
+    /// the working directory (`--baseline` loads it again).
+    pub fn set_baseline(&mut self) {
+        let label = format!("run #{}", self.results.generation);
+        let Some(b) = self.results.set_baseline(label) else {
+            self.say("no results yet to keep as the baseline", true);
+            return;
+        };
+        let path = self.export_dir.join("dtx-baseline.json");
+        let text = b.to_json();
+        let label = b.label.clone();
+        match std::fs::write(&path, text) {
+            Ok(()) => self.say(
+                format!(
+                    "baseline: {label} (saved as {}; B drops it)",
+                    path.display()
+                ),
+                false,
+            ),
+            Err(e) => self.say(
+                format!(
+                    "baseline: {label}; it could not be saved as {}: {e}",
+                    path.display()
+                ),
+                true,
+            ),
         }
     }
 

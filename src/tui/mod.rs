@@ -4,6 +4,7 @@
 
 pub mod agg_table;
 pub mod app;
+pub mod baseline;
 pub mod compile;
 pub mod dashboards;
 pub mod editor;
@@ -33,7 +34,7 @@ use crossterm::terminal::{
 use ratatui::backend::{Backend, CrosstermBackend};
 use ratatui::Terminal;
 
-use crate::engine::session::{Session, SessionSource, Status};
+use crate::engine::session::{Command, Session, SessionSource, Status};
 use crate::probes::Catalog;
 use app::App;
 
@@ -55,6 +56,11 @@ pub struct ConsoleOptions {
     /// `dtx --demo` with no script: the demo's dashboard ([`dashboards::DEMO`]) runs, and the
     /// aggregations pane has the keys, its stack view one key (→) from the first table.
     pub demo: bool,
+    /// `-x metrics=HOST:PORT`: the console serves the aggregations of what it runs, as the
+    /// exporter does (src/serve/metrics), and says where in its status line.
+    pub metrics: Option<String>,
+    /// `--baseline FILE`: results to compare with from the start.
+    pub baseline: Option<baseline::Baseline>,
 }
 
 /// The console's keys file when `--keys` is not given: `$XDG_CONFIG_HOME/dtx/keys.toml`.
@@ -157,7 +163,15 @@ pub fn run(mut opts: ConsoleOptions) -> Result<i32, String> {
     }
     // dtx's stderr lines (errors on enabled probes, drops, the sources' notes) show in the
     // output pane while the console has the screen; what is left is written after it
+    // bound before a session starts: a taken port is an error before anything is traced
+    let exporter = match &opts.metrics {
+        Some(bind) => Some(crate::serve::metrics::Exporter::start(bind)?),
+        None => None,
+    };
     let _held = crate::output::stderr::capture();
+    if let Some(e) = &exporter {
+        crate::output::stderr::write(&e.notice());
+    }
     let (session, target) = match opts.target.take() {
         Some(t) => {
             Session::start_with_target(opts.source.clone(), opts.catalog.clone(), opts.refresh, t)?
@@ -168,13 +182,18 @@ pub fn run(mut opts: ConsoleOptions) -> Result<i32, String> {
         ),
     };
     let mut app = build_app(&opts, target)?;
+    app.serving = exporter.as_ref().map(|e| e.addr());
+    if let Some(b) = opts.baseline.take() {
+        app.say(format!("comparing with the baseline {}", b.label), false);
+        app.results.use_baseline(Some(b));
+    }
     // over a trace, count what each probe fires in the background for the browser
     let counts = match &opts.source {
         SessionSource::Trace { path, etw } => Some(spawn_counts(path.clone(), etw.clone())),
         SessionSource::Timers | SessionSource::Etw(_) => None,
     };
     let mut terminal = enter().map_err(|e| format!("cannot start the console: {e}"))?;
-    let result = event_loop(&mut terminal, &mut app, &session, counts);
+    let result = event_loop(&mut terminal, &mut app, &session, counts, exporter.as_ref());
     let _ = app.editor.autosave_now();
     leave();
     drop(session);
@@ -237,6 +256,7 @@ pub fn event_loop<B: Backend>(
     app: &mut App,
     session: &Session,
     mut counts: Option<mpsc::Receiver<HashMap<u64, u64>>>,
+    exporter: Option<&crate::serve::metrics::Exporter>,
 ) -> Result<(), String>
 where
     B::Error: std::fmt::Display,
@@ -244,10 +264,19 @@ where
     let mut dirty = true;
     let mut last_draw = Instant::now();
     loop {
-        for c in app.outbox.drain(..) {
+        let outbox: Vec<Command> = app.outbox.drain(..).collect();
+        for c in outbox {
+            if let (Some(e), Command::Run { program, .. }) = (exporter, &c) {
+                if let Err(m) = e.program(program) {
+                    app.say(format!("metrics: {m}"), true);
+                }
+            }
             session.send(c);
         }
         for u in session.poll() {
+            if let Some(e) = exporter {
+                e.observe(&u);
+            }
             app.on_update(u);
             dirty = true;
         }

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use super::agg_table::AggTable;
+use super::baseline::Baseline;
 use super::stack_tree::StackTree;
 use crate::agg::snapshot::{AggView, Snapshot};
 
@@ -19,6 +20,8 @@ pub struct Results {
     pub stale: bool,
     awaited: u64,
     pub time_ns: u64,
+    /// Results kept aside to compare with (`b`; `--baseline FILE`).
+    pub baseline: Option<Baseline>,
 }
 
 impl Results {
@@ -57,6 +60,39 @@ impl Results {
         self.time_ns = s.time_ns;
         self.views = s.aggs;
         self.current = self.current.min(self.views.len().saturating_sub(1));
+        self.apply_baseline();
+    }
+
+    /// Keeps the results shown as the baseline; `None` when there are none yet.
+    pub fn set_baseline(&mut self, label: String) -> Option<&Baseline> {
+        if self.views.is_empty() {
+            return None;
+        }
+        self.baseline = Some(Baseline::of_views(label, &self.views));
+        self.apply_baseline();
+        self.baseline.as_ref()
+    }
+
+    /// Compares with a baseline from elsewhere (a file), or with none.
+    pub fn use_baseline(&mut self, b: Option<Baseline>) {
+        self.baseline = b;
+        self.apply_baseline();
+    }
+
+    /// Each table row's change against the baseline.
+    fn apply_baseline(&mut self) {
+        let b = self.baseline.as_ref();
+        for v in &self.views {
+            let Some(t) = self.tables.get_mut(&v.name) else {
+                continue;
+            };
+            t.has_baseline = b.is_some_and(|b| b.has(&v.name));
+            t.gone = b.map_or(0, |b| b.gone(&v.name, v));
+            for r in &mut t.rows {
+                r.change =
+                    b.and_then(|b| v.rows.get(r.entry).and_then(|row| b.change(&v.name, row)));
+            }
+        }
     }
 
     pub fn current_view(&self) -> Option<&AggView> {
@@ -145,5 +181,28 @@ mod tests {
         // a late snapshot of the old program is ignored
         r.update(snap(1, &[("a", 9)]));
         assert_eq!(r.tables["@"].rows[0].keys[0], "b");
+    }
+
+    #[test]
+    fn a_baseline_gives_each_row_its_change_across_a_rerun() {
+        use crate::tui::baseline::Change;
+        let mut r = Results::default();
+        assert!(r.set_baseline("nothing".into()).is_none());
+        r.update(snap(1, &[("a", 4), ("b", 2)]));
+        assert!(r.set_baseline("run #1".into()).is_some());
+        assert!(r.tables["@"]
+            .rows
+            .iter()
+            .all(|row| row.change == Some(Change::By(0))));
+        r.expect_generation(2);
+        r.update(snap(2, &[("a", 10), ("c", 1)]));
+        let t = &r.tables["@"];
+        assert!(t.has_baseline);
+        assert_eq!(t.gone, 1, "b is gone");
+        let by_key = |k: &str| t.rows.iter().find(|row| row.keys[0] == k).unwrap().change;
+        assert_eq!(by_key("a"), Some(Change::By(6)));
+        assert_eq!(by_key("c"), Some(Change::New));
+        r.use_baseline(None);
+        assert!(r.tables["@"].rows.iter().all(|row| row.change.is_none()));
     }
 }

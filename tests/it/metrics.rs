@@ -543,6 +543,26 @@ fn metrics_a_fault_in_a_clause_loses_no_aggregation() {
     assert!(errors.get("").is_some_and(|&e| e > 0.0), "{body}");
 }
 
+#[test]
+fn metrics_a_drop_loses_no_aggregation() {
+    // a dynamic variable space too small for one key per firing: most stores drop
+    let prog = "sched:::on-cpu { seen[tid, timestamp] = 1; @c = count(); }";
+    let args = ["-q", "-x", "dynvarsize=4k", "-E", "demo", "-n", prog];
+    let printed = dtx(&args);
+    let out = String::from_utf8_lossy(&printed.stdout);
+    let want: f64 = out.trim().parse().expect("printa's count");
+    let said = String::from_utf8_lossy(&printed.stderr);
+    assert!(
+        said.contains("dynamic variable drops"),
+        "the run drops: {said}"
+    );
+    let ex = Exporter::start(&args);
+    let (_, _, body) = get(&ex.addr, "/metrics", None);
+    assert_eq!(samples(&body, "dtx_c_total").get(""), Some(&want), "{body}");
+    let drops = samples(&body, "dtx_metrics_drops_total");
+    assert!(drops.get("").is_some_and(|&d| d > 0.0), "{body}");
+}
+
 /// Live on Linux: the test's own getppid() calls, counted by perf events and served as they
 /// happen.
 #[cfg(target_os = "linux")]

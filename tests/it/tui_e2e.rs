@@ -388,3 +388,198 @@ fn a_fault_in_a_clause_shows_in_the_output_pane() {
     assert_eq!(screen.matches(fault).count(), 1, "{screen}");
     quit(&mut s);
 }
+
+/// `-x metrics=` with the console: it serves the aggregations of what it runs, says where in
+/// its status line, and a scrape gives what the batch command line prints; a re-run (F5)
+/// serves the new run's values under the same names.
+#[test]
+fn console_serves_its_aggregations_as_metrics() {
+    use std::collections::BTreeMap;
+    use std::io::{Read, Write};
+    let program = "sched:::on-cpu { @oncpu[execname] = count(); }";
+    let printed = cli::dtx_ok(&["-q", "-E", "demo", "-n", program]);
+    let want: BTreeMap<String, f64> = printed
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let (k, v) = l.trim().rsplit_once(char::is_whitespace).unwrap();
+            (k.trim().to_string(), v.parse().unwrap())
+        })
+        .collect();
+    assert!(want.len() > 10, "{want:?}");
+    let state = tempfile::tempdir().unwrap();
+    let state_dir = state.path().to_string_lossy().into_owned();
+    let mut s = PtySession::spawn(
+        env!("CARGO_BIN_EXE_dtx"),
+        &[
+            "--tui",
+            "-E",
+            "demo",
+            "-x",
+            "metrics=127.0.0.1:0",
+            "-n",
+            program,
+        ],
+        &[
+            ("XDG_STATE_HOME", &state_dir),
+            ("XDG_CONFIG_HOME", &state_dir),
+        ],
+        250,
+        40,
+    );
+    let scrape = |screen: &str| -> BTreeMap<String, f64> {
+        let at = screen
+            .find("metrics http://")
+            .expect("the status line names the address")
+            + "metrics http://".len();
+        let addr = &screen[at..at + screen[at..].find("/metrics").unwrap()];
+        let mut c = std::net::TcpStream::connect(addr).expect("connect");
+        c.set_read_timeout(Some(Duration::from_secs(20))).ok();
+        write!(c, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+        let mut body = String::new();
+        c.read_to_string(&mut body).unwrap();
+        assert!(body.starts_with("HTTP/1.1 200"), "{body}");
+        body.lines()
+            .filter_map(|l| l.strip_prefix("dtx_oncpu_total{key1=\""))
+            .map(|l| {
+                let (k, v) = l.split_once("\"} ").unwrap();
+                (
+                    k.replace("\\\"", "\"").replace("\\\\", "\\"),
+                    v.parse().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let screen = s.wait_for("the run and the address", Duration::from_secs(60), |t| {
+        t.contains("metrics http://127.0.0.1:") && t.contains("ended 0")
+    });
+    assert!(screen.contains("run #1"), "{screen}");
+    assert_eq!(scrape(&screen), want);
+    s.send(F5);
+    let screen = s.wait_for("the re-run", Duration::from_secs(60), |t| {
+        t.contains("run #2") && t.contains("ended 0")
+    });
+    // the run's last snapshot reaches the exporter with its end: a moment after the screen
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut got = scrape(&screen);
+    while got != want && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        got = scrape(&screen);
+    }
+    assert_eq!(got, want, "after the re-run");
+    quit(&mut s);
+}
+
+/// The words of the aggregation table's first data row.
+fn top_words(screen: &str) -> Vec<String> {
+    screen_top(screen)
+        .map(|row| {
+            row.split(|c: char| c.is_whitespace() || c == '│' || c == '┃')
+                .filter(|w| !w.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `b` keeps the results as the baseline and saves it; after a re-run (F5) the table has a
+/// `vs base` column, each row unchanged (`=`) over the same trace; the saved file holds them.
+#[test]
+fn console_baseline_set_rerun_and_saved() {
+    let program = "sched:::on-cpu { @[execname] = count(); }";
+    let (k, v) = batch_top("demo", program);
+    let dir = tempfile::tempdir().unwrap();
+    let state_dir = dir.path().to_string_lossy().into_owned();
+    let mut s = PtySession::spawn_in(
+        env!("CARGO_BIN_EXE_dtx"),
+        &["--tui", "-E", "demo", "-n", program],
+        &[
+            ("XDG_STATE_HOME", &state_dir),
+            ("XDG_CONFIG_HOME", &state_dir),
+        ],
+        dir.path(),
+        200,
+        40,
+    );
+    s.wait_for("the run", Duration::from_secs(60), |t| {
+        row_matches(t, &k, &v) && t.contains("ended 0")
+    });
+    s.send("\x1bOS"); // F4: the aggregations
+    s.send("b");
+    s.wait_for("the baseline set", Duration::from_secs(10), |t| {
+        t.contains("baseline: run #1")
+    });
+    s.send(F5);
+    let screen = s.wait_for(
+        "the re-run against the baseline",
+        Duration::from_secs(60),
+        |t| t.contains("run #2") && t.contains("ended 0") && t.contains("vs base"),
+    );
+    let words = top_words(&screen);
+    assert!(
+        words
+            .windows(3)
+            .any(|w| w[0] == k && w[1] == v && w[2] == "="),
+        "{words:?}\n{screen}"
+    );
+    quit(&mut s);
+    let saved = std::fs::read_to_string(dir.path().join("dtx-baseline.json")).unwrap();
+    let b = dtx::tui::baseline::Baseline::from_json(&saved)
+        .unwrap()
+        .expect("a baseline file");
+    assert_eq!(b.label, "run #1");
+    assert!(saved.contains(&format!("\"value\": {v}")), "{saved}");
+}
+
+/// `--baseline FILE` with a result saved by the command line (`-x oformat=json`): the table
+/// shows each key's change against it from the first run, as the two batch runs differ.
+#[test]
+fn console_baseline_from_a_saved_result() {
+    let before = "sched:::on-cpu /cpu == 0/ { @[execname] = count(); }";
+    let after = "sched:::on-cpu { @[execname] = count(); }";
+    let dir = tempfile::tempdir().unwrap();
+    let saved = dir.path().join("before.json");
+    let json = cli::dtx_ok(&["-q", "-x", "oformat=json", "-E", "demo", "-n", before]);
+    std::fs::write(&saved, json).unwrap();
+    let printed = cli::dtx_ok(&["-q", "-E", "demo", "-n", before]);
+    let (k, v) = batch_top("demo", after);
+    let then: Option<i64> = printed.lines().find_map(|l| {
+        let (key, n) = l.trim().rsplit_once(char::is_whitespace)?;
+        (key.trim() == k).then(|| n.parse().ok())?
+    });
+    let want = match then {
+        Some(t) if v.parse::<i64>().unwrap() == t => "=".to_string(),
+        Some(t) => format!("{:+}", v.parse::<i64>().unwrap() - t),
+        None => "new".to_string(),
+    };
+    let state_dir = dir.path().to_string_lossy().into_owned();
+    let saved_s = saved.to_string_lossy().into_owned();
+    let mut s = PtySession::spawn_in(
+        env!("CARGO_BIN_EXE_dtx"),
+        &["--tui", "-E", "demo", "--baseline", &saved_s, "-n", after],
+        &[
+            ("XDG_STATE_HOME", &state_dir),
+            ("XDG_CONFIG_HOME", &state_dir),
+        ],
+        dir.path(),
+        200,
+        40,
+    );
+    let screen = s.wait_for(
+        "the run against the saved result",
+        Duration::from_secs(60),
+        |t| row_matches(t, &k, &v) && t.contains("ended 0") && t.contains("vs base"),
+    );
+    let words = top_words(&screen);
+    assert!(
+        words
+            .windows(3)
+            .any(|w| w[0] == k && w[1] == v && w[2] == want),
+        "{k} {v} {want}: {words:?}\n{screen}"
+    );
+    quit(&mut s);
+    // a baseline is the console's: the command line says where to compare instead
+    let (code, _, err) = cli::run(&["-q", "-E", "demo", "--baseline", &saved_s, "-n", after]);
+    assert_ne!(code, 0);
+    assert!(err.contains("dtx --diff"), "{err}");
+}

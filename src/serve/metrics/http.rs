@@ -27,7 +27,9 @@ pub struct Latest {
 
 /// The state scrapes share.
 pub struct Shared {
-    pub config: Config,
+    /// The metrics of the program whose aggregations `latest` holds (the console swaps both
+    /// at a re-run).
+    pub config: Mutex<Arc<Config>>,
     pub latest: Mutex<Latest>,
     pub dropped: Mutex<Dropped>,
     pub scrapes: std::sync::atomic::AtomicU64,
@@ -234,15 +236,15 @@ fn respond(
 /// Writes the exposition for `format` now, and notes its cost for the next one.
 pub fn exposition(shared: &Shared, format: Format) -> String {
     let start = Instant::now();
-    let (aggs, own) = match shared.latest.lock() {
-        Ok(l) => (l.aggs.clone(), l.own.clone()),
-        Err(e) => {
-            let l = e.into_inner();
-            (l.aggs.clone(), l.own.clone())
-        }
+    // the program's metrics and its aggregations are taken together, under `latest`'s lock,
+    // so that a re-run in the console never pairs one program's values with another's names
+    let (aggs, own, config) = {
+        let l = shared.latest.lock().unwrap_or_else(|e| e.into_inner());
+        let c = shared.config.lock().unwrap_or_else(|e| e.into_inner());
+        (l.aggs.clone(), l.own.clone(), c.clone())
     };
     let mut dropped = shared.dropped.lock().unwrap_or_else(|e| e.into_inner());
-    let text = expose::encode(format, &shared.config, &aggs, &own, &mut dropped);
+    let text = expose::encode(format, &config, &aggs, &own, &mut dropped);
     drop(dropped);
     let cost = start.elapsed().as_secs_f64();
     if let Ok(mut l) = shared.latest.lock() {

@@ -33,29 +33,106 @@ pub struct Options {
     pub interrupted: Arc<AtomicBool>,
 }
 
+/// A server of one console's or one run's aggregations: bound at [`Exporter::start`], fed the
+/// session's updates as they arrive ([`Exporter::observe`]), told of each program that runs
+/// ([`Exporter::program`]). Dropping it stops serving.
+pub struct Exporter {
+    shared: Arc<http::Shared>,
+    server: http::Server,
+    /// The generation of the snapshots served, and the metrics of the program that runs next.
+    next: Mutex<(u64, Option<Arc<Config>>)>,
+}
+
+impl Exporter {
+    /// Binds `bind` (`-x metrics=`'s value) before anything is traced: a taken port is an
+    /// error now. No program yet: `/metrics` serves dtx's own metrics alone.
+    pub fn start(bind: &str) -> Result<Exporter, String> {
+        let addr = http::parse_bind(bind)?;
+        let empty = Config::new(&crate::ir::Program::default(), &Default::default())?;
+        let shared = Arc::new(http::Shared {
+            config: Mutex::new(Arc::new(empty)),
+            latest: Mutex::new(http::Latest::default()),
+            dropped: Mutex::new(Default::default()),
+            scrapes: Default::default(),
+        });
+        let server = http::Server::start(addr, shared.clone())?;
+        Ok(Exporter {
+            shared,
+            server,
+            next: Mutex::new((0, None)),
+        })
+    }
+
+    /// Where it serves.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.server.addr
+    }
+
+    /// The line a user reads about it: the URL, and what serving beyond loopback exposes.
+    pub fn notice(&self) -> String {
+        let mut s = format!("dtx: serving metrics on http://{}/metrics\n", self.addr());
+        if !self.addr().ip().is_loopback() {
+            s.push_str(&format!(
+                "dtx: note: {} is reachable from other machines: anyone who can connect reads every aggregation (docs/metrics.md)\n",
+                self.addr().ip()
+            ));
+        }
+        s
+    }
+
+    /// A program is about to run: its metrics replace the last program's with its first
+    /// snapshot (an older run's late snapshots are not served under the new names).
+    pub fn program(&self, spec: &ProgramSpec) -> Result<(), String> {
+        let config = Config::new(&spec.program, &spec.options)?;
+        if let Ok(mut n) = self.next.lock() {
+            n.1 = Some(Arc::new(config));
+        }
+        Ok(())
+    }
+
+    /// Takes what the session said: snapshots and the run's own counters.
+    pub fn observe(&self, u: &Update) {
+        match u {
+            Update::Snapshot(s) => self.snapshot(s.generation, s.aggs.clone()),
+            Update::Status(st) => self.status(st),
+            Update::Output(_) | Update::Error(_) => {}
+        }
+    }
+
+    fn snapshot(&self, generation: u64, aggs: Vec<crate::agg::snapshot::AggView>) {
+        let Ok(mut n) = self.next.lock() else { return };
+        if generation < n.0 {
+            return;
+        }
+        let mut latest = self.shared.latest.lock().unwrap_or_else(|e| e.into_inner());
+        if generation > n.0 {
+            let Some(config) = n.1.take() else {
+                // a run this exporter was not told of: nothing to name its values by
+                return;
+            };
+            n.0 = generation;
+            *self.shared.config.lock().unwrap_or_else(|e| e.into_inner()) = config;
+        }
+        latest.aggs = Arc::new(aggs);
+    }
+
+    fn status(&self, st: &crate::engine::session::Status) {
+        if let Ok(mut l) = self.shared.latest.lock() {
+            l.own.events = st.events;
+            l.own.firings = st.firings;
+            l.own.drops = st.drops;
+            l.own.errors = st.errors;
+            l.own.lost = st.lost;
+        }
+    }
+}
+
 /// Runs the exporter until the program ends (live: `exit()`; its exit status) or, over a
 /// trace, until interrupted: the values stay as they stood at the trace's end.
 pub fn run(o: Options) -> Result<i32, String> {
-    let config = Config::new(&o.program.program, &o.program.options)?;
-    let addr = http::parse_bind(&o.bind)?;
-    let shared = Arc::new(http::Shared {
-        config,
-        latest: Mutex::new(http::Latest::default()),
-        dropped: Mutex::new(Default::default()),
-        scrapes: Default::default(),
-    });
-    // bound before anything is traced: a taken port is an error now
-    let server = http::Server::start(addr, shared.clone())?;
-    crate::output::stderr::write(&format!(
-        "dtx: serving metrics on http://{}/metrics\n",
-        server.addr
-    ));
-    if !server.addr.ip().is_loopback() {
-        crate::output::stderr::write(&format!(
-            "dtx: note: {} is reachable from other machines: anyone who can connect reads every aggregation (docs/metrics.md)\n",
-            server.addr.ip()
-        ));
-    }
+    let exporter = Exporter::start(&o.bind)?;
+    exporter.program(&o.program)?;
+    crate::output::stderr::write(&exporter.notice());
     let over_trace = matches!(o.source, SessionSource::Trace { .. });
     let session = Session::start(o.source, o.catalog, REFRESH);
     if !session.send(Command::Run {
@@ -78,19 +155,9 @@ pub fn run(o: Options) -> Result<i32, String> {
                 let _ = stdout.write_all(text.as_bytes());
                 let _ = stdout.flush();
             }
-            Update::Snapshot(s) => {
-                if let Ok(mut l) = shared.latest.lock() {
-                    l.aggs = Arc::new(s.aggs);
-                }
-            }
+            Update::Snapshot(s) => exporter.snapshot(s.generation, s.aggs),
             Update::Status(st) => {
-                if let Ok(mut l) = shared.latest.lock() {
-                    l.own.events = st.events;
-                    l.own.firings = st.firings;
-                    l.own.drops = st.drops;
-                    l.own.errors = st.errors;
-                    l.own.lost = st.lost;
-                }
+                exporter.status(&st);
                 if let RunState::Ended(code) = st.state {
                     if ended.is_none() {
                         ended = Some(code);
@@ -133,6 +200,6 @@ pub fn run(o: Options) -> Result<i32, String> {
         }
     }
     let _ = stdout.flush();
-    drop(server);
+    drop(exporter);
     Ok(ended.unwrap_or(0))
 }

@@ -41,6 +41,11 @@ pub const PANE_KEYS: &[(&str, &str, &str)] = &[
         "select a row (its histogram)",
     ),
     ("Aggregations", "s / r", "sort by the next column / reverse"),
+    (
+        "Aggregations",
+        "b / B",
+        "keep these results as the baseline (saved) / drop it",
+    ),
     ("Aggregations", "Enter", "open or close a stack frame"),
     ("Output", "Up Down PgUp PgDn Home End", "scroll"),
     ("Output", "/ then n", "search back / next match"),

@@ -13,6 +13,7 @@ use crate::agg::snapshot::AggView;
 use crate::agg::AggValue;
 use crate::tui::agg_table::{AggTable, SortBy};
 use crate::tui::app::{App, Focus};
+use crate::tui::baseline::Change;
 use crate::tui::scroll::first_visible;
 use crate::tui::stack_tree::StackTree;
 use crate::tui::theme::Theme;
@@ -98,8 +99,9 @@ fn draw_table(
 ) {
     let w = area.width as usize;
     let value_w = 12usize;
-    let extra_w = if extras && w >= 70 {
-        10 + 10 + 1 + 16
+    let base_w = if table.has_baseline { 11 } else { 0 };
+    let extra_w = if extras && w >= 70 + base_w {
+        10 + 10 + 1 + 16 + base_w
     } else {
         0
     };
@@ -124,6 +126,9 @@ fn draw_table(
         format!("{func}{}", sort_mark(table, SortBy::Value))
     ));
     if extra_w > 0 {
+        if base_w > 0 {
+            head.push_str(&format!("{:>11}", "vs base"));
+        }
         head.push_str(&format!(
             "{:>10}{:>10} {}",
             format!("Δ{}", sort_mark(table, SortBy::Delta)),
@@ -153,6 +158,20 @@ fn draw_table(
             Style::default().fg(t.text)
         };
         let mut spans = vec![Span::styled(s, style)];
+        if extra_w > 0 && base_w > 0 {
+            // grew: the error colour, as a differential flame graph's red; shrank: the accent
+            let (text, colour) = match row.change {
+                Some(Change::By(0)) => ("=".to_string(), t.dim),
+                Some(Change::By(d)) if d > 0 => (format!("{d:+}"), t.error),
+                Some(Change::By(d)) => (format!("{d:+}"), t.accent),
+                Some(Change::New) => ("new".to_string(), t.error),
+                None => (String::new(), t.dim),
+            };
+            spans.push(Span::styled(
+                format!("{text:>11}"),
+                Style::default().fg(colour),
+            ));
+        }
         if extra_w > 0 {
             let delta = if row.delta == 0 {
                 String::new()
@@ -185,6 +204,16 @@ fn draw_table(
     }
     if table.rows.is_empty() {
         lines.push(Line::from(Span::styled("(empty)", t.dimmed())));
+    }
+    if table.gone > 0 && lines.len() < area.height as usize {
+        lines.push(Line::from(Span::styled(
+            format!(
+                "({} key{} of the baseline gone)",
+                table.gone,
+                if table.gone == 1 { "" } else { "s" }
+            ),
+            t.dimmed(),
+        )));
     }
     f.render_widget(Paragraph::new(lines).style(t.base()), area);
 }

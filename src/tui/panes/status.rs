@@ -1,5 +1,6 @@
 //! The status line: program state, source and position in the trace, speed, events/s,
-//! firings/s, drops, errors, the progress of symbol downloads, and the latest message.
+//! firings/s, drops, errors, where the metrics are served, the progress of symbol downloads,
+//! and the latest message.
 
 use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
@@ -70,6 +71,10 @@ pub fn text(app: &App) -> (String, String) {
         s.drops,
         s.errors,
     ));
+    // the console's aggregations served to Prometheus (`-x metrics=`)
+    if let Some(addr) = app.serving {
+        rest.push_str(&format!("│ metrics http://{addr}/metrics "));
+    }
     // long work of the run's own: symbol downloads (src/symbols/symsrv/progress.rs)
     if let Some(p) = crate::output::stderr::status_text() {
         rest.push_str(&format!("│ {} ", fit(p.trim_start_matches("dtx: "), 48)));
