@@ -5,7 +5,8 @@
 #   - unwind.exe with -O2 -fomit-frame-pointer (ustack() needs .pdata/.xdata unwinding);
 #   - pidwin_pdb.exe: pidwin.c built by clang + lld with a PDB, stripped of its COFF symbols
 #     (names come from pidwin_pdb.pdb only; its debug record names C:\build\pidwin_pdb.pdb), when
-#     clang and lld are installed (else the PDB tests skip).
+#     clang and lld are installed (else the PDB tests skip);
+#   - shapes_pdb.exe: shapes.c built the same way, whose types the PDB types test reads.
 #
 #   scripts/pid-windows-fixtures.sh DIR
 #
@@ -40,6 +41,9 @@ if command -v clang >/dev/null && command -v ld.lld >/dev/null; then
     clang --target=x86_64-w64-mingw32 -O1 -g -gcodeview -fuse-ld=lld -L"$libgcc" \
         -Wl,--pdb="$DIR/pidwin_pdb.pdb" '-Wl,-Xlink=-pdbaltpath:C:\build\pidwin_pdb.pdb' -s \
         -o "$DIR/pidwin_pdb.exe" "$ROOT/tests/pid_windows/pidwin.c"
+    # the PDB types test's program (tests/it/pid/windows.rs): its types come from its PDB
+    clang --target=x86_64-w64-mingw32 -O1 -g -gcodeview -fuse-ld=lld -L"$libgcc" \
+        -Wl,--pdb="$DIR/shapes_pdb.pdb" -o "$DIR/shapes_pdb.exe" "$ROOT/tests/pid_windows/shapes.c"
 else
     echo "pid-windows-fixtures: clang/lld missing: no pidwin_pdb.exe (the PDB tests will skip)" >&2
 fi

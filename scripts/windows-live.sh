@@ -14,6 +14,7 @@
 #   flamegraph.stacks, flamegraph.stderr the flamegraph line over dtx's own busy loop
 #   small.etl, etl-record.stderr         a short live run logged with `-E small.etl`
 #   etl-readback.txt                     that file read back with `-E`
+#   lkd.stdout, lkd.stderr               `lkd()` taking one live kernel memory dump (then removed)
 #   summary.txt                          what passed, what failed, what was skipped and why
 # Exit status: 0 when every step that could run passed; 1 when one failed. When live ETW
 # cannot run here (`dtx --check` exits 3: not elevated, or Wine) the live steps are skipped
@@ -80,7 +81,23 @@ else
     fail "-E small.etl was not recorded ($(head -c 300 "$OUT/etl-record.stderr"))"
 fi
 
-# 4. nothing left behind
+# 4. lkd(): one live kernel memory dump with its path said (SeDebugPrivilege, which an elevated
+#    runner has); the file is checked, then removed (it is as large as the kernel's memory in use)
+if "${DTX[@]}" -q -w -n 'BEGIN { lkd(0); exit(0); }' >"$OUT/lkd.stdout" 2>"$OUT/lkd.stderr"; then
+    dump=$(sed -n 's/^.*lkd(): live kernel memory dump written to //p' "$OUT/lkd.stderr" | tr -d '\r' | head -n 1)
+    local_dump=$dump
+    if [ -n "$dump" ] && command -v cygpath >/dev/null; then local_dump=$(cygpath -u "$dump"); fi
+    if [ -n "$dump" ] && [ -s "$local_dump" ]; then
+        note "lkd(): $(wc -c <"$local_dump") bytes written to $dump"
+        rm -f "$local_dump"
+    else
+        fail "lkd(): no dump file ($(head -c 300 "$OUT/lkd.stderr"))"
+    fi
+else
+    fail "lkd(): dtx exited with $? ($(head -c 300 "$OUT/lkd.stderr"))"
+fi
+
+# 5. nothing left behind
 sessions "$OUT/logman-after.txt"
 if grep -qi 'dtx-' "$OUT/logman-after.txt"; then
     fail "dtx sessions left: $(grep -i 'dtx-' "$OUT/logman-after.txt" | tr -s ' ' | tr '\n' ';')"

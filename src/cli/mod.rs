@@ -498,6 +498,11 @@ fn run_plan(prog: &str, args: &Args, mut opts: DOptions, plan: plan::Plan) -> Re
         None
     };
     let target_pid = target.as_ref().map_or(0, |t| t.pid as u64);
+    // the target's own types (its PDB): pid`NAME, and pid probes' args[] from prototypes
+    let target_types = target
+        .as_ref()
+        .and_then(|t| t.exe())
+        .and_then(|exe| crate::symbols::pdb_types::for_image(std::path::Path::new(&exe)));
     catalog.add(Box::new(pid_provider.clone()));
     catalog.add(Box::new(pid_provider.fpid()));
     let model = plan.model;
@@ -539,7 +544,7 @@ fn run_plan(prog: &str, args: &Args, mut opts: DOptions, plan: plan::Plan) -> Re
             file_name: &p.file_name,
             model,
         };
-        match lang::compile(input, &mut opts, &catalog) {
+        match lang::compile_with_types(input, &mut opts, &catalog, target_types.clone()) {
             Ok(c) => {
                 if args.disasm || opts.verbose() {
                     let _ = write!(std::io::stderr(), "{}", crate::ir::disasm::program(&c.ir));
@@ -620,6 +625,15 @@ fn run_plan(prog: &str, args: &Args, mut opts: DOptions, plan: plan::Plan) -> Re
         let irs: Vec<&crate::ir::Program> = compiled.iter().map(|c| &c.ir).collect();
         let names: Vec<String> = programs.iter().map(|p| p.file_name.clone()).collect();
         enabling::check(&opts, &irs, &names)?;
+    }
+    // lkd() live: the privilege the dump needs, before anything is traced
+    let lkd = |c: &crate::lang::CompiledProgram| {
+        c.ir.actions()
+            .iter()
+            .any(|a| matches!(a.kind, crate::ir::ActionKind::Lkd))
+    };
+    if trace.is_none() && many.is_none() && compiled.iter().any(lkd) {
+        crate::output::live_dump::check_privilege()?;
     }
     // -x metrics=HOST:PORT: the exporter serves the program's aggregations (src/serve)
     if let Some(bind) = opts.str_value("metrics").map(str::to_string) {

@@ -40,6 +40,13 @@ fn kill(pid: u32) {
 #[cfg(not(any(target_os = "linux", windows)))]
 fn kill(_pid: u32) {}
 
+impl Target {
+    /// The path of the target's executable, when its module list gives it.
+    pub fn exe(&self) -> Option<String> {
+        self.process.as_ref()?.maps().map(|(_, exe)| exe)
+    }
+}
+
 /// The command line's `-c cmd` or `-p pid`, checked.
 pub fn request(args: &Args) -> Result<Option<TargetRequest>, String> {
     if args.command.len() + args.pids.len() > 1 {

@@ -124,6 +124,8 @@ pub struct Consumer {
     etw: crate::output::etw_writer::EtwWriter,
     /// Set once stderr has said why `etw_trace()` events are not written.
     etw_warned: bool,
+    /// `lkd()`'s dumps: each call site's last, or why none is taken.
+    dumps: crate::output::live_dump::LiveDumps,
     /// The file `freopen()` sent the output to; `None` while it goes to the consumer's own
     /// output.
     redirect: Option<std::fs::File>,
@@ -218,6 +220,7 @@ impl Consumer {
             doc_items: 0,
             etw: crate::output::etw_writer::EtwWriter::new(),
             etw_warned: false,
+            dumps: crate::output::live_dump::LiveDumps::new(),
             redirect: None,
             pending: Vec::new(),
             last_switch: None,
@@ -524,7 +527,7 @@ impl Consumer {
                         self.setopt_record(values, *epid, probes.get(&cur_probe));
                         continue;
                     }
-                    self.library_action(vm, &a.kind, values, *epid, probes.get(&cur_probe));
+                    self.library_action(vm, a, values, *epid, probes.get(&cur_probe));
                 }
                 Record::Exit(code) => self.exit_code = Some(*code),
             }
@@ -581,11 +584,12 @@ impl Consumer {
     fn library_action(
         &mut self,
         vm: &mut Vm,
-        kind: &ActionKind,
+        action: &crate::ir::Action,
         values: &[Datum],
         epid: u32,
         probe: Option<&ProbeInfo>,
     ) {
+        let kind = &action.kind;
         let int = |i: usize| match values.get(i) {
             Some(Datum::Int { value, .. }) => Some(*value),
             _ => None,
@@ -614,6 +618,7 @@ impl Consumer {
                 ),
             },
             ActionKind::EtwTrace(def) => self.etw_trace(def, values),
+            ActionKind::Lkd => self.lkd((program_key(vm), action.id)),
             ActionKind::Freopen(f) => self.freopen(f, values, epid, probe),
             ActionKind::Clear(a) => vm.aggs.clear(*a),
             ActionKind::Trunc(a) => vm.aggs.trunc(*a, int(0), &*self.symbols),
@@ -692,6 +697,32 @@ impl Consumer {
             let _ = self.sink().flush();
             crate::output::stderr::say(&self.opts.prog, format_args!("etw_trace(): {why}"));
         }
+    }
+
+    /// `lkd()`: a live kernel memory dump, its path said; where none can be taken, why, once
+    /// (output/live_dump.rs).
+    fn lkd(&mut self, site: (usize, u32)) {
+        use crate::output::live_dump::Outcome;
+        self.write_buf();
+        let _ = self.sink().flush();
+        let line = match self.dumps.fire(site, std::time::Instant::now()) {
+            Outcome::Taken(path) => {
+                format!(
+                    "lkd(): live kernel memory dump written to {}",
+                    path.display()
+                )
+            }
+            Outcome::Unavailable(Some(why))
+            | Outcome::Limited(Some(why))
+            | Outcome::Failed(why) => why,
+            Outcome::Unavailable(None) | Outcome::Limited(None) => return,
+        };
+        crate::output::stderr::say(&self.opts.prog, line);
+    }
+
+    /// The run is over a trace: `lkd()` takes no dump.
+    pub fn over_trace(&mut self) {
+        self.dumps.over_trace();
     }
 
     /// End of the run: dtrace's final newline, then every non-empty aggregation not yet printed

@@ -424,6 +424,7 @@ impl Engine {
         }
         self.trace_time = Some(0);
         self.trace_wall_start = wall_start;
+        self.consumer.over_trace();
     }
 
     /// Shares another engine's interrupt flag: Ctrl-C then ends both.

@@ -311,6 +311,8 @@ pub enum ActionKind {
     Chill,
     Breakpoint,
     Panic,
+    /// `lkd()`: a live kernel memory dump (Windows live; elsewhere a notice).
+    Lkd,
     Copyout,
     Copyoutstr,
     /// `etw_trace()`: the event it writes; `args` are the level, the keyword and the values of

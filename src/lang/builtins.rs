@@ -149,6 +149,8 @@ pub mod act {
     pub const PRINT: u32 = BASE + 29;
     /// `etw_trace()` of Microsoft's DTrace for Windows.
     pub const ETW_TRACE: u32 = BASE + 30;
+    /// `lkd()` of Microsoft's DTrace for Windows: a live kernel memory dump.
+    pub const LKD: u32 = BASE + 31;
 }
 
 /// Aggregating function numbers (`DTRACEAGG_*`).
@@ -553,6 +555,11 @@ pub const BUILTINS: &[Builtin] = &[
     ),
     action("jstack", act::JSTACK, "stack(...)", "1.0"),
     dlib("lgrp", NO_ID, "lgrp_id_t"),
+    // Microsoft's scripts call lkd(0) and lkd(1); the argument is accepted and every value
+    // takes the same dump (output/live_dump.rs)
+    action("lkd", act::LKD, "void([int])", "1.0")
+        .with_origin(Origin::Windows)
+        .destructive(),
     aggf(
         "llquantize",
         agg::LLQUANTIZE,
@@ -1037,11 +1044,6 @@ pub fn microsoft_only(name: &str) -> Option<&'static str> {
             "irql is Microsoft's DTrace variable for the processor's interrupt request level \
              when the probe fired: ETW records do not carry the IRQL, so dtx cannot give it"
         }
-        "lkd" => {
-            "lkd() is Microsoft's DTrace action that writes a live kernel memory dump: dtx \
-             reads ETW events and cannot take a kernel dump (Task Manager's \"Create live \
-             kernel memory dump file\" can)"
-        }
         "memref" => {
             "memref() is the DTrace (Microsoft's, FreeBSD's) subroutine that pairs an address \
              with a size for printm(): dtx has neither; tracemem(addr, size) prints the same \
@@ -1157,13 +1159,14 @@ mod tests {
             "breakpoint",
             "panic",
             "freopen",
+            "lkd",
         ] {
             assert!(lookup(name).unwrap().destructive, "{name}");
         }
         for name in ["printf", "trace", "copyin", "exit", "ftruncate", "uregs"] {
             assert!(!lookup(name).unwrap().destructive, "{name}");
         }
-        assert_eq!(BUILTINS.iter().filter(|b| b.destructive).count(), 9);
+        assert_eq!(BUILTINS.iter().filter(|b| b.destructive).count(), 10);
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub mod options;
 pub mod parser;
 pub mod pragma;
 pub mod stability;
+pub mod target_types;
 pub mod token;
 pub mod types;
 
@@ -80,16 +81,27 @@ pub fn compile(
     opts: &mut DOptions,
     catalog: &dyn ProbeCatalog,
 ) -> DResult<CompiledProgram> {
+    compile_with_types(input, opts, catalog, None)
+}
+
+/// [`compile`], with the target's own types (its PDB) for ``pid`NAME`` and the `pid`
+/// probes' `args[]`.
+pub fn compile_with_types(
+    input: CompileInput<'_>,
+    opts: &mut DOptions,
+    catalog: &dyn ProbeCatalog,
+    target_types: Option<std::sync::Arc<dyn target_types::TargetTypes>>,
+) -> DResult<CompiledProgram> {
     // The passes recurse over the tree; run them on a thread with a large stack.
     let catalog: &(dyn ProbeCatalog + Sync) = match as_sync(catalog) {
         Some(c) => c,
-        None => return compile_here(input, opts, catalog),
+        None => return compile_here(input, opts, catalog, target_types),
     };
     std::thread::scope(|s| {
         let h = std::thread::Builder::new()
             .name("dtx-compile".into())
             .stack_size(COMPILER_STACK)
-            .spawn_scoped(s, move || compile_here(input, opts, catalog));
+            .spawn_scoped(s, move || compile_here(input, opts, catalog, target_types));
         match h {
             Ok(h) => h
                 .join()
@@ -108,6 +120,7 @@ fn compile_here(
     input: CompileInput<'_>,
     opts: &mut DOptions,
     catalog: &dyn ProbeCatalog,
+    target_types: Option<std::sync::Arc<dyn target_types::TargetTypes>>,
 ) -> DResult<CompiledProgram> {
     let preprocessed;
     let text = match &input.cpp {
@@ -124,6 +137,7 @@ fn compile_here(
     type_names.extend(lib.types.defined_tags());
     let mut checker = check::Checker::new(TypeTable::new(input.model), opts.clone(), catalog);
     lib.install(&mut checker);
+    checker.target_types = target_types.clone();
     // Declarations are checked as they are parsed (a later syntax error does not hide an
     // earlier declaration error, as in DTrace); clauses are checked after the whole parse.
     let (program, pragmas, used, end_line) = {
@@ -135,6 +149,7 @@ fn compile_here(
         let mut parser =
             parser::Parser::new(text, input.kind, input.macros.clone()).with_pragma_hook(hook);
         parser.type_names = type_names;
+        parser.target_types = target_types;
         parser.library_tags = checker.types.library_tag_names().into_iter().collect();
         let mut items = Vec::new();
         while let Some(item) = parser.next_item()? {

@@ -130,6 +130,9 @@ pub struct TypeTable {
     kernel: std::ops::Range<TypeId>,
     /// Other types that stand for the kernel's (base.d's `struct thread`, for `kthread_t`).
     kernel_more: Vec<TypeId>,
+    /// The types imported from the target's debug information (`lang::target_types`), by
+    /// their index there: each is added once, so that two names of one type are one type.
+    pub imported: HashMap<u32, TypeId>,
     pub model: DataModel,
     pub void: TypeId,
     pub int: TypeId,
@@ -159,6 +162,7 @@ impl TypeTable {
             library: Scope::default(),
             kernel: 0..0,
             kernel_more: Vec::new(),
+            imported: HashMap::new(),
             model,
             void: 0,
             int: 0,

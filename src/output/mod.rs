@@ -7,6 +7,7 @@ pub mod flow;
 pub mod folded;
 pub mod json;
 pub mod labelled;
+pub mod live_dump;
 pub mod localtime;
 pub mod memory;
 pub mod messages;

@@ -13,6 +13,7 @@ pub mod managed;
 pub mod maps;
 pub mod msf;
 pub mod pdb;
+pub mod pdb_types;
 pub mod pe;
 pub mod r2r;
 pub mod symsrv;

@@ -100,6 +100,7 @@ fn action_records(a: &crate::ir::Action, strsize: usize) -> Vec<usize> {
         | ActionKind::Chill
         | ActionKind::Breakpoint
         | ActionKind::Panic
+        | ActionKind::Lkd
         | ActionKind::Copyout
         | ActionKind::Copyoutstr
         | ActionKind::Aggregate { .. } => Vec::new(),

@@ -599,7 +599,8 @@ impl Vm {
             | ActionKind::Stop
             | ActionKind::Chill
             | ActionKind::Breakpoint
-            | ActionKind::Panic => {
+            | ActionKind::Panic
+            | ActionKind::Lkd => {
                 let values = self.data(a, cx)?;
                 self.emit(Record::Lib {
                     action: a.id,

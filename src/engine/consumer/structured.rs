@@ -131,9 +131,9 @@ impl Consumer {
                         }
                         // folded output is of the aggregations' final state
                         ActionKind::Printa { .. } => {}
-                        kind => {
+                        _ => {
                             let probe = open.as_ref().and_then(|o| probes.get(&o.probe));
-                            self.library_action(vm, kind, values, *epid, probe)
+                            self.library_action(vm, a, values, *epid, probe)
                         }
                     }
                 }

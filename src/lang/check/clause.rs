@@ -26,6 +26,9 @@ impl Checker<'_> {
         let mut no_args = !c.probes.is_empty();
         // every probe matched gives args[] no types (none matched: not known)
         let mut untyped = None;
+        // every probe matched is the `pid` entry of this one function, whose args[] the
+        // target's prototype can type
+        let mut pid_entry: Option<Option<String>> = None;
         self.probe_args_desc = None;
         for p in &c.probes {
             let (desc, line) = self.probe_desc(p)?;
@@ -53,6 +56,14 @@ impl Checker<'_> {
             for m in matched {
                 no_args &= m.provider == "dtrace" && (m.name == "BEGIN" || m.name == "END");
                 untyped = Some(untyped.unwrap_or(true) && m.arg_types.is_empty());
+                let entry =
+                    (m.provider.starts_with("pid") && m.name == "entry" && m.arg_types.is_empty())
+                        .then(|| m.function.clone());
+                pid_entry = Some(match pid_entry {
+                    None => entry,
+                    Some(prev) if prev == entry => prev,
+                    Some(_) => None,
+                });
                 let these = (m.arg_types.clone(), m.arg_native.clone());
                 if first {
                     arg_types = Some(these);
@@ -81,6 +92,12 @@ impl Checker<'_> {
         self.probe_args_untyped = untyped == Some(true);
         self.probe_args =
             arg_types.map(|(v, _)| v.iter().map(|t| self.type_from_text(t)).collect());
+        if let (Some(Some(func)), Some(t)) = (pid_entry, self.target_types.clone()) {
+            if let Some(params) = t.params(&func, &mut self.types) {
+                self.probe_args = Some(params);
+                self.probe_args_untyped = false;
+            }
+        }
         Ok(())
     }
 

@@ -105,19 +105,21 @@ impl Checker<'_> {
                 }
                 match other {
                     BaseSpec::String => self.types.string,
-                    BaseSpec::Named(n) => match self.types.lookup(n) {
-                        Some(t) => t,
-                        None => {
-                            let why = crate::lang::kernel::kernel_scope(n)
-                                .map(|_| crate::lang::kernel::why("a kernel type"))
-                                .unwrap_or_default();
-                            return Err(derr(
-                                "D_TYPE_ERR",
-                                line,
-                                format!("failed to resolve type {n}: Unknown type name{why}"),
-                            ));
+                    BaseSpec::Named(n) => {
+                        match self.target_type(n).or_else(|| self.types.lookup(n)) {
+                            Some(t) => t,
+                            None => {
+                                let why = crate::lang::kernel::kernel_scope(n)
+                                    .map(|_| crate::lang::kernel::why("a kernel type"))
+                                    .unwrap_or_default();
+                                return Err(derr(
+                                    "D_TYPE_ERR",
+                                    line,
+                                    format!("failed to resolve type {n}: Unknown type name{why}"),
+                                ));
+                            }
                         }
-                    },
+                    }
                     BaseSpec::Sou {
                         kind,
                         name,

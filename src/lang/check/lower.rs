@@ -434,6 +434,7 @@ impl Checker<'_> {
             "chill" => ActionKind::Chill,
             "breakpoint" => ActionKind::Breakpoint,
             "panic" => ActionKind::Panic,
+            "lkd" => ActionKind::Lkd,
             other => {
                 return Err(derr(
                     "D_UNKNOWN",

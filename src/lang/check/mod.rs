@@ -81,6 +81,9 @@ pub struct Checker<'a> {
     /// The options in force (refreshed as `#pragma D option` lines are read).
     pub opts: DOptions,
     pub catalog: &'a dyn ProbeCatalog,
+    /// The target's own types (its PDB): what ``pid`NAME`` names, and `pid` probes'
+    /// `args[]` from their functions' prototypes.
+    pub target_types: Option<std::sync::Arc<dyn crate::lang::target_types::TargetTypes>>,
     pub globals: HashMap<String, VarInfo>,
     pub thread_vars: HashMap<String, VarInfo>,
     pub clause_vars: HashMap<String, VarInfo>,
@@ -122,6 +125,7 @@ impl<'a> Checker<'a> {
             types,
             opts,
             catalog,
+            target_types: None,
             globals: HashMap::new(),
             thread_vars: HashMap::new(),
             clause_vars: HashMap::new(),
@@ -141,6 +145,13 @@ impl<'a> Checker<'a> {
             uses_destructive: false,
             kernel_tags: Default::default(),
         }
+    }
+
+    /// A ``pid`NAME`` type of the target's debug information, imported into the table.
+    pub(crate) fn target_type(&mut self, name: &str) -> Option<TypeId> {
+        let base = crate::lang::target_types::pid_scoped(name)?;
+        let t = self.target_types.clone()?;
+        t.import(base, &mut self.types)
     }
 
     pub(crate) fn new_var_id(&mut self) -> u32 {

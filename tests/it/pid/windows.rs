@@ -632,3 +632,46 @@ fn win3_wow64_process_is_refused_by_pid_and_fpid_p() {
     let st = child.wait().unwrap();
     assert_eq!(st.code(), Some(7));
 }
+
+/// The target's own types from its PDB (issue 43): `args[0]` of a `pid` entry probe typed from
+/// the function's prototype, so that `print(*args[0])` prints the struct as dtrace prints
+/// CTF-typed data (the PDB's layout, its typedef names, bit-fields with their widths), and a
+/// `(userland pid`SHAPE *)` cast of `arg0` reading the same members.
+#[test]
+fn pdb_types_type_args_and_casts() {
+    let Some(dir) = fixtures() else { return };
+    let exe = dir.join("shapes_pdb.exe");
+    if !exe.is_file() || !dir.join("shapes_pdb.pdb").is_file() {
+        eprintln!(
+            "skipping PDB types test: {} was not built (clang and lld are needed)",
+            exe.display()
+        );
+        return;
+    }
+    let script = "pid$target:a.out:area:entry { print(*args[0]); printf(\"\\n\");
+            s = (userland pid`SHAPE *)arg0;
+            printf(\"id %d count %d kind %d flag %d colour %d name %s\\n\", s->id, s->count,
+                s->kind, s->flag, s->colour, stringof(s->name)); }";
+    let out = dtx(&["-q", "-n", script, "-c", &exe.display().to_string()]);
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{se}");
+    assert!(
+        so.contains("id 7 count 9 kind 5 flag 1 colour 40 name box\n"),
+        "{so}{se}"
+    );
+    for line in [
+        "struct _SHAPE {",
+        "    int id = 0x7",
+        "    long count = 0x9",
+        "    struct _INNER inner = {",
+        "        short a = 0x3",
+        "    unsigned int flag :1 = 0x1",
+        "    unsigned int kind :3 = 0x5",
+        "    enum _COLOUR colour = BLUE",
+    ] {
+        assert!(
+            so.lines().any(|l| l == line),
+            "no line {line:?} in:\n{so}{se}"
+        );
+    }
+}
