@@ -77,6 +77,8 @@ pub const PSEUDO_MAP_FD: u8 = 1;
 pub mod helper {
     pub const MAP_LOOKUP_ELEM: i32 = 1;
     pub const MAP_UPDATE_ELEM: i32 = 2;
+    pub const MAP_DELETE_ELEM: i32 = 3;
+    pub const KTIME_GET_NS: i32 = 5;
     pub const GET_SMP_PROCESSOR_ID: i32 = 8;
     pub const GET_CURRENT_PID_TGID: i32 = 14;
     pub const GET_CURRENT_COMM: i32 = 16;

@@ -4,6 +4,15 @@
 //! value it cannot give exactly as the VM gives it (a load from memory, a string, a division
 //! that could fault): such a clause stays in user space.
 //!
+//! Thread-locals (`self->x` holding an integer) live in one hash map per D program, keyed by
+//! `[thread, variable id]` as the VM keys them (the tid; an idle CPU's thread by its CPU), an
+//! assignment of 0 deleting the entry as DTrace frees it; a clause in the kernel shares them
+//! with the program's other kernel clauses only (`plan` keeps every clause that names a
+//! variable on the same side). `timestamp` is `bpf_ktime_get_ns()`, `CLOCK_MONOTONIC`: the
+//! clock the perf source's records carry, moved by the same offset to the engine's clock.
+//! Quantizations compute the bucket index in the program, as `agg::quantize` does, and count
+//! into one entry per bucket (`maps`).
+//!
 //! The program's context is the raw record of `raw_syscalls:sys_enter` (`id`, `args[6]`) or
 //! `raw_syscalls:sys_exit` (`id`, `ret`), at the offsets of the tracepoint's format. Values
 //! are computed in `r0`, with temporaries on the stack (helpers clobber `r1`-`r5`); `r6` keeps
@@ -12,8 +21,8 @@
 //! per-CPU maps that user space folds together.
 
 use super::asm::{helper, insn, op, reg, Asm, Insn};
-use super::maps::{value_words, KeyPart};
-use crate::ir::{AggFunc, BinOp, CmpKind, CmpOp, Node};
+use super::maps::{is_quantization, kernel_func, parts_bytes, value_words, KeyPart};
+use crate::ir::{AggFunc, BinOp, CmpKind, CmpOp, LValue, Node, Scope, ValKind};
 use crate::lang::builtins::var;
 
 /// Where the tracepoint's record keeps what the program reads.
@@ -32,13 +41,24 @@ pub const RAW_SYSCALLS: Layout = Layout {
     data_off: 16,
 };
 
-/// One aggregating statement of a kernel clause: `@agg[keys] = func(value)`.
+/// One aggregating statement of a kernel clause: `@agg[keys] = func(value)`, `incr` the
+/// quantizations' increment (none: 1).
 #[derive(Clone, Debug)]
 pub struct KernelAgg {
     pub agg: u32,
     pub func: AggFunc,
     pub keys: Vec<KeyPart>,
     pub value: Option<Node>,
+    pub incr: Option<Node>,
+}
+
+/// A statement of a kernel clause, in the clause's order.
+#[derive(Clone, Debug)]
+pub enum KernelStmt {
+    /// The aggregation `aggs[i]`.
+    Agg(usize),
+    /// An assignment to a thread-local (`self->x = v`, `self->x++`).
+    Eval(Node),
 }
 
 /// A clause (on the entries, or on the returns, of some system calls) as the kernel runs it.
@@ -52,6 +72,7 @@ pub struct KernelClause {
     pub ranges: Vec<(u16, u16)>,
     pub predicate: Option<Node>,
     pub aggs: Vec<KernelAgg>,
+    pub body: Vec<KernelStmt>,
 }
 
 /// Temporaries: 16 slots of 8 bytes below the frame pointer.
@@ -63,13 +84,26 @@ pub const MAX_KEY_BYTES: usize = 64;
 const KEY_AT: i16 = VALUE_AT - MAX_KEY_BYTES as i16;
 /// A fresh entry's words, below the key (at most 1 + 2 words for count..avg).
 const INIT_AT: i16 = KEY_AT - 8 * 8;
+/// A thread-local's key `[thread, id]`, below the fresh entry.
+const TLS_AT: i16 = INIT_AT - 16;
+/// A quantization's increment.
+const INCR_AT: i16 = TLS_AT - 8;
+/// The drop counters' indexes: aggregations, dynamic variables.
+pub const AGG_DROPS: i32 = 0;
+pub const DYN_DROPS: i32 = 1;
+/// The thread key of an idle CPU's thread (`vm::IDLE_THREAD_KEY`, the VM's).
+const IDLE_THREAD_KEY: i64 = 1 << 48;
 
 /// What the generated code of a clause needs of the loader: the descriptor of each
-/// aggregation's map (in the order of [`KernelClause::aggs`]) and of the drop counter (a
-/// one-entry per-CPU array of one u64), and what the program returns.
+/// aggregation's map (in the order of [`KernelClause::aggs`]), of the drop counters (a
+/// two-entry per-CPU array of u64: [`AGG_DROPS`], [`DYN_DROPS`]) and of the program's
+/// thread-locals (a hash of `[thread, id]` to a u64), the engine's clock minus
+/// `CLOCK_MONOTONIC`, and what the program returns.
 pub struct MapFds<'a> {
     pub aggs: &'a [i32],
     pub drops: i32,
+    pub tls: i32,
+    pub clock_offset: i64,
     /// Whether the tracepoint's perf samples are kept: the programs of a tracepoint decide
     /// for every perf event on it (all must return non-zero), so a program returns 1 where
     /// user space also reads the tracepoint's records, 0 where nothing else does.
@@ -105,8 +139,14 @@ pub fn compile(c: &KernelClause, layout: Layout, maps: &MapFds<'_>) -> Result<Ve
         g.expr(p, 0)?;
         g.a.jump_imm(op::JEQ, reg::R0, 0, skip);
     }
-    for (i, agg) in c.aggs.iter().enumerate() {
-        g.aggregate(agg, maps.aggs[i])?;
+    for s in &c.body {
+        match s {
+            KernelStmt::Agg(i) => {
+                let agg = c.aggs.get(*i).ok_or("no such aggregation")?;
+                g.aggregate(agg, maps.aggs[*i])?;
+            }
+            KernelStmt::Eval(n) => g.statement(n)?,
+        }
     }
     g.a.bind(skip);
     g.a.exit_with(i32::from(maps.samples));
@@ -285,6 +325,11 @@ impl Gen<'_> {
                 self.expr(x, depth)?;
                 self.expr(y, depth)?;
             }
+            Node::Var {
+                id,
+                scope: Scope::Thread,
+                kind: ValKind::Int { .. },
+            } => self.read_tls(*id),
             other => return Err(describe(other)),
         }
         Ok(())
@@ -345,6 +390,13 @@ impl Gen<'_> {
                 self.a.mov_imm(R0, 0);
                 self.a.bind(done);
             }
+            var::TIMESTAMP => {
+                self.a.call(helper::KTIME_GET_NS);
+                if self.maps.clock_offset != 0 {
+                    self.a.mov_imm(reg::R1, self.maps.clock_offset);
+                    self.a.alu_reg(op::ADD, R0, reg::R1);
+                }
+            }
             var::UID | var::GID => {
                 return Err(format!(
                     "`{name}`: the perf source reads no credentials, and the kernel's would differ"
@@ -362,12 +414,20 @@ impl Gen<'_> {
     fn aggregate(&mut self, g: &KernelAgg, fd: i32) -> Result<(), String> {
         use reg::{FP, R0, R1, R2, R3, R4};
         let words = value_words(g.func).ok_or_else(|| format!("{:?} in the kernel", g.func))?;
+        let quantized = is_quantization(g.func);
         match &g.value {
             Some(v) => self.expr(v, 0)?,
             None => self.a.mov_imm(R0, 0),
         }
         self.a.store(FP, VALUE_AT, R0);
-        let key_bytes = super::maps::key_bytes(&g.keys);
+        if quantized {
+            match &g.incr {
+                Some(v) => self.expr(v, 0)?,
+                None => self.a.mov_imm(R0, 1),
+            }
+            self.a.store(FP, INCR_AT, R0);
+        }
+        let key_bytes = super::maps::key_bytes(&g.keys, g.func);
         if key_bytes > MAX_KEY_BYTES {
             return Err(format!("a key of {key_bytes} bytes"));
         }
@@ -395,13 +455,22 @@ impl Gen<'_> {
             }
             at += k.bytes() as i16;
         }
+        if quantized {
+            // the bucket's index ends the key; the entry sums the increments
+            self.a.load(R0, FP, VALUE_AT);
+            self.bucket(g.func)?;
+            self.a.store(FP, KEY_AT + parts_bytes(&g.keys) as i16, R0);
+            self.a.load(R0, FP, INCR_AT);
+            self.a.store(FP, VALUE_AT, R0);
+        }
+        let func = kernel_func(g.func);
         let (have, done, dropped) = (self.a.label(), self.a.label(), self.a.label());
         self.lookup(fd);
         self.a.jump_imm(op::JNE, R0, 0, have);
         // a new entry: [1, the function applied to its initial words]
         self.a.load(R1, FP, VALUE_AT);
         self.a.push(insn(op::ST_DW, FP, 0, INIT_AT, 1));
-        match g.func {
+        match func {
             AggFunc::Count => self.a.push(insn(op::ST_DW, FP, 0, INIT_AT + 8, 1)),
             AggFunc::Sum | AggFunc::Min | AggFunc::Max => self.a.store(FP, INIT_AT + 8, R1),
             AggFunc::Avg => {
@@ -423,12 +492,12 @@ impl Gen<'_> {
         self.a.bind(have);
         self.a.load(R1, FP, VALUE_AT);
         self.a.load(R2, R0, 8);
-        match g.func {
+        match func {
             AggFunc::Count => self.a.alu_imm(op::ADD, R2, 1),
             AggFunc::Sum => self.a.alu_reg(op::ADD, R2, R1),
             AggFunc::Min | AggFunc::Max => {
                 let keep = self.a.label();
-                let jop = if g.func == AggFunc::Min {
+                let jop = if func == AggFunc::Min {
                     op::JSLE
                 } else {
                     op::JSGE
@@ -451,7 +520,7 @@ impl Gen<'_> {
         self.a.store(R0, 0, R1);
         self.a.goto(done);
         self.a.bind(dropped);
-        self.count_drop();
+        self.count_drop(AGG_DROPS);
         self.a.bind(done);
         debug_assert!(words <= 3);
         Ok(())
@@ -469,11 +538,11 @@ impl Gen<'_> {
         self.a.call(helper::MAP_LOOKUP_ELEM);
     }
 
-    /// `drops[0] += 1` (this CPU's counter).
-    fn count_drop(&mut self) {
+    /// `drops[index] += 1` (this CPU's counter).
+    fn count_drop(&mut self, index: i32) {
         use reg::{FP, R0, R1, R2};
         let none = self.a.label();
-        self.a.push(insn(op::ST_W, FP, 0, INIT_AT, 0));
+        self.a.push(insn(op::ST_W, FP, 0, INIT_AT, index));
         self.a.extend(super::asm::load_map(R1, self.maps.drops));
         self.a.push(insn(op::MOV64_REG, R2, FP, 0, 0));
         self.a.alu_imm(op::ADD, R2, i32::from(INIT_AT));
@@ -486,15 +555,253 @@ impl Gen<'_> {
     }
 }
 
+impl Gen<'_> {
+    /// A statement: an assignment to (or `++`/`--` of) an integer thread-local.
+    fn statement(&mut self, n: &Node) -> Result<(), String> {
+        let tls = |t: &LValue| match t {
+            LValue::Var {
+                id,
+                scope: Scope::Thread,
+                kind: ValKind::Int { .. },
+            } => Some(*id),
+            _ => None,
+        };
+        match n {
+            Node::Assign { target, value } => {
+                let id =
+                    tls(target).ok_or("a statement assigning to other than an integer `self->`")?;
+                self.expr(value, 0)?;
+                self.write_tls(id)
+            }
+            Node::IncDec { target, delta, .. } => {
+                let id =
+                    tls(target).ok_or("a statement `++`/`--` of other than an integer `self->`")?;
+                self.read_tls(id);
+                self.a.mov_imm(reg::R1, *delta);
+                self.a.alu_reg(op::ADD, reg::R0, reg::R1);
+                self.write_tls(id)
+            }
+            _ => Err("a statement other than an aggregation or a `self->` assignment".into()),
+        }
+    }
+
+    /// The key `[thread, id]` of thread-local `id` at [`TLS_AT`]: the thread is the VM's
+    /// thread key (the tid, or for an idle CPU's thread that CPU's key).
+    fn tls_key(&mut self, id: u32) {
+        use reg::{FP, R0, R1};
+        let have = self.a.label();
+        self.a.call(helper::GET_CURRENT_PID_TGID);
+        self.a.alu_imm(op::LSH, R0, 32);
+        self.a.alu_imm(op::RSH, R0, 32);
+        self.a.jump_imm(op::JNE, R0, 0, have);
+        self.a.call(helper::GET_SMP_PROCESSOR_ID);
+        self.a.alu_imm(op::LSH, R0, 32);
+        self.a.alu_imm(op::RSH, R0, 32);
+        self.a.mov_imm(R1, IDLE_THREAD_KEY);
+        self.a.alu_reg(op::OR, R0, R1);
+        self.a.bind(have);
+        self.a.store(FP, TLS_AT, R0);
+        self.a.mov_imm(R1, i64::from(id));
+        self.a.store(FP, TLS_AT + 8, R1);
+    }
+
+    /// `r0 = self->x` (0 when it has no value).
+    fn read_tls(&mut self, id: u32) {
+        use reg::{FP, R0, R1, R2};
+        let (none, done) = (self.a.label(), self.a.label());
+        self.tls_key(id);
+        self.a.extend(super::asm::load_map(R1, self.maps.tls));
+        self.a.push(insn(op::MOV64_REG, R2, FP, 0, 0));
+        self.a.alu_imm(op::ADD, R2, i32::from(TLS_AT));
+        self.a.call(helper::MAP_LOOKUP_ELEM);
+        self.a.jump_imm(op::JEQ, R0, 0, none);
+        self.a.load(R0, R0, 0);
+        self.a.goto(done);
+        self.a.bind(none);
+        self.a.mov_imm(R0, 0);
+        self.a.bind(done);
+    }
+
+    /// `self->x = r0`: 0 deletes the variable (DTrace frees a dynamic variable assigned 0);
+    /// a full map counts a dynamic variable drop. Leaves the value in `r0`.
+    fn write_tls(&mut self, id: u32) -> Result<(), String> {
+        use reg::{FP, R0, R1, R2, R3, R4};
+        let (free, done) = (self.a.label(), self.a.label());
+        self.a.store(FP, VALUE_AT, R0);
+        self.tls_key(id);
+        self.a.extend(super::asm::load_map(R1, self.maps.tls));
+        self.a.push(insn(op::MOV64_REG, R2, FP, 0, 0));
+        self.a.alu_imm(op::ADD, R2, i32::from(TLS_AT));
+        self.a.load(R3, FP, VALUE_AT);
+        self.a.jump_imm(op::JEQ, R3, 0, free);
+        self.a.push(insn(op::MOV64_REG, R3, FP, 0, 0));
+        self.a.alu_imm(op::ADD, R3, i32::from(VALUE_AT));
+        self.a.mov_imm(R4, 0); // BPF_ANY
+        self.a.call(helper::MAP_UPDATE_ELEM);
+        self.a.jump_imm(op::JEQ, R0, 0, done);
+        self.count_drop(DYN_DROPS);
+        self.a.goto(done);
+        self.a.bind(free);
+        self.a.call(helper::MAP_DELETE_ELEM);
+        self.a.bind(done);
+        self.a.load(R0, FP, VALUE_AT);
+        Ok(())
+    }
+
+    /// `r0` = the bucket of the value in `r0` for quantization `f`, as `agg::quantize`
+    /// indexes it (`llquantize()`'s index before `agg` clamps it to its last bucket).
+    /// Clobbers `r1`, `r2`.
+    fn bucket(&mut self, f: AggFunc) -> Result<(), String> {
+        use reg::{R0, R1};
+        let done = self.a.label();
+        match f {
+            AggFunc::Quantize => {
+                let (zero, pos) = (self.a.label(), self.a.label());
+                self.a.jump_imm(op::JEQ, R0, 0, zero);
+                self.a.jump_imm(op::JSGT, R0, 0, pos);
+                // negative: 62 - min(log2(|v|), 62), |i64::MIN| being 2^63 unsigned
+                self.a.push(insn(op::ALU64 | op::NEG, R0, 0, 0, 0));
+                self.log2();
+                let small = self.a.label();
+                self.a.jump_imm(op::JLE, R1, 62, small);
+                self.a.mov_imm(R1, 62);
+                self.a.bind(small);
+                self.a.mov_imm(R0, 62);
+                self.a.alu_reg(op::SUB, R0, R1);
+                self.a.goto(done);
+                self.a.bind(pos);
+                self.log2();
+                self.a.mov_imm(R0, 64);
+                self.a.alu_reg(op::ADD, R0, R1);
+                self.a.goto(done);
+                self.a.bind(zero);
+                self.a.mov_imm(R0, 63);
+            }
+            AggFunc::Lquantize { base, step, levels } => {
+                if step == 0 || levels == 0 {
+                    return Err("lquantize() with no step or no levels".into());
+                }
+                // the value as 32 bits, signed, as the kernel's lquantize takes it
+                let inside = self.a.label();
+                self.a.alu_imm(op::LSH, R0, 32);
+                self.a.alu_imm(op::ARSH, R0, 32);
+                self.a.jump_imm(op::JSGE, R0, base, inside);
+                self.a.mov_imm(R0, 0);
+                self.a.goto(done);
+                self.a.bind(inside);
+                self.a.alu_imm(op::SUB, R0, base);
+                self.a.alu_imm(op::DIV, R0, i32::from(step));
+                let level = self.a.label();
+                self.a.jump_imm(op::JLT, R0, i32::from(levels), level);
+                self.a.mov_imm(R0, i64::from(levels) + 1);
+                self.a.goto(done);
+                self.a.bind(level);
+                self.a.alu_imm(op::ADD, R0, 1);
+            }
+            AggFunc::Llquantize {
+                factor,
+                low,
+                high,
+                nsteps,
+            } => self.llquantize_bucket(factor, low, high, nsteps, done),
+            f => return Err(format!("{f:?} has no buckets")),
+        }
+        self.a.bind(done);
+        Ok(())
+    }
+
+    /// `r1 = floor(log2(r0))` for `r0` > 0 as unsigned; clobbers `r0`, `r2`.
+    fn log2(&mut self) {
+        use reg::{R0, R1, R2};
+        self.a.mov_imm(R1, 0);
+        for shift in [32, 16, 8, 4, 2, 1] {
+            let skip = self.a.label();
+            self.a.push(insn(op::MOV64_REG, R2, R0, 0, 0));
+            self.a.alu_imm(op::RSH, R2, shift);
+            self.a.jump_imm(op::JEQ, R2, 0, skip);
+            self.a.push(insn(op::MOV64_REG, R0, R2, 0, 0));
+            self.a.alu_imm(op::ADD, R1, shift);
+            self.a.bind(skip);
+        }
+    }
+
+    /// `llquantize()`'s bucket of `r0`: `agg::quantize::llquantize_bucket` with its
+    /// parameters known, so its walk over the orders of magnitude is unrolled into
+    /// comparisons with constants (the one order whose top overflows 64 bits gives a
+    /// constant, as the walk does).
+    fn llquantize_bucket(
+        &mut self,
+        factor: u16,
+        low: u16,
+        high: u16,
+        nsteps: u16,
+        done: super::asm::Label,
+    ) {
+        use reg::{R0, R1};
+        let f = i64::from(factor.max(2));
+        let nsteps = i64::from(nsteps.max(1));
+        let mut this: i64 = 1;
+        for _ in 0..low {
+            this = this.saturating_mul(f);
+        }
+        let above = self.a.label();
+        self.a.mov_imm(R1, this);
+        self.a.jump_reg(op::JSGE, R0, R1, above);
+        self.a.mov_imm(R0, 0);
+        self.a.goto(done);
+        self.a.bind(above);
+        let mut last = this;
+        this = this.saturating_mul(f);
+        let mut base: i64 = 1;
+        let mut order = low;
+        while order <= high {
+            let nb = this.min(nsteps).max(1);
+            let width = (this / nb).max(1);
+            let Some(next) = this.checked_mul(f) else {
+                // the walk takes the value as this - 1 here
+                self.a
+                    .mov_imm(R0, (base + (this - 1 - last) / width).max(0));
+                self.a.goto(done);
+                return;
+            };
+            let over = self.a.label();
+            self.a.mov_imm(R1, this);
+            self.a.jump_reg(op::JSGE, R0, R1, over);
+            self.a.mov_imm(R1, last);
+            self.a.alu_reg(op::SUB, R0, R1);
+            self.a.mov_imm(R1, width);
+            self.a.alu_reg(op::DIV, R0, R1);
+            self.a.mov_imm(R1, base);
+            self.a.alu_reg(op::ADD, R0, R1);
+            self.a.goto(done);
+            self.a.bind(over);
+            base += nb - nb / f;
+            last = this;
+            this = next;
+            order += 1;
+        }
+        self.a.mov_imm(R0, base.max(0));
+    }
+}
+
 /// Why a node stays in user space.
 fn describe(n: &Node) -> String {
     match n {
         Node::Str(_) => "a string".into(),
-        Node::Var { .. } | Node::Array { .. } => "a variable".into(),
+        Node::Var {
+            scope: Scope::Thread,
+            ..
+        } => "a `self->` variable that is not an integer".into(),
+        Node::Var {
+            scope: Scope::Global,
+            ..
+        } => "a global variable".into(),
+        Node::Var { .. } => "a clause-local variable (`this->`)".into(),
+        Node::Array { .. } => "an associative array".into(),
         Node::Load { .. } | Node::Bitfield { .. } => "a load from memory".into(),
         Node::Args { .. } => "typed `args[]`".into(),
         Node::Call { name, .. } => format!("`{name}()`"),
-        Node::Assign { .. } | Node::IncDec { .. } => "an assignment".into(),
+        Node::Assign { .. } | Node::IncDec { .. } => "an assignment inside an expression".into(),
         _ => "an expression the kernel back end does not compile".into(),
     }
 }

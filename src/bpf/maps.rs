@@ -5,7 +5,11 @@
 //! system call number for `probefunc` and the other probe names, `bpf_get_current_comm`'s 16
 //! bytes for `execname`). Its value is, per CPU, `[updates, data...]`: the number of firings
 //! that CPU folded in, then the data words `agg` keeps for the function (`[count]`, `[sum]`,
-//! `[count, sum]` for avg()...). User space reads every entry (all CPUs' values), and folds
+//! `[count, sum]` for avg()...). A quantization (`quantize()`, `lquantize()`, `llquantize()`)
+//! has one entry per bucket that a firing added to: its key ends in the bucket's index (the
+//! program computes it as `agg` does) and its data is `[sum of increments]`, so that it is
+//! folded like a sum and spread into the function's buckets in user space ([`bucket_of`]).
+//! User space reads every entry (all CPUs' values), and folds
 //! into the program's aggregation what happened since it last read ([`Folder`]): the
 //! difference for the functions that add, the value itself for min() and max(), whose merge
 //! is idempotent. A CPU that never updated an entry has zeros there, which its update count
@@ -47,19 +51,57 @@ impl KeyPart {
     }
 }
 
-/// Bytes of a key made of `parts` (a key of none is one zero word: a hash map's key has bytes).
-pub fn key_bytes(parts: &[KeyPart]) -> usize {
-    parts.iter().map(KeyPart::bytes).sum::<usize>().max(8)
+/// Bytes of the key parts (where a quantization's bucket index starts).
+pub fn parts_bytes(parts: &[KeyPart]) -> usize {
+    parts.iter().map(KeyPart::bytes).sum::<usize>()
+}
+
+/// Bytes of the key of an aggregation of `f` keyed by `parts`: the parts, then for a
+/// quantization its bucket's index (a key of none is one zero word: a hash map's key has
+/// bytes).
+pub fn key_bytes(parts: &[KeyPart], f: AggFunc) -> usize {
+    let bucket = if is_quantization(f) { 8 } else { 0 };
+    (parts_bytes(parts) + bucket).max(8)
+}
+
+/// Whether `f` keeps buckets (one map entry per bucket in the kernel).
+pub fn is_quantization(f: AggFunc) -> bool {
+    matches!(
+        f,
+        AggFunc::Quantize | AggFunc::Lquantize { .. } | AggFunc::Llquantize { .. }
+    )
+}
+
+/// The function the kernel's map entries of `f` keep: a quantization's bucket entries are
+/// sums of increments.
+pub fn kernel_func(f: AggFunc) -> AggFunc {
+    if is_quantization(f) {
+        AggFunc::Sum
+    } else {
+        f
+    }
 }
 
 /// Words of one CPU's value: the update count, then the function's data; `None` for a
 /// function the kernel does not aggregate.
 pub fn value_words(f: AggFunc) -> Option<usize> {
-    match f {
+    match kernel_func(f) {
         AggFunc::Count | AggFunc::Sum | AggFunc::Min | AggFunc::Max => Some(2),
         AggFunc::Avg => Some(3),
         _ => None,
     }
+}
+
+/// A quantization entry's words in `agg`'s layout (`stride` buckets): `sum` added to the
+/// bucket the key `raw` names (after `parts`), the last bucket for an index past it (as `agg`
+/// clamps an `llquantize()` value); `None` for a key too short or no buckets.
+pub fn bucket_of(parts: &[KeyPart], raw: &[u8], stride: usize, sum: i64) -> Option<Vec<i64>> {
+    let at = parts_bytes(parts);
+    let b = u64::from_le_bytes(raw.get(at..at + 8)?.try_into().ok()?);
+    let last = stride.checked_sub(1)?;
+    let mut words = vec![0i64; stride];
+    words[usize::try_from(b).unwrap_or(usize::MAX).min(last)] = sum;
+    Some(words)
 }
 
 /// The key `parts` of a map key as the VM would have made it; `probe` names the probe field
@@ -160,8 +202,10 @@ mod tests {
             },
             KeyPart::Probe(ProbeField::Function),
         ];
-        assert_eq!(key_bytes(&parts), 32);
-        assert_eq!(key_bytes(&[]), 8);
+        assert_eq!(key_bytes(&parts, AggFunc::Count), 32);
+        assert_eq!(key_bytes(&parts, AggFunc::Quantize), 40);
+        assert_eq!(key_bytes(&[], AggFunc::Sum), 8);
+        assert_eq!(key_bytes(&[], AggFunc::Quantize), 8);
         let mut raw = vec![0u8; 32];
         raw[..5].copy_from_slice(b"bash\0");
         raw[16..24].copy_from_slice(&(-3i64).to_le_bytes());
@@ -177,6 +221,22 @@ mod tests {
         raw[24] = 111;
         assert!(decode_key(&parts, &raw, &name).is_none());
         assert!(decode_key(&parts, &raw[..20], &name).is_none());
+    }
+
+    #[test]
+    fn a_bucket_entry_spreads_into_the_functions_buckets() {
+        let parts = [KeyPart::Execname];
+        let mut raw = vec![0u8; 24];
+        raw[16..].copy_from_slice(&65u64.to_le_bytes());
+        let w = bucket_of(&parts, &raw, 127, 7).unwrap();
+        assert_eq!((w.len(), w[65], w.iter().sum::<i64>()), (127, 7, 7));
+        // past the last bucket: the last, as agg clamps llquantize()
+        raw[16..].copy_from_slice(&900u64.to_le_bytes());
+        assert_eq!(bucket_of(&parts, &raw, 10, 2).unwrap()[9], 2);
+        assert!(bucket_of(&parts, &raw, 0, 2).is_none());
+        assert!(bucket_of(&parts, &raw[..20], 10, 2).is_none());
+        assert_eq!(value_words(AggFunc::Quantize), Some(2));
+        assert_eq!(value_words(AggFunc::Stddev), None);
     }
 
     #[test]

@@ -1,10 +1,15 @@
 //! Which clauses run in the kernel: a clause whose every probe is a system call entry (or
 //! every one a return), whose predicate the code generator compiles and whose statements are
-//! all aggregations it compiles. Anything else stays in user space, with the reason.
+//! all aggregations and `self->` assignments it compiles. Anything else stays in user space,
+//! with the reason. Thread-locals live on one side: a kernel clause that names a `self->`
+//! variable some clause in user space also names goes to user space too ([`thread_vars`]).
 
-use super::codegen::{compile, KernelAgg, KernelClause, Layout, MapFds};
+use std::collections::BTreeSet;
+
+use super::codegen::{compile, KernelAgg, KernelClause, KernelStmt, Layout, MapFds};
 use super::maps::{KeyPart, ProbeField};
-use crate::ir::{ActionKind, Node, Program, Stmt, ValKind};
+use crate::ir::visit::visit_clause;
+use crate::ir::{ActionKind, AggFunc, Clause, LValue, Node, Program, Scope, Stmt, ValKind};
 use crate::lang::builtins::var;
 use crate::providers::linux::syscall_of;
 
@@ -39,9 +44,15 @@ pub fn plan_clause(
         }
     }
     let mut aggs = Vec::new();
+    let mut body = Vec::new();
     for s in &c.body {
-        let Stmt::Action(a) = s else {
-            return Err("a statement other than an aggregation".into());
+        let a = match s {
+            Stmt::Action(a) => a,
+            Stmt::Eval(n) => {
+                body.push(KernelStmt::Eval(n.clone()));
+                continue;
+            }
+            Stmt::If { .. } => return Err("an if statement".into()),
         };
         let ActionKind::Aggregate { agg } = a.kind else {
             return Err(format!("the action {}", action_name(&a.kind)));
@@ -55,15 +66,26 @@ pub fn plan_clause(
             let kind = a.key_kinds.get(i).copied().unwrap_or(ValKind::I64);
             keys.push(key_part(k, kind)?);
         }
+        // the increment: quantize(v, incr), lquantize(v, b, l, s, incr), llquantize(v, f,
+        // l, h, n, incr)
+        let incr = match def.func {
+            AggFunc::Quantize => a.args.get(1),
+            AggFunc::Lquantize { .. } => a.args.get(4),
+            AggFunc::Llquantize { .. } => a.args.get(5),
+            _ => None,
+        };
+        check_params(def.func)?;
+        body.push(KernelStmt::Agg(aggs.len()));
         aggs.push(KernelAgg {
             agg,
             func: def.func,
             keys,
             value: a.args.first().cloned(),
+            incr: incr.cloned(),
         });
     }
-    if aggs.is_empty() {
-        return Err("no aggregation".into());
+    if body.is_empty() {
+        return Err("no statement (the default action traces the probe)".into());
     }
     let mut out = Vec::new();
     for (nrs, is_ret) in [(entry, false), (ret, true)] {
@@ -82,12 +104,15 @@ pub fn plan_clause(
             ranges,
             predicate: c.predicate.clone(),
             aggs: aggs.clone(),
+            body: body.clone(),
         };
         // the generator is the judge of what it can express
         let fds = vec![-1; k.aggs.len()];
         let maps = MapFds {
             aggs: &fds,
             drops: -1,
+            tls: -1,
+            clock_offset: 0,
             samples: false,
         };
         compile(&k, super::codegen::RAW_SYSCALLS, &maps)?;
@@ -105,10 +130,78 @@ pub fn check(c: &KernelClause, layout: Layout) -> Result<(), String> {
         &MapFds {
             aggs: &fds,
             drops: -1,
+            tls: -1,
+            clock_offset: 0,
             samples: false,
         },
     )
     .map(drop)
+}
+
+/// Refuses the parameters `agg` would clamp (`agg::funcs::sanitize`; the compiler refuses
+/// them first): the kernel computes buckets with them as given.
+fn check_params(f: AggFunc) -> Result<(), String> {
+    let ok = match f {
+        AggFunc::Lquantize { step, levels, .. } => step >= 1 && levels >= 1,
+        AggFunc::Llquantize {
+            factor,
+            low,
+            high,
+            nsteps,
+        } => {
+            let top = (0..=u32::from(high)).try_fold(1i64, |v, _| v.checked_mul(i64::from(factor)));
+            factor >= 2 && nsteps >= factor && high >= 1 && low < high && top.is_some()
+        }
+        _ => true,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("{f:?}: parameters the aggregation would adjust"))
+    }
+}
+
+/// The thread-local (`self->`) variables clause `c` names.
+pub fn thread_vars(c: &Clause) -> BTreeSet<u32> {
+    let mut out = BTreeSet::new();
+    let target = |t: &LValue, out: &mut BTreeSet<u32>| {
+        if let LValue::Var {
+            id,
+            scope: Scope::Thread,
+            ..
+        }
+        | LValue::Array {
+            id,
+            scope: Scope::Thread,
+            ..
+        } = t
+        {
+            out.insert(*id);
+        }
+    };
+    visit_clause(
+        c,
+        &mut |n| match n {
+            Node::Var {
+                id,
+                scope: Scope::Thread,
+                ..
+            }
+            | Node::Array {
+                id,
+                scope: Scope::Thread,
+                ..
+            } => {
+                out.insert(*id);
+            }
+            Node::Assign { target: t, .. } | Node::IncDec { target: t, .. } | Node::AddrOf(t) => {
+                target(t, &mut out)
+            }
+            _ => {}
+        },
+        &mut |_| {},
+    );
+    out
 }
 
 fn key_part(k: &Node, kind: ValKind) -> Result<KeyPart, String> {
@@ -216,12 +309,19 @@ mod tests {
                 "syscall::read:entry { @[copyinstr(arg1)] = count(); }",
                 "not an integer",
             ),
-            ("syscall::read:entry { @ = quantize(arg2); }", "Quantize"),
+            ("syscall::read:entry { @ = stddev(arg2); }", "Stddev"),
+            ("syscall::read:entry { self->s = \"a\"; }", "integer"),
+            ("syscall::read:entry { x = 1; }", "statement"),
+            ("syscall::read:entry { }", "no statement"),
             (
                 "syscall::read:entry /execname == \"x\"/ { @ = count(); }",
                 "string",
             ),
             ("syscall::read:entry { x = 1; @ = count(); }", "statement"),
+            (
+                "syscall::read:entry { self->a = 1; @ = count(); y = self->a + 1; }",
+                "statement",
+            ),
         ] {
             let e = plan(src, &p).unwrap_err();
             assert!(e.contains(why), "{src}: {e}");
@@ -230,6 +330,29 @@ mod tests {
         assert!(e.contains("not a system call"), "{e}");
         let e = plan("syscall::read:entry { @ = count(); }", &[p[0], p[0]]).unwrap_err();
         assert!(e.contains("two of its descriptions"), "{e}");
+    }
+
+    // compiled against the live catalog, which is Linux's only on Linux
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn quantizations_thread_locals_and_timestamp_run_in_the_kernel() {
+        let e = [syscall_probe_id(110, false)];
+        let r = [syscall_probe_id(110, true)];
+        let k = plan(
+            "syscall::getppid:entry /pid == 3/ { self->ts = timestamp; self->n++; }",
+            &e,
+        )
+        .unwrap();
+        assert_eq!((k[0].aggs.len(), k[0].body.len()), (0, 2));
+        let src = "self uint64_t ts; self int n;
+                   syscall::getppid:return /self->ts/ { @q = quantize(timestamp - self->ts);
+                   @l[execname] = lquantize(arg0, 0, 100, 10, 2);
+                   @g = llquantize(self->n, 10, 0, 6, 20); self->ts = 0; }";
+        let k = plan(src, &r).unwrap();
+        assert_eq!(k[0].aggs.len(), 3);
+        assert!(k[0].aggs[1].incr.is_some() && k[0].aggs[0].incr.is_none());
+        let p = compile_d(src);
+        assert_eq!(thread_vars(&p.clauses[0]).len(), 2);
     }
 
     #[test]

@@ -849,6 +849,16 @@ impl Sink for Engine {
         }
     }
 
+    fn add_dynvar_drops(&mut self, program: usize, n: u64) {
+        if let Some(r) = self.runs.get_mut(program) {
+            r.vm.add_drops(n, (0, 0, 0));
+        }
+    }
+
+    fn agg_stride(&self, program: usize, agg: u32) -> usize {
+        self.runs.get(program).map_or(0, |r| r.vm.aggs.stride(agg))
+    }
+
     fn prog(&self) -> &str {
         self.consumer.prog()
     }

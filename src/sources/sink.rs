@@ -92,6 +92,12 @@ pub trait Sink {
     }
     /// Aggregation drops that happened in the kernel, counted as program `program`'s.
     fn add_agg_drops(&mut self, _program: usize, _n: u64) {}
+    /// Dynamic variable drops that happened in the kernel (a full thread-local map).
+    fn add_dynvar_drops(&mut self, _program: usize, _n: u64) {}
+    /// Data words per entry of aggregation `agg` of program `program` (0: none).
+    fn agg_stride(&self, _program: usize, _agg: u32) -> usize {
+        0
+    }
 }
 
 /// What a live source says after a [`EventSource::pump`].

@@ -1,7 +1,8 @@
 //! The BPF back end on Linux: the same D over the same workload (a child making a known mix
 //! of system calls) with clauses in the kernel and with `-x bpf=off`, which must print the
 //! same bytes; the reasons a clause stays in user space; and that no program or map of dtx's
-//! outlives it, SIGKILL included. Each test skips with a message where perf events (root),
+//! outlives it, SIGKILL included; quantizations, thread-locals and `timestamp` in the kernel
+//! against the same in user space. Each test skips with a message where perf events (root),
 //! BPF or gcc are missing.
 
 use std::io::{BufRead, BufReader};
@@ -153,6 +154,147 @@ fn bpf_kernel_and_user_space_print_the_same_aggregations() {
         user.contains("-900"),
         "sum of the returns (-9 x 100): {user}"
     );
+}
+
+/// Quantizations (with increments, negative values, the 64-bit extremes, lquantize()'s 32-bit
+/// values, llquantize()'s orders), thread-locals set on entry and read, incremented and freed
+/// on return, `timestamp` differences; and a thread-local that a user-space clause also uses,
+/// which keeps its kernel-capable clause in user space.
+const QUANT: &str = r#"
+syscall::write:entry /pid == $target && arg0 == 999/ { self->n = arg2 + 1; self->c++; self->ts = timestamp; }
+syscall::write:return /self->n/
+{ @q = quantize(self->n * 37 - 1000); @qi[errno] = quantize(self->n, 3);
+  @ex = quantize(self->n == 5 ? -(1 << 62) : self->n == 6 ? 0 : self->n == 7 ? -1 : (1 << 61) + self->n);
+  @l[probefunc] = lquantize(self->n, 0, 70, 7); @neg = lquantize((int)self->n - 50, -20, 20, 5, 2);
+  @big = lquantize(self->n == 3 ? 0x100000005 : self->n, 0, 10, 1);
+  @ll = llquantize(self->n * 1000, 10, 0, 6, 20); @ll2 = llquantize(self->n, 2, 1, 4, 4);
+  @c = max(self->c); @pos = sum(timestamp - self->ts > 0); self->n = 0; self->ts = 0; }
+syscall::write:return /pid == $target && self->n == 0 && self->ts == 0/ { @freed = count(); }
+syscall::getpid:entry /pid == $target/ { self->g = pid; }
+syscall::getpid:return /self->g/ { printf("g%d\n", self->g == pid); self->g = 0; }
+END { printa(@q); printa(@qi); printa(@ex); printa(@l); printa(@neg); printa(@big); printa(@ll);
+      printa(@ll2); printa(@c); printa(@pos); printa(@freed); }
+"#;
+
+#[test]
+fn bpf_quantizations_and_thread_locals_print_what_user_space_prints() {
+    require_bpf!();
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path());
+    let cmd = format!("{} 1000 100 5", exe.display());
+    let mut tries = 0;
+    let (user, kernel, why) = loop {
+        tries += 1;
+        let (user, lost) = run(QUANT, &cmd, "off");
+        let (kernel, why) = run(QUANT, &cmd, "verbose");
+        if why.contains("the kernel refused") {
+            eprintln!("skipping: BPF programs do not load here: {why}");
+            return;
+        }
+        let dropped = |e: &str| e.contains("drop") || e.contains("lost");
+        if tries < 4 && (dropped(&lost) || dropped(&why)) {
+            continue;
+        }
+        break (user, kernel, why);
+    };
+    for c in 1..=3 {
+        assert!(
+            why.contains(&format!("bpf: clause {c} (")) && why.contains("runs in the kernel"),
+            "{why}"
+        );
+    }
+    assert!(
+        why.contains("clause 4 (syscall::getpid:entry) runs in user space: self->g is also used by clause 5, which runs in user space"),
+        "{why}"
+    );
+    assert!(
+        why.contains("clause 5 (syscall::getpid:return) runs in user space: the action printf()"),
+        "{why}"
+    );
+    assert_eq!(kernel, user, "{why}");
+    // the numbers are the workload's: 100 writes, each freeing its thread-locals
+    assert_eq!(user.lines().filter(|l| *l == "g1").count(), 5, "{user}");
+    let last_numbers: Vec<&str> = user
+        .lines()
+        .rev()
+        .filter(|l| !l.trim().is_empty())
+        .take(3)
+        .collect();
+    assert_eq!(
+        last_numbers.iter().map(|l| l.trim()).collect::<Vec<_>>(),
+        ["100", "100", "100"],
+        "@c, @pos, @freed: {user}"
+    );
+    assert!(user.contains("-4611686018427387904 |"), "{user}");
+    assert!(user.contains(">= 70 "), "{user}");
+}
+
+#[test]
+fn bpf_timestamp_in_the_kernel_is_the_engines_clock() {
+    require_bpf!();
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path());
+    let cmd = format!("{} 1000 1 1", exe.display());
+    let script = r#"BEGIN { b = timestamp; }
+        syscall::getppid:entry /pid == $target/ { @first = min(timestamp); @last = max(timestamp); }
+        END { printf("%d %d\n", b, timestamp); printa("%@d %@d\n", @first, @last); }"#;
+    let (out, why) = run(script, &cmd, "verbose");
+    if why.contains("the kernel refused") {
+        eprintln!("skipping: BPF programs do not load here: {why}");
+        return;
+    }
+    assert!(
+        why.contains("clause 2 (syscall::getppid:entry) runs in the kernel"),
+        "{why}"
+    );
+    let n: Vec<u64> = out
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    assert_eq!(n.len(), 4, "{out}");
+    let (begin, end, first, last) = (n[0], n[1], n[2], n[3]);
+    assert!(
+        begin <= first && first <= last && last <= end,
+        "BEGIN {begin} <= first {first} <= last {last} <= END {end}"
+    );
+    assert!(first - begin < 30_000_000_000, "{out}");
+}
+
+#[test]
+fn bpf_v_says_which_clauses_run_in_the_kernel() {
+    require_bpf!();
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path());
+    let cmd = format!("{} 500 1 1", exe.display());
+    let script = "syscall::getppid:entry /pid == $target/ { self->ts = timestamp; }
+        syscall::getppid:return /self->ts/ { @ = quantize(timestamp - self->ts); self->ts = 0; }";
+    let (code, out, err) = Dtx::new(&["-q", "-v", "-n", script, "-c", &cmd])
+        .timeout(Duration::from_secs(60))
+        .run();
+    assert_eq!(code, 0, "{out}\n{err}");
+    if err.contains("the kernel refused") {
+        eprintln!("skipping: BPF programs do not load here: {err}");
+        return;
+    }
+    for c in [
+        "clause 1 (syscall::getppid:entry)",
+        "clause 2 (syscall::getppid:return)",
+    ] {
+        assert!(
+            err.contains(&format!("bpf: {c} runs in the kernel")),
+            "{err}"
+        );
+    }
+    // every call timed: the distribution's counts add up to the calls
+    let total: u64 = out
+        .lines()
+        .filter(|l| l.contains('|'))
+        .filter_map(|l| l.split_whitespace().last()?.parse::<u64>().ok())
+        .sum();
+    assert_eq!(total, 500, "{out}");
 }
 
 #[test]

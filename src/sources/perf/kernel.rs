@@ -17,9 +17,9 @@ use super::abi::{
 };
 use super::bpfsys;
 use super::format::EventFormat;
-use crate::bpf::codegen::{compile, KernelClause, Layout, MapFds};
+use crate::bpf::codegen::{compile, KernelClause, Layout, MapFds, AGG_DROPS, DYN_DROPS};
 use crate::bpf::maps::{self, Folder, KeyPart, ProbeField};
-use crate::bpf::plan::plan_clause;
+use crate::bpf::plan::{plan_clause, thread_vars};
 use crate::ir::AggFunc;
 use crate::providers::linux::syscall_probe_id;
 use crate::sources::sink::Sink;
@@ -47,6 +47,8 @@ impl BpfMode {
 
 /// Entries of each aggregation map.
 const MAP_ENTRIES: u32 = 16384;
+/// Entries of a program's thread-local map (`[thread, id]` -> u64).
+const TLS_ENTRIES: u32 = 32768;
 
 /// One aggregating statement's map.
 struct AggMap {
@@ -57,15 +59,17 @@ struct AggMap {
     ret: bool,
     fd: OwnedFd,
     key_bytes: usize,
+    /// The data words of one aggregation entry (a quantization's buckets).
+    stride: usize,
     words: usize,
     folder: Folder,
 }
 
-/// One clause's drop counter.
+/// One clause's drop counters (aggregation, dynamic variable).
 struct Drops {
     program: usize,
     fd: OwnedFd,
-    seen: u64,
+    seen: [u64; 2],
 }
 
 /// The clauses running in the kernel.
@@ -76,7 +80,11 @@ pub struct KernelClauses {
     progs: Vec<OwnedFd>,
     maps: Vec<AggMap>,
     drops: Vec<Drops>,
+    /// Each program's thread-locals, shared by its kernel clauses.
+    tls: BTreeMap<usize, OwnedFd>,
     cpus: usize,
+    /// The engine's clock minus `CLOCK_MONOTONIC` (`timestamp` in the programs).
+    clock_offset: i64,
 }
 
 /// The record layout of `raw_syscalls:NAME`.
@@ -114,8 +122,12 @@ impl KernelClauses {
     /// Plans every clause of the sink's programs, loads those the back end can run and has
     /// the engine stop running them; says (per `mode`) where each clause runs.
     pub fn open(sink: &mut dyn Sink, root: &Path, mode: BpfMode) -> KernelClauses {
+        // the perf source moves its records' CLOCK_MONOTONIC times onto the engine's clock
+        // by the same difference (live.rs)
+        let clock_offset = sink.now_ns().wrapping_sub(super::abi::mono_ns()) as i64;
         let mut k = KernelClauses {
             cpus: possible_cpus(),
+            clock_offset,
             ..Default::default()
         };
         if mode == BpfMode::Off {
@@ -160,6 +172,56 @@ impl KernelClauses {
                 Err(_) => {}
             }
         }
+        // a thread-local lives on one side: a kernel clause naming a `self->` variable that a
+        // clause in user space names goes to user space too (until none does)
+        let vars: BTreeMap<(usize, usize), std::collections::BTreeSet<u32>> = programs
+            .iter()
+            .enumerate()
+            .flat_map(|(p, pr)| {
+                pr.clauses
+                    .iter()
+                    .enumerate()
+                    .map(move |(c, cl)| ((p, c), thread_vars(cl)))
+            })
+            .collect();
+        let var_name = |p: usize, id: u32| {
+            programs
+                .get(p)
+                .and_then(|pr| pr.variable(id))
+                .map_or_else(|| format!("#{id}"), |v| v.name.clone())
+        };
+        // why clause (p, c), planned for the kernel, shares a thread-local with user space
+        let shares = |pc: (usize, usize), kernel: &dyn Fn(&(usize, usize)) -> bool| {
+            let mine = vars.get(&pc)?;
+            vars.iter()
+                .filter(|(o, _)| o.0 == pc.0 && !kernel(o))
+                .find_map(|(o, theirs)| {
+                    let id = mine.intersection(theirs).next()?;
+                    Some(format!(
+                        "self->{} is also used by clause {}, which runs in user space",
+                        var_name(pc.0, *id),
+                        o.1 + 1
+                    ))
+                })
+        };
+        loop {
+            let kept: Vec<(usize, usize)> = planned.iter().map(|(pc, _)| *pc).collect();
+            let kernel = |o: &(usize, usize)| kept.contains(o);
+            let Some((i, why)) = planned
+                .iter()
+                .enumerate()
+                .find_map(|(i, (pc, _))| Some((i, shares(*pc, &kernel)?)))
+            else {
+                break;
+            };
+            let (pc, _) = planned.remove(i);
+            if mode == BpfMode::Verbose {
+                say(format_args!(
+                    "{} runs in user space: {why}",
+                    name(pc.0, pc.1)
+                ));
+            }
+        }
         // which raw_syscalls tracepoints user space reads too (their programs then keep the
         // samples): a system call probe with a clause left in user space; proc:::exit reads
         // the exit status at sys_enter
@@ -188,10 +250,11 @@ impl KernelClauses {
         // samples of: then load again with what is now known (refusals do not change)
         let mut refused: Vec<(usize, usize)> = Vec::new();
         let mut reasons = Vec::new();
-        for _round in 0..2 {
+        for _round in 0..planned.len() + 2 {
             let need = needs(&refused);
             k = KernelClauses {
                 cpus: k.cpus,
+                clock_offset,
                 ..Default::default()
             };
             for ((p, c), kcs) in &planned {
@@ -207,7 +270,7 @@ impl KernelClauses {
                         (&layouts.0, need.0)
                     };
                     loaded = match l {
-                        Ok((tp, l)) => k.load(kc, *tp, *l, samples),
+                        Ok((tp, l)) => k.load(kc, *tp, *l, samples, &*sink),
                         Err(e) => Err(e.clone()),
                     };
                     if loaded.is_err() {
@@ -227,7 +290,24 @@ impl KernelClauses {
                     ));
                 }
             }
-            if needs(&refused) == need {
+            // a refused clause takes to user space the kernel clauses sharing its thread-locals
+            let mut more = false;
+            loop {
+                let kernel = |o: &(usize, usize)| {
+                    planned.iter().any(|(pc, _)| pc == o) && !refused.contains(o)
+                };
+                let next = planned
+                    .iter()
+                    .filter(|(pc, _)| !refused.contains(pc))
+                    .find_map(|(pc, _)| Some((*pc, shares(*pc, &kernel)?)));
+                let Some((pc, why)) = next else {
+                    break;
+                };
+                refused.push(pc);
+                reasons.push(format!("{} runs in user space: {why}", name(pc.0, pc.1)));
+                more = true;
+            }
+            if !more && needs(&refused) == need {
                 break;
             }
         }
@@ -258,13 +338,18 @@ impl KernelClauses {
         tracepoint: u32,
         layout: Layout,
         samples: bool,
+        sink: &dyn Sink,
     ) -> Result<(), String> {
         let err = |what: &str, e: io::Error| format!("{what}: {e}");
         let mut fds = Vec::new();
         let mut maps = Vec::new();
         for a in &kc.aggs {
             let words = maps::value_words(a.func).ok_or("no kernel layout for the function")?;
-            let key_bytes = maps::key_bytes(&a.keys);
+            let key_bytes = maps::key_bytes(&a.keys, a.func);
+            let stride = sink.agg_stride(kc.program, a.agg);
+            if maps::is_quantization(a.func) && stride == 0 {
+                return Err("an aggregation with no buckets".into());
+            }
             let fd = bpfsys::create_named_map(
                 bpfsys::MAP_PERCPU_HASH,
                 key_bytes as u32,
@@ -282,18 +367,27 @@ impl KernelClauses {
                 ret: kc.ret,
                 fd,
                 key_bytes,
+                stride,
                 words,
                 folder: Folder::default(),
             });
         }
-        let drops = bpfsys::create_named_map(bpfsys::MAP_PERCPU_ARRAY, 4, 8, 1, "dtx_drops")
+        let drops = bpfsys::create_named_map(bpfsys::MAP_PERCPU_ARRAY, 4, 8, 2, "dtx_drops")
             .map_err(|e| err("BPF map", e))?;
+        if !self.tls.contains_key(&kc.program) {
+            let fd = bpfsys::create_named_map(bpfsys::MAP_HASH, 16, 8, TLS_ENTRIES, "dtx_self")
+                .map_err(|e| err("BPF map", e))?;
+            self.tls.insert(kc.program, fd);
+        }
+        let tls = self.tls.get(&kc.program).map_or(-1, |f| f.as_raw_fd());
         let insns = compile(
             kc,
             layout,
             &MapFds {
                 aggs: &fds,
                 drops: drops.as_raw_fd(),
+                tls,
+                clock_offset: self.clock_offset,
                 samples,
             },
         )?;
@@ -322,7 +416,7 @@ impl KernelClauses {
         self.drops.push(Drops {
             program: kc.program,
             fd: drops,
-            seen: 0,
+            seen: [0; 2],
         });
         self.progs.push(prog);
         self.events.push(ev);
@@ -356,8 +450,9 @@ impl KernelClauses {
                     a.copy_from_slice(b);
                     *w = i64::from_le_bytes(a);
                 }
-                let now = maps::fold_cpus(m.func, &words, m.words);
-                if let Some(delta) = m.folder.delta(m.func, &key, now) {
+                let kf = maps::kernel_func(m.func);
+                let now = maps::fold_cpus(kf, &words, m.words);
+                if let Some(delta) = m.folder.delta(kf, &key, now) {
                     merges.push((key.clone(), delta));
                 }
             }
@@ -375,21 +470,42 @@ impl KernelClauses {
                 let Some(datums) = maps::decode_key(&m.parts, &k, &name) else {
                     continue;
                 };
-                if !sink.merge_kernel_agg(m.program, m.agg, &datums, &delta) {
+                let spread;
+                let delta = if maps::is_quantization(m.func) {
+                    let sum = delta.first().copied().unwrap_or(0);
+                    match maps::bucket_of(&m.parts, &k, m.stride, sum) {
+                        Some(w) => {
+                            spread = w;
+                            &spread
+                        }
+                        None => continue,
+                    }
+                } else {
+                    &delta
+                };
+                if !sink.merge_kernel_agg(m.program, m.agg, &datums, delta) {
                     sink.add_agg_drops(m.program, 1);
                 }
             }
         }
         for d in &mut self.drops {
-            let mut value = vec![0u8; cpus * 8];
-            if bpfsys::lookup(&d.fd, &0u32.to_le_bytes(), &mut value) {
+            for (i, index) in [AGG_DROPS, DYN_DROPS].into_iter().enumerate() {
+                let mut value = vec![0u8; cpus * 8];
+                if !bpfsys::lookup(&d.fd, &(index as u32).to_le_bytes(), &mut value) {
+                    continue;
+                }
                 let total: u64 = value
                     .chunks_exact(8)
                     .map(|b| u64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
                     .fold(0, u64::wrapping_add);
-                if total > d.seen {
-                    sink.add_agg_drops(d.program, total - d.seen);
-                    d.seen = total;
+                if total > d.seen[i] {
+                    let n = total - d.seen[i];
+                    if index == AGG_DROPS {
+                        sink.add_agg_drops(d.program, n);
+                    } else {
+                        sink.add_dynvar_drops(d.program, n);
+                    }
+                    d.seen[i] = total;
                 }
             }
         }
