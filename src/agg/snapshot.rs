@@ -38,6 +38,21 @@ pub struct AggView {
 }
 
 impl AggView {
+    /// A view of `count()`s keyed by one string each, for tests.
+    #[cfg(test)]
+    pub fn counts(name: &str, rows: &[(&str, u64)]) -> AggView {
+        AggView {
+            name: name.into(),
+            rows: rows
+                .iter()
+                .map(|(k, v)| AggRow {
+                    keys: vec![KeyCell::Text(k.to_string())],
+                    value: crate::agg::AggValue::Count(*v),
+                })
+                .collect(),
+        }
+    }
+
     /// What the aggregating function is, from its values (`count`, `quantize`, ...), or `""`
     /// while the aggregation is empty.
     pub fn func(&self) -> &'static str {

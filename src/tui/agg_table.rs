@@ -175,20 +175,9 @@ fn compare_keys(a: Option<&String>, b: Option<&String>) -> std::cmp::Ordering {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agg::snapshot::{AggRow, KeyCell};
-    use crate::agg::AggValue;
 
     fn view(rows: &[(&str, u64)]) -> AggView {
-        AggView {
-            name: "@".into(),
-            rows: rows
-                .iter()
-                .map(|(k, v)| AggRow {
-                    keys: vec![KeyCell::Text(k.to_string())],
-                    value: AggValue::Count(*v),
-                })
-                .collect(),
-        }
+        AggView::counts("@", rows)
     }
 
     #[test]

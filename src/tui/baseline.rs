@@ -175,16 +175,7 @@ mod tests {
     use crate::agg::AggValue;
 
     fn view(name: &str, rows: &[(&str, u64)]) -> AggView {
-        AggView {
-            name: name.into(),
-            rows: rows
-                .iter()
-                .map(|(k, v)| AggRow {
-                    keys: vec![KeyCell::Text(k.to_string())],
-                    value: AggValue::Count(*v),
-                })
-                .collect(),
-        }
+        AggView::counts(name, rows)
     }
 
     #[test]

@@ -146,23 +146,12 @@ impl Results {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agg::snapshot::{AggRow, KeyCell};
-    use crate::agg::AggValue;
 
     fn snap(generation: u64, rows: &[(&str, u64)]) -> Snapshot {
         Snapshot {
             generation,
             time_ns: generation * 1000,
-            aggs: vec![AggView {
-                name: "@".into(),
-                rows: rows
-                    .iter()
-                    .map(|(k, v)| AggRow {
-                        keys: vec![KeyCell::Text(k.to_string())],
-                        value: AggValue::Count(*v),
-                    })
-                    .collect(),
-            }],
+            aggs: vec![AggView::counts("@", rows)],
         }
     }
 

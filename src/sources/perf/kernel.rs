@@ -374,10 +374,10 @@ impl KernelClauses {
         }
         let drops = bpfsys::create_named_map(bpfsys::MAP_PERCPU_ARRAY, 4, 8, 2, "dtx_drops")
             .map_err(|e| err("BPF map", e))?;
-        if !self.tls.contains_key(&kc.program) {
+        if let std::collections::btree_map::Entry::Vacant(slot) = self.tls.entry(kc.program) {
             let fd = bpfsys::create_named_map(bpfsys::MAP_HASH, 16, 8, TLS_ENTRIES, "dtx_self")
                 .map_err(|e| err("BPF map", e))?;
-            self.tls.insert(kc.program, fd);
+            slot.insert(fd);
         }
         let tls = self.tls.get(&kc.program).map_or(-1, |f| f.as_raw_fd());
         let insns = compile(
