@@ -45,6 +45,7 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 PROGRAM = sys.argv[3]
+SAVED, OTHER = sys.argv[4], sys.argv[5]
 
 def text(res):
     return {"isError": bool(res.isError), "text": "".join(c.text for c in res.content if c.type == "text")}
@@ -66,6 +67,9 @@ async def main():
             out["probes"] = text(await s.call_tool("list_probes", {"trace": "demo", "match": "sched:::on-cpu"}))
             out["symbols"] = text(await s.call_tool("symbols", {"trace": "demo"}))
             out["check"] = text(await s.call_tool("check", {}))
+            out["diff_saved"] = text(await s.call_tool("diff", {"before": SAVED, "after": SAVED}))
+            out["diff_shapes"] = text(await s.call_tool("diff", {"before": SAVED, "after": OTHER}))
+            out["diff_rate"] = text(await s.call_tool("diff", {"before": SAVED, "after": SAVED, "per_second": True}))
             res = await s.list_resources()
             out["resources"] = [str(x.uri) for x in res.resources]
             first = await s.read_resource(res.resources[0].uri)
@@ -76,16 +80,27 @@ asyncio.run(main())
 "#;
 
 const PROGRAM: &str = "sched:::on-cpu { @c[execname] = count(); @q = quantize(tid); }";
+/// A program whose aggregations have another shape than PROGRAM's.
+const OTHER_PROGRAM: &str = "sched:::on-cpu { @c[execname, cpu] = count(); }";
 
 fn session(py: &Path, destructive: bool) -> Json {
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("client.py");
     std::fs::write(&script, CLIENT).unwrap();
+    // two saved results for the diff tool: the program's, and another program's
+    let saved = dir.path().join("saved.json");
+    let other = dir.path().join("other.json");
+    for (f, prog) in [(&saved, PROGRAM), (&other, OTHER_PROGRAM)] {
+        let doc = dtx_ok(&["-q", "-x", "oformat=json", "-E", "demo", "-n", prog]);
+        std::fs::write(f, doc).unwrap();
+    }
     let out = Command::new(py)
         .arg(&script)
         .arg(DTX)
         .arg(if destructive { "w" } else { "-" })
         .arg(PROGRAM)
+        .arg(&saved)
+        .arg(&other)
         .output()
         .expect("run the MCP client");
     let so = String::from_utf8_lossy(&out.stdout);
@@ -232,6 +247,52 @@ fn mcp_client_runs_d_over_the_demo_trace() {
         assert!(["pass", "fail", "skip"].contains(&s(c, "result")), "{c:?}");
     }
     assert!(int(chk.get("status")) >= 0);
+
+    // diff of two saved results: a result against itself changes nothing, and the tool's
+    // document is `dtx --diff`'s of the same files
+    let d = out.get("diff_saved").unwrap();
+    assert_eq!(d.get("isError"), Some(&Json::Bool(false)), "{d:?}");
+    let doc = parse(s(d, "text")).unwrap();
+    let d = doc.get("dtx-diff").unwrap_or_else(|| panic!("{doc:?}"));
+    let diffs = list(d, "aggregations");
+    assert!(!diffs.is_empty(), "{d:?}");
+    let mut rows = 0;
+    for a in diffs {
+        for r in list(a, "rows") {
+            assert!(
+                matches!(
+                    r.get("change"),
+                    Some(Json::Int(0) | Json::UInt(0)) | Some(Json::Float(0.0))
+                ),
+                "{r:?}"
+            );
+            assert_eq!(r.get("before"), r.get("after"), "{r:?}");
+            rows += 1;
+        }
+    }
+    assert!(rows > 10, "{rows} rows");
+    // the saved results, written again for the CLI, give the same document
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("saved.json");
+    std::fs::write(
+        &f,
+        dtx_ok(&["-q", "-x", "oformat=json", "-E", "demo", "-n", PROGRAM]),
+    )
+    .unwrap();
+    let f = f.to_str().unwrap();
+    let cli = parse(&dtx_ok(&["--diff", "-x", "oformat=json", f, f])).unwrap();
+    assert_eq!(
+        cli.get("dtx-diff").map(|c| list(c, "aggregations")),
+        Some(diffs),
+        "the tool's aggregations are the CLI's"
+    );
+    // other shapes are refused as the CLI refuses them; a rate needs the runs' lengths
+    let sh = out.get("diff_shapes").unwrap();
+    assert_eq!(sh.get("isError"), Some(&Json::Bool(true)), "{sh:?}");
+    assert!(s(sh, "text").contains("@c"), "{sh:?}");
+    let rate = out.get("diff_rate").unwrap();
+    assert_eq!(rate.get("isError"), Some(&Json::Bool(true)), "{rate:?}");
+    assert!(s(rate, "text").contains("before_seconds"), "{rate:?}");
 
     // resources: the dscripts library
     let res = list(&out, "resources");

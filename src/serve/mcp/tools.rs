@@ -95,17 +95,19 @@ pub fn list() -> Json {
         ),
         tool(
             "diff",
-            "Runs one D program over two traces and compares its aggregations key by key: before, after, change, ratio, new and gone keys (dtx --diff's JSON).",
+            "Compares the aggregations of two runs key by key: before, after, change, ratio, new and gone keys (dtx --diff's JSON). With a program, it runs over the two traces; without one, before and after are two saved results (-x oformat=json files).",
             schema(
                 &[
-                    ("program", "string", "the D program's text"),
-                    ("before", "string", "the first trace"),
-                    ("after", "string", "the second trace"),
-                    ("per_second", "boolean", "divide counts and sums by each trace's seconds"),
+                    ("program", "string", "the D program's text (absent: compare two saved results)"),
+                    ("before", "string", "the first trace, or saved result"),
+                    ("after", "string", "the second trace, or saved result"),
+                    ("per_second", "boolean", "divide counts and sums by each run's seconds"),
+                    ("before_seconds", "number", "how long the first saved result's run lasted (per_second)"),
+                    ("after_seconds", "number", "how long the second saved result's run lasted (per_second)"),
                     ("sort", "string", "change (default), ratio or name"),
                     ("top", "integer", "at most this many rows per aggregation"),
                 ],
-                &["program", "before", "after"],
+                &["before", "after"],
             ),
         ),
         tool(
@@ -480,31 +482,56 @@ fn list_probes(args: &Json) -> Result<Json, String> {
 }
 
 fn diff(args: &Json, opts: &ServerOptions) -> Result<Json, String> {
-    let program = str_arg(args, "program").ok_or("diff needs a program")?;
-    let before = str_arg(args, "before").ok_or("diff needs a before trace")?;
-    let after = str_arg(args, "after").ok_or("diff needs an after trace")?;
-    let secs = num_arg(args, "seconds").unwrap_or(60.0);
-    let rb = run(program, Some(before), secs, opts)?;
-    let ra = run(program, Some(after), secs, opts)?;
-    for r in [&rb, &ra] {
-        if r.stopped {
-            return Err(format!(
-                "{}: the run did not reach the end of the trace within {secs} s",
-                r.source
-            ));
+    let before = str_arg(args, "before").ok_or("diff needs a before trace or saved result")?;
+    let after = str_arg(args, "after").ok_or("diff needs an after trace or saved result")?;
+    let per_second = matches!(args.get("per_second"), Some(Json::Bool(true)));
+    let (diffs, sb, sa) = match str_arg(args, "program") {
+        Some(program) => {
+            let secs = num_arg(args, "seconds").unwrap_or(60.0);
+            let rb = run(program, Some(before), secs, opts)?;
+            let ra = run(program, Some(after), secs, opts)?;
+            for r in [&rb, &ra] {
+                if r.stopped {
+                    return Err(format!(
+                        "{}: the run did not reach the end of the trace within {secs} s",
+                        r.source
+                    ));
+                }
+            }
+            let diffs = crate::agg::diff::compare(&rb.aggs, &ra.aggs, before, after)?;
+            (diffs, rb.trace_seconds, ra.trace_seconds)
+        }
+        None => {
+            // two saved results, read back as `dtx --diff a.json b.json` reads them
+            let doc = |f: &str| -> Result<Json, String> {
+                let text = read_saved(f)?;
+                crate::output::json::parse(&text).map_err(|e| format!("{f}: {e}"))
+            };
+            let secs = |name: &str| num_arg(args, name).filter(|s| *s > 0.0 && s.is_finite());
+            let diffs =
+                crate::cli::diff::compare_docs((before, doc(before)?), (after, doc(after)?), None)?;
+            (diffs, secs("before_seconds"), secs("after_seconds"))
+        }
+    };
+    if per_second {
+        for (src, s) in [(before, sb), (after, sa)] {
+            if s.is_none() {
+                return Err(format!(
+                    "{src}: how long its run lasted is not known; give before_seconds and after_seconds, or compare absolute values"
+                ));
+            }
         }
     }
-    let diffs = crate::agg::diff::compare(&rb.aggs, &ra.aggs, before, after)?;
     let mut view = crate::output::diff::DiffView {
         before: crate::output::diff::Side {
             source: before.to_string(),
-            seconds: rb.trace_seconds,
+            seconds: sb,
         },
         after: crate::output::diff::Side {
             source: after.to_string(),
-            seconds: ra.trace_seconds,
+            seconds: sa,
         },
-        per_second: matches!(args.get("per_second"), Some(Json::Bool(true))),
+        per_second,
         ..Default::default()
     };
     if let Some(s) = str_arg(args, "sort") {
@@ -513,6 +540,27 @@ fn diff(args: &Json, opts: &ServerOptions) -> Result<Json, String> {
     }
     view.top = Some(num_arg(args, "top").map_or(MAX_ROWS, |n| (n.max(1.0) as usize).min(MAX_ROWS)));
     Ok(crate::output::diff::diff_json(&diffs, &view))
+}
+
+/// The most of a saved result the diff tool reads: a result of dtx's is far smaller; a file
+/// past it is refused rather than held in memory whole.
+const MAX_SAVED: u64 = 64 << 20;
+
+/// A saved result's text, bounded by `MAX_SAVED`.
+fn read_saved(f: &str) -> Result<String, String> {
+    use std::io::Read;
+    let file = std::fs::File::open(f).map_err(|e| format!("failed to open {f}: {e}"))?;
+    let mut text = String::new();
+    file.take(MAX_SAVED + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("failed to read {f}: {e}"))?;
+    if text.len() as u64 > MAX_SAVED {
+        return Err(format!(
+            "{f}: larger than {} MiB; a saved result of dtx is far smaller",
+            MAX_SAVED >> 20
+        ));
+    }
+    Ok(text)
 }
 
 /// The `dscripts/` library, built in: (path under dscripts/, text).
