@@ -3,12 +3,15 @@
 //! aggregations pane (which also saves it as `dtx-baseline.json` in the working directory),
 //! dropped with `B`, loaded at start with `--baseline FILE` (such a file, or a result saved with
 //! `-x oformat=json`, as `dtx --diff` reads). A key is matched by every component, a stack by
-//! every frame; an aggregation is matched by its name.
+//! every frame; an aggregation is matched by its name. For an aggregation keyed by a stack it
+//! also keeps each node of the stack tree (`stack_tree::frame_paths`), so that the tree shows
+//! each frame's change.
 
 use std::collections::HashMap;
 
 use crate::agg::snapshot::{AggRow, AggView, KeyCell};
 use crate::output::json::{parse, Json};
+use crate::tui::stack_tree::{frame_paths, FramePaths};
 
 /// The tag a saved baseline carries, with its format's version.
 const TAG: &str = "dtx-baseline";
@@ -19,6 +22,8 @@ pub struct Baseline {
     /// What it was taken from (the run, or the file it was loaded from).
     pub label: String,
     aggs: HashMap<String, HashMap<String, i64>>,
+    /// Per aggregation keyed by a stack: each node of its stack tree.
+    frames: HashMap<String, FramePaths>,
 }
 
 /// A key as one string: its components, a stack's frames, each set apart.
@@ -59,10 +64,21 @@ impl Baseline {
                 (v.name.clone(), rows)
             })
             .collect();
+        let frames = views
+            .iter()
+            .filter(|v| v.has_stack_key())
+            .map(|v| (v.name.clone(), frame_paths(v)))
+            .collect();
         Baseline {
             label: label.into(),
             aggs,
+            frames,
         }
+    }
+
+    /// The stack tree of `agg` as the baseline had it, when `agg` is keyed by a stack.
+    pub fn frames(&self, agg: &str) -> Option<&FramePaths> {
+        self.frames.get(agg)
     }
 
     /// Whether the baseline has this aggregation.
@@ -99,22 +115,25 @@ impl Baseline {
             .map(|n| {
                 let mut rows: Vec<(&String, &i64)> = self.aggs[n].iter().collect();
                 rows.sort();
-                Json::object([
-                    ("name", Json::str(n.clone())),
-                    (
-                        "rows",
-                        Json::Array(
-                            rows.into_iter()
-                                .map(|(k, v)| {
-                                    Json::object([
-                                        ("key", Json::str(k.clone())),
-                                        ("value", Json::Int(*v)),
-                                    ])
-                                })
-                                .collect(),
-                        ),
-                    ),
-                ])
+                let pairs = |rows: Vec<(&String, &i64)>, k: &'static str| {
+                    Json::Array(
+                        rows.into_iter()
+                            .map(|(key, v)| {
+                                Json::object([
+                                    (k, Json::str(key.clone())),
+                                    ("value", Json::Int(*v)),
+                                ])
+                            })
+                            .collect(),
+                    )
+                };
+                let mut fields = vec![("name", Json::str(n.clone())), ("rows", pairs(rows, "key"))];
+                if let Some(f) = self.frames.get(n) {
+                    let mut paths: Vec<(&String, &i64)> = f.iter().collect();
+                    paths.sort();
+                    fields.push(("frames", pairs(paths, "path")));
+                }
+                Json::object(fields)
             })
             .collect();
         let mut s = Json::object([
@@ -144,6 +163,7 @@ impl Baseline {
             return Err("a baseline without aggregations".into());
         };
         let mut aggs = HashMap::new();
+        let mut frames = HashMap::new();
         for a in list {
             let Some(Json::Str(name)) = a.get("name") else {
                 return Err("an aggregation without a name".into());
@@ -151,22 +171,38 @@ impl Baseline {
             let Some(Json::Array(rows)) = a.get("rows") else {
                 return Err(format!("{name}: no rows"));
             };
-            let mut m = HashMap::with_capacity(rows.len());
-            for r in rows {
-                let (Some(Json::Str(k)), Some(v)) = (r.get("key"), r.get("value")) else {
-                    return Err(format!("{name}: a row without key and value"));
+            aggs.insert(name.clone(), pairs_of(name, rows, "key")?);
+            // a stack aggregation's tree (absent from a file without it: the table still compares)
+            if let Some(f) = a.get("frames") {
+                let Json::Array(f) = f else {
+                    return Err(format!("{name}: frames that are not a list"));
                 };
-                let v = match v {
-                    Json::Int(i) => *i,
-                    Json::UInt(u) => i64::try_from(*u).unwrap_or(i64::MAX),
-                    _ => return Err(format!("{name}: a value that is not an integer")),
-                };
-                m.insert(k.clone(), v);
+                frames.insert(name.clone(), pairs_of(name, f, "path")?);
             }
-            aggs.insert(name.clone(), m);
         }
-        Ok(Some(Baseline { label, aggs }))
+        Ok(Some(Baseline {
+            label,
+            aggs,
+            frames,
+        }))
     }
+}
+
+/// A saved list of `{k, "value"}` objects as a map.
+fn pairs_of(name: &str, list: &[Json], k: &str) -> Result<HashMap<String, i64>, String> {
+    let mut m = HashMap::with_capacity(list.len());
+    for r in list {
+        let (Some(Json::Str(key)), Some(v)) = (r.get(k), r.get("value")) else {
+            return Err(format!("{name}: an entry without {k} and value"));
+        };
+        let v = match v {
+            Json::Int(i) => *i,
+            Json::UInt(u) => i64::try_from(*u).unwrap_or(i64::MAX),
+            _ => return Err(format!("{name}: a value that is not an integer")),
+        };
+        m.insert(key.clone(), v);
+    }
+    Ok(m)
 }
 
 #[cfg(test)]
@@ -210,5 +246,15 @@ mod tests {
         );
         assert_eq!(b.change("@s", &stack(&["f", "main"])), Some(Change::By(0)));
         assert_eq!(b.change("@s", &stack(&["f", "other"])), Some(Change::New));
+        // the stack tree's nodes, kept and saved with it
+        let tree = b.frames("@s").unwrap();
+        assert_eq!(tree.get("\nmain"), Some(&3));
+        assert_eq!(tree.get("\nmain\nf"), Some(&3));
+        let back = Baseline::from_json(&b.to_json()).unwrap().unwrap();
+        assert_eq!(back, b);
+        assert!(Baseline::from_json(
+            "{\"dtx-baseline\": 1, \"aggregations\": [{\"name\": \"@s\", \"rows\": [], \"frames\": 3}]}"
+        )
+        .is_err());
     }
 }

@@ -86,6 +86,9 @@ impl Results {
             let Some(t) = self.tables.get_mut(&v.name) else {
                 continue;
             };
+            if let Some(st) = self.stacks.get_mut(&v.name) {
+                st.set_base(b.and_then(|b| b.frames(&v.name)).cloned());
+            }
             t.has_baseline = b.is_some_and(|b| b.has(&v.name));
             t.gone = b.map_or(0, |b| b.gone(&v.name, v));
             for r in &mut t.rows {

@@ -2,9 +2,10 @@
 //! `stack()`/`ustack()` merged from the outermost frame in, each node with its total and its
 //! share of the whole.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::agg::snapshot::{AggView, KeyCell};
+use crate::tui::baseline::Change;
 
 #[derive(Default)]
 struct Node {
@@ -21,7 +22,41 @@ pub struct StackRow {
     pub percent: f64,
     pub open: bool,
     pub leaf: bool,
+    /// The node's change against the baseline's tree (`None`: no baseline for these stacks).
+    pub change: Option<Change>,
     path: String,
+}
+
+/// Each node's total by its path from the outermost frame in (`frame_paths`): what a baseline
+/// keeps of a stack aggregation, so that each frame of a later tree has its change.
+pub type FramePaths = HashMap<String, i64>;
+
+/// The path of a node: its frames from the outermost in, each after a newline.
+fn child_path(parent: &str, frame: &str) -> String {
+    format!("{parent}\n{frame}")
+}
+
+/// Every node's total, by path, of a view's stacks (the first stack key of each row).
+pub fn frame_paths(view: &AggView) -> FramePaths {
+    let mut out = FramePaths::new();
+    for (frames, v) in stacks(view) {
+        let mut p = String::new();
+        for f in frames.iter().rev() {
+            p = child_path(&p, f);
+            *out.entry(p.clone()).or_default() += v;
+        }
+    }
+    out
+}
+
+/// Each row's first stack key and its value.
+fn stacks(view: &AggView) -> impl Iterator<Item = (&Vec<String>, i64)> {
+    view.rows.iter().filter_map(
+        |r| match r.keys.iter().find(|k| matches!(k, KeyCell::Stack(_))) {
+            Some(KeyCell::Stack(frames)) => Some((frames, r.value.scalar())),
+            _ => None,
+        },
+    )
 }
 
 #[derive(Default)]
@@ -32,6 +67,8 @@ pub struct StackTree {
     toggled: HashSet<String>,
     rows: Vec<StackRow>,
     pub selected: usize,
+    /// The baseline's tree, when there is one for these stacks.
+    base: Option<FramePaths>,
 }
 
 /// Nodes deeper than this start closed.
@@ -42,13 +79,7 @@ impl StackTree {
     pub fn update(&mut self, view: &AggView) {
         let mut root = Node::default();
         let mut total = 0i64;
-        for r in &view.rows {
-            let Some(KeyCell::Stack(frames)) =
-                r.keys.iter().find(|k| matches!(k, KeyCell::Stack(_)))
-            else {
-                continue;
-            };
-            let v = r.value.scalar();
+        for (frames, v) in stacks(view) {
             total += v;
             let mut n = &mut root;
             n.total += v;
@@ -61,6 +92,17 @@ impl StackTree {
         self.root = root;
         self.grand_total = total;
         self.rebuild();
+    }
+
+    /// Compares each node with the baseline's tree (or with none).
+    pub fn set_base(&mut self, base: Option<FramePaths>) {
+        self.base = base;
+        self.rebuild();
+    }
+
+    /// Whether the rows carry a change against a baseline.
+    pub fn has_base(&self) -> bool {
+        self.base.is_some()
     }
 
     pub fn rows(&self) -> &[StackRow] {
@@ -91,38 +133,48 @@ impl StackTree {
     fn rebuild(&mut self) {
         let mut rows = Vec::new();
         let total = self.grand_total.max(1) as f64;
-        walk(&self.root, 0, "", &self.toggled, total, &mut rows);
+        let ctx = Walk {
+            toggled: &self.toggled,
+            total,
+            base: self.base.as_ref(),
+        };
+        walk(&self.root, 0, "", &ctx, &mut rows);
         self.rows = rows;
         self.selected = self.selected.min(self.rows.len().saturating_sub(1));
     }
 }
 
-fn walk(
-    n: &Node,
-    depth: usize,
-    path: &str,
-    toggled: &HashSet<String>,
+/// What every level of the walk reads.
+struct Walk<'a> {
+    toggled: &'a HashSet<String>,
     total: f64,
-    out: &mut Vec<StackRow>,
-) {
+    base: Option<&'a FramePaths>,
+}
+
+fn walk(n: &Node, depth: usize, path: &str, ctx: &Walk, out: &mut Vec<StackRow>) {
     let mut kids: Vec<(&String, &Node)> = n.children.iter().collect();
     kids.sort_by(|a, b| b.1.total.cmp(&a.1.total).then_with(|| a.0.cmp(b.0)));
     for (frame, child) in kids {
-        let p = format!("{path}\n{frame}");
+        let p = child_path(path, frame);
         let leaf = child.children.is_empty();
         // open by default down to AUTO_DEPTH; a toggle flips that
-        let open = !leaf && ((depth < AUTO_DEPTH) != toggled.contains(&p));
+        let open = !leaf && ((depth < AUTO_DEPTH) != ctx.toggled.contains(&p));
+        let change = ctx.base.map(|b| match b.get(&p) {
+            Some(then) => Change::By(child.total.saturating_sub(*then)),
+            None => Change::New,
+        });
         out.push(StackRow {
             depth,
             frame: frame.clone(),
             total: child.total,
-            percent: child.total as f64 * 100.0 / total,
+            percent: child.total as f64 * 100.0 / ctx.total,
             open,
             leaf,
+            change,
             path: p.clone(),
         });
         if open {
-            walk(child, depth + 1, &p, toggled, total, out);
+            walk(child, depth + 1, &p, ctx, out);
         }
     }
 }
@@ -173,5 +225,51 @@ mod tests {
         t.selected = 1;
         t.toggle();
         assert_eq!(t.rows().len(), 3);
+    }
+
+    #[test]
+    fn each_frame_has_its_change_against_the_baseline() {
+        let then = AggView {
+            name: "@".into(),
+            rows: vec![
+                row(&["leaf1", "mid", "main"], 3),
+                row(&["other", "main"], 4),
+            ],
+        };
+        let now = AggView {
+            name: "@".into(),
+            rows: vec![
+                row(&["leaf1", "mid", "main"], 5),
+                row(&["leaf2", "mid", "main"], 1),
+                row(&["other", "main"], 4),
+            ],
+        };
+        let mut t = StackTree::default();
+        t.update(&now);
+        assert!(t.rows().iter().all(|r| r.change.is_none()));
+        t.set_base(Some(frame_paths(&then)));
+        let lines: Vec<(&str, Option<Change>)> = t
+            .rows()
+            .iter()
+            .map(|r| (r.frame.as_str(), r.change))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                ("main", Some(Change::By(3))),
+                ("mid", Some(Change::By(3))),
+                ("leaf1", Some(Change::By(2))),
+                ("leaf2", Some(Change::New)),
+                ("other", Some(Change::By(0))),
+            ]
+        );
+        // a frame under another parent is another node
+        let moved = AggView {
+            name: "@".into(),
+            rows: vec![row(&["mid", "other", "main"], 1)],
+        };
+        t.update(&moved);
+        let mid = t.rows().iter().find(|r| r.frame == "mid").unwrap();
+        assert_eq!(mid.change, Some(Change::New));
     }
 }

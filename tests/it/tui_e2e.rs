@@ -583,3 +583,103 @@ fn console_baseline_from_a_saved_result() {
     assert_ne!(code, 0);
     assert!(err.contains("dtx --diff"), "{err}");
 }
+
+/// Each stack of a batch run's text output, outermost frame first, with its count.
+fn batch_stacks(trace: &str, program: &str) -> Vec<(Vec<String>, i64)> {
+    let text = cli::dtx_ok(&["-q", "-E", trace, "-n", program]);
+    let mut out = Vec::new();
+    for block in text.split("\n\n") {
+        let mut lines: Vec<&str> = block
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect();
+        let Some(n) = lines.pop().and_then(|l| l.parse::<i64>().ok()) else {
+            continue;
+        };
+        lines.reverse();
+        out.push((lines.into_iter().map(str::to_string).collect(), n));
+    }
+    out
+}
+
+/// A stack aggregation against a saved result: the stack tree gives each frame its change. The
+/// baseline is the same program on CPU 0 alone, so the whole-trace tree only grows: its top
+/// frame shows what the two batch runs say it grew by, and no frame shrank.
+#[test]
+fn console_baseline_gives_each_stack_frame_its_change() {
+    let before = "profile-997 /cpu == 0/ { @[stack()] = count(); }";
+    let after = "profile-997 { @[stack()] = count(); }";
+    let roots = |stacks: Vec<(Vec<String>, i64)>| {
+        let mut m = std::collections::BTreeMap::<String, i64>::new();
+        for (frames, n) in stacks {
+            if let Some(f) = frames.first() {
+                *m.entry(f.clone()).or_default() += n;
+            }
+        }
+        m
+    };
+    let then = roots(batch_stacks("demo", before));
+    let now = roots(batch_stacks("demo", after));
+    assert!(!now.is_empty(), "the demo trace has kernel stacks");
+    // the tree's first row: the outermost frame with the largest total (ties by name)
+    let (top, total) = now
+        .iter()
+        .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
+        .map(|(f, n)| (f.clone(), *n))
+        .unwrap();
+    let want = match then.get(&top) {
+        Some(t) if *t == total => "=".to_string(),
+        Some(t) => format!("{:+}", total - t),
+        None => "new".to_string(),
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let saved = dir.path().join("before.json");
+    let json = cli::dtx_ok(&["-q", "-x", "oformat=json", "-E", "demo", "-n", before]);
+    std::fs::write(&saved, json).unwrap();
+    let state_dir = dir.path().to_string_lossy().into_owned();
+    let saved_s = saved.to_string_lossy().into_owned();
+    let mut s = PtySession::spawn_in(
+        env!("CARGO_BIN_EXE_dtx"),
+        &["--tui", "-E", "demo", "--baseline", &saved_s, "-n", after],
+        &[
+            ("XDG_STATE_HOME", &state_dir),
+            ("XDG_CONFIG_HOME", &state_dir),
+        ],
+        dir.path(),
+        200,
+        40,
+    );
+    let words_of = |l: &str| -> Vec<String> {
+        l.split(|c: char| c.is_whitespace() || c == '│' || c == '┃')
+            .filter(|w| !w.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    let row_of = |screen: &str| -> Option<Vec<String>> {
+        screen
+            .lines()
+            .map(words_of)
+            .find(|w| w.last() == Some(&top) && w.contains(&total.to_string()))
+    };
+    let screen = s.wait_for(
+        "the stack tree against the saved result",
+        Duration::from_secs(60),
+        |t| t.contains("ended 0") && row_of(t).is_some(),
+    );
+    let row = row_of(&screen).unwrap();
+    assert!(
+        row.contains(&want),
+        "{top} {total} {want}: {row:?}\n{screen}"
+    );
+    // no frame of the tree shrank: every change shown is =, +N or new
+    for l in screen.lines().filter(|l| l.contains('%')) {
+        for w in words_of(l) {
+            assert!(
+                !(w.starts_with('-') && w[1..].parse::<i64>().is_ok()),
+                "a frame shrank against a subset of itself: {l}\n{screen}"
+            );
+        }
+    }
+    quit(&mut s);
+}

@@ -159,18 +159,7 @@ fn draw_table(
         };
         let mut spans = vec![Span::styled(s, style)];
         if extra_w > 0 && base_w > 0 {
-            // grew: the error colour, as a differential flame graph's red; shrank: the accent
-            let (text, colour) = match row.change {
-                Some(Change::By(0)) => ("=".to_string(), t.dim),
-                Some(Change::By(d)) if d > 0 => (format!("{d:+}"), t.error),
-                Some(Change::By(d)) => (format!("{d:+}"), t.accent),
-                Some(Change::New) => ("new".to_string(), t.error),
-                None => (String::new(), t.dim),
-            };
-            spans.push(Span::styled(
-                format!("{text:>11}"),
-                Style::default().fg(colour),
-            ));
+            spans.push(change_cell(row.change, t));
         }
         if extra_w > 0 {
             let delta = if row.delta == 0 {
@@ -323,6 +312,20 @@ fn draw_histogram(f: &mut Frame, area: Rect, v: &AggValue, t: &Theme) {
     f.render_widget(Paragraph::new(lines).style(t.base()), area);
 }
 
+/// A row's change against the baseline, 11 columns wide, in one colour rule for the table and
+/// the stack tree: grew in the error colour (a differential flame graph's red), shrank in the
+/// accent, unchanged `=` dimmed, a key or frame the baseline lacks `new`.
+fn change_cell(change: Option<Change>, t: &Theme) -> Span<'static> {
+    let (text, colour) = match change {
+        Some(Change::By(0)) => ("=".to_string(), t.dim),
+        Some(Change::By(d)) if d > 0 => (format!("{d:+}"), t.error),
+        Some(Change::By(d)) => (format!("{d:+}"), t.accent),
+        Some(Change::New) => ("new".to_string(), t.error),
+        None => (String::new(), t.dim),
+    };
+    Span::styled(format!("{text:>11}"), Style::default().fg(colour))
+}
+
 fn draw_stacks(f: &mut Frame, area: Rect, st: &StackTree, focused: bool, t: &Theme) {
     let w = area.width as usize;
     let h = area.height as usize;
@@ -340,17 +343,28 @@ fn draw_stacks(f: &mut Frame, area: Rect, st: &StackTree, focused: bool, t: &The
         let bar_w = ((r.percent / 100.0) * 10.0).round() as usize;
         let bar = format!("{:<10} ", "▇".repeat(bar_w.min(10)));
         let indent = " ".repeat(r.depth.min(40));
-        let room = w.saturating_sub(num.len() + 11 + indent.len() + 2);
+        // the change column, after the bar, only while a baseline is set and the pane has room
+        let with_change = st.has_base() && w >= 48;
+        let change_w = if with_change { 12 } else { 0 };
+        let room = w.saturating_sub(num.len() + 11 + change_w + indent.len() + 2);
         let style = if i == st.selected && focused {
             t.selected()
         } else {
             Style::default().fg(t.text)
         };
-        lines.push(Line::from(vec![
+        let mut spans = vec![
             Span::styled(num, Style::default().fg(t.number)),
             Span::styled(bar, Style::default().fg(t.bar)),
-            Span::styled(format!("{indent}{marker}{}", fit(&r.frame, room)), style),
-        ]));
+        ];
+        if with_change {
+            spans.push(change_cell(r.change, t));
+            spans.push(Span::raw(" "));
+        }
+        spans.push(Span::styled(
+            format!("{indent}{marker}{}", fit(&r.frame, room)),
+            style,
+        ));
+        lines.push(Line::from(spans));
     }
     if lines.is_empty() {
         lines.push(Line::from(Span::styled("(no stacks)", t.dimmed())));
