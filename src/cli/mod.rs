@@ -79,7 +79,7 @@ pub fn main(argv: Vec<OsString>) -> i32 {
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
-        return crate::serve::mcp::main(prog, &rest);
+        return crate::serve::mcp::main(prog, &rest, diff::views_of);
     }
     // `--check-workload WHAT [N]`: the self-check's workload, run by the checked dtx as its -c
     // target (src/cli/selfcheck/workload.rs)
@@ -491,13 +491,19 @@ fn run_plan(prog: &str, args: &Args, mut opts: DOptions, plan: plan::Plan) -> Re
         crate::sources::etw_live::windows::install_console_handler_for_console();
         return run_console(args, source, catalog, target);
     }
+    // -x metrics with -c/-p: the exporter's session opens the target on its engine thread (the
+    // thread the debugger answers), as the console's does, before the program is compiled
+    let served_target = match opts.str_value("metrics") {
+        Some(_) if plan.open_target && trace.is_none() && many.is_none() => target::request(args)?,
+        _ => None,
+    };
     // the target (-c/-p) exists before compiling: `$target` and its pid probes know it
-    let target = if plan.open_target {
+    let target = if plan.open_target && served_target.is_none() {
         target::create(args)?
     } else {
         None
     };
-    let target_pid = target.as_ref().map_or(0, |t| t.pid as u64);
+    let mut target_pid = target.as_ref().map_or(0, |t| t.pid as u64);
     // the target's own types (its PDB): pid`NAME, and pid probes' args[] from prototypes
     let target_types = target
         .as_ref()
@@ -505,6 +511,26 @@ fn run_plan(prog: &str, args: &Args, mut opts: DOptions, plan: plan::Plan) -> Re
         .and_then(|exe| crate::symbols::pdb_types::for_image(std::path::Path::new(&exe)));
     catalog.add(Box::new(pid_provider.clone()));
     catalog.add(Box::new(pid_provider.fpid()));
+    let catalog = std::sync::Arc::new(catalog);
+    let mut served = None;
+    if let (Some(request), Some(bind)) = (served_target, opts.str_value("metrics")) {
+        #[cfg(windows)]
+        let live = Some(live_etw.etw.clone());
+        #[cfg(not(windows))]
+        let live = None::<crate::providers::etw::EtwProbes>;
+        let s = crate::serve::metrics::start(
+            bind,
+            live_session_source(args, live),
+            catalog.clone(),
+            Some(crate::engine::session::SessionTarget {
+                request,
+                open: target::open_target,
+                provider: pid_provider.clone(),
+            }),
+        )?;
+        target_pid = s.target as u64;
+        served = Some(s);
+    }
     let model = plan.model;
     let programs = load_programs(args)?;
     let mut out: Box<dyn Write + Send> = match &plan.output {
@@ -544,13 +570,13 @@ fn run_plan(prog: &str, args: &Args, mut opts: DOptions, plan: plan::Plan) -> Re
             file_name: &p.file_name,
             model,
         };
-        match lang::compile_with_types(input, &mut opts, &catalog, target_types.clone()) {
+        match lang::compile_with_types(input, &mut opts, &*catalog, target_types.clone()) {
             Ok(c) => {
                 if args.disasm || opts.verbose() {
                     let _ = write!(std::io::stderr(), "{}", crate::ir::disasm::program(&c.ir));
                 }
                 if listing {
-                    let _ = listing::program_probes(&mut out, &c, &catalog, args.verbose);
+                    let _ = listing::program_probes(&mut out, &c, &*catalog, args.verbose);
                 }
                 compiled.push(c);
             }
@@ -568,7 +594,7 @@ fn run_plan(prog: &str, args: &Args, mut opts: DOptions, plan: plan::Plan) -> Re
     match plan.end {
         End::List => {
             if programs.is_empty() {
-                let _ = listing::all_probes(&mut out, &catalog, args.verbose);
+                let _ = listing::all_probes(&mut out, &*catalog, args.verbose);
             }
             let _ = out.flush();
             return Ok(EXIT_OK);
@@ -605,7 +631,7 @@ fn run_plan(prog: &str, args: &Args, mut opts: DOptions, plan: plan::Plan) -> Re
                     c.ir.clauses
                         .iter()
                         .flat_map(|cl| &cl.probes)
-                        .map(|d| crate::probes::ProbeCatalog::matching(&catalog, d).len())
+                        .map(|d| crate::probes::ProbeCatalog::matching(&*catalog, d).len())
                         .sum();
                 let line = crate::output::messages::matched(
                     program_source(p),
@@ -637,6 +663,10 @@ fn run_plan(prog: &str, args: &Args, mut opts: DOptions, plan: plan::Plan) -> Re
     }
     // -x metrics=HOST:PORT: the exporter serves the program's aggregations (src/serve)
     if let Some(bind) = opts.str_value("metrics").map(str::to_string) {
+        if target.is_some() {
+            // only a pragma set it: the target was opened for a batch run, on this thread
+            return Err("-x metrics with -c/-p: give -x metrics on the command line, not as a pragma, so that the exporter's session opens the process".into());
+        }
         #[cfg(windows)]
         let live = (trace.is_none() && many.is_none()).then(|| live_etw.etw.clone());
         #[cfg(not(windows))]
@@ -652,7 +682,7 @@ fn run_plan(prog: &str, args: &Args, mut opts: DOptions, plan: plan::Plan) -> Re
             trace,
             many.is_some(),
             live,
-            target.is_some(),
+            served,
         );
     }
 
@@ -681,7 +711,7 @@ fn run_metrics(
     args: &Args,
     bind: String,
     opts: DOptions,
-    catalog: Catalog,
+    catalog: std::sync::Arc<Catalog>,
     programs: &[Program],
     mut compiled: Vec<lang::CompiledProgram>,
     single: Option<std::path::PathBuf>,
@@ -690,17 +720,12 @@ fn run_metrics(
         crate::providers::etw::EtwProbes,
     )>,
     many: bool,
-    #[cfg_attr(not(windows), allow(unused_variables))] live: Option<
-        crate::providers::etw::EtwProbes,
-    >,
-    target: bool,
+    live: Option<crate::providers::etw::EtwProbes>,
+    served: Option<crate::serve::metrics::Served>,
 ) -> Result<i32, String> {
     use crate::engine::session::{ProgramSpec, SessionSource};
     if many {
         return Err("-x metrics serves one run: give -E one trace".into());
-    }
-    if target {
-        return Err("-x metrics does not trace a process (-c/-p) yet: name it in the program's predicates (pid, execname)".into());
     }
     if compiled.len() != 1 {
         return Err(
@@ -711,35 +736,24 @@ fn run_metrics(
     let Some(c) = compiled.pop() else {
         return Err("no program".into());
     };
-    let source = match (single, trace) {
-        (Some(path), Some((_, etw))) => SessionSource::Trace {
-            path: path.to_string_lossy().into_owned(),
-            etw: std::sync::Arc::new(etw),
-        },
-        #[cfg(windows)]
-        _ => {
-            crate::sources::etw_live::windows::install_console_handler_for_console();
-            SessionSource::Etw(crate::engine::session::EtwBackend {
-                etw: std::sync::Arc::new(live.unwrap_or_default()),
-                open: crate::sources::etw_live::windows::open_control(
-                    args.etl.clone(),
-                    args.etl_process_all,
-                ),
-            })
-        }
-        #[cfg(not(windows))]
-        _ => {
-            let _ = args;
-            SessionSource::Timers
+    let served = match served {
+        Some(s) => s,
+        None => {
+            let source = match (single, trace) {
+                (Some(path), Some((_, etw))) => SessionSource::Trace {
+                    path: path.to_string_lossy().into_owned(),
+                    etw: std::sync::Arc::new(etw),
+                },
+                _ => live_session_source(args, live),
+            };
+            crate::serve::metrics::start(&bind, source, catalog, None)?
         }
     };
     let interrupted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = interrupted.clone();
     let _ = ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::SeqCst));
     crate::serve::metrics::run(crate::serve::metrics::Options {
-        bind,
-        source,
-        catalog: std::sync::Arc::new(catalog),
+        served,
         program: ProgramSpec {
             label,
             program: std::sync::Arc::new(c.ir),
@@ -747,6 +761,28 @@ fn run_metrics(
         },
         interrupted,
     })
+}
+
+/// The session source of a live exporter run: live ETW on Windows (its console handler
+/// installed before any session starts), the live clock and perf events elsewhere.
+#[cfg_attr(not(windows), allow(unused_variables))]
+fn live_session_source(
+    args: &Args,
+    live: Option<crate::providers::etw::EtwProbes>,
+) -> crate::engine::session::SessionSource {
+    #[cfg(windows)]
+    {
+        crate::sources::etw_live::windows::install_console_handler_for_console();
+        crate::engine::session::SessionSource::Etw(crate::engine::session::EtwBackend {
+            etw: std::sync::Arc::new(live.unwrap_or_default()),
+            open: crate::sources::etw_live::windows::open_control(
+                args.etl.clone(),
+                args.etl_process_all,
+            ),
+        })
+    }
+    #[cfg(not(windows))]
+    crate::engine::session::SessionSource::Timers
 }
 
 /// The target process and the pid provider of a run.

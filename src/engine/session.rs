@@ -190,6 +190,9 @@ pub enum Update {
     Status(Status),
     /// A problem with the source (a trace that cannot be opened).
     Error(String),
+    /// What dtrace says on stderr that is no problem: the target process has exited (the
+    /// command line writes it to stderr; the console shows it in its output pane).
+    Notice(String),
 }
 
 /// The handle: commands in, updates out. Dropping it ends the session.
@@ -868,7 +871,7 @@ impl Worker {
             Some(c) => format!("pid {} exited with status {c}", t.pid),
         };
         self.status.source = format!("pid {} (exited)", t.pid);
-        let _ = writeln!(self.output, "dtx: {how}");
+        let _ = self.updates.send(Update::Notice(how.clone()));
         t.gone = Some(how);
     }
 

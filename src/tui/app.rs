@@ -261,6 +261,10 @@ impl App {
                 self.log.push_stderr(format!("dtx: {e}"));
                 self.say(e, true);
             }
+            Update::Notice(n) => {
+                self.log.push_stderr(format!("dtx: {n}"));
+                self.say(n, false);
+            }
         }
     }
 

@@ -4,14 +4,45 @@
 //! dropped with `B`, loaded at start with `--baseline FILE` (such a file, or a result saved with
 //! `-x oformat=json`, as `dtx --diff` reads). A key is matched by every component, a stack by
 //! every frame; an aggregation is matched by its name. For an aggregation keyed by a stack it
-//! also keeps each node of the stack tree (`stack_tree::frame_paths`), so that the tree shows
-//! each frame's change.
+//! also keeps each node of the stack tree (`frame_paths`), so that the tree shows
+//! each frame's change; the paths are this module's (`frame_paths`), and the tree reads them.
 
 use std::collections::HashMap;
 
 use crate::agg::snapshot::{AggRow, AggView, KeyCell};
 use crate::output::json::{parse, Json};
-use crate::tui::stack_tree::{frame_paths, FramePaths};
+
+/// Each node's total by its path from the outermost frame in (`frame_paths`): what a baseline
+/// keeps of a stack aggregation, so that each frame of a later tree has its change.
+pub type FramePaths = HashMap<String, i64>;
+
+/// The path of a node: its frames from the outermost in, each after a newline.
+pub(crate) fn child_path(parent: &str, frame: &str) -> String {
+    format!("{parent}\n{frame}")
+}
+
+/// Every node's total, by path, of a view's stacks (the first stack key of each row).
+pub fn frame_paths(view: &AggView) -> FramePaths {
+    let mut out = FramePaths::new();
+    for (frames, v) in stacks(view) {
+        let mut p = String::new();
+        for f in frames.iter().rev() {
+            p = child_path(&p, f);
+            *out.entry(p.clone()).or_default() += v;
+        }
+    }
+    out
+}
+
+/// Each row's first stack key and its value.
+pub(crate) fn stacks(view: &AggView) -> impl Iterator<Item = (&Vec<String>, i64)> {
+    view.rows.iter().filter_map(
+        |r| match r.keys.iter().find(|k| matches!(k, KeyCell::Stack(_))) {
+            Some(KeyCell::Stack(frames)) => Some((frames, r.value.scalar())),
+            _ => None,
+        },
+    )
+}
 
 /// The tag a saved baseline carries, with its format's version.
 const TAG: &str = "dtx-baseline";

@@ -2,10 +2,10 @@
 //! `stack()`/`ustack()` merged from the outermost frame in, each node with its total and its
 //! share of the whole.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 
-use crate::agg::snapshot::{AggView, KeyCell};
-use crate::tui::baseline::Change;
+use crate::agg::snapshot::AggView;
+use crate::tui::baseline::{child_path, stacks, Change, FramePaths};
 
 #[derive(Default)]
 struct Node {
@@ -25,38 +25,6 @@ pub struct StackRow {
     /// The node's change against the baseline's tree (`None`: no baseline for these stacks).
     pub change: Option<Change>,
     path: String,
-}
-
-/// Each node's total by its path from the outermost frame in (`frame_paths`): what a baseline
-/// keeps of a stack aggregation, so that each frame of a later tree has its change.
-pub type FramePaths = HashMap<String, i64>;
-
-/// The path of a node: its frames from the outermost in, each after a newline.
-fn child_path(parent: &str, frame: &str) -> String {
-    format!("{parent}\n{frame}")
-}
-
-/// Every node's total, by path, of a view's stacks (the first stack key of each row).
-pub fn frame_paths(view: &AggView) -> FramePaths {
-    let mut out = FramePaths::new();
-    for (frames, v) in stacks(view) {
-        let mut p = String::new();
-        for f in frames.iter().rev() {
-            p = child_path(&p, f);
-            *out.entry(p.clone()).or_default() += v;
-        }
-    }
-    out
-}
-
-/// Each row's first stack key and its value.
-fn stacks(view: &AggView) -> impl Iterator<Item = (&Vec<String>, i64)> {
-    view.rows.iter().filter_map(
-        |r| match r.keys.iter().find(|k| matches!(k, KeyCell::Stack(_))) {
-            Some(KeyCell::Stack(frames)) => Some((frames, r.value.scalar())),
-            _ => None,
-        },
-    )
 }
 
 #[derive(Default)]
@@ -182,8 +150,9 @@ fn walk(n: &Node, depth: usize, path: &str, ctx: &Walk, out: &mut Vec<StackRow>)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agg::snapshot::AggRow;
+    use crate::agg::snapshot::{AggRow, KeyCell};
     use crate::agg::AggValue;
+    use crate::tui::baseline::frame_paths;
 
     fn row(frames: &[&str], n: u64) -> AggRow {
         AggRow {

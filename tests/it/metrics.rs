@@ -608,3 +608,135 @@ fn metrics_live_syscalls_by_execname() {
     let (_, _, body) = get(&ex.addr, "/metrics", None);
     assert_eq!(calls(&body), Some(before + 1000.0), "{body}");
 }
+
+/// The target of the `-c`/`-p` tests: waits for the file `argv[2]` (`-`: none), makes
+/// `argv[1]` getppid() calls, waits for `argv[3]`, and exits 0.
+#[cfg(target_os = "linux")]
+const GATED_CALLS: &str = r#"
+#include <stdlib.h>
+#include <unistd.h>
+static void wait_for(const char *p) { if (p[0] == '-') return; while (access(p, F_OK) != 0) usleep(10000); }
+int main(int argc, char **argv) {
+    long n = atol(argv[1]);
+    wait_for(argv[2]);
+    for (long i = 0; i < n; i++) getppid();
+    wait_for(argv[3]);
+    return 0;
+}
+"#;
+
+/// Polls `/metrics` until `dtx_calls_total{key1="getppid"}` stops short of nothing: the value
+/// once it has been `want` for half a second (or what it is at the deadline).
+#[cfg(target_os = "linux")]
+fn settled_calls(addr: &str, want: f64) -> Option<f64> {
+    let calls = |body: &str| {
+        samples(body, "dtx_calls_total")
+            .get("key1=\"getppid\"")
+            .copied()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut now = None;
+    while Instant::now() < deadline && now != Some(want) {
+        std::thread::sleep(Duration::from_millis(100));
+        now = calls(&get(addr, "/metrics", None).2).or(now);
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    calls(&get(addr, "/metrics", None).2).or(now)
+}
+
+/// Waits for the exporter to end by itself (its target exited) and gives its status and what
+/// it printed.
+#[cfg(target_os = "linux")]
+fn ended_by_itself(ex: &mut Exporter) -> (Option<i32>, String) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if let Ok(Some(st)) = ex.child.try_wait() {
+            let mut out = String::new();
+            if let Some(mut o) = ex.child.stdout.take() {
+                let _ = o.read_to_string(&mut out);
+            }
+            return (st.code(), out);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("the exporter did not end when its target exited");
+}
+
+/// `-x metrics` with `-c`: the started process's calls (`$target`) are served while it runs,
+/// exactly; when it exits the exporter ends, as `dtrace -c` does, printing the same value.
+#[cfg(target_os = "linux")]
+#[test]
+fn metrics_serves_a_process_started_with_c() {
+    let Some(env) = crate::support::ctarget::Env::new("metrics with -c") else {
+        return;
+    };
+    let Some(bin) = env.build("gated", GATED_CALLS, &["-O0"], &[]) else {
+        return;
+    };
+    let go = env.dir().join("go");
+    let cmd = format!("{} 4321 - {}", bin.display(), go.display());
+    let prog = "syscall::getppid:entry /pid == $target/ { @calls[probefunc] = count(); }";
+    let mut ex = Exporter::start_until(&["-q", "-c", &cmd, "-n", prog], false);
+    assert_eq!(settled_calls(&ex.addr, 4321.0), Some(4321.0));
+    std::fs::write(&go, "").unwrap();
+    let (code, out) = ended_by_itself(&mut ex);
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(printa_rows(&out).get("getppid"), Some(&4321.0), "{out}");
+}
+
+/// `-x metrics` with `-p`: a running process is grabbed, its calls served exactly, and it is
+/// let go running: it exits by itself, with its own status, after the exporter has ended.
+#[cfg(target_os = "linux")]
+#[test]
+fn metrics_serves_a_grabbed_process_and_lets_it_run() {
+    let Some(env) = crate::support::ctarget::Env::new("metrics with -p") else {
+        return;
+    };
+    let Some(bin) = env.build("gated", GATED_CALLS, &["-O0"], &[]) else {
+        return;
+    };
+    let (start, go) = (env.dir().join("start"), env.dir().join("go"));
+    let mut target = Command::new(&bin)
+        .arg("2468")
+        .arg(&start)
+        .arg(&go)
+        .spawn()
+        .expect("the target starts");
+    struct Reap(Child);
+    impl Drop for Reap {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let pid = target.id().to_string();
+    let prog = "syscall::getppid:entry /pid == $target/ { @calls[probefunc] = count(); }";
+    let ex = Exporter::start_until(&["-q", "-p", &pid, "-n", prog], false);
+    std::fs::write(&start, "").unwrap();
+    assert_eq!(settled_calls(&ex.addr, 2468.0), Some(2468.0));
+    // Ctrl-C ends the exporter with the target still running; it is let go, not killed
+    let mut ex = ex;
+    // SAFETY: a signal to the exporter this test started (still its child, not reaped).
+    unsafe { libc::kill(ex.child.id() as i32, libc::SIGINT) };
+    let (code, out) = ended_by_itself(&mut ex);
+    assert_eq!(code, Some(0), "{out}");
+    assert_eq!(printa_rows(&out).get("getppid"), Some(&2468.0), "{out}");
+    std::fs::write(&go, "").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(st) = target.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the grabbed process did not run on"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let _reap = Reap(target);
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "the grabbed process survives the exporter"
+    );
+}

@@ -41,8 +41,11 @@ impl RpcError {
 }
 
 /// Runs `dtx --mcp [-w]` (`argv` after `--mcp`) on stdin and stdout until stdin closes.
-pub fn main(prog: &str, argv: &[String]) -> i32 {
-    let mut opts = ServerOptions::default();
+pub fn main(prog: &str, argv: &[String], saved_views: tools::SavedViews) -> i32 {
+    let mut opts = ServerOptions {
+        saved_views: Some(saved_views),
+        ..ServerOptions::default()
+    };
     for a in argv {
         match a.as_str() {
             "-w" => opts.destructive = true,

@@ -17,14 +17,21 @@ use crate::probes::{Catalog, ProbeCatalog};
 pub struct ServerOptions {
     /// `-w`: destructive actions (`system()`, `raise()`, `stop()`, ...) are allowed.
     pub destructive: bool,
+    /// Reads a saved result (`-x oformat=json`) as aggregation views: the command line's reader
+    /// (`cli::diff::views_of`), handed in by the command line that starts the server, so that
+    /// `diff` over saved results reads them as `dtx --diff` does.
+    pub saved_views: Option<SavedViews>,
 }
+
+/// See [`ServerOptions::saved_views`]: the file's name (for errors) and its parsed document.
+pub type SavedViews = fn(&str, Json) -> Result<Vec<AggView>, String>;
 
 pub const NAMES: &[&str] = &["list_probes", "run", "diff", "symbols", "check"];
 
 pub const INSTRUCTIONS: &str = "dtx runs DTrace's D language over Windows ETW traces (.etl, \
     also inside .zip) and live. Use list_probes to see what a trace can fire, run to run a D \
     program over a trace (or 'demo', a built-in trace) and get its aggregations as JSON, and \
-    diff to compare one program's aggregations over two traces. Destructive actions \
+    diff to compare one program's aggregations over two traces (or two saved results). Destructive actions \
     (system(), raise(), stop(), copyout()) are refused unless the server was started with -w.";
 
 /// Bytes of printed output a run returns at most.
@@ -392,7 +399,7 @@ pub fn run(
                 }
             }
             Update::Snapshot(s) => r.aggs = s.aggs,
-            Update::Error(m) => {
+            Update::Error(m) | Update::Notice(m) => {
                 if r.messages.len() < 100 {
                     r.messages.push(m);
                 }
@@ -508,8 +515,14 @@ fn diff(args: &Json, opts: &ServerOptions) -> Result<Json, String> {
                 crate::output::json::parse(&text).map_err(|e| format!("{f}: {e}"))
             };
             let secs = |name: &str| num_arg(args, name).filter(|s| *s > 0.0 && s.is_finite());
-            let diffs =
-                crate::cli::diff::compare_docs((before, doc(before)?), (after, doc(after)?), None)?;
+            let Some(views) = opts.saved_views else {
+                return Err(
+                    "this server reads no saved results: give program and two traces".into(),
+                );
+            };
+            let vb = views(before, doc(before)?)?;
+            let va = views(after, doc(after)?)?;
+            let diffs = crate::agg::diff::compare(&vb, &va, before, after)?;
             (diffs, secs("before_seconds"), secs("after_seconds"))
         }
     };

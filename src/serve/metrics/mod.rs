@@ -22,15 +22,46 @@ pub use config::Config;
 /// most), unless the program sets `aggrate`.
 pub const REFRESH: Duration = Duration::from_millis(100);
 
-/// An exporter run, as the command line asks for it.
+/// An exporter run, as the command line asks for it: the exporter bound and its session started
+/// ([`start`]), and the program to run on it.
 pub struct Options {
-    /// `-x metrics=`'s value.
-    pub bind: String,
-    pub source: SessionSource,
-    pub catalog: Arc<Catalog>,
+    pub served: Served,
     pub program: ProgramSpec,
     /// Ctrl-C (and the like): ends the run.
     pub interrupted: Arc<AtomicBool>,
+}
+
+/// A bound exporter and the session it serves.
+pub struct Served {
+    pub exporter: Exporter,
+    pub session: Session,
+    over_trace: bool,
+    /// The session's target process (`-c`/`-p`), for `$target`; 0 without one.
+    pub target: u32,
+}
+
+/// Binds `bind` and then starts the session, so that a taken port is an error before anything
+/// is traced; with a target (`-c`/`-p`), the session opens it on its engine thread (the
+/// debugger's thread, as in the console) and [`Served::target`] is its pid, for compiling the
+/// program's `$target`.
+pub fn start(
+    bind: &str,
+    source: SessionSource,
+    catalog: Arc<Catalog>,
+    target: Option<crate::engine::session::SessionTarget>,
+) -> Result<Served, String> {
+    let exporter = Exporter::start(bind)?;
+    let over_trace = matches!(source, SessionSource::Trace { .. });
+    let (session, target) = match target {
+        Some(t) => Session::start_with_target(source, catalog, REFRESH, t)?,
+        None => (Session::start(source, catalog, REFRESH), 0),
+    };
+    Ok(Served {
+        exporter,
+        session,
+        over_trace,
+        target,
+    })
 }
 
 /// A server of one console's or one run's aggregations: bound at [`Exporter::start`], fed the
@@ -95,7 +126,7 @@ impl Exporter {
         match u {
             Update::Snapshot(s) => self.snapshot(s.generation, s.aggs.clone()),
             Update::Status(st) => self.status(st),
-            Update::Output(_) | Update::Error(_) => {}
+            Update::Output(_) | Update::Error(_) | Update::Notice(_) => {}
         }
     }
 
@@ -130,11 +161,14 @@ impl Exporter {
 /// Runs the exporter until the program ends (live: `exit()`; its exit status) or, over a
 /// trace, until interrupted: the values stay as they stood at the trace's end.
 pub fn run(o: Options) -> Result<i32, String> {
-    let exporter = Exporter::start(&o.bind)?;
+    let Served {
+        exporter,
+        session,
+        over_trace,
+        ..
+    } = o.served;
     exporter.program(&o.program)?;
     crate::output::stderr::write(&exporter.notice());
-    let over_trace = matches!(o.source, SessionSource::Trace { .. });
-    let session = Session::start(o.source, o.catalog, REFRESH);
     if !session.send(Command::Run {
         program: o.program,
         restart: false,
@@ -170,7 +204,7 @@ pub fn run(o: Options) -> Result<i32, String> {
                     }
                 }
             }
-            Update::Error(e) => {
+            Update::Error(e) | Update::Notice(e) => {
                 crate::output::stderr::write(&format!("dtx: {e}\n"));
             }
         }
