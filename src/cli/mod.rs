@@ -995,8 +995,12 @@ fn run_programs(
             )?;
             // fpid hooks go in while the target is still stopped
             #[cfg(any(target_os = "linux", windows))]
-            let (pid_source, fpid_source) =
-                crate::sources::fpid::split(pid_source, &pid_run.provider, &engine)?;
+            let (pid_source, fpid_source) = crate::sources::fpid::split(
+                pid_source,
+                &pid_run.provider,
+                &engine,
+                crate::sources::fpid::RingOptions::from_options(opts)?,
+            )?;
             let pid_source = target::backend(pid_source, opts.str_value("pidmode"), &engine)?;
             // the target and the kernel's events, together when a program has both
             let mut sources: Vec<Box<dyn crate::engine::EventSource>> = Vec::new();

@@ -115,6 +115,69 @@ fn frames(out: &str) -> Vec<String> {
         .collect()
 }
 
+/// A tight loop of 10,000,000 calls counted exactly with the default settings: the drain
+/// thread keeps the ring's room free and, when dtx falls behind (a loaded machine), the hit
+/// waits for room (`fpidwait`, bounded by dtx making no progress at all) rather than drop.
+/// Nothing here depends on speed; a drop would be said on stderr and the count would differ.
+#[test]
+fn fpid_counts_a_ten_million_call_loop_exactly() {
+    let Some(env) = Env::new() else { return };
+    let prog = env.build("hit", HIT, "-O2").unwrap();
+    let n: i64 = 10_000_000;
+    let expected: i64 = (0..n).map(|i| i * 3 + 1).sum::<i64>() + 36;
+    let out = dtx(&[
+        "-q",
+        "-n",
+        "fpid$target:a.out:hit:entry { @n = count(); @s = sum(arg0); } \
+         fpid$target:a.out:hit:return { @r = count(); } \
+         END { printa(\"entries %@d\\n\", @n); printa(\"argsum %@d\\n\", @s); \
+               printa(\"returns %@d\\n\", @r); }",
+        "-c",
+        &cmd(&prog, &n.to_string()),
+    ]);
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{se}");
+    assert!(so.contains(&format!("checksum {expected}\n")), "{so}");
+    assert!(so.contains(&format!("entries {n}\n")), "{so}\n{se}");
+    assert!(so.contains(&format!("returns {n}\n")), "{so}\n{se}");
+    assert!(
+        so.contains(&format!("argsum {}\n", (0..n).sum::<i64>())),
+        "{so}"
+    );
+    assert!(!se.contains("drops"), "{se}");
+    // with no wait allowed (the old behaviour) and a small ring, the same loop outruns dtx
+    // and the loss is said, never a silent short count
+    let out = dtx(&[
+        "-q",
+        "-x",
+        "fpidwait=0",
+        "-x",
+        "fpidbufsize=64k",
+        "-n",
+        "fpid$target:a.out:hit:entry { @n = count(); } END { printa(\"entries %@d\\n\", @n); }",
+        "-c",
+        &cmd(&prog, &n.to_string()),
+    ]);
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{se}");
+    let counted: i64 = so
+        .lines()
+        .find_map(|l| l.strip_prefix("entries ")?.parse().ok())
+        .unwrap_or(0);
+    let dropped: i64 = se
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("dtx: ")?
+                .split_once(" fpid drops in pid ")?
+                .0
+                .parse::<i64>()
+                .ok()
+        })
+        .sum();
+    assert!(dropped > 0, "{se}");
+    assert_eq!(counted + dropped, n, "{so}\n{se}");
+}
+
 #[test]
 fn fpid_ustack_names_functions_as_pid_does() {
     let Some(env) = Env::new() else { return };

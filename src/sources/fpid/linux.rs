@@ -59,6 +59,7 @@ pub fn split(
     mut src: PidSource,
     provider: &PidProvider,
     sink: &dyn Sink,
+    ring_options: super::RingOptions,
 ) -> Result<(Option<PidSource>, Option<FpidSource>), String> {
     let pid = src.pid();
     let fpid = provider.fpid();
@@ -67,7 +68,15 @@ pub fn split(
         let want_ustack = src.want_ustack;
         let args_used = src.args_used();
         let installed = src.without_breakpoints(|target| {
-            install(target, &fpid, sink, &avoid, want_ustack, args_used)
+            install(
+                target,
+                &fpid,
+                sink,
+                &avoid,
+                want_ustack,
+                args_used,
+                ring_options,
+            )
         });
         let (ring, hooks) = match installed {
             Ok(v) => v,
@@ -94,6 +103,7 @@ pub fn split(
         &[],
         plan.want_ustack,
         plan.args_used,
+        ring_options,
     );
     let (ring, hooks) = match installed {
         Ok(v) => v,

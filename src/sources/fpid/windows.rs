@@ -187,6 +187,7 @@ pub fn split(
     mut src: PidSource,
     provider: &PidProvider,
     sink: &dyn Sink,
+    ring_options: super::RingOptions,
 ) -> Result<(Option<PidSource>, Option<FpidSource>), String> {
     let pid = src.pid();
     if src.has_pid_probes() {
@@ -209,7 +210,14 @@ pub fn split(
     let frozen = created.then(|| Frozen::threads_of(pid));
     let watch = ExitWatch::new(pid, created);
     plan.target.detach(&[]);
-    let installed = install(pid, &fpid, sites, plan.want_ustack, plan.args_used);
+    let installed = install(
+        pid,
+        &fpid,
+        sites,
+        plan.want_ustack,
+        plan.args_used,
+        ring_options,
+    );
     let (ring, hooks) = match installed {
         Ok(v) => v,
         Err(e) => {
