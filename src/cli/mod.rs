@@ -491,6 +491,10 @@ fn run_plan(prog: &str, args: &Args, mut opts: DOptions, plan: plan::Plan) -> Re
         crate::sources::etw_live::windows::install_console_handler_for_console();
         return run_console(args, source, catalog, target);
     }
+    // fpid's ring options are checked before a target exists (a refusal leaves nothing
+    // started); a `#pragma` setting them is checked again when the hooks go in
+    #[cfg(any(target_os = "linux", windows))]
+    crate::sources::fpid::RingOptions::from_options(&opts).check()?;
     // the target (-c/-p) exists before compiling: `$target` and its pid probes know it
     let target = if plan.open_target {
         target::create(args)?
@@ -999,7 +1003,7 @@ fn run_programs(
                 pid_source,
                 &pid_run.provider,
                 &engine,
-                crate::sources::fpid::RingOptions::from_options(opts)?,
+                crate::sources::fpid::RingOptions::from_options(opts),
             )?;
             let pid_source = target::backend(pid_source, opts.str_value("pidmode"), &engine)?;
             // the target and the kernel's events, together when a program has both

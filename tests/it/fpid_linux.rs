@@ -231,6 +231,19 @@ fn fpid_refuses_copyin_naming_pid_and_checks_names() {
         "{se}"
     );
     assert!(!so.contains("checksum"), "the target must not run: {so}");
+    // a ring larger than fpid maps is refused before the target runs
+    let out = dtx(&[
+        "-x",
+        "fpidbufsize=5g",
+        "-n",
+        "fpid$target:a.out:hit:entry {}",
+        "-c",
+        prog.to_str().unwrap(),
+    ]);
+    let (so, se) = text(&out);
+    assert!(!out.status.success());
+    assert!(se.contains("fpidbufsize 5368709120 is larger than"), "{se}");
+    assert!(!so.contains("checksum"), "the target must not run: {so}");
     // entry and return only
     let out = dtx(&[
         "-n",
@@ -297,6 +310,67 @@ fn fpid_attach_then_exit_leaves_target_running() {
     assert_eq!(st.code(), Some(7));
     let sum: i64 = (0..300i64).map(|i| i * 2).sum();
     assert!(rest.contains(&format!("loop finished {sum}")), "{rest}");
+}
+
+/// Sleeps three seconds (dtx attaches meanwhile, while no thread is inside `hit`), then calls
+/// `hit()` as fast as it can for two seconds of wall time and prints how many calls.
+const SPIN: &str = r#"
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+__attribute__((noinline)) long hit(long i) { return i * 3 + 1; }
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec / 1e9; }
+int main(void) {
+    setvbuf(stdout, 0, _IOLBF, 0);
+    printf("spinning\n");
+    sleep(3);
+    double end = now() + 2;
+    long n = 0, sum = 0;
+    while (now() < end) for (int k = 0; k < 100000; k++, n++) sum += hit(n);
+    printf("spun %ld %d\n", n, sum != 0);
+    return 0;
+}
+"#;
+
+/// A dtx killed outright while its target's hot loop fills the ring never hangs the target:
+/// the hit that finds the ring full waits `fpidwait` for a dtx that is gone, then the ring is
+/// stalled and every later hit drops at once; the target finishes on its own.
+#[test]
+fn fpid_killed_dtx_never_hangs_the_target() {
+    let Some(env) = Env::new() else { return };
+    let prog = env.build("spin", SPIN, "-O2").unwrap();
+    let mut child = Command::new(&prog).stdout(Stdio::piped()).spawn().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 9];
+    std::io::Read::read_exact(&mut stdout, &mut first).unwrap();
+    assert_eq!(&first, b"spinning\n");
+    let mut tracer = Command::new(env!("CARGO_BIN_EXE_dtx"))
+        .args([
+            "-q",
+            "-n",
+            "fpid$target:a.out:hit:entry { @n = count(); }",
+            "-p",
+            &child.id().to_string(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(4000));
+    // SIGKILL: no clean-up of any kind
+    tracer.kill().unwrap();
+    tracer.wait().unwrap();
+    let start = std::time::Instant::now();
+    let st = child.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    assert!(st.success(), "{st:?}");
+    assert!(
+        rest.starts_with("spun ") && rest.trim_end().ends_with(" 1"),
+        "{rest}"
+    );
+    // a second of spinning left: a target waiting on the dead dtx would never end
+    assert!(start.elapsed() < std::time::Duration::from_secs(30));
 }
 
 #[test]

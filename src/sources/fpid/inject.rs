@@ -271,6 +271,7 @@ pub fn install(
     args_used: usize,
     ring_options: RingOptions,
 ) -> Result<(SharedRing, Installed), String> {
+    let ring_options = ring_options.check()?;
     // a 32-bit process has a 32-bit kernel32 (LoadLibraryW is elsewhere in it) and could not
     // load this 64-bit agent: refused before anything is written into it
     if let Some(why) = crate::sources::debugger::windows::wow64_refusal(pid) {

@@ -184,6 +184,7 @@ pub fn install(
     ring_options: RingOptions,
 ) -> Result<(SharedRing, Installed), String> {
     let pid = target.pid();
+    let ring_options = ring_options.check()?;
     let sites = sites(provider, sink, pid);
     let tid = target
         .held_thread()

@@ -33,24 +33,6 @@ pub fn set_arg_regs(regs: &mut Regs, ret: bool, args: &[u64; 10]) {
     }
 }
 
-impl ExitWatch {
-    /// Waits up to `ms` for the process to end.
-    pub fn wait(&self, ms: u32) {
-        match self.fd() {
-            Some(fd) => {
-                let mut p = libc::pollfd {
-                    fd,
-                    events: libc::POLLIN,
-                    revents: 0,
-                };
-                // SAFETY: one valid pollfd.
-                unsafe { libc::poll(&mut p, 1, ms as i32) };
-            }
-            None => std::thread::sleep(std::time::Duration::from_millis(ms as u64)),
-        }
-    }
-}
-
 /// The Linux part of [`super::split`], for a process with `fpid` probes: the hooks go in now
 /// (the target is still stopped). With no `pid` probes in the process, the debugger lets
 /// it go and the fpid source alone watches it; else both run, the `pid` source reporting

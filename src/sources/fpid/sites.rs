@@ -29,20 +29,26 @@ impl Default for RingOptions {
 }
 
 impl RingOptions {
-    /// The options a run's `-x` settings give; a ring larger than [`RING_MAX`] is refused.
-    pub fn from_options(o: &crate::lang::options::DOptions) -> Result<RingOptions, String> {
+    /// The options a run's `-x` settings give (see [`RingOptions::check`]).
+    pub fn from_options(o: &crate::lang::options::DOptions) -> RingOptions {
         let d = RingOptions::default();
-        let bytes = match o.int("fpidbufsize") {
-            None => d.bytes,
-            Some(b) if b < 0 || b as u64 > RING_MAX => {
-                return Err(format!(
-                    "fpidbufsize {b} is larger than the most fpid can map (4g)"
-                ))
-            }
-            Some(b) => b as usize,
-        };
-        let wait_ms = o.int("fpidwait").map_or(d.wait_ms, |w| w.max(0) as u64);
-        Ok(RingOptions { bytes, wait_ms })
+        RingOptions {
+            bytes: o
+                .int("fpidbufsize")
+                .map_or(d.bytes, |b| b.clamp(0, i64::MAX) as usize),
+            wait_ms: o.int("fpidwait").map_or(d.wait_ms, |w| w.max(0) as u64),
+        }
+    }
+
+    /// Refuses a ring larger than [`RING_MAX`].
+    pub fn check(self) -> Result<RingOptions, String> {
+        if self.bytes as u64 > RING_MAX {
+            return Err(format!(
+                "fpidbufsize {} is larger than the most fpid can map (4g)",
+                self.bytes
+            ));
+        }
+        Ok(self)
     }
 }
 

@@ -109,16 +109,6 @@ impl ExitWatch {
             Some((format!("exited with status {code}"), Some(code)))
         }
     }
-
-    /// Waits up to `ms` for the process to end.
-    pub fn wait(&self, ms: u32) {
-        if self.handle.is_null() {
-            std::thread::sleep(std::time::Duration::from_millis(ms as u64));
-            return;
-        }
-        // SAFETY: our handle.
-        unsafe { WaitForSingleObject(self.handle, ms) };
-    }
 }
 
 impl Drop for ExitWatch {
