@@ -3,11 +3,22 @@
 //! both crates compile this one file (dtx through `#[path]`), so the layout has one
 //! declaration.
 //!
-//! The ring is multi-producer (every thread of the target), single-consumer (dtx). A writer
-//! reserves `len` bytes by moving `head` forward with a compare-and-swap (only when the reader's
-//! `tail` leaves room: a full ring counts a drop and the hit is lost, the thread never waits),
-//! writes the record, then publishes its first word (`len | COMMITTED`). The reader consumes
-//! published records in order, zeroes them and moves `tail`.
+//! The ring is multi-producer (every thread of the target), single-consumer (dtx's drain
+//! thread). A writer reserves `len` bytes by moving `head` forward with a compare-and-swap
+//! (only when the reader's `tail` leaves room), writes the record, then publishes its first
+//! word (`len | ... | COMMITTED`). The reader consumes published records in order, zeroes them
+//! and moves `tail`.
+//!
+//! A full ring makes the writer wait for room while dtx is there to free it: it gives up after
+//! `wait_ns` in which neither `tail` nor `beat` moved (dtx's drain thread bumps `beat` about
+//! every millisecond while dtx consumes). Past that it counts a drop and sets `stalled`, and
+//! from then on writers drop at once rather than wait again, until dtx (which drains on)
+//! clears it. A dtx that died leaves `stalled` set: its target waits once, never again.
+//!
+//! A record in the ring is as small as it can be (see [`Record`] for its fields): the first
+//! word (length, kind, how many value words), `hook | tid << 32`, `time`, `rsp`, `rbp`, then
+//! at a return `pc`; then the value words (an entry's argument registers, and the stack
+//! arguments when `stack_args` asks; a return's value registers); then the stack copy.
 
 use std::sync::atomic::AtomicU64;
 
@@ -43,6 +54,16 @@ pub struct Header {
     pub entry_stub: AtomicU64,
     /// Return hooks not installed because a thread's shadow stack was full.
     pub shadow_full: AtomicU64,
+    /// How long (ns) a writer waits for room in a full ring while dtx frees none; 0 drops at
+    /// once.
+    pub wait_ns: u64,
+    /// Set by a writer whose wait ran out; cleared by dtx once it frees room again.
+    pub stalled: AtomicU64,
+    /// Times a writer found the ring full and waited (for dtx's figures).
+    pub waits: AtomicU64,
+    /// Bumped by dtx's drain thread about every millisecond while dtx consumes: a waiting
+    /// writer's sign that dtx is there.
+    pub beat: AtomicU64,
 }
 
 /// One hooked function.
@@ -85,12 +106,25 @@ pub struct Desc {
 
 /// Set in a record's first word once it is complete.
 pub const COMMITTED: u64 = 1 << 63;
+/// In a record's first word: the record is a return's.
+pub const WORD_RETURN: u64 = 1 << 40;
+/// Where the count of value words is in a record's first word (8 bits).
+pub const WORD_VALUES_SHIFT: u32 = 32;
+/// The length bits of a record's first word.
+pub const WORD_LEN_MASK: u64 = 0xffff_ffff;
+/// Words of a record in the ring before its value words: the first word, `hook | tid << 32`,
+/// `time`, `rsp`, `rbp`.
+pub const WIRE_HEAD_WORDS: usize = 5;
+/// The smallest record in the ring (an entry without values or stack).
+pub const WIRE_MIN_BYTES: usize = WIRE_HEAD_WORDS * 8;
 
 /// Record kinds.
 pub const KIND_ENTRY: u32 = 0;
 pub const KIND_RETURN: u32 = 1;
 
-/// A record: this fixed part, then `stack_len` bytes of stack (padded to 8).
+/// A hit as the agent fills it and dtx reads it back; in the ring it takes the smaller form
+/// the module's comment gives (`word`'s bits there are [`WORD_RETURN`], the value count and
+/// the length; `tid` is 32 bits, as Linux and Windows thread ids are).
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
 pub struct Record {

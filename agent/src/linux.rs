@@ -187,12 +187,32 @@ impl Platform for Linux {
                 stack_len = n as usize & !7;
             }
         }
-        crate::ring::append(h, r, st.extra.stack.as_ptr(), stack_len);
+        let values = crate::ring::values(h, r, Self::ARG_REGS, Self::RET_REGS);
+        crate::ring::append(h, r, values, st.extra.stack.as_ptr(), stack_len, &WAITER);
     }
 
     fn return_stub() -> u64 {
         dtx_fpid_return_stub as *const () as u64
     }
+}
+
+/// How a writer waits for room in a full ring: spins a little, then sleeps 20 us at a time
+/// (a real sleep, which lets dtx's drain thread have this CPU on a busy machine).
+const WAITER: crate::ring::Waiter = crate::ring::Waiter {
+    now_ns: <Linux as Platform>::now_ns,
+    pause,
+};
+
+unsafe fn pause(round: u32) {
+    if round < 64 {
+        std::hint::spin_loop();
+        return;
+    }
+    let ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 20_000,
+    };
+    libc::nanosleep(&ts, std::ptr::null_mut());
 }
 
 /// The entry stub's handler ([`crate::hit::on_entry`]).

@@ -54,6 +54,8 @@ extern "system" {
     fn TlsAlloc() -> u32;
     fn FlushInstructionCache(process: *mut c_void, at: *const c_void, len: usize) -> i32;
     fn GetCurrentProcess() -> *mut c_void;
+    fn SwitchToThread() -> i32;
+    fn Sleep(ms: u32);
 }
 
 /// MEMORY_BASIC_INFORMATION (x64).
@@ -244,11 +246,30 @@ impl Platform for Windows {
                 .min(stack_base().saturating_sub(sp))
                 & !7;
         }
-        crate::ring::append(h, r, sp as *const u8, len as usize);
+        let values = crate::ring::values(h, r, Self::ARG_REGS, Self::RET_REGS);
+        crate::ring::append(h, r, values, sp as *const u8, len as usize, &WAITER);
     }
 
     fn return_stub() -> u64 {
         dtx_fpid_return_stub as *const () as u64
+    }
+}
+
+/// How a writer waits for room in a full ring: spins a little, gives its time slice away a
+/// while (SwitchToThread), then sleeps a millisecond at a time (Sleep's granularity: Microsoft
+/// Learn, Sleep), letting dtx's drain thread run on a busy machine.
+const WAITER: crate::ring::Waiter = crate::ring::Waiter {
+    now_ns: <Windows as Platform>::now_ns,
+    pause,
+};
+
+unsafe fn pause(round: u32) {
+    if round < 64 {
+        std::hint::spin_loop();
+    } else if round < 1024 {
+        SwitchToThread();
+    } else {
+        Sleep(1);
     }
 }
 

@@ -491,6 +491,10 @@ fn run_plan(prog: &str, args: &Args, mut opts: DOptions, plan: plan::Plan) -> Re
         crate::sources::etw_live::windows::install_console_handler_for_console();
         return run_console(args, source, catalog, target);
     }
+    // fpid's ring options are checked before a target exists (a refusal leaves nothing
+    // started); a `#pragma` setting them is checked again when the hooks go in
+    #[cfg(any(target_os = "linux", windows))]
+    crate::sources::fpid::RingOptions::from_options(&opts).check()?;
     // -x metrics with -c/-p: the exporter's session opens the target on its engine thread (the
     // thread the debugger answers), as the console's does, before the program is compiled
     let served_target = match opts.str_value("metrics") {
@@ -1031,8 +1035,12 @@ fn run_programs(
             )?;
             // fpid hooks go in while the target is still stopped
             #[cfg(any(target_os = "linux", windows))]
-            let (pid_source, fpid_source) =
-                crate::sources::fpid::split(pid_source, &pid_run.provider, &engine)?;
+            let (pid_source, fpid_source) = crate::sources::fpid::split(
+                pid_source,
+                &pid_run.provider,
+                &engine,
+                crate::sources::fpid::RingOptions::from_options(opts),
+            )?;
             let pid_source = target::backend(pid_source, opts.str_value("pidmode"), &engine)?;
             // the target and the kernel's events, together when a program has both
             let mut sources: Vec<Box<dyn crate::engine::EventSource>> = Vec::new();

@@ -805,7 +805,8 @@ impl Worker {
         #[cfg(any(target_os = "linux", windows))]
         {
             let provider = self.target.as_ref()?.provider.clone();
-            match crate::sources::fpid::split(Some(src), &provider, engine) {
+            let ring = crate::sources::fpid::RingOptions::default();
+            match crate::sources::fpid::split(Some(src), &provider, engine, ring) {
                 Ok((pid, fpid)) => {
                     let mut v: Vec<Box<dyn EventSource>> = Vec::new();
                     if let Some(p) = pid {

@@ -193,6 +193,10 @@ pub const OPTIONS: &[OptionDef] = &[
     rt("cpu", OptKind::Bool),
     rt("destructive", OptKind::Bool),
     rt("dynvarsize", OptKind::Size),
+    // dtx: the fpid ring of a traced process and how long a hit waits for room in it
+    // (docs/fpid.md)
+    rt("fpidbufsize", OptKind::Size),
+    rt("fpidwait", OptKind::Int { min: 0 }),
     rt("grabanon", OptKind::Bool),
     rt("jstackframes", OptKind::Bool),
     rt("jstackstrsize", OptKind::Size),

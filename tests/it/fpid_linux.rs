@@ -115,6 +115,69 @@ fn frames(out: &str) -> Vec<String> {
         .collect()
 }
 
+/// A tight loop of 10,000,000 calls counted exactly with the default settings: the drain
+/// thread keeps the ring's room free and, when dtx falls behind (a loaded machine), the hit
+/// waits for room (`fpidwait`, bounded by dtx making no progress at all) rather than drop.
+/// Nothing here depends on speed; a drop would be said on stderr and the count would differ.
+#[test]
+fn fpid_counts_a_ten_million_call_loop_exactly() {
+    let Some(env) = Env::new() else { return };
+    let prog = env.build("hit", HIT, "-O2").unwrap();
+    let n: i64 = 10_000_000;
+    let expected: i64 = (0..n).map(|i| i * 3 + 1).sum::<i64>() + 36;
+    let out = dtx(&[
+        "-q",
+        "-n",
+        "fpid$target:a.out:hit:entry { @n = count(); @s = sum(arg0); } \
+         fpid$target:a.out:hit:return { @r = count(); } \
+         END { printa(\"entries %@d\\n\", @n); printa(\"argsum %@d\\n\", @s); \
+               printa(\"returns %@d\\n\", @r); }",
+        "-c",
+        &cmd(&prog, &n.to_string()),
+    ]);
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{se}");
+    assert!(so.contains(&format!("checksum {expected}\n")), "{so}");
+    assert!(so.contains(&format!("entries {n}\n")), "{so}\n{se}");
+    assert!(so.contains(&format!("returns {n}\n")), "{so}\n{se}");
+    assert!(
+        so.contains(&format!("argsum {}\n", (0..n).sum::<i64>())),
+        "{so}"
+    );
+    assert!(!se.contains("drops"), "{se}");
+    // with no wait allowed (the old behaviour) and a small ring, the same loop outruns dtx
+    // and the loss is said, never a silent short count
+    let out = dtx(&[
+        "-q",
+        "-x",
+        "fpidwait=0",
+        "-x",
+        "fpidbufsize=64k",
+        "-n",
+        "fpid$target:a.out:hit:entry { @n = count(); } END { printa(\"entries %@d\\n\", @n); }",
+        "-c",
+        &cmd(&prog, &n.to_string()),
+    ]);
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{se}");
+    let counted: i64 = so
+        .lines()
+        .find_map(|l| l.strip_prefix("entries ")?.parse().ok())
+        .unwrap_or(0);
+    let dropped: i64 = se
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("dtx: ")?
+                .split_once(" fpid drops in pid ")?
+                .0
+                .parse::<i64>()
+                .ok()
+        })
+        .sum();
+    assert!(dropped > 0, "{se}");
+    assert_eq!(counted + dropped, n, "{so}\n{se}");
+}
+
 #[test]
 fn fpid_ustack_names_functions_as_pid_does() {
     let Some(env) = Env::new() else { return };
@@ -167,6 +230,19 @@ fn fpid_refuses_copyin_naming_pid_and_checks_names() {
         se.contains("copyinstr()") && se.contains("pid provider"),
         "{se}"
     );
+    assert!(!so.contains("checksum"), "the target must not run: {so}");
+    // a ring larger than fpid maps is refused before the target runs
+    let out = dtx(&[
+        "-x",
+        "fpidbufsize=5g",
+        "-n",
+        "fpid$target:a.out:hit:entry {}",
+        "-c",
+        prog.to_str().unwrap(),
+    ]);
+    let (so, se) = text(&out);
+    assert!(!out.status.success());
+    assert!(se.contains("fpidbufsize 5368709120 is larger than"), "{se}");
     assert!(!so.contains("checksum"), "the target must not run: {so}");
     // entry and return only
     let out = dtx(&[
@@ -234,6 +310,67 @@ fn fpid_attach_then_exit_leaves_target_running() {
     assert_eq!(st.code(), Some(7));
     let sum: i64 = (0..300i64).map(|i| i * 2).sum();
     assert!(rest.contains(&format!("loop finished {sum}")), "{rest}");
+}
+
+/// Sleeps three seconds (dtx attaches meanwhile, while no thread is inside `hit`), then calls
+/// `hit()` as fast as it can for two seconds of wall time and prints how many calls.
+const SPIN: &str = r#"
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+__attribute__((noinline)) long hit(long i) { return i * 3 + 1; }
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec / 1e9; }
+int main(void) {
+    setvbuf(stdout, 0, _IOLBF, 0);
+    printf("spinning\n");
+    sleep(3);
+    double end = now() + 2;
+    long n = 0, sum = 0;
+    while (now() < end) for (int k = 0; k < 100000; k++, n++) sum += hit(n);
+    printf("spun %ld %d\n", n, sum != 0);
+    return 0;
+}
+"#;
+
+/// A dtx killed outright while its target's hot loop fills the ring never hangs the target:
+/// the hit that finds the ring full waits `fpidwait` for a dtx that is gone, then the ring is
+/// stalled and every later hit drops at once; the target finishes on its own.
+#[test]
+fn fpid_killed_dtx_never_hangs_the_target() {
+    let Some(env) = Env::new() else { return };
+    let prog = env.build("spin", SPIN, "-O2").unwrap();
+    let mut child = Command::new(&prog).stdout(Stdio::piped()).spawn().unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 9];
+    std::io::Read::read_exact(&mut stdout, &mut first).unwrap();
+    assert_eq!(&first, b"spinning\n");
+    let mut tracer = Command::new(env!("CARGO_BIN_EXE_dtx"))
+        .args([
+            "-q",
+            "-n",
+            "fpid$target:a.out:hit:entry { @n = count(); }",
+            "-p",
+            &child.id().to_string(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(4000));
+    // SIGKILL: no clean-up of any kind
+    tracer.kill().unwrap();
+    tracer.wait().unwrap();
+    let start = std::time::Instant::now();
+    let st = child.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    assert!(st.success(), "{st:?}");
+    assert!(
+        rest.starts_with("spun ") && rest.trim_end().ends_with(" 1"),
+        "{rest}"
+    );
+    // a second of spinning left: a target waiting on the dead dtx would never end
+    assert!(start.elapsed() < std::time::Duration::from_secs(30));
 }
 
 #[test]

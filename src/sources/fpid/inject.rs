@@ -26,7 +26,7 @@ use windows_sys::Win32::System::Threading::{
 
 use super::ring::layout::{HOOK_ENTRY, HOOK_OK, HOOK_PENDING, HOOK_RETURN};
 use super::ring::{RingConfig, SharedRing};
-use super::sites::{agent_file, HookSite, Installed, RING_BYTES, STACK_BYTES};
+use super::sites::{agent_file, HookSite, Installed, RingOptions, STACK_BYTES};
 use crate::providers::pid::PidProvider;
 
 /// How long a remote call may take (loading the agent, hooking) before dtx gives up.
@@ -269,7 +269,9 @@ pub fn install(
     sites: Vec<HookSite>,
     want_ustack: bool,
     args_used: usize,
+    ring_options: RingOptions,
 ) -> Result<(SharedRing, Installed), String> {
+    let ring_options = ring_options.check()?;
     // a 32-bit process has a 32-bit kernel32 (LoadLibraryW is elsewhere in it) and could not
     // load this 64-bit agent: refused before anything is written into it
     if let Some(why) = crate::sources::debugger::windows::wow64_refusal(pid) {
@@ -306,9 +308,10 @@ pub fn install(
     };
     let config = RingConfig {
         hooks: sites.len().max(1),
-        ring_bytes: RING_BYTES,
+        ring_bytes: ring_options.bytes,
         stack_bytes: if want_ustack { STACK_BYTES } else { 0 },
         stack_args: args_used > 4,
+        wait_ms: ring_options.wait_ms,
     };
     let mut ring = SharedRing::create_unnamed(&config)?;
     for (i, s) in sites.iter().enumerate() {

@@ -6,7 +6,7 @@
 use super::code::{hook_code, MAX_BLOCK};
 use super::ring::layout::{HOOK_ENTRY, HOOK_RETURN};
 use super::ring::{RingConfig, SharedRing};
-use super::sites::{agent_file, sites, Installed, RING_BYTES, STACK_BYTES};
+use super::sites::{agent_file, sites, Installed, RingOptions, STACK_BYTES};
 use crate::providers::pid::PidProvider;
 use crate::sources::debugger::TargetProcess;
 use crate::sources::sink::Sink;
@@ -181,8 +181,10 @@ pub fn install(
     avoid: &[u64],
     want_ustack: bool,
     args_used: usize,
+    ring_options: RingOptions,
 ) -> Result<(SharedRing, Installed), String> {
     let pid = target.pid();
+    let ring_options = ring_options.check()?;
     let sites = sites(provider, sink, pid);
     let tid = target
         .held_thread()
@@ -190,9 +192,10 @@ pub fn install(
     let attach_fn = load_agent(target, provider, tid)?;
     let config = RingConfig {
         hooks: sites.len().max(1),
-        ring_bytes: RING_BYTES,
+        ring_bytes: ring_options.bytes,
         stack_bytes: if want_ustack { STACK_BYTES } else { 0 },
         stack_args: args_used > 6,
+        wait_ms: ring_options.wait_ms,
     };
     let (ring, header) = attach(target, tid, attach_fn, &config)?;
     let entry_stub = ring.entry_stub();

@@ -33,24 +33,6 @@ pub fn set_arg_regs(regs: &mut Regs, ret: bool, args: &[u64; 10]) {
     }
 }
 
-impl ExitWatch {
-    /// Waits up to `ms` for the process to end.
-    pub fn wait(&self, ms: u32) {
-        match self.fd() {
-            Some(fd) => {
-                let mut p = libc::pollfd {
-                    fd,
-                    events: libc::POLLIN,
-                    revents: 0,
-                };
-                // SAFETY: one valid pollfd.
-                unsafe { libc::poll(&mut p, 1, ms as i32) };
-            }
-            None => std::thread::sleep(std::time::Duration::from_millis(ms as u64)),
-        }
-    }
-}
-
 /// The Linux part of [`super::split`], for a process with `fpid` probes: the hooks go in now
 /// (the target is still stopped). With no `pid` probes in the process, the debugger lets
 /// it go and the fpid source alone watches it; else both run, the `pid` source reporting
@@ -59,6 +41,7 @@ pub fn split(
     mut src: PidSource,
     provider: &PidProvider,
     sink: &dyn Sink,
+    ring_options: super::RingOptions,
 ) -> Result<(Option<PidSource>, Option<FpidSource>), String> {
     let pid = src.pid();
     let fpid = provider.fpid();
@@ -67,7 +50,15 @@ pub fn split(
         let want_ustack = src.want_ustack;
         let args_used = src.args_used();
         let installed = src.without_breakpoints(|target| {
-            install(target, &fpid, sink, &avoid, want_ustack, args_used)
+            install(
+                target,
+                &fpid,
+                sink,
+                &avoid,
+                want_ustack,
+                args_used,
+                ring_options,
+            )
         });
         let (ring, hooks) = match installed {
             Ok(v) => v,
@@ -94,6 +85,7 @@ pub fn split(
         &[],
         plan.want_ustack,
         plan.args_used,
+        ring_options,
     );
     let (ring, hooks) = match installed {
         Ok(v) => v,

@@ -16,6 +16,8 @@
 //! end the hooks are made inert and the agent disables them; trampolines stay.
 
 pub mod code;
+#[cfg(any(target_os = "linux", windows))]
+mod drain;
 #[cfg(windows)]
 mod inject;
 #[cfg(target_os = "linux")]
@@ -33,6 +35,8 @@ mod sites;
 #[cfg(any(target_os = "linux", windows))]
 mod source;
 
+#[cfg(any(target_os = "linux", windows))]
+pub use sites::RingOptions;
 #[cfg(any(target_os = "linux", windows))]
 pub use source::FpidSource;
 
@@ -57,6 +61,7 @@ pub fn split(
     src: Option<PidSource>,
     provider: &PidProvider,
     sink: &dyn Sink,
+    ring: RingOptions,
 ) -> Result<(Option<PidSource>, Option<FpidSource>), String> {
     let Some(src) = src else {
         return Ok((None, None));
@@ -64,5 +69,5 @@ pub fn split(
     if !has_fpid_probes(sink, src.pid()) {
         return Ok((Some(src), None));
     }
-    platform::split(src, provider, sink)
+    platform::split(src, provider, sink, ring)
 }

@@ -8,18 +8,34 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[allow(dead_code)]
 pub mod layout;
 
-use layout::{Header, Hook, Record, COMMITTED, HEADER_BYTES, MAGIC, RECORD_BYTES};
+use layout::{
+    Header, Hook, Record, COMMITTED, HEADER_BYTES, KIND_ENTRY, KIND_RETURN, MAGIC, WIRE_HEAD_WORDS,
+    WIRE_MIN_BYTES, WORD_LEN_MASK, WORD_RETURN, WORD_VALUES_SHIFT,
+};
 
-/// The shared memory of one traced process, mapped here.
+/// The shared memory of one traced process, mapped here. Shared by the fpid source and its
+/// drain thread: every access to the mapping after it is made goes through atomics or
+/// through `base` (the drain thread is the ring's one reader).
 pub struct SharedRing {
+    /// Kept for the mapping's life (it is reached through `base`).
     #[cfg(unix)]
+    #[allow(dead_code)]
     map: memmap2::MmapMut,
     #[cfg(windows)]
     map: named::NamedMapping,
+    /// The mapping's first byte, taken once from the writable map.
+    base: *mut u8,
+    len: usize,
     /// Windows: what takes the hooks out of the target when tracing ends (run once).
     #[cfg(windows)]
     pub on_disable: std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
+
+// SAFETY: the mapping lives as long as the value; what two threads of dtx touch in it is the
+// header's atomics, the hook table's atomics, and the ring's bytes, which only the drain
+// thread (the one reader) reads and zeroes.
+unsafe impl Send for SharedRing {}
+unsafe impl Sync for SharedRing {}
 
 /// One record read from the ring.
 pub struct Hit<'a> {
@@ -35,6 +51,8 @@ pub struct RingConfig {
     pub ring_bytes: usize,
     pub stack_bytes: usize,
     pub stack_args: bool,
+    /// How long (ms) a writer waits for room in a full ring before it drops (0: at once).
+    pub wait_ms: u64,
 }
 
 /// Where the ring starts and its size, and the bytes of the whole mapping, for `config`.
@@ -56,6 +74,7 @@ impl SharedRing {
         h.ring_size = ring_size as u64;
         h.stack_bytes = config.stack_bytes as u64;
         h.stack_args = config.stack_args as u64;
+        h.wait_ns = config.wait_ms.saturating_mul(1_000_000);
         h.enabled.store(1, Ordering::Release);
     }
 
@@ -80,9 +99,12 @@ impl SharedRing {
     #[cfg(windows)]
     pub fn create_named(name: &str, config: &RingConfig) -> Result<SharedRing, String> {
         let (_, _, total) = sizes(config);
-        let map = named::NamedMapping::create(name, total)?;
+        let mut map = named::NamedMapping::create(name, total)?;
+        let base = map.as_mut_ptr();
         let mut ring = SharedRing {
             map,
+            base,
+            len: total,
             on_disable: std::sync::Mutex::new(None),
         };
         ring.init(config);
@@ -113,21 +135,31 @@ impl SharedRing {
             .map_err(|e| format!("fpid: cannot size {}: {e}", path.display()))?;
         // SAFETY: a file this process just created; the target writes into it concurrently,
         // which is why every access below goes through atomics or volatile reads.
-        let map = unsafe { memmap2::MmapMut::map_mut(&f) }
+        let mut map = unsafe { memmap2::MmapMut::map_mut(&f) }
             .map_err(|e| format!("fpid: cannot map {}: {e}", path.display()))?;
-        let mut ring = SharedRing { map };
+        let base = map.as_mut_ptr();
+        let mut ring = SharedRing {
+            map,
+            base,
+            len: total,
+        };
         ring.init(config);
         Ok(ring)
     }
 
     fn header(&self) -> &Header {
         // SAFETY: the mapping is at least HEADER_BYTES long and page aligned.
-        unsafe { &*(self.map.as_ptr() as *const Header) }
+        unsafe { &*(self.base as *const Header) }
     }
 
     fn header_mut(&mut self) -> &mut Header {
-        // SAFETY: as in header().
-        unsafe { &mut *(self.map.as_mut_ptr() as *mut Header) }
+        // SAFETY: as in header(); nothing else refers to it yet.
+        unsafe { &mut *(self.base as *mut Header) }
+    }
+
+    /// Bytes of the ring.
+    pub fn ring_size(&self) -> usize {
+        self.header().ring_size as usize
     }
 
     /// The agent's entry stub, once it has mapped the file.
@@ -142,7 +174,7 @@ impl SharedRing {
         }
         let at = HEADER_BYTES + index * std::mem::size_of::<Hook>();
         // SAFETY: inside the hook table, which the mapping holds.
-        Some(unsafe { &*(self.map.as_ptr().add(at) as *const Hook) })
+        Some(unsafe { &*(self.base.add(at) as *const Hook) })
     }
 
     /// Sets the probes a hook fires.
@@ -160,7 +192,7 @@ impl SharedRing {
         }
         let at = HEADER_BYTES + index * std::mem::size_of::<Hook>();
         // SAFETY: inside the hook table; the agent has not seen the mapping yet.
-        let hook = unsafe { &mut *(self.map.as_mut_ptr().add(at) as *mut Hook) };
+        let hook = unsafe { &mut *(self.base.add(at) as *mut Hook) };
         hook.addr = addr;
         hook.status.store(layout::HOOK_PENDING, Ordering::Release);
     }
@@ -192,38 +224,68 @@ impl SharedRing {
         )
     }
 
-    /// Reads every complete record into `buf` (records back to back, each its length in its
-    /// first word) and frees their room. Stops at a record still being written, or at one
-    /// whose length makes no sense (the ring then stays stuck: nothing past it is trusted).
-    pub fn drain(&mut self, buf: &mut Vec<u8>) {
+    /// Times a writer found the ring full and waited, and whether one gave up (the ring is
+    /// stalled: writers drop at once until dtx frees room).
+    pub fn waits(&self) -> (u64, bool) {
+        let h = self.header();
+        (
+            h.waits.load(Ordering::Relaxed),
+            h.stalled.load(Ordering::Relaxed) != 0,
+        )
+    }
+
+    /// Tells waiting writers dtx is there (see `layout.rs`).
+    pub fn beat(&self) {
+        self.header().beat.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Reads complete records into `buf` (records back to back in the ring's form, each its
+    /// length in its first word), up to about `max` bytes, and frees their room; answers the
+    /// bytes read. Stops at a record still being written, or at one whose length makes no
+    /// sense (the ring then stays stuck: nothing past it is trusted). Called by one thread at
+    /// a time (the ring's one reader).
+    pub fn drain(&self, buf: &mut Vec<u8>, max: usize) -> usize {
         let (offset, size) = {
             let h = self.header();
             (h.ring_offset as usize, h.ring_size as usize)
         };
+        if offset.checked_add(size).is_none_or(|end| end > self.len) {
+            return 0;
+        }
         let mask = size - 1;
-        let base = offset;
         let mut tail = self.header().tail.load(Ordering::Relaxed);
-        loop {
-            let at = base + (tail as usize & mask);
-            // SAFETY: `at` is 8-aligned inside the ring.
-            let first = unsafe { &*(self.map.as_ptr().add(at) as *const AtomicU64) };
+        let mut read = 0usize;
+        while read < max {
+            let start = tail as usize & mask;
+            // SAFETY: `start` is 8-aligned inside the ring, which the mapping holds.
+            let first = unsafe { &*(self.base.add(offset + start) as *const AtomicU64) };
             let word = first.load(Ordering::Acquire);
             if word & COMMITTED == 0 {
                 break;
             }
-            let len = (word & 0xffff_ffff) as usize;
-            if len < RECORD_BYTES || len > size || !len.is_multiple_of(8) {
+            let len = (word & WORD_LEN_MASK) as usize;
+            if len < WIRE_MIN_BYTES || len > size || !len.is_multiple_of(8) {
                 break;
             }
-            let start = tail as usize & mask;
             let first_part = len.min(size - start);
-            buf.extend_from_slice(&self.map[base + start..base + start + first_part]);
-            buf.extend_from_slice(&self.map[base..base + len - first_part]);
-            self.map[base + start..base + start + first_part].fill(0);
-            self.map[base..base + len - first_part].fill(0);
+            // SAFETY: both parts lie inside the ring; the writer published them (the
+            // Acquire load above) and writes no more there until `tail` passes them.
+            unsafe {
+                let ring = self.base.add(offset);
+                buf.extend_from_slice(std::slice::from_raw_parts(ring.add(start), first_part));
+                buf.extend_from_slice(std::slice::from_raw_parts(ring, len - first_part));
+                std::ptr::write_bytes(ring.add(start), 0, first_part);
+                std::ptr::write_bytes(ring, 0, len - first_part);
+            }
             tail = tail.wrapping_add(len as u64);
+            read += len;
             self.header().tail.store(tail, Ordering::Release);
         }
+        if read > 0 {
+            // room again: writers may wait for it once more
+            self.header().stalled.store(0, Ordering::Relaxed);
+        }
+        read
     }
 }
 
@@ -321,108 +383,261 @@ mod named {
     }
 }
 
-/// The records `drain` put in `buf`, in order.
+/// The records `drain` put in `buf`, in order, back in their full form.
 pub fn hits(buf: &[u8]) -> impl Iterator<Item = Hit<'_>> {
     let mut at = 0usize;
     std::iter::from_fn(move || {
         let rest = buf.get(at..)?;
-        if rest.len() < RECORD_BYTES {
+        let word = |i: usize| -> Option<u64> {
+            Some(u64::from_le_bytes(
+                rest.get(8 * i..8 * i + 8)?.try_into().ok()?,
+            ))
+        };
+        let first = word(0)?;
+        let len = (first & WORD_LEN_MASK) as usize;
+        if len < WIRE_MIN_BYTES || len > rest.len() {
             return None;
         }
-        let len = (u64::from_le_bytes(rest[..8].try_into().ok()?) & 0xffff_ffff) as usize;
-        if len < RECORD_BYTES || len > rest.len() {
+        let ret = first & WORD_RETURN != 0;
+        let values = ((first >> WORD_VALUES_SHIFT) & 0xff) as usize;
+        let mut record = Record {
+            word: first,
+            kind: if ret { KIND_RETURN } else { KIND_ENTRY },
+            ..Record::default()
+        };
+        let ids = word(1)?;
+        record.hook = ids as u32;
+        record.tid = ids >> 32;
+        record.time = word(2)?;
+        record.rsp = word(3)?;
+        record.rbp = word(4)?;
+        let mut i = WIRE_HEAD_WORDS;
+        if ret {
+            record.pc = word(i)?;
+            i += 1;
+        }
+        if values > record.args.len() || 8 * (i + values) > len {
             return None;
         }
-        // SAFETY: RECORD_BYTES bytes are there; Record is plain integers.
-        let record: Record = unsafe { std::ptr::read_unaligned(rest.as_ptr() as *const Record) };
-        let stack_len = (record.stack_len as usize).min(len - RECORD_BYTES);
-        let stack = &rest[RECORD_BYTES..RECORD_BYTES + stack_len];
+        for k in 0..values {
+            record.args[k] = word(i + k)?;
+        }
+        let stack = &rest[8 * (i + values)..len];
+        record.stack_len = stack.len() as u64;
         at += len;
         Some(Hit { record, stack })
     })
 }
 
+/// The agent's writer, compiled here to test the reader against it.
+#[cfg(test)]
+#[path = "../../../agent/src/ring.rs"]
+#[allow(dead_code)]
+mod agent_ring;
+
 #[cfg(test)]
 mod tests {
+    use super::agent_ring::{append, Waiter};
     use super::*;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
 
-    /// Writes one record the way the agent does (reserve, body, then the first word).
-    fn put(ring: &SharedRing, r: &Record, stack: &[u8]) -> bool {
-        let h = ring.header();
-        let len = (RECORD_BYTES + stack.len()) as u64;
-        let head = h.head.load(Ordering::Relaxed);
-        if head + len - h.tail.load(Ordering::Acquire) > h.ring_size {
-            h.drops.fetch_add(1, Ordering::Relaxed);
-            return false;
+    fn ring(bytes: usize, wait_ms: u64) -> (SharedRing, Option<tempfile::TempDir>) {
+        let config = RingConfig {
+            hooks: 3,
+            ring_bytes: bytes,
+            stack_bytes: 0,
+            stack_args: false,
+            wait_ms,
+        };
+        #[cfg(unix)]
+        {
+            let dir = tempfile::tempdir().unwrap();
+            let ring = SharedRing::create(&dir.path().join("ring"), &config, None).unwrap();
+            (ring, Some(dir))
         }
-        h.head.store(head + len, Ordering::Relaxed);
-        let mut bytes = vec![0u8; len as usize];
-        // SAFETY: Record is plain integers.
-        let raw =
-            unsafe { std::slice::from_raw_parts(r as *const Record as *const u8, RECORD_BYTES) };
-        bytes[..RECORD_BYTES].copy_from_slice(raw);
-        bytes[RECORD_BYTES..].copy_from_slice(stack);
-        let base = h.ring_offset as usize;
-        let mask = h.ring_size as usize - 1;
-        let p = ring.map.as_ptr() as *mut u8;
-        for (i, b) in bytes.iter().enumerate().skip(8) {
-            // SAFETY: inside the ring.
-            unsafe { *p.add(base + ((head as usize + i) & mask)) = *b };
+        #[cfg(windows)]
+        {
+            static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+            let name = format!(
+                "Local\\dtx-fpid-test-{}-{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            );
+            (SharedRing::create_named(&name, &config).unwrap(), None)
         }
-        // SAFETY: 8-aligned inside the ring.
-        let first = unsafe { &*(p.add(base + (head as usize & mask)) as *const AtomicU64) };
-        first.store(len | COMMITTED, Ordering::Release);
-        true
+    }
+
+    unsafe fn now_ns() -> u64 {
+        static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        START.get_or_init(Instant::now).elapsed().as_nanos() as u64
+    }
+
+    unsafe fn pause(_round: u32) {
+        std::thread::sleep(Duration::from_micros(20));
+    }
+
+    const WAITER: Waiter = Waiter { now_ns, pause };
+
+    /// Writes one record as the agent does; answers whether the ring took it.
+    fn put(ring: &SharedRing, r: &Record, values: usize, stack: &[u8]) -> bool {
+        let before = ring.losses().0;
+        // SAFETY: the header of the ring it describes; `stack` is readable.
+        unsafe {
+            append(
+                ring.header(),
+                r,
+                values,
+                stack.as_ptr(),
+                stack.len(),
+                &WAITER,
+            )
+        };
+        ring.losses().0 == before
     }
 
     #[test]
     fn records_wrap_and_a_full_ring_drops() {
-        let config = RingConfig {
-            hooks: 3,
-            ring_bytes: 64 * 1024,
-            stack_bytes: 0,
-            stack_args: false,
-        };
-        #[cfg(unix)]
-        let dir = tempfile::tempdir().unwrap();
-        #[cfg(unix)]
-        let mut ring = SharedRing::create(&dir.path().join("ring"), &config, None).unwrap();
-        #[cfg(windows)]
-        let name = format!("Local\\dtx-fpid-test-{}", std::process::id());
-        #[cfg(windows)]
-        let mut ring = SharedRing::create_named(&name, &config).unwrap();
+        let (ring, _dir) = ring(64 * 1024, 0);
         let stack = [7u8; 1000];
         let mut got = Vec::new();
         let mut buf = Vec::new();
-        // many laps of the ring, records straddling its end
+        // many laps of the ring, records straddling its end, entries and returns
         for i in 0..2000u64 {
             let r = Record {
                 hook: (i % 3) as u32,
+                kind: (i % 2) as u32,
                 tid: i,
-                stack_len: 1000,
+                time: 5 * i,
+                pc: 9 * i,
+                args: [i, i + 1, i + 2, i + 3, i + 4, i + 5, 0, 0, 0, 0],
                 ..Record::default()
             };
-            assert!(put(&ring, &r, &stack));
+            assert!(put(&ring, &r, if i % 2 == 1 { 2 } else { 6 }, &stack));
             if i % 7 == 6 {
                 buf.clear();
-                ring.drain(&mut buf);
-                got.extend(hits(&buf).map(|h| (h.record.tid, h.stack.len(), h.stack[999])));
+                ring.drain(&mut buf, usize::MAX);
+                got.extend(hits(&buf).map(|h| (h.record, h.stack.len(), h.stack[999])));
             }
         }
         buf.clear();
-        ring.drain(&mut buf);
-        got.extend(hits(&buf).map(|h| (h.record.tid, h.stack.len(), h.stack[999])));
+        ring.drain(&mut buf, usize::MAX);
+        got.extend(hits(&buf).map(|h| (h.record, h.stack.len(), h.stack[999])));
         assert_eq!(got.len(), 2000);
-        assert!(got
-            .iter()
-            .enumerate()
-            .all(|(i, g)| *g == (i as u64, 1000, 7)));
-        // nobody drains: the ring fills, later hits are dropped and counted
+        for (i, (r, len, last)) in got.iter().enumerate() {
+            let i = i as u64;
+            assert_eq!(
+                (r.tid, r.hook, r.kind, r.time),
+                (i, (i % 3) as u32, (i % 2) as u32, 5 * i)
+            );
+            assert_eq!((*len, *last, r.stack_len), (1000, 7, 1000));
+            if i % 2 == 1 {
+                assert_eq!(
+                    (r.pc, r.args[0], r.args[1], r.args[2]),
+                    (9 * i, i, i + 1, 0)
+                );
+            } else {
+                assert_eq!((r.pc, r.args[5], r.args[6]), (0, i + 5, 0));
+            }
+        }
+        // an entry without values or stack is five words
+        assert!(put(&ring, &Record::default(), 0, &[]));
+        buf.clear();
+        assert_eq!(ring.drain(&mut buf, usize::MAX), WIRE_MIN_BYTES);
+        // nobody drains, no wait: the ring fills, later hits are dropped and counted
         let mut n = 0;
-        while put(&ring, &Record::default(), &stack) {
+        while put(&ring, &Record::default(), 6, &stack) {
             n += 1;
         }
-        assert!((50..70).contains(&n), "{n} records fit");
+        assert!((55..70).contains(&n), "{n} records fit");
         assert_eq!(ring.losses().0, 1);
+        assert_eq!(ring.waits(), (0, false));
+    }
+
+    #[test]
+    fn a_full_ring_waits_for_the_reader_and_loses_nothing() {
+        let (ring, _dir) = ring(64 * 1024, 1000);
+        let ring = Arc::new(ring);
+        let n = 200_000u64;
+        let writer = {
+            let ring = ring.clone();
+            std::thread::spawn(move || {
+                for i in 0..n {
+                    let r = Record {
+                        tid: i,
+                        ..Record::default()
+                    };
+                    put(&ring, &r, 6, &[]);
+                }
+            })
+        };
+        // a slow reader: small bites, with pauses
+        let mut next = 0u64;
+        let mut buf = Vec::new();
+        let start = Instant::now();
+        while next < n && start.elapsed() < Duration::from_secs(120) {
+            buf.clear();
+            if ring.drain(&mut buf, 4096) == 0 {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            for h in hits(&buf) {
+                assert_eq!(h.record.tid, next);
+                next += 1;
+            }
+        }
+        writer.join().unwrap();
+        assert_eq!(next, n);
+        assert_eq!(ring.losses().0, 0);
+        let (waits, stalled) = ring.waits();
+        assert!(waits > 0, "the writer outran the reader and waited");
+        assert!(!stalled);
+    }
+
+    #[test]
+    fn a_reader_gone_stalls_the_writer_once() {
+        let (ring, _dir) = ring(64 * 1024, 50);
+        let mut n = 0;
+        let start = Instant::now();
+        while put(&ring, &Record::default(), 6, &[]) {
+            n += 1;
+        }
+        // the hit that found no room waited its bound, then dropped and stalled the ring
+        assert!(start.elapsed() >= Duration::from_millis(50));
+        assert_eq!(n, 64 * 1024 / 88);
+        assert_eq!(ring.losses().0, 1);
+        assert_eq!(ring.waits(), (1, true));
+        // stalled: the next hits drop at once
+        let start = Instant::now();
+        for _ in 0..100 {
+            assert!(!put(&ring, &Record::default(), 6, &[]));
+        }
+        assert!(start.elapsed() < Duration::from_millis(50));
+        assert_eq!(ring.losses().0, 101);
+        assert_eq!(ring.waits(), (1, true));
+        // the reader back: room again, no longer stalled
+        let mut buf = Vec::new();
+        assert_eq!(ring.drain(&mut buf, usize::MAX), n * 88);
+        assert_eq!(hits(&buf).count(), n);
+        assert_eq!(ring.waits(), (1, false));
+        assert!(put(&ring, &Record::default(), 6, &[]));
+        // tracing ended while a writer waits: it stops waiting and counts no drop
+        while put(&ring, &Record::default(), 6, &[]) {}
+        buf.clear();
+        ring.drain(&mut buf, 88);
+        assert!(put(&ring, &Record::default(), 6, &[]));
+        let mut ring = ring;
+        ring.header_mut().wait_ns = 600_000_000_000;
+        let ring = Arc::new(ring);
+        let (drops, waits) = (ring.losses().0, ring.waits().0);
+        let writer = {
+            let ring = ring.clone();
+            std::thread::spawn(move || put(&ring, &Record::default(), 6, &[]))
+        };
+        while ring.waits().0 == waits {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        ring.disable();
+        writer.join().unwrap();
+        assert_eq!(ring.losses().0, drops);
     }
 }

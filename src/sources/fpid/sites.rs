@@ -7,8 +7,50 @@ use crate::probes::ProbeInfo;
 use crate::providers::pid::{PidProvider, SiteKind};
 use crate::sources::sink::Sink;
 
-/// Bytes of the ring.
-pub const RING_BYTES: usize = 8 << 20;
+/// How the ring of a traced process is made: `-x fpidbufsize=SIZE` (bytes, rounded up to a
+/// power of two; default 64m), `-x fpidwait=MS` (how long a hit waits for room in a full
+/// ring while dtx frees none, before it is dropped; default 100, 0 drops at once).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RingOptions {
+    pub bytes: usize,
+    pub wait_ms: u64,
+}
+
+/// The largest ring (`fpidbufsize`): 4 GiB, which dtx maps whole.
+pub const RING_MAX: u64 = 4 << 30;
+
+impl Default for RingOptions {
+    fn default() -> RingOptions {
+        RingOptions {
+            bytes: 64 << 20,
+            wait_ms: 100,
+        }
+    }
+}
+
+impl RingOptions {
+    /// The options a run's `-x` settings give (see [`RingOptions::check`]).
+    pub fn from_options(o: &crate::lang::options::DOptions) -> RingOptions {
+        let d = RingOptions::default();
+        RingOptions {
+            bytes: o
+                .int("fpidbufsize")
+                .map_or(d.bytes, |b| b.clamp(0, i64::MAX) as usize),
+            wait_ms: o.int("fpidwait").map_or(d.wait_ms, |w| w.max(0) as u64),
+        }
+    }
+
+    /// Refuses a ring larger than [`RING_MAX`].
+    pub fn check(self) -> Result<RingOptions, String> {
+        if self.bytes as u64 > RING_MAX {
+            return Err(format!(
+                "fpidbufsize {} is larger than the most fpid can map (4g)",
+                self.bytes
+            ));
+        }
+        Ok(self)
+    }
+}
 
 /// Bytes of stack a record copies for `ustack()` (as the uprobe backend samples).
 pub const STACK_BYTES: usize = 8 * 1024;

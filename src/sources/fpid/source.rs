@@ -1,7 +1,8 @@
-//! The fpid source: drains the shared ring of one traced process and fires the probes of its
-//! records. The same on every platform; what differs (watching the process's end, the clock,
+//! The fpid source: fires the probes of the records its drain thread ([`super::drain`])
+//! copies out of the shared ring of one traced process. The same on every platform; what differs (watching the process's end, the clock,
 //! the argument registers) comes from [`super::platform`].
 
+use super::drain::Drain;
 use super::platform::{clock_ns, set_arg_regs, walk_stack, ExitWatch};
 use super::ring::layout::KIND_RETURN;
 use super::ring::{hits, SharedRing};
@@ -10,6 +11,7 @@ use crate::sources::debugger::{Regs, SampledStack, RSP};
 use crate::sources::sink::{EventSource, Sink, SourceState};
 use crate::symbols::ProcessModules;
 use crate::vm::{AddressSpace, FiringCtx};
+use std::time::Duration;
 
 /// The fpid hooks of one traced process, drained from its ring.
 pub struct FpidSource {
@@ -19,7 +21,7 @@ pub struct FpidSource {
     pub(super) watch: Option<ExitWatch>,
     /// Only to see the process go, when a `pid` source reports its end.
     gone: ExitWatch,
-    ring: SharedRing,
+    drain: Drain,
     hooks: Installed,
     modules: ProcessModules,
     execname: Vec<u8>,
@@ -28,7 +30,6 @@ pub struct FpidSource {
     pub(super) announce: bool,
     /// Engine time minus the agent's clock, and wall time minus engine time.
     offset: Option<(u64, u64)>,
-    buf: Vec<u8>,
     ustack: Vec<u64>,
     reported: (u64, u64),
     ended: bool,
@@ -76,7 +77,7 @@ impl FpidSource {
             pid,
             watch,
             gone: ExitWatch::new(pid, false),
-            ring,
+            drain: Drain::start(std::sync::Arc::new(ring)),
             hooks,
             modules,
             execname,
@@ -84,7 +85,6 @@ impl FpidSource {
             want_ustack,
             announce: true,
             offset: None,
-            buf: Vec::new(),
             ustack: Vec::with_capacity(64),
             reported: (0, 0),
             ended: false,
@@ -92,18 +92,25 @@ impl FpidSource {
         }
     }
 
-    /// Fires what the ring holds.
-    fn drain(&mut self, sink: &mut dyn Sink) {
-        let mut buf = std::mem::take(&mut self.buf);
-        buf.clear();
-        self.ring.drain(&mut buf);
-        for hit in hits(&buf) {
+    /// Fires one chunk of records (waiting up to `wait` for one); false when there was none.
+    fn fire_next(&mut self, wait: Duration, sink: &mut dyn Sink) -> bool {
+        let Some(chunk) = self.drain.next(wait) else {
+            return false;
+        };
+        for hit in hits(&chunk) {
             if sink.done() {
                 break;
             }
             self.fire(&hit, sink);
         }
-        self.buf = buf;
+        self.drain.recycle(chunk);
+        true
+    }
+
+    /// Stops the drain thread and fires everything left, in the queue and in the ring.
+    fn fire_rest(&mut self, sink: &mut dyn Sink) {
+        self.drain.stop();
+        while !sink.done() && self.fire_next(Duration::ZERO, sink) {}
     }
 
     fn fire(&mut self, hit: &super::ring::Hit<'_>, sink: &mut dyn Sink) {
@@ -172,7 +179,7 @@ impl FpidSource {
 
     /// Says what the ring lost since the last report.
     fn report_losses(&mut self) {
-        let (drops, shadow) = self.ring.losses();
+        let (drops, shadow) = self.drain.ring().losses();
         if drops > self.reported.0 {
             crate::output::stderr::say(
                 "dtx",
@@ -198,7 +205,7 @@ impl FpidSource {
 
     fn end(&mut self, how: &str, code: Option<i32>) -> SourceState {
         self.ended = true;
-        self.ring.disable();
+        self.drain.ring().disable();
         if self.announce && self.watch.is_some() {
             crate::output::stderr::say("dtx", format_args!("pid {} {how}", self.pid));
         }
@@ -212,36 +219,42 @@ impl EventSource for FpidSource {
             return SourceState::Ended(None);
         }
         loop {
-            self.drain(sink);
+            // what is queued, a chunk at a time, until the deadline
+            while !sink.done() && sink.now_ns() < deadline {
+                if !self.fire_next(Duration::ZERO, sink) {
+                    break;
+                }
+            }
             let end = match &self.watch {
                 Some(w) => w.ended(),
                 None => self.gone.ended().map(|(_, _)| (String::new(), None)),
             };
             if let Some((how, code)) = end {
                 // what the process wrote before it ended
-                self.drain(sink);
+                self.fire_rest(sink);
                 self.report_losses();
                 return self.end(&how, code);
             }
+            self.report_losses();
             let now = sink.now_ns();
             if sink.done() || now >= deadline {
                 return SourceState::Running;
             }
-            // the ring has no wake-up: wait on the process's end for up to a millisecond
-            let ms = (deadline - now).div_ceil(1_000_000).min(1) as u32;
-            self.watch.as_ref().unwrap_or(&self.gone).wait(ms);
+            // wait for the drain thread's next chunk for up to a millisecond
+            let wait = Duration::from_nanos((deadline - now).min(1_000_000));
+            self.fire_next(wait, sink);
         }
     }
 
     fn finish(&mut self, sink: &mut dyn Sink) {
-        self.drain(sink);
+        self.fire_rest(sink);
         self.report_losses();
     }
 
     fn stop(&mut self) {
         // the hooks pass straight through from now on; a grabbed target runs on, one dtx
         // started ends with dtx (as dtrace ends the `-c` command it created)
-        self.ring.disable();
+        self.drain.ring().disable();
         if !self.ended {
             if let Some(w) = &self.watch {
                 w.end_child();
@@ -253,6 +266,7 @@ impl EventSource for FpidSource {
 
 impl Drop for FpidSource {
     fn drop(&mut self) {
-        self.ring.disable();
+        self.drain.ring().disable();
+        self.drain.stop();
     }
 }

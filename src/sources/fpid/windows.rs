@@ -109,16 +109,6 @@ impl ExitWatch {
             Some((format!("exited with status {code}"), Some(code)))
         }
     }
-
-    /// Waits up to `ms` for the process to end.
-    pub fn wait(&self, ms: u32) {
-        if self.handle.is_null() {
-            std::thread::sleep(std::time::Duration::from_millis(ms as u64));
-            return;
-        }
-        // SAFETY: our handle.
-        unsafe { WaitForSingleObject(self.handle, ms) };
-    }
 }
 
 impl Drop for ExitWatch {
@@ -187,6 +177,7 @@ pub fn split(
     mut src: PidSource,
     provider: &PidProvider,
     sink: &dyn Sink,
+    ring_options: super::RingOptions,
 ) -> Result<(Option<PidSource>, Option<FpidSource>), String> {
     let pid = src.pid();
     if src.has_pid_probes() {
@@ -209,7 +200,14 @@ pub fn split(
     let frozen = created.then(|| Frozen::threads_of(pid));
     let watch = ExitWatch::new(pid, created);
     plan.target.detach(&[]);
-    let installed = install(pid, &fpid, sites, plan.want_ustack, plan.args_used);
+    let installed = install(
+        pid,
+        &fpid,
+        sites,
+        plan.want_ustack,
+        plan.args_used,
+        ring_options,
+    );
     let (ring, hooks) = match installed {
         Ok(v) => v,
         Err(e) => {
