@@ -402,3 +402,49 @@ fn bpf_programs_and_maps_are_gone_after_sigkill_and_a_normal_end() {
     }
     assert!(left.is_empty(), "left after exit(): {left:?}");
 }
+
+/// stddev() in the kernel: small values, values whose squares pass 64 bits (the sum of
+/// squares is 128 bits, carried across two words), negative ones and `i64::MIN`, keyed and
+/// not; merged across CPUs and reads as the engine merges.
+const STDDEV: &str = r#"
+syscall::write:entry /pid == $target && arg0 == 999/
+{ @s = stddev(arg2); @big = stddev((long)arg2 * 1000000000000 + 7);
+  @neg[arg2 % 3] = stddev(-(long)arg2 * 3 - 1);
+  @ext = stddev(arg2 == 4 ? -9223372036854775807 - 1 : arg2 == 5 ? 9223372036854775807 : arg2);
+  @mix[execname] = stddev(arg2 & 1 ? 4294967296 * (long)arg2 : 4294967295); }
+END { printa(@s); printa(@big); printa(@neg); printa(@ext); printa(@mix); }
+"#;
+
+#[test]
+fn bpf_stddev_in_the_kernel_prints_what_user_space_prints() {
+    require_bpf!();
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path());
+    let cmd = format!("{} 10 100 1", exe.display());
+    let mut tries = 0;
+    let (user, kernel, why) = loop {
+        tries += 1;
+        let (user, lost) = run(STDDEV, &cmd, "off");
+        let (kernel, why) = run(STDDEV, &cmd, "verbose");
+        if why.contains("the kernel refused") {
+            eprintln!("skipping: BPF programs do not load here: {why}");
+            return;
+        }
+        let dropped = |e: &str| e.contains("drop") || e.contains("lost");
+        if tries < 4 && (dropped(&lost) || dropped(&why)) {
+            continue;
+        }
+        break (user, kernel, why);
+    };
+    assert!(
+        why.contains("clause 1 (syscall::write:entry) runs in the kernel"),
+        "{why}"
+    );
+    assert_eq!(kernel, user, "{why}");
+    // 0..99 as dt_stddev computes it: sqrt(328350 / 100 - (4950 / 100)^2), each division
+    // truncated: sqrt(3283 - 49^2) = 29
+    let first = user.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    assert_eq!(first.trim(), "29", "{user}");
+    assert!(user.contains("28866070047722"), "1e12 x 28.866...: {user}");
+}
