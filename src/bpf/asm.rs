@@ -81,6 +81,7 @@ pub mod helper {
     pub const KTIME_GET_NS: i32 = 5;
     pub const GET_SMP_PROCESSOR_ID: i32 = 8;
     pub const GET_CURRENT_PID_TGID: i32 = 14;
+    pub const GET_CURRENT_UID_GID: i32 = 15;
     pub const GET_CURRENT_COMM: i32 = 16;
     pub const PERF_EVENT_OUTPUT: i32 = 25;
     pub const PROBE_READ_USER_STR: i32 = 114;

@@ -399,10 +399,16 @@ impl Gen<'_> {
                     self.a.alu_reg(op::ADD, R0, reg::R1);
                 }
             }
+            // the real ids of the thread's credentials, `gid << 32 | uid`
+            // (bpf_get_current_uid_gid), as the perf source reads them from /proc
             var::UID | var::GID => {
-                return Err(format!(
-                    "`{name}`: the perf source reads no credentials, and the kernel's would differ"
-                ))
+                self.a.call(helper::GET_CURRENT_UID_GID);
+                if id == var::GID {
+                    self.a.alu_imm(op::RSH, R0, 32);
+                } else {
+                    self.a.alu_imm(op::LSH, R0, 32);
+                    self.a.alu_imm(op::RSH, R0, 32);
+                }
             }
             _ => return Err(format!("`{name}` in an expression")),
         }

@@ -158,6 +158,9 @@ pub fn fold_cpus(
     (updates, data)
 }
 
+/// The engine's inverse of its fold: the words that take `before` (second) to `now` (first).
+pub type Since = dyn Fn(&[i64], &[i64]) -> Vec<i64>;
+
 /// What one map's entries held when user space last folded them in.
 #[derive(Default)]
 pub struct Folder {
@@ -169,12 +172,7 @@ impl Folder {
     /// data)`: nothing when no firing updated it since the last read; else `since(now,
     /// before)` (the engine's inverse of its fold: the difference for the functions that
     /// add, the value for min() and max()), or the value itself at the first read.
-    pub fn delta(
-        &mut self,
-        key: &[u8],
-        now: (i64, Vec<i64>),
-        since: &dyn Fn(&[i64], &[i64]) -> Vec<i64>,
-    ) -> Option<Vec<i64>> {
+    pub fn delta(&mut self, key: &[u8], now: (i64, Vec<i64>), since: &Since) -> Option<Vec<i64>> {
         let before = self.last.get(key);
         if before.is_some_and(|b| b.0 == now.0) || now.0 == 0 {
             return None;

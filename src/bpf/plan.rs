@@ -301,7 +301,7 @@ mod tests {
                 "syscall::read:entry { printf(\"%d\", pid); }",
                 "action printf()",
             ),
-            ("syscall::read:entry { @[uid] = count(); }", "credentials"),
+            ("syscall::read:entry { @[ppid] = count(); }", "`ppid`"),
             (
                 "syscall::read:entry /arg0 / arg1/ { @ = count(); }",
                 "may be zero",

@@ -304,12 +304,12 @@ fn bpf_off_and_what_the_kernel_cannot_run_stay_in_user_space_with_a_reason() {
     let dir = tempfile::tempdir().unwrap();
     let exe = compile(dir.path());
     let cmd = format!("{} 10 1 1", exe.display());
-    let script = "syscall::getppid:entry /pid == $target/ { @u[uid] = count(); }
+    let script = "syscall::getppid:entry /pid == $target/ { @u[ppid] = count(); }
                   syscall::getppid:entry /pid == $target/ { @n = count(); }
                   syscall::getppid:entry /pid == $target && arg0 / arg1/ { @d = count(); }";
     let (out, why) = run(script, &cmd, "verbose");
     assert!(
-        why.contains("clause 1 (syscall::getppid:entry) runs in user space: `uid`"),
+        why.contains("clause 1 (syscall::getppid:entry) runs in user space: `ppid`"),
         "{why}"
     );
     assert!(why.contains("clause 3 (syscall::getppid:entry) runs in user space: a division by a value that may be zero"), "{why}");
@@ -447,4 +447,57 @@ fn bpf_stddev_in_the_kernel_prints_what_user_space_prints() {
     let first = user.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
     assert_eq!(first.trim(), "29", "{user}");
     assert!(user.contains("28866070047722"), "1e12 x 28.866...: {user}");
+}
+
+/// `uid` and `gid` in the kernel (bpf_get_current_uid_gid) and in user space (the perf
+/// source reads them from /proc at the exec): the workload runs as nobody (65534), by
+/// setpriv, which sets the ids and then execs it.
+#[test]
+fn bpf_uid_and_gid_in_the_kernel_are_user_spaces() {
+    require_bpf!();
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("skipping: setpriv (util-linux) not found");
+        return;
+    }
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path());
+    // nobody executes the workload from the test's directory
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cmd = format!(
+        "setpriv --reuid=65534 --regid=65534 --clear-groups {} 2000 10 1",
+        exe.display()
+    );
+    let script = "syscall::getppid:entry /uid == 65534/ { @a = count(); }
+        syscall::getppid:entry /uid != 0/ { @[uid, gid, uid + gid * 2] = count(); }
+        syscall::write:entry /gid == 65534 && arg0 == 999/ { @w[uid] = sum(arg2); }";
+    let (user, _) = run(script, &cmd, "off");
+    let (kernel, why) = run(script, &cmd, "verbose");
+    if why.contains("the kernel refused") {
+        eprintln!("skipping: BPF programs do not load here: {why}");
+        return;
+    }
+    for c in 1..=3 {
+        assert!(
+            why.contains(&format!("bpf: clause {c} (")) && why.contains("runs in the kernel"),
+            "{why}"
+        );
+    }
+    assert_eq!(kernel, user, "{why}");
+    assert!(
+        user.lines().any(|l| l.trim() == "2000"),
+        "@a: every getppid() as nobody: {user}"
+    );
+    assert!(
+        user.lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>()
+                == ["65534", "65534", "196602", "2000"]),
+        "{user}"
+    );
+    assert!(
+        user.lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["65534", "45"]),
+        "{user}"
+    );
 }

@@ -454,7 +454,7 @@ impl KernelClauses {
                 // entries keep
                 let kf = maps::kernel_func(m.func);
                 let fold = |d: &mut [i64], s: &[i64]| crate::agg::fold_words(kf, d, s);
-                let since = |n: &[i64], b: &[i64]| crate::agg::words_since(kf, n, b);
+                let since = move |n: &[i64], b: &[i64]| crate::agg::words_since(kf, n, b);
                 let now = maps::fold_cpus(&words, m.words, crate::agg::fresh_words(kf), &fold);
                 if let Some(delta) = m.folder.delta(&key, now, &since) {
                     merges.push((key.clone(), delta));
