@@ -251,7 +251,7 @@ fn bpf() -> Check {
         return c;
     }
     let said = |what: &str| ran.stderr.lines().find(|l| l.contains(what));
-    if let Some(l) = said("runs in user space") {
+    if let Some(l) = said("clause 1 (syscall::getppid:entry) runs in user space") {
         return Check::fail(name, l.trim().to_string());
     }
     if said("clause 1 (syscall::getppid:entry) runs in the kernel").is_none() {
