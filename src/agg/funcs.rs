@@ -165,6 +165,29 @@ impl Fold for AggFunc {
     }
 }
 
+/// The inverse of [`Fold::merge`] for the functions that add: `now - before`, word by word,
+/// stddev()'s sum of squares (words 2 and 3) as one 128-bit number; for min() and max() the
+/// value `now` (their merge is idempotent). Words past the shorter of the two are `now`'s.
+pub(crate) fn difference(f: AggFunc, now: &[i64], before: &[i64]) -> Vec<i64> {
+    let mut out = now.to_vec();
+    match f {
+        AggFunc::Min | AggFunc::Max => {}
+        AggFunc::Stddev if now.len() == 4 && before.len() == 4 => {
+            out[0] = now[0].wrapping_sub(before[0]);
+            out[1] = now[1].wrapping_sub(before[1]);
+            let sq = get_u128(now[2], now[3]).wrapping_sub(get_u128(before[2], before[3]));
+            out[2] = sq as u64 as i64;
+            out[3] = (sq >> 64) as u64 as i64;
+        }
+        _ => {
+            for (o, b) in out.iter_mut().zip(before) {
+                *o = o.wrapping_sub(*b);
+            }
+        }
+    }
+    out
+}
+
 fn get_u128(lo: i64, hi: i64) -> u128 {
     (lo as u64 as u128) | ((hi as u64 as u128) << 64)
 }
@@ -286,6 +309,22 @@ mod tests {
             f.apply(&mut d, a);
         }
         (f, d)
+    }
+
+    #[test]
+    fn a_difference_folded_back_gives_the_later_words() {
+        // stddev()'s sum of squares carries across its two words
+        let before = [1, 5, -1, 0];
+        let mut now = before;
+        AggFunc::Stddev.merge(&mut now, &[1, 3, 9, 0]);
+        assert_eq!(now, [2, 8, 8, 1]);
+        let d = difference(AggFunc::Stddev, &now, &before);
+        assert_eq!(d, vec![1, 3, 9, 0]);
+        let mut back = before;
+        AggFunc::Stddev.merge(&mut back, &d);
+        assert_eq!(back, now);
+        assert_eq!(difference(AggFunc::Min, &[3], &[7]), vec![3]);
+        assert_eq!(difference(AggFunc::Avg, &[3, 9], &[1, 4]), vec![2, 5]);
     }
 
     #[test]

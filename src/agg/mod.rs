@@ -34,6 +34,33 @@ pub fn entry_bytes(f: crate::ir::AggFunc) -> usize {
 }
 pub use sort::{Encoding, SortOptions};
 
+/// A fresh entry's data words for `f` (what [`fold_words`] starts from): zeros, min()'s
+/// `i64::MAX`, max()'s `i64::MIN`.
+pub fn fresh_words(f: crate::ir::AggFunc) -> Vec<i64> {
+    let f = funcs::sanitize(f);
+    let mut d = vec![0; f.stride()];
+    f.init(&mut d);
+    d
+}
+
+/// Folds the data words `src` of one entry into `d` (same function, same stride), as the
+/// aggregations fold their per-CPU parts: what the BPF back end's loader calls to fold the
+/// kernel's per-CPU values, so that they merge exactly as here. Words of another length
+/// are left alone.
+pub fn fold_words(f: crate::ir::AggFunc, d: &mut [i64], src: &[i64]) {
+    let f = funcs::sanitize(f);
+    if d.len() == f.stride() && src.len() == f.stride() {
+        f.merge(d, src);
+    }
+}
+
+/// The words that, folded into `before` by [`fold_words`], give `now`: the difference for
+/// the functions that add (stddev()'s sum of squares as the 128-bit number it is), `now`
+/// itself for min() and max(), whose fold keeps the extreme.
+pub fn words_since(f: crate::ir::AggFunc, now: &[i64], before: &[i64]) -> Vec<i64> {
+    funcs::difference(funcs::sanitize(f), now, before)
+}
+
 use crate::ir::AggFunc;
 use funcs::Fold;
 

@@ -81,6 +81,7 @@ pub mod helper {
     pub const KTIME_GET_NS: i32 = 5;
     pub const GET_SMP_PROCESSOR_ID: i32 = 8;
     pub const GET_CURRENT_PID_TGID: i32 = 14;
+    pub const GET_CURRENT_UID_GID: i32 = 15;
     pub const GET_CURRENT_COMM: i32 = 16;
     pub const PERF_EVENT_OUTPUT: i32 = 25;
     pub const PROBE_READ_USER_STR: i32 = 114;
@@ -93,6 +94,7 @@ pub mod reg {
     pub const R2: u8 = 2;
     pub const R3: u8 = 3;
     pub const R4: u8 = 4;
+    pub const R5: u8 = 5;
     pub const R6: u8 = 6;
     pub const R7: u8 = 7;
     pub const FP: u8 = 10;

@@ -82,12 +82,14 @@ const VALUE_AT: i16 = -(TEMPS as i16) * 8 - 8;
 /// Most bytes of a key.
 pub const MAX_KEY_BYTES: usize = 64;
 const KEY_AT: i16 = VALUE_AT - MAX_KEY_BYTES as i16;
-/// A fresh entry's words, below the key (at most 1 + 2 words for count..avg).
+/// A fresh entry's words, below the key (at most 1 + 4 words, for stddev()).
 const INIT_AT: i16 = KEY_AT - 8 * 8;
 /// A thread-local's key `[thread, id]`, below the fresh entry.
 const TLS_AT: i16 = INIT_AT - 16;
 /// A quantization's increment.
 const INCR_AT: i16 = TLS_AT - 8;
+/// stddev()'s square of the value, as a 128-bit number's low and high words.
+const SQUARE_AT: i16 = INCR_AT - 16;
 /// The drop counters' indexes: aggregations, dynamic variables.
 pub const AGG_DROPS: i32 = 0;
 pub const DYN_DROPS: i32 = 1;
@@ -397,10 +399,16 @@ impl Gen<'_> {
                     self.a.alu_reg(op::ADD, R0, reg::R1);
                 }
             }
+            // the real ids of the thread's credentials, `gid << 32 | uid`
+            // (bpf_get_current_uid_gid), as the perf source reads them from /proc
             var::UID | var::GID => {
-                return Err(format!(
-                    "`{name}`: the perf source reads no credentials, and the kernel's would differ"
-                ))
+                self.a.call(helper::GET_CURRENT_UID_GID);
+                if id == var::GID {
+                    self.a.alu_imm(op::RSH, R0, 32);
+                } else {
+                    self.a.alu_imm(op::LSH, R0, 32);
+                    self.a.alu_imm(op::RSH, R0, 32);
+                }
             }
             _ => return Err(format!("`{name}` in an expression")),
         }
@@ -412,7 +420,7 @@ impl Gen<'_> {
     /// has its data folded in first and its update count raised last, so that user space
     /// never reads a value that no event made.
     fn aggregate(&mut self, g: &KernelAgg, fd: i32) -> Result<(), String> {
-        use reg::{FP, R0, R1, R2, R3, R4};
+        use reg::{FP, R0, R1, R2, R3, R4, R5};
         let words = value_words(g.func).ok_or_else(|| format!("{:?} in the kernel", g.func))?;
         let quantized = is_quantization(g.func);
         match &g.value {
@@ -464,6 +472,9 @@ impl Gen<'_> {
             self.a.store(FP, VALUE_AT, R0);
         }
         let func = kernel_func(g.func);
+        if func == AggFunc::Stddev {
+            self.square();
+        }
         let (have, done, dropped) = (self.a.label(), self.a.label(), self.a.label());
         self.lookup(fd);
         self.a.jump_imm(op::JNE, R0, 0, have);
@@ -476,6 +487,14 @@ impl Gen<'_> {
             AggFunc::Avg => {
                 self.a.push(insn(op::ST_DW, FP, 0, INIT_AT + 8, 1));
                 self.a.store(FP, INIT_AT + 16, R1);
+            }
+            AggFunc::Stddev => {
+                self.a.push(insn(op::ST_DW, FP, 0, INIT_AT + 8, 1));
+                self.a.store(FP, INIT_AT + 16, R1);
+                self.a.load(R1, FP, SQUARE_AT);
+                self.a.store(FP, INIT_AT + 24, R1);
+                self.a.load(R1, FP, SQUARE_AT + 8);
+                self.a.store(FP, INIT_AT + 32, R1);
             }
             f => return Err(format!("{f:?} in the kernel")),
         }
@@ -512,6 +531,25 @@ impl Gen<'_> {
                 self.a.alu_reg(op::ADD, R3, R1);
                 self.a.store(R0, 16, R3);
             }
+            AggFunc::Stddev => {
+                // [count, sum, squares low, squares high], as agg::funcs applies a value
+                self.a.alu_imm(op::ADD, R2, 1);
+                self.a.load(R3, R0, 16);
+                self.a.alu_reg(op::ADD, R3, R1);
+                self.a.store(R0, 16, R3);
+                let no_carry = self.a.label();
+                self.a.load(R3, R0, 24);
+                self.a.load(R4, FP, SQUARE_AT);
+                self.a.alu_reg(op::ADD, R3, R4);
+                self.a.load(R5, R0, 32);
+                self.a.load(R1, FP, SQUARE_AT + 8);
+                self.a.alu_reg(op::ADD, R5, R1);
+                self.a.jump_reg(op::JGE, R3, R4, no_carry);
+                self.a.alu_imm(op::ADD, R5, 1);
+                self.a.bind(no_carry);
+                self.a.store(R0, 24, R3);
+                self.a.store(R0, 32, R5);
+            }
             f => return Err(format!("{f:?} in the kernel")),
         }
         self.a.store(R0, 8, R2);
@@ -522,8 +560,44 @@ impl Gen<'_> {
         self.a.bind(dropped);
         self.count_drop(AGG_DROPS);
         self.a.bind(done);
-        debug_assert!(words <= 3);
+        debug_assert!(words <= 5);
         Ok(())
+    }
+
+    /// The square of the value at [`VALUE_AT`]'s magnitude (`unsigned_abs`, so that
+    /// `i64::MIN` is 2^63), as 128 bits at [`SQUARE_AT`]: BPF multiplies 64 bits by 64, so
+    /// the magnitude is cut into 32-bit halves `h`, `l` and the square is
+    /// `h*h << 64 + 2*h*l << 32 + l*l`, carrying out of the low word by hand.
+    fn square(&mut self) {
+        use reg::{FP, R1, R2, R3, R4};
+        let positive = self.a.label();
+        let no_carry = self.a.label();
+        self.a.load(R1, FP, VALUE_AT);
+        self.a.jump_imm(op::JSGE, R1, 0, positive);
+        self.a.push(insn(op::ALU64 | op::NEG, R1, 0, 0, 0));
+        self.a.bind(positive);
+        // r2 = l, r1 = h
+        self.a.push(insn(op::MOV64_REG, R2, R1, 0, 0));
+        self.a.alu_imm(op::LSH, R2, 32);
+        self.a.alu_imm(op::RSH, R2, 32);
+        self.a.alu_imm(op::RSH, R1, 32);
+        // r3 = l*l, r4 = h*l, r1 = h*h
+        self.a.push(insn(op::MOV64_REG, R3, R2, 0, 0));
+        self.a.alu_reg(op::MUL, R3, R2);
+        self.a.push(insn(op::MOV64_REG, R4, R1, 0, 0));
+        self.a.alu_reg(op::MUL, R4, R2);
+        self.a.alu_reg(op::MUL, R1, R1);
+        // 2*h*l << 32: its low word r2 = h*l << 33, its high word h*l >> 31
+        self.a.push(insn(op::MOV64_REG, R2, R4, 0, 0));
+        self.a.alu_imm(op::LSH, R2, 33);
+        self.a.alu_imm(op::RSH, R4, 31);
+        self.a.alu_reg(op::ADD, R2, R3);
+        self.a.alu_reg(op::ADD, R1, R4);
+        self.a.jump_reg(op::JGE, R2, R3, no_carry);
+        self.a.alu_imm(op::ADD, R1, 1);
+        self.a.bind(no_carry);
+        self.a.store(FP, SQUARE_AT, R2);
+        self.a.store(FP, SQUARE_AT + 8, R1);
     }
 
     fn key_ptr(&mut self, dst: u8) {

@@ -5,7 +5,7 @@
 //! system call number for `probefunc` and the other probe names, `bpf_get_current_comm`'s 16
 //! bytes for `execname`). Its value is, per CPU, `[updates, data...]`: the number of firings
 //! that CPU folded in, then the data words `agg` keeps for the function (`[count]`, `[sum]`,
-//! `[count, sum]` for avg()...). A quantization (`quantize()`, `lquantize()`, `llquantize()`)
+//! `[count, sum]` for avg(), `[count, sum, squares low, squares high]` for stddev()...). A quantization (`quantize()`, `lquantize()`, `llquantize()`)
 //! has one entry per bucket that a firing added to: its key ends in the bucket's index (the
 //! program computes it as `agg` does) and its data is `[sum of increments]`, so that it is
 //! folded like a sum and spread into the function's buckets in user space ([`bucket_of`]).
@@ -88,6 +88,8 @@ pub fn value_words(f: AggFunc) -> Option<usize> {
     match kernel_func(f) {
         AggFunc::Count | AggFunc::Sum | AggFunc::Min | AggFunc::Max => Some(2),
         AggFunc::Avg => Some(3),
+        // [updates, count, sum, sum of squares' low and high words]
+        AggFunc::Stddev => Some(5),
         _ => None,
     }
 }
@@ -133,30 +135,31 @@ pub fn decode_key(
     Some(out)
 }
 
-/// Sums what the CPUs hold of one entry (`cpus` values of `value_words(f)` words, one after
-/// another): `(updates, data words)`, the data in `agg`'s layout for `f`.
-pub fn fold_cpus(f: AggFunc, per_cpu: &[i64], words: usize) -> (i64, Vec<i64>) {
+/// Folds what the CPUs hold of one entry (`cpus` values of `words` words, one after
+/// another, each `[updates, data...]`): `(updates, data words)`. The data are folded by
+/// `fold` from `fresh` (the aggregation engine's own fold and fresh entry, which the loader
+/// passes: the kernel's parts merge exactly as the engine merges); a CPU that never updated
+/// the entry is skipped.
+pub fn fold_cpus(
+    per_cpu: &[i64],
+    words: usize,
+    fresh: Vec<i64>,
+    fold: &dyn Fn(&mut [i64], &[i64]),
+) -> (i64, Vec<i64>) {
     let mut updates = 0i64;
-    let mut data: Vec<i64> = match f {
-        AggFunc::Min => vec![i64::MAX],
-        AggFunc::Max => vec![i64::MIN],
-        _ => vec![0; words - 1],
-    };
-    for v in per_cpu.chunks_exact(words) {
-        if v[0] == 0 {
+    let mut data = fresh;
+    for v in per_cpu.chunks_exact(words.max(1)) {
+        if v.first().is_none_or(|&n| n == 0) {
             continue;
         }
         updates = updates.wrapping_add(v[0]);
-        for (d, &w) in data.iter_mut().zip(&v[1..]) {
-            *d = match f {
-                AggFunc::Min => (*d).min(w),
-                AggFunc::Max => (*d).max(w),
-                _ => d.wrapping_add(w),
-            };
-        }
+        fold(&mut data, &v[1..]);
     }
     (updates, data)
 }
+
+/// The engine's inverse of its fold: the words that take `before` (second) to `now` (first).
+pub type Since = dyn Fn(&[i64], &[i64]) -> Vec<i64>;
 
 /// What one map's entries held when user space last folded them in.
 #[derive(Default)]
@@ -166,21 +169,17 @@ pub struct Folder {
 
 impl Folder {
     /// The words to merge into the aggregation for an entry that now holds `(updates,
-    /// data)`: nothing when no firing updated it since the last read; the difference for the
-    /// functions that add; the value for min() and max().
-    pub fn delta(&mut self, f: AggFunc, key: &[u8], now: (i64, Vec<i64>)) -> Option<Vec<i64>> {
+    /// data)`: nothing when no firing updated it since the last read; else `since(now,
+    /// before)` (the engine's inverse of its fold: the difference for the functions that
+    /// add, the value for min() and max()), or the value itself at the first read.
+    pub fn delta(&mut self, key: &[u8], now: (i64, Vec<i64>), since: &Since) -> Option<Vec<i64>> {
         let before = self.last.get(key);
         if before.is_some_and(|b| b.0 == now.0) || now.0 == 0 {
             return None;
         }
-        let out = match (f, before) {
-            (AggFunc::Min | AggFunc::Max, _) | (_, None) => now.1.clone(),
-            (_, Some(b)) => now
-                .1
-                .iter()
-                .zip(&b.1)
-                .map(|(n, o)| n.wrapping_sub(*o))
-                .collect(),
+        let out = match before {
+            None => now.1.clone(),
+            Some(b) => since(&now.1, &b.1),
         };
         self.last.insert(key.to_vec(), now);
         Some(out)
@@ -236,26 +235,38 @@ mod tests {
         assert!(bucket_of(&parts, &raw, 0, 2).is_none());
         assert!(bucket_of(&parts, &raw[..20], 10, 2).is_none());
         assert_eq!(value_words(AggFunc::Quantize), Some(2));
-        assert_eq!(value_words(AggFunc::Stddev), None);
+        assert_eq!(value_words(AggFunc::Stddev), Some(5));
+    }
+
+    /// A fold and its inverse as the engine's (`agg`) are for count(), sum() and min()
+    /// (the loader passes the engine's own; these stand in for them here).
+    fn add(d: &mut [i64], s: &[i64]) {
+        for (a, b) in d.iter_mut().zip(s) {
+            *a = a.wrapping_add(*b);
+        }
+    }
+    fn min(d: &mut [i64], s: &[i64]) {
+        d[0] = d[0].min(s[0]);
+    }
+    fn sub(n: &[i64], b: &[i64]) -> Vec<i64> {
+        n.iter().zip(b).map(|(x, y)| x - y).collect()
     }
 
     #[test]
     fn cpus_that_never_updated_an_entry_do_not_count() {
         // min over two CPUs, the second untouched (its zeros are no minimum)
-        let (n, d) = fold_cpus(AggFunc::Min, &[2, 7, 0, 0], 2);
+        let (n, d) = fold_cpus(&[2, 7, 0, 0], 2, vec![i64::MAX], &min);
         assert_eq!((n, d), (2, vec![7]));
-        let (n, d) = fold_cpus(AggFunc::Avg, &[1, 1, 5, 2, 2, 9], 3);
+        let (n, d) = fold_cpus(&[1, 1, 5, 2, 2, 9], 3, vec![0, 0], &add);
         assert_eq!((n, d), (3, vec![3, 14]));
     }
 
     #[test]
     fn each_read_folds_in_what_happened_since_the_last() {
         let mut f = Folder::default();
-        assert_eq!(f.delta(AggFunc::Count, b"k", (3, vec![3])), Some(vec![3]));
-        assert_eq!(f.delta(AggFunc::Count, b"k", (3, vec![3])), None);
-        assert_eq!(f.delta(AggFunc::Count, b"k", (5, vec![5])), Some(vec![2]));
-        assert_eq!(f.delta(AggFunc::Count, b"j", (0, vec![0])), None);
-        assert_eq!(f.delta(AggFunc::Max, b"m", (1, vec![4])), Some(vec![4]));
-        assert_eq!(f.delta(AggFunc::Max, b"m", (2, vec![9])), Some(vec![9]));
+        assert_eq!(f.delta(b"k", (3, vec![3]), &sub), Some(vec![3]));
+        assert_eq!(f.delta(b"k", (3, vec![3]), &sub), None);
+        assert_eq!(f.delta(b"k", (5, vec![5]), &sub), Some(vec![2]));
+        assert_eq!(f.delta(b"j", (0, vec![0]), &sub), None);
     }
 }

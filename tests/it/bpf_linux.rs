@@ -304,12 +304,12 @@ fn bpf_off_and_what_the_kernel_cannot_run_stay_in_user_space_with_a_reason() {
     let dir = tempfile::tempdir().unwrap();
     let exe = compile(dir.path());
     let cmd = format!("{} 10 1 1", exe.display());
-    let script = "syscall::getppid:entry /pid == $target/ { @u[uid] = count(); }
+    let script = "syscall::getppid:entry /pid == $target/ { @u[ppid] = count(); }
                   syscall::getppid:entry /pid == $target/ { @n = count(); }
                   syscall::getppid:entry /pid == $target && arg0 / arg1/ { @d = count(); }";
     let (out, why) = run(script, &cmd, "verbose");
     assert!(
-        why.contains("clause 1 (syscall::getppid:entry) runs in user space: `uid`"),
+        why.contains("clause 1 (syscall::getppid:entry) runs in user space: `ppid`"),
         "{why}"
     );
     assert!(why.contains("clause 3 (syscall::getppid:entry) runs in user space: a division by a value that may be zero"), "{why}");
@@ -401,4 +401,103 @@ fn bpf_programs_and_maps_are_gone_after_sigkill_and_a_normal_end() {
         left = dtx_bpf_objects().unwrap_or_default();
     }
     assert!(left.is_empty(), "left after exit(): {left:?}");
+}
+
+/// stddev() in the kernel: small values, values whose squares pass 64 bits (the sum of
+/// squares is 128 bits, carried across two words), negative ones and `i64::MIN`, keyed and
+/// not; merged across CPUs and reads as the engine merges.
+const STDDEV: &str = r#"
+syscall::write:entry /pid == $target && arg0 == 999/
+{ @s = stddev(arg2); @big = stddev((long)arg2 * 1000000000000 + 7);
+  @neg[arg2 % 3] = stddev(-(long)arg2 * 3 - 1);
+  @ext = stddev(arg2 == 4 ? -9223372036854775807 - 1 : arg2 == 5 ? 9223372036854775807 : arg2);
+  @mix[execname] = stddev(arg2 & 1 ? 4294967296 * (long)arg2 : 4294967295); }
+END { printa(@s); printa(@big); printa(@neg); printa(@ext); printa(@mix); }
+"#;
+
+#[test]
+fn bpf_stddev_in_the_kernel_prints_what_user_space_prints() {
+    require_bpf!();
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path());
+    let cmd = format!("{} 10 100 1", exe.display());
+    let mut tries = 0;
+    let (user, kernel, why) = loop {
+        tries += 1;
+        let (user, lost) = run(STDDEV, &cmd, "off");
+        let (kernel, why) = run(STDDEV, &cmd, "verbose");
+        if why.contains("the kernel refused") {
+            eprintln!("skipping: BPF programs do not load here: {why}");
+            return;
+        }
+        let dropped = |e: &str| e.contains("drop") || e.contains("lost");
+        if tries < 4 && (dropped(&lost) || dropped(&why)) {
+            continue;
+        }
+        break (user, kernel, why);
+    };
+    assert!(
+        why.contains("clause 1 (syscall::write:entry) runs in the kernel"),
+        "{why}"
+    );
+    assert_eq!(kernel, user, "{why}");
+    // 0..99 as dt_stddev computes it: sqrt(328350 / 100 - (4950 / 100)^2), each division
+    // truncated: sqrt(3283 - 49^2) = 29
+    let first = user.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    assert_eq!(first.trim(), "29", "{user}");
+    assert!(user.contains("28866070047722"), "1e12 x 28.866...: {user}");
+}
+
+/// `uid` and `gid` in the kernel (bpf_get_current_uid_gid) and in user space (the perf
+/// source reads them from /proc at the exec): the workload runs as nobody (65534), by
+/// setpriv, which sets the ids and then execs it.
+#[test]
+fn bpf_uid_and_gid_in_the_kernel_are_user_spaces() {
+    require_bpf!();
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("skipping: setpriv (util-linux) not found");
+        return;
+    }
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path());
+    // nobody executes the workload from the test's directory
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cmd = format!(
+        "setpriv --reuid=65534 --regid=65534 --clear-groups {} 2000 10 1",
+        exe.display()
+    );
+    let script = "syscall::getppid:entry /uid == 65534/ { @a = count(); }
+        syscall::getppid:entry /uid != 0/ { @[uid, gid, uid + gid * 2] = count(); }
+        syscall::write:entry /gid == 65534 && arg0 == 999/ { @w[uid] = sum(arg2); }";
+    let (user, _) = run(script, &cmd, "off");
+    let (kernel, why) = run(script, &cmd, "verbose");
+    if why.contains("the kernel refused") {
+        eprintln!("skipping: BPF programs do not load here: {why}");
+        return;
+    }
+    for c in 1..=3 {
+        assert!(
+            why.contains(&format!("bpf: clause {c} (")) && why.contains("runs in the kernel"),
+            "{why}"
+        );
+    }
+    assert_eq!(kernel, user, "{why}");
+    assert!(
+        user.lines().any(|l| l.trim() == "2000"),
+        "@a: every getppid() as nobody: {user}"
+    );
+    assert!(
+        user.lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>()
+                == ["65534", "65534", "196602", "2000"]),
+        "{user}"
+    );
+    assert!(
+        user.lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["65534", "45"]),
+        "{user}"
+    );
 }

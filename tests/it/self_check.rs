@@ -110,11 +110,12 @@ mod linux {
     use super::*;
 
     /// The checks of Linux, in their order.
-    const NAMES: [&str; 6] = [
+    const NAMES: [&str; 7] = [
         "privilege",
         "tracefs",
         "uprobes",
         "syscall-count",
+        "bpf",
         "profile-ustack",
         "fpid-agent",
     ];
@@ -145,7 +146,7 @@ mod linux {
         }
         assert_eq!(
             rows.last().copied(),
-            Some("dtx --check: all 6 checks passed"),
+            Some("dtx --check: all 7 checks passed"),
             "{}",
             c.report()
         );
@@ -240,7 +241,7 @@ mod linux {
             "{}",
             c.report()
         );
-        for name in ["uprobes", "syscall-count", "profile-ustack"] {
+        for name in ["uprobes", "syscall-count", "bpf", "profile-ustack"] {
             let row = c
                 .stdout
                 .lines()

@@ -102,6 +102,12 @@ pub fn checks(progress: &mut dyn FnMut(&str)) -> Vec<Check> {
             format!("{NEEDS_ROOT}: syscall tracepoints"),
         )
     });
+    progress("bpf");
+    v.push(if kernel {
+        bpf()
+    } else {
+        Check::skip("bpf", format!("{NEEDS_ROOT}: BPF programs"))
+    });
     progress("profile-ustack");
     v.push(if kernel {
         profile_ustack()
@@ -221,6 +227,44 @@ fn syscall_count() -> Check {
         Some(n) => Check::fail(
             name,
             format!("counted {n} getppid calls, the child made {CALLS}"),
+        ),
+        None => Check::fail(name, format!("no count printed ({})", ran.why())),
+    }
+}
+
+/// The BPF back end: a counting clause runs in the kernel (`-x bpf=verbose` says so) and
+/// counts exactly the calls the workload makes; a program the kernel refuses fails the
+/// check with the verifier's reason (a run would still work, in user space).
+fn bpf() -> Check {
+    let name = "bpf";
+    let cmd = match workload_command("syscalls", &[&CALLS.to_string()]) {
+        Ok(c) => c,
+        Err(e) => return Check::fail(name, e),
+    };
+    let program = "syscall::getppid:entry /pid == $target/ { @n = count(); } \
+                   END { printa(\"calls %@d\\n\", @n); }";
+    let ran = dtx(
+        &words(&["-q", "-x", "bpf=verbose", "-n", program, "-c", &cmd]),
+        LIMIT,
+    );
+    if let Err(c) = ended_well(name, &ran) {
+        return c;
+    }
+    let said = |what: &str| ran.stderr.lines().find(|l| l.contains(what));
+    if let Some(l) = said("clause 1 (syscall::getppid:entry) runs in user space") {
+        return Check::fail(name, l.trim().to_string());
+    }
+    if said("clause 1 (syscall::getppid:entry) runs in the kernel").is_none() {
+        return Check::fail(name, format!("no clause ran in the kernel ({})", ran.why()));
+    }
+    match count(&ran.stdout, "calls ") {
+        Some(n) if n == CALLS => Check::pass(
+            name,
+            format!("syscall::getppid:entry counted {n} calls of a child in the kernel, exactly as made"),
+        ),
+        Some(n) => Check::fail(
+            name,
+            format!("counted {n} getppid calls in the kernel, the child made {CALLS}"),
         ),
         None => Check::fail(name, format!("no count printed ({})", ran.why())),
     }

@@ -450,9 +450,13 @@ impl KernelClauses {
                     a.copy_from_slice(b);
                     *w = i64::from_le_bytes(a);
                 }
+                // the engine's own fold and its inverse (agg), for the function the kernel's
+                // entries keep
                 let kf = maps::kernel_func(m.func);
-                let now = maps::fold_cpus(kf, &words, m.words);
-                if let Some(delta) = m.folder.delta(kf, &key, now) {
+                let fold = |d: &mut [i64], s: &[i64]| crate::agg::fold_words(kf, d, s);
+                let since = move |n: &[i64], b: &[i64]| crate::agg::words_since(kf, n, b);
+                let now = maps::fold_cpus(&words, m.words, crate::agg::fresh_words(kf), &fold);
+                if let Some(delta) = m.folder.delta(&key, now, &since) {
                     merges.push((key.clone(), delta));
                 }
             }

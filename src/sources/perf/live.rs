@@ -126,6 +126,10 @@ const MAX_USER_FRAMES: usize = 128;
 struct Task {
     pid: u32,
     ppid: u32,
+    /// Real user and group ids (`uid`, `gid`): from `/proc` when the thread is first seen
+    /// and at each exec, a fork's from its parent.
+    uid: u32,
+    gid: u32,
     comm: [u8; 16],
     len: u8,
 }
@@ -142,12 +146,15 @@ impl Task {
     }
 }
 
-/// The task of a thread from `/proc` (`Name`, `Tgid`, `PPid` of its status file).
+/// The task of a thread from `/proc` (`Name`, `Tgid`, `PPid`, the real ids of `Uid` and
+/// `Gid` of its status file).
 fn task_from_proc(tid: u32) -> Option<Task> {
     let text = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
     let mut t = Task {
         pid: tid,
         ppid: 0,
+        uid: 0,
+        gid: 0,
         comm: [0; 16],
         len: 0,
     };
@@ -158,6 +165,18 @@ fn task_from_proc(tid: u32) -> Option<Task> {
             t.pid = v.trim().parse().unwrap_or(tid);
         } else if let Some(v) = line.strip_prefix("PPid:") {
             t.ppid = v.trim().parse().unwrap_or(0);
+        } else if let Some(v) = line.strip_prefix("Uid:") {
+            t.uid = v
+                .split_whitespace()
+                .next()
+                .and_then(|u| u.parse().ok())
+                .unwrap_or(0);
+        } else if let Some(v) = line.strip_prefix("Gid:") {
+            t.gid = v
+                .split_whitespace()
+                .next()
+                .and_then(|u| u.parse().ok())
+                .unwrap_or(0);
         }
     }
     Some(t)
@@ -208,6 +227,8 @@ impl Tasks {
         let t = task_from_proc(tid).unwrap_or(Task {
             pid: if pid_hint != 0 { pid_hint } else { tid },
             ppid: 0,
+            uid: 0,
+            gid: 0,
             comm: [0; 16],
             len: 0,
         });
@@ -815,6 +836,13 @@ impl PerfSource {
                     let mut t = self.tasks.get(tid, pid);
                     t.pid = pid;
                     t.set_comm(comm);
+                    if h.misc & record::MISC_COMM_EXEC != 0 {
+                        // an exec may change the credentials (a set-id program, or what the
+                        // process set before it)
+                        if let Some(p) = task_from_proc(tid) {
+                            (t.uid, t.gid) = (p.uid, p.gid);
+                        }
+                    }
                     self.tasks.0.insert(tid, t);
                     if h.misc & record::MISC_COMM_EXEC != 0 {
                         self.user_stacks.forget(pid);
@@ -1133,6 +1161,8 @@ impl PerfSource {
             cx.args = args;
             cx.set_ids(pid, tid);
             cx.ppid = t.ppid as u64;
+            cx.uid = u64::from(t.uid);
+            cx.gid = u64::from(t.gid);
             cx.cpu = s.cpu;
             cx.errno = errno;
             cx.memory = &mem;
