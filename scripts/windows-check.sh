@@ -66,6 +66,25 @@ if [ "$(rustc_minor)" -lt "$MIN_RUSTC" ] 2>/dev/null; then
     apt-get install -y --no-install-recommends rustc-web cargo-web rust-web-src
 fi
 phase "packages ready: $(/usr/bin/rustc --version)"
+# the WOW64 tests (pid::windows::win3_wow64_*) need a 32-bit program (mingw's i686 gcc) and
+# Wine able to run it (wine32, an i386 package): installed when they can be had, else those
+# tests skip and say so
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+if ! installed gcc-mingw-w64-i686-win32 || ! installed wine32:i386; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+        phase "installing the 32-bit pieces (gcc-mingw-w64-i686-win32, wine32:i386)"
+        export DEBIAN_FRONTEND=noninteractive
+        if { dpkg --print-foreign-architectures | grep -qx i386 || dpkg --add-architecture i386; } &&
+            apt-get update >/dev/null &&
+            apt-get install -y --no-install-recommends gcc-mingw-w64-i686-win32 wine32:i386 >/dev/null; then
+            phase "32-bit pieces ready"
+        else
+            echo "windows-check: gcc-mingw-w64-i686-win32 or wine32:i386 cannot be installed: the WOW64 tests will skip" >&2
+        fi
+    else
+        echo "windows-check: no gcc-mingw-w64-i686-win32 or wine32:i386 (install them as root): the WOW64 tests will skip" >&2
+    fi
+fi
 
 # 2. a headless Wine prefix (console programs need no display), made once
 WINE=/usr/lib/wine/wine64

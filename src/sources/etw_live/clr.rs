@@ -167,6 +167,41 @@ pub fn rundown_unfinished_words(pid: u32, why: RundownUnfinished) -> String {
     }
 }
 
+/// What ETW lost in a CLR session of dtx's own, in words, or None when it lost nothing:
+/// `lost` is the (EventsLost, RealTimeBuffersLost) ControlTrace STOP gave. Said as dtrace
+/// says its drops (a count and what it costs), on stderr, before the run goes on.
+pub fn clr_loss_words(what: &str, pid: u32, lost: (u64, u64)) -> Option<String> {
+    let (events, buffers) = lost;
+    (events > 0 || buffers > 0).then(|| {
+        format!(
+            "ETW lost {events} events and {buffers} real-time buffers of the {what} of pid {pid}: the methods they named are missing (probes on them are not created, and \
+             their frames are not named)"
+        )
+    })
+}
+
+/// How a synchronous rundown ended, with what its session lost (`lost`, as
+/// [`clr_loss_words`] takes it): Ok with a warning to print when events were lost but the
+/// rundown's end came, else why its methods cannot be listed. A rundown whose end did not
+/// come while ETW lost events is not said to be unfinished: its DCStartComplete may be among
+/// what was lost.
+pub fn rundown_outcome(
+    pid: u32,
+    waited: Result<(), RundownUnfinished>,
+    lost: (u64, u64),
+) -> Result<Option<String>, String> {
+    let loss = clr_loss_words("method rundown", pid, lost);
+    match (waited, loss) {
+        (Ok(()), loss) => Ok(loss),
+        (Err(RundownUnfinished::TimedOut), Some(_)) => Err(format!(
+            "ETW lost {} events and {} real-time buffers of the method rundown of pid {pid} \
+             (its end, DCStartComplete, may be among them), so its methods cannot be listed",
+            lost.0, lost.1
+        )),
+        (Err(why), _) => Err(rundown_unfinished_words(pid, why)),
+    }
+}
+
 /// The EventRecordCallback of a CLR method session: `user_context` is the session's
 /// [`ClrContext`]. Never unwinds into ETW.
 ///
@@ -412,5 +447,40 @@ mod tests {
         assert!(event_write(EventWriteFn::Write, [0, 0x100, 1, 0x200], 0, &read).is_none());
         assert!(event_write(EventWriteFn::Write, [0, 0x100, 1000, 0x200], 0, &read).is_none());
         assert!(event_write(EventWriteFn::Write, [0, 0x999, 0, 0], 0, &read).is_none());
+    }
+
+    /// Issue 42, finding 10: what the rundown sessions lost (ControlTrace STOP's counts) was
+    /// thrown away, so a rundown missing methods passed for a whole one, and one whose
+    /// DCStartComplete was lost was said not to have finished.
+    #[test]
+    fn win3_10_a_rundown_says_what_etw_lost_in_it() {
+        // nothing lost: nothing said, and the two unfinished cases keep their words
+        assert_eq!(rundown_outcome(7, Ok(()), (0, 0)), Ok(None));
+        assert_eq!(
+            rundown_outcome(7, Err(RundownUnfinished::TimedOut), (0, 0)),
+            Err(rundown_unfinished_words(7, RundownUnfinished::TimedOut))
+        );
+        assert_eq!(
+            rundown_outcome(7, Err(RundownUnfinished::Stopped), (3, 0)),
+            Err(rundown_unfinished_words(7, RundownUnfinished::Stopped))
+        );
+        // a finished rundown that lost events: it goes on, and says how many and what it costs
+        let w = rundown_outcome(7, Ok(()), (12, 1))
+            .unwrap()
+            .expect("the loss is said");
+        assert!(w.contains("lost 12 events and 1 real-time buffers"), "{w}");
+        assert!(w.contains("pid 7") && w.contains("missing"), "{w}");
+        // an end that did not come while events were lost: not "did not finish"
+        let e = rundown_outcome(7, Err(RundownUnfinished::TimedOut), (0, 2)).unwrap_err();
+        assert!(!e.contains("did not finish"), "{e}");
+        assert!(e.contains("lost 0 events and 2 real-time buffers"), "{e}");
+        assert!(e.contains("DCStartComplete"), "{e}");
+        // the method session of a -p target says its loss the same way
+        assert_eq!(clr_loss_words("method events", 9, (0, 0)), None);
+        let m = clr_loss_words("method events", 9, (4, 0)).unwrap();
+        assert!(
+            m.contains("lost 4 events") && m.contains("method events of pid 9"),
+            "{m}"
+        );
     }
 }

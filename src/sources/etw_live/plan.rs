@@ -536,9 +536,17 @@ impl SessionPlan {
         self.kernel_flags != 0
     }
 
-    /// Whether any session is needed at all.
+    /// Whether any session is needed at all. A plan whose only ETW probes are the end
+    /// rundown's (`dnet::rundown:*-dcend`) is not empty: the user session must run from the
+    /// start, with no provider, so that the end rundown has a session to be enabled in.
     pub fn is_empty(&self) -> bool {
-        self.kernel_flags == 0 && self.user.is_empty()
+        self.kernel_flags == 0 && !self.needs_user_session()
+    }
+
+    /// Whether the user session is needed: a user provider at the start, or the end rundown
+    /// (enabled in that session when the run ends, [`SessionPlan::end_rundown`]).
+    pub fn needs_user_session(&self) -> bool {
+        !self.user.is_empty() || self.end_rundown.is_some()
     }
 }
 
@@ -572,9 +580,20 @@ pub mod session {
         }
     }
 
+    /// The name of `owner`'s `serial`th session of `kind`, for the kinds one dtx may run
+    /// more than one of at a time (`clr`, `clrrundown`: a rundown per `-p` process, each
+    /// target's method session): `dtx-<kind><serial>-<pid>-<start>`. StartTrace refuses a
+    /// second session of a name that runs (ERROR_ALREADY_EXISTS), so one name per kind would
+    /// make the second fail, or stop the first (issue 42, 14). The sessions of one per run
+    /// (`kernel`, `user`, `hfreq`) keep [`name`].
+    pub fn numbered_name(kind: &str, serial: u32, owner: Owner) -> String {
+        name(&format!("{kind}{serial}"), owner)
+    }
+
     /// The process that made a session named `dtx-<kind>-<pid>-<start>` (or an older dtx's
-    /// `dtx-<kind>-<pid>`; kind: ASCII letters), or None for every other name. Session names
-    /// are case-insensitive (StartTrace), so is the prefix.
+    /// `dtx-<kind>-<pid>`; kind: ASCII letters, then the digits of a [`numbered_name`]), or
+    /// None for every other name. Session names are case-insensitive (StartTrace), so is the
+    /// prefix.
     pub fn owner(name: &str) -> Option<Owner> {
         let head = name.get(..PREFIX.len())?;
         if !head.eq_ignore_ascii_case(PREFIX) {
@@ -582,7 +601,8 @@ pub mod session {
         }
         let mut parts = name[PREFIX.len()..].split('-');
         let kind = parts.next()?;
-        if kind.is_empty() || !kind.bytes().all(|b| b.is_ascii_alphabetic()) {
+        let letters = kind.trim_end_matches(|c: char| c.is_ascii_digit());
+        if letters.is_empty() || !letters.bytes().all(|b| b.is_ascii_alphabetic()) {
             return None;
         }
         let number = |s: &str| -> Option<u64> {
@@ -600,6 +620,38 @@ pub mod session {
             return None;
         }
         Some(Owner { pid, started })
+    }
+
+    /// The kind of a dtx session named `name` (`kernel`, `clrrundown` of
+    /// `dtx-clrrundown3-<pid>-<start>`: the letters, without a [`numbered_name`]'s digits),
+    /// or None for a name not of dtx.
+    pub fn kind(name: &str) -> Option<String> {
+        owner(name)?;
+        let rest = &name[PREFIX.len()..];
+        let kind = rest.split('-').next()?;
+        Some(
+            kind.trim_end_matches(|c: char| c.is_ascii_digit())
+                .to_ascii_lowercase(),
+        )
+    }
+
+    /// The sessions of this dtx (by name, of `started`) a console event that comes while a
+    /// synchronous CLR rundown runs stops. A Ctrl-C or Ctrl-Break that the run's own handler
+    /// takes (`run_takes_interrupt`: the run goes on to its end in order, which stops its
+    /// sessions and reads what they lost) interrupts the rundowns only; every other event
+    /// ends dtx (a closed console, logoff, shutdown; an interrupt before the run's handler
+    /// exists goes to ExitProcess), so every session is stopped before it does.
+    pub fn stopped_on_console_event<'a>(
+        started: &'a [String],
+        interrupt: bool,
+        run_takes_interrupt: bool,
+        rundown_kind: &str,
+    ) -> Vec<&'a String> {
+        let rundowns_only = interrupt && run_takes_interrupt;
+        started
+            .iter()
+            .filter(|n| !rundowns_only || kind(n).as_deref() == Some(rundown_kind))
+            .collect()
     }
 
     /// Whether a dtx session owned by `owner` is stale, seen from the dtx `me`: its process is
@@ -830,6 +882,62 @@ pub mod session {
             ] {
                 assert_eq!(owner(other), None, "{other}");
             }
+        }
+
+        /// Issue 42, finding 14: every CLR rundown of one dtx was `dtx-clrrundown-<pid>-<start>`
+        /// (every method session `dtx-clr-…`), so a second one ran into the first's name.
+        #[test]
+        fn win3_14_each_clr_session_has_a_name_of_its_own() {
+            let me = of(4242, Some(133));
+            let (a, b) = (
+                numbered_name("clrrundown", 1, me),
+                numbered_name("clrrundown", 2, me),
+            );
+            assert_ne!(a, b);
+            assert_eq!(a, "dtx-clrrundown1-4242-133");
+            assert_ne!(numbered_name("clr", 1, me), numbered_name("clr", 2, me));
+            // they stay this process's sessions: stale ones are still swept, live ones kept
+            for n in [&a, &b, &numbered_name("clr", 7, me)] {
+                assert_eq!(owner(n), Some(me), "{n}");
+            }
+            // the one-per-run sessions keep their names
+            assert_eq!(name("user", me), "dtx-user-4242-133");
+            // digits only, or digits before letters, are no kind
+            for other in ["dtx-12-4242-133", "dtx-1clr-4242-133", "dtx-cl1r-4242-133"] {
+                assert_eq!(owner(other), None, "{other}");
+            }
+        }
+
+        /// Issue 42, finding 13: a Ctrl-C during a CLR rundown stopped every session of the
+        /// run, which then went on (its handler took the Ctrl-C) with its sessions gone: the
+        /// end rundown failed, what they lost went unread, the stops were taken for another's.
+        #[test]
+        fn win3_13_ctrl_c_during_a_rundown_stops_the_rundowns_only() {
+            let me = of(9, Some(5));
+            let started: Vec<String> = vec![
+                name("kernel", me),
+                name("user", me),
+                numbered_name("clr", 1, me),
+                numbered_name("clrrundown", 2, me),
+                numbered_name("clrrundown", 3, me),
+            ];
+            assert_eq!(kind(&started[3]).as_deref(), Some("clrrundown"));
+            assert_eq!(kind(&started[2]).as_deref(), Some("clr"));
+            assert_eq!(kind("DTX-User-7-9").as_deref(), Some("user"));
+            assert_eq!(kind("NT Kernel Logger"), None);
+            // the run takes Ctrl-C: only the rundowns are interrupted
+            let stopped = stopped_on_console_event(&started, true, true, "clrrundown");
+            assert_eq!(stopped, vec![&started[3], &started[4]]);
+            // an interrupt no handler of the run takes ends dtx: everything stops
+            assert_eq!(
+                stopped_on_console_event(&started, true, false, "clrrundown").len(),
+                5
+            );
+            // a closed console ends dtx whatever handles Ctrl-C
+            assert_eq!(
+                stopped_on_console_event(&started, false, true, "clrrundown").len(),
+                5
+            );
         }
 
         #[test]
@@ -1373,6 +1481,30 @@ mod tests {
         assert!(p.notes.is_empty() && p.end_rundown.is_none(), "{p:?}");
         let p = SessionPlan::for_probes([&sample], &|_| true, &EtwProbes::new());
         assert!(p.end_rundown.is_none(), "{p:?}");
+    }
+
+    /// Issue 42, finding 4: a program whose only ETW probes are `dnet::rundown:*-dcend` has
+    /// no provider at the start, and was taken for one that needs no session (`open_for`
+    /// started nothing, `end_rundown` found no user session): it never fired, silently.
+    #[test]
+    fn win3_4_a_dcend_only_program_still_starts_the_user_session() {
+        use crate::providers::etw::dnet;
+        let i = dnet::PROBES
+            .iter()
+            .position(|d| d.name == "method-dcend" && d.rundown)
+            .expect("a rundown probe");
+        let mut dcend = probe("dnet", "method-dcend");
+        dcend.id = dnet::FIRST_ID + i as u64;
+        dcend.function = dnet::PROBES[i].function.into();
+        let p = SessionPlan::for_probes([&dcend], &|_| false, &EtwProbes::new());
+        assert!(p.user.is_empty() && p.kernel_flags == 0, "{p:?}");
+        assert!(p.end_rundown.is_some(), "{p:?}");
+        assert!(!p.is_empty(), "a dcend-only plan needs a session: {p:?}");
+        assert!(p.needs_user_session(), "{p:?}");
+        // and a plan with nothing of ETW stays empty
+        let none =
+            SessionPlan::for_probes([&probe("dtrace", "BEGIN")], &|_| false, &EtwProbes::new());
+        assert!(none.is_empty() && !none.needs_user_session(), "{none:?}");
     }
 
     #[test]

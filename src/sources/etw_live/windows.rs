@@ -38,7 +38,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Once, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -438,7 +438,9 @@ impl Sessions {
                 })
             })
             .collect();
-        if want.is_empty() {
+        // the end rundown is enabled in the user session when the run ends: a plan whose
+        // only probes are `dnet::rundown:*-dcend` starts it with no provider (issue 42, 4)
+        if want.is_empty() && plan.end_rundown.is_none() {
             if let Some(mut old) = self.user.take() {
                 self.stopped(&mut old.session);
             }
@@ -598,8 +600,16 @@ impl SessionControl for Sessions {
     /// enable callback runs the end rundown at once (eventtrace.cpp), and its DCEnd records
     /// come through this session's reader as the source waits for them.
     fn end_rundown(&mut self, provider: &super::plan::UserProvider) -> Result<bool, String> {
-        let (Some(user), Some(guid)) = (self.user.as_mut(), provider.guid) else {
+        let Some(guid) = provider.guid else {
             return Ok(false);
+        };
+        // the plan starts the user session whenever it has an end rundown (`apply_user`):
+        // none here is said, not taken for "no end rundown"
+        let Some(user) = self.user.as_mut() else {
+            return Err(format!(
+                "no user session is running to enable '{}' in",
+                provider.name
+            ));
         };
         let e = Enabled {
             guid,
@@ -771,7 +781,15 @@ fn start_session(spec: &Spec) -> Result<Session, String> {
     STALE.call_once(|| {
         stop_stale_sessions();
     });
-    let name = session_name(spec.kind);
+    let name = if spec.kind == CLR || spec.kind == CLR_RUNDOWN {
+        // a dtx runs one of these per traced process, and may run two at once: each has a
+        // name of its own (issue 42, 14)
+        static SERIAL: AtomicU32 = AtomicU32::new(0);
+        let serial = SERIAL.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
+        session::numbered_name(spec.kind, serial, this_owner())
+    } else {
+        session_name(spec.kind)
+    };
     if lock(&STARTED).contains(&name) {
         return Err(format!(
             "ETW session {name} already runs for another live source of this dtx"
@@ -1100,7 +1118,7 @@ fn capture_state(h: w::CONTROLTRACE_HANDLE, e: &Enabled) {
 // ---------------------------------------------------------------------------------------------
 // The CLR's method events of one traced process
 
-/// The kind of a CLR method session (`dtx-clr-<pid>-<start>`).
+/// The kind of a CLR method session (`dtx-clr<n>-<pid>-<start>`, numbered: one per target).
 const CLR: &str = "clr";
 
 /// A real-time session of the CLR's method and module events of one process, for the `pid`
@@ -1115,6 +1133,7 @@ const CLR: &str = "clr";
 /// the console handler when the console goes away.
 pub struct ClrMethodSession {
     session: Session,
+    pid: u32,
 }
 
 impl ClrMethodSession {
@@ -1156,16 +1175,21 @@ impl ClrMethodSession {
                 return Err(words);
             }
         }
-        Ok(ClrMethodSession { session })
+        Ok(ClrMethodSession { session, pid })
     }
 
     /// Stops the session (idempotent); when it returns, the callback has its last record.
+    /// What ETW lost in it is said (issue 42, 10): the methods those events named are missing.
     pub fn stop(&mut self) {
-        self.session.stop();
+        let lost = self.session.stop().unwrap_or((0, 0));
+        if let Some(words) = super::clr::clr_loss_words("method events", self.pid, lost) {
+            crate::output::stderr::say("dtx", format_args!("warning: {words}"));
+        }
     }
 }
 
-/// The kind of the session of a synchronous CLR rundown (`dtx-clrrundown-<pid>-<start>`).
+/// The kind of the session of a synchronous CLR rundown (`dtx-clrrundown<n>-<pid>-<start>`,
+/// numbered).
 const CLR_RUNDOWN: &str = "clrrundown";
 
 /// The methods with code in .NET process `pid` now: a session of its own enables the rundown
@@ -1181,7 +1205,7 @@ const CLR_RUNDOWN: &str = "clrrundown";
 /// while this runs ([`RundownRunning`]). The process must not be held by a debugger: the
 /// rundown runs on its threads.
 pub fn clr_rundown(pid: u32) -> Result<Vec<crate::symbols::managed::ManagedMethod>, String> {
-    use super::clr::{rundown_unfinished_words, wait_for_rundown, ClrContext, RUNDOWN_WAIT};
+    use super::clr::{wait_for_rundown, ClrContext, RUNDOWN_WAIT};
     use crate::providers::etw::dnet;
     let _interruptible = RundownRunning::enter();
     // the context outlives the session: `session` is stopped (its reader joined) before the
@@ -1232,11 +1256,12 @@ pub fn clr_rundown(pid: u32) -> Result<Vec<crate::symbols::managed::ManagedMetho
         Duration::from_millis(20),
         &reader_gone,
     );
-    session.stop();
-    match waited {
-        Ok(()) => Ok(context.take_ready(true)),
-        Err(why) => Err(rundown_unfinished_words(pid, why)),
+    // what ETW lost in the session is said, as dtrace says its drops (issue 42, 10)
+    let lost = session.stop().unwrap_or((0, 0));
+    if let Some(loss) = super::clr::rundown_outcome(pid, waited, lost)? {
+        crate::output::stderr::say("dtx", format_args!("warning: {loss}"));
     }
+    Ok(context.take_ready(true))
 }
 
 /// Synchronous rundowns running now (see [`RundownRunning`]).
@@ -1275,11 +1300,29 @@ impl Drop for RundownRunning {
     }
 }
 
-/// The HandlerRoutine while a synchronous rundown runs: every session this process started
-/// is sent STOP (nothing waited for); FALSE lets the next handler run.
-unsafe extern "system" fn rundown_console_handler(_ctrl: u32) -> BOOL {
+/// The HandlerRoutine while a synchronous rundown runs: the sessions
+/// [`session::stopped_on_console_event`] names are sent STOP (nothing waited for) and
+/// forgotten: the rundowns' only, on a Ctrl-C or Ctrl-Break the run's own handler takes
+/// (the run ends in order, and stops its sessions itself); every session when dtx is about
+/// to end. The rundown's wait ends as its reader does. FALSE lets the next handler run.
+unsafe extern "system" fn rundown_console_handler(ctrl: u32) -> BOOL {
+    use windows_sys::Win32::System::Console::{CTRL_BREAK_EVENT, CTRL_C_EVENT};
     let _ = std::panic::catch_unwind(|| {
-        let names = std::mem::take(&mut *lock(&STARTED));
+        let interrupt = matches!(ctrl, CTRL_C_EVENT | CTRL_BREAK_EVENT);
+        let run_takes_interrupt =
+            RUN_TAKES_INTERRUPT.load(Ordering::SeqCst) && !STOP_ON_INTERRUPT.load(Ordering::SeqCst);
+        let mut started = lock(&STARTED);
+        let names: Vec<String> = session::stopped_on_console_event(
+            &started,
+            interrupt,
+            run_takes_interrupt,
+            CLR_RUNDOWN,
+        )
+        .into_iter()
+        .cloned()
+        .collect();
+        started.retain(|n| !names.contains(n));
+        drop(started);
         for name in &names {
             control(name, w::EVENT_TRACE_CONTROL_STOP);
         }
@@ -1344,6 +1387,9 @@ fn enable_for_pid(
 static STARTED: Mutex<Vec<String>> = Mutex::new(Vec::new());
 /// Whether Ctrl-C and Ctrl-Break end dtx here too (the console: no other handler takes them).
 static STOP_ON_INTERRUPT: AtomicBool = AtomicBool::new(false);
+/// Whether the run's own Ctrl-C handler is installed ([`install_console_handler`]): an
+/// interrupt then ends the run in order rather than the process.
+static RUN_TAKES_INTERRUPT: AtomicBool = AtomicBool::new(false);
 /// (the system's interval before, the interval it took) when this run set the interval: what
 /// the release falls back on when the ledger lost this run's hold.
 static CLAIMED: Mutex<Option<(u32, u32)>> = Mutex::new(None);
@@ -1377,6 +1423,9 @@ fn unregister(name: &str) {
 /// (CTRL_LOGOFF_EVENT and CTRL_SHUTDOWN_EVENT reach only services), so the sessions such an
 /// end leaves are stopped by the next dtx's first start ([`stop_stale_sessions`]).
 pub fn install_console_handler() {
+    // the run's Ctrl-C handler is installed before this one (see above): an interrupt
+    // during a rundown from now on is the run's to end in order
+    RUN_TAKES_INTERRUPT.store(true, Ordering::SeqCst);
     static INSTALLED: Once = Once::new();
     INSTALLED.call_once(|| {
         use windows_sys::Win32::System::Console::SetConsoleCtrlHandler;
