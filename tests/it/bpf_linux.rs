@@ -96,6 +96,28 @@ END { printa(@calls); printa(@zero); printa(@w); printa(@mx); printa(@mn); print
       printa(@sh); printa(@err); printa(@ret); printa(@t); }
 "#;
 
+/// `program` over `cmd` in user space (`-x bpf=off`) and with the kernel back end
+/// (`-x bpf=verbose`): (user space's output, the kernel's, what the kernel run said on stderr).
+/// User space may lose records on a busy machine (and says so): then both run again, up to
+/// four times. None (after saying so) when this kernel refuses BPF programs.
+fn both_ways(program: &str, cmd: &str) -> Option<(String, String, String)> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let (user, lost) = run(program, cmd, "off");
+        let (kernel, why) = run(program, cmd, "verbose");
+        if why.contains("the kernel refused") {
+            eprintln!("skipping: BPF programs do not load here: {why}");
+            return None;
+        }
+        let dropped = |e: &str| e.contains("drop") || e.contains("lost");
+        if tries < 4 && (dropped(&lost) || dropped(&why)) {
+            continue;
+        }
+        return Some((user, kernel, why));
+    }
+}
+
 #[test]
 fn bpf_kernel_and_user_space_print_the_same_aggregations() {
     require_bpf!();
@@ -104,20 +126,8 @@ fn bpf_kernel_and_user_space_print_the_same_aggregations() {
     let exe = compile(dir.path());
     let cmd = format!("{} 20000 100 30", exe.display());
     // user space may lose records on a busy machine (and says so): then run again
-    let mut tries = 0;
-    let (user, kernel, why) = loop {
-        tries += 1;
-        let (user, lost) = run(DIFF, &cmd, "off");
-        let (kernel, why) = run(DIFF, &cmd, "verbose");
-        if why.contains("the kernel refused") {
-            eprintln!("skipping: BPF programs do not load here: {why}");
-            return;
-        }
-        let dropped = |e: &str| e.contains("drop") || e.contains("lost");
-        if tries < 4 && (dropped(&lost) || dropped(&why)) {
-            continue;
-        }
-        break (user, kernel, why);
+    let Some((user, kernel, why)) = both_ways(DIFF, &cmd) else {
+        return;
     };
     // the clauses without printf ran in the kernel, the one with it in user space
     for c in 1..=3 {
@@ -183,20 +193,8 @@ fn bpf_quantizations_and_thread_locals_print_what_user_space_prints() {
     let dir = tempfile::tempdir().unwrap();
     let exe = compile(dir.path());
     let cmd = format!("{} 1000 100 5", exe.display());
-    let mut tries = 0;
-    let (user, kernel, why) = loop {
-        tries += 1;
-        let (user, lost) = run(QUANT, &cmd, "off");
-        let (kernel, why) = run(QUANT, &cmd, "verbose");
-        if why.contains("the kernel refused") {
-            eprintln!("skipping: BPF programs do not load here: {why}");
-            return;
-        }
-        let dropped = |e: &str| e.contains("drop") || e.contains("lost");
-        if tries < 4 && (dropped(&lost) || dropped(&why)) {
-            continue;
-        }
-        break (user, kernel, why);
+    let Some((user, kernel, why)) = both_ways(QUANT, &cmd) else {
+        return;
     };
     for c in 1..=3 {
         assert!(
@@ -422,20 +420,8 @@ fn bpf_stddev_in_the_kernel_prints_what_user_space_prints() {
     let dir = tempfile::tempdir().unwrap();
     let exe = compile(dir.path());
     let cmd = format!("{} 10 100 1", exe.display());
-    let mut tries = 0;
-    let (user, kernel, why) = loop {
-        tries += 1;
-        let (user, lost) = run(STDDEV, &cmd, "off");
-        let (kernel, why) = run(STDDEV, &cmd, "verbose");
-        if why.contains("the kernel refused") {
-            eprintln!("skipping: BPF programs do not load here: {why}");
-            return;
-        }
-        let dropped = |e: &str| e.contains("drop") || e.contains("lost");
-        if tries < 4 && (dropped(&lost) || dropped(&why)) {
-            continue;
-        }
-        break (user, kernel, why);
+    let Some((user, kernel, why)) = both_ways(STDDEV, &cmd) else {
+        return;
     };
     assert!(
         why.contains("clause 1 (syscall::write:entry) runs in the kernel"),

@@ -531,6 +531,23 @@ fn console_baseline_set_rerun_and_saved() {
     assert!(saved.contains(&format!("\"value\": {v}")), "{saved}");
 }
 
+/// The console over the demo trace running `program` against the saved result `saved`, its
+/// state and configuration in `dir`.
+fn console_against(dir: &std::path::Path, saved: &str, program: &str) -> PtySession {
+    let state_dir = dir.to_string_lossy().into_owned();
+    PtySession::spawn_in(
+        env!("CARGO_BIN_EXE_dtx"),
+        &["--tui", "-E", "demo", "--baseline", saved, "-n", program],
+        &[
+            ("XDG_STATE_HOME", &state_dir),
+            ("XDG_CONFIG_HOME", &state_dir),
+        ],
+        dir,
+        200,
+        40,
+    )
+}
+
 /// `--baseline FILE` with a result saved by the command line (`-x oformat=json`): the table
 /// shows each key's change against it from the first run, as the two batch runs differ.
 #[test]
@@ -552,19 +569,8 @@ fn console_baseline_from_a_saved_result() {
         Some(t) => format!("{:+}", v.parse::<i64>().unwrap() - t),
         None => "new".to_string(),
     };
-    let state_dir = dir.path().to_string_lossy().into_owned();
     let saved_s = saved.to_string_lossy().into_owned();
-    let mut s = PtySession::spawn_in(
-        env!("CARGO_BIN_EXE_dtx"),
-        &["--tui", "-E", "demo", "--baseline", &saved_s, "-n", after],
-        &[
-            ("XDG_STATE_HOME", &state_dir),
-            ("XDG_CONFIG_HOME", &state_dir),
-        ],
-        dir.path(),
-        200,
-        40,
-    );
+    let mut s = console_against(dir.path(), &saved_s, after);
     let screen = s.wait_for(
         "the run against the saved result",
         Duration::from_secs(60),
@@ -637,19 +643,8 @@ fn console_baseline_gives_each_stack_frame_its_change() {
     let saved = dir.path().join("before.json");
     let json = cli::dtx_ok(&["-q", "-x", "oformat=json", "-E", "demo", "-n", before]);
     std::fs::write(&saved, json).unwrap();
-    let state_dir = dir.path().to_string_lossy().into_owned();
     let saved_s = saved.to_string_lossy().into_owned();
-    let mut s = PtySession::spawn_in(
-        env!("CARGO_BIN_EXE_dtx"),
-        &["--tui", "-E", "demo", "--baseline", &saved_s, "-n", after],
-        &[
-            ("XDG_STATE_HOME", &state_dir),
-            ("XDG_CONFIG_HOME", &state_dir),
-        ],
-        dir.path(),
-        200,
-        40,
-    );
+    let mut s = console_against(dir.path(), &saved_s, after);
     let words_of = |l: &str| -> Vec<String> {
         l.split(|c: char| c.is_whitespace() || c == '│' || c == '┃')
             .filter(|w| !w.is_empty())
