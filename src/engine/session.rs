@@ -710,7 +710,7 @@ impl Worker {
         self.status.position = None;
         self.status.events = 0;
         self.live = None;
-        let kernel = self.open_kernel(&mut engine);
+        let kernel = self.open_kernel(&mut engine, &spec.options);
         let target = self.open_target(&mut engine, kernel.is_some());
         let mut pump = CommandPump {
             worker: self,
@@ -720,6 +720,7 @@ impl Worker {
             generation: 0,
             kernel,
             target,
+            options: spec.options.clone(),
         };
         pump.generation = pump.worker.status.generation;
         let code = engine.run_live(&mut pump);
@@ -750,7 +751,14 @@ impl Worker {
     /// The live source of the system's events the program's probes need: live ETW sessions
     /// (the session's ETW backend), or perf events on Linux. A failure to open it is reported
     /// (one line in the console) and the run goes on without it.
-    fn open_kernel(&mut self, engine: &mut Engine) -> Option<Box<dyn EventSource>> {
+    fn open_kernel(
+        &mut self,
+        engine: &mut Engine,
+        options: &DOptions,
+    ) -> Option<Box<dyn EventSource>> {
+        // the ETW sessions take their sizes from the backend the session was opened with
+        #[cfg(not(target_os = "linux"))]
+        let _ = options;
         if let SessionSource::Etw(backend) = &self.source {
             let opened = crate::sources::etw_live::open_source(
                 &backend.open,
@@ -773,10 +781,11 @@ impl Worker {
         #[cfg(target_os = "linux")]
         {
             use crate::sources::perf::live::{open_for, BpfMode, PerfConfig};
+            // the program's own `-x bufsize` and `-x bpf` (as the command line reads them)
             let config = PerfConfig {
                 stacks: Self::uses_stacks(engine),
-                ring_bytes: 4 << 20,
-                bpf: BpfMode::On,
+                ring_bytes: options.bufsize().min(1 << 30) as usize,
+                bpf: BpfMode::from_option(options.str_value("bpf"), false),
             };
             match open_for(engine, &config) {
                 Ok(None) => {}
@@ -904,6 +913,8 @@ struct CommandPump<'w> {
     generation: u64,
     kernel: Option<Box<dyn EventSource>>,
     target: Option<Box<dyn EventSource>>,
+    /// The options of the run's program (a live source opened again takes its sizes).
+    options: DOptions,
 }
 
 impl CommandPump<'_> {
@@ -952,7 +963,7 @@ impl CommandPump<'_> {
             if let Some(mut old) = self.kernel.take() {
                 old.stop();
             }
-            self.kernel = self.worker.open_kernel(engine);
+            self.kernel = self.worker.open_kernel(engine, &self.options);
         }
         if let Some(mut old) = self.target.take() {
             old.stop();

@@ -543,3 +543,39 @@ fn bpf_uid_after_setresuid_without_exec_is_exact_both_ways() {
     }
     assert_eq!(kernel, user, "{why}");
 }
+
+// Two tracers on one tracepoint: a dtx whose clause runs in user space (`-x bpf=off`) and one
+// whose clause runs in the kernel count the same calls at the same time, both exactly. The
+// kernel drops a tracepoint's perf samples for every event on it when one of its BPF programs
+// returns 0, so a kernel clause that "kept no samples" used to blind the other dtx (and any
+// other tool's perf events there).
+#[test]
+fn bpf_a_kernel_clause_leaves_another_tracers_events_alone() {
+    require_bpf!();
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path());
+    let watcher = "BEGIN { printf(\"ready\\n\"); }
+        syscall::getppid:entry /execname == \"dtxt_mix\"/ { @seen = count(); }";
+    let mut a = Dtx::new(&["-q", "-x", "bpf=off", "-n", watcher]).spawn();
+    let mut out = BufReader::new(a.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    assert_eq!(first.trim(), "ready");
+    let cmd = format!("{} 2500 0 0", exe.display());
+    let (kernel, why) = run(
+        "syscall::getppid:entry /pid == $target/ { @n = count(); }",
+        &cmd,
+        "verbose",
+    );
+    // SAFETY: kill(2) on the child this test started.
+    unsafe { libc::kill(a.id() as i32, libc::SIGINT) };
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    let _ = a.wait();
+    assert_eq!(kernel.trim(), "2500", "{why}");
+    assert_eq!(rest.trim(), "2500", "the user-space dtx beside it: {rest}");
+    if !why.contains("runs in the kernel") {
+        eprintln!("note: the clause ran in user space here: {why}");
+    }
+}

@@ -740,3 +740,38 @@ fn metrics_serves_a_grabbed_process_and_lets_it_run() {
         "the grabbed process survives the exporter"
     );
 }
+
+/// dtx's own counters on Linux live: with every clause in user space (`-x bpf=off`, which the
+/// exporter takes from the command line as a batch run does), each of the target's calls is
+/// an event read and a firing run, so both are at least the count served (other processes'
+/// `getppid` calls fire the probe too and fail the predicate). They read 0 when the session
+/// ignored the program's options and never counted perf records.
+#[cfg(target_os = "linux")]
+#[test]
+fn metrics_own_counters_count_what_user_space_read() {
+    let Some(env) = crate::support::ctarget::Env::new("metrics own counters") else {
+        return;
+    };
+    let Some(bin) = env.build("gated", GATED_CALLS, &["-O0"], &[]) else {
+        return;
+    };
+    let go = env.dir().join("go");
+    let cmd = format!("{} 3210 - {}", bin.display(), go.display());
+    let prog = "syscall::getppid:entry /pid == $target/ { @calls[probefunc] = count(); }";
+    let mut ex = Exporter::start_until(&["-q", "-x", "bpf=off", "-c", &cmd, "-n", prog], false);
+    assert_eq!(settled_calls(&ex.addr, 3210.0), Some(3210.0));
+    let (_, _, body) = get(&ex.addr, "/metrics", None);
+    let own = |name: &str| samples(&body, name).get("").copied().unwrap_or(-1.0);
+    let (events, firings) = (
+        own("dtx_metrics_events_total"),
+        own("dtx_metrics_firings_total"),
+    );
+    assert!(firings >= 3210.0, "firings {firings}:\n{body}");
+    assert!(
+        events >= firings,
+        "events {events}, firings {firings}:\n{body}"
+    );
+    std::fs::write(&go, "").unwrap();
+    let (code, out) = ended_by_itself(&mut ex);
+    assert_eq!(code, Some(0), "{out}");
+}

@@ -619,3 +619,43 @@ fn idle_samples_are_named_by_their_cpu() {
         eprintln!("no idle sample in a second: the CPUs were busy");
     }
 }
+
+/// Ctrl-C just after the events: what dtx had read from the rings and not yet fired is still
+/// counted (dtrace counts what its buffers hold at the interrupt). It used to be thrown away
+/// when the interrupt came in the middle of a round, so a workload that ended an instant
+/// before Ctrl-C was missing from the output.
+#[test]
+fn ctrl_c_right_after_the_events_still_counts_them() {
+    require_perf!();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path(), "dtxt_sys", SYS_C);
+    let me = std::process::id().to_string();
+    let script = format!(
+        "BEGIN {{ printf(\"ready\\n\"); }}
+         syscall::getppid:entry /ppid == $1 && execname == \"dtxt_sys\"/ {{ @n = count(); }}
+         END {{ printa(\"getppid %@d\\n\", @n); }}
+         {TIMEOUT}"
+    );
+    for round in 0..3 {
+        let mut dtx = Dtx::new(&["-q", "-x", "bpf=off", "-n", &script, &me]).spawn();
+        let mut out = BufReader::new(dtx.stdout.take().unwrap());
+        let mut first = String::new();
+        out.read_line(&mut first).unwrap();
+        assert_eq!(first.trim(), "ready");
+        let st = Command::new(&exe)
+            .args(["3000", "0"])
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success());
+        // SAFETY: kill(2) on the child this test started.
+        unsafe { libc::kill(dtx.id() as i32, libc::SIGINT) };
+        assert!(
+            wait_for(&mut dtx, Duration::from_secs(30)),
+            "dtx did not end"
+        );
+        let mut rest = String::new();
+        out.read_to_string(&mut rest).unwrap();
+        assert!(rest.contains("getppid 3000\n"), "round {round}: {rest}");
+    }
+}

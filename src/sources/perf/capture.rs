@@ -131,8 +131,10 @@ pub fn program(layout: &CallLayout, scratch: i32, events: i32) -> Vec<Insn> {
     p.push(insn(op::MOV64_REG, r4, r7, 0, 0));
     p.push(insn(op::MOV64_IMM, r5, 0, 0, RECORD_BYTES as i32));
     p.push(insn(op::CALL, 0, 0, 0, PERF_EVENT_OUTPUT));
-    // 0: the tracepoint's own sample is not wanted
-    p.push(insn(op::MOV64_IMM, r0, 0, 0, 0));
+    // 1: the tracepoint's samples still go to the other perf events on it (a program that
+    // returns 0 drops them for every event, another tool's too); dtx's event it is attached
+    // through takes none
+    p.push(insn(op::MOV64_IMM, r0, 0, 0, 1));
     p.push(insn(op::EXIT, 0, 0, 0, 0));
     p
 }

@@ -222,36 +222,16 @@ impl KernelClauses {
                 ));
             }
         }
-        // which raw_syscalls tracepoints user space reads too (their programs then keep the
-        // samples): a system call probe with a clause left in user space; proc:::exit reads
-        // the exit status at sys_enter
-        let in_kernel = |e: &(usize, usize), refused: &[(usize, usize)]| {
-            planned.iter().any(|(pc, _)| pc == e) && !refused.contains(e)
-        };
-        let needs = |refused: &[(usize, usize)]| {
-            let mut need = (false, false);
-            for &id in &ids {
-                let Some((_, ret)) = crate::providers::linux::syscall_of(id) else {
-                    continue;
-                };
-                if sink.enablings_of(id).iter().any(|e| !in_kernel(e, refused)) {
-                    if ret {
-                        need.1 = true;
-                    } else {
-                        need.0 = true;
-                    }
-                }
-            }
-            let exit = crate::providers::linux::probe_id("proc", "exit");
-            need.0 |= exit.is_some_and(|id| sink.is_enabled(id));
-            need
-        };
-        // a refusal can make user space read a tracepoint the others chose not to keep
-        // samples of: then load again with what is now known (refusals do not change)
+        // every program keeps the tracepoint's perf samples (returns 1): the kernel runs a
+        // tracepoint's programs before its perf events, and one that returns 0 drops the
+        // samples of every perf event on that tracepoint, this dtx's user-space clauses',
+        // another dtx's and any other tool's alike (perf_trace_run_bpf_submit in
+        // kernel/events/core.c); the event each program is attached through takes none
+        // (a filter that matches nothing). A refusal that takes clauses sharing
+        // thread-locals to user space loads the rest again (refusals do not change).
         let mut refused: Vec<(usize, usize)> = Vec::new();
         let mut reasons = Vec::new();
         for _round in 0..planned.len() + 2 {
-            let need = needs(&refused);
             k = KernelClauses {
                 cpus: k.cpus,
                 clock_offset,
@@ -264,13 +244,9 @@ impl KernelClauses {
                 let n = (k.events.len(), k.progs.len(), k.maps.len(), k.drops.len());
                 let mut loaded = Ok(());
                 for kc in kcs {
-                    let (l, samples) = if kc.ret {
-                        (&layouts.1, need.1)
-                    } else {
-                        (&layouts.0, need.0)
-                    };
+                    let l = if kc.ret { &layouts.1 } else { &layouts.0 };
                     loaded = match l {
-                        Ok((tp, l)) => k.load(kc, *tp, *l, samples, &*sink),
+                        Ok((tp, l)) => k.load(kc, *tp, *l, &*sink),
                         Err(e) => Err(e.clone()),
                     };
                     if loaded.is_err() {
@@ -307,7 +283,7 @@ impl KernelClauses {
                 reasons.push(format!("{} runs in user space: {why}", name(pc.0, pc.1)));
                 more = true;
             }
-            if !more && needs(&refused) == need {
+            if !more {
                 break;
             }
         }
@@ -330,14 +306,13 @@ impl KernelClauses {
         !self.progs.is_empty()
     }
 
-    /// Loads and attaches one kernel clause; `samples`: whether its program keeps the
-    /// tracepoint's perf samples (user space reads them too).
+    /// Loads and attaches one kernel clause (its program keeps the tracepoint's perf
+    /// samples for the other events on it).
     fn load(
         &mut self,
         kc: &KernelClause,
         tracepoint: u32,
         layout: Layout,
-        samples: bool,
         sink: &dyn Sink,
     ) -> Result<(), String> {
         let err = |what: &str, e: io::Error| format!("{what}: {e}");
@@ -388,7 +363,7 @@ impl KernelClauses {
                 drops: drops.as_raw_fd(),
                 tls,
                 clock_offset: self.clock_offset,
-                samples,
+                samples: true,
             },
         )?;
         let prog = bpfsys::load_named_program(&insns, &format!("dtx_clause{}", kc.clause + 1))?;
@@ -402,12 +377,10 @@ impl KernelClauses {
             ..Default::default()
         };
         let ev = perf_event_open(&attr, -1, 0).map_err(|e| err("tracepoint event", e))?;
-        if samples {
-            // the samples kept are user space's events': none for this event of ours
-            let never = c"id < 0";
-            // SAFETY: a NUL-terminated filter string for SET_FILTER.
-            unsafe { libc::ioctl(ev.as_raw_fd(), IOC_SET_FILTER, never.as_ptr()) };
-        }
+        // the samples kept are the other events': none for this event of ours
+        let never = c"id < 0";
+        // SAFETY: a NUL-terminated filter string for SET_FILTER.
+        unsafe { libc::ioctl(ev.as_raw_fd(), IOC_SET_FILTER, never.as_ptr()) };
         // SAFETY: SET_BPF takes a loaded tracepoint program's descriptor.
         if unsafe { libc::ioctl(ev.as_raw_fd(), IOC_SET_BPF, prog.as_raw_fd()) } != 0 {
             return Err(err("BPF attach", io::Error::last_os_error()));

@@ -380,6 +380,10 @@ pub struct PerfSource {
     kstack: Vec<u64>,
     ustack: Vec<u64>,
     lost: Vec<u64>,
+    /// Samples read from the rings, and records the rings lost, since the start (the
+    /// status line's and the exporter's counters).
+    records: u64,
+    lost_total: u64,
 }
 
 /// The kernel filter that keeps the system calls in `nrs` (`None`: keep all).
@@ -730,6 +734,8 @@ impl PerfSource {
             kstack: Vec::new(),
             ustack: Vec::new(),
             lost: vec![0; n],
+            records: 0,
+            lost_total: 0,
         })
     }
 
@@ -783,13 +789,20 @@ impl PerfSource {
         let mut bufs = std::mem::take(&mut self.bufs);
         let mut held: Vec<(u32, u32)> = Vec::new();
         let mut ended = false;
-        for &(time, ring, at) in &order {
+        for (k, &(time, ring, at)) in order.iter().enumerate() {
             if time >= cutoff {
                 held.push((ring, at));
                 continue;
             }
-            if sink.exited() || (!to_exit && sink.done()) {
+            if sink.exited() {
                 ended = true;
+                break;
+            }
+            if !to_exit && sink.done() {
+                // interrupted: what is read and not yet fired waits for `finish`, which
+                // fires it (dtrace counts what its buffers hold at Ctrl-C); the records
+                // after this one are all older than the cutoff, none is held yet
+                held.extend(order[k..].iter().map(|&(_, r, a)| (r, a)));
                 break;
             }
             let buf = &bufs[ring as usize];
@@ -826,6 +839,7 @@ impl PerfSource {
     fn record(&mut self, h: record::Header, body: &[u8], ring: usize, sink: &mut dyn Sink) {
         match h.kind {
             kind::SAMPLE => {
+                self.records += 1;
                 // the identifier comes first in every sample dtx asks for
                 let id = body
                     .get(..8)
@@ -903,6 +917,7 @@ impl PerfSource {
                         .map_or(0, u64::from_le_bytes)
                 };
                 self.lost[ring] += n;
+                self.lost_total += n;
             }
             _ => {}
         }
@@ -1299,8 +1314,9 @@ fn copyinstr_calls(sink: &dyn Sink, enabled: &[ProbeInfo]) -> Vec<u16> {
 struct CapturePlan {
     /// (layout, program) per call.
     calls: Vec<(capture::CallLayout, OwnedFd)>,
-    /// (program, tracepoint id) of the credentials programs.
-    creds: Vec<(OwnedFd, u32)>,
+    /// (program, tracepoint id, a filter no record of the tracepoint matches) of the
+    /// credentials programs.
+    creds: Vec<(OwnedFd, u32, &'static std::ffi::CStr)>,
     /// `sys_enter_X` tracepoint ids, by call.
     tracepoints: Vec<u32>,
     scratch: Option<OwnedFd>,
@@ -1372,10 +1388,10 @@ impl CapturePlan {
             .and_then(|f| i16::try_from(f.offset).ok())
             .ok_or("raw_syscalls:sys_exit has no 8-byte `id` field")?;
         let exec = load_format(root, "sched", "sched_process_exec")?;
-        for (fmt, at) in [(exit, Some(id_at)), (exec, None)] {
+        for (fmt, at, never) in [(exit, Some(id_at), c"id < 0"), (exec, None, c"pid < 0")] {
             let prog = bpfsys::load_program(&capture::creds_program(events, at)?)
                 .map_err(|e| format!("BPF program for {}: {e}", fmt.name))?;
-            self.creds.push((prog, fmt.id));
+            self.creds.push((prog, fmt.id, never));
         }
         Ok(())
     }
@@ -1455,41 +1471,35 @@ impl CapturePlan {
                 .map_err(|e| fail("BPF event array", e))?;
         }
         let mut attached = Vec::new();
-        let calls = if first { &self.calls[..] } else { &[] };
-        for ((_, prog), &id) in calls.iter().zip(&self.tracepoints) {
+        // every program returns 1, keeping the tracepoint's samples for the other perf events
+        // on it (dtx's own, another tool's): the kernel drops them all when one of the
+        // tracepoint's programs returns 0 (perf_trace_run_bpf_submit); the event a program is
+        // attached through takes none of them (a filter no record matches)
+        let mut attach = |id: u32, prog: &OwnedFd, never: &std::ffi::CStr| {
             let tp = PerfEventAttr {
                 kind: TYPE_TRACEPOINT,
-                config: id as u64,
+                config: u64::from(id),
                 sample_period: 1,
                 ..Default::default()
             };
             let fd = perf_event_open(&tp, -1, cpu as i32)
-                .map_err(|e| open_error(&format!("syscall tracepoint on CPU {cpu}"), &e))?;
+                .map_err(|e| open_error(&format!("tracepoint {id} on CPU {cpu}"), &e))?;
+            // SAFETY: a NUL-terminated filter string for SET_FILTER.
+            unsafe { libc::ioctl(fd.as_raw_fd(), IOC_SET_FILTER, never.as_ptr()) };
             // SAFETY: SET_BPF takes a loaded tracepoint program's descriptor.
             if unsafe { libc::ioctl(fd.as_raw_fd(), IOC_SET_BPF, prog.as_raw_fd()) } != 0 {
                 return Err(fail("BPF attach", io::Error::last_os_error()));
             }
             attached.push(fd);
-        }
-        // the credentials programs keep their tracepoints' samples for dtx's other events
-        // there: the events they are attached through take none of them (a tracepoint fires
-        // in the kernel, which they exclude)
-        let creds = if first { &self.creds[..] } else { &[] };
-        for (prog, id) in creds {
-            let tp = PerfEventAttr {
-                kind: TYPE_TRACEPOINT,
-                config: u64::from(*id),
-                sample_period: 1,
-                flags: flag::EXCLUDE_KERNEL,
-                ..Default::default()
-            };
-            let fd = perf_event_open(&tp, -1, cpu as i32)
-                .map_err(|e| open_error(&format!("credentials tracepoint on CPU {cpu}"), &e))?;
-            // SAFETY: SET_BPF takes a loaded tracepoint program's descriptor.
-            if unsafe { libc::ioctl(fd.as_raw_fd(), IOC_SET_BPF, prog.as_raw_fd()) } != 0 {
-                return Err(fail("BPF attach", io::Error::last_os_error()));
+            Ok::<(), String>(())
+        };
+        if first {
+            for ((_, prog), &id) in self.calls.iter().zip(&self.tracepoints) {
+                attach(id, prog, c"__syscall_nr < 0")?;
             }
-            attached.push(fd);
+            for (prog, id, never) in &self.creds {
+                attach(*id, prog, never)?;
+            }
         }
         Ok((out, attached))
     }
@@ -1551,6 +1561,17 @@ impl EventSource for PerfSource {
     fn closing(&mut self, sink: &mut dyn Sink) {
         // detached in stop(): the maps hold their last updates
         self.kernel.close(sink);
+    }
+
+    /// What the rings gave: the events that came to user space (those of clauses that run
+    /// in the kernel stay there, counted in their aggregations) and what the rings lost.
+    fn live_status(&mut self) -> Option<crate::sources::sink::LiveStatus> {
+        Some(crate::sources::sink::LiveStatus {
+            sessions: vec!["perf".into()],
+            records: self.records,
+            lost: self.lost_total,
+            ..Default::default()
+        })
     }
 }
 
