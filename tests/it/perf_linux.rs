@@ -659,3 +659,41 @@ fn ctrl_c_right_after_the_events_still_counts_them() {
         assert!(rest.contains("getppid 3000\n"), "round {round}: {rest}");
     }
 }
+
+/// No silent loss: with a ring far too small for the workload, every call is either counted
+/// or in the drops dtx reports. A ring still full when the workload ends gets no LOST record
+/// (the kernel writes one only when a later record fits), so those losses are asked of the
+/// kernel at the end (PERF_FORMAT_LOST); before, they went unsaid.
+#[test]
+fn a_ring_too_small_reports_every_call_it_lost() {
+    require_perf!();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path(), "dtxt_sys", SYS_C);
+    let cmd = format!("{} 1000000 0", exe.display());
+    let script = "syscall::getppid:entry /pid == $target/ { @n = count(); }
+                  END { printa(\"getppid %@d\\n\", @n); }";
+    for round in 0..3 {
+        let (code, out, err) =
+            Dtx::new(&["-q", "-x", "bpf=off", "-b", "64k", "-n", script, "-c", &cmd])
+                .timeout(Duration::from_secs(60))
+                .run();
+        assert_eq!(code, 0, "{out}\n{err}");
+        let counted: u64 = out
+            .lines()
+            .find_map(|l| l.strip_prefix("getppid "))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0);
+        let dropped: u64 = err
+            .lines()
+            .filter_map(|l| l.strip_prefix("dtx: ")?.split_once(" drops on CPU"))
+            .filter_map(|(n, _)| n.parse::<u64>().ok())
+            .sum();
+        assert!(
+            counted + dropped >= 1_000_000,
+            "round {round}: {counted} counted + {dropped} dropped < 1000000:\n{err}"
+        );
+        if dropped == 0 {
+            assert_eq!(counted, 1_000_000, "{out}");
+        }
+    }
+}

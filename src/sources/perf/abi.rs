@@ -271,7 +271,44 @@ pub(super) fn mono_ns() -> u64 {
 }
 
 /// Attribute fields every event shares: size, the clock, the sample-id trailer, wakeups.
+/// `read_format` bit: a `read()` of the event gives its lost samples after its value.
+const FORMAT_LOST: u64 = 1 << 4;
+
+/// Whether the kernel counts each event's lost samples (`PERF_FORMAT_LOST`, Linux 6.0):
+/// asked once, by opening a dummy event of dtx's own with it.
+fn lost_counted() -> bool {
+    static KNOWN: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *KNOWN.get_or_init(|| {
+        let a = PerfEventAttr {
+            kind: TYPE_SOFTWARE,
+            size: ATTR_SIZE,
+            config: SW_DUMMY,
+            read_format: FORMAT_LOST,
+            flags: 1, // disabled
+            ..Default::default()
+        };
+        perf_event_open(&a, 0, -1).is_ok()
+    })
+}
+
+/// The samples the kernel could not write for the event `fd` (opened by [`finish`]'s
+/// attributes), where the kernel counts them: the ring was full. A loss the kernel reports
+/// with a LOST record only when a later record fits, so one at the end of a run is known
+/// only this way.
+pub(super) fn lost_samples(fd: std::os::fd::RawFd) -> Option<u64> {
+    if !lost_counted() {
+        return None;
+    }
+    let mut v = [0u64; 2];
+    // SAFETY: read(2) of at most 16 bytes into a 16-byte buffer.
+    let n = unsafe { libc::read(fd, v.as_mut_ptr().cast(), 16) };
+    (n == 16).then_some(v[1])
+}
+
 pub(super) fn finish(mut a: PerfEventAttr, data_bytes: u32) -> PerfEventAttr {
+    if lost_counted() {
+        a.read_format |= FORMAT_LOST;
+    }
     a.size = ATTR_SIZE;
     a.flags |= flag::SAMPLE_ID_ALL | flag::USE_CLOCKID | flag::WATERMARK;
     a.clockid = libc::CLOCK_MONOTONIC;

@@ -15,6 +15,7 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 
+use super::abi::lost_samples as abi_lost;
 pub use super::abi::{available, tracefs};
 use super::abi::{
     event_id, finish, flag, mono_ns, online_cpus, open_error, perf_event_open, PerfEventAttr, Ring,
@@ -384,6 +385,10 @@ pub struct PerfSource {
     /// status line's and the exporter's counters).
     records: u64,
     lost_total: u64,
+    /// Per ring, the losses its LOST records told; and each event's descriptor with its
+    /// ring, to ask the kernel for the losses no LOST record told yet.
+    seen_lost: Vec<u64>,
+    lost_fds: Vec<(usize, std::os::fd::RawFd)>,
 }
 
 /// The kernel filter that keeps the system calls in `nrs` (`None`: keep all).
@@ -633,6 +638,7 @@ impl PerfSource {
         let mut rings = Vec::new();
         let mut fds = Vec::new();
         let mut by_id = FastMap::default();
+        let mut lost_fds = Vec::new();
         let cpus = online_cpus();
         // the side-band events of every CPU first, then the snapshot of /proc, then the
         // probes' events: a task that starts while this runs is in the snapshot or has its
@@ -688,6 +694,7 @@ impl PerfSource {
                     ));
                 }
                 by_id.insert(event_id(&fd)?, *dec);
+                lost_fds.push((rings.len(), fd.as_raw_fd()));
                 fds.push(fd);
             }
             if let Some(dec) = capture_decoder {
@@ -695,9 +702,11 @@ impl PerfSource {
                 let (out, attached) =
                     capture.attach(cpu, first, chain, sample_user, data_bytes, &ring)?;
                 by_id.insert(event_id(&out)?, dec);
+                lost_fds.push((rings.len(), out.as_raw_fd()));
                 fds.push(out);
                 fds.extend(attached);
             }
+            lost_fds.push((rings.len(), ring.fd.as_raw_fd()));
             rings.push(ring);
         }
         let on_ids = enabled
@@ -736,6 +745,8 @@ impl PerfSource {
             lost: vec![0; n],
             records: 0,
             lost_total: 0,
+            seen_lost: vec![0; n],
+            lost_fds,
         })
     }
 
@@ -918,6 +929,9 @@ impl PerfSource {
                 };
                 self.lost[ring] += n;
                 self.lost_total += n;
+                if let Some(seen) = self.seen_lost.get_mut(ring) {
+                    *seen += n;
+                }
             }
             _ => {}
         }
@@ -1208,6 +1222,25 @@ impl PerfSource {
                 cx.ustack_lazy = Some(&lazy);
             }
             sink.fire(&cx);
+        }
+    }
+
+    /// The losses no LOST record has told (a ring full at the end of the run, with no
+    /// record after it), from the kernel's count of each event's lost samples.
+    fn count_untold_losses(&mut self) {
+        let mut per = vec![0u64; self.rings.len()];
+        for &(ring, fd) in &self.lost_fds {
+            if let (Some(n), Some(sum)) = (abi_lost(fd), per.get_mut(ring)) {
+                *sum += n;
+            }
+        }
+        for (ring, n) in per.into_iter().enumerate() {
+            let seen = self.seen_lost.get(ring).copied().unwrap_or(0);
+            if n > seen {
+                self.lost[ring] += n - seen;
+                self.lost_total += n - seen;
+                self.seen_lost[ring] = n;
+            }
         }
     }
 
@@ -1548,6 +1581,7 @@ impl EventSource for PerfSource {
         self.drain_and_fire(sink, true);
         std::thread::sleep(std::time::Duration::from_millis(20));
         self.drain_and_fire(sink, true);
+        self.count_untold_losses();
         self.report_drops(sink);
         self.kernel.sync(sink);
     }
