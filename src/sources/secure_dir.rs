@@ -122,7 +122,7 @@ mod sys {
     use windows_sys::Win32::Foundation::{LocalFree, ERROR_SUCCESS, HANDLE};
     use windows_sys::Win32::Security::Authorization::{
         ConvertSidToStringSidW, ConvertStringSecurityDescriptorToSecurityDescriptorW,
-        GetSecurityInfo, SDDL_REVISION_1, SE_OBJECT_TYPE,
+        GetSecurityInfo, SDDL_REVISION_1, SE_FILE_OBJECT, SE_OBJECT_TYPE,
     };
     use windows_sys::Win32::Security::{
         IsWellKnownSid, SetFileSecurityW, WinBuiltinAdministratorsSid, WinLocalSystemSid,
@@ -172,8 +172,11 @@ mod sys {
     }
 
     /// The owner of the object `h` (a file or folder: SE_FILE_OBJECT; a mutex:
-    /// SE_KERNEL_OBJECT), which needs READ_CONTROL on it.
-    pub fn owner_of(h: HANDLE, kind: SE_OBJECT_TYPE) -> Result<Owner, String> {
+    /// SE_KERNEL_OBJECT).
+    ///
+    /// # Safety
+    /// `h` is an open handle of an object of kind `kind`, with READ_CONTROL on it.
+    pub unsafe fn owner_of(h: HANDLE, kind: SE_OBJECT_TYPE) -> Result<Owner, String> {
         let mut owner: PSID = std::ptr::null_mut();
         let mut sd: PSECURITY_DESCRIPTOR = std::ptr::null_mut();
         // SAFETY: a handle the caller holds; the owner points into `sd`, freed below
@@ -235,10 +238,8 @@ mod sys {
             .open(dir)
             .map_err(|e| format!("cannot open it: {e}"))?;
         let m = f.metadata().map_err(|e| format!("cannot read it: {e}"))?;
-        let owner = owner_of(
-            f.as_raw_handle(),
-            windows_sys::Win32::Security::Authorization::SE_FILE_OBJECT,
-        )?;
+        // SAFETY: the folder's handle, opened with READ_CONTROL, alive for the call
+        let owner = unsafe { owner_of(f.as_raw_handle(), SE_FILE_OBJECT) }?;
         super::verdict(
             m.file_attributes() & FILE_ATTRIBUTE_REPARSE_POINT != 0,
             m.is_dir(),

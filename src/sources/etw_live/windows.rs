@@ -15,9 +15,10 @@
 //! first session's start).
 //!
 //! The sampling interval is system-wide: the dtx runs on the machine share it through a ledger
-//! ([`super::interval`]) kept in `%ProgramData%\dtx\sampling-interval.txt` under the named
-//! mutex `Global\dtx-sampling-interval`; the last holder gives it back, only when it is still
-//! what dtx set.
+//! ([`super::interval`]) kept in `%ProgramData%\dtx\interval\sampling-interval.txt` under the
+//! named mutex `Global\dtx-sampling-interval`, both admin-only (a planted folder, junction or
+//! mutex is refused, see [`with_ledger_at`]); the last holder gives it back, only when it is
+//! still what dtx set.
 //!
 //! References followed (for facts; the code is dtx's own):
 //! * Microsoft Learn: StartTrace, ControlTrace, EnableTraceEx2, EVENT_TRACE_PROPERTIES,
@@ -1575,7 +1576,8 @@ fn ledger_mutex(name: &str) -> Result<HANDLE, String> {
             });
         }
         if err == ERROR_ALREADY_EXISTS {
-            let verdict = secure_dir::owner_of(h, SE_KERNEL_OBJECT)
+            // SAFETY: the mutex handle CreateMutexW gave (MUTEX_ALL_ACCESS: READ_CONTROL)
+            let verdict = unsafe { secure_dir::owner_of(h, SE_KERNEL_OBJECT) }
                 .and_then(|o| secure_dir::object_verdict(name, &o));
             if let Err(e) = verdict {
                 // SAFETY: the handle CreateMutexW gave, closed once
@@ -2567,7 +2569,8 @@ mod tests {
         let name = format!("Local\\dtx-ledger-ours-{pid}");
         let h = ledger_mutex(&name).expect("a mutex of dtx's");
         assert_eq!(
-            secure_dir::owner_of(h, SE_KERNEL_OBJECT),
+            // SAFETY: the handle ledger_mutex gave
+            unsafe { secure_dir::owner_of(h, SE_KERNEL_OBJECT) },
             Ok(secure_dir::Owner::Administrators)
         );
         // SAFETY: the handle ledger_mutex gave
