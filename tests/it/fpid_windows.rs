@@ -198,6 +198,25 @@ fn fpid_windows_attach_then_exit_leaves_target_running() {
     );
 }
 
+/// Issue 42, finding 16: the agent refused a TLS index past 63 (its slot is then in the TEB's
+/// TlsExpansionSlots, which TlsSetValue allocates per thread), so a target that had taken 64
+/// indexes could not be traced ("no thread-local slot is left"). With 70 taken, every hit of the
+/// main thread (whose expansion slots the program's own TlsAlloc calls did not allocate) is
+/// counted.
+#[test]
+fn win3_16_fpid_traces_a_target_whose_first_64_tls_slots_are_taken() {
+    let Some(prog) = program() else { return };
+    let script = "fpid$target:a.out:hit:entry { @n = count(); } END { printa(\"n %@d\\n\", @n); }";
+    let out = cli::Dtx::new(&["-q", "-n", script, "-c", &format!("{} 3000", prog.display())])
+        .env("FPIDWIN_TLS", "70")
+        .output();
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{so}{se}");
+    assert!(so.contains("n 3000\n"), "{so}{se}");
+    // the target finished unharmed: its own checksum, as untraced
+    assert!(so.contains(&format!("checksum {}\n", checksum(3000))), "{so}{se}");
+}
+
 // ---------------------------------------------------------------------------------------------
 // The third reading of the Windows code (issue 42, finding 3): the ring reaches the agent as a
 // section handle duplicated into the target (the mapping has no name a target of another
