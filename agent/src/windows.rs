@@ -13,7 +13,8 @@
 //! still pending finds its way back through the thread's shadow stack.
 //!
 //! Thread state is reached through the TEB (`gs:[0x30]`): the thread id (`ClientId`), the
-//! stack's top (`NT_TIB.StackBase`) and the TLS slot dtx's index names (`TlsSlots`), so that a
+//! stack's top (`NT_TIB.StackBase`) and the TLS slot dtx's index names (`TlsSlots`, past 63
+//! `TlsExpansionSlots`), so that a
 //! hit calls nothing in the system before it knows whether it is nested in the agent's own
 //! work (a hooked `QueryPerformanceCounter` then passes straight through).
 
@@ -32,6 +33,14 @@ const THUNK_BYTES: usize = 64;
 const DESC_AT: usize = 16;
 /// `TlsSlots` in the x64 TEB: 64 slots of 8 bytes.
 const TEB_TLS_SLOTS: usize = 0x1480;
+/// `TlsExpansionSlots` in the x64 TEB: a pointer to 1024 more slots (TLS indexes 64 to 1087),
+/// allocated from the process heap by the thread's first TlsSetValue of such an index
+/// (Microsoft Learn, TlsAlloc and Thread Local Storage: up to 1088 indexes per process).
+const TEB_TLS_EXPANSION: usize = 0x1780;
+/// The TLS slots in the TEB itself (TLS_MINIMUM_AVAILABLE).
+const TLS_MINIMUM_AVAILABLE: usize = 64;
+/// The expansion slots (TLS_EXPANSION_SLOTS).
+const TLS_EXPANSION_SLOTS: usize = 1024;
 /// The TLS slot value while a thread's state is being allocated.
 const ALLOCATING: usize = 1;
 
@@ -52,6 +61,7 @@ extern "system" {
     fn QueryPerformanceCounter(count: *mut i64) -> i32;
     fn QueryPerformanceFrequency(freq: *mut i64) -> i32;
     fn TlsAlloc() -> u32;
+    fn TlsSetValue(index: u32, value: *mut c_void) -> i32;
     fn FlushInstructionCache(process: *mut c_void, at: *const c_void, len: usize) -> i32;
     fn GetCurrentProcess() -> *mut c_void;
     fn SwitchToThread() -> i32;
@@ -158,14 +168,44 @@ fn teb() -> *mut u8 {
     t
 }
 
-/// The calling thread's TLS slot of the agent.
+/// The calling thread's TLS slot of the agent: in the TEB's `TlsSlots`, or for an index past
+/// 63 in its `TlsExpansionSlots` (None while the thread has none: see [`expand`]).
 #[inline(always)]
 unsafe fn slot() -> Option<*mut usize> {
     let i = TLS.load(Ordering::Relaxed) as usize;
-    if i >= 64 {
+    if i < TLS_MINIMUM_AVAILABLE {
+        return Some(teb().add(TEB_TLS_SLOTS + 8 * i) as *mut usize);
+    }
+    if i >= TLS_MINIMUM_AVAILABLE + TLS_EXPANSION_SLOTS {
         return None;
     }
-    Some(teb().add(TEB_TLS_SLOTS + 8 * i) as *mut usize)
+    let more = *(teb().add(TEB_TLS_EXPANSION) as *const *mut usize);
+    if more.is_null() {
+        return None;
+    }
+    Some(more.add(i - TLS_MINIMUM_AVAILABLE))
+}
+
+/// Threads inside [`expand`] (their ids), so that a hooked function the heap allocation calls
+/// passes straight through instead of expanding again.
+static EXPANDING: [AtomicU64; 16] = [const { AtomicU64::new(0) }; 16];
+
+/// Has the system allocate the calling thread's expansion slots (TlsSetValue of the agent's
+/// index, with 0: what the slot holds already). Whether the thread has them now.
+unsafe fn expand() -> bool {
+    let tid = *(teb().add(0x48) as *const u64);
+    if EXPANDING.iter().any(|t| t.load(Ordering::Acquire) == tid) {
+        return false;
+    }
+    let Some(cell) = EXPANDING.iter().find(|t| {
+        t.compare_exchange(0, tid, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+    }) else {
+        return false;
+    };
+    TlsSetValue(TLS.load(Ordering::Relaxed), std::ptr::null_mut());
+    cell.store(0, Ordering::Release);
+    slot().is_some()
 }
 
 /// The Windows parts of a hit: the state behind the agent's TLS slot, read from the TEB,
@@ -183,8 +223,16 @@ impl Platform for Windows {
     /// Allocated at the thread's first hit; null while it is being allocated (a hooked
     /// allocator) or when no memory is left.
     unsafe fn state() -> *mut State<()> {
-        let Some(slot) = slot() else {
-            return std::ptr::null_mut();
+        let slot = match slot() {
+            Some(slot) => slot,
+            // an index past 63 on a thread without expansion slots yet
+            None if TLS.load(Ordering::Relaxed) as usize >= TLS_MINIMUM_AVAILABLE && expand() => {
+                match slot() {
+                    Some(slot) => slot,
+                    None => return std::ptr::null_mut(),
+                }
+            }
+            None => return std::ptr::null_mut(),
         };
         let s = *slot;
         if s == ALLOCATING {
@@ -411,7 +459,7 @@ pub unsafe extern "system" fn dtx_fpid_attach(map: *mut c_void) -> u32 {
     }
     if TLS.load(Ordering::Relaxed) == TLS_OUT_OF_INDEXES {
         let i = TlsAlloc();
-        if i >= 64 {
+        if i as usize >= TLS_MINIMUM_AVAILABLE + TLS_EXPANSION_SLOTS {
             return ATTACH_NO_TLS;
         }
         TLS.store(i, Ordering::Relaxed);

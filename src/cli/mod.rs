@@ -978,6 +978,7 @@ fn run_programs(
             &live.etw,
             live.log_file.as_deref(),
             args.etl_process_all,
+            pid_run.target.as_ref().map(|t| t.pid),
         )?,
         _ => None,
     };

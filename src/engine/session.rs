@@ -764,6 +764,7 @@ impl Worker {
                 &backend.open,
                 (*backend.etw).clone(),
                 engine,
+                self.target.as_ref().map(|t| t.pid),
             );
             return match opened {
                 Ok((src, notes)) => {

@@ -8,4 +8,5 @@ pub mod first_records;
 pub mod fpid;
 pub mod merged;
 pub mod perf;
+pub mod secure_dir;
 pub mod sink;

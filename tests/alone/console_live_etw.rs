@@ -471,7 +471,7 @@ fn flood_ticks_fire_on_time_and_exit_ends_the_run() {
         &catalog,
     );
     let (flood, stopped, sent) = Flood::new();
-    let (mut src, _) = open_source(&flood_open(flood), etw, &e).unwrap();
+    let (mut src, _) = open_source(&flood_open(flood), etw, &e, None).unwrap();
     let t0 = Instant::now();
     let code = e.run_live(&mut src);
     let took = t0.elapsed();
@@ -515,7 +515,7 @@ fn flood_a_merged_target_keeps_its_turns() {
         &catalog,
     );
     let (flood, _, _) = Flood::new();
-    let (src, _) = open_source(&flood_open(flood), etw, &e).unwrap();
+    let (src, _) = open_source(&flood_open(flood), etw, &e, None).unwrap();
     let turns = Arc::new(Mutex::new(Vec::new()));
     let mut merged = dtx::sources::merged::MergedSource::new(vec![
         Box::new(src),
@@ -546,7 +546,7 @@ fn flood_ctrl_c_stops_within_a_second() {
     let (catalog, etw) = flood_catalog();
     let mut e = engine_for("flood-provider:::events { @n = count(); }", &catalog);
     let (flood, stopped, _) = Flood::new();
-    let (mut src, _) = open_source(&flood_open(flood), etw, &e).unwrap();
+    let (mut src, _) = open_source(&flood_open(flood), etw, &e, None).unwrap();
     let flag = e.interrupt_flag();
     let pressed = Arc::new(Mutex::new(None));
     let p = pressed.clone();

@@ -198,6 +198,53 @@ fn fpid_windows_attach_then_exit_leaves_target_running() {
     );
 }
 
+/// Issue 42, finding 16: the agent refused a TLS index past 63 (its slot is then in the TEB's
+/// TlsExpansionSlots, which TlsSetValue allocates per thread), so a target that had taken 64
+/// indexes could not be traced ("no thread-local slot is left"). A running program that took
+/// 70 (`-p`: with `-c` the agent is in before the program's own TlsAlloc calls) is traced, its
+/// hits counted in order, and finishes with its own checksum.
+#[test]
+fn win3_16_fpid_traces_a_target_whose_first_64_tls_slots_are_taken() {
+    let Some(prog) = program() else { return };
+    // 200 calls of hit(), 5 ms apart, after 70 TlsAlloc calls
+    let mut child = Command::new(&prog)
+        .args(["200", "5"])
+        .env("FPIDWIN_TLS", "70")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    assert_eq!(first.trim(), "ready");
+    let pid = child.id().to_string();
+    let out = dtx(&[
+        "-q",
+        "-n",
+        "fpid$target:a.out:hit:entry { printf(\"hit %d\\n\", arg0); n++; } \
+         fpid$target:a.out:hit:entry /n == 5/ { exit(0); }",
+        "-p",
+        &pid,
+    ]);
+    let (so, se) = text(&out);
+    let st = child.wait().unwrap();
+    assert!(out.status.success(), "{so}{se}");
+    let hits: Vec<i64> = so
+        .lines()
+        .filter_map(|l| l.strip_prefix("hit ")?.parse().ok())
+        .collect();
+    assert!(hits.len() >= 5, "{so}{se}");
+    assert!(hits.windows(2).all(|w| w[1] == w[0] + 1), "{so}");
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    assert_eq!(st.code(), Some(0));
+    assert!(
+        rest.replace("\r\n", "\n")
+            .contains(&format!("checksum {}\n", checksum(200))),
+        "{rest}"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // The third reading of the Windows code (issue 42, finding 3): the ring reaches the agent as a
 // section handle duplicated into the target (the mapping has no name a target of another

@@ -1,7 +1,8 @@
 /* The fpid provider's Windows test program (tests/fpid_windows.rs): hit(i) N times (argv[1],
    5,000 by default), wide() with eight arguments (four in registers, four on the stack), a call
    chain for ustack(), then its own checksum. With a second argument "wait", it first prints
-   "ready" and sleeps that many milliseconds between calls (for -p). */
+   "ready" and sleeps that many milliseconds between calls (for -p). With FPIDWIN_TLS=N in the
+   environment it first takes N TLS indexes (TlsAlloc), so that the agent's is past 63. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,8 @@ __attribute__((noinline)) int outer(int x) { return middle(x) + 3; }
 int main(int argc, char **argv) {
     long long n = argc > 1 ? atoll(argv[1]) : 5000, sum = 0;
     int pause = argc > 2 ? atoi(argv[2]) : 0;
+    const char *tls = getenv("FPIDWIN_TLS");
+    for (int i = 0, k = tls ? atoi(tls) : 0; i < k; i++) TlsAlloc();
     /* stdout stays buffered: the program's lines come out together at its exit, not between
        the lines dtx prints meanwhile */
     if (pause) {

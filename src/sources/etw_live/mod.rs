@@ -318,6 +318,7 @@ pub fn open_source(
     open: &OpenControl,
     etw: EtwProbes,
     sink: &dyn Sink,
+    target: Option<u32>,
 ) -> Result<(EtwLiveSource, Vec<String>), String> {
     let (mut control, time) = open()?;
     let (mut context, rx) = CallbackContext::channel(QUEUE_RECORDS);
@@ -325,6 +326,7 @@ pub fn open_source(
         context = context.with_schema_lookup(lookup);
     }
     let mut src = EtwLiveSource::new(context, rx, etw, time, false).with_control(control);
+    src.target = target;
     let notes = src.replan(sink)?;
     Ok((src, notes))
 }
@@ -422,6 +424,8 @@ pub struct EtwLiveSource {
     /// clock for each record cost more than a record's wait in the time-order window (a
     /// record waits 1.5 s; this is late by the few microseconds 64 records take).
     arrival_ns: u64,
+    /// The run's target process (`-p`, `-c`), for the plans ([`SessionPlan::with_target`]).
+    target: Option<u32>,
 }
 
 /// A record waiting in [`EtwLiveSource::held`].
@@ -512,6 +516,7 @@ impl EtwLiveSource {
             newest_ns: 0,
             order: order::Reorder::new(order::reorder_window_ns(order::FLUSH_TIMER_S)),
             arrival_ns: 0,
+            target: None,
         }
     }
 
@@ -695,7 +700,7 @@ impl EtwLiveSource {
     /// applied while the system state, decoder and stacks stay). Returns notes for the user:
     /// probes that cannot fire live, a sampling interval Windows changed, ...
     pub fn replan(&mut self, sink: &dyn Sink) -> Result<Vec<String>, String> {
-        let plan = SessionPlan::for_engine(sink, &self.etw);
+        let plan = SessionPlan::for_engine(sink, &self.etw).with_target(self.target);
         if self.plan.as_ref() == Some(&plan) {
             return Ok(Vec::new());
         }

@@ -275,6 +275,10 @@ pub struct UserProvider {
     pub level: u8,
     /// Whether events of this provider need their stacks (EVENT_ENABLE_PROPERTY_STACK_TRACE).
     pub stacks: bool,
+    /// Enabled only so that the run's stacks are walked and named (the .NET providers of
+    /// [`SessionPlan::add_managed_code_providers`]), not for a probe of its own: with a target
+    /// the target's events are all it needs ([`SessionPlan::pid_filter`]).
+    pub for_stacks: bool,
 }
 
 /// Everything a live run asks of ETW.
@@ -305,6 +309,9 @@ pub struct SessionPlan {
     /// stops coming. Live, the provider is enabled again in the run's user session with these
     /// keywords (without the start rundown's: that would run the start rundown again).
     pub end_rundown: Option<UserProvider>,
+    /// The run's target process (`-p`, `-c`): what the providers enabled for stacks only are
+    /// enabled for ([`SessionPlan::pid_filter`]).
+    pub target: Option<u32>,
 }
 
 impl SessionPlan {
@@ -360,6 +367,7 @@ impl SessionPlan {
                 keywords,
                 level,
                 stacks,
+                for_stacks: false,
             });
             if managed_frames {
                 // the rundown provider's DCStart events name what was compiled before the
@@ -373,6 +381,7 @@ impl SessionPlan {
                         | crate::providers::etw::dnet::keyword::rundown::LOADER,
                     level: LEVEL_VERBOSE,
                     stacks: false,
+                    for_stacks: false,
                 });
             }
         }
@@ -404,6 +413,7 @@ impl SessionPlan {
             keywords: dnet::keyword::JIT | dnet::keyword::NGEN | dnet::keyword::LOADER,
             level: LEVEL_VERBOSE,
             stacks: false,
+            for_stacks: true,
         });
         self.add_user(UserProvider {
             name: "microsoft-windows-dotnetruntimerundown".into(),
@@ -414,6 +424,7 @@ impl SessionPlan {
                 | dnet::keyword::rundown::LOADER,
             level: LEVEL_VERBOSE,
             stacks: false,
+            for_stacks: true,
         });
     }
 
@@ -446,6 +457,8 @@ impl SessionPlan {
         match self.user.iter_mut().find(|u| same(u)) {
             Some(u) => {
                 u.stacks |= n.stacks;
+                // a probe of its own wants it from every process
+                u.for_stacks &= n.for_stacks;
                 u.keywords |= n.keywords;
                 u.level = u.level.max(n.level);
                 u.guid = u.guid.or(n.guid);
@@ -467,6 +480,7 @@ impl SessionPlan {
             {
                 Some(x) => {
                     x.stacks |= u.stacks;
+                    x.for_stacks &= u.for_stacks;
                     x.keywords |= u.keywords;
                     x.level = x.level.max(u.level);
                 }
@@ -506,6 +520,29 @@ impl SessionPlan {
         let mut probes: Vec<&ProbeInfo> = sink.enabled_probes().collect();
         probes.sort_by_key(|p| p.id);
         SessionPlan::for_probes(probes, &wants_stack, etw)
+    }
+
+    /// The plan for a run whose target process is `target` (`-p`, `-c`; None: no target).
+    pub fn with_target(mut self, target: Option<u32>) -> SessionPlan {
+        self.target = target;
+        if let Some(pid) = target.filter(|_| self.user.iter().any(|u| u.for_stacks)) {
+            // said, not silent: a clause's stacks of other processes lose their managed names
+            self.notes.push(format!(
+                "the .NET runtime's method events for stacks are asked of the target (pid \
+                 {pid}) only: managed frames in other processes' stacks are not named"
+            ));
+        }
+        self
+    }
+
+    /// The process the provider `u` is enabled for, with an EVENT_FILTER_TYPE_PID filter
+    /// (Microsoft Learn: EVENT_FILTER_DESCRIPTOR, ENABLE_TRACE_PARAMETERS; Windows 8.1 and
+    /// later): the run's target, for a provider enabled only for stacks ([`UserProvider::
+    /// for_stacks`]), so that a stack clause with a target does not have every .NET process
+    /// on the machine run its method rundown (issue 42, finding 18); None, every process,
+    /// without a target or for a provider a probe asks for (its events come from anywhere).
+    pub fn pid_filter(&self, u: &UserProvider) -> Option<u32> {
+        self.target.filter(|_| u.for_stacks)
     }
 
     /// Takes the high-frequency kernel events out of the plan, for a session that only logs
@@ -1368,6 +1405,57 @@ mod tests {
         assert!(p.stack_events.contains(&(group::PERF_INFO, 46)));
     }
 
+    /// Issue 42, finding 18: a stack clause with a target (`-p`, `-c`) enabled the .NET
+    /// providers for stacks, and with them the start rundown, in every process on the
+    /// machine. With a target they carry its PID filter; without one they do not; and a
+    /// provider a probe asks for (`dnet::gc:gc-start`, merged into the runtime's entry) stays
+    /// machine-wide, as that probe's events come from any process.
+    #[test]
+    fn win3_18_stack_providers_of_a_target_run_carry_its_pid_filter() {
+        use crate::providers::etw::dnet;
+        let p = plan(&[("profile", "profile-997")], true);
+        let dotnet: Vec<&UserProvider> = p
+            .user
+            .iter()
+            .filter(|u| u.guid == Some(dnet::RUNTIME) || u.guid == Some(dnet::RUNDOWN))
+            .collect();
+        assert_eq!(dotnet.len(), 2, "{p:?}");
+        assert!(
+            dotnet.iter().all(|u| p.pid_filter(u).is_none()),
+            "no target: {p:?}"
+        );
+        let t = p.clone().with_target(Some(4242));
+        assert!(
+            dotnet.iter().all(|u| t.pid_filter(u) == Some(4242)),
+            "{t:?}"
+        );
+        // a probe's own provider is not filtered to the target
+        let mut gc = probe("dnet", "gc-start");
+        if let Some(i) = dnet::PROBES.iter().position(|d| d.name == "gc-start") {
+            gc.id = dnet::FIRST_ID + i as u64;
+            gc.function = dnet::PROBES[i].function.into();
+        }
+        let sample = probe("profile", "profile-997");
+        let p = SessionPlan::for_probes(
+            [&gc, &sample],
+            &|p| p.provider == "profile",
+            &EtwProbes::new(),
+        )
+        .with_target(Some(4242));
+        let rt = p
+            .user
+            .iter()
+            .find(|u| u.guid == Some(dnet::RUNTIME))
+            .expect("runtime");
+        assert_eq!(p.pid_filter(rt), None, "{p:?}");
+        let rd = p
+            .user
+            .iter()
+            .find(|u| u.guid == Some(dnet::RUNDOWN))
+            .expect("rundown");
+        assert_eq!(p.pid_filter(rd), Some(4242), "{p:?}");
+    }
+
     #[test]
     fn live_fix_stacks_bring_the_dotnet_runtime_for_managed_frames() {
         use crate::providers::etw::dnet::{self, keyword};
@@ -1575,6 +1663,7 @@ mod tests {
             keywords: 0x1,
             level: 4,
             stacks: false,
+            for_stacks: false,
         });
         p.add_user(UserProvider {
             name: g.to_string(),
@@ -1582,6 +1671,7 @@ mod tests {
             keywords: 0x8,
             level: 5,
             stacks: true,
+            for_stacks: false,
         });
         assert_eq!(p.user.len(), 2);
         // the name resolved to the same GUID

@@ -15,9 +15,10 @@
 //! first session's start).
 //!
 //! The sampling interval is system-wide: the dtx runs on the machine share it through a ledger
-//! ([`super::interval`]) kept in `%ProgramData%\dtx\sampling-interval.txt` under the named
-//! mutex `Global\dtx-sampling-interval`; the last holder gives it back, only when it is still
-//! what dtx set.
+//! ([`super::interval`]) kept in `%ProgramData%\dtx\interval\sampling-interval.txt` under the
+//! named mutex `Global\dtx-sampling-interval`, both admin-only (a planted folder, junction or
+//! mutex is refused, see [`with_ledger_at`]); the last holder gives it back, only when it is
+//! still what dtx set.
 //!
 //! References followed (for facts; the code is dtx's own):
 //! * Microsoft Learn: StartTrace, ControlTrace, EnableTraceEx2, EVENT_TRACE_PROPERTIES,
@@ -62,6 +63,7 @@ use crate::etw::catalog::{self, ProviderCatalog, ProviderInfo};
 use crate::etw::reader::logfile::{LogfileHeader, TimeBase};
 use crate::etw::record::Guid;
 use crate::providers::etw::EtwProbes;
+use crate::sources::secure_dir;
 use crate::sources::sink::Sink;
 
 // ---------------------------------------------------------------------------------------------
@@ -82,18 +84,20 @@ pub fn open_control(log_file: Option<PathBuf>, process_all: bool) -> OpenControl
 /// their records to the engine (None when no probe needs ETW). With `log_file` (`-E new.etl`)
 /// the records are also written to files (see [`LogFiles`]); without `process_all` (`-E`, not
 /// `-gE`) the high-frequency kernel events are only written, to `<file>.hfreq.etl`. The notes
-/// of the first plan are printed as warnings.
+/// of the first plan are printed as warnings. `target` is the run's target process (`-p`,
+/// `-c`): the providers enabled for stacks only are enabled for it alone.
 pub fn open_for(
     sink: &dyn Sink,
     etw: &EtwProbes,
     log_file: Option<&Path>,
     process_all: bool,
+    target: Option<u32>,
 ) -> Result<Option<EtwLiveSource>, String> {
     if SessionPlan::for_engine(sink, etw).is_empty() {
         return Ok(None);
     }
     let open = open_control(log_file.map(Path::to_path_buf), process_all);
-    let (source, notes) = open_source(&open, etw.clone(), sink)?;
+    let (source, notes) = open_source(&open, etw.clone(), sink, target)?;
     for note in notes {
         crate::output::stderr::say("dtx", format_args!("warning: {note}"));
     }
@@ -186,6 +190,8 @@ struct Enabled {
     keywords: u64,
     level: u8,
     stacks: bool,
+    /// Enabled for this process only (an EVENT_FILTER_TYPE_PID filter).
+    pid: Option<u32>,
 }
 
 impl Sessions {
@@ -301,11 +307,15 @@ impl Sessions {
             }
         });
         match outcome {
-            Err(rc) => notes.push(format!(
+            Err(why) => notes.push(format!(
+                "dtx does not change the sampling interval: {why}; samples come at the \
+                 system's interval"
+            )),
+            Ok(Err(rc)) => notes.push(format!(
                 "the sampling interval could not be set (error {rc}); samples come at the \
                  system's interval"
             )),
-            Ok((claim, actual)) => {
+            Ok(Ok((claim, actual))) => {
                 self.profile_set = Some(interval);
                 match interval::claim_note(claim, interval) {
                     // held by another run: that note says at which interval samples come
@@ -435,6 +445,7 @@ impl Sessions {
                     keywords: u.keywords,
                     level: u.level,
                     stacks: u.stacks,
+                    pid: plan.pid_filter(u),
                 })
             })
             .collect();
@@ -617,6 +628,7 @@ impl SessionControl for Sessions {
             keywords: provider.keywords,
             level: provider.level,
             stacks: false,
+            pid: None,
         };
         if let Err(rc) = enable_provider(user.session.handle, &e) {
             let action = format!(
@@ -1057,7 +1069,19 @@ fn enable_provider(h: w::CONTROLTRACE_HANDLE, e: &Enabled) -> Result<(), u32> {
     if e.stacks {
         params.EnableProperty |= w::EVENT_ENABLE_PROPERTY_STACK_TRACE;
     }
-    // SAFETY: a started session's handle, a valid GUID and parameters
+    // the target only (Microsoft Learn: EVENT_FILTER_DESCRIPTOR, EVENT_FILTER_TYPE_PID)
+    let pids = [e.pid.unwrap_or(0)];
+    let mut filter = w::EVENT_FILTER_DESCRIPTOR {
+        Ptr: pids.as_ptr() as u64,
+        Size: std::mem::size_of_val(&pids) as u32,
+        Type: w::EVENT_FILTER_TYPE_PID,
+    };
+    if e.pid.is_some() {
+        params.EnableFilterDesc = &mut filter;
+        params.FilterDescCount = 1;
+    }
+    // SAFETY: a started session's handle, a valid GUID and parameters (a filter descriptor
+    // pointing at `pids`, both alive for the call)
     let rc = unsafe {
         w::EnableTraceEx2(
             h,
@@ -1486,61 +1510,153 @@ const LEDGER_WAIT: Duration = Duration::from_secs(5);
 /// The same from the console handler, which has 5 s in all.
 const LEDGER_WAIT_CLOSING: Duration = Duration::from_secs(2);
 
-/// The ledger's file: `%ProgramData%\dtx\sampling-interval.txt`.
-fn ledger_path() -> PathBuf {
+/// The ledger's folder's security descriptor: owner Administrators, a protected DACL (nothing
+/// inherited from ProgramData, where any user may make folders) giving SYSTEM and
+/// Administrators full control, inherited by the ledger file (Microsoft Learn: Security
+/// Descriptor String Format, Well-known SIDs).
+pub const LEDGER_DIR_SDDL: &str = "O:BAD:P(A;OICI;FA;;;SY)(A;OICI;FA;;;BA)";
+/// The ledger mutex's: the same two, GENERIC_ALL, no one else (a standard user can neither
+/// open it to hold it forever nor make it first under dtx's name unseen).
+pub const LEDGER_MUTEX_SDDL: &str = "O:BAD:P(A;;GA;;;SY)(A;;GA;;;BA)";
+/// The most of a ledger file read (a few lines per live run).
+const LEDGER_MAX_BYTES: u64 = 64 * 1024;
+
+/// The ledger's folder, `%ProgramData%\dtx\interval` (its file `sampling-interval.txt`),
+/// with `%ProgramData%\dtx` checked as it is found: a parent a standard user made first (its
+/// owner may always delete what is in it) or a junction there refuses the ledger.
+fn ledger_dir() -> Result<PathBuf, String> {
     let base = std::env::var_os("ProgramData").unwrap_or_else(|| "C:\\ProgramData".into());
-    Path::new(&base).join("dtx").join("sampling-interval.txt")
+    let parent = Path::new(&base).join("dtx");
+    if std::fs::symlink_metadata(&parent).is_err() {
+        // made owned by Administrators, its DACL inherited from ProgramData's (no DACL given)
+        let _ = secure_dir::make(&parent, "O:BA");
+    }
+    secure_dir::check(&parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+    Ok(parent.join("interval"))
 }
 
 /// Runs `f` on the ledger with the machine's ledger mutex held (at most `wait` for it; without
-/// it, when it cannot be had, rather than not at all) and writes back what `f` left, living
-/// holders only.
-fn with_ledger_waiting<T>(wait: Duration, f: impl FnOnce(&mut interval::Ledger) -> T) -> T {
-    with_ledger_at(&ledger_path(), LEDGER_MUTEX, wait, f)
+/// it, when another dtx holds it longer, rather than not at all) and writes back what `f` left,
+/// living holders only. Refused, `f` not run, when the ledger's folder or its mutex is not
+/// dtx's (see [`with_ledger_at`]).
+fn with_ledger_waiting<T>(
+    wait: Duration,
+    f: impl FnOnce(&mut interval::Ledger) -> T,
+) -> Result<T, String> {
+    with_ledger_at(&ledger_dir()?, LEDGER_MUTEX, wait, f)
 }
 
-/// [`with_ledger_waiting`] on the ledger file `path` under the named mutex `mutex_name`.
+/// Opens (or makes, admin-only) the ledger's mutex `name`: one that existed and is owned by
+/// someone other than SYSTEM or Administrators, or that this dtx may not open, is refused.
+fn ledger_mutex(name: &str) -> Result<HANDLE, String> {
+    use windows_sys::Win32::Foundation::{
+        GetLastError, SetLastError, ERROR_ACCESS_DENIED, ERROR_ALREADY_EXISTS,
+    };
+    use windows_sys::Win32::Security::Authorization::SE_KERNEL_OBJECT;
+    use windows_sys::Win32::System::Threading::CreateMutexW;
+    let wname = wide(name);
+    secure_dir::with_sddl(LEDGER_MUTEX_SDDL, |sa| {
+        // SAFETY: a NUL-terminated name and valid attributes; not initially owned
+        let (h, err) = unsafe {
+            SetLastError(0);
+            let h = CreateMutexW(sa, 0, wname.as_ptr());
+            (h, GetLastError())
+        };
+        if h.is_null() {
+            return Err(if err == ERROR_ACCESS_DENIED {
+                format!(
+                    "the mutex {name} exists and this dtx may not open it (another user made \
+                     it): refused"
+                )
+            } else {
+                format!(
+                    "cannot make the mutex {name}: {}",
+                    std::io::Error::from_raw_os_error(err as i32)
+                )
+            });
+        }
+        if err == ERROR_ALREADY_EXISTS {
+            // SAFETY: the mutex handle CreateMutexW gave (MUTEX_ALL_ACCESS: READ_CONTROL)
+            let verdict = unsafe { secure_dir::owner_of(h, SE_KERNEL_OBJECT) }
+                .and_then(|o| secure_dir::object_verdict(name, &o));
+            if let Err(e) = verdict {
+                // SAFETY: the handle CreateMutexW gave, closed once
+                unsafe { CloseHandle(h) };
+                return Err(e);
+            }
+        }
+        Ok(h)
+    })?
+}
+
+/// [`with_ledger_waiting`] on the ledger in the folder `dir` under the named mutex
+/// `mutex_name`: the folder first ([`ledger_folder`]), then [`with_ledger_in`].
 fn with_ledger_at<T>(
-    path: &Path,
+    dir: &Path,
     mutex_name: &str,
     wait: Duration,
     f: impl FnOnce(&mut interval::Ledger) -> T,
-) -> T {
+) -> Result<T, String> {
+    ledger_folder(dir)?;
+    with_ledger_in(dir, mutex_name, wait, f)
+}
+
+/// Makes the ledger's folder `dir` with [`LEDGER_DIR_SDDL`], or takes the one found, when it
+/// is not a reparse point and SYSTEM or Administrators own it (one found is judged before dtx
+/// puts its DACL on it, so that a planted one's owner is what is said).
+fn ledger_folder(dir: &Path) -> Result<(), String> {
+    let found = std::fs::symlink_metadata(dir).is_ok();
+    (if found {
+        secure_dir::check(dir)
+    } else {
+        Ok(())
+    })
+    .and_then(|_| secure_dir::make(dir, LEDGER_DIR_SDDL))
+    .and_then(|_| secure_dir::check(dir))
+    .map_err(|e| format!("the ledger's folder {}: {e}", dir.display()))
+}
+
+/// The ledger in the folder `dir` (already judged) under the mutex `mutex_name` (refused when
+/// it is not dtx's, see [`ledger_mutex`]); the file is replaced whole
+/// ([`secure_dir::replace`]).
+fn with_ledger_in<T>(
+    dir: &Path,
+    mutex_name: &str,
+    wait: Duration,
+    f: impl FnOnce(&mut interval::Ledger) -> T,
+) -> Result<T, String> {
+    use std::io::{Read, Write};
     use windows_sys::Win32::Foundation::{WAIT_ABANDONED, WAIT_OBJECT_0};
-    use windows_sys::Win32::System::Threading::{CreateMutexW, ReleaseMutex, WaitForSingleObject};
-    let name = wide(mutex_name);
-    // SAFETY: a NUL-terminated name, default security, not initially owned
-    let mutex = unsafe { CreateMutexW(std::ptr::null(), 0, name.as_ptr()) };
-    let held = !mutex.is_null() && {
-        // SAFETY: a mutex handle CreateMutexW gave; an abandoned mutex (a dtx that died holding
-        // it) is ours all the same
-        let rc = unsafe { WaitForSingleObject(mutex, wait.as_millis() as u32) };
-        rc == WAIT_OBJECT_0 || rc == WAIT_ABANDONED
-    };
-    let mut ledger = interval::Ledger::parse(&std::fs::read_to_string(path).unwrap_or_default());
+    use windows_sys::Win32::System::Threading::{ReleaseMutex, WaitForSingleObject};
+    let mutex = ledger_mutex(mutex_name)?;
+    // SAFETY: a mutex handle CreateMutexW gave; an abandoned mutex (a dtx that died holding
+    // it) is ours all the same
+    let rc = unsafe { WaitForSingleObject(mutex, wait.as_millis() as u32) };
+    let held = rc == WAIT_OBJECT_0 || rc == WAIT_ABANDONED;
+    let path = dir.join("sampling-interval.txt");
+    let mut text = String::new();
+    if let Ok(file) = std::fs::File::open(&path) {
+        let _ = file.take(LEDGER_MAX_BYTES).read_to_string(&mut text);
+    }
+    let mut ledger = interval::Ledger::parse(&text);
     ledger.prune(owner_alive);
     let out = f(&mut ledger);
     if ledger == interval::Ledger::default() {
-        let _ = std::fs::remove_file(path);
+        let _ = std::fs::remove_file(&path);
     } else {
-        if let Some(dir) = path.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        let _ = std::fs::write(path, ledger.render());
+        let _ = secure_dir::replace(&path, |w| w.write_all(ledger.render().as_bytes()));
     }
-    if !mutex.is_null() {
-        if held {
-            // SAFETY: the mutex this thread holds
-            unsafe { ReleaseMutex(mutex) };
-        }
-        // SAFETY: the handle CreateMutexW gave, closed once
-        unsafe { CloseHandle(mutex) };
+    if held {
+        // SAFETY: the mutex this thread holds
+        unsafe { ReleaseMutex(mutex) };
     }
-    out
+    // SAFETY: the handle CreateMutexW gave, closed once
+    unsafe { CloseHandle(mutex) };
+    Ok(out)
 }
 
 /// [`with_ledger_waiting`] with a run's wait.
-fn with_ledger<T>(f: impl FnOnce(&mut interval::Ledger) -> T) -> T {
+fn with_ledger<T>(f: impl FnOnce(&mut interval::Ledger) -> T) -> Result<T, String> {
     with_ledger_waiting(LEDGER_WAIT, f)
 }
 
@@ -1550,22 +1666,41 @@ fn with_ledger<T>(f: impl FnOnce(&mut interval::Ledger) -> T) -> T {
 fn release_interval(wait: Duration) {
     let me = this_owner();
     let claimed = lock(&CLAIMED).take();
-    let release = with_ledger_waiting(wait, |l| {
-        let current = query_profile_interval();
-        let mut r = l.release(me, current);
-        if let (interval::Release::NotHeld, Some((original, set))) = (r, claimed) {
-            // this run set it, but the ledger lost its hold (the file could not be written,
-            // or was removed): this run's own record decides, by the same rule
-            r = match current {
-                Some(now) if now != set => interval::Release::ChangedMeanwhile { now, set },
-                _ => interval::Release::Restore(original),
-            };
+    // this run set it, but the ledger lost its hold (the file could not be written, or was
+    // removed) or is refused now: this run's own record decides, by the same rule
+    let own = |current: Option<u32>| match (claimed, current) {
+        (Some((_, set)), Some(now)) if now != set => {
+            interval::Release::ChangedMeanwhile { now, set }
         }
+        (Some((original, _)), _) => interval::Release::Restore(original),
+        (None, _) => interval::Release::NotHeld,
+    };
+    let give_back = |r: interval::Release| {
         if let interval::Release::Restore(v) = r {
             set_profile_interval(v);
         }
         r
+    };
+    let ledger = with_ledger_waiting(wait, |l| {
+        let current = query_profile_interval();
+        let r = match l.release(me, current) {
+            interval::Release::NotHeld => own(current),
+            r => r,
+        };
+        give_back(r)
     });
+    let release = match ledger {
+        Ok(r) => r,
+        Err(why) => {
+            if claimed.is_some() {
+                crate::output::stderr::say(
+                    "dtx",
+                    format_args!("warning: the sampling interval's ledger: {why}"),
+                );
+            }
+            give_back(own(query_profile_interval()))
+        }
+    };
     if let Some(note) = interval::release_note(release) {
         crate::output::stderr::say("dtx", format_args!("warning: {note}"));
     }
@@ -1595,6 +1730,7 @@ fn sweep_interval() -> bool {
         l.swept();
         true
     })
+    .unwrap_or(false)
 }
 
 /// Whether the process instance `o` still runs.
@@ -2355,35 +2491,140 @@ mod tests {
             pid: me.pid,
             started: me.started.map(|t| t - 1),
         };
-        let claim = with_ledger_at(&path, &mutex, wait, |l| {
+        let claim = with_ledger_in(&dir, &mutex, wait, |l| {
             let c = l.claim(me, 2_000, Some(10_000));
             l.holders.push(gone);
             c
-        });
+        })
+        .expect("the ledger is dtx's");
         assert_eq!(claim, interval::Claim::Set(2_000));
         let text = std::fs::read_to_string(&path).expect("the ledger was written");
         assert!(text.contains("original 10000"), "{text}");
         // read again: the gone holder is dropped, this one stays
-        let holders = with_ledger_at(&path, &mutex, wait, |l| l.holders.clone());
+        let holders = with_ledger_in(&dir, &mutex, wait, |l| l.holders.clone()).expect("ledger");
         assert_eq!(holders, vec![me]);
         // a second thread waits while this one holds the mutex
         let order = Arc::new(Mutex::new(Vec::new()));
-        let (p2, m2, o2) = (path.clone(), mutex.clone(), order.clone());
-        let other = with_ledger_at(&path, &mutex, wait, |_| {
+        let (p2, m2, o2) = (dir.clone(), mutex.clone(), order.clone());
+        let other = with_ledger_in(&dir, &mutex, wait, |_| {
             let t = std::thread::spawn(move || {
-                with_ledger_at(&p2, &m2, Duration::from_secs(5), |_| {
+                with_ledger_in(&p2, &m2, Duration::from_secs(5), |_| {
                     lock(&o2).push("second")
                 })
             });
             std::thread::sleep(Duration::from_millis(200));
             lock(&order).push("first");
             t
-        });
+        })
+        .expect("ledger");
         let _ = other.join();
         assert_eq!(*lock(&order), vec!["first", "second"]);
-        let released = with_ledger_at(&path, &mutex, wait, |l| l.release(me, Some(2_000)));
+        let released =
+            with_ledger_in(&dir, &mutex, wait, |l| l.release(me, Some(2_000))).expect("ledger");
         assert_eq!(released, interval::Release::Restore(10_000));
         assert!(!path.exists(), "an emptied ledger leaves no file");
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// This process's user, as an SID string (TokenUser).
+    fn my_sid() -> String {
+        use windows_sys::Win32::Security::Authorization::ConvertSidToStringSidW;
+        use windows_sys::Win32::Security::{
+            GetTokenInformation, TokenUser, TOKEN_QUERY, TOKEN_USER,
+        };
+        let token = Token::open(TOKEN_QUERY).expect("the process token");
+        let mut buf = vec![0u64; 64];
+        let mut len = 0u32;
+        // SAFETY: a buffer of the size given, aligned for TOKEN_USER
+        let ok = unsafe {
+            GetTokenInformation(token.0, TokenUser, buf.as_mut_ptr().cast(), 512, &mut len)
+        };
+        assert_ne!(ok, 0, "TokenUser");
+        // SAFETY: GetTokenInformation filled a TOKEN_USER at the buffer's start
+        let sid = unsafe { (*buf.as_ptr().cast::<TOKEN_USER>()).User.Sid };
+        let mut s: windows_sys::core::PWSTR = std::ptr::null_mut();
+        // SAFETY: a valid SID; the string is left to the process's end (a test)
+        assert_ne!(unsafe { ConvertSidToStringSidW(sid, &mut s) }, 0);
+        // SAFETY: a NUL-terminated string the conversion gave
+        let n = (0..).take_while(|&i| unsafe { *s.add(i) } != 0).count();
+        // SAFETY: the n u16s counted above
+        String::from_utf16_lossy(unsafe { std::slice::from_raw_parts(s, n) })
+    }
+
+    /// Finding 6 of issue 42: dtx's own ledger folder and mutex are owned by Administrators
+    /// (the SDDL's `O:BA`, what the owner check accepts), and a mutex or a folder another user
+    /// made first under dtx's name (owned by that user: the test's own SID stands for them)
+    /// is refused, naming the owner, with the ledger untouched.
+    #[test]
+    fn win3_6_a_planted_ledger_mutex_or_folder_is_refused() {
+        use windows_sys::Win32::Security::Authorization::SE_KERNEL_OBJECT;
+        use windows_sys::Win32::System::Threading::CreateMutexW;
+        let pid = std::process::id();
+        let base = std::env::temp_dir().join(format!("dtx-ledger-planted-{pid}"));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(&base).expect("temp");
+        let wait = Duration::from_secs(1);
+        // dtx's own
+        let ours = base.join("ours");
+        let name = format!("Local\\dtx-ledger-ours-{pid}");
+        let h = ledger_mutex(&name).expect("a mutex of dtx's");
+        assert_eq!(
+            // SAFETY: the handle ledger_mutex gave
+            unsafe { secure_dir::owner_of(h, SE_KERNEL_OBJECT) },
+            Ok(secure_dir::Owner::Administrators)
+        );
+        // SAFETY: the handle ledger_mutex gave
+        unsafe { CloseHandle(h) };
+        if under_wine() {
+            // Wine keeps no file owners (every file is the user's): the folder half that
+            // accepts dtx's own runs on Windows only
+            println!("skipped under Wine: dtx's own ledger folder accepted");
+            std::fs::create_dir_all(&ours).expect("folder");
+        } else {
+            assert_eq!(ledger_folder(&ours), Ok(()));
+            assert_eq!(secure_dir::check(&ours), Ok(()));
+        }
+        assert_eq!(with_ledger_in(&ours, &name, wait, |_| 7), Ok(7));
+        // planted: a mutex and a folder owned by a user
+        let user = my_sid();
+        let planted = format!("Local\\dtx-ledger-planted-{pid}");
+        let sddl = format!("O:{user}D:(A;;GA;;;WD)");
+        let wname = wide(&planted);
+        let h = secure_dir::with_sddl(&sddl, |sa| {
+            // SAFETY: a NUL-terminated name and valid attributes
+            unsafe { CreateMutexW(sa, 0, wname.as_ptr()) }
+        })
+        .expect("SDDL");
+        assert!(!h.is_null(), "the planted mutex");
+        let mut ran = false;
+        let e = with_ledger_in(&ours, &planted, wait, |_| ran = true).expect_err("refused");
+        assert!(e.contains(&planted) && e.contains(&user), "{e}");
+        assert!(!ran);
+        // SAFETY: the planted mutex's handle
+        unsafe { CloseHandle(h) };
+        let theirs = base.join("theirs");
+        secure_dir::make(&theirs, &format!("O:{user}D:P(A;OICI;FA;;;WD)")).expect("planted");
+        let e = with_ledger_at(&theirs, &name, wait, |_| ran = true).expect_err("refused");
+        assert!(e.contains("theirs") && e.contains(&user), "{e}");
+        assert!(!ran);
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    /// The ledger folder's and mutex's descriptors parse, as Windows reads them, and give
+    /// SYSTEM and Administrators only, protected.
+    #[test]
+    fn win3_6_the_ledger_descriptors_are_admin_only() {
+        for sddl in [LEDGER_DIR_SDDL, LEDGER_MUTEX_SDDL] {
+            assert!(secure_dir::with_sddl(sddl, |_| ()).is_ok(), "{sddl}");
+            let (owner, dacl) = sddl.split_once("D:").expect("a DACL");
+            assert_eq!(owner, "O:BA");
+            assert!(dacl.starts_with("P("), "protected: {sddl}");
+            let trustees: Vec<&str> = dacl
+                .split('(')
+                .skip(1)
+                .map(|ace| ace.trim_end_matches(')').rsplit(';').next().unwrap_or(""))
+                .collect();
+            assert_eq!(trustees, ["SY", "BA"], "{sddl}");
+        }
     }
 }

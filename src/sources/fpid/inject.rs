@@ -277,6 +277,10 @@ pub fn install(
     if let Some(why) = crate::sources::debugger::windows::wow64_refusal(pid) {
         return Err(format!("fpid: pid {pid}: {why}"));
     }
+    // CET shadow stacks end the process at its first hit (issue 42, finding 11)
+    if let Some(why) = super::cet::refusal(pid, super::cet::policy(pid)) {
+        return Err(why);
+    }
     let path = agent_file("dll")?;
     let p = Process::open(pid)?;
     let file_name = std::path::Path::new(&path)

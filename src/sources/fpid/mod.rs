@@ -15,6 +15,7 @@
 //! `LoadLibraryW` and names the file mapping holding the functions to hook ([`inject`]). At the
 //! end the hooks are made inert and the agent disables them; trampolines stay.
 
+pub mod cet;
 pub mod code;
 #[cfg(any(target_os = "linux", windows))]
 mod drain;

@@ -128,7 +128,7 @@ pub fn agent_file(ext: &str) -> Result<String, String> {
     if std::fs::read(&path).ok().as_deref() == Some(bytes) {
         // a copy found there keeps the folder's DACL, whoever wrote it
         #[cfg(windows)]
-        secure_dir::inherit(&path)
+        crate::sources::secure_dir::inherit(&path)
             .map_err(|e| format!("fpid: the agent {}: {e}", path.display()))?;
         return Ok(path.to_string_lossy().into_owned());
     }
@@ -183,7 +183,7 @@ fn agent_dir() -> Result<std::path::PathBuf, String> {
         std::fs::create_dir_all(parent)
             .map_err(|e| format!("fpid: cannot make {}: {e}", parent.display()))?;
     }
-    secure_dir::make(&dir, sddl)
+    crate::sources::secure_dir::make(&dir, sddl)
         .map_err(|e| format!("fpid: the agent's folder {}: {e}", dir.display()))?;
     Ok(dir)
 }
@@ -203,120 +203,3 @@ pub const AGENT_DIR_SDDL: &str = "D:P(A;OICI;FA;;;SY)(A;OICI;FA;;;BA)(A;OICI;FA;
 pub const AGENT_DIR_SDDL_ADMIN: &str = "D:P(A;OICI;FA;;;SY)(A;OICI;FA;;;BA)\
      (A;OICI;0x1200a9;;;OW)(A;OICI;0x1200a9;;;WD)(A;OICI;0x1200a9;;;AC)\
      (A;OICI;0x1200a9;;;S-1-15-2-2)";
-
-/// A folder with a security descriptor of ours.
-#[cfg(windows)]
-pub mod secure_dir {
-    use std::path::Path;
-
-    use windows_sys::Win32::Foundation::LocalFree;
-    use windows_sys::Win32::Security::Authorization::{
-        ConvertStringSecurityDescriptorToSecurityDescriptorW, SDDL_REVISION_1,
-    };
-    use windows_sys::Win32::Security::{
-        SetFileSecurityW, DACL_SECURITY_INFORMATION, PROTECTED_DACL_SECURITY_INFORMATION,
-        PSECURITY_DESCRIPTOR, SECURITY_ATTRIBUTES, UNPROTECTED_DACL_SECURITY_INFORMATION,
-    };
-    use windows_sys::Win32::Storage::FileSystem::{CreateDirectoryW, FILE_ATTRIBUTE_REPARSE_POINT};
-
-    fn wide(p: &std::ffi::OsStr) -> Vec<u16> {
-        use std::os::windows::ffi::OsStrExt;
-        p.encode_wide().chain(Some(0)).collect()
-    }
-
-    /// Makes `dir` with the descriptor `sddl`, or gives an existing one that descriptor's
-    /// DACL; a reparse point (junction, symbolic link) is refused.
-    pub fn make(dir: &Path, sddl: &str) -> Result<(), String> {
-        if let Ok(m) = std::fs::symlink_metadata(dir) {
-            use std::os::windows::fs::MetadataExt;
-            if m.file_attributes() & FILE_ATTRIBUTE_REPARSE_POINT != 0 {
-                return Err("it is a reparse point (a junction or link): refused".into());
-            }
-            if !m.is_dir() {
-                return Err("it is not a folder".into());
-            }
-        }
-        let text = wide(std::ffi::OsStr::new(sddl));
-        let mut sd: PSECURITY_DESCRIPTOR = std::ptr::null_mut();
-        // SAFETY: a NUL-terminated SDDL string; the descriptor is freed with LocalFree below
-        let ok = unsafe {
-            ConvertStringSecurityDescriptorToSecurityDescriptorW(
-                text.as_ptr(),
-                SDDL_REVISION_1,
-                &mut sd,
-                std::ptr::null_mut(),
-            )
-        };
-        if ok == 0 {
-            return Err(format!("bad SDDL: {}", std::io::Error::last_os_error()));
-        }
-        let path = wide(dir.as_os_str());
-        let sa = SECURITY_ATTRIBUTES {
-            nLength: std::mem::size_of::<SECURITY_ATTRIBUTES>() as u32,
-            lpSecurityDescriptor: sd,
-            bInheritHandle: 0,
-        };
-        // SAFETY: a NUL-terminated path; the attributes point at a valid descriptor
-        let made = unsafe { CreateDirectoryW(path.as_ptr(), &sa) } != 0;
-        let r = if made {
-            Ok(())
-        } else {
-            // it exists (checked above, or made meanwhile): our DACL on it, protected
-            // SAFETY: as above; the descriptor has a DACL
-            let set = unsafe {
-                SetFileSecurityW(
-                    path.as_ptr(),
-                    DACL_SECURITY_INFORMATION | PROTECTED_DACL_SECURITY_INFORMATION,
-                    sd,
-                )
-            } != 0;
-            if set || !dir.is_dir() {
-                dir.is_dir()
-                    .then_some(())
-                    .ok_or_else(|| std::io::Error::last_os_error().to_string())
-            } else {
-                Err(format!(
-                    "cannot set its DACL: {}",
-                    std::io::Error::last_os_error()
-                ))
-            }
-        };
-        // SAFETY: what ConvertStringSecurityDescriptorToSecurityDescriptorW allocated
-        unsafe { LocalFree(sd) };
-        r
-    }
-
-    /// Gives the file `path` an empty DACL of its own that inherits its folder's (an
-    /// unprotected, empty DACL set with SetFileSecurityW is filled by inheritance): what a
-    /// file found in our folder, written by whoever, may do is what the folder says.
-    pub fn inherit(path: &Path) -> Result<(), String> {
-        let text = wide(std::ffi::OsStr::new("D:AI"));
-        let mut sd: PSECURITY_DESCRIPTOR = std::ptr::null_mut();
-        // SAFETY: as in `make`
-        let ok = unsafe {
-            ConvertStringSecurityDescriptorToSecurityDescriptorW(
-                text.as_ptr(),
-                SDDL_REVISION_1,
-                &mut sd,
-                std::ptr::null_mut(),
-            )
-        };
-        if ok == 0 {
-            return Err(format!("bad SDDL: {}", std::io::Error::last_os_error()));
-        }
-        let p = wide(path.as_os_str());
-        // SAFETY: a NUL-terminated path and a valid descriptor
-        let set = unsafe {
-            SetFileSecurityW(
-                p.as_ptr(),
-                DACL_SECURITY_INFORMATION | UNPROTECTED_DACL_SECURITY_INFORMATION,
-                sd,
-            )
-        } != 0;
-        let err = std::io::Error::last_os_error();
-        // SAFETY: what the conversion allocated
-        unsafe { LocalFree(sd) };
-        set.then_some(())
-            .ok_or_else(|| format!("cannot set its DACL: {err}"))
-    }
-}
