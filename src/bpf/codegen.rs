@@ -73,6 +73,9 @@ pub struct KernelClause {
     pub predicate: Option<Node>,
     pub aggs: Vec<KernelAgg>,
     pub body: Vec<KernelStmt>,
+    /// The clause-locals (`this->x`, integers) the clause names, by variable id: each has a
+    /// stack slot, 0 when the program starts as the VM zeroes them at each firing.
+    pub locals: Vec<u32>,
 }
 
 /// Temporaries: 16 slots of 8 bytes below the frame pointer.
@@ -90,6 +93,13 @@ const TLS_AT: i16 = INIT_AT - 16;
 const INCR_AT: i16 = TLS_AT - 8;
 /// stddev()'s square of the value, as a 128-bit number's low and high words.
 const SQUARE_AT: i16 = INCR_AT - 16;
+/// The thread's `comm` for a comparison of `execname` with a literal.
+const COMM_AT: i16 = SQUARE_AT - COMM_LEN as i16;
+/// The bytes of the kernel's `comm` (`TASK_COMM_LEN`, NUL included).
+pub const COMM_LEN: usize = 16;
+/// Most clause-locals (`this->x`) of a kernel clause, one 8-byte slot each below `comm`.
+pub const MAX_LOCALS: usize = 16;
+const LOCALS_AT: i16 = COMM_AT - 8;
 /// The drop counters' indexes: aggregations, dynamic variables.
 pub const AGG_DROPS: i32 = 0;
 pub const DYN_DROPS: i32 = 1;
@@ -119,6 +129,7 @@ struct Gen<'a> {
     maps: &'a MapFds<'a>,
     /// Exits without effect (a false predicate, another system call).
     skip: super::asm::Label,
+    locals: &'a [u32],
 }
 
 /// The program of `c`, or why it cannot be one.
@@ -134,8 +145,15 @@ pub fn compile(c: &KernelClause, layout: Layout, maps: &MapFds<'_>) -> Result<Ve
         layout,
         maps,
         skip,
+        locals: &c.locals,
     };
+    if c.locals.len() > MAX_LOCALS {
+        return Err(format!("more than {MAX_LOCALS} clause-locals"));
+    }
     g.a.push(insn(op::MOV64_REG, reg::R6, reg::R1, 0, 0));
+    for i in 0..c.locals.len() {
+        g.a.push(insn(op::ST_DW, reg::FP, 0, LOCALS_AT - 8 * i as i16, 0));
+    }
     g.syscall_filter(&c.ranges);
     if let Some(p) = &c.predicate {
         g.expr(p, 0)?;
@@ -238,7 +256,7 @@ impl Gen<'_> {
                 b,
             } => {
                 if *kind == CmpKind::String {
-                    return Err("a string comparison".into());
+                    return self.execname_compare(*cop, a, b);
                 }
                 let slot = Self::temp(depth)?;
                 self.expr(a, depth)?;
@@ -332,8 +350,79 @@ impl Gen<'_> {
                 scope: Scope::Thread,
                 kind: ValKind::Int { .. },
             } => self.read_tls(*id),
+            Node::Var {
+                id,
+                scope: Scope::Clause,
+                kind: ValKind::Int { .. },
+            } => {
+                let at = self.local(*id)?;
+                self.a.load(R0, FP, at);
+            }
             other => return Err(describe(other)),
         }
+        Ok(())
+    }
+
+    /// The stack slot of clause-local `id`.
+    fn local(&self, id: u32) -> Result<i16, String> {
+        let i = self
+            .locals
+            .iter()
+            .position(|&l| l == id)
+            .ok_or("a clause-local the plan did not give a slot")?;
+        Ok(LOCALS_AT - 8 * i as i16)
+    }
+
+    /// `r0` = `execname == "lit"` (or `!=`): the thread's `comm` (`bpf_get_current_comm`,
+    /// NUL-padded to [`COMM_LEN`] bytes) against the literal padded the same way, as two
+    /// 8-byte words. The VM compares the whole strings; `comm` holds at most 15 bytes, so a
+    /// literal of 16 or more can never equal it, and the comparison is a constant here too.
+    /// A literal ends at its first NUL, as the VM reads it.
+    fn execname_compare(&mut self, cop: CmpOp, a: &Node, b: &Node) -> Result<(), String> {
+        use reg::{FP, R0, R1, R2};
+        let lit = match (a, b) {
+            (
+                Node::Builtin {
+                    id: var::EXECNAME, ..
+                },
+                Node::Str(s),
+            )
+            | (
+                Node::Str(s),
+                Node::Builtin {
+                    id: var::EXECNAME, ..
+                },
+            ) => s.as_bytes(),
+            _ => return Err("a string comparison other than `execname` with a literal".into()),
+        };
+        let eq = match cop {
+            CmpOp::Eq => true,
+            CmpOp::Ne => false,
+            _ => return Err("a string comparison other than `==` and `!=`".into()),
+        };
+        let lit = &lit[..lit.iter().position(|&c| c == 0).unwrap_or(lit.len())];
+        if lit.len() >= COMM_LEN {
+            self.a.mov_imm(R0, i64::from(!eq));
+            return Ok(());
+        }
+        let mut padded = [0u8; COMM_LEN];
+        padded[..lit.len()].copy_from_slice(lit);
+        self.a.push(insn(op::MOV64_REG, R1, FP, 0, 0));
+        self.a.alu_imm(op::ADD, R1, i32::from(COMM_AT));
+        self.a.mov_imm(R2, COMM_LEN as i64);
+        self.a.call(helper::GET_CURRENT_COMM);
+        let done = self.a.label();
+        self.a.mov_imm(R0, i64::from(!eq));
+        for (w, bytes) in padded.chunks_exact(8).enumerate() {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(bytes);
+            // BPF loads in the host's byte order
+            self.a.load(R1, FP, COMM_AT + 8 * w as i16);
+            self.a.mov_imm(R2, i64::from_ne_bytes(word));
+            self.a.jump_reg(op::JNE, R1, R2, done);
+        }
+        self.a.mov_imm(R0, i64::from(eq));
+        self.a.bind(done);
         Ok(())
     }
 
@@ -630,32 +719,53 @@ impl Gen<'_> {
 }
 
 impl Gen<'_> {
-    /// A statement: an assignment to (or `++`/`--` of) an integer thread-local.
+    /// A statement: an assignment to (or `++`/`--` of) an integer thread-local or
+    /// clause-local.
     fn statement(&mut self, n: &Node) -> Result<(), String> {
-        let tls = |t: &LValue| match t {
+        let var = |t: &LValue| match t {
             LValue::Var {
                 id,
-                scope: Scope::Thread,
+                scope: scope @ (Scope::Thread | Scope::Clause),
                 kind: ValKind::Int { .. },
-            } => Some(*id),
+            } => Some((*id, *scope == Scope::Thread)),
             _ => None,
         };
-        match n {
+        let (target, delta) = match n {
             Node::Assign { target, value } => {
-                let id =
-                    tls(target).ok_or("a statement assigning to other than an integer `self->`")?;
+                let v = var(target)
+                    .ok_or("a statement assigning to other than an integer `self->` or `this->`")?;
                 self.expr(value, 0)?;
-                self.write_tls(id)
+                (v, None)
             }
             Node::IncDec { target, delta, .. } => {
-                let id =
-                    tls(target).ok_or("a statement `++`/`--` of other than an integer `self->`")?;
-                self.read_tls(id);
-                self.a.mov_imm(reg::R1, *delta);
-                self.a.alu_reg(op::ADD, reg::R0, reg::R1);
-                self.write_tls(id)
+                let v = var(target)
+                    .ok_or("a statement `++`/`--` of other than an integer `self->` or `this->`")?;
+                (v, Some(*delta))
             }
-            _ => Err("a statement other than an aggregation or a `self->` assignment".into()),
+            _ => {
+                return Err(
+                    "a statement other than an aggregation or a `self->`/`this->` assignment"
+                        .into(),
+                )
+            }
+        };
+        let (id, thread) = target;
+        if let Some(delta) = delta {
+            if thread {
+                self.read_tls(id);
+            } else {
+                let at = self.local(id)?;
+                self.a.load(reg::R0, reg::FP, at);
+            }
+            self.a.mov_imm(reg::R1, delta);
+            self.a.alu_reg(op::ADD, reg::R0, reg::R1);
+        }
+        if thread {
+            self.write_tls(id)
+        } else {
+            let at = self.local(id)?;
+            self.a.store(reg::FP, at, reg::R0);
+            Ok(())
         }
     }
 
@@ -870,7 +980,7 @@ fn describe(n: &Node) -> String {
             scope: Scope::Global,
             ..
         } => "a global variable".into(),
-        Node::Var { .. } => "a clause-local variable (`this->`)".into(),
+        Node::Var { .. } => "a clause-local (`this->`) that is not an integer".into(),
         Node::Array { .. } => "an associative array".into(),
         Node::Load { .. } | Node::Bitfield { .. } => "a load from memory".into(),
         Node::Args { .. } => "typed `args[]`".into(),

@@ -1,6 +1,7 @@
 //! Which clauses run in the kernel: a clause whose every probe is a system call entry (or
 //! every one a return), whose predicate the code generator compiles and whose statements are
-//! all aggregations and `self->` assignments it compiles. Anything else stays in user space,
+//! all aggregations and `self->`/`this->` assignments it compiles (a clause-local no other
+//! clause of the program names). Anything else stays in user space,
 //! with the reason. Thread-locals live on one side: a kernel clause that names a `self->`
 //! variable some clause in user space also names goes to user space too ([`thread_vars`]).
 
@@ -87,6 +88,23 @@ pub fn plan_clause(
     if body.is_empty() {
         return Err("no statement (the default action traces the probe)".into());
     }
+    // clause-locals: the VM zeroes them once per firing, for all the clauses of the probe, so
+    // one clause's `this->x` is another's on the same probe; a kernel clause's locals live
+    // on its program's stack, so no other clause may name them
+    let locals = vars_of(c, Scope::Clause);
+    for (i, other) in prog.clauses.iter().enumerate() {
+        if i == clause {
+            continue;
+        }
+        if let Some(id) = vars_of(other, Scope::Clause).intersection(&locals).next() {
+            let name = prog.variable(*id).map_or("?", |v| v.name.as_str());
+            return Err(format!(
+                "this->{name} is also used by clause {}, and clause-locals live on one side",
+                i + 1
+            ));
+        }
+    }
+    let locals: Vec<u32> = locals.into_iter().collect();
     let mut out = Vec::new();
     for (nrs, is_ret) in [(entry, false), (ret, true)] {
         if nrs.is_empty() {
@@ -105,6 +123,7 @@ pub fn plan_clause(
             predicate: c.predicate.clone(),
             aggs: aggs.clone(),
             body: body.clone(),
+            locals: locals.clone(),
         };
         // the generator is the judge of what it can express
         let fds = vec![-1; k.aggs.len()];
@@ -163,35 +182,23 @@ fn check_params(f: AggFunc) -> Result<(), String> {
 
 /// The thread-local (`self->`) variables clause `c` names.
 pub fn thread_vars(c: &Clause) -> BTreeSet<u32> {
+    vars_of(c, Scope::Thread)
+}
+
+/// The variables of `scope` clause `c` names.
+fn vars_of(c: &Clause, scope: Scope) -> BTreeSet<u32> {
     let mut out = BTreeSet::new();
     let target = |t: &LValue, out: &mut BTreeSet<u32>| {
-        if let LValue::Var {
-            id,
-            scope: Scope::Thread,
-            ..
-        }
-        | LValue::Array {
-            id,
-            scope: Scope::Thread,
-            ..
-        } = t
-        {
-            out.insert(*id);
+        if let LValue::Var { id, scope: s, .. } | LValue::Array { id, scope: s, .. } = t {
+            if *s == scope {
+                out.insert(*id);
+            }
         }
     };
     visit_clause(
         c,
         &mut |n| match n {
-            Node::Var {
-                id,
-                scope: Scope::Thread,
-                ..
-            }
-            | Node::Array {
-                id,
-                scope: Scope::Thread,
-                ..
-            } => {
+            Node::Var { id, scope: s, .. } | Node::Array { id, scope: s, .. } if *s == scope => {
                 out.insert(*id);
             }
             Node::Assign { target: t, .. } | Node::IncDec { target: t, .. } | Node::AddrOf(t) => {
@@ -314,8 +321,16 @@ mod tests {
             ("syscall::read:entry { x = 1; }", "statement"),
             ("syscall::read:entry { }", "no statement"),
             (
-                "syscall::read:entry /execname == \"x\"/ { @ = count(); }",
-                "string",
+                "syscall::read:entry /execname < \"x\"/ { @ = count(); }",
+                "other than `==` and `!=`",
+            ),
+            (
+                "syscall::read:entry /execname == probefunc/ { @ = count(); }",
+                "other than `execname` with a literal",
+            ),
+            (
+                "syscall::read:entry { this->s = execname; @ = count(); }",
+                "this->",
             ),
             ("syscall::read:entry { x = 1; @ = count(); }", "statement"),
             (
@@ -353,6 +368,30 @@ mod tests {
         assert!(k[0].aggs[1].incr.is_some() && k[0].aggs[0].incr.is_none());
         let p = compile_d(src);
         assert_eq!(thread_vars(&p.clauses[0]).len(), 2);
+    }
+
+    // compiled against the live catalog, which is Linux's only on Linux
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn execname_against_literals_and_clause_locals_run_in_the_kernel() {
+        let p = [syscall_probe_id(0, false)];
+        let k = plan(
+            "syscall::read:entry /execname == \"dtxt_mix\" || \"a\" != execname/
+             { this->n = arg2 * 2; this->n++; @[execname != \"0123456789abcdefg\" ? this->n : 0] = sum(this->n); }",
+            &p,
+        )
+        .unwrap();
+        assert_eq!(k[0].locals.len(), 1);
+        // a clause-local another clause names stays in user space: the VM shares it between
+        // the clauses of one firing
+        let two = compile_d(
+            "syscall::read:entry { this->n = 1; @ = count(); }
+             syscall::read:entry { @b = sum(this->n); }",
+        );
+        for c in 0..2 {
+            let e = plan_clause(&two, 0, c, &p).unwrap_err();
+            assert!(e.contains("this->n is also used by clause"), "{e}");
+        }
     }
 
     #[test]
