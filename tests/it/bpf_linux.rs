@@ -487,3 +487,61 @@ fn bpf_uid_and_gid_in_the_kernel_are_user_spaces() {
         "{user}"
     );
 }
+
+/// `execname` against literals in predicates and the ternary, and clause-locals: the
+/// workload runs under a name longer than `comm` holds, so its `comm` is the first 15 bytes
+/// (`dtxt_mix_longer`); the full name and a 16-byte literal equal it on neither side.
+const EXECNAME: &str = r#"
+syscall::getppid:entry /execname == "dtxt_mix_longer"/
+{ @eq = count(); this->n = 2; this->n++; @loc = sum(this->n);
+  @full = sum(execname == "dtxt_mix_longer_name"); @sixteen = sum(execname == "dtxt_mix_longerX");
+  @short = sum(execname == "dtxt_mix_longe"); }
+syscall::write:entry /pid == $target && arg0 == 999/
+{ this->k = arg2 % 4; this->k += execname == "dtxt_mix_long" ? 100 : 10;
+  @t[execname != "dtxt_mix_longer" ? -1 : this->k] = count();
+  @ne = sum(execname != "dtxt_mix_longer_name"); @ne16 = sum("0123456789abcdef" != execname); }
+syscall::getpid:entry /"dtxt_mix_longer" == execname && pid == $target/ { @r = count(); }
+syscall::getpid:entry /execname != "dtxt_mix_longer" && pid == $target/ { @never = count(); }
+END { printa("eq %@d\n", @eq); printa("loc %@d\n", @loc); printa("full %@d\n", @full);
+      printa("sixteen %@d\n", @sixteen); printa("short %@d\n", @short); printa(@t);
+      printa("ne %@d\n", @ne); printa("ne16 %@d\n", @ne16); printa("r %@d\n", @r);
+      printa("never %@d\n", @never); }
+"#;
+
+#[test]
+fn bpf_execname_comparisons_and_clause_locals_print_what_user_space_prints() {
+    require_bpf!();
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path());
+    let long = dir.path().join("dtxt_mix_longer_name");
+    std::fs::copy(&exe, &long).unwrap();
+    let cmd = format!("{} 2000 40 7", long.display());
+    let Some((user, kernel, why)) = both_ways(EXECNAME, &cmd) else {
+        return;
+    };
+    for c in 1..=4 {
+        assert!(
+            why.contains(&format!("bpf: clause {c} (")) && why.contains("runs in the kernel"),
+            "{why}"
+        );
+    }
+    assert_eq!(kernel, user, "{why}");
+    // the numbers are the workload's: comm is the name's first 15 bytes
+    for want in [
+        "eq 2000", "loc 6000", "full 0", "sixteen 0", "short 0", "ne 40", "ne16 40", "r 7",
+    ] {
+        assert!(user.lines().any(|l| l == want), "{want}: {user}");
+    }
+    assert!(!user.contains("never"), "{user}");
+    let row = |k: &str| {
+        user.lines()
+            .find(|l| l.split_whitespace().next() == Some(k))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .unwrap_or_default()
+            .to_string()
+    };
+    for k in ["10", "11", "12", "13"] {
+        assert_eq!(row(k), "10", "40 writes, arg2 % 4: {user}");
+    }
+}
