@@ -76,6 +76,8 @@ pub struct KernelClause {
     /// The clause-locals (`this->x`, integers) the clause names, by variable id: each has a
     /// stack slot, 0 when the program starts as the VM zeroes them at each firing.
     pub locals: Vec<u32>,
+    /// The integer globals the clause adds to (`x++`, `x += v`), by variable id.
+    pub globals: Vec<u32>,
 }
 
 /// Temporaries: 16 slots of 8 bytes below the frame pointer.
@@ -115,6 +117,9 @@ pub struct MapFds<'a> {
     pub aggs: &'a [i32],
     pub drops: i32,
     pub tls: i32,
+    /// The program's integer globals that kernel clauses add to: an array of u64 indexed
+    /// by variable id.
+    pub globals: i32,
     pub clock_offset: i64,
     /// Whether the tracepoint's perf samples are kept: the programs of a tracepoint decide
     /// for every perf event on it (all must return non-zero), so a program returns 1 where
@@ -730,6 +735,9 @@ impl Gen<'_> {
             } => Some((*id, *scope == Scope::Thread)),
             _ => None,
         };
+        if let Some((id, add)) = global_add(n)? {
+            return self.add_to_global(id, add);
+        }
         let (target, delta) = match n {
             Node::Assign { target, value } => {
                 let v = var(target)
@@ -767,6 +775,34 @@ impl Gen<'_> {
             self.a.store(reg::FP, at, reg::R0);
             Ok(())
         }
+    }
+
+    /// `x += v` on global `id`, `v` a node or a constant: an atomic add to its slot of the
+    /// globals' array (BPF_ATOMIC | BPF_ADD, Documentation/bpf/standardization/
+    /// instruction-set.rst, "Atomic operations"), so that CPUs adding at once lose nothing.
+    fn add_to_global(&mut self, id: u32, add: GlobalAdd<'_>) -> Result<(), String> {
+        use reg::{FP, R0, R1, R2};
+        match add {
+            GlobalAdd::Const(c) => self.a.mov_imm(R0, c),
+            GlobalAdd::Node(v, neg) => {
+                self.expr(v, 0)?;
+                if neg {
+                    self.a.push(insn(op::ALU64 | op::NEG, R0, 0, 0, 0));
+                }
+            }
+        }
+        self.a.store(FP, VALUE_AT, R0);
+        let none = self.a.label();
+        self.a.push(insn(op::ST_W, FP, 0, TLS_AT, id as i32));
+        self.a.extend(super::asm::load_map(R1, self.maps.globals));
+        self.a.push(insn(op::MOV64_REG, R2, FP, 0, 0));
+        self.a.alu_imm(op::ADD, R2, i32::from(TLS_AT));
+        self.a.call(helper::MAP_LOOKUP_ELEM);
+        self.a.jump_imm(op::JEQ, R0, 0, none);
+        self.a.load(R1, FP, VALUE_AT);
+        self.a.push(insn(op::ATOMIC_DW, R0, R1, 0, op::ATOMIC_ADD));
+        self.a.bind(none);
+        Ok(())
     }
 
     /// The key `[thread, id]` of thread-local `id` at [`TLS_AT`]: the thread is the VM's
@@ -968,6 +1004,49 @@ impl Gen<'_> {
     }
 }
 
+/// What a statement adds to an integer global.
+pub enum GlobalAdd<'a> {
+    Const(i64),
+    /// The node's value, negated when `true`.
+    Node(&'a Node, bool),
+}
+
+/// The global statement `n` adds to, and what: `x++`, `x--`, `x += v`, `x -= v` (`x = x + v`
+/// as the compiler gives them) with `v` naming no global; none when `n` is not a statement
+/// on a global; an error for any other statement on a global.
+pub fn global_add(n: &Node) -> Result<Option<(u32, GlobalAdd<'_>)>, String> {
+    let global = |t: &LValue| match t {
+        LValue::Var {
+            id,
+            scope: Scope::Global,
+            kind: ValKind::Int { .. },
+        } => Some(*id),
+        _ => None,
+    };
+    let other = "a global assigned other than by `++`, `--`, `+=` or `-=` (only additions give \
+                 the same sum in any order of the CPUs)";
+    match n {
+        Node::IncDec { target, delta, .. } => Ok(global(target).map(|id| (id, GlobalAdd::Const(*delta)))),
+        Node::Assign { target, value } => {
+            let Some(id) = global(target) else {
+                return Ok(None);
+            };
+            match &**value {
+                Node::Binary {
+                    op: bop @ (BinOp::Add | BinOp::Sub),
+                    a,
+                    b,
+                    ..
+                } if matches!(&**a, Node::Var { id: x, scope: Scope::Global, .. } if *x == id) => {
+                    Ok(Some((id, GlobalAdd::Node(b, *bop == BinOp::Sub))))
+                }
+                _ => Err(other.into()),
+            }
+        }
+        _ => Ok(None),
+    }
+}
+
 /// Why a node stays in user space.
 fn describe(n: &Node) -> String {
     match n {
@@ -979,7 +1058,7 @@ fn describe(n: &Node) -> String {
         Node::Var {
             scope: Scope::Global,
             ..
-        } => "a global variable".into(),
+        } => "a global read in the kernel (its value would depend on the order of the CPUs)".into(),
         Node::Var { .. } => "a clause-local (`this->`) that is not an integer".into(),
         Node::Array { .. } => "an associative array".into(),
         Node::Load { .. } | Node::Bitfield { .. } => "a load from memory".into(),

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeSet;
 
-use super::codegen::{compile, KernelAgg, KernelClause, KernelStmt, Layout, MapFds};
+use super::codegen::{compile, global_add, KernelAgg, KernelClause, KernelStmt, Layout, MapFds};
 use super::maps::{KeyPart, ProbeField};
 use crate::ir::visit::visit_clause;
 use crate::ir::{ActionKind, AggFunc, Clause, LValue, Node, Program, Scope, Stmt, ValKind};
@@ -105,6 +105,16 @@ pub fn plan_clause(
         }
     }
     let locals: Vec<u32> = locals.into_iter().collect();
+    let mut globals = Vec::new();
+    for s in &body {
+        if let KernelStmt::Eval(n) = s {
+            if let Some((id, _)) = global_add(n)? {
+                globals.push(id);
+            }
+        }
+    }
+    globals.sort_unstable();
+    globals.dedup();
     let mut out = Vec::new();
     for (nrs, is_ret) in [(entry, false), (ret, true)] {
         if nrs.is_empty() {
@@ -124,6 +134,7 @@ pub fn plan_clause(
             aggs: aggs.clone(),
             body: body.clone(),
             locals: locals.clone(),
+            globals: globals.clone(),
         };
         // the generator is the judge of what it can express
         let fds = vec![-1; k.aggs.len()];
@@ -131,6 +142,7 @@ pub fn plan_clause(
             aggs: &fds,
             drops: -1,
             tls: -1,
+            globals: -1,
             clock_offset: 0,
             samples: false,
         };
@@ -150,6 +162,7 @@ pub fn check(c: &KernelClause, layout: Layout) -> Result<(), String> {
             aggs: &fds,
             drops: -1,
             tls: -1,
+            globals: -1,
             clock_offset: 0,
             samples: false,
         },
@@ -183,6 +196,11 @@ fn check_params(f: AggFunc) -> Result<(), String> {
 /// The thread-local (`self->`) variables clause `c` names.
 pub fn thread_vars(c: &Clause) -> BTreeSet<u32> {
     vars_of(c, Scope::Thread)
+}
+
+/// The global variables clause `c` names.
+pub fn global_vars(c: &Clause) -> BTreeSet<u32> {
+    vars_of(c, Scope::Global)
 }
 
 /// The variables of `scope` clause `c` names.
@@ -318,7 +336,14 @@ mod tests {
                 "not an integer",
             ),
             ("syscall::read:entry { self->s = \"a\"; }", "integer"),
-            ("syscall::read:entry { x = 1; }", "statement"),
+            ("syscall::read:entry { x = 1; }", "global assigned other than"),
+            (
+                "int x; syscall::read:entry /x > 2/ { x++; }",
+                "a global read in the kernel",
+            ),
+            ("int x; syscall::read:entry { x += x; }", "a global read in the kernel"),
+            // int = (int)(x + arg0): narrowed at each assignment, where `x++` is not
+            ("int x; syscall::read:entry { x += arg0; }", "global assigned other than"),
             ("syscall::read:entry { }", "no statement"),
             (
                 "syscall::read:entry /execname < \"x\"/ { @ = count(); }",
@@ -332,10 +357,10 @@ mod tests {
                 "syscall::read:entry { this->s = execname; @ = count(); }",
                 "this->",
             ),
-            ("syscall::read:entry { x = 1; @ = count(); }", "statement"),
+            ("syscall::read:entry { x = 1; @ = count(); }", "global assigned"),
             (
                 "syscall::read:entry { self->a = 1; @ = count(); y = self->a + 1; }",
-                "statement",
+                "global assigned",
             ),
         ] {
             let e = plan(src, &p).unwrap_err();
@@ -382,6 +407,12 @@ mod tests {
         )
         .unwrap();
         assert_eq!(k[0].locals.len(), 1);
+        let k = plan(
+            "int x, z; int64_t y; syscall::read:entry { x++; y -= arg0; x += 2; this->a = 1; z = z - this->a; }",
+            &p,
+        )
+        .unwrap();
+        assert_eq!(k[0].globals.len(), 3);
         // a clause-local another clause names stays in user space: the VM shares it between
         // the clauses of one firing
         let two = compile_d(

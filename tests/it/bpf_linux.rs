@@ -545,3 +545,49 @@ fn bpf_execname_comparisons_and_clause_locals_print_what_user_space_prints() {
         assert_eq!(row(k), "10", "40 writes, arg2 % 4: {user}");
     }
 }
+
+/// Integer globals the kernel adds to (`++`, `--`, `+=`, `-=`: atomic adds, the same sum in
+/// any order of the CPUs), set in BEGIN and printed in END; a global a user-space clause
+/// reads while the run goes keeps the clause adding to it in user space.
+const GLOBALS: &str = r#"
+int64_t n, total, w, neg, shared;
+syscall::getppid:entry /pid == $target/ { n++; total += 3; }
+syscall::write:entry /pid == $target && arg0 == 999/ { w += arg2; neg -= arg2 * 2; n--; }
+BEGIN { total = 100; }
+syscall::getpid:entry /pid == $target/ { shared++; }
+syscall::getpid:return /pid == $target/ { printf("s%d\n", shared); }
+END { printf("n %d total %d w %d neg %d shared %d\n", n, total, w, neg, shared); }
+"#;
+
+#[test]
+fn bpf_globals_added_to_in_the_kernel_print_what_user_space_prints() {
+    require_bpf!();
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path());
+    let cmd = format!("{} 2000 40 7", exe.display());
+    let Some((user, kernel, why)) = both_ways(GLOBALS, &cmd) else {
+        return;
+    };
+    for c in 1..=2 {
+        assert!(
+            why.contains(&format!("bpf: clause {c} (")) && why.contains("runs in the kernel"),
+            "{why}"
+        );
+    }
+    assert!(
+        why.contains("clause 4 (syscall::getpid:entry) runs in user space: the global shared is also used by clause 5, which runs in user space"),
+        "{why}"
+    );
+    assert_eq!(kernel, user, "{why}");
+    assert!(
+        user.lines()
+            .any(|l| l == "n 1960 total 6100 w 780 neg -1560 shared 7"),
+        "{user}"
+    );
+    assert_eq!(
+        user.lines().filter(|l| l.starts_with('s')).count(),
+        7,
+        "{user}"
+    );
+}
