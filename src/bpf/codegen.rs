@@ -11,7 +11,11 @@
 //! variable on the same side). `timestamp` is `bpf_ktime_get_ns()`, `CLOCK_MONOTONIC`: the
 //! clock the perf source's records carry, moved by the same offset to the engine's clock.
 //! Quantizations compute the bucket index in the program, as `agg::quantize` does, and count
-//! into one entry per bucket (`maps`).
+//! into one entry per bucket (`maps`). Clause-locals (`this->x`) are stack slots zeroed at
+//! the start; integer globals are only added to (`x++`, `x += v`: an atomic add to an array
+//! map indexed by variable id, the same sum in any order of the CPUs), never read here; the
+//! loader adds the sums to the engine's globals before END. `execname == "lit"` compares
+//! `comm`'s 16 bytes with the literal's.
 //!
 //! The program's context is the raw record of `raw_syscalls:sys_enter` (`id`, `args[6]`) or
 //! `raw_syscalls:sys_exit` (`id`, `ret`), at the offsets of the tracepoint's format. Values
@@ -503,6 +507,13 @@ impl Gen<'_> {
                     self.a.alu_imm(op::LSH, R0, 32);
                     self.a.alu_imm(op::RSH, R0, 32);
                 }
+            }
+            var::PPID => {
+                return Err(
+                    "`ppid` (the parent's tgid is a read of the task's `real_parent`, \
+                            which the back end does not make yet)"
+                        .into(),
+                )
             }
             _ => return Err(format!("`{name}` in an expression")),
         }
@@ -1026,7 +1037,9 @@ pub fn global_add(n: &Node) -> Result<Option<(u32, GlobalAdd<'_>)>, String> {
     let other = "a global assigned other than by `++`, `--`, `+=` or `-=` (only additions give \
                  the same sum in any order of the CPUs)";
     match n {
-        Node::IncDec { target, delta, .. } => Ok(global(target).map(|id| (id, GlobalAdd::Const(*delta)))),
+        Node::IncDec { target, delta, .. } => {
+            Ok(global(target).map(|id| (id, GlobalAdd::Const(*delta))))
+        }
         Node::Assign { target, value } => {
             let Some(id) = global(target) else {
                 return Ok(None);

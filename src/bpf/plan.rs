@@ -336,14 +336,23 @@ mod tests {
                 "not an integer",
             ),
             ("syscall::read:entry { self->s = \"a\"; }", "integer"),
-            ("syscall::read:entry { x = 1; }", "global assigned other than"),
+            (
+                "syscall::read:entry { x = 1; }",
+                "global assigned other than",
+            ),
             (
                 "int x; syscall::read:entry /x > 2/ { x++; }",
                 "a global read in the kernel",
             ),
-            ("int x; syscall::read:entry { x += x; }", "a global read in the kernel"),
+            (
+                "int x; syscall::read:entry { x += x; }",
+                "a global read in the kernel",
+            ),
             // int = (int)(x + arg0): narrowed at each assignment, where `x++` is not
-            ("int x; syscall::read:entry { x += arg0; }", "global assigned other than"),
+            (
+                "int x; syscall::read:entry { x += arg0; }",
+                "global assigned other than",
+            ),
             ("syscall::read:entry { }", "no statement"),
             (
                 "syscall::read:entry /execname < \"x\"/ { @ = count(); }",
@@ -357,7 +366,10 @@ mod tests {
                 "syscall::read:entry { this->s = execname; @ = count(); }",
                 "this->",
             ),
-            ("syscall::read:entry { x = 1; @ = count(); }", "global assigned"),
+            (
+                "syscall::read:entry { x = 1; @ = count(); }",
+                "global assigned",
+            ),
             (
                 "syscall::read:entry { self->a = 1; @ = count(); y = self->a + 1; }",
                 "global assigned",

@@ -529,7 +529,14 @@ fn bpf_execname_comparisons_and_clause_locals_print_what_user_space_prints() {
     assert_eq!(kernel, user, "{why}");
     // the numbers are the workload's: comm is the name's first 15 bytes
     for want in [
-        "eq 2000", "loc 6000", "full 0", "sixteen 0", "short 0", "ne 40", "ne16 40", "r 7",
+        "eq 2000",
+        "loc 6000",
+        "full 0",
+        "sixteen 0",
+        "short 0",
+        "ne 40",
+        "ne16 40",
+        "r 7",
     ] {
         assert!(user.lines().any(|l| l == want), "{want}: {user}");
     }
