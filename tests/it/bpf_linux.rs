@@ -30,6 +30,12 @@ int main(int argc, char **argv) {
   long m = argc > 2 ? atol(argv[2]) : 100;
   long k = argc > 3 ? atol(argv[3]) : 10;
   for (long i = 0; i < n; i++) syscall(SYS_getppid);
+  if (argc > 4) {
+    /* a change of ids without an exec, then the same calls again */
+    long u = atol(argv[4]);
+    if (syscall(SYS_setresgid, u, u, u) != 0 || syscall(SYS_setresuid, u, u, u) != 0) return 3;
+    for (long i = 0; i < n; i++) syscall(SYS_getppid);
+  }
   for (long i = 0; i < m; i++) syscall(SYS_write, 999, (void *)0x1234, i);
   for (long i = 0; i < k; i++) syscall(SYS_getpid);
   return 0;
@@ -486,6 +492,56 @@ fn bpf_uid_and_gid_in_the_kernel_are_user_spaces() {
             .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["65534", "45"]),
         "{user}"
     );
+    // in user space at the exec itself (printf keeps the clause there): the ids the exec
+    // gave, whether or not the process is still there when its records are read
+    let (out, _) = run(
+        "proc:::exec-success /pid == $target/ { printf(\"exec %d %d\\n\", uid, gid); }",
+        &cmd,
+        "on",
+    );
+    assert!(out.lines().any(|l| l == "exec 65534 65534"), "{out}");
+}
+
+// A process that changes its ids without an exec (setresuid(2)) has the new ones at its next
+// firing and at the call's own return, in user space as in the kernel: user space used to
+// know ids only from /proc at an exec, and kept root's.
+#[test]
+fn bpf_uid_after_setresuid_without_exec_is_exact_both_ways() {
+    require_bpf!();
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path());
+    let cmd = format!("{} 1500 0 0 4242", exe.display());
+    let script = "syscall::getppid:entry /pid == $target/ { @[uid, gid] = count(); }
+        syscall::setresuid:return /pid == $target/ { @r[uid, gid] = count(); }
+        syscall::setresgid:return /pid == $target/ { @g[uid, gid] = count(); }";
+    let rows = |out: &str| -> Vec<Vec<String>> {
+        out.lines()
+            .map(|l| l.split_whitespace().map(String::from).collect::<Vec<_>>())
+            .filter(|w| !w.is_empty())
+            .collect()
+    };
+    let (user, _) = run(script, &cmd, "off");
+    let want: Vec<Vec<String>> = [
+        &["0", "4242", "1"][..],
+        &["4242", "4242", "1"],
+        &["0", "0", "1500"],
+        &["4242", "4242", "1500"],
+    ]
+    .iter()
+    .map(|r| r.iter().map(|s| s.to_string()).collect())
+    .collect();
+    let got = rows(&user);
+    for w in &want {
+        assert!(got.contains(w), "user space: no row {w:?} in:\n{user}");
+    }
+    assert_eq!(got.len(), want.len(), "{user}");
+    let (kernel, why) = run(script, &cmd, "verbose");
+    if why.contains("the kernel refused") {
+        eprintln!("skipping the kernel half: BPF programs do not load here: {why}");
+        return;
+    }
+    assert_eq!(kernel, user, "{why}");
 }
 
 /// `execname` against literals in predicates and the ternary, and clause-locals: the

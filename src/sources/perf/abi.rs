@@ -48,6 +48,7 @@ pub(super) const IOC_SET_BPF: libc::c_ulong = 0x4004_2408;
 
 /// `perf_event_attr` flag bits.
 pub(super) mod flag {
+    pub const EXCLUDE_KERNEL: u64 = 1 << 5;
     pub const MMAP: u64 = 1 << 8;
     pub const COMM: u64 = 1 << 9;
     pub const TASK: u64 = 1 << 13;

@@ -174,6 +174,68 @@ pub fn parse_record<'a>(raw: &'a [u8], layout: &CallLayout) -> Option<CapturedCa
     Some(c)
 }
 
+/// The first word of a credentials record (no system call has this number): the rest is
+/// what `bpf_get_current_uid_gid` gave in the thread the record's sample names.
+pub const CREDS_TAG: u64 = u64::MAX - 1;
+
+/// Bytes of a credentials record: the tag, then `gid << 32 | uid`.
+pub const CREDS_BYTES: usize = 16;
+
+/// The x86-64 calls that can change a thread's real user or group id (`setuid(2)`,
+/// `setreuid(2)`, `setresuid(2)` and their group twins; the fs ids and `setgroups` leave
+/// `uid` and `gid` as they are). An `exec` of a set-id program is the other way, followed on
+/// `sched:sched_process_exec`.
+pub const ID_CALLS: [i32; 6] = [105, 106, 113, 114, 117, 119];
+
+/// The credentials program: on `raw_syscalls:sys_exit` (`id_at` the offset of the call's
+/// number in its record) it writes a record after each call of [`ID_CALLS`], on
+/// `sched:sched_process_exec` (`id_at` `None`) after every exec, into `events` (the
+/// `BPF_OUTPUT` event of the current CPU). It runs before the tracepoint's perf samples are
+/// written (`perf_trace_run_bpf_submit` calls the programs first), so the thread's firing at
+/// that same tracepoint, and every later one, has the ids the kernel gave it. It returns 1:
+/// the tracepoint's samples still go to dtx's other events on it.
+pub fn creds_program(events: i32, id_at: Option<i16>) -> Result<Vec<Insn>, String> {
+    use crate::bpf::asm::helper::GET_CURRENT_UID_GID;
+    use crate::bpf::asm::reg::{FP, R0, R1, R2, R3, R4, R5, R6};
+    use crate::bpf::asm::Asm;
+    let mut a = Asm::default();
+    a.push(insn(op::MOV64_REG, R6, R1, 0, 0));
+    let done = a.label();
+    if let Some(at) = id_at {
+        let write = a.label();
+        a.load(R2, R6, at);
+        for nr in ID_CALLS {
+            a.jump_imm(op::JEQ, R2, nr, write);
+        }
+        a.goto(done);
+        a.bind(write);
+    }
+    a.call(GET_CURRENT_UID_GID);
+    a.store(FP, -8, R0);
+    a.mov_imm(R1, CREDS_TAG as i64);
+    a.store(FP, -16, R1);
+    // perf_event_output(ctx, events, BPF_F_CURRENT_CPU, record, size)
+    a.push(insn(op::MOV64_REG, R1, R6, 0, 0));
+    a.extend(load_map(R2, events));
+    a.push(insn(op::MOV32_IMM, R3, 0, 0, -1));
+    a.push(insn(op::MOV64_REG, R4, FP, 0, 0));
+    a.alu_imm(op::ADD, R4, -16);
+    a.push(insn(op::MOV64_IMM, R5, 0, 0, CREDS_BYTES as i32));
+    a.call(PERF_EVENT_OUTPUT);
+    a.bind(done);
+    a.exit_with(1);
+    a.finish()
+}
+
+/// The (uid, gid) of a credentials record; `None` for any other record.
+pub fn parse_creds(raw: &[u8]) -> Option<(u32, u32)> {
+    let word =
+        |o: usize| -> Option<u64> { Some(u64::from_le_bytes(raw.get(o..o + 8)?.try_into().ok()?)) };
+    (word(0)? == CREDS_TAG).then_some(())?;
+    let ids = word(8)?;
+    Some((ids as u32, (ids >> 32) as u32))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -258,5 +320,43 @@ print fmt: \"dfd: 0x%08lx\"
             .collect();
         assert_eq!(maps, vec![7, 8]);
         const { assert!(RECORD_BYTES <= 4096) };
+    }
+
+    #[test]
+    fn the_credentials_program_writes_after_id_calls_only_and_keeps_the_samples() {
+        let p = creds_program(9, Some(8)).unwrap();
+        let jeq: Vec<i32> = p
+            .iter()
+            .filter(|i| i.code == op::JMP | op::JEQ)
+            .map(|i| i.imm)
+            .collect();
+        assert_eq!(jeq, ID_CALLS);
+        let calls: Vec<i32> = p
+            .iter()
+            .filter(|i| i.code == op::CALL)
+            .map(|i| i.imm)
+            .collect();
+        assert_eq!(
+            calls,
+            vec![
+                crate::bpf::asm::helper::GET_CURRENT_UID_GID,
+                PERF_EVENT_OUTPUT
+            ]
+        );
+        // returns 1: dtx's own events on the tracepoint keep their samples
+        let n = p.len();
+        assert_eq!(
+            (p[n - 2].code, p[n - 2].imm, p[n - 1].code),
+            (op::MOV64_IMM, 1, op::EXIT)
+        );
+        // on exec: no call filter
+        let e = creds_program(9, None).unwrap();
+        assert!(e.iter().all(|i| i.code != op::JMP | op::JEQ));
+        let mut raw = CREDS_TAG.to_le_bytes().to_vec();
+        raw.extend_from_slice(&((7u64 << 32) | 65534).to_le_bytes());
+        assert_eq!(parse_creds(&raw), Some((65534, 7)));
+        assert_eq!(parse_creds(&raw[..12]), None);
+        raw[0] = 3; // a captured call's record
+        assert_eq!(parse_creds(&raw), None);
     }
 }

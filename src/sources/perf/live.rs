@@ -348,6 +348,9 @@ pub struct PerfSource {
     _capture: CapturePlan,
     /// System calls whose entries come from a capture program.
     captured_nrs: FastMap<u16, ()>,
+    /// Whether the kernel reports each thread's new `uid`/`gid` (after an exec or a set-id
+    /// call) through the credentials programs; else `/proc` is read at each exec.
+    ids_followed: bool,
     /// The clauses that run in the kernel, and their maps.
     kernel: KernelClauses,
     decoders: Vec<Decoder>,
@@ -445,10 +448,18 @@ impl PerfSource {
         };
         // system calls whose strings are captured at the probe (their entries then come from
         // the capture program, not from raw_syscalls:sys_enter)
-        let capture = match &root_early {
-            Some(root) => CapturePlan::prepare(root, &copyinstr_calls(sink, &enabled)),
-            None => CapturePlan::default(),
+        // and, where a program reads `uid` or `gid`, the credentials each thread has at its
+        // firings, followed in the kernel (tracefs is needed for that alone only then)
+        let reads_ids = reads_ids(sink);
+        let root_ids = match (&root_early, reads_ids) {
+            (None, true) => tracefs().ok(),
+            _ => None,
         };
+        let capture = CapturePlan::prepare(
+            root_early.as_deref().or(root_ids.as_deref()),
+            &copyinstr_calls(sink, &enabled),
+            reads_ids,
+        );
         entry_nrs.retain(|nr| !capture.covers(*nr));
         let total = crate::providers::linux::syscalls::X86_64.len();
         let enter_filter = if all_syscalls.0 == total && capture.calls.is_empty() {
@@ -603,7 +614,7 @@ impl PerfSource {
             }
         }
         // the capture programs' output events, one per CPU, in the CPU's ring
-        let capture_decoder = (!capture.calls.is_empty()).then(|| {
+        let capture_decoder = capture.active().then(|| {
             decoders.push(Decoder::Captured(
                 capture.calls.iter().map(|c| c.0.clone()).collect(),
             ));
@@ -696,6 +707,7 @@ impl PerfSource {
             rings,
             _fds: fds,
             captured_nrs: capture.calls.iter().map(|c| (c.0.nr, ())).collect(),
+            ids_followed: !capture.creds.is_empty(),
             _capture: capture,
             kernel,
             decoders,
@@ -836,9 +848,10 @@ impl PerfSource {
                     let mut t = self.tasks.get(tid, pid);
                     t.pid = pid;
                     t.set_comm(comm);
-                    if h.misc & record::MISC_COMM_EXEC != 0 {
+                    if h.misc & record::MISC_COMM_EXEC != 0 && !self.ids_followed {
                         // an exec may change the credentials (a set-id program, or what the
-                        // process set before it)
+                        // process set before it); read now, after the fact, where the kernel
+                        // cannot report them
                         if let Some(p) = task_from_proc(tid) {
                             (t.uid, t.gid) = (p.uid, p.gid);
                         }
@@ -961,6 +974,13 @@ impl PerfSource {
                 }
             }
             Decoder::Captured(layouts) => {
+                // a thread's ids as they are after its exec or set-id call
+                if let Some((uid, gid)) = capture::parse_creds(raw) {
+                    let mut t = self.tasks.get(s.tid, s.pid);
+                    (t.uid, t.gid) = (uid, gid);
+                    self.tasks.0.insert(s.tid, t);
+                    return;
+                }
                 let nr = raw.get(..8).map_or(u64::MAX, |b| {
                     u64::from_le_bytes(b.try_into().unwrap_or([0xff; 8]))
                 });
@@ -1210,6 +1230,33 @@ const USER_STACK: u64 = sample::REGS_USER | sample::STACK_USER;
 
 /// The system calls of enabled `syscall::X:entry` probes that a clause calling `copyinstr()`
 /// matches.
+/// What a program that reads `uid` or `gid` is told where the kernel cannot report a
+/// thread's new ids.
+const IDS_AFTER_THE_FACT: &str = "uid and gid are read from /proc when a thread is first seen and \
+     at each exec: a change by setuid() or the like, and the ids of a process gone before its \
+     exec was read, are missed";
+
+/// Whether a clause of the run reads `uid` or `gid`.
+fn reads_ids(sink: &dyn Sink) -> bool {
+    use crate::ir::Node;
+    use crate::lang::builtins::var;
+    let mut uses = false;
+    for program in sink.programs() {
+        for c in &program.clauses {
+            crate::ir::visit::visit_clause(
+                c,
+                &mut |n| {
+                    if let Node::Builtin { id, .. } = n {
+                        uses |= *id == var::UID || *id == var::GID;
+                    }
+                },
+                &mut |_| {},
+            );
+        }
+    }
+    uses
+}
+
 fn copyinstr_calls(sink: &dyn Sink, enabled: &[ProbeInfo]) -> Vec<u16> {
     use crate::ir::Node;
     let mut nrs = Vec::new();
@@ -1246,11 +1293,14 @@ fn copyinstr_calls(sink: &dyn Sink, enabled: &[ProbeInfo]) -> Vec<u16> {
 }
 
 /// The capture programs of a run (see [`capture`]): one per system call with string
-/// arguments, their two maps, and the tracepoint each attaches to.
+/// arguments, their two maps, and the tracepoint each attaches to; and the credentials
+/// programs ([`capture::creds_program`]), which write into the same output events.
 #[derive(Default)]
 struct CapturePlan {
     /// (layout, program) per call.
     calls: Vec<(capture::CallLayout, OwnedFd)>,
+    /// (program, tracepoint id) of the credentials programs.
+    creds: Vec<(OwnedFd, u32)>,
     /// `sys_enter_X` tracepoint ids, by call.
     tracepoints: Vec<u32>,
     scratch: Option<OwnedFd>,
@@ -1258,38 +1308,85 @@ struct CapturePlan {
 }
 
 impl CapturePlan {
-    /// Loads the programs for `nrs`; where the kernel cannot (no BPF, no `syscalls`
-    /// tracepoints), says once that strings are read after the fact and plans nothing.
-    fn prepare(root: &Path, nrs: &[u16]) -> CapturePlan {
-        if nrs.is_empty() {
-            return CapturePlan::default();
-        }
-        match Self::try_prepare(root, nrs) {
-            Ok(p) => p,
-            Err(e) => {
-                crate::output::stderr::say(
-                    "dtx",
-                    format_args!(
-                        "copyinstr() on system call arguments reads the process after the \
-                     call was recorded (it cannot be captured at the probe here: {e})"
-                    ),
-                );
-                CapturePlan::default()
+    /// Loads the programs for `nrs` and, with `ids`, the credentials programs; where the
+    /// kernel cannot (no BPF, no tracefs or tracepoints), says once what is read after the
+    /// fact instead, and plans nothing of that part.
+    fn prepare(root: Option<&Path>, nrs: &[u16], ids: bool) -> CapturePlan {
+        let say = |what: &str, e: &str| {
+            crate::output::stderr::say(
+                "dtx",
+                format_args!("{what} (it cannot be followed at the probe here: {e})"),
+            );
+        };
+        let mut plan = CapturePlan::default();
+        let root = match root {
+            Some(r) => r,
+            None => {
+                if ids {
+                    say(IDS_AFTER_THE_FACT, "tracefs is not mounted");
+                }
+                return plan;
+            }
+        };
+        if !nrs.is_empty() {
+            match Self::try_prepare(root, nrs) {
+                Ok(p) => plan = p,
+                Err(e) => say(
+                    "copyinstr() on system call arguments reads the process after the call \
+                     was recorded",
+                    &e,
+                ),
             }
         }
+        if ids {
+            if let Err(e) = plan.follow_ids(root) {
+                plan.creds.clear();
+                say(IDS_AFTER_THE_FACT, &e);
+            }
+        }
+        plan
+    }
+
+    /// Whether any program writes into the output events.
+    fn active(&self) -> bool {
+        !self.calls.is_empty() || !self.creds.is_empty()
+    }
+
+    fn events_map() -> Result<OwnedFd, String> {
+        let slots = online_cpus().iter().max().map_or(1, |m| m + 1);
+        bpfsys::create_map(bpfsys::MAP_PERF_EVENT_ARRAY, 4, 4, slots)
+            .map_err(|e| format!("BPF map: {e}"))
+    }
+
+    /// The credentials programs, on `raw_syscalls:sys_exit` and `sched:sched_process_exec`.
+    fn follow_ids(&mut self, root: &Path) -> Result<(), String> {
+        if self.events.is_none() {
+            self.events = Some(Self::events_map()?);
+        }
+        let events = self.events.as_ref().map_or(-1, |f| f.as_raw_fd());
+        let exit = load_format(root, "raw_syscalls", "sys_exit")?;
+        let id_at = exit
+            .fields
+            .iter()
+            .find(|f| f.name == "id" && f.size == 8)
+            .and_then(|f| i16::try_from(f.offset).ok())
+            .ok_or("raw_syscalls:sys_exit has no 8-byte `id` field")?;
+        let exec = load_format(root, "sched", "sched_process_exec")?;
+        for (fmt, at) in [(exit, Some(id_at)), (exec, None)] {
+            let prog = bpfsys::load_program(&capture::creds_program(events, at)?)
+                .map_err(|e| format!("BPF program for {}: {e}", fmt.name))?;
+            self.creds.push((prog, fmt.id));
+        }
+        Ok(())
     }
 
     fn try_prepare(root: &Path, nrs: &[u16]) -> Result<CapturePlan, String> {
-        let cpus = online_cpus();
-        let slots = cpus.iter().max().map_or(1, |m| m + 1);
         let scratch =
             bpfsys::create_map(bpfsys::MAP_PERCPU_ARRAY, 4, capture::RECORD_BYTES as u32, 1)
                 .map_err(|e| format!("BPF map: {e}"))?;
-        let events = bpfsys::create_map(bpfsys::MAP_PERF_EVENT_ARRAY, 4, 4, slots)
-            .map_err(|e| format!("BPF map: {e}"))?;
         let mut plan = CapturePlan {
             scratch: Some(scratch),
-            events: Some(events),
+            events: Some(Self::events_map()?),
             ..Default::default()
         };
         for &nr in nrs {
@@ -1368,6 +1465,26 @@ impl CapturePlan {
             };
             let fd = perf_event_open(&tp, -1, cpu as i32)
                 .map_err(|e| open_error(&format!("syscall tracepoint on CPU {cpu}"), &e))?;
+            // SAFETY: SET_BPF takes a loaded tracepoint program's descriptor.
+            if unsafe { libc::ioctl(fd.as_raw_fd(), IOC_SET_BPF, prog.as_raw_fd()) } != 0 {
+                return Err(fail("BPF attach", io::Error::last_os_error()));
+            }
+            attached.push(fd);
+        }
+        // the credentials programs keep their tracepoints' samples for dtx's other events
+        // there: the events they are attached through take none of them (a tracepoint fires
+        // in the kernel, which they exclude)
+        let creds = if first { &self.creds[..] } else { &[] };
+        for (prog, id) in creds {
+            let tp = PerfEventAttr {
+                kind: TYPE_TRACEPOINT,
+                config: u64::from(*id),
+                sample_period: 1,
+                flags: flag::EXCLUDE_KERNEL,
+                ..Default::default()
+            };
+            let fd = perf_event_open(&tp, -1, cpu as i32)
+                .map_err(|e| open_error(&format!("credentials tracepoint on CPU {cpu}"), &e))?;
             // SAFETY: SET_BPF takes a loaded tracepoint program's descriptor.
             if unsafe { libc::ioctl(fd.as_raw_fd(), IOC_SET_BPF, prog.as_raw_fd()) } != 0 {
                 return Err(fail("BPF attach", io::Error::last_os_error()));
