@@ -1,7 +1,9 @@
 //! Which clauses run in the kernel: a clause whose every probe is a system call entry (or
 //! every one a return), whose predicate the code generator compiles and whose statements are
-//! all aggregations and `self->`/`this->` assignments it compiles (a clause-local no other
-//! clause of the program names). Anything else stays in user space,
+//! all aggregations, `self->`/`this->` assignments (a clause-local no other clause of the
+//! program names) and additions to integer globals it compiles. Where a global the kernel
+//! adds to may also be named (BEGIN and END only) is the loader's to check, as for
+//! thread-locals (`sources/perf/kernel.rs`). Anything else stays in user space,
 //! with the reason. Thread-locals live on one side: a kernel clause that names a `self->`
 //! variable some clause in user space also names goes to user space too ([`thread_vars`]).
 
