@@ -657,7 +657,7 @@ fn bpf_globals_added_to_in_the_kernel_print_what_user_space_prints() {
 
 /// A global four processes add to at once, on every CPU: the kernel's atomic adds lose none
 /// (a load, add and store would, where two CPUs add at the same time). User space, which
-/// may drop records at this rate (and says so), must agree when it drops none.
+/// drops records at the rate of the first run, is compared with the kernel on a lighter one.
 #[test]
 fn bpf_a_global_added_to_on_every_cpu_at_once_loses_nothing() {
     require_bpf!();
@@ -665,14 +665,16 @@ fn bpf_a_global_added_to_on_every_cpu_at_once_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let exe = compile(dir.path());
     let e = exe.display();
-    let sh = dir.path().join("four.sh");
-    let four = format!("{e} 50000 0 0 & {e} 50000 0 0 & {e} 50000 0 0 & {e} 50000 0 0; wait\n");
-    std::fs::write(&sh, four).unwrap();
-    let cmd = format!("sh {}", sh.display());
+    let four = |n: u32, name: &str| {
+        let sh = dir.path().join(name);
+        let text = format!("{e} {n} 0 0 & {e} {n} 0 0 & {e} {n} 0 0 & {e} {n} 0 0; wait\n");
+        std::fs::write(&sh, text).unwrap();
+        format!("sh {}", sh.display())
+    };
     let script = r#"int64_t n;
         syscall::getppid:entry /execname == "dtxt_mix"/ { n++; @c = count(); }
         END { printf("n %d\n", n); printa("c %@d\n", @c); }"#;
-    let (kernel, why) = run(script, &cmd, "verbose");
+    let (kernel, why) = run(script, &four(50000, "heavy.sh"), "verbose");
     if why.contains("the kernel refused") {
         eprintln!("skipping: BPF programs do not load here: {why}");
         return;
@@ -683,10 +685,9 @@ fn bpf_a_global_added_to_on_every_cpu_at_once_loses_nothing() {
     );
     assert!(kernel.lines().any(|l| l == "n 200000"), "{kernel}");
     assert!(kernel.lines().any(|l| l == "c 200000"), "{kernel}");
-    let (user, said) = run(script, &cmd, "off");
-    if said.contains("drop") {
-        eprintln!("user space dropped records at this rate: {said}");
-    } else {
-        assert_eq!(kernel, user, "{said}");
-    }
+    let Some((user, kernel, why)) = both_ways(script, &four(2000, "light.sh")) else {
+        return;
+    };
+    assert_eq!(kernel, user, "{why}");
+    assert!(kernel.lines().any(|l| l == "n 8000"), "{kernel}");
 }
