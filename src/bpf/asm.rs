@@ -32,6 +32,10 @@ pub mod op {
     pub const STX_DW: u8 = 0x7b;
     pub const ST_W: u8 = 0x62;
     pub const ST_DW: u8 = 0x7a;
+    /// `BPF_STX | BPF_DW | BPF_ATOMIC`, with [`ATOMIC_ADD`] in `imm`: `*(u64 *)(dst + off) +=
+    /// src`, atomically.
+    pub const ATOMIC_DW: u8 = 0xdb;
+    pub const ATOMIC_ADD: i32 = 0x00;
     pub const LD_IMM64: u8 = 0x18;
     pub const JNE_IMM: u8 = 0x55;
     pub const CALL: u8 = 0x85;

@@ -11,7 +11,11 @@
 //! variable on the same side). `timestamp` is `bpf_ktime_get_ns()`, `CLOCK_MONOTONIC`: the
 //! clock the perf source's records carry, moved by the same offset to the engine's clock.
 //! Quantizations compute the bucket index in the program, as `agg::quantize` does, and count
-//! into one entry per bucket (`maps`).
+//! into one entry per bucket (`maps`). Clause-locals (`this->x`) are stack slots zeroed at
+//! the start; integer globals are only added to (`x++`, `x += v`: an atomic add to an array
+//! map indexed by variable id, the same sum in any order of the CPUs), never read here; the
+//! loader adds the sums to the engine's globals before END. `execname == "lit"` compares
+//! `comm`'s 16 bytes with the literal's.
 //!
 //! The program's context is the raw record of `raw_syscalls:sys_enter` (`id`, `args[6]`) or
 //! `raw_syscalls:sys_exit` (`id`, `ret`), at the offsets of the tracepoint's format. Values
@@ -24,6 +28,8 @@ use super::asm::{helper, insn, op, reg, Asm, Insn};
 use super::maps::{is_quantization, kernel_func, parts_bytes, value_words, KeyPart};
 use crate::ir::{AggFunc, BinOp, CmpKind, CmpOp, LValue, Node, Scope, ValKind};
 use crate::lang::builtins::var;
+
+mod buckets;
 
 /// Where the tracepoint's record keeps what the program reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,6 +79,11 @@ pub struct KernelClause {
     pub predicate: Option<Node>,
     pub aggs: Vec<KernelAgg>,
     pub body: Vec<KernelStmt>,
+    /// The clause-locals (`this->x`, integers) the clause names, by variable id: each has a
+    /// stack slot, 0 when the program starts as the VM zeroes them at each firing.
+    pub locals: Vec<u32>,
+    /// The integer globals the clause adds to (`x++`, `x += v`), by variable id.
+    pub globals: Vec<u32>,
 }
 
 /// Temporaries: 16 slots of 8 bytes below the frame pointer.
@@ -90,6 +101,13 @@ const TLS_AT: i16 = INIT_AT - 16;
 const INCR_AT: i16 = TLS_AT - 8;
 /// stddev()'s square of the value, as a 128-bit number's low and high words.
 const SQUARE_AT: i16 = INCR_AT - 16;
+/// The thread's `comm` for a comparison of `execname` with a literal.
+const COMM_AT: i16 = SQUARE_AT - COMM_LEN as i16;
+/// The bytes of the kernel's `comm` (`TASK_COMM_LEN`, NUL included).
+pub const COMM_LEN: usize = 16;
+/// Most clause-locals (`this->x`) of a kernel clause, one 8-byte slot each below `comm`.
+pub const MAX_LOCALS: usize = 16;
+const LOCALS_AT: i16 = COMM_AT - 8;
 /// The drop counters' indexes: aggregations, dynamic variables.
 pub const AGG_DROPS: i32 = 0;
 pub const DYN_DROPS: i32 = 1;
@@ -105,6 +123,9 @@ pub struct MapFds<'a> {
     pub aggs: &'a [i32],
     pub drops: i32,
     pub tls: i32,
+    /// The program's integer globals that kernel clauses add to: an array of u64 indexed
+    /// by variable id.
+    pub globals: i32,
     pub clock_offset: i64,
     /// Whether the tracepoint's perf samples are kept: the programs of a tracepoint decide
     /// for every perf event on it (all must return non-zero), so a program returns 1 where
@@ -119,6 +140,7 @@ struct Gen<'a> {
     maps: &'a MapFds<'a>,
     /// Exits without effect (a false predicate, another system call).
     skip: super::asm::Label,
+    locals: &'a [u32],
 }
 
 /// The program of `c`, or why it cannot be one.
@@ -134,8 +156,15 @@ pub fn compile(c: &KernelClause, layout: Layout, maps: &MapFds<'_>) -> Result<Ve
         layout,
         maps,
         skip,
+        locals: &c.locals,
     };
+    if c.locals.len() > MAX_LOCALS {
+        return Err(format!("more than {MAX_LOCALS} clause-locals"));
+    }
     g.a.push(insn(op::MOV64_REG, reg::R6, reg::R1, 0, 0));
+    for i in 0..c.locals.len() {
+        g.a.push(insn(op::ST_DW, reg::FP, 0, LOCALS_AT - 8 * i as i16, 0));
+    }
     g.syscall_filter(&c.ranges);
     if let Some(p) = &c.predicate {
         g.expr(p, 0)?;
@@ -238,7 +267,7 @@ impl Gen<'_> {
                 b,
             } => {
                 if *kind == CmpKind::String {
-                    return Err("a string comparison".into());
+                    return self.execname_compare(*cop, a, b);
                 }
                 let slot = Self::temp(depth)?;
                 self.expr(a, depth)?;
@@ -332,8 +361,79 @@ impl Gen<'_> {
                 scope: Scope::Thread,
                 kind: ValKind::Int { .. },
             } => self.read_tls(*id),
+            Node::Var {
+                id,
+                scope: Scope::Clause,
+                kind: ValKind::Int { .. },
+            } => {
+                let at = self.local(*id)?;
+                self.a.load(R0, FP, at);
+            }
             other => return Err(describe(other)),
         }
+        Ok(())
+    }
+
+    /// The stack slot of clause-local `id`.
+    fn local(&self, id: u32) -> Result<i16, String> {
+        let i = self
+            .locals
+            .iter()
+            .position(|&l| l == id)
+            .ok_or("a clause-local the plan did not give a slot")?;
+        Ok(LOCALS_AT - 8 * i as i16)
+    }
+
+    /// `r0` = `execname == "lit"` (or `!=`): the thread's `comm` (`bpf_get_current_comm`,
+    /// NUL-padded to [`COMM_LEN`] bytes) against the literal padded the same way, as two
+    /// 8-byte words. The VM compares the whole strings; `comm` holds at most 15 bytes, so a
+    /// literal of 16 or more can never equal it, and the comparison is a constant here too.
+    /// A literal ends at its first NUL, as the VM reads it.
+    fn execname_compare(&mut self, cop: CmpOp, a: &Node, b: &Node) -> Result<(), String> {
+        use reg::{FP, R0, R1, R2};
+        let lit = match (a, b) {
+            (
+                Node::Builtin {
+                    id: var::EXECNAME, ..
+                },
+                Node::Str(s),
+            )
+            | (
+                Node::Str(s),
+                Node::Builtin {
+                    id: var::EXECNAME, ..
+                },
+            ) => s.as_bytes(),
+            _ => return Err("a string comparison other than `execname` with a literal".into()),
+        };
+        let eq = match cop {
+            CmpOp::Eq => true,
+            CmpOp::Ne => false,
+            _ => return Err("a string comparison other than `==` and `!=`".into()),
+        };
+        let lit = &lit[..lit.iter().position(|&c| c == 0).unwrap_or(lit.len())];
+        if lit.len() >= COMM_LEN {
+            self.a.mov_imm(R0, i64::from(!eq));
+            return Ok(());
+        }
+        let mut padded = [0u8; COMM_LEN];
+        padded[..lit.len()].copy_from_slice(lit);
+        self.a.push(insn(op::MOV64_REG, R1, FP, 0, 0));
+        self.a.alu_imm(op::ADD, R1, i32::from(COMM_AT));
+        self.a.mov_imm(R2, COMM_LEN as i64);
+        self.a.call(helper::GET_CURRENT_COMM);
+        let done = self.a.label();
+        self.a.mov_imm(R0, i64::from(!eq));
+        for (w, bytes) in padded.chunks_exact(8).enumerate() {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(bytes);
+            // BPF loads in the host's byte order
+            self.a.load(R1, FP, COMM_AT + 8 * w as i16);
+            self.a.mov_imm(R2, i64::from_ne_bytes(word));
+            self.a.jump_reg(op::JNE, R1, R2, done);
+        }
+        self.a.mov_imm(R0, i64::from(eq));
+        self.a.bind(done);
         Ok(())
     }
 
@@ -409,6 +509,13 @@ impl Gen<'_> {
                     self.a.alu_imm(op::LSH, R0, 32);
                     self.a.alu_imm(op::RSH, R0, 32);
                 }
+            }
+            var::PPID => {
+                return Err(
+                    "`ppid` (the parent's tgid is a read of the task's `real_parent`, \
+                            which the back end does not make yet)"
+                        .into(),
+                )
             }
             _ => return Err(format!("`{name}` in an expression")),
         }
@@ -630,33 +737,85 @@ impl Gen<'_> {
 }
 
 impl Gen<'_> {
-    /// A statement: an assignment to (or `++`/`--` of) an integer thread-local.
+    /// A statement: an assignment to (or `++`/`--` of) an integer thread-local or
+    /// clause-local.
     fn statement(&mut self, n: &Node) -> Result<(), String> {
-        let tls = |t: &LValue| match t {
+        let var = |t: &LValue| match t {
             LValue::Var {
                 id,
-                scope: Scope::Thread,
+                scope: scope @ (Scope::Thread | Scope::Clause),
                 kind: ValKind::Int { .. },
-            } => Some(*id),
+            } => Some((*id, *scope == Scope::Thread)),
             _ => None,
         };
-        match n {
+        if let Some((id, add)) = global_add(n)? {
+            return self.add_to_global(id, add);
+        }
+        let (target, delta) = match n {
             Node::Assign { target, value } => {
-                let id =
-                    tls(target).ok_or("a statement assigning to other than an integer `self->`")?;
+                let v = var(target)
+                    .ok_or("a statement assigning to other than an integer `self->` or `this->`")?;
                 self.expr(value, 0)?;
-                self.write_tls(id)
+                (v, None)
             }
             Node::IncDec { target, delta, .. } => {
-                let id =
-                    tls(target).ok_or("a statement `++`/`--` of other than an integer `self->`")?;
-                self.read_tls(id);
-                self.a.mov_imm(reg::R1, *delta);
-                self.a.alu_reg(op::ADD, reg::R0, reg::R1);
-                self.write_tls(id)
+                let v = var(target)
+                    .ok_or("a statement `++`/`--` of other than an integer `self->` or `this->`")?;
+                (v, Some(*delta))
             }
-            _ => Err("a statement other than an aggregation or a `self->` assignment".into()),
+            _ => {
+                return Err(
+                    "a statement other than an aggregation or a `self->`/`this->` assignment"
+                        .into(),
+                )
+            }
+        };
+        let (id, thread) = target;
+        if let Some(delta) = delta {
+            if thread {
+                self.read_tls(id);
+            } else {
+                let at = self.local(id)?;
+                self.a.load(reg::R0, reg::FP, at);
+            }
+            self.a.mov_imm(reg::R1, delta);
+            self.a.alu_reg(op::ADD, reg::R0, reg::R1);
         }
+        if thread {
+            self.write_tls(id)
+        } else {
+            let at = self.local(id)?;
+            self.a.store(reg::FP, at, reg::R0);
+            Ok(())
+        }
+    }
+
+    /// `x += v` on global `id`, `v` a node or a constant: an atomic add to its slot of the
+    /// globals' array (BPF_ATOMIC | BPF_ADD, Documentation/bpf/standardization/
+    /// instruction-set.rst, "Atomic operations"), so that CPUs adding at once lose nothing.
+    fn add_to_global(&mut self, id: u32, add: GlobalAdd<'_>) -> Result<(), String> {
+        use reg::{FP, R0, R1, R2};
+        match add {
+            GlobalAdd::Const(c) => self.a.mov_imm(R0, c),
+            GlobalAdd::Node(v, neg) => {
+                self.expr(v, 0)?;
+                if neg {
+                    self.a.push(insn(op::ALU64 | op::NEG, R0, 0, 0, 0));
+                }
+            }
+        }
+        self.a.store(FP, VALUE_AT, R0);
+        let none = self.a.label();
+        self.a.push(insn(op::ST_W, FP, 0, TLS_AT, id as i32));
+        self.a.extend(super::asm::load_map(R1, self.maps.globals));
+        self.a.push(insn(op::MOV64_REG, R2, FP, 0, 0));
+        self.a.alu_imm(op::ADD, R2, i32::from(TLS_AT));
+        self.a.call(helper::MAP_LOOKUP_ELEM);
+        self.a.jump_imm(op::JEQ, R0, 0, none);
+        self.a.load(R1, FP, VALUE_AT);
+        self.a.push(insn(op::ATOMIC_DW, R0, R1, 0, op::ATOMIC_ADD));
+        self.a.bind(none);
+        Ok(())
     }
 
     /// The key `[thread, id]` of thread-local `id` at [`TLS_AT`]: the thread is the VM's
@@ -721,140 +880,50 @@ impl Gen<'_> {
         self.a.load(R0, FP, VALUE_AT);
         Ok(())
     }
+}
 
-    /// `r0` = the bucket of the value in `r0` for quantization `f`, as `agg::quantize`
-    /// indexes it (`llquantize()`'s index before `agg` clamps it to its last bucket).
-    /// Clobbers `r1`, `r2`.
-    fn bucket(&mut self, f: AggFunc) -> Result<(), String> {
-        use reg::{R0, R1};
-        let done = self.a.label();
-        match f {
-            AggFunc::Quantize => {
-                let (zero, pos) = (self.a.label(), self.a.label());
-                self.a.jump_imm(op::JEQ, R0, 0, zero);
-                self.a.jump_imm(op::JSGT, R0, 0, pos);
-                // negative: 62 - min(log2(|v|), 62), |i64::MIN| being 2^63 unsigned
-                self.a.push(insn(op::ALU64 | op::NEG, R0, 0, 0, 0));
-                self.log2();
-                let small = self.a.label();
-                self.a.jump_imm(op::JLE, R1, 62, small);
-                self.a.mov_imm(R1, 62);
-                self.a.bind(small);
-                self.a.mov_imm(R0, 62);
-                self.a.alu_reg(op::SUB, R0, R1);
-                self.a.goto(done);
-                self.a.bind(pos);
-                self.log2();
-                self.a.mov_imm(R0, 64);
-                self.a.alu_reg(op::ADD, R0, R1);
-                self.a.goto(done);
-                self.a.bind(zero);
-                self.a.mov_imm(R0, 63);
-            }
-            AggFunc::Lquantize { base, step, levels } => {
-                if step == 0 || levels == 0 {
-                    return Err("lquantize() with no step or no levels".into());
-                }
-                // the value as 32 bits, signed, as the kernel's lquantize takes it
-                let inside = self.a.label();
-                self.a.alu_imm(op::LSH, R0, 32);
-                self.a.alu_imm(op::ARSH, R0, 32);
-                self.a.jump_imm(op::JSGE, R0, base, inside);
-                self.a.mov_imm(R0, 0);
-                self.a.goto(done);
-                self.a.bind(inside);
-                self.a.alu_imm(op::SUB, R0, base);
-                self.a.alu_imm(op::DIV, R0, i32::from(step));
-                let level = self.a.label();
-                self.a.jump_imm(op::JLT, R0, i32::from(levels), level);
-                self.a.mov_imm(R0, i64::from(levels) + 1);
-                self.a.goto(done);
-                self.a.bind(level);
-                self.a.alu_imm(op::ADD, R0, 1);
-            }
-            AggFunc::Llquantize {
-                factor,
-                low,
-                high,
-                nsteps,
-            } => self.llquantize_bucket(factor, low, high, nsteps, done),
-            f => return Err(format!("{f:?} has no buckets")),
-        }
-        self.a.bind(done);
-        Ok(())
-    }
+/// What a statement adds to an integer global.
+pub enum GlobalAdd<'a> {
+    Const(i64),
+    /// The node's value, negated when `true`.
+    Node(&'a Node, bool),
+}
 
-    /// `r1 = floor(log2(r0))` for `r0` > 0 as unsigned; clobbers `r0`, `r2`.
-    fn log2(&mut self) {
-        use reg::{R0, R1, R2};
-        self.a.mov_imm(R1, 0);
-        for shift in [32, 16, 8, 4, 2, 1] {
-            let skip = self.a.label();
-            self.a.push(insn(op::MOV64_REG, R2, R0, 0, 0));
-            self.a.alu_imm(op::RSH, R2, shift);
-            self.a.jump_imm(op::JEQ, R2, 0, skip);
-            self.a.push(insn(op::MOV64_REG, R0, R2, 0, 0));
-            self.a.alu_imm(op::ADD, R1, shift);
-            self.a.bind(skip);
+/// The global statement `n` adds to, and what: `x++`, `x--`, `x += v`, `x -= v` (`x = x + v`
+/// as the compiler gives them) with `v` naming no global; none when `n` is not a statement
+/// on a global; an error for any other statement on a global.
+pub fn global_add(n: &Node) -> Result<Option<(u32, GlobalAdd<'_>)>, String> {
+    let global = |t: &LValue| match t {
+        LValue::Var {
+            id,
+            scope: Scope::Global,
+            kind: ValKind::Int { .. },
+        } => Some(*id),
+        _ => None,
+    };
+    let other = "a global assigned other than by `++`, `--`, `+=` or `-=` (only additions give \
+                 the same sum in any order of the CPUs)";
+    match n {
+        Node::IncDec { target, delta, .. } => {
+            Ok(global(target).map(|id| (id, GlobalAdd::Const(*delta))))
         }
-    }
-
-    /// `llquantize()`'s bucket of `r0`: `agg::quantize::llquantize_bucket` with its
-    /// parameters known, so its walk over the orders of magnitude is unrolled into
-    /// comparisons with constants (the one order whose top overflows 64 bits gives a
-    /// constant, as the walk does).
-    fn llquantize_bucket(
-        &mut self,
-        factor: u16,
-        low: u16,
-        high: u16,
-        nsteps: u16,
-        done: super::asm::Label,
-    ) {
-        use reg::{R0, R1};
-        let f = i64::from(factor.max(2));
-        let nsteps = i64::from(nsteps.max(1));
-        let mut this: i64 = 1;
-        for _ in 0..low {
-            this = this.saturating_mul(f);
-        }
-        let above = self.a.label();
-        self.a.mov_imm(R1, this);
-        self.a.jump_reg(op::JSGE, R0, R1, above);
-        self.a.mov_imm(R0, 0);
-        self.a.goto(done);
-        self.a.bind(above);
-        let mut last = this;
-        this = this.saturating_mul(f);
-        let mut base: i64 = 1;
-        let mut order = low;
-        while order <= high {
-            let nb = this.min(nsteps).max(1);
-            let width = (this / nb).max(1);
-            let Some(next) = this.checked_mul(f) else {
-                // the walk takes the value as this - 1 here
-                self.a
-                    .mov_imm(R0, (base + (this - 1 - last) / width).max(0));
-                self.a.goto(done);
-                return;
+        Node::Assign { target, value } => {
+            let Some(id) = global(target) else {
+                return Ok(None);
             };
-            let over = self.a.label();
-            self.a.mov_imm(R1, this);
-            self.a.jump_reg(op::JSGE, R0, R1, over);
-            self.a.mov_imm(R1, last);
-            self.a.alu_reg(op::SUB, R0, R1);
-            self.a.mov_imm(R1, width);
-            self.a.alu_reg(op::DIV, R0, R1);
-            self.a.mov_imm(R1, base);
-            self.a.alu_reg(op::ADD, R0, R1);
-            self.a.goto(done);
-            self.a.bind(over);
-            base += nb - nb / f;
-            last = this;
-            this = next;
-            order += 1;
+            match &**value {
+                Node::Binary {
+                    op: bop @ (BinOp::Add | BinOp::Sub),
+                    a,
+                    b,
+                    ..
+                } if matches!(&**a, Node::Var { id: x, scope: Scope::Global, .. } if *x == id) => {
+                    Ok(Some((id, GlobalAdd::Node(b, *bop == BinOp::Sub))))
+                }
+                _ => Err(other.into()),
+            }
         }
-        self.a.mov_imm(R0, base.max(0));
+        _ => Ok(None),
     }
 }
 
@@ -869,8 +938,8 @@ fn describe(n: &Node) -> String {
         Node::Var {
             scope: Scope::Global,
             ..
-        } => "a global variable".into(),
-        Node::Var { .. } => "a clause-local variable (`this->`)".into(),
+        } => "a global read in the kernel (its value would depend on the order of the CPUs)".into(),
+        Node::Var { .. } => "a clause-local (`this->`) that is not an integer".into(),
         Node::Array { .. } => "an associative array".into(),
         Node::Load { .. } | Node::Bitfield { .. } => "a load from memory".into(),
         Node::Args { .. } => "typed `args[]`".into(),

@@ -1,12 +1,15 @@
 //! Which clauses run in the kernel: a clause whose every probe is a system call entry (or
 //! every one a return), whose predicate the code generator compiles and whose statements are
-//! all aggregations and `self->` assignments it compiles. Anything else stays in user space,
+//! all aggregations, `self->`/`this->` assignments (a clause-local no other clause of the
+//! program names) and additions to integer globals it compiles. Where a global the kernel
+//! adds to may also be named (BEGIN and END only) is the loader's to check, as for
+//! thread-locals (`sources/perf/kernel.rs`). Anything else stays in user space,
 //! with the reason. Thread-locals live on one side: a kernel clause that names a `self->`
 //! variable some clause in user space also names goes to user space too ([`thread_vars`]).
 
 use std::collections::BTreeSet;
 
-use super::codegen::{compile, KernelAgg, KernelClause, KernelStmt, Layout, MapFds};
+use super::codegen::{compile, global_add, KernelAgg, KernelClause, KernelStmt, Layout, MapFds};
 use super::maps::{KeyPart, ProbeField};
 use crate::ir::visit::visit_clause;
 use crate::ir::{ActionKind, AggFunc, Clause, LValue, Node, Program, Scope, Stmt, ValKind};
@@ -87,6 +90,33 @@ pub fn plan_clause(
     if body.is_empty() {
         return Err("no statement (the default action traces the probe)".into());
     }
+    // clause-locals: the VM zeroes them once per firing, for all the clauses of the probe, so
+    // one clause's `this->x` is another's on the same probe; a kernel clause's locals live
+    // on its program's stack, so no other clause may name them
+    let locals = vars_of(c, Scope::Clause);
+    for (i, other) in prog.clauses.iter().enumerate() {
+        if i == clause {
+            continue;
+        }
+        if let Some(id) = vars_of(other, Scope::Clause).intersection(&locals).next() {
+            let name = prog.variable(*id).map_or("?", |v| v.name.as_str());
+            return Err(format!(
+                "this->{name} is also used by clause {}, and clause-locals live on one side",
+                i + 1
+            ));
+        }
+    }
+    let locals: Vec<u32> = locals.into_iter().collect();
+    let mut globals = Vec::new();
+    for s in &body {
+        if let KernelStmt::Eval(n) = s {
+            if let Some((id, _)) = global_add(n)? {
+                globals.push(id);
+            }
+        }
+    }
+    globals.sort_unstable();
+    globals.dedup();
     let mut out = Vec::new();
     for (nrs, is_ret) in [(entry, false), (ret, true)] {
         if nrs.is_empty() {
@@ -105,6 +135,8 @@ pub fn plan_clause(
             predicate: c.predicate.clone(),
             aggs: aggs.clone(),
             body: body.clone(),
+            locals: locals.clone(),
+            globals: globals.clone(),
         };
         // the generator is the judge of what it can express
         let fds = vec![-1; k.aggs.len()];
@@ -112,6 +144,7 @@ pub fn plan_clause(
             aggs: &fds,
             drops: -1,
             tls: -1,
+            globals: -1,
             clock_offset: 0,
             samples: false,
         };
@@ -131,6 +164,7 @@ pub fn check(c: &KernelClause, layout: Layout) -> Result<(), String> {
             aggs: &fds,
             drops: -1,
             tls: -1,
+            globals: -1,
             clock_offset: 0,
             samples: false,
         },
@@ -163,35 +197,28 @@ fn check_params(f: AggFunc) -> Result<(), String> {
 
 /// The thread-local (`self->`) variables clause `c` names.
 pub fn thread_vars(c: &Clause) -> BTreeSet<u32> {
+    vars_of(c, Scope::Thread)
+}
+
+/// The global variables clause `c` names.
+pub fn global_vars(c: &Clause) -> BTreeSet<u32> {
+    vars_of(c, Scope::Global)
+}
+
+/// The variables of `scope` clause `c` names.
+fn vars_of(c: &Clause, scope: Scope) -> BTreeSet<u32> {
     let mut out = BTreeSet::new();
     let target = |t: &LValue, out: &mut BTreeSet<u32>| {
-        if let LValue::Var {
-            id,
-            scope: Scope::Thread,
-            ..
-        }
-        | LValue::Array {
-            id,
-            scope: Scope::Thread,
-            ..
-        } = t
-        {
-            out.insert(*id);
+        if let LValue::Var { id, scope: s, .. } | LValue::Array { id, scope: s, .. } = t {
+            if *s == scope {
+                out.insert(*id);
+            }
         }
     };
     visit_clause(
         c,
         &mut |n| match n {
-            Node::Var {
-                id,
-                scope: Scope::Thread,
-                ..
-            }
-            | Node::Array {
-                id,
-                scope: Scope::Thread,
-                ..
-            } => {
+            Node::Var { id, scope: s, .. } | Node::Array { id, scope: s, .. } if *s == scope => {
                 out.insert(*id);
             }
             Node::Assign { target: t, .. } | Node::IncDec { target: t, .. } | Node::AddrOf(t) => {
@@ -311,16 +338,43 @@ mod tests {
                 "not an integer",
             ),
             ("syscall::read:entry { self->s = \"a\"; }", "integer"),
-            ("syscall::read:entry { x = 1; }", "statement"),
+            (
+                "syscall::read:entry { x = 1; }",
+                "global assigned other than",
+            ),
+            (
+                "int x; syscall::read:entry /x > 2/ { x++; }",
+                "a global read in the kernel",
+            ),
+            (
+                "int x; syscall::read:entry { x += x; }",
+                "a global read in the kernel",
+            ),
+            // int = (int)(x + arg0): narrowed at each assignment, where `x++` is not
+            (
+                "int x; syscall::read:entry { x += arg0; }",
+                "global assigned other than",
+            ),
             ("syscall::read:entry { }", "no statement"),
             (
-                "syscall::read:entry /execname == \"x\"/ { @ = count(); }",
-                "string",
+                "syscall::read:entry /execname < \"x\"/ { @ = count(); }",
+                "other than `==` and `!=`",
             ),
-            ("syscall::read:entry { x = 1; @ = count(); }", "statement"),
+            (
+                "syscall::read:entry /execname == probefunc/ { @ = count(); }",
+                "other than `execname` with a literal",
+            ),
+            (
+                "syscall::read:entry { this->s = execname; @ = count(); }",
+                "this->",
+            ),
+            (
+                "syscall::read:entry { x = 1; @ = count(); }",
+                "global assigned",
+            ),
             (
                 "syscall::read:entry { self->a = 1; @ = count(); y = self->a + 1; }",
-                "statement",
+                "global assigned",
             ),
         ] {
             let e = plan(src, &p).unwrap_err();
@@ -353,6 +407,36 @@ mod tests {
         assert!(k[0].aggs[1].incr.is_some() && k[0].aggs[0].incr.is_none());
         let p = compile_d(src);
         assert_eq!(thread_vars(&p.clauses[0]).len(), 2);
+    }
+
+    // compiled against the live catalog, which is Linux's only on Linux
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn execname_against_literals_and_clause_locals_run_in_the_kernel() {
+        let p = [syscall_probe_id(0, false)];
+        let k = plan(
+            "syscall::read:entry /execname == \"dtxt_mix\" || \"a\" != execname/
+             { this->n = arg2 * 2; this->n++; @[execname != \"0123456789abcdefg\" ? this->n : 0] = sum(this->n); }",
+            &p,
+        )
+        .unwrap();
+        assert_eq!(k[0].locals.len(), 1);
+        let k = plan(
+            "int x, z; int64_t y; syscall::read:entry { x++; y -= arg0; x += 2; this->a = 1; z = z - this->a; }",
+            &p,
+        )
+        .unwrap();
+        assert_eq!(k[0].globals.len(), 3);
+        // a clause-local another clause names stays in user space: the VM shares it between
+        // the clauses of one firing
+        let two = compile_d(
+            "syscall::read:entry { this->n = 1; @ = count(); }
+             syscall::read:entry { @b = sum(this->n); }",
+        );
+        for c in 0..2 {
+            let e = plan_clause(&two, 0, c, &p).unwrap_err();
+            assert!(e.contains("this->n is also used by clause"), "{e}");
+        }
     }
 
     #[test]

@@ -843,6 +843,12 @@ impl Sink for Engine {
             .is_some_and(|r| r.vm.aggs.merge_words(agg, key, words).is_ok())
     }
 
+    fn add_to_global(&mut self, program: usize, id: u32, delta: u64) {
+        if let Some(r) = self.runs.get_mut(program) {
+            r.vm.add_to_global(id, delta);
+        }
+    }
+
     fn add_agg_drops(&mut self, program: usize, n: u64) {
         if let Some(r) = self.runs.get_mut(program) {
             r.vm.agg_drops += n;

@@ -90,6 +90,9 @@ pub trait Sink {
     ) -> bool {
         false
     }
+    /// Adds `delta` (wrapping) to integer global `id` of program `program`: what clauses in
+    /// the kernel added to it.
+    fn add_to_global(&mut self, _program: usize, _id: u32, _delta: u64) {}
     /// Aggregation drops that happened in the kernel, counted as program `program`'s.
     fn add_agg_drops(&mut self, _program: usize, _n: u64) {}
     /// Dynamic variable drops that happened in the kernel (a full thread-local map).

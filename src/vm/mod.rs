@@ -687,6 +687,14 @@ impl Vm {
         )
     }
 
+    /// Adds `delta` (wrapping, as `+=` does) to the integer global `id`: what the program's
+    /// clauses in the kernel added to it (the BPF back end).
+    pub fn add_to_global(&mut self, id: u32, delta: u64) {
+        if let Some(g) = self.globals.get_mut(id as usize) {
+            *g = g.wrapping_add(delta);
+        }
+    }
+
     /// Counts drops that happened in another VM of the same program (the engine of one trace
     /// of a many-trace run) as this one's, for the run's final drop messages: dynamic
     /// variables, and speculations (as [`Vm::spec_drops`] gives them).

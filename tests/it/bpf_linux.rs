@@ -544,6 +544,154 @@ fn bpf_uid_after_setresuid_without_exec_is_exact_both_ways() {
     assert_eq!(kernel, user, "{why}");
 }
 
+/// `execname` against literals in predicates and the ternary, and clause-locals: the
+/// workload runs under a name longer than `comm` holds, so its `comm` is the first 15 bytes
+/// (`dtxt_mix_longer`); the full name and a 16-byte literal equal it on neither side.
+const EXECNAME: &str = r#"
+syscall::getppid:entry /execname == "dtxt_mix_longer"/
+{ @eq = count(); this->n = 2; this->n++; @loc = sum(this->n);
+  @full = sum(execname == "dtxt_mix_longer_name"); @sixteen = sum(execname == "dtxt_mix_longerX");
+  @short = sum(execname == "dtxt_mix_longe"); }
+syscall::write:entry /pid == $target && arg0 == 999/
+{ this->k = arg2 % 4; this->k += execname == "dtxt_mix_long" ? 100 : 10;
+  @t[execname != "dtxt_mix_longer" ? -1 : this->k] = count();
+  @ne = sum(execname != "dtxt_mix_longer_name"); @ne16 = sum("0123456789abcdef" != execname); }
+syscall::getpid:entry /"dtxt_mix_longer" == execname && pid == $target/ { @r = count(); }
+syscall::getpid:entry /execname != "dtxt_mix_longer" && pid == $target/ { @never = count(); }
+END { printa("eq %@d\n", @eq); printa("loc %@d\n", @loc); printa("full %@d\n", @full);
+      printa("sixteen %@d\n", @sixteen); printa("short %@d\n", @short); printa(@t);
+      printa("ne %@d\n", @ne); printa("ne16 %@d\n", @ne16); printa("r %@d\n", @r);
+      printa("never %@d\n", @never); }
+"#;
+
+#[test]
+fn bpf_execname_comparisons_and_clause_locals_print_what_user_space_prints() {
+    require_bpf!();
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path());
+    let long = dir.path().join("dtxt_mix_longer_name");
+    std::fs::copy(&exe, &long).unwrap();
+    let cmd = format!("{} 2000 40 7", long.display());
+    let Some((user, kernel, why)) = both_ways(EXECNAME, &cmd) else {
+        return;
+    };
+    for c in 1..=4 {
+        assert!(
+            why.contains(&format!("bpf: clause {c} (")) && why.contains("runs in the kernel"),
+            "{why}"
+        );
+    }
+    assert_eq!(kernel, user, "{why}");
+    // the numbers are the workload's: comm is the name's first 15 bytes
+    for want in [
+        "eq 2000",
+        "loc 6000",
+        "full 0",
+        "sixteen 0",
+        "short 0",
+        "ne 40",
+        "ne16 40",
+        "r 7",
+    ] {
+        assert!(user.lines().any(|l| l == want), "{want}: {user}");
+    }
+    assert!(!user.contains("never"), "{user}");
+    let row = |k: &str| {
+        user.lines()
+            .find(|l| l.split_whitespace().next() == Some(k))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .unwrap_or_default()
+            .to_string()
+    };
+    for k in ["10", "11", "12", "13"] {
+        assert_eq!(row(k), "10", "40 writes, arg2 % 4: {user}");
+    }
+}
+
+/// Integer globals the kernel adds to (`++`, `--`, `+=`, `-=`: atomic adds, the same sum in
+/// any order of the CPUs), set in BEGIN and printed in END; a global a user-space clause
+/// reads while the run goes keeps the clause adding to it in user space.
+const GLOBALS: &str = r#"
+int64_t n, total, w, neg, shared;
+syscall::getppid:entry /pid == $target/ { n++; total += 3; }
+syscall::write:entry /pid == $target && arg0 == 999/ { w += arg2; neg -= arg2 * 2; n--; }
+BEGIN { total = 100; }
+syscall::getpid:entry /pid == $target/ { shared++; }
+syscall::getpid:return /pid == $target/ { printf("s%d\n", shared); }
+END { printf("n %d total %d w %d neg %d shared %d\n", n, total, w, neg, shared); }
+"#;
+
+#[test]
+fn bpf_globals_added_to_in_the_kernel_print_what_user_space_prints() {
+    require_bpf!();
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path());
+    let cmd = format!("{} 2000 40 7", exe.display());
+    let Some((user, kernel, why)) = both_ways(GLOBALS, &cmd) else {
+        return;
+    };
+    for c in 1..=2 {
+        assert!(
+            why.contains(&format!("bpf: clause {c} (")) && why.contains("runs in the kernel"),
+            "{why}"
+        );
+    }
+    assert!(
+        why.contains("clause 4 (syscall::getpid:entry) runs in user space: the global shared is also used by clause 5, which runs in user space"),
+        "{why}"
+    );
+    assert_eq!(kernel, user, "{why}");
+    assert!(
+        user.lines()
+            .any(|l| l == "n 1960 total 6100 w 780 neg -1560 shared 7"),
+        "{user}"
+    );
+    assert_eq!(
+        user.lines().filter(|l| l.starts_with('s')).count(),
+        7,
+        "{user}"
+    );
+}
+
+/// A global four processes add to at once, on every CPU: the kernel's atomic adds lose none
+/// (a load, add and store would, where two CPUs add at the same time). User space, which
+/// drops records at the rate of the first run, is compared with the kernel on a lighter one.
+#[test]
+fn bpf_a_global_added_to_on_every_cpu_at_once_loses_nothing() {
+    require_bpf!();
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path());
+    let e = exe.display();
+    let four = |n: u32, name: &str| {
+        let sh = dir.path().join(name);
+        let text = format!("{e} {n} 0 0 & {e} {n} 0 0 & {e} {n} 0 0 & {e} {n} 0 0; wait\n");
+        std::fs::write(&sh, text).unwrap();
+        format!("sh {}", sh.display())
+    };
+    let script = r#"int64_t n;
+        syscall::getppid:entry /execname == "dtxt_mix"/ { n++; @c = count(); }
+        END { printf("n %d\n", n); printa("c %@d\n", @c); }"#;
+    let (kernel, why) = run(script, &four(50000, "heavy.sh"), "verbose");
+    if why.contains("the kernel refused") {
+        eprintln!("skipping: BPF programs do not load here: {why}");
+        return;
+    }
+    assert!(
+        why.contains("clause 1 (syscall::getppid:entry) runs in the kernel"),
+        "{why}"
+    );
+    assert!(kernel.lines().any(|l| l == "n 200000"), "{kernel}");
+    assert!(kernel.lines().any(|l| l == "c 200000"), "{kernel}");
+    let Some((user, kernel, why)) = both_ways(script, &four(2000, "light.sh")) else {
+        return;
+    };
+    assert_eq!(kernel, user, "{why}");
+    assert!(kernel.lines().any(|l| l == "n 8000"), "{kernel}");
+}
+
 // Two tracers on one tracepoint: a dtx whose clause runs in user space (`-x bpf=off`) and one
 // whose clause runs in the kernel count the same calls at the same time, both exactly. The
 // kernel drops a tracepoint's perf samples for every event on it when one of its BPF programs

@@ -141,6 +141,7 @@ pub fn load_named_program(insns: &[Insn], name: &str) -> Result<OwnedFd, String>
 }
 
 pub const MAP_HASH: u32 = 1;
+pub const MAP_ARRAY: u32 = 2;
 pub const MAP_PERF_EVENT_ARRAY: u32 = 4;
 pub const MAP_PERCPU_ARRAY: u32 = 6;
 pub const MAP_PERCPU_HASH: u32 = 5;

@@ -19,7 +19,7 @@ use super::bpfsys;
 use super::format::EventFormat;
 use crate::bpf::codegen::{compile, KernelClause, Layout, MapFds, AGG_DROPS, DYN_DROPS};
 use crate::bpf::maps::{self, Folder, KeyPart, ProbeField};
-use crate::bpf::plan::{plan_clause, thread_vars};
+use crate::bpf::plan::{global_vars, plan_clause, thread_vars};
 use crate::ir::AggFunc;
 use crate::providers::linux::syscall_probe_id;
 use crate::sources::sink::Sink;
@@ -82,6 +82,9 @@ pub struct KernelClauses {
     drops: Vec<Drops>,
     /// Each program's thread-locals, shared by its kernel clauses.
     tls: BTreeMap<usize, OwnedFd>,
+    /// Each program's integer globals its kernel clauses add to (an array by variable id),
+    /// with those ids: added to the engine's globals when the programs are done, for END.
+    globals: BTreeMap<usize, (OwnedFd, Vec<u32>)>,
     cpus: usize,
     /// The engine's clock minus `CLOCK_MONOTONIC` (`timestamp` in the programs).
     clock_offset: i64,
@@ -190,10 +193,32 @@ impl KernelClauses {
                 .and_then(|pr| pr.variable(id))
                 .map_or_else(|| format!("#{id}"), |v| v.name.clone())
         };
-        // why clause (p, c), planned for the kernel, shares a thread-local with user space
+        let globals: BTreeMap<(usize, usize), std::collections::BTreeSet<u32>> = programs
+            .iter()
+            .enumerate()
+            .flat_map(|(p, pr)| {
+                pr.clauses
+                    .iter()
+                    .enumerate()
+                    .map(move |(c, cl)| ((p, c), global_vars(cl)))
+            })
+            .collect();
+        // BEGIN runs before the engine takes any event, END after the programs are done:
+        // such clauses may name a global the kernel adds to (its sum is added before END)
+        let (begin, end) = (crate::providers::BEGIN_ID, crate::providers::END_ID);
+        let mut begin_end: BTreeMap<(usize, usize), bool> = BTreeMap::new();
+        for &id in &ids {
+            for e in sink.enablings_of(id) {
+                let only = begin_end.entry(e).or_insert(true);
+                *only &= id == begin || id == end;
+            }
+        }
+        // why clause (p, c), planned for the kernel, shares a thread-local or a global with
+        // user space
         let shares = |pc: (usize, usize), kernel: &dyn Fn(&(usize, usize)) -> bool| {
             let mine = vars.get(&pc)?;
-            vars.iter()
+            let thread = vars
+                .iter()
                 .filter(|(o, _)| o.0 == pc.0 && !kernel(o))
                 .find_map(|(o, theirs)| {
                     let id = mine.intersection(theirs).next()?;
@@ -202,7 +227,23 @@ impl KernelClauses {
                         var_name(pc.0, *id),
                         o.1 + 1
                     ))
-                })
+                });
+            let mine = globals.get(&pc)?;
+            thread.or_else(|| {
+                globals
+                    .iter()
+                    .filter(|(o, _)| o.0 == pc.0 && !kernel(o))
+                    .filter(|(o, _)| !begin_end.get(o).copied().unwrap_or(false))
+                    .find_map(|(o, theirs)| {
+                        let id = mine.intersection(theirs).next()?;
+                        Some(format!(
+                            "the global {} is also used by clause {}, which runs in user space \
+                             (only BEGIN and END may share a global with the kernel)",
+                            var_name(pc.0, *id),
+                            o.1 + 1
+                        ))
+                    })
+            })
         };
         loop {
             let kept: Vec<(usize, usize)> = planned.iter().map(|(pc, _)| *pc).collect();
@@ -355,6 +396,20 @@ impl KernelClauses {
             slot.insert(fd);
         }
         let tls = self.tls.get(&kc.program).map_or(-1, |f| f.as_raw_fd());
+        if !kc.globals.is_empty() && !self.globals.contains_key(&kc.program) {
+            let n = sink
+                .programs()
+                .get(kc.program)
+                .map_or(0, |p| p.variables.len());
+            let entries = u32::try_from(n.max(1)).map_err(|_| "too many variables")?;
+            let fd = bpfsys::create_named_map(bpfsys::MAP_ARRAY, 4, 8, entries, "dtx_globals")
+                .map_err(|e| err("BPF map", e))?;
+            self.globals.insert(kc.program, (fd, Vec::new()));
+        }
+        let globals = self
+            .globals
+            .get(&kc.program)
+            .map_or(-1, |(f, _)| f.as_raw_fd());
         let insns = compile(
             kc,
             layout,
@@ -362,6 +417,7 @@ impl KernelClauses {
                 aggs: &fds,
                 drops: drops.as_raw_fd(),
                 tls,
+                globals,
                 clock_offset: self.clock_offset,
                 samples: true,
             },
@@ -386,6 +442,11 @@ impl KernelClauses {
             return Err(err("BPF attach", io::Error::last_os_error()));
         }
         self.maps.extend(maps);
+        if let Some((_, ids)) = self.globals.get_mut(&kc.program) {
+            ids.extend(&kc.globals);
+            ids.sort_unstable();
+            ids.dedup();
+        }
         self.drops.push(Drops {
             program: kc.program,
             fd: drops,
@@ -497,6 +558,17 @@ impl KernelClauses {
     pub fn close(&mut self, sink: &mut dyn Sink) {
         self.detach();
         self.sync(sink);
+        // what the kernel added to each global, added to the engine's: only BEGIN and END
+        // clauses name them in user space (`open`), BEGIN's before any event is taken and
+        // END's after this
+        for (&program, (fd, ids)) in &self.globals {
+            for &id in ids {
+                let mut v = [0u8; 8];
+                if bpfsys::lookup(fd, &id.to_le_bytes(), &mut v) {
+                    sink.add_to_global(program, id, u64::from_le_bytes(v));
+                }
+            }
+        }
         *self = KernelClauses::default();
     }
 }
