@@ -865,6 +865,10 @@ impl Sink for Engine {
         self.runs.get(program).map_or(0, |r| r.vm.aggs.stride(agg))
     }
 
+    fn strsize(&self, program: usize) -> usize {
+        self.runs.get(program).map_or(256, |r| r.vm.opts.strsize)
+    }
+
     fn prog(&self) -> &str {
         self.consumer.prog()
     }

@@ -101,6 +101,10 @@ pub trait Sink {
     fn agg_stride(&self, _program: usize, _agg: u32) -> usize {
         0
     }
+    /// `strsize` of program `program`: where strings are cut.
+    fn strsize(&self, _program: usize) -> usize {
+        crate::lang::options::DEFAULT_STRSIZE as usize
+    }
 }
 
 /// What a live source says after a [`EventSource::pump`].

@@ -727,3 +727,26 @@ fn bpf_a_kernel_clause_leaves_another_tracers_events_alone() {
         eprintln!("note: the clause ran in user space here: {why}");
     }
 }
+
+// With `strsize` below comm's 16 bytes the VM compares strings cut at `strsize`, so a clause
+// that reads `execname` stays in user space and says why: the kernel would compare the whole
+// comm and answer differently.
+#[test]
+fn bpf_execname_with_a_short_strsize_stays_in_user_space() {
+    require_bpf!();
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let exe = compile(dir.path());
+    let cmd = format!("{} 300 0 0", exe.display());
+    let script = "#pragma D option strsize=8
+        syscall::getppid:entry /pid == $target && execname == \"dtxt_mix_and_more\"/ { @n = count(); }";
+    let (user, _) = run(script, &cmd, "off");
+    let (kernel, why) = run(script, &cmd, "verbose");
+    assert!(why.contains("strsize 8"), "{why}");
+    assert_eq!(kernel, user, "{why}");
+    assert_eq!(
+        user.trim(),
+        "300",
+        "both cut at 8 bytes: dtxt_mix == dtxt_mix"
+    );
+}

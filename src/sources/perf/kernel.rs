@@ -167,7 +167,17 @@ impl KernelClauses {
             let Some(program) = programs.get(p) else {
                 continue;
             };
-            match plan_clause(program, p, c, ids) {
+            // the VM cuts both sides of a string comparison at `strsize`, the kernel compares
+            // the whole `comm`: below its 16 bytes the two could differ
+            let short = sink.strsize(p) < 16 && names_execname(program, c);
+            let planned_clause = match short {
+                true => Err(format!(
+                    "`execname` with strsize {} (below the 16 bytes of the kernel's comm)",
+                    sink.strsize(p)
+                )),
+                false => plan_clause(program, p, c, ids),
+            };
+            match planned_clause {
                 Ok(v) => planned.push(((p, c), v)),
                 Err(why) if mode == BpfMode::Verbose => {
                     say(format_args!("{} runs in user space: {why}", name(p, c)))
@@ -571,4 +581,21 @@ impl KernelClauses {
         }
         *self = KernelClauses::default();
     }
+}
+
+/// Whether clause `c` of `program` reads `execname`.
+fn names_execname(program: &crate::ir::Program, c: usize) -> bool {
+    let mut uses = false;
+    if let Some(clause) = program.clauses.get(c) {
+        crate::ir::visit::visit_clause(
+            clause,
+            &mut |n| {
+                if let crate::ir::Node::Builtin { id, .. } = n {
+                    uses |= *id == crate::lang::builtins::var::EXECNAME;
+                }
+            },
+            &mut |_| {},
+        );
+    }
+    uses
 }
