@@ -187,32 +187,27 @@ impl KernelClauses {
         }
         // a thread-local lives on one side: a kernel clause naming a `self->` variable that a
         // clause in user space names goes to user space too (until none does)
-        let vars: BTreeMap<(usize, usize), std::collections::BTreeSet<u32>> = programs
-            .iter()
-            .enumerate()
-            .flat_map(|(p, pr)| {
-                pr.clauses
-                    .iter()
-                    .enumerate()
-                    .map(move |(c, cl)| ((p, c), thread_vars(cl)))
-            })
-            .collect();
+        type Vars = BTreeMap<(usize, usize), std::collections::BTreeSet<u32>>;
+        let per_clause = |f: fn(&crate::ir::Clause) -> std::collections::BTreeSet<u32>| -> Vars {
+            programs
+                .iter()
+                .enumerate()
+                .flat_map(|(p, pr)| {
+                    pr.clauses
+                        .iter()
+                        .enumerate()
+                        .map(move |(c, cl)| ((p, c), f(cl)))
+                })
+                .collect()
+        };
+        let vars = per_clause(thread_vars);
         let var_name = |p: usize, id: u32| {
             programs
                 .get(p)
                 .and_then(|pr| pr.variable(id))
                 .map_or_else(|| format!("#{id}"), |v| v.name.clone())
         };
-        let globals: BTreeMap<(usize, usize), std::collections::BTreeSet<u32>> = programs
-            .iter()
-            .enumerate()
-            .flat_map(|(p, pr)| {
-                pr.clauses
-                    .iter()
-                    .enumerate()
-                    .map(move |(c, cl)| ((p, c), global_vars(cl)))
-            })
-            .collect();
+        let globals = per_clause(global_vars);
         // BEGIN runs before the engine takes any event, END after the programs are done:
         // such clauses may name a global the kernel adds to (its sum is added before END)
         let (begin, end) = (crate::providers::BEGIN_ID, crate::providers::END_ID);
