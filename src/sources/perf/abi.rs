@@ -48,6 +48,7 @@ pub(super) const IOC_SET_BPF: libc::c_ulong = 0x4004_2408;
 
 /// `perf_event_attr` flag bits.
 pub(super) mod flag {
+    pub const DISABLED: u64 = 1;
     pub const MMAP: u64 = 1 << 8;
     pub const COMM: u64 = 1 << 9;
     pub const TASK: u64 = 1 << 13;
@@ -284,7 +285,7 @@ fn lost_counted() -> bool {
             size: ATTR_SIZE,
             config: SW_DUMMY,
             read_format: FORMAT_LOST,
-            flags: 1, // disabled
+            flags: flag::DISABLED,
             ..Default::default()
         };
         perf_event_open(&a, 0, -1).is_ok()

@@ -429,12 +429,15 @@ impl KernelClauses {
         )?;
         let prog = bpfsys::load_named_program(&insns, &format!("dtx_clause{}", kc.clause + 1))?;
         // a tracepoint's programs belong to the tracepoint: attached through one event, on
-        // one CPU, the program runs at every hit on every CPU (see capture.rs)
+        // one CPU, the program runs at every hit on every CPU (see capture.rs); the event is
+        // never enabled, so it is on no CPU's list of the tracepoint's events and the samples
+        // the program keeps cost nothing where no other event wants them
         let attr = PerfEventAttr {
             kind: TYPE_TRACEPOINT,
             size: ATTR_SIZE,
             config: u64::from(tracepoint),
             sample_period: 1,
+            flags: super::abi::flag::DISABLED,
             ..Default::default()
         };
         let ev = perf_event_open(&attr, -1, 0).map_err(|e| err("tracepoint event", e))?;

@@ -1509,10 +1509,13 @@ impl CapturePlan {
         // tracepoint's programs returns 0 (perf_trace_run_bpf_submit); the event a program is
         // attached through takes none of them (a filter no record matches)
         let mut attach = |id: u32, prog: &OwnedFd, never: &std::ffi::CStr| {
+            // never enabled: on no CPU's list of the tracepoint's events (the program runs
+            // all the same), so the samples it keeps cost nothing where nothing wants them
             let tp = PerfEventAttr {
                 kind: TYPE_TRACEPOINT,
                 config: u64::from(id),
                 sample_period: 1,
+                flags: flag::DISABLED,
                 ..Default::default()
             };
             let fd = perf_event_open(&tp, -1, cpu as i32)
