@@ -146,7 +146,6 @@ pub fn plan_clause(
             tls: -1,
             globals: -1,
             clock_offset: 0,
-            samples: false,
         };
         compile(&k, super::codegen::RAW_SYSCALLS, &maps)?;
         out.push(k);
@@ -166,7 +165,6 @@ pub fn check(c: &KernelClause, layout: Layout) -> Result<(), String> {
             tls: -1,
             globals: -1,
             clock_offset: 0,
-            samples: false,
         },
     )
     .map(drop)

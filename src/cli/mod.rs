@@ -1104,12 +1104,8 @@ fn open_perf(
     stacks: bool,
     verbose: bool,
 ) -> Result<Option<crate::sources::perf::live::PerfSource>, String> {
-    use crate::sources::perf::live::{open_for, BpfMode, PerfConfig};
-    let config = PerfConfig {
-        stacks,
-        ring_bytes: opts.bufsize().min(1 << 30) as usize,
-        bpf: BpfMode::from_option(opts.str_value("bpf"), verbose),
-    };
+    use crate::sources::perf::live::{open_for, PerfConfig};
+    let config = PerfConfig::from_options(opts, stacks, verbose);
     match open_for(engine, &config) {
         Ok(opened) => Ok(opened.map(|(src, _)| src)),
         Err(e) => {

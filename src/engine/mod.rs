@@ -866,7 +866,11 @@ impl Sink for Engine {
     }
 
     fn strsize(&self, program: usize) -> usize {
-        self.runs.get(program).map_or(256, |r| r.vm.opts.strsize)
+        self.runs
+            .get(program)
+            .map_or(crate::lang::options::DEFAULT_STRSIZE as usize, |r| {
+                r.vm.opts.strsize
+            })
     }
 
     fn prog(&self) -> &str {

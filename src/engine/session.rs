@@ -781,13 +781,9 @@ impl Worker {
         }
         #[cfg(target_os = "linux")]
         {
-            use crate::sources::perf::live::{open_for, BpfMode, PerfConfig};
-            // the program's own `-x bufsize` and `-x bpf` (as the command line reads them)
-            let config = PerfConfig {
-                stacks: Self::uses_stacks(engine),
-                ring_bytes: options.bufsize().min(1 << 30) as usize,
-                bpf: BpfMode::from_option(options.str_value("bpf"), false),
-            };
+            use crate::sources::perf::live::{open_for, PerfConfig};
+            // the program's own `-x bufsize` and `-x bpf`, as the command line reads them
+            let config = PerfConfig::from_options(options, Self::uses_stacks(engine), false);
             match open_for(engine, &config) {
                 Ok(None) => {}
                 Ok(Some((src, symbols))) => {

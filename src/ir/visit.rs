@@ -42,6 +42,21 @@ pub fn visit_clause(
     acts(&c.body, actions);
 }
 
+/// Whether clause `c` reads any of the built-in variables `ids` (DIF variable ids).
+pub fn reads_builtin(c: &Clause, ids: &[u32]) -> bool {
+    let mut reads = false;
+    visit_clause(
+        c,
+        &mut |n| {
+            if let Node::Builtin { id, .. } = n {
+                reads |= ids.contains(id);
+            }
+        },
+        &mut |_| {},
+    );
+    reads
+}
+
 fn walk(n: &Node, f: &mut impl FnMut(&Node)) {
     f(n);
     match n {

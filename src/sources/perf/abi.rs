@@ -271,7 +271,45 @@ pub(super) fn mono_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// Attribute fields every event shares: size, the clock, the sample-id trailer, wakeups.
+/// Why [`attach_program`] failed: opening the event, or attaching the program to it.
+pub(super) enum AttachFailed {
+    Open(io::Error),
+    SetBpf(io::Error),
+}
+
+/// Attaches the loaded tracepoint program `prog` to tracepoint `id` through an event of
+/// dtx's own on `cpu`, which holds it there (closing the event detaches it). A tracepoint's
+/// programs belong to the tracepoint: attached through one event, on one CPU, the program
+/// runs at every hit on every CPU. dtx's programs return 1, keeping the tracepoint's samples
+/// for the other perf events on it (dtx's own, another tool's): the kernel drops them all
+/// when one of the tracepoint's programs returns 0 (`perf_trace_run_bpf_submit` in
+/// `kernel/events/core.c`). The event is never enabled, so it is on no CPU's list of the
+/// tracepoint's events and takes no samples (the program runs all the same), and `never`,
+/// a filter no record of the tracepoint matches, would keep it from taking any if it were.
+pub(super) fn attach_program(
+    id: u32,
+    cpu: i32,
+    prog: &OwnedFd,
+    never: &std::ffi::CStr,
+) -> Result<OwnedFd, AttachFailed> {
+    let attr = PerfEventAttr {
+        kind: TYPE_TRACEPOINT,
+        size: ATTR_SIZE,
+        config: u64::from(id),
+        sample_period: 1,
+        flags: flag::DISABLED,
+        ..Default::default()
+    };
+    let fd = perf_event_open(&attr, -1, cpu).map_err(AttachFailed::Open)?;
+    // SAFETY: a NUL-terminated filter string for SET_FILTER.
+    unsafe { libc::ioctl(fd.as_raw_fd(), IOC_SET_FILTER, never.as_ptr()) };
+    // SAFETY: SET_BPF takes a loaded tracepoint program's descriptor.
+    if unsafe { libc::ioctl(fd.as_raw_fd(), IOC_SET_BPF, prog.as_raw_fd()) } != 0 {
+        return Err(AttachFailed::SetBpf(io::Error::last_os_error()));
+    }
+    Ok(fd)
+}
+
 /// `read_format` bit: a `read()` of the event gives its lost samples after its value.
 const FORMAT_LOST: u64 = 1 << 4;
 
@@ -306,6 +344,7 @@ pub(super) fn lost_samples(fd: std::os::fd::RawFd) -> Option<u64> {
     (n == 16).then_some(v[1])
 }
 
+/// Attribute fields every event shares: size, the clock, the sample-id trailer, wakeups.
 pub(super) fn finish(mut a: PerfEventAttr, data_bytes: u32) -> PerfEventAttr {
     if lost_counted() {
         a.read_format |= FORMAT_LOST;

@@ -299,47 +299,32 @@ print fmt: \"dfd: 0x%08lx\"
         assert!(parse_record(&raw[..100], &l).is_none());
     }
 
+    /// The immediates of the instructions of `p` with opcode `code`.
+    fn imms(p: &[Insn], code: u8) -> Vec<i32> {
+        p.iter().filter(|i| i.code == code).map(|i| i.imm).collect()
+    }
+
     #[test]
     fn the_program_has_one_store_per_argument_and_ends_with_exit() {
         let fmt = EventFormat::parse(OPENAT).unwrap();
         let l = CallLayout::from_format(257, &fmt).unwrap();
         let p = program(&l, 7, 8);
         assert_eq!(p.last().map(|i| i.code), Some(op::EXIT));
-        let calls: Vec<i32> = p
-            .iter()
-            .filter(|i| i.code == op::CALL)
-            .map(|i| i.imm)
-            .collect();
         assert_eq!(
-            calls,
+            imms(&p, op::CALL),
             vec![MAP_LOOKUP_ELEM, PROBE_READ_USER_STR, PERF_EVENT_OUTPUT]
         );
         // the two maps are named by descriptor
-        let maps: Vec<i32> = p
-            .iter()
-            .filter(|i| i.code == op::LD_IMM64)
-            .map(|i| i.imm)
-            .collect();
-        assert_eq!(maps, vec![7, 8]);
+        assert_eq!(imms(&p, op::LD_IMM64), vec![7, 8]);
         const { assert!(RECORD_BYTES <= 4096) };
     }
 
     #[test]
     fn the_credentials_program_writes_after_id_calls_only_and_keeps_the_samples() {
         let p = creds_program(9, Some(8)).unwrap();
-        let jeq: Vec<i32> = p
-            .iter()
-            .filter(|i| i.code == op::JMP | op::JEQ)
-            .map(|i| i.imm)
-            .collect();
-        assert_eq!(jeq, ID_CALLS);
-        let calls: Vec<i32> = p
-            .iter()
-            .filter(|i| i.code == op::CALL)
-            .map(|i| i.imm)
-            .collect();
+        assert_eq!(imms(&p, op::JMP | op::JEQ), ID_CALLS);
         assert_eq!(
-            calls,
+            imms(&p, op::CALL),
             vec![
                 crate::bpf::asm::helper::GET_CURRENT_UID_GID,
                 PERF_EVENT_OUTPUT

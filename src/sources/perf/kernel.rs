@@ -12,9 +12,7 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 
-use super::abi::{
-    perf_event_open, PerfEventAttr, ATTR_SIZE, IOC_SET_BPF, IOC_SET_FILTER, TYPE_TRACEPOINT,
-};
+use super::abi::{attach_program, AttachFailed};
 use super::bpfsys;
 use super::format::EventFormat;
 use crate::bpf::codegen::{compile, KernelClause, Layout, MapFds, AGG_DROPS, DYN_DROPS};
@@ -169,11 +167,14 @@ impl KernelClauses {
             };
             // the VM cuts both sides of a string comparison at `strsize`, the kernel compares
             // the whole `comm`: below its 16 bytes the two could differ
-            let short = sink.strsize(p) < 16 && names_execname(program, c);
+            let strsize = sink.strsize(p);
+            let short = strsize < 16
+                && program.clauses.get(c).is_some_and(|cl| {
+                    crate::ir::visit::reads_builtin(cl, &[crate::lang::builtins::var::EXECNAME])
+                });
             let planned_clause = match short {
                 true => Err(format!(
-                    "`execname` with strsize {} (below the 16 bytes of the kernel's comm)",
-                    sink.strsize(p)
+                    "`execname` with strsize {strsize} (below the 16 bytes of the kernel's comm)"
                 )),
                 false => plan_clause(program, p, c, ids),
             };
@@ -424,31 +425,13 @@ impl KernelClauses {
                 tls,
                 globals,
                 clock_offset: self.clock_offset,
-                samples: true,
             },
         )?;
         let prog = bpfsys::load_named_program(&insns, &format!("dtx_clause{}", kc.clause + 1))?;
-        // a tracepoint's programs belong to the tracepoint: attached through one event, on
-        // one CPU, the program runs at every hit on every CPU (see capture.rs); the event is
-        // never enabled, so it is on no CPU's list of the tracepoint's events and the samples
-        // the program keeps cost nothing where no other event wants them
-        let attr = PerfEventAttr {
-            kind: TYPE_TRACEPOINT,
-            size: ATTR_SIZE,
-            config: u64::from(tracepoint),
-            sample_period: 1,
-            flags: super::abi::flag::DISABLED,
-            ..Default::default()
-        };
-        let ev = perf_event_open(&attr, -1, 0).map_err(|e| err("tracepoint event", e))?;
-        // the samples kept are the other events': none for this event of ours
-        let never = c"id < 0";
-        // SAFETY: a NUL-terminated filter string for SET_FILTER.
-        unsafe { libc::ioctl(ev.as_raw_fd(), IOC_SET_FILTER, never.as_ptr()) };
-        // SAFETY: SET_BPF takes a loaded tracepoint program's descriptor.
-        if unsafe { libc::ioctl(ev.as_raw_fd(), IOC_SET_BPF, prog.as_raw_fd()) } != 0 {
-            return Err(err("BPF attach", io::Error::last_os_error()));
-        }
+        let ev = attach_program(tracepoint, 0, &prog, c"id < 0").map_err(|f| match f {
+            AttachFailed::Open(e) => err("tracepoint event", e),
+            AttachFailed::SetBpf(e) => err("BPF attach", e),
+        })?;
         self.maps.extend(maps);
         if let Some((_, ids)) = self.globals.get_mut(&kc.program) {
             ids.extend(&kc.globals);
@@ -579,21 +562,4 @@ impl KernelClauses {
         }
         *self = KernelClauses::default();
     }
-}
-
-/// Whether clause `c` of `program` reads `execname`.
-fn names_execname(program: &crate::ir::Program, c: usize) -> bool {
-    let mut uses = false;
-    if let Some(clause) = program.clauses.get(c) {
-        crate::ir::visit::visit_clause(
-            clause,
-            &mut |n| {
-                if let crate::ir::Node::Builtin { id, .. } = n {
-                    uses |= *id == crate::lang::builtins::var::EXECNAME;
-                }
-            },
-            &mut |_| {},
-        );
-    }
-    uses
 }

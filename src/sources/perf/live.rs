@@ -15,13 +15,12 @@ use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 
-use super::abi::lost_samples as abi_lost;
-pub use super::abi::{available, tracefs};
 use super::abi::{
-    event_id, finish, flag, mono_ns, online_cpus, open_error, perf_event_open, PerfEventAttr, Ring,
-    IOC_SET_BPF, IOC_SET_FILTER, IOC_SET_OUTPUT, SW_BPF_OUTPUT, SW_CPU_CLOCK, SW_DUMMY,
-    TYPE_SOFTWARE, TYPE_TRACEPOINT,
+    attach_program, event_id, finish, flag, lost_samples, mono_ns, online_cpus, open_error,
+    perf_event_open, AttachFailed, PerfEventAttr, Ring, IOC_SET_FILTER, IOC_SET_OUTPUT,
+    SW_BPF_OUTPUT, SW_CPU_CLOCK, SW_DUMMY, TYPE_SOFTWARE, TYPE_TRACEPOINT,
 };
+pub use super::abi::{available, tracefs};
 use super::bpfsys;
 use super::capture;
 use super::format::{EventFormat, Field};
@@ -314,6 +313,22 @@ pub struct PerfConfig {
     pub bpf: BpfMode,
 }
 
+impl PerfConfig {
+    /// What a program's options ask: `-x bufsize` per CPU (at most 1 GiB), `-x bpf` (with
+    /// `verbose`, `-v`, saying where each clause runs).
+    pub fn from_options(
+        opts: &crate::lang::options::DOptions,
+        stacks: bool,
+        verbose: bool,
+    ) -> PerfConfig {
+        PerfConfig {
+            stacks,
+            ring_bytes: opts.bufsize().min(1 << 30) as usize,
+            bpf: BpfMode::from_option(opts.str_value("bpf"), verbose),
+        }
+    }
+}
+
 /// Opens the perf source for the engine's enabled probes when they need one (`Ok(None)` when
 /// they do not), and has the engine's consumer name stack frames with its live symbols, which
 /// come back with the source for other users (snapshots).
@@ -381,12 +396,12 @@ pub struct PerfSource {
     kstack: Vec<u64>,
     ustack: Vec<u64>,
     lost: Vec<u64>,
-    /// Samples read from the rings, and records the rings lost, since the start (the
-    /// status line's and the exporter's counters).
+    /// Samples read from the rings since the start (the status line's and the exporter's
+    /// counter).
     records: u64,
-    lost_total: u64,
-    /// Per ring, the losses its LOST records told; and each event's descriptor with its
-    /// ring, to ask the kernel for the losses no LOST record told yet.
+    /// Per ring, the losses its LOST records and the kernel's counts told (their sum is
+    /// what the rings lost); and each event's descriptor with its ring, to ask the kernel
+    /// for the losses no LOST record told yet.
     seen_lost: Vec<u64>,
     lost_fds: Vec<(usize, std::os::fd::RawFd)>,
 }
@@ -744,7 +759,6 @@ impl PerfSource {
             ustack: Vec::new(),
             lost: vec![0; n],
             records: 0,
-            lost_total: 0,
             seen_lost: vec![0; n],
             lost_fds,
         })
@@ -928,7 +942,6 @@ impl PerfSource {
                         .map_or(0, u64::from_le_bytes)
                 };
                 self.lost[ring] += n;
-                self.lost_total += n;
                 if let Some(seen) = self.seen_lost.get_mut(ring) {
                     *seen += n;
                 }
@@ -1230,7 +1243,7 @@ impl PerfSource {
     fn count_untold_losses(&mut self) {
         let mut per = vec![0u64; self.rings.len()];
         for &(ring, fd) in &self.lost_fds {
-            if let (Some(n), Some(sum)) = (abi_lost(fd), per.get_mut(ring)) {
+            if let (Some(n), Some(sum)) = (lost_samples(fd), per.get_mut(ring)) {
                 *sum += n;
             }
         }
@@ -1238,7 +1251,6 @@ impl PerfSource {
             let seen = self.seen_lost.get(ring).copied().unwrap_or(0);
             if n > seen {
                 self.lost[ring] += n - seen;
-                self.lost_total += n - seen;
                 self.seen_lost[ring] = n;
             }
         }
@@ -1276,8 +1288,6 @@ fn with_user_stack(mut attr: PerfEventAttr, user: bool) -> PerfEventAttr {
 /// What a sample carries to unwind its user stack ([`with_user_stack`]).
 const USER_STACK: u64 = sample::REGS_USER | sample::STACK_USER;
 
-/// The system calls of enabled `syscall::X:entry` probes that a clause calling `copyinstr()`
-/// matches.
 /// What a program that reads `uid` or `gid` is told where the kernel cannot report a
 /// thread's new ids.
 const IDS_AFTER_THE_FACT: &str = "uid and gid are read from /proc when a thread is first seen and \
@@ -1286,25 +1296,14 @@ const IDS_AFTER_THE_FACT: &str = "uid and gid are read from /proc when a thread 
 
 /// Whether a clause of the run reads `uid` or `gid`.
 fn reads_ids(sink: &dyn Sink) -> bool {
-    use crate::ir::Node;
     use crate::lang::builtins::var;
-    let mut uses = false;
-    for program in sink.programs() {
-        for c in &program.clauses {
-            crate::ir::visit::visit_clause(
-                c,
-                &mut |n| {
-                    if let Node::Builtin { id, .. } = n {
-                        uses |= *id == var::UID || *id == var::GID;
-                    }
-                },
-                &mut |_| {},
-            );
-        }
-    }
-    uses
+    sink.programs().iter().any(|p| {
+        (p.clauses.iter()).any(|c| crate::ir::visit::reads_builtin(c, &[var::UID, var::GID]))
+    })
 }
 
+/// The system calls of enabled `syscall::X:entry` probes that a clause calling `copyinstr()`
+/// matches.
 fn copyinstr_calls(sink: &dyn Sink, enabled: &[ProbeInfo]) -> Vec<u16> {
     use crate::ir::Node;
     let mut nrs = Vec::new();
@@ -1504,28 +1503,11 @@ impl CapturePlan {
                 .map_err(|e| fail("BPF event array", e))?;
         }
         let mut attached = Vec::new();
-        // every program returns 1, keeping the tracepoint's samples for the other perf events
-        // on it (dtx's own, another tool's): the kernel drops them all when one of the
-        // tracepoint's programs returns 0 (perf_trace_run_bpf_submit); the event a program is
-        // attached through takes none of them (a filter no record matches)
         let mut attach = |id: u32, prog: &OwnedFd, never: &std::ffi::CStr| {
-            // never enabled: on no CPU's list of the tracepoint's events (the program runs
-            // all the same), so the samples it keeps cost nothing where nothing wants them
-            let tp = PerfEventAttr {
-                kind: TYPE_TRACEPOINT,
-                config: u64::from(id),
-                sample_period: 1,
-                flags: flag::DISABLED,
-                ..Default::default()
-            };
-            let fd = perf_event_open(&tp, -1, cpu as i32)
-                .map_err(|e| open_error(&format!("tracepoint {id} on CPU {cpu}"), &e))?;
-            // SAFETY: a NUL-terminated filter string for SET_FILTER.
-            unsafe { libc::ioctl(fd.as_raw_fd(), IOC_SET_FILTER, never.as_ptr()) };
-            // SAFETY: SET_BPF takes a loaded tracepoint program's descriptor.
-            if unsafe { libc::ioctl(fd.as_raw_fd(), IOC_SET_BPF, prog.as_raw_fd()) } != 0 {
-                return Err(fail("BPF attach", io::Error::last_os_error()));
-            }
+            let fd = attach_program(id, cpu as i32, prog, never).map_err(|f| match f {
+                AttachFailed::Open(e) => open_error(&format!("tracepoint {id} on CPU {cpu}"), &e),
+                AttachFailed::SetBpf(e) => fail("BPF attach", e),
+            })?;
             attached.push(fd);
             Ok::<(), String>(())
         };
@@ -1606,7 +1588,7 @@ impl EventSource for PerfSource {
         Some(crate::sources::sink::LiveStatus {
             sessions: vec!["perf".into()],
             records: self.records,
-            lost: self.lost_total,
+            lost: self.seen_lost.iter().sum(),
             ..Default::default()
         })
     }
