@@ -1,4 +1,4 @@
-//! `dtx --diff`: what changed between two runs of one program (docs/diff.md).
+//! `dtx --diff`: what changed between two runs of one program (docs/compare.md).
 //!
 //! - `dtx --diff before.json after.json`: two saved results (`-x oformat=json`, read back as
 //!   `--merge` reads them);

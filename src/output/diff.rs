@@ -450,7 +450,7 @@ fn side_json(s: &Side) -> Json {
     ])
 }
 
-/// The comparison as JSON (docs/diff.md): `{"dtx-diff": {"before", "after", "values",
+/// The comparison as JSON (docs/compare.md): `{"dtx-diff": {"before", "after", "values",
 /// "sort", "aggregations": [{"aggregation-name", "function", "rows": [{"keys", "presence",
 /// "before", "after", "change", "ratio", "buckets"?}]}]}}`.
 pub fn diff_json(diffs: &[AggDiff], view: &DiffView) -> Json {

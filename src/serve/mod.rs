@@ -4,7 +4,7 @@
 //! (docs/dev/architecture.md; `tests/it/tidy.rs` keeps it so).
 //!
 //! - `metrics`: the Prometheus exporter (`-x metrics=HOST:PORT`, docs/metrics.md).
-//! - `mcp`: `dtx --mcp`, the Model Context Protocol on stdio (docs/mcp.md).
+//! - `mcp`: `dtx --mcp`, the Model Context Protocol on stdio (docs/agents.md).
 
 pub mod mcp;
 pub mod metrics;

@@ -1,4 +1,4 @@
-//! `dtx --diff` (docs/diff.md) over the two Windows 11 traces of `../shared/etl-win11`: a trace
+//! `dtx --diff` (docs/compare.md) over the two Windows 11 traces of `../shared/etl-win11`: a trace
 //! against itself changes nothing; two traces give, key by key, the numbers of their two
 //! separate runs (computed here from the runs' own JSON); the differential folded stacks are
 //! what inferno's `diff-folded` makes of the two runs' folded stacks, and the differential SVG

@@ -1,4 +1,4 @@
-//! `dtx --mcp`: dtx as a Model Context Protocol server for agents (docs/mcp.md).
+//! `dtx --mcp`: dtx as a Model Context Protocol server for agents (docs/agents.md).
 //!
 //! The protocol by hand rather than the `rmcp` SDK: dtx needs four JSON-RPC methods over
 //! stdio and already has a JSON reader and writer, where the SDK would bring tokio and serde
