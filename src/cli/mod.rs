@@ -79,7 +79,7 @@ pub fn main(argv: Vec<OsString>) -> i32 {
             .iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect();
-        return crate::serve::mcp::main(prog, &rest, diff::views_of);
+        return crate::serve::mcp::main(prog, &rest, diff::views_of, mcp_live_source);
     }
     // `--check-workload WHAT [N]`: the self-check's workload, run by the checked dtx as its -c
     // target (src/cli/selfcheck/workload.rs)
@@ -787,6 +787,44 @@ fn live_session_source(
     }
     #[cfg(not(windows))]
     crate::engine::session::SessionSource::Timers
+}
+
+/// Live tracing for the MCP server's programs `texts` (none: every probe, for
+/// `list_probes`): on Windows live ETW, its user providers resolved as the command line
+/// resolves them and its console handler installed before any session starts (so that a
+/// closed console or Ctrl-C stops the sessions); elsewhere the live clock and perf events.
+/// Whether the process may trace is the session's to find out: a refusal (ETW's access
+/// denied without elevation, perf's `perf_event_paranoid`) comes back in the run's messages.
+fn mcp_live_source(
+    texts: &[String],
+) -> Result<
+    (
+        crate::engine::session::SessionSource,
+        std::sync::Arc<crate::probes::Catalog>,
+    ),
+    String,
+> {
+    #[cfg(windows)]
+    {
+        let live = crate::sources::etw_live::windows::live_etw(texts, None, texts.is_empty())?;
+        let catalog = std::sync::Arc::new(crate::providers::etw_catalog(&live.etw));
+        crate::sources::etw_live::windows::install_console_handler_for_console();
+        Ok((
+            crate::engine::session::SessionSource::Etw(crate::engine::session::EtwBackend {
+                etw: std::sync::Arc::new(live.etw),
+                open: crate::sources::etw_live::windows::open_control(None, false),
+            }),
+            catalog,
+        ))
+    }
+    #[cfg(not(windows))]
+    {
+        let _ = texts;
+        Ok((
+            crate::engine::session::SessionSource::Timers,
+            std::sync::Arc::new(crate::providers::live_catalog()),
+        ))
+    }
 }
 
 /// The target process and the pid provider of a run.

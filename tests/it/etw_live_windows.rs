@@ -298,6 +298,44 @@ fn live_windows_sched_on_cpu_counts() {
     eprintln!("on-cpu: {n} context switches in 2 s");
 }
 
+/// `dtx --mcp`'s `run` without a trace traces live ETW (the command line's live source, handed
+/// to the server), and its sessions are gone when the run's answer has come.
+#[test]
+fn live_windows_mcp_run_counts_on_cpu() {
+    use dtx::output::json::Json;
+    let Some(_live) = live("live_windows_mcp_run_counts_on_cpu") else {
+        return;
+    };
+    let answers = crate::support::mcp::tool_calls_by_hand(&[(
+        "run",
+        Json::object([
+            ("program", Json::str("sched:::on-cpu { @n = count(); }")),
+            ("seconds", Json::Float(2.0)),
+        ]),
+    )]);
+    let (run, err) = &answers[0];
+    assert!(!err, "{run:?}");
+    let rows = match run
+        .get("aggregations")
+        .and_then(|a| match a {
+            Json::Array(a) => a.first(),
+            _ => None,
+        })
+        .and_then(|a| a.get("rows"))
+    {
+        Some(Json::Array(r)) => r.clone(),
+        other => panic!("no rows: {other:?} in {run:?}"),
+    };
+    let n = match rows.first().and_then(|r| r.get("value")) {
+        Some(Json::Int(i)) => *i,
+        Some(Json::UInt(u)) => *u as i64,
+        other => panic!("no value: {other:?} in {run:?}"),
+    };
+    assert!(n > 0, "no context switch in 2 s of live ETW: {run:?}");
+    let left = dtx_sessions();
+    assert!(left.is_empty(), "sessions left after the MCP run: {left:?}");
+}
+
 /// A process's start is seen with its process id: the test starts `cmd /c exit 0` again and
 /// again until dtx reports one and exits.
 #[test]

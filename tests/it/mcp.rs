@@ -310,3 +310,38 @@ fn mcp_with_w_runs_destructive_programs() {
     let sys = out.get("system").unwrap();
     assert_eq!(sys.get("isError"), Some(&Json::Bool(false)), "{sys:?}");
 }
+
+/// `run` without a trace traces live (on Linux the live clock and perf events, handed in by
+/// the command line), and `list_probes` without one lists the live probes.
+#[cfg(target_os = "linux")]
+#[test]
+fn mcp_runs_live_without_a_trace() {
+    let answers = crate::support::mcp::tool_calls_by_hand(&[
+        (
+            "run",
+            Json::object([
+                ("program", Json::str("profile-97 { @ticks = count(); }")),
+                ("seconds", Json::Float(1.5)),
+            ]),
+        ),
+        (
+            "list_probes",
+            Json::object([("match", Json::str("syscall::getppid:entry"))]),
+        ),
+    ]);
+    let (run, err) = &answers[0];
+    assert!(!err, "{run:?}");
+    assert_eq!(s(run, "source"), "live", "{run:?}");
+    let aggs = list(run, "aggregations");
+    let ticks = aggs
+        .iter()
+        .find(|a| s(a, "aggregation-name") == "ticks")
+        .unwrap_or_else(|| panic!("no @ticks: {run:?}"));
+    let n = int(list(ticks, "rows").first().and_then(|r| r.get("value")));
+    // 97 Hz on every CPU for 1.5 s: far more than one, far fewer than a second's worth times 10
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as i64;
+    assert!(n > 20 && n < 97 * 2 * cpus, "{n} ticks: {run:?}");
+    let (probes, err) = &answers[1];
+    assert!(!err, "{probes:?}");
+    assert_eq!(int(probes.get("matched")), 1, "{probes:?}");
+}

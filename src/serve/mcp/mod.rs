@@ -20,7 +20,7 @@ mod tools;
 use std::io::{BufRead, Write};
 
 use crate::output::json::Json;
-pub use tools::ServerOptions;
+pub use tools::{LiveSource, ServerOptions};
 
 /// The protocol revisions this server speaks, newest first.
 const VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
@@ -40,10 +40,17 @@ impl RpcError {
     }
 }
 
-/// Runs `dtx --mcp [-w]` (`argv` after `--mcp`) on stdin and stdout until stdin closes.
-pub fn main(prog: &str, argv: &[String], saved_views: tools::SavedViews) -> i32 {
+/// Runs `dtx --mcp [-w]` (`argv` after `--mcp`) on stdin and stdout until stdin closes;
+/// `saved_views` and `live` are the command line's (see [`ServerOptions`]).
+pub fn main(
+    prog: &str,
+    argv: &[String],
+    saved_views: tools::SavedViews,
+    live: tools::LiveSource,
+) -> i32 {
     let mut opts = ServerOptions {
         saved_views: Some(saved_views),
+        live: Some(live),
         ..ServerOptions::default()
     };
     for a in argv {

@@ -21,7 +21,16 @@ pub struct ServerOptions {
     /// (`cli::diff::views_of`), handed in by the command line that starts the server, so that
     /// `diff` over saved results reads them as `dtx --diff` does.
     pub saved_views: Option<SavedViews>,
+    /// Opens live tracing for programs of these texts (none: for a listing of every probe):
+    /// the session source and the catalog its programs compile against. The command line
+    /// hands it in (`cli::mcp_live_source`), since only it may reach the live sources: live ETW
+    /// on Windows, the live clock and perf events on Linux. None: the server traces nothing
+    /// live, and says so.
+    pub live: Option<LiveSource>,
 }
+
+/// See [`ServerOptions::live`].
+pub type LiveSource = fn(&[String]) -> Result<(SessionSource, Arc<Catalog>), String>;
 
 /// See [`ServerOptions::saved_views`]: the file's name (for errors) and its parsed document.
 pub type SavedViews = fn(&str, Json) -> Result<Vec<AggView>, String>;
@@ -158,7 +167,7 @@ fn num_arg(args: &Json, name: &str) -> Option<f64> {
 /// Runs a tool; `Err` is a tool error (its text for the agent).
 pub fn call(name: &str, args: &Json, opts: &ServerOptions) -> Result<Json, String> {
     match name {
-        "list_probes" => list_probes(args),
+        "list_probes" => list_probes(args, opts),
         "run" => {
             let program = str_arg(args, "program").ok_or("run needs a program")?;
             let trace = str_arg(args, "trace");
@@ -176,13 +185,18 @@ pub fn call(name: &str, args: &Json, opts: &ServerOptions) -> Result<Json, Strin
     }
 }
 
-/// Where a run's events come from, with the probes it can name.
-fn source_for(trace: Option<&str>) -> Result<(SessionSource, Arc<Catalog>), String> {
+/// Where a run's events come from, with the probes it can name: the trace, or live tracing
+/// for the programs `texts` (none: every probe, for a listing).
+fn source_for(
+    trace: Option<&str>,
+    texts: &[String],
+    opts: &ServerOptions,
+) -> Result<(SessionSource, Arc<Catalog>), String> {
     match trace {
         Some(path) => {
             let mut etw = crate::providers::etw::EtwProbes::new();
-            let mut src = crate::sources::etl::TraceSource::open(path)
-                .map_err(|e| format!("{path}: {e}"))?;
+            let mut src =
+                crate::sources::etl::TraceSource::open(path).map_err(|e| format!("{path}: {e}"))?;
             src.scan_providers(&mut etw);
             let catalog = Arc::new(crate::providers::etw_catalog(&etw));
             Ok((
@@ -193,14 +207,12 @@ fn source_for(trace: Option<&str>) -> Result<(SessionSource, Arc<Catalog>), Stri
                 catalog,
             ))
         }
-        None if cfg!(windows) => Err(
-            "live tracing from the MCP server is not available on Windows yet: give a trace (a .etl file, or 'demo')"
-                .into(),
-        ),
-        None => Ok((
-            SessionSource::Timers,
-            Arc::new(crate::providers::live_catalog()),
-        )),
+        None => match opts.live {
+            Some(live) => live(texts),
+            None => {
+                Err("this server traces nothing live: give a trace (a .etl file, or 'demo')".into())
+            }
+        },
     }
 }
 
@@ -346,7 +358,7 @@ pub fn run(
         return Err("seconds must be more than 0".into());
     }
     let seconds = seconds.min(MAX_SECONDS);
-    let (source, catalog) = source_for(trace)?;
+    let (source, catalog) = source_for(trace, &[program.to_string()], opts)?;
     let spec = compile(program, &catalog, opts)?;
     let label = source.label();
     let session = Session::start(source, catalog, Duration::from_millis(200));
@@ -426,7 +438,7 @@ pub fn run(
     Ok(r)
 }
 
-fn list_probes(args: &Json) -> Result<Json, String> {
+fn list_probes(args: &Json, opts: &ServerOptions) -> Result<Json, String> {
     let trace = str_arg(args, "trace");
     let pattern = str_arg(args, "match").unwrap_or("*");
     let limit = num_arg(args, "limit")
@@ -439,9 +451,9 @@ fn list_probes(args: &Json) -> Result<Json, String> {
                 crate::sources::etl::TraceSource::open(path).map_err(|e| format!("{path}: {e}"))?;
             src.scan_providers(&mut etw);
             let counts = src.probe_counts(&etw);
-            (crate::providers::etw_catalog(&etw), Some(counts))
+            (Arc::new(crate::providers::etw_catalog(&etw)), Some(counts))
         }
-        None => (crate::providers::live_catalog(), None),
+        None => (source_for(None, &[], opts)?.1, None),
     };
     // a description with fewer fields matches from the name backwards, as dtrace's -n does
     let mut parts: Vec<&str> = pattern.split(':').collect();

@@ -6,6 +6,7 @@ pub mod cli;
 pub mod ctarget;
 pub mod etl;
 pub mod golden;
+pub mod mcp;
 pub mod pty;
 pub mod stacks;
 pub mod standin_pdb;
