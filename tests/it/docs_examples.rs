@@ -25,6 +25,9 @@ use std::process::Command;
 struct Example {
     page: String,
     line: usize,
+    /// The line of its block's fence: the commands of one block run in turn in one folder,
+    /// so that a later one reads what an earlier one wrote.
+    block: usize,
     command: String,
     shown: Vec<String>,
     rule: Rule,
@@ -41,6 +44,10 @@ struct Rule {
     numbers: bool,
     /// `stderr-any`: stderr is not compared (the page says what may show there).
     stderr_any: bool,
+    /// `not-windows`: what dtx prints off Windows (the page says what Windows prints).
+    not_windows: bool,
+    /// Words of the comment that are no rule (a typo would otherwise pass unseen).
+    unknown: Vec<String>,
 }
 
 fn parse_rule(comment: &str) -> Rule {
@@ -52,11 +59,17 @@ fn parse_rule(comment: &str) -> Rule {
             "live-linux" => r.live_linux = true,
             "numbers" => r.numbers = true,
             "stderr-any" => r.stderr_any = true,
+            "not-windows" => r.not_windows = true,
             _ => {
                 if let Some(n) = w.strip_prefix("lines=") {
-                    r.lines = n.parse().ok();
+                    match n.parse() {
+                        Ok(n) => r.lines = Some(n),
+                        Err(_) => r.unknown.push(w.to_string()),
+                    }
                 } else if let Some((a, b)) = w.split_once('=') {
                     r.aliases.push((a.to_string(), b.to_string()));
+                } else {
+                    r.unknown.push(w.to_string());
                 }
             }
         }
@@ -81,11 +94,12 @@ fn pages() -> Vec<PathBuf> {
     v
 }
 
-/// Whether a `$ ` line is a dtx command (perhaps after `VAR=value` words).
+/// Whether a `$ ` line is a command the test runs: dtx's (perhaps after `VAR=value` words),
+/// or `cc`, which builds an example's target from `examples/c/`.
 fn is_dtx_command(s: &str) -> bool {
     s.split_whitespace()
         .find(|w| !w.contains('='))
-        .is_some_and(|w| w == "dtx")
+        .is_some_and(|w| w == "dtx" || w == "cc")
 }
 
 fn examples_of(page: &Path) -> Vec<Example> {
@@ -129,10 +143,22 @@ fn examples_of(page: &Path) -> Vec<Example> {
             let at = start + 2 + j;
             let mut command = cmd.to_string();
             j += 1;
-            while command.ends_with('\\') && j < body.len() {
-                command.pop();
-                command.push(' ');
-                command.push_str(body[j].trim());
+            // a command goes on after a line that ends with `\` or leaves a `'` open (a D
+            // program over several lines, as a shell reads it pasted)
+            loop {
+                if j >= body.len() {
+                    break;
+                }
+                if command.ends_with('\\') {
+                    command.pop();
+                    command.push(' ');
+                    command.push_str(body[j].trim());
+                } else if command.matches('\'').count() % 2 == 1 {
+                    command.push('\n');
+                    command.push_str(body[j]);
+                } else {
+                    break;
+                }
                 j += 1;
             }
             let mut shown = Vec::new();
@@ -146,6 +172,7 @@ fn examples_of(page: &Path) -> Vec<Example> {
             out.push(Example {
                 page: name.clone(),
                 line: at,
+                block: start + 1,
                 command,
                 shown,
                 rule: parse_rule(&comment),
@@ -253,21 +280,28 @@ fn check(ex: &Example, got_out: &str, got_err: &str) -> Option<String> {
     })
 }
 
-/// A folder holding every shared trace by name, and the example's aliases.
+/// A folder for one example: `work/`, where it runs, holds every shared trace by name, the
+/// checkout's scripts and the example's aliases; beside it `shared` is `../shared`, so that a
+/// page may also name a trace as a checkout names it (`../shared/etl-win11/filtrace_etw.etl`).
 fn trace_folder(traces: &Path, rule: &Rule) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
+    let top = tempfile::tempdir().unwrap();
+    let dir = top.path().join("work");
+    std::fs::create_dir(&dir).unwrap();
+    if let Some(shared) = traces.parent() {
+        let _ = std::os::unix::fs::symlink(shared, top.path().join("shared"));
+    }
     for e in std::fs::read_dir(traces).unwrap().flatten() {
-        let _ = std::os::unix::fs::symlink(e.path(), dir.path().join(e.file_name()));
+        let _ = std::os::unix::fs::symlink(e.path(), dir.join(e.file_name()));
     }
     // the checkout's scripts, as the pages name them (`-s dscripts/sched/oncpu.d`)
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     for d in ["dscripts", "scripts", "examples"] {
-        let _ = std::os::unix::fs::symlink(root.join(d), dir.path().join(d));
+        let _ = std::os::unix::fs::symlink(root.join(d), dir.join(d));
     }
     for (alias, real) in &rule.aliases {
-        let _ = std::os::unix::fs::symlink(traces.join(real), dir.path().join(alias));
+        let _ = std::os::unix::fs::symlink(traces.join(real), dir.join(alias));
     }
-    dir
+    top
 }
 
 fn path_with_dtx() -> String {
@@ -303,7 +337,13 @@ fn the_manual_shows_commands_with_their_output() {
     for e in &windows {
         eprintln!("  windows: {}:{}: {}", e.page, e.line, e.command);
     }
-    assert!(all.len() >= 9, "{all:#?}");
+    assert!(all.len() >= 30, "{all:#?}");
+    let unknown: Vec<String> = all
+        .iter()
+        .filter(|e| !e.rule.unknown.is_empty())
+        .map(|e| format!("{}:{}: {:?}", e.page, e.line, e.rule.unknown))
+        .collect();
+    assert!(unknown.is_empty(), "words that are no rule: {unknown:?}");
     // every page with such a block is read
     for page in [
         "docs/many-traces.md",
@@ -325,8 +365,9 @@ fn every_example_of_the_manual_gives_what_it_shows() {
     let live = std::cell::OnceCell::new();
     let mut failures = Vec::new();
     let mut ran = 0;
+    let mut folder: Option<((String, usize), tempfile::TempDir)> = None;
     for ex in all_examples() {
-        if ex.rule.windows {
+        if ex.rule.windows || (ex.rule.not_windows && cfg!(windows)) {
             continue;
         }
         if ex.rule.live_linux {
@@ -335,8 +376,12 @@ fn every_example_of_the_manual_gives_what_it_shows() {
                 continue;
             }
         }
-        let dir = trace_folder(&traces, &ex.rule);
-        let Some((out, err)) = run_bounded(&ex.command, dir.path()) else {
+        let key = (ex.page.clone(), ex.block);
+        if folder.as_ref().is_none_or(|(k, _)| *k != key) {
+            folder = Some((key, trace_folder(&traces, &ex.rule)));
+        }
+        let Some((_, dir)) = &folder else { continue };
+        let Some((out, err)) = run_bounded(&ex.command, &dir.path().join("work")) else {
             failures.push(format!(
                 "{}:{}: {}\ndid not end within {} s (an example must run to its end)",
                 ex.page,
