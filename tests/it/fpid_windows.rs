@@ -155,19 +155,34 @@ fn fpid_windows_ustack_names_functions_as_pid_does() {
     assert_eq!(fr, pr);
 }
 
-#[test]
-fn fpid_windows_attach_then_exit_leaves_target_running() {
-    let Some(prog) = program() else { return };
-    // 200 calls of hit(), 5 ms apart
-    let mut child = Command::new(&prog)
-        .args(["200", "5"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+/// Starts the fixture with `args` and `env` and waits for its "ready" line: the running
+/// child and the rest of its stdout.
+fn spawn_ready(
+    prog: &std::path::Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (
+    std::process::Child,
+    std::io::BufReader<std::process::ChildStdout>,
+) {
+    let mut cmd = Command::new(prog);
+    cmd.args(args).stdout(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().unwrap();
     let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
     let mut first = String::new();
     stdout.read_line(&mut first).unwrap();
     assert_eq!(first.trim(), "ready");
+    (child, stdout)
+}
+
+#[test]
+fn fpid_windows_attach_then_exit_leaves_target_running() {
+    let Some(prog) = program() else { return };
+    // 200 calls of hit(), 5 ms apart
+    let (mut child, mut stdout) = spawn_ready(&prog, &["200", "5"], &[]);
     let pid = child.id().to_string();
     let out = dtx(&[
         "-q",
@@ -207,16 +222,7 @@ fn fpid_windows_attach_then_exit_leaves_target_running() {
 fn win3_16_fpid_traces_a_target_whose_first_64_tls_slots_are_taken() {
     let Some(prog) = program() else { return };
     // 200 calls of hit(), 5 ms apart, after 70 TlsAlloc calls
-    let mut child = Command::new(&prog)
-        .args(["200", "5"])
-        .env("FPIDWIN_TLS", "70")
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut first = String::new();
-    stdout.read_line(&mut first).unwrap();
-    assert_eq!(first.trim(), "ready");
+    let (mut child, mut stdout) = spawn_ready(&prog, &["200", "5"], &[("FPIDWIN_TLS", "70")]);
     let pid = child.id().to_string();
     let out = dtx(&[
         "-q",

@@ -1151,6 +1151,17 @@ mod tests {
         assert!(p.needs_kernel());
     }
 
+    /// `dnet::gc:gc-start` with its catalog id and function.
+    fn gc_start_probe() -> ProbeInfo {
+        use crate::providers::etw::dnet;
+        let mut gc = probe("dnet", "gc-start");
+        if let Some(i) = dnet::PROBES.iter().position(|d| d.name == "gc-start") {
+            gc.id = dnet::FIRST_ID + i as u64;
+            gc.function = dnet::PROBES[i].function.into();
+        }
+        gc
+    }
+
     fn probe(provider: &str, name: &str) -> ProbeInfo {
         ProbeInfo {
             id: 1,
@@ -1430,11 +1441,7 @@ mod tests {
             "{t:?}"
         );
         // a probe's own provider is not filtered to the target
-        let mut gc = probe("dnet", "gc-start");
-        if let Some(i) = dnet::PROBES.iter().position(|d| d.name == "gc-start") {
-            gc.id = dnet::FIRST_ID + i as u64;
-            gc.function = dnet::PROBES[i].function.into();
-        }
+        let gc = gc_start_probe();
         let sample = probe("profile", "profile-997");
         let p = SessionPlan::for_probes(
             [&gc, &sample],
@@ -1492,11 +1499,7 @@ mod tests {
             assert!(runtime(&p).is_none() && rundown(&p).is_none(), "{p:?}");
         }
         // merged with what dnet probes ask: one entry per provider, keywords OR'ed
-        let mut gc = probe("dnet", "gc-start");
-        if let Some(i) = dnet::PROBES.iter().position(|d| d.name == "gc-start") {
-            gc.id = dnet::FIRST_ID + i as u64;
-            gc.function = dnet::PROBES[i].function.into();
-        }
+        let gc = gc_start_probe();
         let sample = probe("profile", "profile-997");
         let p = SessionPlan::for_probes(
             [&gc, &sample],
