@@ -1,6 +1,7 @@
 //! The target process's own types, as its debug information (a PDB's TPI stream) describes
 //! them: what ``pid`NAME`` and ``userland pid`NAME`` name (the Windows port's
-//! `(userland pid`_TEB *)`), and the prototypes that type a `pid` probe's `args[]`.
+//! `(userland pid`_TEB *)`), and the prototypes that type a `pid` probe's `args[]` (the
+//! parameters at `entry`, the return value's `args[1]` at `return`).
 //!
 //! The compiler owns this trait and its type table; `symbols` reads the debug information
 //! and implements it (`symbols/pdb_types.rs`), adding what a program names, and what that
@@ -22,6 +23,10 @@ pub trait TargetTypes: Send + Sync {
     /// The parameter types of the prototype of function `func`, added to `table`, when the
     /// debug information has it.
     fn params(&self, func: &str, table: &mut TypeTable) -> Option<Vec<TypeId>>;
+
+    /// The return type of the prototype of function `func`, added to `table`, when the debug
+    /// information has it (None for a function that returns nothing).
+    fn returns(&self, func: &str, table: &mut TypeTable) -> Option<TypeId>;
 }
 
 /// The type name after a `pid` scope (``pid`X``, ``pid1234`X``), the scope of the target's

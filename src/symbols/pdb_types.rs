@@ -641,6 +641,16 @@ impl TargetTypes for PdbTypes {
         };
         Some(self.params_of(*args, table, 0))
     }
+
+    fn returns(&self, func: &str, table: &mut TypeTable) -> Option<TypeId> {
+        let &proto = self.functions.get(func)?;
+        let Some(Rec::Proc { ret: Some(ret), .. }) = self.recs.get(&proto) else {
+            return None;
+        };
+        let ret = *ret;
+        let t = self.add(ret, table, 0);
+        (!table.is_void(t)).then_some(t)
+    }
 }
 
 #[cfg(test)]
@@ -714,5 +724,13 @@ mod tests {
         assert_eq!(params.len(), 2);
         assert_eq!(t.referent(params[0]).map(|r| t.resolve(r)), Some(s));
         assert_eq!(t.name(params[1]), "int");
+        // what they return: int, an enum, a pointer to the struct
+        let r = types.returns("area", &mut t).unwrap();
+        assert_eq!(t.name(r), "int");
+        let r = types.returns("colour_of", &mut t).unwrap();
+        assert!(matches!(t.rkind(r), TypeKind::Enum { .. }), "{}", t.name(r));
+        let r = types.returns("self_of", &mut t).unwrap();
+        assert_eq!(t.referent(r).map(|r| t.resolve(r)), Some(s));
+        assert_eq!(types.returns("no_such_function", &mut t), None);
     }
 }

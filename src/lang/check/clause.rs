@@ -26,9 +26,9 @@ impl Checker<'_> {
         let mut no_args = !c.probes.is_empty();
         // every probe matched gives args[] no types (none matched: not known)
         let mut untyped = None;
-        // every probe matched is the `pid` entry of this one function, whose args[] the
-        // target's prototype can type
-        let mut pid_entry: Option<Option<String>> = None;
+        // every probe matched is the `pid` entry (or every one the return) of this one
+        // function, whose args[] the target's prototype can type
+        let mut pid_entry: Option<Option<(String, bool)>> = None;
         self.probe_args_desc = None;
         for p in &c.probes {
             let (desc, line) = self.probe_desc(p)?;
@@ -56,9 +56,10 @@ impl Checker<'_> {
             for m in matched {
                 no_args &= m.provider == "dtrace" && (m.name == "BEGIN" || m.name == "END");
                 untyped = Some(untyped.unwrap_or(true) && m.arg_types.is_empty());
-                let entry =
-                    (m.provider.starts_with("pid") && m.name == "entry" && m.arg_types.is_empty())
-                        .then(|| m.function.clone());
+                let entry = (m.provider.starts_with("pid")
+                    && matches!(m.name.as_str(), "entry" | "return")
+                    && m.arg_types.is_empty())
+                .then(|| (m.function.clone(), m.name == "return"));
                 pid_entry = Some(match pid_entry {
                     None => entry,
                     Some(prev) if prev == entry => prev,
@@ -92,10 +93,21 @@ impl Checker<'_> {
         self.probe_args_untyped = untyped == Some(true);
         self.probe_args =
             arg_types.map(|(v, _)| v.iter().map(|t| self.type_from_text(t)).collect());
-        if let (Some(Some(func)), Some(t)) = (pid_entry, self.target_types.clone()) {
-            if let Some(params) = t.params(&func, &mut self.types) {
-                self.probe_args = Some(params);
-                self.probe_args_untyped = false;
+        if let (Some(Some((func, ret))), Some(t)) = (pid_entry, self.target_types.clone()) {
+            if !ret {
+                if let Some(params) = t.params(&func, &mut self.types) {
+                    self.probe_args = Some(params);
+                    self.probe_args_untyped = false;
+                }
+            } else if let Some(r) = t.returns(&func, &mut self.types) {
+                // at `return` arg0 is the return instruction's offset and arg1 rax: the
+                // return value when it is an integer, an enum or a pointer (a float comes
+                // back in xmm0, a struct of more than 8 bytes through a hidden buffer)
+                if self.types.is_integer(r) || self.types.is_pointer(r) {
+                    let offset = self.type_from_text("uint64_t");
+                    self.probe_args = Some(vec![offset, r]);
+                    self.probe_args_untyped = false;
+                }
             }
         }
         Ok(())

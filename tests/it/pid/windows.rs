@@ -636,7 +636,8 @@ fn win3_wow64_process_is_refused_by_pid_and_fpid_p() {
 /// The target's own types from its PDB (issue 43): `args[0]` of a `pid` entry probe typed from
 /// the function's prototype, so that `print(*args[0])` prints the struct as dtrace prints
 /// CTF-typed data (the PDB's layout, its typedef names, bit-fields with their widths), and a
-/// `(userland pid`SHAPE *)` cast of `arg0` reading the same members.
+/// `(userland pid`SHAPE *)` cast of `arg0` reading the same members; at `return`, `args[1]`
+/// typed from the prototype's return type.
 #[test]
 fn pdb_types_type_args_and_casts() {
     let Some(dir) = fixtures() else { return };
@@ -674,4 +675,18 @@ fn pdb_types_type_args_and_casts() {
             "no line {line:?} in:\n{so}{se}"
         );
     }
+    // at `return`, args[1] has the prototype's return type: an enum, a pointer to the struct
+    let script = "pid$target:a.out:colour_of:return { printf(\"colour \"); print(args[1]);
+            printf(\"\\n\"); }
+        pid$target:a.out:self_of:return { printf(\"self id %d kind %d\\n\", args[1]->id,
+            args[1]->kind); }";
+    let out = dtx(&["-q", "-n", script, "-c", &exe.display().to_string()]);
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{se}");
+    assert!(so.contains("self id 7 kind 5\n"), "{so}{se}");
+    assert!(
+        so.lines()
+            .any(|l| l.starts_with("colour ") && l.contains("BLUE")),
+        "{so}{se}"
+    );
 }
