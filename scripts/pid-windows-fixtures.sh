@@ -6,7 +6,9 @@
 #   - pidwin_pdb.exe: pidwin.c built by clang + lld with a PDB, stripped of its COFF symbols
 #     (names come from pidwin_pdb.pdb only; its debug record names C:\build\pidwin_pdb.pdb), when
 #     clang and lld are installed (else the PDB tests skip);
-#   - shapes_pdb.exe: shapes.c built the same way, whose types the PDB types test reads.
+#   - shapes_pdb.exe: shapes.c built the same way, whose types the PDB types test reads;
+#   - ringlib_pdb.dll: ringlib.c built the same way as a DLL, and rings.exe, built by gcc with
+#     no PDB, importing it (its types come from the DLL's PDB).
 #
 #   scripts/pid-windows-fixtures.sh DIR
 #
@@ -33,6 +35,8 @@ for c in "$ROOT"/tests/pid_windows/*.c; do
     case $name in
         *.dll) "$CC" -O0 -fno-omit-frame-pointer -shared -o "$DIR/$name" "$c" ;;
         unwind) "$CC" -O2 -fomit-frame-pointer -o "$DIR/$name.exe" "$c" ;;
+        # built below, with clang, when it is here
+        ringlib|rings) ;;
         *) "$CC" -O0 -g -fno-omit-frame-pointer -o "$DIR/$name.exe" "$c" ;;
     esac
 done
@@ -44,6 +48,11 @@ if command -v clang >/dev/null && command -v ld.lld >/dev/null; then
     # the PDB types test's program (tests/it/pid/windows.rs): its types come from its PDB
     clang --target=x86_64-w64-mingw32 -O1 -g -gcodeview -fuse-ld=lld -L"$libgcc" \
         -Wl,--pdb="$DIR/shapes_pdb.pdb" -o "$DIR/shapes_pdb.exe" "$ROOT/tests/pid_windows/shapes.c"
+    # a DLL's types: ringlib_pdb.dll with its PDB, and rings.exe (no PDB) importing it
+    clang --target=x86_64-w64-mingw32 -O1 -g -gcodeview -fuse-ld=lld -shared -L"$libgcc" \
+        -Wl,--pdb="$DIR/ringlib_pdb.pdb" -Wl,--out-implib,"$DIR/libringlib_pdb.dll.a" \
+        -o "$DIR/ringlib_pdb.dll" "$ROOT/tests/pid_windows/ringlib.c"
+    "$CC" -O0 -g -o "$DIR/rings.exe" "$ROOT/tests/pid_windows/rings.c" "$DIR/libringlib_pdb.dll.a"
 else
     echo "pid-windows-fixtures: clang/lld missing: no pidwin_pdb.exe (the PDB tests will skip)" >&2
 fi

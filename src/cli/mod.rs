@@ -508,11 +508,12 @@ fn run_plan(prog: &str, args: &Args, mut opts: DOptions, plan: plan::Plan) -> Re
         None
     };
     let mut target_pid = target.as_ref().map_or(0, |t| t.pid as u64);
-    // the target's own types (its PDB): pid`NAME, and pid probes' args[] from prototypes
+    // the target's own types (its PDBs, the executable's then its DLLs'): pid`NAME, and pid
+    // probes' args[] from prototypes
     let target_types = target
         .as_ref()
-        .and_then(|t| t.exe())
-        .and_then(|exe| crate::symbols::pdb_types::for_image(std::path::Path::new(&exe)));
+        .and_then(|t| t.maps())
+        .map(|(maps, exe)| crate::symbols::process_types::for_process(&exe, &maps));
     catalog.add(Box::new(pid_provider.clone()));
     catalog.add(Box::new(pid_provider.fpid()));
     let catalog = std::sync::Arc::new(catalog);

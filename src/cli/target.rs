@@ -41,9 +41,9 @@ fn kill(pid: u32) {
 fn kill(_pid: u32) {}
 
 impl Target {
-    /// The path of the target's executable, when its module list gives it.
-    pub fn exe(&self) -> Option<String> {
-        self.process.as_ref()?.maps().map(|(_, exe)| exe)
+    /// The target's module list (`/proc/PID/maps` lines) and its executable's path.
+    pub fn maps(&self) -> Option<(String, String)> {
+        self.process.as_ref()?.maps()
     }
 }
 

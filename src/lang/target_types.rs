@@ -20,13 +20,15 @@ pub trait TargetTypes: Send + Sync {
     /// type.
     fn import(&self, name: &str, table: &mut TypeTable) -> Option<TypeId>;
 
-    /// The parameter types of the prototype of function `func`, added to `table`, when the
-    /// debug information has it.
-    fn params(&self, func: &str, table: &mut TypeTable) -> Option<Vec<TypeId>>;
+    /// The parameter types of the prototype of function `func` of module `module` (a `pid`
+    /// probe's module: the image's file name), added to `table`, when the debug information
+    /// has it.
+    fn params(&self, module: &str, func: &str, table: &mut TypeTable) -> Option<Vec<TypeId>>;
 
-    /// The return type of the prototype of function `func`, added to `table`, when the debug
-    /// information has it (None for a function that returns nothing).
-    fn returns(&self, func: &str, table: &mut TypeTable) -> Option<TypeId>;
+    /// The return type of the prototype of function `func` of module `module`, added to
+    /// `table`, when the debug information has it (None for a function that returns
+    /// nothing).
+    fn returns(&self, module: &str, func: &str, table: &mut TypeTable) -> Option<TypeId>;
 }
 
 /// The type name after a `pid` scope (``pid`X``, ``pid1234`X``), the scope of the target's

@@ -131,8 +131,9 @@ pub struct TypeTable {
     /// Other types that stand for the kernel's (base.d's `struct thread`, for `kthread_t`).
     kernel_more: Vec<TypeId>,
     /// The types imported from the target's debug information (`lang::target_types`), by
-    /// their index there: each is added once, so that two names of one type are one type.
-    pub imported: HashMap<u32, TypeId>,
+    /// their key there (which PDB, and the record's index in it): each is added once, so
+    /// that two names of one type are one type.
+    pub imported: HashMap<u64, TypeId>,
     pub model: DataModel,
     pub void: TypeId,
     pub int: TypeId,

@@ -15,6 +15,7 @@ pub mod msf;
 pub mod pdb;
 pub mod pdb_types;
 pub mod pe;
+pub mod process_types;
 pub mod r2r;
 pub mod symsrv;
 pub mod trace;

@@ -88,6 +88,10 @@ pub struct PdbTypes {
     typedefs: HashMap<String, u32>,
     /// Function names and their prototypes (`LF_PROCEDURE`).
     functions: HashMap<String, u32>,
+    /// Which of a process's PDBs this is (`symbols::process_types`): the high half of the
+    /// keys under which its types are remembered in `TypeTable::imported`, since two PDBs
+    /// number their records alike.
+    source: u64,
 }
 
 /// The deepest chain of types followed (a malformed PDB may loop).
@@ -134,6 +138,17 @@ fn variant(v: &pdb2::Variant) -> i64 {
 }
 
 impl PdbTypes {
+    /// These types as the `source`th PDB of a process (see [`PdbTypes::source`]).
+    pub fn with_source(mut self, source: u64) -> PdbTypes {
+        self.source = source;
+        self
+    }
+
+    /// The key of the record at `index` (with its typedef bit) in `TypeTable::imported`.
+    fn key(&self, index: u32) -> u64 {
+        (self.source << 32) | u64::from(index)
+    }
+
     /// Reads the types of the PDB at `path`.
     pub fn read(path: &Path) -> Result<PdbTypes, String> {
         let shown = path.display();
@@ -340,7 +355,7 @@ impl PdbTypes {
 
     /// Adds the type at `index` to `table` (memoized in `table.imported`).
     fn add(&self, index: u32, table: &mut TypeTable, depth: u32) -> TypeId {
-        if let Some(&id) = table.imported.get(&index) {
+        if let Some(&id) = table.imported.get(&self.key(index)) {
             return id;
         }
         if depth > MAX_DEPTH {
@@ -412,7 +427,7 @@ impl PdbTypes {
                     .flatten()
                 {
                     let id = self.add(full, table, depth + 1);
-                    table.imported.insert(index, id);
+                    table.imported.insert(self.key(index), id);
                     return id;
                 }
                 return self.add_sou(index, rec, table, depth);
@@ -425,7 +440,7 @@ impl PdbTypes {
             } => {
                 if let Some(&full) = forward.then(|| self.tags.get(&(2, name.clone()))).flatten() {
                     let id = self.add(full, table, depth + 1);
-                    table.imported.insert(index, id);
+                    table.imported.insert(self.key(index), id);
                     return id;
                 }
                 let mut values = Vec::new();
@@ -448,7 +463,7 @@ impl PdbTypes {
             }
             Rec::Fields { .. } | Rec::Args(_) | Rec::Other => table.int,
         };
-        table.imported.insert(index, id);
+        table.imported.insert(self.key(index), id);
         id
     }
 
@@ -484,7 +499,7 @@ impl PdbTypes {
             }
         };
         let id = table.add(shell);
-        table.imported.insert(index, id);
+        table.imported.insert(self.key(index), id);
         let mut raw = Vec::new();
         if let Some(f) = fields {
             self.field_lists(*f, |m, _| raw.extend(m.iter().cloned()));
@@ -573,18 +588,17 @@ impl PdbTypes {
     }
 }
 
-/// The types of the PDB of the PE image at `image` (the PDB its debug directory names, beside
-/// it or on the symbol path, with the GUID and age it records), for the compiler; None when
-/// the image is not a PE file with a PDB that is found.
-pub fn for_image(image: &Path) -> Option<std::sync::Arc<dyn TargetTypes>> {
+/// The types of the PDB of the PE image at `image` (the PDB its debug directory names, with
+/// the GUID and age it records) as the `source`th PDB of a process: found
+/// on this machine only (beside the image, where it records, a store of the symbol path);
+/// nothing is downloaded.
+pub fn read_for_image(image: &Path, source: u64) -> Option<PdbTypes> {
     let data = std::fs::read(image).ok()?;
     let file = object::File::parse(&*data).ok()?;
     let id = super::pdb::image_pdb_id(&file)?;
     let symbol_path = super::pdb::SymbolPath::from_env();
     let pdb = super::pdb::find_pdb(&id, Some(image), &symbol_path)?;
-    PdbTypes::read(&pdb)
-        .ok()
-        .map(|t| std::sync::Arc::new(t) as std::sync::Arc<dyn TargetTypes>)
+    PdbTypes::read(&pdb).ok().map(|t| t.with_source(source))
 }
 
 /// The type indexes a record refers to.
@@ -620,7 +634,7 @@ impl TargetTypes for PdbTypes {
             && !tag_itself
             && !bare.contains(' ')
         {
-            let key = index | 0x8000_0000;
+            let key = self.key(index | 0x8000_0000);
             if let Some(&id) = table.imported.get(&key) {
                 return Some(id);
             }
@@ -634,7 +648,7 @@ impl TargetTypes for PdbTypes {
         Some(t)
     }
 
-    fn params(&self, func: &str, table: &mut TypeTable) -> Option<Vec<TypeId>> {
+    fn params(&self, _module: &str, func: &str, table: &mut TypeTable) -> Option<Vec<TypeId>> {
         let &proto = self.functions.get(func)?;
         let Some(Rec::Proc { args, .. }) = self.recs.get(&proto) else {
             return None;
@@ -642,7 +656,7 @@ impl TargetTypes for PdbTypes {
         Some(self.params_of(*args, table, 0))
     }
 
-    fn returns(&self, func: &str, table: &mut TypeTable) -> Option<TypeId> {
+    fn returns(&self, _module: &str, func: &str, table: &mut TypeTable) -> Option<TypeId> {
         let &proto = self.functions.get(func)?;
         let Some(Rec::Proc { ret: Some(ret), .. }) = self.recs.get(&proto) else {
             return None;
@@ -720,17 +734,17 @@ mod tests {
         // a second import is the same type
         assert_eq!(types.import("struct _SHAPE", &mut t), Some(s));
         // the prototype of area(SHAPE *, int)
-        let params = types.params("area", &mut t).unwrap();
+        let params = types.params("", "area", &mut t).unwrap();
         assert_eq!(params.len(), 2);
         assert_eq!(t.referent(params[0]).map(|r| t.resolve(r)), Some(s));
         assert_eq!(t.name(params[1]), "int");
         // what they return: int, an enum, a pointer to the struct
-        let r = types.returns("area", &mut t).unwrap();
+        let r = types.returns("", "area", &mut t).unwrap();
         assert_eq!(t.name(r), "int");
-        let r = types.returns("colour_of", &mut t).unwrap();
+        let r = types.returns("", "colour_of", &mut t).unwrap();
         assert!(matches!(t.rkind(r), TypeKind::Enum { .. }), "{}", t.name(r));
-        let r = types.returns("self_of", &mut t).unwrap();
+        let r = types.returns("", "self_of", &mut t).unwrap();
         assert_eq!(t.referent(r).map(|r| t.resolve(r)), Some(s));
-        assert_eq!(types.returns("no_such_function", &mut t), None);
+        assert_eq!(types.returns("", "no_such_function", &mut t), None);
     }
 }

@@ -28,7 +28,7 @@ impl Checker<'_> {
         let mut untyped = None;
         // every probe matched is the `pid` entry (or every one the return) of this one
         // function, whose args[] the target's prototype can type
-        let mut pid_entry: Option<Option<(String, bool)>> = None;
+        let mut pid_entry: Option<Option<(String, String, bool)>> = None;
         self.probe_args_desc = None;
         for p in &c.probes {
             let (desc, line) = self.probe_desc(p)?;
@@ -59,7 +59,7 @@ impl Checker<'_> {
                 let entry = (m.provider.starts_with("pid")
                     && matches!(m.name.as_str(), "entry" | "return")
                     && m.arg_types.is_empty())
-                .then(|| (m.function.clone(), m.name == "return"));
+                .then(|| (m.module.clone(), m.function.clone(), m.name == "return"));
                 pid_entry = Some(match pid_entry {
                     None => entry,
                     Some(prev) if prev == entry => prev,
@@ -93,13 +93,13 @@ impl Checker<'_> {
         self.probe_args_untyped = untyped == Some(true);
         self.probe_args =
             arg_types.map(|(v, _)| v.iter().map(|t| self.type_from_text(t)).collect());
-        if let (Some(Some((func, ret))), Some(t)) = (pid_entry, self.target_types.clone()) {
+        if let (Some(Some((module, func, ret))), Some(t)) = (pid_entry, self.target_types.clone()) {
             if !ret {
-                if let Some(params) = t.params(&func, &mut self.types) {
+                if let Some(params) = t.params(&module, &func, &mut self.types) {
                     self.probe_args = Some(params);
                     self.probe_args_untyped = false;
                 }
-            } else if let Some(r) = t.returns(&func, &mut self.types) {
+            } else if let Some(r) = t.returns(&module, &func, &mut self.types) {
                 // at `return` arg0 is the return instruction's offset and arg1 rax: the
                 // return value when it is an integer, an enum or a pointer (a float comes
                 // back in xmm0, a struct of more than 8 bytes through a hidden buffer)

@@ -633,6 +633,42 @@ fn win3_wow64_process_is_refused_by_pid_and_fpid_p() {
     assert_eq!(st.code(), Some(7));
 }
 
+/// A DLL's types (issue 43): rings.exe has no PDB and imports ringlib_pdb.dll, which has one,
+/// so `args[]` of the DLL's `pid` probes are typed from the DLL's prototypes and
+/// ``pid`RING`` names the DLL's struct, as ``pid`_TEB`` names ntdll's on Windows.
+#[test]
+fn pdb_types_of_a_dll_of_the_target() {
+    let Some(dir) = fixtures() else { return };
+    let exe = dir.join("rings.exe");
+    if !exe.is_file() || !dir.join("ringlib_pdb.pdb").is_file() {
+        eprintln!(
+            "skipping the DLL types test: {} was not built (clang and lld are needed)",
+            exe.display()
+        );
+        return;
+    }
+    let script = "pid$target:ringlib_pdb:ring_size:entry { print(*args[0]); printf(\"\\n\");
+            r = (userland pid`RING *)arg0;
+            printf(\"size %d level %d wrapped %d\\n\", r->size, r->level, r->wrapped); }
+        pid$target:ringlib_pdb:ring_self:return { printf(\"self size %d\\n\", args[1]->size); }";
+    let out = dtx(&["-q", "-n", script, "-c", &exe.display().to_string()]);
+    let (so, se) = text(&out);
+    assert!(out.status.success(), "{se}");
+    assert!(so.contains("size 12 level 9 wrapped 1\n"), "{so}{se}");
+    assert!(so.contains("self size 12\n"), "{so}{se}");
+    for line in [
+        "struct _RING {",
+        "    int size = 0xc",
+        "    unsigned int wrapped :1 = 0x1",
+        "    unsigned int level :4 = 0x9",
+    ] {
+        assert!(
+            so.lines().any(|l| l == line),
+            "no line {line:?} in:\n{so}{se}"
+        );
+    }
+}
+
 /// The target's own types from its PDB (issue 43): `args[0]` of a `pid` entry probe typed from
 /// the function's prototype, so that `print(*args[0])` prints the struct as dtrace prints
 /// CTF-typed data (the PDB's layout, its typedef names, bit-fields with their widths), and a
