@@ -137,7 +137,7 @@ fn compile_here(
     type_names.extend(lib.types.defined_tags());
     let mut checker = check::Checker::new(TypeTable::new(input.model), opts.clone(), catalog);
     lib.install(&mut checker);
-    checker.target_types = target_types.clone();
+    checker.target_types = target_types;
     // Declarations are checked as they are parsed (a later syntax error does not hide an
     // earlier declaration error, as in DTrace); clauses are checked after the whole parse.
     let (program, pragmas, used, end_line) = {
@@ -149,7 +149,6 @@ fn compile_here(
         let mut parser =
             parser::Parser::new(text, input.kind, input.macros.clone()).with_pragma_hook(hook);
         parser.type_names = type_names;
-        parser.target_types = target_types;
         parser.library_tags = checker.types.library_tag_names().into_iter().collect();
         let mut items = Vec::new();
         while let Some(item) = parser.next_item()? {

@@ -35,8 +35,6 @@ pub struct Parser<'a, 'h> {
     pub type_names: TypeNames,
     /// The type library's tags (`struct _GUID`), which a program may define again once.
     pub library_tags: TypeNames,
-    /// The target's own types (its PDB), which ``pid`NAME`` names.
-    pub target_types: Option<std::sync::Arc<dyn crate::lang::target_types::TargetTypes>>,
     kind: SourceKind,
     pragma_hook: Option<Box<PragmaHook<'h>>>,
     pragmas: Vec<Pragma>,
@@ -79,7 +77,6 @@ impl<'a, 'h> Parser<'a, 'h> {
             ahead: std::collections::VecDeque::new(),
             type_names: TypeNames::default(),
             library_tags: TypeNames::default(),
-            target_types: None,
             kind,
             pragma_hook: None,
             pragmas: Vec::new(),
@@ -262,14 +259,10 @@ impl<'a, 'h> Parser<'a, 'h> {
         match name.rfind('`') {
             Some(i) if i + 1 < name.len() => {
                 let base = &name[i + 1..];
-                // ``pid`_POINT``: a type of the target's PDB
-                if let (Some(b), Some(t)) = (
-                    crate::lang::target_types::pid_scoped(name),
-                    &self.target_types,
-                ) {
-                    if t.has(b) {
-                        return true;
-                    }
+                // ``pid`_POINT``: a type of the target's PDBs; one they lack (or with no
+                // target) is a type the checker then refuses with why, not a syntax error
+                if crate::lang::target_types::pid_scoped(name).is_some() {
+                    return true;
                 }
                 // ``nt`_GUID``: a bare tag after a scope names the struct or union, as
                 // Microsoft's scripts spell kernel types

@@ -29,6 +29,26 @@ pub trait TargetTypes: Send + Sync {
     /// `table`, when the debug information has it (None for a function that returns
     /// nothing).
     fn returns(&self, module: &str, func: &str, table: &mut TypeTable) -> Option<TypeId>;
+
+    /// Why a type name that [`TargetTypes::has`] does not know is not there, for the
+    /// compiler's refusal: which debug information was read, and what was not found.
+    fn why_missing(&self) -> String {
+        String::new()
+    }
+}
+
+/// The reason a ``pid`NAME`` type is unknown, for `failed to resolve type X: Unknown type
+/// name`: with no target there is no debug information to read; with one, what it has.
+pub fn why_unknown(types: Option<&dyn TargetTypes>) -> String {
+    match types {
+        None => " (pid`NAME names a type of the target's PDBs, and this run has no target: \
+                 give -c or -p)"
+            .to_string(),
+        Some(t) => match t.why_missing() {
+            w if w.is_empty() => String::new(),
+            w => format!(" ({w})"),
+        },
+    }
 }
 
 /// The type name after a `pid` scope (``pid`X``, ``pid1234`X``), the scope of the target's

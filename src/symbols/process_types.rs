@@ -110,6 +110,45 @@ impl TargetTypes for ProcessTypes {
     fn returns(&self, module: &str, func: &str, table: &mut TypeTable) -> Option<TypeId> {
         self.of_module(module)?.returns(module, func, table)
     }
+
+    fn why_missing(&self) -> String {
+        // a Linux target (ELF): its DWARF types are not read
+        if self
+            .images
+            .first()
+            .is_some_and(|i| !i.name.to_ascii_lowercase().ends_with(".exe"))
+        {
+            return "the target is not a Windows executable: dtx reads a target's types from \
+                    PDBs, not from DWARF"
+                .into();
+        }
+        let (with, without): (Vec<&Image>, Vec<&Image>) =
+            self.images.iter().partition(|i| self.types(i).is_some());
+        let names = |v: &[&Image]| {
+            let mut s: Vec<&str> = v.iter().take(6).map(|i| i.name.as_str()).collect();
+            if v.len() > 6 {
+                s.push("...");
+            }
+            s.join(", ")
+        };
+        let found = if with.is_empty() {
+            "no image of the target has its PDB on this machine".to_string()
+        } else {
+            format!("the PDBs of {} have no type of that name", names(&with))
+        };
+        let missing = if without.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; no PDB was found for {} of its images ({}): a PDB is read from beside its \
+                 image, where the image records it, or a store of _NT_SYMBOL_PATH, and \
+                 dtx --symbols -p PID downloads a process's PDBs into the cache",
+                without.len(),
+                names(&without)
+            )
+        };
+        format!("{found}{missing}")
+    }
 }
 
 /// The types of a process whose executable is `exe` and whose module list (`/proc/PID/maps`

@@ -173,3 +173,53 @@ fn args_of_a_probe_without_argument_types_here_say_so() {
     let (code, _, err) = run(&["-q", "-E", "demo", "-n", prog]);
     assert_eq!(code, 0, "{err}");
 }
+
+#[test]
+fn a_pid_type_without_a_target_says_to_give_one() {
+    let prog = format!("{STARTED} BEGIN {{ t = (userland pid`_TEB *)0; }}");
+    let line = refused(&["-e", "-n", &prog]);
+    assert!(
+        line.ends_with(
+            "failed to resolve type pid`_TEB: Unknown type name (pid`NAME names a type of the \
+             target's PDBs, and this run has no target: give -c or -p)"
+        ),
+        "{line}"
+    );
+}
+
+/// With a Linux target, a ``pid`NAME`` type and the typed `args[]` of its `pid` probes are
+/// refused with why: dtx reads a target's types from PDBs, and an ELF target has none.
+#[cfg(target_os = "linux")]
+#[test]
+fn pid_types_of_a_linux_target_say_they_come_from_pdbs() {
+    let Some(env) = crate::support::ctarget::Env::new("pid types of a Linux target") else {
+        return;
+    };
+    let Some(prog) = env.build(
+        "typed",
+        "__attribute__((noinline)) int add(int a, int b) { return a + b; }\n\
+         int main(void) { return add(1, 2) == 3 ? 0 : 1; }\n",
+        &["-O0"],
+        &[],
+    ) else {
+        return;
+    };
+    let target = prog.to_string_lossy().into_owned();
+    let why = "the target is not a Windows executable: dtx reads a target's types from PDBs, \
+               not from DWARF";
+    let cast = format!("{STARTED} pid$target:a.out:add:entry {{ t = (pid`_TEB *)arg0; }}");
+    let line = refused(&["-n", &cast, "-c", &target]);
+    assert!(
+        line.ends_with(&format!(
+            "failed to resolve type pid`_TEB: Unknown type name ({why})"
+        )),
+        "{line}"
+    );
+    let member = format!("{STARTED} pid$target:a.out:add:entry {{ print(*args[0]); }}");
+    let line = refused(&["-n", &member, "-c", &target]);
+    assert!(
+        line.contains("args[ ]: ") && line.contains(" has no typed arguments here (arg0..arg9 hold their raw values); a pid probe's args[] are typed from its function's prototype in the target's PDBs, and none gives add's ("),
+        "{line}"
+    );
+    assert!(line.ends_with(&format!("({why})")), "{line}");
+}

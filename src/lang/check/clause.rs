@@ -93,6 +93,8 @@ impl Checker<'_> {
         self.probe_args_untyped = untyped == Some(true);
         self.probe_args =
             arg_types.map(|(v, _)| v.iter().map(|t| self.type_from_text(t)).collect());
+        self.probe_args_pid = None;
+        let pid_func = pid_entry.clone().flatten().map(|(_, f, _)| f);
         if let (Some(Some((module, func, ret))), Some(t)) = (pid_entry, self.target_types.clone()) {
             if !ret {
                 if let Some(params) = t.params(&module, &func, &mut self.types) {
@@ -109,6 +111,12 @@ impl Checker<'_> {
                     self.probe_args_untyped = false;
                 }
             }
+        }
+        // a pid function's args that stay untyped: the refusal of args[N]->x says why
+        if let (true, Some(func), Some(t)) =
+            (self.probe_args_untyped, pid_func, self.target_types.clone())
+        {
+            self.probe_args_pid = Some((func, t));
         }
         Ok(())
     }

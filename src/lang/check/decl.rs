@@ -109,9 +109,15 @@ impl Checker<'_> {
                         match self.target_type(n).or_else(|| self.types.lookup(n)) {
                             Some(t) => t,
                             None => {
-                                let why = crate::lang::kernel::kernel_scope(n)
-                                    .map(|_| crate::lang::kernel::why("a kernel type"))
-                                    .unwrap_or_default();
+                                let why = if crate::lang::target_types::pid_scoped(n).is_some() {
+                                    crate::lang::target_types::why_unknown(
+                                        self.target_types.as_deref(),
+                                    )
+                                } else {
+                                    crate::lang::kernel::kernel_scope(n)
+                                        .map(|_| crate::lang::kernel::why("a kernel type"))
+                                        .unwrap_or_default()
+                                };
                                 return Err(derr(
                                     "D_TYPE_ERR",
                                     line,

@@ -547,8 +547,9 @@ impl Checker<'_> {
         }
     }
 
-    /// `args[N]->x` (or `.x`) where the clause's probes give `args[]` no types on this host
-    /// (Linux live, untyped ETW events): `args[N]` is then a plain integer, and dtrace's
+    /// `args[N]->x` (or `.x`, or `*args[N]`) where the clause's probes give `args[]` no
+    /// types on this host (Linux live, untyped ETW events, a `pid` function whose prototype
+    /// no PDB gives): `args[N]` is then a plain integer, and dtrace's
     /// `dt_idcook_args` would say the index is out of range of a probe without arguments;
     /// said so, with why, rather than "operator -> must be applied to a pointer".
     fn untyped_args_member(&self, base: &Expr, line: u32) -> Option<Diagnostic> {
@@ -567,12 +568,23 @@ impl Checker<'_> {
             _ => return None,
         };
         let desc = self.probe_args_desc.clone().unwrap_or_default();
+        let why = match &self.probe_args_pid {
+            None => String::new(),
+            Some((func, t)) => format!(
+                "; a pid probe's args[] are typed from its function's prototype in the \
+                 target's PDBs, and none gives {func}'s{}",
+                match t.why_missing() {
+                    w if w.is_empty() => String::new(),
+                    w => format!(" ({w})"),
+                }
+            ),
+        };
         Some(derr(
             "D_ARGS_IDX",
             line,
             format!(
                 "index {i} is out of range for {desc} args[ ]: {desc} has no typed arguments \
-                 here (arg0..arg9 hold their raw values)"
+                 here (arg0..arg9 hold their raw values){why}"
             ),
         ))
     }
@@ -1011,6 +1023,9 @@ impl Checker<'_> {
             }
             UnOp::Deref => {
                 if !t.is_pointer(v.ty) && !t.is_array(v.ty) {
+                    if let Some(e) = self.untyped_args_member(x, line) {
+                        return Err(e);
+                    }
                     return Err(derr(
                         "D_DEREF_NONPTR",
                         line,

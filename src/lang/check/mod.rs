@@ -106,6 +106,13 @@ pub struct Checker<'a> {
     /// Every probe the clause enables gives `args[]` no types here (Linux live, ETW events
     /// without a schema).
     pub(crate) probe_args_untyped: bool,
+    /// A `pid` function whose prototype no PDB of the target gives, and the target's
+    /// types: the refusal of `args[N]->x` says why its `args[]` have no types (asking the
+    /// types what they lack reads every PDB, so only then).
+    pub(crate) probe_args_pid: Option<(
+        String,
+        std::sync::Arc<dyn crate::lang::target_types::TargetTypes>,
+    )>,
     /// The translated `args[N]` of the clause's probes: N → (native type, translated type).
     pub(crate) probe_xlate: HashMap<usize, (ast::TypeName, ast::TypeName)>,
     /// Types of prototype texts already parsed (`"const char *"` → id).
@@ -139,6 +146,7 @@ impl<'a> Checker<'a> {
             probe_args_desc: None,
             probe_no_args: false,
             probe_args_untyped: false,
+            probe_args_pid: None,
             probe_xlate: HashMap::new(),
             inline_depth: 0,
             text_types: HashMap::new(),

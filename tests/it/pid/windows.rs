@@ -667,6 +667,19 @@ fn pdb_types_of_a_dll_of_the_target() {
             "no line {line:?} in:\n{so}{se}"
         );
     }
+    // a name no PDB of the target has: the refusal says which PDBs were read and which
+    // images have none here
+    let script = "pid$target:a.out:main:entry { t = (userland pid`NO_SUCH_TYPE *)arg0; }";
+    let out = dtx(&["-q", "-n", script, "-c", &exe.display().to_string()]);
+    let (so, se) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{so}{se}");
+    assert!(
+        se.contains(
+            "failed to resolve type pid`NO_SUCH_TYPE: Unknown type name (the PDBs of \
+             ringlib_pdb.dll have no type of that name; no PDB was found for "
+        ) && se.contains(" of its images (rings.exe, ntdll.dll, "),
+        "{se}"
+    );
 }
 
 /// The target's own types from its PDB (issue 43): `args[0]` of a `pid` entry probe typed from
