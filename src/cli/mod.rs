@@ -510,7 +510,7 @@ fn run_plan(prog: &str, args: &Args, mut opts: DOptions, plan: plan::Plan) -> Re
     let mut target_pid = target.as_ref().map_or(0, |t| t.pid as u64);
     // the target's own types (its PDBs, the executable's then its DLLs'): pid`NAME, and pid
     // probes' args[] from prototypes
-    let target_types = target
+    let mut target_types = target
         .as_ref()
         .and_then(|t| t.maps())
         .map(|(maps, exe)| crate::symbols::process_types::for_process(&exe, &maps));
@@ -534,6 +534,11 @@ fn run_plan(prog: &str, args: &Args, mut opts: DOptions, plan: plan::Plan) -> Re
             }),
         )?;
         target_pid = s.target as u64;
+        // the served target is the session's: its types are read from its module list now
+        target_types = pid_provider
+            .process_maps(s.target)
+            .ok()
+            .map(|(maps, exe)| crate::symbols::process_types::for_process(&exe, &maps));
         served = Some(s);
     }
     let model = plan.model;

@@ -252,6 +252,15 @@ impl PidProvider {
             .collect()
     }
 
+    /// Process `pid`'s module list (`/proc/PID/maps` text) and its executable's path, read
+    /// now, or why not.
+    pub fn process_maps(&self, pid: u32) -> Result<(String, String), String> {
+        self.reader
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .maps(pid)
+    }
+
     /// The modules of process `pid` as last read.
     pub fn modules_of(&self, pid: u32) -> Option<ProcessModules> {
         let st = self.state.lock().unwrap_or_else(|e| e.into_inner());

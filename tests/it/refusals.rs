@@ -222,4 +222,12 @@ fn pid_types_of_a_linux_target_say_they_come_from_pdbs() {
         "{line}"
     );
     assert!(line.ends_with(&format!("({why})")), "{line}");
+    // the exporter's target (opened by its session) is read for types too
+    let line = refused(&["-x", "metrics=127.0.0.1:0", "-n", &cast, "-c", &target]);
+    assert!(
+        line.ends_with(&format!(
+            "failed to resolve type pid`_TEB: Unknown type name ({why})"
+        )),
+        "{line}"
+    );
 }
