@@ -10,6 +10,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use crate::support::cli::{dtx_ok, DTX};
+use crate::support::mcp::{int, list, s};
 use dtx::output::json::{parse, Json};
 
 /// The venv's python with the MCP SDK, or None after saying why it cannot be had.
@@ -107,28 +108,6 @@ fn session(py: &Path, destructive: bool) -> Json {
     let se = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "the MCP client failed: {se}\n{so}");
     parse(so.trim()).unwrap_or_else(|e| panic!("{e}: {so}"))
-}
-
-fn s<'a>(j: &'a Json, k: &str) -> &'a str {
-    match j.get(k) {
-        Some(Json::Str(s)) => s,
-        other => panic!("{k}: {other:?}"),
-    }
-}
-
-fn list<'a>(j: &'a Json, k: &str) -> &'a [Json] {
-    match j.get(k) {
-        Some(Json::Array(a)) => a,
-        other => panic!("{k}: {other:?}"),
-    }
-}
-
-fn int(j: Option<&Json>) -> i64 {
-    match j {
-        Some(Json::Int(i)) => *i,
-        Some(Json::UInt(u)) => *u as i64,
-        other => panic!("not an integer: {other:?}"),
-    }
 }
 
 #[test]

@@ -2,12 +2,7 @@
    a script names come from the DLL's PDB.
    rings             prints ring_size(ring_self(&r)): 21 */
 #include <stdio.h>
-typedef struct _RING {
-    int size;
-    unsigned int wrapped : 1;
-    unsigned int level : 4;
-    struct _RING *self;
-} RING;
+#include "ring.h"
 __declspec(dllimport) int ring_size(RING *r);
 __declspec(dllimport) RING *ring_self(RING *r);
 int main(void) {

@@ -83,21 +83,24 @@ pub fn tool_calls_by_hand(calls: &[(&str, Json)]) -> Vec<(Json, bool)> {
         .collect()
 }
 
-fn s<'a>(j: &'a Json, k: &str) -> &'a str {
+/// The string member `k` of `j`.
+pub fn s<'a>(j: &'a Json, k: &str) -> &'a str {
     match j.get(k) {
         Some(Json::Str(s)) => s,
         other => panic!("{k}: {other:?}"),
     }
 }
 
-fn list<'a>(j: &'a Json, k: &str) -> &'a [Json] {
+/// The array member `k` of `j`.
+pub fn list<'a>(j: &'a Json, k: &str) -> &'a [Json] {
     match j.get(k) {
         Some(Json::Array(a)) => a,
         other => panic!("{k}: {other:?}"),
     }
 }
 
-fn int(j: Option<&Json>) -> i64 {
+/// An integer.
+pub fn int(j: Option<&Json>) -> i64 {
     match j {
         Some(Json::Int(i)) => *i,
         Some(Json::UInt(u)) => *u as i64,
