@@ -180,7 +180,11 @@ mod linux {
     impl ReadableCopy {
         fn new() -> ReadableCopy {
             use std::os::unix::fs::PermissionsExt;
-            let dir = std::env::temp_dir().join(format!("dtx-check-copy-{}", std::process::id()));
+            // one folder per copy: tests of one process make copies at once
+            static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+            let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let dir =
+                std::env::temp_dir().join(format!("dtx-check-copy-{}-{n}", std::process::id()));
             let _ = std::fs::remove_dir_all(&dir);
             std::fs::create_dir(&dir).unwrap();
             std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -195,6 +199,83 @@ mod linux {
         fn drop(&mut self) {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
+    }
+
+    /// `dtx --mcp`'s live `run` as a user who may not trace the system calls: the tool
+    /// answers an error in dtx's words, as the command line exits 1, not an empty result.
+    #[test]
+    fn mcp_live_run_that_cannot_trace_is_a_tool_error() {
+        use dtx::output::json::Json;
+        if !root() {
+            eprintln!(
+                "skipped: mcp_live_run_that_cannot_trace_is_a_tool_error: needs root (for setpriv)"
+            );
+            return;
+        }
+        if std::process::Command::new("setpriv")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            eprintln!("skipped: mcp_live_run_that_cannot_trace_is_a_tool_error: no setpriv");
+            return;
+        }
+        let copy = ReadableCopy::new();
+        let server = Dtx::under_exe(
+            &[
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--inh-caps=-all",
+                "--",
+            ],
+            copy.exe.as_os_str(),
+            &["--mcp"],
+        );
+        let answers = crate::support::mcp::tool_calls_of(
+            server,
+            &[(
+                "run",
+                Json::object([
+                    ("program", Json::str("syscall:::entry { @n = count(); }")),
+                    ("seconds", Json::Float(1.0)),
+                ]),
+            )],
+        );
+        let (answer, is_error) = &answers[0];
+        assert!(
+            *is_error,
+            "an empty result where the run traced nothing: {answer:?}"
+        );
+        let text = match answer {
+            Json::Str(t) => t.clone(),
+            other => panic!("{other:?}"),
+        };
+        assert!(
+            text.starts_with("live tracing could not start, so nothing was traced: "),
+            "{text}"
+        );
+        // dtx's own words for the refusal, as the command line gives them
+        let cli = run_exe(
+            &[
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--inh-caps=-all",
+                "--",
+            ],
+            copy.exe.as_os_str(),
+            &[
+                "-q",
+                "-n",
+                "syscall:::entry { @n = count(); } tick-1s { exit(0); }",
+            ],
+        );
+        assert_eq!(cli.status.code(), Some(1), "{}", cli.report());
+        let said = cli.stderr.trim().trim_start_matches("dtx: ");
+        assert!(text.contains(said), "{text}\nthe command line: {said}");
     }
 
     /// Runs as uid/gid 65534 with no capabilities (setpriv, as root; or as this user when it

@@ -378,10 +378,13 @@ pub fn run(
         drops: 0,
         trace_seconds: None,
     };
+    // what the source said went wrong, and how many events it gave: a live run whose
+    // source failed and gave nothing is a tool error, as the command line exits 1 for it
+    let mut source_errors: Vec<String> = Vec::new();
     let deadline = Instant::now() + Duration::from_secs_f64(seconds);
     // after a Stop, END and the last snapshot still come; how long they may take
     let mut hard = deadline + Duration::from_secs(30);
-    loop {
+    let events = loop {
         let now = Instant::now();
         if now >= hard {
             return Err(format!(
@@ -411,7 +414,15 @@ pub fn run(
                 }
             }
             Update::Snapshot(s) => r.aggs = s.aggs,
-            Update::Error(m) | Update::Notice(m) => {
+            Update::Error(m) => {
+                if source_errors.len() < 10 {
+                    source_errors.push(m.clone());
+                }
+                if r.messages.len() < 100 {
+                    r.messages.push(m);
+                }
+            }
+            Update::Notice(m) => {
                 if r.messages.len() < 100 {
                     r.messages.push(m);
                 }
@@ -424,16 +435,22 @@ pub fn run(
                 }
                 if let RunState::Ended(code) = st.state {
                     r.exit = Some(code);
-                    break;
+                    break st.events;
                 }
             }
         }
-    }
+    };
     session.send(Command::Quit);
     // a live run that only stopped because of the seconds is not "stopped" early: that is
     // what seconds means there
     if trace.is_none() {
         r.stopped = false;
+        if events == 0 && !source_errors.is_empty() {
+            return Err(format!(
+                "live tracing could not start, so nothing was traced: {}",
+                source_errors.join("; ")
+            ));
+        }
     }
     Ok(r)
 }

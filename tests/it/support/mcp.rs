@@ -11,6 +11,15 @@ use dtx::output::json::{parse, Json};
 /// tool's JSON answer and whether it was an error. For where Python's SDK is not at hand
 /// (the Windows runner) and for live runs.
 pub fn tool_calls_by_hand(calls: &[(&str, Json)]) -> Vec<(Json, bool)> {
+    tool_calls_of(crate::support::cli::Dtx::new(&["--mcp"]), calls)
+}
+
+/// [`tool_calls_by_hand`] of a server started as `server` (a `dtx --mcp` run as another
+/// user, say).
+pub fn tool_calls_of(
+    server: crate::support::cli::Dtx,
+    calls: &[(&str, Json)],
+) -> Vec<(Json, bool)> {
     let mut input = String::new();
     let init = Json::object([
         ("jsonrpc", Json::str("2.0")),
@@ -44,7 +53,7 @@ pub fn tool_calls_by_hand(calls: &[(&str, Json)]) -> Vec<(Json, bool)> {
         input.push_str(&call.to_json());
         input.push('\n');
     }
-    let out = crate::support::cli::Dtx::new(&["--mcp"])
+    let out = server
         .stdin(input)
         .timeout(std::time::Duration::from_secs(120))
         .output();
