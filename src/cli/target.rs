@@ -71,9 +71,8 @@ pub fn create(args: &Args) -> Result<Option<Target>, String> {
         Some(TargetRequest::Command(argv)) => start(&argv).map(Some),
         Some(TargetRequest::Pid(pid)) => {
             #[cfg(windows)]
-            if may_name_methods(args) {
-                crate::sources::debugger::windows::rundown_before_attach(pid);
-            }
+            return grab_with(pid, may_name_methods(args)).map(Some);
+            #[cfg(not(windows))]
             grab(pid).map(Some)
         }
         None => Ok(None),
@@ -182,8 +181,10 @@ pub fn open_target(req: &TargetRequest, capture: bool) -> Result<OpenedTarget, S
             // the console's programs come later, and are often about the target's methods:
             // the rundown runs now, while the process can still answer (see `create`)
             #[cfg(windows)]
-            crate::sources::debugger::windows::rundown_before_attach(*pid);
-            grab(*pid)?
+            let t = grab_with(*pid, true)?;
+            #[cfg(not(windows))]
+            let t = grab(*pid)?;
+            t
         }
     };
     Ok(OpenedTarget {
@@ -225,7 +226,20 @@ fn start(argv: &[String]) -> Result<Target, String> {
 
 #[cfg(windows)]
 fn grab(pid: u32) -> Result<Target, String> {
-    let t = crate::sources::debugger::windows::WindowsTarget::attach(pid)?;
+    grab_with(pid, false)
+}
+
+/// Grabs `pid`; with `rundown`, the CLR rundown of a .NET process runs first, while it can
+/// still answer, in the method session the debugger loop then keeps (issue 42, finding 9).
+#[cfg(windows)]
+fn grab_with(pid: u32, rundown: bool) -> Result<Target, String> {
+    use crate::sources::debugger::windows;
+    let feed = if rundown {
+        windows::rundown_before_attach(pid)
+    } else {
+        None
+    };
+    let t = windows::WindowsTarget::attach(pid, feed)?;
     Ok(Target {
         pid,
         created: false,

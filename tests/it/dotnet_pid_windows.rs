@@ -334,23 +334,24 @@ fn dotnet_pid_windows_list_p_lists_the_methods_with_code() {
     assert!(!so.contains("Work.Late"), "{so}");
 }
 
-#[test]
-fn dotnet_pid_windows_p_glob_matches_without_z() {
+/// What a `-p` run of `prog` over the waiting program gave: whether its BEGIN's `attached`
+/// line came (then the program was let go: 1,000 more calls, then it ends, and dtx with it),
+/// dtx's status, the rest of its stdout and its stderr.
+struct Grabbed {
+    attached: bool,
+    success: bool,
+    line: String,
+    rest: String,
+    stderr: String,
+}
+
+fn grabbed(app: &Path, prog: &str, env: &[(&str, &str)]) -> Grabbed {
     use std::io::{BufRead, Read, Write};
-    let Some(app) = app("dotnet_pid_windows_p_glob_matches_without_z") else {
-        return;
-    };
-    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
     let (mut child, _out) = started_waiting(app);
     let pid = child.id();
     let mut d = Command::new(env!("CARGO_BIN_EXE_dtx"))
-        .args([
-            "-q",
-            "-n",
-            "BEGIN { printf(\"attached\\n\"); } pid$target:app:*Ad*:entry { @c = count(); @s = sum(arg0); }",
-            "-p",
-            &pid.to_string(),
-        ])
+        .args(["-q", "-n", prog, "-p", &pid.to_string()])
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -360,7 +361,6 @@ fn dotnet_pid_windows_p_glob_matches_without_z() {
     let mut line = String::new();
     let attached = dout.read_line(&mut line).expect("read dtx") > 0 && line == "attached\n";
     if attached {
-        // the program goes on: 1,000 more calls, then it ends, and dtx with it
         let _ = child.stdin.as_mut().expect("stdin").write_all(b"go\n");
     } else {
         let _ = child.kill();
@@ -381,17 +381,81 @@ fn dotnet_pid_windows_p_glob_matches_without_z() {
     }
     let st = d.wait().expect("dtx");
     let rest = reader.join().unwrap_or_default();
-    let mut se = String::new();
+    let mut stderr = String::new();
     if let Some(mut e) = d.stderr.take() {
-        let _ = e.read_to_string(&mut se);
+        let _ = e.read_to_string(&mut stderr);
     }
     let _ = child.kill();
     let _ = child.wait();
-    assert!(attached && st.success(), "{line}{rest}\nstderr:\n{se}");
+    Grabbed {
+        attached,
+        success: st.success(),
+        line,
+        rest,
+        stderr,
+    }
+}
+
+#[test]
+fn dotnet_pid_windows_p_glob_matches_without_z() {
+    let Some(app) = app("dotnet_pid_windows_p_glob_matches_without_z") else {
+        return;
+    };
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let g = grabbed(
+        app,
+        "BEGIN { printf(\"attached\\n\"); } pid$target:app:*Ad*:entry { @c = count(); @s = sum(arg0); }",
+        &[],
+    );
+    let Grabbed {
+        line, rest, stderr, ..
+    } = &g;
+    assert!(g.attached && g.success, "{line}{rest}\nstderr:\n{stderr}");
     let sum: i64 = (0..1000).sum();
     assert_eq!(
-        aggregations(&rest),
+        aggregations(rest),
         vec![1000, sum],
-        "stdout:\n{rest}\nstderr:\n{se}"
+        "stdout:\n{rest}\nstderr:\n{stderr}"
     );
+}
+
+/// Issue 42, finding 9: the rundown a `-p` run needs runs once, before the grab, in the
+/// session the debugger loop then follows the runtime with; none of its events reaches the
+/// EtwEventWrite breakpoints (a loop that started a session of its own ran a second rundown
+/// on the held process, an event per method, each a stop of it).
+#[test]
+fn win3_9_dotnet_pid_windows_p_runs_the_rundown_once() {
+    let Some(app) = app("win3_9_dotnet_pid_windows_p_runs_the_rundown_once") else {
+        return;
+    };
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    let g = grabbed(
+        app,
+        "BEGIN { printf(\"attached\\n\"); } pid$target:app:*Ad*:entry { @c = count(); }",
+        &[("DTX_CLR_STATS", "1")],
+    );
+    let Grabbed {
+        line, rest, stderr, ..
+    } = &g;
+    assert!(g.attached && g.success, "{line}{rest}\nstderr:\n{stderr}");
+    assert_eq!(
+        aggregations(rest),
+        vec![1000],
+        "stdout:\n{rest}\nstderr:\n{stderr}"
+    );
+    // "dtx: the CLR's events of pid N: X in all, Y at EtwEventWrite (Z of the rundown)"
+    let stats = stderr
+        .lines()
+        .find_map(|l| l.split_once("the CLR's events of pid ").map(|(_, r)| r))
+        .unwrap_or_else(|| panic!("no statistics line:\n{stderr}"));
+    let numbers: Vec<u64> = stats
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    let [_pid, all, _at_write, of_rundown] = numbers[..] else {
+        panic!("{stats}");
+    };
+    // the pre-grab rundown listed the program's methods into the loop's own table
+    assert!(all > 0, "{stats}");
+    assert_eq!(of_rundown, 0, "{stats}\n{stderr}");
 }

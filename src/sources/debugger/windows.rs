@@ -137,18 +137,27 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// Runs the CLR rundown of process `pid` (when a .NET runtime is mapped in it) before `-p`
 /// grabs it: once the debugger holds it, the runtime cannot answer. What it gives (or why it
 /// failed) waits for the pid provider's first read of the process, so that a glob over
-/// methods matches what has code now and `dtx -l -p` lists it.
-pub fn rundown_before_attach(pid: u32) {
+/// methods matches what has code now and `dtx -l -p` lists it. The rundown runs in the method
+/// session the debugger loop then follows the runtime with, which is returned, to be handed to
+/// [`WindowsTarget::attach`]: the loop starts no session of its own, whose start rundown
+/// would run again on the held process, through the EtwEventWrite breakpoints (issue 42,
+/// finding 9). `None` when no runtime is mapped or the session cannot start (then said as the
+/// rundown's failure).
+pub fn rundown_before_attach(pid: u32) -> Option<super::ClrFeed> {
     let Ok((maps, _)) = psapi_modules(pid) else {
-        return;
+        return None;
     };
     if !crate::providers::pid::runtime_mapped(&maps) {
-        return;
+        return None;
     }
-    let r = crate::sources::etw_live::windows::clr_rundown(pid);
+    let (r, feed) = match crate::sources::etw_live::windows::clr_rundown_kept(pid) {
+        Ok((r, session, context)) => (r, Some(super::ClrFeed::running(session, context))),
+        Err(e) => (Err(e), None),
+    };
     lock(&RUNDOWNS)
         .get_or_insert_with(HashMap::new)
         .insert(pid, r);
+    feed
 }
 
 /// The modules of a process we do not debug, from its loader's list.
@@ -299,6 +308,9 @@ pub struct WindowsTarget {
     detached: bool,
     created: bool,
     ctx: std::cell::RefCell<Box<AlignedContext>>,
+    /// The CLR method session started before the grab ([`rundown_before_attach`]), until the
+    /// loop takes it; stopped with the target otherwise.
+    clr_feed: Option<super::ClrFeed>,
 }
 
 impl WindowsTarget {
@@ -320,6 +332,7 @@ impl WindowsTarget {
             detached: false,
             created,
             ctx: std::cell::RefCell::new(AlignedContext::new()),
+            clr_feed: None,
         }
     }
 
@@ -393,8 +406,10 @@ impl WindowsTarget {
         Ok(t)
     }
 
-    /// Attaches to `pid`; held at the loader's break-in when this returns.
-    pub fn attach(pid: u32) -> Result<WindowsTarget, String> {
+    /// Attaches to `pid`; held at the loader's break-in when this returns. `clr_feed` is the
+    /// CLR method session [`rundown_before_attach`] started, kept for the loop (stopped here
+    /// when the grab fails).
+    pub fn attach(pid: u32, clr_feed: Option<super::ClrFeed>) -> Result<WindowsTarget, String> {
         let grab_err = |e: String| format!("failed to grab pid {pid}: {e}");
         if pid == 0 || pid == std::process::id() {
             return Err(grab_err("Permission denied".into()));
@@ -417,6 +432,7 @@ impl WindowsTarget {
         unsafe { DebugSetProcessKillOnExit(0) };
         install_exit_handler();
         let mut t = WindowsTarget::new(pid, false);
+        t.clr_feed = clr_feed;
         t.run_to_loader_break().map_err(grab_err)?;
         Ok(t)
     }
@@ -790,6 +806,10 @@ impl Drop for WindowsTarget {
 }
 
 impl TargetProcess for WindowsTarget {
+    fn take_clr_feed(&mut self) -> Option<super::ClrFeed> {
+        self.clr_feed.take()
+    }
+
     fn pid(&self) -> u32 {
         self.pid
     }

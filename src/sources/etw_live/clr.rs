@@ -100,6 +100,11 @@ impl ClrContext {
             .collect()
     }
 
+    /// The process whose events this context takes.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
     /// Records of the runtime's providers seen so far.
     pub fn records(&self) -> u64 {
         self.lock().records

@@ -1163,9 +1163,18 @@ pub struct ClrMethodSession {
 impl ClrMethodSession {
     /// Starts the session for process `pid` and enables both providers in it.
     pub fn start(pid: u32, context: &super::clr::ClrContext) -> Result<ClrMethodSession, String> {
+        ClrMethodSession::start_as(CLR, pid, context)
+    }
+
+    /// [`ClrMethodSession::start`] under the session kind `kind`.
+    fn start_as(
+        kind: &'static str,
+        pid: u32,
+        context: &super::clr::ClrContext,
+    ) -> Result<ClrMethodSession, String> {
         use crate::providers::etw::dnet;
         let spec = Spec {
-            kind: CLR,
+            kind,
             kernel_flags: 0,
             log_file: None,
             real_time: true,
@@ -1229,7 +1238,7 @@ const CLR_RUNDOWN: &str = "clrrundown";
 /// while this runs ([`RundownRunning`]). The process must not be held by a debugger: the
 /// rundown runs on its threads.
 pub fn clr_rundown(pid: u32) -> Result<Vec<crate::symbols::managed::ManagedMethod>, String> {
-    use super::clr::{wait_for_rundown, ClrContext, RUNDOWN_WAIT};
+    use super::clr::ClrContext;
     use crate::providers::etw::dnet;
     let _interruptible = RundownRunning::enter();
     // the context outlives the session: `session` is stopped (its reader joined) before the
@@ -1265,7 +1274,22 @@ pub fn clr_rundown(pid: u32) -> Result<Vec<crate::symbols::managed::ManagedMetho
         session.stop();
         return Err(words);
     }
-    // the reader ends early only when someone else stopped the session
+    let waited = wait_in(&session, &context);
+    // what ETW lost in the session is said, as dtrace says its drops (issue 42, 10)
+    let lost = session.stop().unwrap_or((0, 0));
+    if let Some(loss) = super::clr::rundown_outcome(pid, waited, lost)? {
+        crate::output::stderr::say("dtx", format_args!("warning: {loss}"));
+    }
+    Ok(context.take_ready(true))
+}
+
+/// Waits for the end of the rundown the session's start asked `context`'s process for, at most
+/// [`super::clr::RUNDOWN_WAIT`]; its reader ends early only when someone else (a console
+/// handler) stopped the session.
+fn wait_in(
+    session: &Session,
+    context: &super::clr::ClrContext,
+) -> Result<(), super::clr::RundownUnfinished> {
     let reader_gone = || {
         session
             .reader
@@ -1273,19 +1297,52 @@ pub fn clr_rundown(pid: u32) -> Result<Vec<crate::symbols::managed::ManagedMetho
             .and_then(|r| r.thread.as_ref())
             .is_none_or(|t| t.is_finished())
     };
-    let waited = wait_for_rundown(
-        &context,
+    super::clr::wait_for_rundown(
+        context,
         0,
-        RUNDOWN_WAIT,
+        super::clr::RUNDOWN_WAIT,
         Duration::from_millis(20),
         &reader_gone,
-    );
-    // what ETW lost in the session is said, as dtrace says its drops (issue 42, 10)
-    let lost = session.stop().unwrap_or((0, 0));
-    if let Some(loss) = super::clr::rundown_outcome(pid, waited, lost)? {
-        crate::output::stderr::say("dtx", format_args!("warning: {loss}"));
-    }
-    Ok(context.take_ready(true))
+    )
+}
+
+/// The methods with code in .NET process `pid` now, as [`clr_rundown`] lists them, from a
+/// [`ClrMethodSession`] that is kept running after the rundown: the session a `-p` target's
+/// debugger loop follows the runtime's compilations with (issue 42, finding 9). Started before
+/// the grab, its start rundown is the only one: a method session started after the grab would
+/// run a second rundown on the held process, every event of it a stop at the EtwEventWrite
+/// breakpoints; and it follows the runtime from before the rundown, so a method compiled
+/// between the rundown and the grab is in it too. While the rundown runs the session is of the
+/// rundown's kind, so that the rundown's console handler treats it as one. `Err` when the
+/// session cannot start; else the rundown's outcome (its methods, or why they cannot be
+/// listed), the session and the context its reader fills (which must outlive it).
+#[allow(clippy::type_complexity)]
+pub fn clr_rundown_kept(
+    pid: u32,
+) -> Result<
+    (
+        Result<Vec<crate::symbols::managed::ManagedMethod>, String>,
+        ClrMethodSession,
+        Box<super::clr::ClrContext>,
+    ),
+    String,
+> {
+    let _interruptible = RundownRunning::enter();
+    let context = Box::new(super::clr::ClrContext::new(pid, time_base()));
+    let session = ClrMethodSession::start_as(CLR_RUNDOWN, pid, &context)?;
+    let waited = wait_in(&session.session, &context);
+    // the session runs on: what ETW lost in it so far (its stop says the rest)
+    let lost = control(&session.session.name, w::EVENT_TRACE_CONTROL_QUERY).unwrap_or((0, 0));
+    let methods = match super::clr::rundown_outcome(pid, waited, lost) {
+        Ok(loss) => {
+            if let Some(loss) = loss {
+                crate::output::stderr::say("dtx", format_args!("warning: {loss}"));
+            }
+            Ok(context.take_ready(true))
+        }
+        Err(e) => Err(e),
+    };
+    Ok((methods, session, context))
 }
 
 /// Synchronous rundowns running now (see [`RundownRunning`]).

@@ -455,7 +455,7 @@ fn win3_close_child(pid: u32) -> ! {
     use dtx::sources::debugger::windows::{self as dbg, WindowsTarget};
     use dtx::sources::debugger::{DebugEvent, Stop, TargetProcess};
     let at = sleep_addr();
-    let mut t = WindowsTarget::attach(pid).unwrap();
+    let mut t = WindowsTarget::attach(pid, None).unwrap();
     assert!(t.write_code(at, &[0xcc]));
     println!("child: planted {:?}", dbg::planted_bytes(pid));
     t.resume_all();
@@ -500,7 +500,7 @@ fn win3_interrupt_child(pid: u32) -> ! {
     use dtx::sources::debugger::windows::{self as dbg, WindowsTarget};
     use dtx::sources::debugger::TargetProcess;
     let at = sleep_addr();
-    let t = WindowsTarget::attach(pid).unwrap();
+    let t = WindowsTarget::attach(pid, None).unwrap();
     assert!(t.write_code(at, &[0xcc]));
     println!("child: held, planted {:?}", dbg::planted_bytes(pid));
     let r = dbg::console_event(CTRL_C_EVENT);
